@@ -1,0 +1,21 @@
+# Finds cuDNN (header cudnn_version.h, library libcudnn) next to the CUDA toolkit.
+# Defines CUDNN_FOUND, CUDNN_VERSION, CUDNN_LIBRARY and the imported target CUDNN::cudnn.
+set(_cudnn_hints ${CUDAToolkit_LIBRARY_ROOT} ${CUDAToolkit_TARGET_DIR} $ENV{CUDNN_ROOT} /usr/local/cuda /usr)
+find_path(CUDNN_INCLUDE_DIR cudnn_version.h HINTS ${_cudnn_hints} PATH_SUFFIXES include include/x86_64-linux-gnu)
+find_library(CUDNN_LIBRARY cudnn HINTS ${_cudnn_hints} PATH_SUFFIXES lib64 lib lib/x86_64-linux-gnu)
+if(CUDNN_INCLUDE_DIR)
+  file(STRINGS ${CUDNN_INCLUDE_DIR}/cudnn_version.h _cudnn_defs REGEX "#define CUDNN_(MAJOR|MINOR|PATCHLEVEL) +[0-9]+")
+  foreach(part MAJOR MINOR PATCHLEVEL)
+    string(REGEX MATCH "CUDNN_${part} +([0-9]+)" _m "${_cudnn_defs}")
+    set(_cudnn_${part} ${CMAKE_MATCH_1})
+  endforeach()
+  set(CUDNN_VERSION "${_cudnn_MAJOR}.${_cudnn_MINOR}.${_cudnn_PATCHLEVEL}")
+endif()
+include(FindPackageHandleStandardArgs)
+find_package_handle_standard_args(CUDNN REQUIRED_VARS CUDNN_LIBRARY CUDNN_INCLUDE_DIR VERSION_VAR CUDNN_VERSION)
+if(CUDNN_FOUND AND NOT TARGET CUDNN::cudnn)
+  add_library(CUDNN::cudnn UNKNOWN IMPORTED)
+  set_target_properties(CUDNN::cudnn PROPERTIES IMPORTED_LOCATION ${CUDNN_LIBRARY}
+                        INTERFACE_INCLUDE_DIRECTORIES ${CUDNN_INCLUDE_DIR})
+endif()
+mark_as_advanced(CUDNN_INCLUDE_DIR CUDNN_LIBRARY)

@@ -1,0 +1,21 @@
+# Finds NCCL (header nccl.h, library libnccl) next to the CUDA toolkit.
+# Defines NCCL_FOUND, NCCL_VERSION, NCCL_LIBRARY and the imported target NCCL::nccl.
+set(_nccl_hints ${CUDAToolkit_LIBRARY_ROOT} ${CUDAToolkit_TARGET_DIR} $ENV{NCCL_ROOT} /usr/local/cuda /usr)
+find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_nccl_hints} PATH_SUFFIXES include include/x86_64-linux-gnu)
+find_library(NCCL_LIBRARY nccl HINTS ${_nccl_hints} PATH_SUFFIXES lib64 lib lib/x86_64-linux-gnu)
+if(NCCL_INCLUDE_DIR)
+  file(STRINGS ${NCCL_INCLUDE_DIR}/nccl.h _nccl_defs REGEX "#define NCCL_(MAJOR|MINOR|PATCH) +[0-9]+")
+  foreach(part MAJOR MINOR PATCH)
+    string(REGEX MATCH "NCCL_${part} +([0-9]+)" _m "${_nccl_defs}")
+    set(_nccl_${part} ${CMAKE_MATCH_1})
+  endforeach()
+  set(NCCL_VERSION "${_nccl_MAJOR}.${_nccl_MINOR}.${_nccl_PATCH}")
+endif()
+include(FindPackageHandleStandardArgs)
+find_package_handle_standard_args(NCCL REQUIRED_VARS NCCL_LIBRARY NCCL_INCLUDE_DIR VERSION_VAR NCCL_VERSION)
+if(NCCL_FOUND AND NOT TARGET NCCL::nccl)
+  add_library(NCCL::nccl UNKNOWN IMPORTED)
+  set_target_properties(NCCL::nccl PROPERTIES IMPORTED_LOCATION ${NCCL_LIBRARY}
+                        INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
+endif()
+mark_as_advanced(NCCL_INCLUDE_DIR NCCL_LIBRARY)

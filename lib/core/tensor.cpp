@@ -1,0 +1,87 @@
+#include "core/tensor.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <sstream>
+#include <stdexcept>
+
+namespace sdp {
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_str(const Shape& shape) {
+  std::ostringstream out;
+  out << '[';
+  for (std::size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  out << ']';
+  return out.str();
+}
+
+std::shared_ptr<void> allocate_host(std::size_t bytes) {
+  constexpr std::size_t kAlign = 64;
+  std::size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+  if (rounded == 0) rounded = kAlign;
+  void* p = std::aligned_alloc(kAlign, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  std::memset(p, 0, rounded);
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+Tensor::Tensor(Shape shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {
+  owner_ = allocate_host(nbytes());
+  data_ = owner_.get();
+}
+
+Tensor Tensor::view_of(std::shared_ptr<void> owner, void* data, Shape shape, DType dtype,
+                       Device device) {
+  Tensor t;
+  t.owner_ = std::move(owner);
+  t.data_ = data;
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.device_ = device;
+  return t;
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  if (shape_numel(shape) != numel())
+    throw std::invalid_argument("Tensor::reshaped: " + shape_str(shape_) + " -> " +
+                                shape_str(shape) + " changes the element count");
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::slice(int64_t begin, int64_t count) const {
+  if (begin < 0 || count < 0 || begin + count > numel())
+    throw std::out_of_range("Tensor::slice: [" + std::to_string(begin) + ", +" +
+                            std::to_string(count) + ") outside " + shape_str(shape_));
+  Tensor t = *this;
+  t.data_ = static_cast<char*>(data_) + begin * static_cast<int64_t>(dtype_size(dtype_));
+  t.shape_ = {count};
+  return t;
+}
+
+void Tensor::zero() {
+  if (nbytes()) std::memset(data_, 0, nbytes());
+}
+
+void Tensor::fill(float value) {
+  if (dtype_ != DType::kF32) throw std::invalid_argument("Tensor::fill: f32 only");
+  float* p = data<float>();
+  for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = value;
+}
+
+void Tensor::copy_from(const Tensor& other) {
+  if (other.numel() != numel() || other.dtype() != dtype_)
+    throw std::invalid_argument("Tensor::copy_from: " + shape_str(other.shape()) + " into " +
+                                shape_str(shape_));
+  if (nbytes()) std::memcpy(data_, other.raw(), nbytes());
+}
+
+}  // namespace sdp

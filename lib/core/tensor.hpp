@@ -1,0 +1,63 @@
+// Tensor: a shape, a dtype, a device and a pointer into shared storage. Copies of a Tensor
+// share storage (like torch.Tensor); views into arenas keep the arena's storage alive.
+// CPU storage is 64-byte aligned so oneDNN and AVX-512 kernels get aligned rows.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.hpp"
+
+namespace sdp {
+
+using Shape = std::vector<int64_t>;
+
+int64_t shape_numel(const Shape& shape);
+std::string shape_str(const Shape& shape);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Allocates zero-filled CPU storage.
+  explicit Tensor(Shape shape, DType dtype = DType::kF32);
+
+  // A tensor over memory owned by `owner` (kept alive by this tensor), at `data`.
+  static Tensor view_of(std::shared_ptr<void> owner, void* data, Shape shape,
+                        DType dtype = DType::kF32, Device device = Device::cpu());
+
+  bool defined() const { return data_ != nullptr || shape_numel(shape_) == 0; }
+  const Shape& shape() const { return shape_; }
+  int64_t dim(int axis) const { return shape_.at(axis < 0 ? shape_.size() + axis : axis); }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t numel() const { return shape_numel(shape_); }
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
+  DType dtype() const { return dtype_; }
+  const Device& device() const { return device_; }
+
+  void* raw() const { return data_; }
+  template <typename T>
+  T* data() const { return static_cast<T*>(data_); }
+
+  // Same storage, new shape with the same number of elements.
+  Tensor reshaped(Shape shape) const;
+  // Elements [begin, begin + count) of the flattened tensor, as a 1-D view.
+  Tensor slice(int64_t begin, int64_t count) const;
+
+  void zero();
+  void fill(float value);  // f32 only
+  void copy_from(const Tensor& other);  // same numel and dtype, CPU only
+
+ private:
+  std::shared_ptr<void> owner_;
+  void* data_ = nullptr;
+  Shape shape_;
+  DType dtype_ = DType::kF32;
+  Device device_;
+};
+
+// 64-byte aligned, zero-filled host allocation shared by the returned pointer.
+std::shared_ptr<void> allocate_host(std::size_t bytes);
+
+}  // namespace sdp
