@@ -1,1 +1,147 @@
-int main() { return 0; }
+// sdp-train: the command line. It parses arguments (CLI11) and calls lib/; nothing of
+// substance lives here. Every error ends as one "sdp-train: error: ..." line and an exit
+// status (0 ok, 1 runtime failure, 2 bad input, 3 watchdog timeout; DESIGN.md §11).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "config/job_spec_loader.hpp"
+#include "core/device_info.hpp"
+#include "core/error.hpp"
+#include "dist/agreement.hpp"
+#include "dist/world.hpp"
+#include "train/job_setup.hpp"
+
+namespace {
+
+using sdp::ExitCode;
+
+void print_error(const std::string& message) {
+  std::fprintf(stderr, "sdp-train: error: %s\n", message.c_str());
+  std::fflush(stderr);
+}
+
+// The options every job command takes.
+void add_job_options(CLI::App& cmd, sdp::JobSources& sources, bool config_required) {
+  auto* config = cmd.add_option("-c,--config", sources.config_path, "YAML job spec");
+  if (config_required) config->required();
+  cmd.add_option("--resource-config", sources.resource_config_path,
+                 std::string("SageMaker resourceconfig.json (default: ") + sdp::kDefaultResourceConfigPath +
+                     " when it exists)");
+  cmd.add_option("--hyperparameters", sources.hyperparameters_path,
+                 std::string("SageMaker hyperparameters.json (default: ") + sdp::kDefaultHyperparametersPath +
+                     " when it exists)");
+  cmd.add_option("--set", sources.overrides, "override a job key, e.g. --set optimizer.lr=0.1 (repeatable)")
+      ->type_name("KEY=VALUE")
+      ->take_all()
+      ->allow_extra_args(false);
+}
+
+int run_validate(const sdp::JobSources& sources) {
+  sdp::JobSetup setup = sdp::set_up_job(sources);
+  std::string plan = sdp::describe_plan(setup);
+  if (setup.world->rank() == 0) {
+    std::cout << "# resolved job spec (defaults < " << (sources.config_path.empty() ? "-" : sources.config_path)
+              << " < " << (setup.hyperparameters_path.empty() ? "-" : setup.hyperparameters_path)
+              << " < --set)\n"
+              << sdp::job_spec_to_yaml(setup.spec) << "\n# " << plan;
+    std::cout << "# valid\n" << std::flush;
+  }
+  return 0;
+}
+
+int run_env(const sdp::JobSources& sources) {
+  sdp::JobSetup setup = sdp::set_up_job(sources);
+  nlohmann::json env = sdp::describe_environment(setup);
+  if (setup.world->rank() == 0) std::cout << env.dump(2) << std::endl;
+  return 0;
+}
+
+int run_train(const sdp::JobSources& sources) {
+  sdp::JobSetup setup = sdp::set_up_job(sources);
+  std::string plan = sdp::describe_plan(setup);
+  if (setup.world->rank() == 0) std::cout << plan << std::flush;
+  throw sdp::RuntimeError("the training engine is not part of this build yet: set-up and plan "
+                          "succeeded, nothing was trained");
+}
+
+std::string version_text() {
+  std::string v = std::string("sdp-train ") + SDP_VERSION + " (CUDA backend: " +
+                  (sdp::cuda_backend_built() ? "built" : "not built") + ")";
+  return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"sdp-train: synchronous data-parallel training of convolutional networks, "
+               "launched by MPI (one process per GPU or CPU share)."};
+  app.name("sdp-train");
+  app.footer(
+      "Examples:\n"
+      "  sdp-train --config configs/quickstart.yaml                 train on one rank\n"
+      "  mpirun -np 2 sdp-train --config configs/lenet-mnist.yaml   train on 2 ranks\n"
+      "  sdp-train validate --config job.yaml --set optimizer.lr=0.1\n"
+      "  mpirun -np 4 sdp-train env --set distributed.ranks_per_node=2\n"
+      "Exit status: 0 ok, 1 runtime failure, 2 bad input, 3 watchdog timeout.");
+  app.set_version_flag("--version", version_text());
+  app.require_subcommand(0, 1);
+
+  sdp::JobSources top_sources, train_sources, validate_sources, env_sources;
+  add_job_options(app, top_sources, /*config_required=*/false);
+  auto* train = app.add_subcommand("train", "train the job (the default when no command is given)");
+  add_job_options(*train, train_sources, true);
+  auto* validate = app.add_subcommand("validate", "print the fully resolved job and the plan, then exit");
+  add_job_options(*validate, validate_sources, true);
+  auto* env = app.add_subcommand("env", "print ranks, topology, devices and the SageMaker cluster as JSON");
+  add_job_options(*env, env_sources, false);
+
+  const int pre_mpi_rank = sdp::launcher_rank();
+  try {
+    app.parse(argc, argv);
+    if (app.get_subcommands().empty() && top_sources.config_path.empty())
+      throw CLI::RequiredError("--config (or a command: train, validate, env)");
+  } catch (const CLI::Success& e) {  // --help, --version
+    if (pre_mpi_rank <= 0) app.exit(e);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    if (pre_mpi_rank <= 0) {
+      print_error(std::string(e.what()) + " (run `sdp-train --help` for usage)");
+    }
+    return static_cast<int>(ExitCode::kUsage);
+  }
+
+  int exit_code = 0;
+  try {
+    sdp::init_mpi(&argc, &argv);
+  } catch (const sdp::Error& e) {
+    print_error(e.what());
+    return static_cast<int>(e.code());
+  }
+  try {
+    if (validate->parsed())
+      exit_code = run_validate(validate_sources);
+    else if (env->parsed())
+      exit_code = run_env(env_sources);
+    else
+      exit_code = run_train(train->parsed() ? train_sources : top_sources);
+  } catch (const sdp::CollectiveFailure& failure) {
+    // Every rank got here together: report once, then leave MPI in order.
+    if (failure.report_here()) print_error(failure.what());
+    exit_code = failure.exit_code();
+  } catch (const std::exception& e) {
+    // This rank alone failed: the others may be inside a collective, so end the whole job.
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    const auto* error = dynamic_cast<const sdp::Error*>(&e);
+    exit_code = error ? static_cast<int>(error->code()) : static_cast<int>(ExitCode::kRuntime);
+    print_error((size > 1 ? "rank " + std::to_string(rank) + ": " : std::string()) + e.what());
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  }
+  sdp::finalize_mpi();
+  return exit_code;
+}

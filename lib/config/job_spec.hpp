@@ -1,0 +1,105 @@
+// JobSpec: the typed job description (DESIGN.md §3). Every key has a default; a YAML file,
+// SageMaker's hyperparameters.json and --set overrides are applied in that order by
+// JobSpecLoader (job_spec_loader.hpp), and validate_job_spec() checks ranges in one place.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sdp {
+
+struct ModelSpec {
+  std::string name = "mlp";  // mlp | lenet5 | resnet20/32/44/56 | resnet18/34/50
+  int num_classes = 10;
+  std::vector<int> hidden = {512, 512};  // mlp layer widths
+  double dropout = 0.0;
+};
+
+struct SyntheticDataSpec {
+  int64_t train_samples = 8192;
+  int64_t test_samples = 2048;
+  int channels = 1;
+  int height = 28;
+  int width = 28;
+  double noise = 0.5;  // noise strength relative to the class pattern
+};
+
+struct DataSpec {
+  std::string format = "synthetic";  // mnist | cifar10 | synthetic
+  std::string train = "${SM_CHANNEL_TRAINING:-data}";
+  std::string test = "${SM_CHANNEL_TEST:-data}";
+  int batch_size = 64;  // per rank; global batch = batch_size * world size
+  std::string shard = "rank";  // rank | host
+  int prefetch = 2;
+  std::string augment = "auto";  // auto (crop+flip for cifar10) | none | crop-flip
+  SyntheticDataSpec synthetic;
+};
+
+struct TrainSpec {
+  int epochs = 1;
+  int64_t max_steps = 0;  // 0 = no limit
+  int log_every = 50;
+  int eval_every_epochs = 1;  // 0 = evaluate only at the end
+};
+
+struct OptimizerSpec {
+  std::string name = "sgd";  // sgd | adam | adamw
+  double lr = 0.01;  // base learning rate for ONE rank
+  double momentum = 0.9;
+  bool nesterov = false;
+  double weight_decay = 0.0;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  std::string lr_scaling = "linear";  // linear | sqrt | none | a positive factor, e.g. "1.5"
+  double warmup_epochs = 0.0;
+  std::string schedule = "constant";  // constant | step | cosine
+  std::vector<int> milestones;  // epochs, for schedule: step
+  double gamma = 0.1;
+  double min_lr = 0.0;  // cosine floor
+};
+
+struct DistributedSpec {
+  std::string backend = "auto";    // auto | mpi | nccl
+  std::string allreduce = "auto";  // auto | flat | ring | hierarchical
+  double bucket_mb = 25.0;         // 0 = one bucket
+  std::string compression = "none";  // none | fp16 | bf16
+  int ranks_per_node = 0;          // 0 = auto (detected topology)
+  double timeout_s = 600.0;
+  double stall_warning_s = 60.0;
+  int64_t check_every_steps = 0;   // replica checksum comparison; 0 = off
+};
+
+struct CheckpointSpec {
+  std::string dir = "${SM_CHECKPOINT_DIR:-out/checkpoints}";
+  int64_t every_steps = 500;  // 0 = only at the end
+  int keep_last = 3;
+  std::string resume = "auto";  // auto | never | a checkpoint file path
+};
+
+struct OutputSpec {
+  std::string model_dir = "${SM_MODEL_DIR:-out/model}";
+  std::string metrics = "out/metrics.jsonl";  // "" = none
+  std::string timeline = "";                  // Chrome trace path; "" = none
+};
+
+struct JobSpec {
+  std::string name = "job";
+  uint64_t seed = 42;
+  std::string device = "auto";     // auto | cpu | cuda
+  std::string precision = "fp32";  // fp32 | amp-fp16 | amp-bf16
+  int threads = 0;                 // CPU threads per rank; 0 = cores / ranks per node
+  ModelSpec model;
+  DataSpec data;
+  TrainSpec train;
+  OptimizerSpec optimizer;
+  DistributedSpec distributed;
+  CheckpointSpec checkpoint;
+  OutputSpec output;
+};
+
+// The model names the job spec accepts (models/ registers a builder for each).
+const std::vector<std::string>& known_model_names();
+
+}  // namespace sdp

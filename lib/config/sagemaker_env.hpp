@@ -1,0 +1,40 @@
+// The SageMaker training environment: /opt/ml/input/config/resourceconfig.json (which host
+// am I, which hosts take part, which network interface to use) and the SM_* variables the
+// SageMaker training toolkit sets. Off SageMaker none of this exists and nothing is required.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sdp {
+
+inline constexpr const char* kDefaultResourceConfigPath = "/opt/ml/input/config/resourceconfig.json";
+inline constexpr const char* kDefaultHyperparametersPath = "/opt/ml/input/config/hyperparameters.json";
+
+struct ResourceConfig {
+  std::string source;  // file the config came from (or "SM_HOSTS/SM_CURRENT_HOST")
+  std::string current_host;
+  std::vector<std::string> hosts;
+  std::string network_interface_name;  // may be empty
+
+  int host_index() const;  // index of current_host in hosts
+};
+
+// Parses and validates a resourceconfig.json: current_host and hosts present and of the
+// right types, hosts non-empty and unique, current_host among them. Extra fields
+// (instance_groups, current_group_name, ...) are tolerated. Throws InputError.
+ResourceConfig load_resource_config(const std::string& path);
+
+// Built from SM_HOSTS (a JSON list) and SM_CURRENT_HOST when both are set, else nullopt.
+std::optional<ResourceConfig> resource_config_from_env();
+
+// The SM_* variables present in the environment, for `sdp-train env`.
+struct SageMakerVariables {
+  std::vector<std::pair<std::string, std::string>> channels;  // SM_CHANNEL_<NAME> -> path
+  std::string model_dir, output_data_dir, checkpoint_dir;
+  int num_gpus = -1;  // SM_NUM_GPUS, -1 when unset
+};
+SageMakerVariables read_sagemaker_variables();
+
+}  // namespace sdp

@@ -1,0 +1,46 @@
+#include "dist/agreement.hpp"
+
+#include <climits>
+
+#include "core/error.hpp"
+#include "dist/mpi_check.hpp"
+
+namespace sdp {
+
+void check_all_ranks(MPI_Comm comm, std::exception_ptr local) {
+  int rank = 0;
+  SDP_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  int mine = local ? rank : INT_MAX;
+  int first = INT_MAX;
+  SDP_MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm));
+  if (first == INT_MAX) return;
+
+  int failed_here = local ? 1 : 0, failed_count = 0;
+  SDP_MPI_CHECK(MPI_Allreduce(&failed_here, &failed_count, 1, MPI_INT, MPI_SUM, comm));
+
+  int code = static_cast<int>(ExitCode::kRuntime);
+  std::string message;
+  if (local) {
+    try {
+      std::rethrow_exception(local);
+    } catch (const Error& e) {
+      code = static_cast<int>(e.code());
+      message = e.what();
+    } catch (const std::exception& e) {
+      message = e.what();
+    } catch (...) {
+      message = "unknown error";
+    }
+  }
+  SDP_MPI_CHECK(MPI_Bcast(&code, 1, MPI_INT, first, comm));
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  // When every rank failed they failed the same way (same input); name a rank otherwise.
+  if (rank == first && failed_count < size) {
+    message = "rank " + std::to_string(rank) + ": " + message;
+    if (failed_count > 1) message += " (and " + std::to_string(failed_count - 1) + " other ranks)";
+  }
+  throw CollectiveFailure(code, message, rank == first);
+}
+
+}  // namespace sdp

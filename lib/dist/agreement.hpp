@@ -1,0 +1,44 @@
+// Collective error agreement. Every rank calls check_all_ranks() at the same point with the
+// error it met (or none). If any rank failed, every rank throws CollectiveFailure with the
+// first failing rank's exit code, and only that rank holds the message to print, so an
+// error is printed once and no rank is left waiting in a later collective.
+#pragma once
+
+#include <mpi.h>
+
+#include <exception>
+#include <string>
+
+namespace sdp {
+
+class CollectiveFailure : public std::exception {
+ public:
+  CollectiveFailure(int exit_code, std::string message, bool report_here)
+      : exit_code_(exit_code), message_(std::move(message)), report_here_(report_here) {}
+  int exit_code() const { return exit_code_; }
+  // True on the one rank that must print the message.
+  bool report_here() const { return report_here_; }
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  int exit_code_;
+  std::string message_;
+  bool report_here_;
+};
+
+// `local` is the exception this rank caught, or nullptr. Returns when no rank failed.
+void check_all_ranks(MPI_Comm comm, std::exception_ptr local);
+
+// Runs `step` on every rank and agrees on its outcome (see check_all_ranks).
+template <typename Step>
+void run_on_all_ranks(MPI_Comm comm, Step&& step) {
+  std::exception_ptr error;
+  try {
+    step();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  check_all_ranks(comm, error);
+}
+
+}  // namespace sdp

@@ -1,0 +1,42 @@
+#include "optim/lr_scaling.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace sdp {
+
+LrScaling LrScaling::parse(const std::string& text) {
+  if (text == "none") return none();
+  if (text == "linear") return linear();
+  if (text == "sqrt") return sqrt();
+  throw InputError("lr_scaling: unknown value '" + text +
+                   "' (expected none, linear, sqrt or {factor: <number>})");
+}
+
+double LrScaling::multiplier(int world_size) const {
+  switch (kind) {
+    case Kind::kNone: return 1.0;
+    case Kind::kLinear: return world_size;
+    case Kind::kSqrt: return std::sqrt(static_cast<double>(world_size));
+    case Kind::kFactor: return factor;
+  }
+  return 1.0;
+}
+
+std::string LrScaling::str() const {
+  switch (kind) {
+    case Kind::kNone: return "none";
+    case Kind::kLinear: return "linear";
+    case Kind::kSqrt: return "sqrt";
+    case Kind::kFactor: {
+      std::ostringstream out;
+      out << "factor " << factor;
+      return out.str();
+    }
+  }
+  return "?";
+}
+
+}  // namespace sdp

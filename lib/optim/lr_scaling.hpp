@@ -1,0 +1,26 @@
+// How the single-rank learning rate grows with the number of ranks: the global batch is
+// world * batch_size, so the LR is scaled with it (Goyal et al. 2017 use linear).
+#pragma once
+
+#include <string>
+
+namespace sdp {
+
+struct LrScaling {
+  enum class Kind { kNone, kLinear, kSqrt, kFactor };
+  Kind kind = Kind::kLinear;
+  double factor = 1.0;  // kFactor only: lr * factor, whatever the world size
+
+  static LrScaling none() { return {Kind::kNone, 1.0}; }
+  static LrScaling linear() { return {Kind::kLinear, 1.0}; }
+  static LrScaling sqrt() { return {Kind::kSqrt, 1.0}; }
+  static LrScaling explicit_factor(double f) { return {Kind::kFactor, f}; }
+  // "none" | "linear" | "sqrt"; throws InputError otherwise (factors come as numbers).
+  static LrScaling parse(const std::string& text);
+
+  double multiplier(int world_size) const;
+  double scaled(double base_lr, int world_size) const { return base_lr * multiplier(world_size); }
+  std::string str() const;
+};
+
+}  // namespace sdp

@@ -1,0 +1,199 @@
+#include "train/job_setup.hpp"
+
+#include <mpi.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <iomanip>
+#include <sstream>
+
+#include "config/job_spec_loader.hpp"
+#include "core/device_info.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "dist/agreement.hpp"
+#include "dist/mpi_check.hpp"
+
+namespace sdp {
+
+namespace {
+
+bool file_exists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// Device of every rank as "cpu" / "cuda:N", gathered to all ranks.
+std::vector<std::string> gather_devices(const JobSetup& setup) {
+  constexpr int kWidth = 32;
+  char mine[kWidth] = {0};
+  std::snprintf(mine, kWidth, "%s", setup.device.device.str().c_str());
+  std::vector<char> all(static_cast<std::size_t>(kWidth) * setup.world->size());
+  SDP_MPI_CHECK(MPI_Allgather(mine, kWidth, MPI_CHAR, all.data(), kWidth, MPI_CHAR, setup.world->comm()));
+  std::vector<std::string> out;
+  for (int r = 0; r < setup.world->size(); ++r) out.emplace_back(&all[static_cast<std::size_t>(r) * kWidth]);
+  return out;
+}
+
+std::vector<int> gather_ints(int mine, MPI_Comm comm, int size) {
+  std::vector<int> all(size);
+  SDP_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, all.data(), 1, MPI_INT, comm));
+  return all;
+}
+
+}  // namespace
+
+LrScaling lr_scaling_of(const OptimizerSpec& optimizer) {
+  char* end = nullptr;
+  double factor = std::strtod(optimizer.lr_scaling.c_str(), &end);
+  if (end != optimizer.lr_scaling.c_str() && *end == '\0') return LrScaling::explicit_factor(factor);
+  return LrScaling::parse(optimizer.lr_scaling);
+}
+
+std::string resolved_allreduce(const DistributedSpec& distributed, const World& world) {
+  if (distributed.allreduce != "auto") return distributed.allreduce;
+  return world.nodes() > 1 && world.local_size() > 1 ? "hierarchical" : "flat";
+}
+
+JobSetup set_up_job(const JobSources& sources) {
+  JobSetup setup;
+  run_on_all_ranks(MPI_COMM_WORLD, [&] {
+    if (!sources.resource_config_path.empty())
+      setup.resource_config = load_resource_config(sources.resource_config_path);
+    else if (file_exists(kDefaultResourceConfigPath))
+      setup.resource_config = load_resource_config(kDefaultResourceConfigPath);
+    else
+      setup.resource_config = resource_config_from_env();
+
+    JobSpecLoader loader;
+    if (!sources.config_path.empty()) loader.apply_yaml_file(sources.config_path);
+    setup.hyperparameters_path = sources.hyperparameters_path;
+    if (setup.hyperparameters_path.empty() && file_exists(kDefaultHyperparametersPath))
+      setup.hyperparameters_path = kDefaultHyperparametersPath;
+    if (!setup.hyperparameters_path.empty()) loader.apply_hyperparameters_file(setup.hyperparameters_path);
+    for (const auto& o : sources.overrides) loader.apply_override(o);
+    setup.spec = loader.finish();
+    lr_scaling_of(setup.spec.optimizer);
+  });
+
+  run_on_all_ranks(MPI_COMM_WORLD, [&] {
+    TopologyOptions topology;
+    topology.ranks_per_node = setup.spec.distributed.ranks_per_node;
+    topology.resource_config = setup.resource_config;
+    setup.world = std::make_unique<World>(World::create(topology));
+  });
+
+  run_on_all_ranks(MPI_COMM_WORLD, [&] {
+    setup.device = assign_device(setup.spec.device, setup.spec.threads, *setup.world);
+  });
+
+  // SageMaker names the network interface the hosts talk over; NCCL must use it too.
+  if (setup.resource_config && !setup.resource_config->network_interface_name.empty())
+    setenv("NCCL_SOCKET_IFNAME", setup.resource_config->network_interface_name.c_str(), 0);
+
+  if (setup.device.device.is_cpu() && cpu_affinity_count() < setup.device.threads)
+    log_warn("this rank may run on " + std::to_string(cpu_affinity_count()) +
+             " core(s) (the launcher's binding) but uses " + std::to_string(setup.device.threads) +
+             " threads; launch with `mpirun --bind-to none` or `--map-by slot:PE=" +
+             std::to_string(setup.device.threads) + "` for full speed");
+  return setup;
+}
+
+std::string describe_plan(const JobSetup& setup) {
+  const World& w = *setup.world;
+  const JobSpec& s = setup.spec;
+  const auto devices = gather_devices(setup);
+  const auto threads = gather_ints(setup.device.threads, w.comm(), w.size());
+  const auto local_ranks = gather_ints(w.local_rank(), w.comm(), w.size());
+  const auto nodes = gather_ints(w.node(), w.comm(), w.size());
+
+  std::ostringstream out;
+  out << "plan for job '" << s.name << "'\n";
+  out << "  world        : " << w.size() << " rank(s) on " << w.nodes() << " node(s) x "
+      << w.local_size() << " rank(s) per node (grouping: " << w.grouping() << ")\n";
+  out << "  ranks        :\n";
+  out << "    rank  node  local_rank  device   threads  host\n";
+  for (int r = 0; r < w.size(); ++r)
+    out << "    " << std::left << std::setw(6) << r << std::setw(6) << nodes[r] << std::setw(12)
+        << local_ranks[r] << std::setw(9) << devices[r] << std::setw(9) << threads[r]
+        << w.node_names()[nodes[r]] << "\n";
+  out << std::right;
+  out << "  model        : " << s.model.name << " (" << s.model.num_classes << " classes)\n";
+  out << "  data         : " << s.data.format;
+  if (s.data.format != "synthetic") out << " (train " << s.data.train << ", test " << s.data.test << ")";
+  out << "\n";
+  out << "  batch        : " << s.data.batch_size << " per rank, " << s.data.batch_size * w.size()
+      << " global\n";
+  const LrScaling scaling = lr_scaling_of(s.optimizer);
+  out << "  learning rate: " << s.optimizer.lr << " base x " << scaling.multiplier(w.size()) << " ("
+      << scaling.str() << " scaling for " << w.size() << " rank(s)) = " << scaling.scaled(s.optimizer.lr, w.size());
+  if (s.optimizer.warmup_epochs > 0) out << ", warm-up " << s.optimizer.warmup_epochs << " epoch(s) from " << s.optimizer.lr;
+  out << ", schedule " << s.optimizer.schedule << "\n";
+  out << "  optimizer    : " << s.optimizer.name << "\n";
+  out << "  allreduce    : " << resolved_allreduce(s.distributed, w)
+      << (s.distributed.allreduce == "auto" ? " (auto)" : "") << ", buckets of " << s.distributed.bucket_mb
+      << " MB, compression " << s.distributed.compression << ", timeout " << s.distributed.timeout_s << " s\n";
+  out << "  training     : " << s.train.epochs << " epoch(s)";
+  if (s.train.max_steps > 0) out << ", at most " << s.train.max_steps << " steps";
+  out << "\n";
+  out << "  outputs      : model " << s.output.model_dir << ", checkpoints " << s.checkpoint.dir;
+  if (!s.output.metrics.empty()) out << ", metrics " << s.output.metrics;
+  out << "\n";
+  return out.str();
+}
+
+nlohmann::json describe_environment(const JobSetup& setup) {
+  const World& w = *setup.world;
+  const auto devices = gather_devices(setup);
+  const auto threads = gather_ints(setup.device.threads, w.comm(), w.size());
+  const auto local_ranks = gather_ints(w.local_rank(), w.comm(), w.size());
+  const auto nodes = gather_ints(w.node(), w.comm(), w.size());
+  const auto gpus = gather_ints(setup.device.gpus_on_node, w.comm(), w.size());
+
+  nlohmann::json env;
+  env["rank"] = w.rank();
+  env["size"] = w.size();
+  env["local_rank"] = w.local_rank();
+  env["local_size"] = w.local_size();
+  env["node"] = w.node();
+  env["nodes"] = w.nodes();
+  env["grouping"] = w.grouping();
+  env["node_names"] = w.node_names();
+  env["cuda_backend"] = cuda_backend_built();
+  env["ranks"] = nlohmann::json::array();
+  for (int r = 0; r < w.size(); ++r) {
+    env["ranks"].push_back({{"rank", r},
+                            {"node", nodes[r]},
+                            {"node_name", w.node_names()[nodes[r]]},
+                            {"host", w.rank_hosts()[r]},
+                            {"local_rank", local_ranks[r]},
+                            {"device", devices[r]},
+                            {"threads", threads[r]},
+                            {"gpus_on_node", gpus[r]}});
+  }
+  if (setup.resource_config) {
+    const ResourceConfig& rc = *setup.resource_config;
+    env["resource_config"] = {{"source", rc.source},
+                              {"current_host", rc.current_host},
+                              {"hosts", rc.hosts},
+                              {"network_interface_name", rc.network_interface_name}};
+    // TF_CONFIG as TensorFlow's MultiWorkerMirroredStrategy expects it, one worker per host.
+    nlohmann::json workers = nlohmann::json::array();
+    for (const auto& h : rc.hosts) workers.push_back(h + ":2222");
+    env["tf_config"] = {{"cluster", {{"worker", workers}}},
+                        {"task", {{"type", "worker"}, {"index", rc.host_index()}}}};
+  }
+  const SageMakerVariables sm = read_sagemaker_variables();
+  nlohmann::json channels = nlohmann::json::object();
+  for (const auto& [name, path] : sm.channels) channels[name] = path;
+  if (!sm.channels.empty() || !sm.model_dir.empty() || sm.num_gpus >= 0) {
+    env["sagemaker"] = {{"channels", channels},
+                        {"model_dir", sm.model_dir},
+                        {"output_data_dir", sm.output_data_dir},
+                        {"checkpoint_dir", sm.checkpoint_dir},
+                        {"num_gpus", sm.num_gpus}};
+  }
+  return env;
+}
+
+}  // namespace sdp

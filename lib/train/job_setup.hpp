@@ -1,0 +1,50 @@
+// Setting up a job on every rank: read the job spec from its sources, read the SageMaker
+// resource config, build the World and pin a device. Collective: each stage ends with an
+// agreement (dist/agreement.hpp), so a bad input is reported once and every rank exits
+// with the same status instead of some ranks waiting forever in the next collective.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/job_spec.hpp"
+#include "config/sagemaker_env.hpp"
+#include "dist/device_assignment.hpp"
+#include "dist/world.hpp"
+#include "optim/lr_scaling.hpp"
+
+namespace sdp {
+
+struct JobSources {
+  std::string config_path;            // "" = defaults only
+  std::string resource_config_path;   // "" = /opt/ml/input/config/resourceconfig.json if present
+  std::string hyperparameters_path;   // "" = /opt/ml/input/config/hyperparameters.json if present
+  std::vector<std::string> overrides;  // --set key.path=value, in order
+};
+
+struct JobSetup {
+  JobSpec spec;
+  std::optional<ResourceConfig> resource_config;
+  std::string hyperparameters_path;  // the file applied, "" if none
+  std::unique_ptr<World> world;
+  DeviceAssignment device;
+};
+
+JobSetup set_up_job(const JobSources& sources);
+
+// optimizer.lr_scaling as a policy ("linear", "sqrt", "none" or a positive factor).
+LrScaling lr_scaling_of(const OptimizerSpec& optimizer);
+// The AllReduce algorithm `auto` resolves to on this world.
+std::string resolved_allreduce(const DistributedSpec& distributed, const World& world);
+
+// The plan printed by `validate` and at the start of training. Collective (it gathers every
+// rank's device); the returned text is complete on rank 0 only.
+std::string describe_plan(const JobSetup& setup);
+
+// World, topology and devices as JSON (`sdp-train env`). Collective; complete on rank 0.
+nlohmann::json describe_environment(const JobSetup& setup);
+
+}  // namespace sdp
