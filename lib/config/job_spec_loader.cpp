@@ -573,8 +573,8 @@ JobSpec JobSpecLoader::finish() const {
   for (std::size_t i = 0; i < o.milestones.size(); ++i)
     check.require(o.milestones[i] > 0 && (i == 0 || o.milestones[i] > o.milestones[i - 1]),
                   "optimizer.milestones", "must be increasing positive epoch numbers");
-  check.require(o.schedule != "step" || !o.milestones.empty(), "optimizer.milestones",
-                "schedule: step needs at least one milestone epoch");
+  check.require(o.schedule != "step" || !o.milestones.empty(), "optimizer.schedule",
+                "step needs at least one milestone epoch in optimizer.milestones");
   check.require(o.gamma > 0 && o.gamma <= 1, "optimizer.gamma", "must be in (0, 1]");
   check.require(o.min_lr >= 0 && o.min_lr < o.lr, "optimizer.min_lr", "must be in [0, optimizer.lr)");
 

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# End-to-end tests of the sdp-train command line: `cli_test.sh BINARY SOURCE_DIR CASE`.
+# Each case runs the real binary (bad inputs under `mpirun -np 2`) and asserts the exit
+# status, the message, that it is printed once, and that no rank hangs (timeout).
+set -u
+BIN=$1
+SRC=$2
+CASE=$3
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+unset SM_CHANNEL_TRAINING SM_HOSTS SM_CURRENT_HOST
+HANG_LIMIT=60
+
+fail() { echo "FAIL [$CASE]: $*"; echo "--- output ---"; cat "$WORK/out" 2>/dev/null; exit 1; }
+
+# run NP ARGS...: runs the binary on NP ranks (NP=0: without mpirun), output in $WORK/out.
+run() {
+  local np=$1; shift
+  if [ "$np" = 0 ]; then
+    timeout $HANG_LIMIT "$BIN" "$@" >"$WORK/out" 2>&1
+  else
+    timeout $HANG_LIMIT mpirun -np "$np" --oversubscribe "$BIN" "$@" >"$WORK/out" 2>&1
+  fi
+  STATUS=$?
+  [ $STATUS -eq 124 ] && fail "hung: no exit within ${HANG_LIMIT}s"
+  return 0
+}
+
+# expect_error NP 'pattern' ARGS...: exit 2, one "sdp-train: error:" line matching pattern.
+expect_error() {
+  local np=$1 pattern=$2; shift 2
+  run "$np" "$@"
+  [ $STATUS -eq 2 ] || fail "exit status $STATUS, expected 2"
+  local count
+  count=$(grep -c '^sdp-train: error:' "$WORK/out")
+  [ "$count" -eq 1 ] || fail "expected the error printed once, found $count times"
+  grep '^sdp-train: error:' "$WORK/out" | grep -qE -- "$pattern" || fail "error does not match /$pattern/"
+}
+
+expect_ok() {
+  local np=$1; shift
+  run "$np" "$@"
+  [ $STATUS -eq 0 ] || fail "exit status $STATUS, expected 0"
+}
+
+json_check() {  # json_check 'python expression over d' : evaluated on the JSON in $WORK/out
+  python3 - "$WORK/out" "$1" <<'PY' || fail "JSON check failed: $1"
+import json, sys
+text = open(sys.argv[1]).read()
+d = json.loads(text[text.index('{'):text.rindex('}') + 1])
+ok = eval(sys.argv[2])
+sys.exit(0 if ok else 1)
+PY
+}
+
+yaml() { printf '%b' "$2" >"$WORK/$1"; echo "$WORK/$1"; }
+
+case $CASE in
+  help)
+    expect_ok 0 --help
+    grep -q 'validate' "$WORK/out" && grep -q 'Examples:' "$WORK/out" || fail "help lacks commands/examples" ;;
+  version)
+    expect_ok 0 --version
+    grep -qE '^sdp-train [0-9]+\.[0-9]+\.[0-9]+' "$WORK/out" || fail "no version" ;;
+  bad_option)
+    expect_error 2 'unknown|not expected|extra' --config "$SRC/configs/quickstart.yaml" --no-such-flag ;;
+  no_config)
+    expect_error 0 'config' train ;;
+  validate_quickstart)
+    expect_ok 2 validate --config "$SRC/configs/quickstart.yaml" --set data.batch_size=32
+    grep -q '^# valid' "$WORK/out" || fail "no '# valid'"
+    grep -q 'batch_size: 32' "$WORK/out" || fail "resolved spec lacks the override"
+    grep -q '32 per rank, 64 global' "$WORK/out" || fail "plan lacks per-rank/global batch"
+    grep -qE 'learning rate: 0.02 base x 2 \(linear' "$WORK/out" || fail "plan lacks the scaled LR"
+    [ "$(grep -c '^# valid' "$WORK/out")" -eq 1 ] || fail "printed by more than one rank" ;;
+  validate_precedence)
+    cfg=$(yaml job.yaml 'optimizer: {lr: 0.05, momentum: 0.5}\ntrain: {epochs: 2}\n')
+    echo '{"optimizer.lr": "0.2", "optimizer.momentum": "0.7", "sagemaker_program": "x.py"}' >"$WORK/hp.json"
+    expect_ok 0 validate --config "$cfg" --hyperparameters "$WORK/hp.json" --set optimizer.lr=0.3
+    grep -q 'lr: 0.3$' "$WORK/out" || fail "--set did not win"
+    grep -q 'momentum: 0.7$' "$WORK/out" || fail "hyperparameters did not beat YAML"
+    grep -q 'epochs: 2$' "$WORK/out" || fail "YAML did not beat the default" ;;
+  env_two_nodes)
+    expect_ok 4 env --set distributed.ranks_per_node=2
+    json_check 'd["size"] == 4 and d["nodes"] == 2 and d["local_size"] == 2'
+    json_check '[(r["node"], r["local_rank"]) for r in d["ranks"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]' ;;
+  env_shared_memory)
+    expect_ok 3 env
+    json_check 'd["size"] == 3 and d["nodes"] == 1 and [r["local_rank"] for r in d["ranks"]] == [0, 1, 2]' ;;
+  env_resourceconfig)
+    echo '{"current_host": "algo-1", "hosts": ["algo-1"], "network_interface_name": "eth0",
+           "instance_groups": [{"instance_group_name": "g", "hosts": ["algo-1"]}]}' >"$WORK/rc.json"
+    SM_CHANNEL_TRAINING=/opt/ml/input/data/training SM_NUM_GPUS=0 expect_ok 2 env --resource-config "$WORK/rc.json"
+    json_check 'd["node_names"] == ["algo-1"] and d["local_size"] == 2'
+    json_check 'd["tf_config"]["cluster"]["worker"] == ["algo-1:2222"] and d["tf_config"]["task"]["index"] == 0'
+    json_check 'd["sagemaker"]["channels"]["TRAINING"] == "/opt/ml/input/data/training"' ;;
+  train_stops_after_setup)
+    run 0 --config "$SRC/configs/quickstart.yaml"
+    [ $STATUS -ne 0 ] || fail "train pretended to succeed"
+    grep -q 'plan for job' "$WORK/out" || fail "no plan printed" ;;
+  err_malformed_yaml)
+    cfg=$(yaml bad.yaml 'model:\n  name: lenet5\n  hidden: [1, 2\n')
+    expect_error 2 "bad.yaml:[0-9]+:[0-9]+: malformed YAML" validate --config "$cfg" ;;
+  err_unknown_key)
+    cfg=$(yaml bad.yaml 'optimizer:\n  lr: 0.1\n  momentun: 0.9\n')
+    expect_error 2 "bad.yaml:3: unknown key 'optimizer.momentun' \(did you mean 'optimizer.momentum'" validate --config "$cfg" ;;
+  err_wrong_type)
+    cfg=$(yaml bad.yaml 'data:\n  batch_size: sixty-four\n')
+    expect_error 2 "bad.yaml:2: key 'data.batch_size': expected an integer" validate --config "$cfg" ;;
+  err_negative_batch)
+    cfg=$(yaml bad.yaml 'data: {batch_size: -64}\n')
+    expect_error 2 "bad.yaml:1: key 'data.batch_size': must be a positive integer" validate --config "$cfg" ;;
+  err_lr_not_positive)
+    cfg=$(yaml bad.yaml 'optimizer: {lr: 0}\n')
+    expect_error 2 "bad.yaml:1: key 'optimizer.lr': must be > 0" validate --config "$cfg" ;;
+  err_unknown_model)
+    cfg=$(yaml bad.yaml 'model: {name: resnet21}\n')
+    expect_error 2 "bad.yaml:1: key 'model.name': unknown value 'resnet21'.*did you mean" validate --config "$cfg" ;;
+  err_unknown_optimizer)
+    cfg=$(yaml bad.yaml 'optimizer: {name: lamb}\n')
+    expect_error 2 "key 'optimizer.name': unknown value 'lamb' \(expected one of: sgd, adam, adamw\)" train --config "$cfg" ;;
+  err_unknown_format)
+    cfg=$(yaml bad.yaml 'data: {format: imagenet}\n')
+    expect_error 2 "key 'data.format': unknown value 'imagenet'" train --config "$cfg" ;;
+  err_unset_variable)
+    cfg=$(yaml bad.yaml 'data:\n  format: mnist\n  train: ${SDP_TEST_SURELY_UNSET}/mnist\n')
+    expect_error 2 "bad.yaml:3: key 'data.train': environment variable SDP_TEST_SURELY_UNSET is not set" validate --config "$cfg" ;;
+  err_missing_config)
+    expect_error 2 "config file '$WORK/none.yaml' not found" validate --config "$WORK/none.yaml" ;;
+  err_malformed_resourceconfig)
+    echo '{"current_host": "algo-1", "hosts": [' >"$WORK/rc.json"
+    expect_error 2 "rc.json: malformed JSON" env --resource-config "$WORK/rc.json" ;;
+  err_current_host_not_in_hosts)
+    echo '{"current_host": "algo-9", "hosts": ["algo-1", "algo-2"]}' >"$WORK/rc.json"
+    expect_error 2 "rc.json: key 'current_host' is 'algo-9', which is not in 'hosts'" env --resource-config "$WORK/rc.json" ;;
+  err_empty_hosts)
+    echo '{"current_host": "algo-1", "hosts": []}' >"$WORK/rc.json"
+    expect_error 2 "rc.json: key 'hosts' is empty" env --resource-config "$WORK/rc.json" ;;
+  err_duplicate_hosts)
+    echo '{"current_host": "algo-1", "hosts": ["algo-1", "algo-2", "algo-1"]}' >"$WORK/rc.json"
+    expect_error 2 "rc.json: key 'hosts' lists 'algo-1' more than once" env --resource-config "$WORK/rc.json" ;;
+  err_hosts_without_ranks)
+    echo '{"current_host": "algo-1", "hosts": ["algo-1", "algo-2"]}' >"$WORK/rc.json"
+    expect_error 2 "host 'algo-2' \(node 1\) has no ranks" env --resource-config "$WORK/rc.json" ;;
+  err_hyperparameter_type)
+    echo '{"train.epochs": "ten"}' >"$WORK/hp.json"
+    expect_error 2 "hp.json: key 'train.epochs': expected an integer, got 'ten'" validate --config "$SRC/configs/quickstart.yaml" --hyperparameters "$WORK/hp.json" ;;
+  err_set_unknown_key)
+    expect_error 2 "--set: unknown key 'optimizer.learning_rate'" validate --config "$SRC/configs/quickstart.yaml" --set optimizer.learning_rate=0.1 ;;
+  err_ranks_per_node)
+    expect_error 3 "ranks_per_node = 2 does not divide the world size 3" env --set distributed.ranks_per_node=2 ;;
+  err_cuda_ranks_exceed_gpus)
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+    if [ "${gpus:-0}" -ge 2 ]; then echo "SKIP: this machine has $gpus GPUs, 2 ranks fit"; exit 0; fi
+    expect_error 2 "device: cuda (needs one GPU per rank, but node .* runs 2 ranks and has [0-9]+ GPU|, but this sdp-train was built without)" validate --config "$SRC/configs/quickstart.yaml" --set device=cuda ;;
+  *)
+    echo "unknown case $CASE"; exit 1 ;;
+esac
+echo "PASS [$CASE]"

@@ -1,0 +1,96 @@
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config/sagemaker_env.hpp"
+#include "core/error.hpp"
+
+namespace sdp {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string write_config(const std::string& name, const std::string& text) {
+  fs::path dir = fs::temp_directory_path() / ("sdp_sm_test_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / name) << text;
+  return (dir / name).string();
+}
+
+std::string load_error(const std::string& text) {
+  std::string path = write_config("rc.json", text);
+  try {
+    load_resource_config(path);
+  } catch (const InputError& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    return msg;
+  }
+  ADD_FAILURE() << "expected an InputError for " << text;
+  return "";
+}
+
+TEST(ResourceConfig, ParsesSageMakerFileWithExtraFields) {
+  std::string path = write_config("ok.json", R"({
+    "current_host": "algo-2", "current_instance_type": "ml.p4d.24xlarge",
+    "current_group_name": "homogeneousCluster", "hosts": ["algo-1", "algo-2"],
+    "instance_groups": [{"instance_group_name": "homogeneousCluster", "hosts": ["algo-1", "algo-2"]}],
+    "network_interface_name": "eth0"})");
+  ResourceConfig rc = load_resource_config(path);
+  EXPECT_EQ(rc.current_host, "algo-2");
+  EXPECT_EQ(rc.hosts, (std::vector<std::string>{"algo-1", "algo-2"}));
+  EXPECT_EQ(rc.host_index(), 1);
+  EXPECT_EQ(rc.network_interface_name, "eth0");
+}
+
+TEST(ResourceConfig, RejectsEveryMalformedShape) {
+  EXPECT_NE(load_error(R"({"current_host": "algo-1", "hosts": ["algo-1")").find("malformed JSON"), std::string::npos);
+  EXPECT_NE(load_error(R"(["algo-1"])").find("expected a JSON object"), std::string::npos);
+  EXPECT_NE(load_error(R"({"hosts": ["algo-1"]})").find("'current_host' is missing"), std::string::npos);
+  EXPECT_NE(load_error(R"({"current_host": "algo-1"})").find("'hosts' is missing"), std::string::npos);
+  EXPECT_NE(load_error(R"({"current_host": 1, "hosts": ["algo-1"]})").find("must be a string"), std::string::npos);
+  EXPECT_NE(load_error(R"({"current_host": "algo-1", "hosts": "algo-1"})").find("must be a list"), std::string::npos);
+  EXPECT_NE(load_error(R"({"current_host": "algo-1", "hosts": []})").find("'hosts' is empty"), std::string::npos);
+  EXPECT_NE(load_error(R"({"current_host": "algo-1", "hosts": ["algo-1", "algo-1"]})").find("more than once"),
+            std::string::npos);
+  EXPECT_NE(load_error(R"({"current_host": "algo-3", "hosts": ["algo-1", "algo-2"]})")
+                .find("'current_host' is 'algo-3', which is not in 'hosts' [algo-1, algo-2]"),
+            std::string::npos);
+}
+
+TEST(ResourceConfig, MissingFileIsAnInputError) {
+  EXPECT_THROW(load_resource_config("/nonexistent/resourceconfig.json"), InputError);
+}
+
+TEST(ResourceConfig, FromSageMakerEnvironmentVariables) {
+  ::unsetenv("SM_HOSTS");
+  EXPECT_FALSE(resource_config_from_env().has_value());
+  ::setenv("SM_HOSTS", R"(["algo-1","algo-2"])", 1);
+  ::setenv("SM_CURRENT_HOST", "algo-1", 1);
+  auto rc = resource_config_from_env();
+  ASSERT_TRUE(rc.has_value());
+  EXPECT_EQ(rc->hosts.size(), 2u);
+  EXPECT_EQ(rc->host_index(), 0);
+  ::setenv("SM_HOSTS", "algo-1,algo-2", 1);
+  EXPECT_THROW(resource_config_from_env(), InputError);
+  ::unsetenv("SM_HOSTS");
+  ::unsetenv("SM_CURRENT_HOST");
+}
+
+TEST(SageMakerVariables, ReadsChannelsAndDirectories) {
+  ::setenv("SM_CHANNEL_TRAINING", "/opt/ml/input/data/training", 1);
+  ::setenv("SM_MODEL_DIR", "/opt/ml/model", 1);
+  ::setenv("SM_NUM_GPUS", "8", 1);
+  SageMakerVariables vars = read_sagemaker_variables();
+  bool found = false;
+  for (const auto& [name, path] : vars.channels)
+    found |= name == "TRAINING" && path == "/opt/ml/input/data/training";
+  EXPECT_TRUE(found);
+  EXPECT_EQ(vars.model_dir, "/opt/ml/model");
+  EXPECT_EQ(vars.num_gpus, 8);
+}
+
+}  // namespace
+}  // namespace sdp
