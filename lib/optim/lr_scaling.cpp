@@ -17,19 +17,26 @@ LrScaling LrScaling::parse(const std::string& text) {
 
 double LrScaling::multiplier(int world_size) const {
   switch (kind) {
-    case Kind::kNone: return 1.0;
-    case Kind::kLinear: return world_size;
-    case Kind::kSqrt: return std::sqrt(static_cast<double>(world_size));
-    case Kind::kFactor: return factor;
+    case Kind::kNone:
+      return 1.0;
+    case Kind::kLinear:
+      return world_size;
+    case Kind::kSqrt:
+      return std::sqrt(static_cast<double>(world_size));
+    case Kind::kFactor:
+      return factor;
   }
   return 1.0;
 }
 
 std::string LrScaling::str() const {
   switch (kind) {
-    case Kind::kNone: return "none";
-    case Kind::kLinear: return "linear";
-    case Kind::kSqrt: return "sqrt";
+    case Kind::kNone:
+      return "none";
+    case Kind::kLinear:
+      return "linear";
+    case Kind::kSqrt:
+      return "sqrt";
     case Kind::kFactor: {
       std::ostringstream out;
       out << "factor " << factor;

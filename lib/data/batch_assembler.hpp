@@ -1,0 +1,32 @@
+// BatchAssembler: dataset indices -> normalized float NCHW batch, with optional
+// crop/flip augmentation fused into the same pass. Normalization is a lookup in a
+// 256-entry table per channel, computed in float exactly like torchvision
+// (v / 255.f - mean) / std, so the pixels match a PyTorch pipeline bit for bit.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "data/augment.hpp"
+#include "data/batch.hpp"
+#include "data/dataset.hpp"
+
+namespace sdp {
+
+class BatchAssembler {
+ public:
+  // `dataset` must outlive the assembler.
+  BatchAssembler(const Dataset& dataset, const AugmentOptions& augment = {});
+
+  const Dataset& dataset() const { return dataset_; }
+  // Fills out.images, out.labels and out.indices; reuses out.storage when large enough.
+  // `epoch` keys the augmentation draw.
+  void assemble(const std::vector<int64_t>& indices, int64_t epoch, Batch& out) const;
+
+ private:
+  const Dataset& dataset_;
+  AugmentOptions augment_;
+  std::vector<float> lut_;  // [channel][byte value]
+};
+
+}  // namespace sdp

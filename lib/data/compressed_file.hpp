@@ -1,0 +1,46 @@
+// CompressedFile: sequential reads from a file that is either gzip-compressed or raw
+// (zlib's gzread passes raw files through), with every failure turned into an
+// InputError naming the file. The readers of every format go through it, so ".gz or
+// not" is decided in one place.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sdp {
+
+class CompressedFile {
+ public:
+  // Throws InputError when the file cannot be opened, or when its name ends in ".gz"
+  // but it does not start with the gzip magic bytes.
+  explicit CompressedFile(const std::string& path);
+  ~CompressedFile();
+  CompressedFile(const CompressedFile&) = delete;
+  CompressedFile& operator=(const CompressedFile&) = delete;
+
+  const std::string& path() const { return path_; }
+
+  // Reads up to n bytes; returns how many were read (less than n only at the end).
+  // Throws InputError on a corrupt or truncated gzip stream.
+  int64_t read(void* dst, int64_t n);
+  // Reads exactly n bytes or throws InputError "<path>: truncated: <what> ...".
+  void read_exact(void* dst, int64_t n, const std::string& what);
+  // Reads everything that is left.
+  std::vector<uint8_t> read_all();
+  // True when no byte is left (used to reject trailing garbage).
+  bool at_end();
+
+ private:
+  std::string path_;
+  void* gz_ = nullptr;  // gzFile; void* keeps zlib.h out of this header
+  int64_t consumed_ = 0;
+};
+
+bool data_file_exists(const std::string& path);
+// The first of `names` (joined to `dir`) that exists; throws InputError listing every
+// path it looked for when none does.
+std::string find_first_file(const std::string& dir, const std::vector<std::string>& names,
+                            const std::string& what);
+
+}  // namespace sdp

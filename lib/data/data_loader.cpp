@@ -1,0 +1,70 @@
+#include "data/data_loader.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+
+namespace sdp {
+
+namespace {
+AugmentOptions seeded(AugmentOptions augment, uint64_t seed) {
+  augment.seed = seed;
+  return augment;
+}
+}  // namespace
+
+TrainLoader::TrainLoader(const Dataset& dataset, const LoaderOptions& options)
+    : assembler_(dataset, seeded(options.augment, options.seed)),
+      sampler_(dataset.count, options.seed, options.rank, options.world, options.batch_size),
+      prefetcher_(options.prefetch) {}
+
+void TrainLoader::start(const SampleCursor& from, int64_t max_batches) {
+  prefetcher_.stop();  // the worker reads the state below
+  cursor_ = from;
+  produced_ = 0;
+  limit_ = sampler_.steps_left(from);
+  if (max_batches >= 0) limit_ = std::min(limit_, max_batches);
+  prefetcher_.start([this](Batch& batch) { return produce(batch); });
+}
+
+bool TrainLoader::produce(Batch& batch) {
+  if (produced_ >= limit_) return false;
+  sampler_.batch_indices(cursor_, indices_);
+  assembler_.assemble(indices_, cursor_.epoch, batch);
+  batch.step = produced_++;
+  batch.cursor = cursor_;
+  cursor_ = sampler_.advance(cursor_);
+  batch.next_cursor = cursor_;
+  return true;
+}
+
+EvalLoader::EvalLoader(const Dataset& dataset, int64_t batch_size, int rank, int world,
+                       int prefetch)
+    : assembler_(dataset), batch_size_(batch_size), prefetcher_(prefetch) {
+  if (batch_size < 1)
+    throw InputError("eval loader: batch size must be >= 1, got " + std::to_string(batch_size));
+  if (world < 1 || rank < 0 || rank >= world)
+    throw InputError("eval loader: rank " + std::to_string(rank) + " outside world size " +
+                     std::to_string(world));
+  order_ = eval_indices(dataset.count, rank, world);
+}
+
+void EvalLoader::start() {
+  prefetcher_.stop();
+  position_ = 0;
+  produced_ = 0;
+  prefetcher_.start([this](Batch& batch) { return produce(batch); });
+}
+
+bool EvalLoader::produce(Batch& batch) {
+  if (position_ >= num_samples()) return false;
+  const int64_t end = std::min(num_samples(), position_ + batch_size_);
+  indices_.assign(order_.begin() + position_, order_.begin() + end);
+  assembler_.assemble(indices_, /*epoch=*/0, batch);
+  batch.step = produced_++;
+  batch.cursor = batch.next_cursor = SampleCursor{};
+  position_ = end;
+  return true;
+}
+
+}  // namespace sdp

@@ -1,0 +1,83 @@
+// Loaders: a Dataset + an index order + a BatchAssembler behind a Prefetcher.
+//
+// TrainLoader walks one epoch of the ShardedSampler from a SampleCursor (the start of an
+// epoch, or a resumed mid-epoch position) to the end of that epoch; each Batch carries
+// its cursor and the cursor after it for checkpoints. EvalLoader reads every sample of
+// the split once (this rank's share: r, r + world, ...), last partial batch included.
+//
+// The Dataset must outlive the loader. Loader methods are called from one thread;
+// the worker thread is internal.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "data/augment.hpp"
+#include "data/batch_assembler.hpp"
+#include "data/dataset.hpp"
+#include "data/prefetcher.hpp"
+#include "data/sampler.hpp"
+
+namespace sdp {
+
+struct LoaderOptions {
+  int64_t batch_size = 64;  // per rank
+  uint64_t seed = 42;       // keys the shuffle and the augmentation
+  int rank = 0;
+  int world = 1;
+  int prefetch = 2;        // batches prepared ahead; 0 = synchronous
+  AugmentOptions augment;  // augment.seed is ignored: `seed` is used
+};
+
+class TrainLoader {
+ public:
+  TrainLoader(const Dataset& dataset, const LoaderOptions& options);
+
+  // While an iteration runs, use only the size/step queries: batch_indices() and
+  // permutation() share a cache with the worker thread.
+  const ShardedSampler& sampler() const { return sampler_; }
+  int64_t steps_per_epoch() const { return sampler_.steps_per_epoch(); }
+
+  // Starts iterating at `from` until the end of its epoch, or after `max_batches`
+  // batches when >= 0. Any iteration in progress is abandoned.
+  void start(const SampleCursor& from, int64_t max_batches = -1);
+  void start_epoch(int64_t epoch) { start(SampleCursor{epoch, 0}); }
+  // The next batch (valid until the next call), or nullptr at the end.
+  const Batch* next() { return prefetcher_.next(); }
+  double wait_seconds() const { return prefetcher_.wait_seconds(); }
+
+ private:
+  bool produce(Batch& batch);
+
+  BatchAssembler assembler_;
+  ShardedSampler sampler_;
+  // Worker-side iteration state; written by start() only while no worker runs.
+  SampleCursor cursor_;
+  int64_t produced_ = 0, limit_ = 0;
+  std::vector<int64_t> indices_;
+  Prefetcher prefetcher_;  // last: destroyed (joined) before the state it uses
+};
+
+class EvalLoader {
+ public:
+  EvalLoader(const Dataset& dataset, int64_t batch_size, int rank = 0, int world = 1,
+             int prefetch = 2);
+
+  int64_t num_samples() const { return static_cast<int64_t>(order_.size()); }  // this rank
+  int64_t num_batches() const { return (num_samples() + batch_size_ - 1) / batch_size_; }
+
+  void start();
+  const Batch* next() { return prefetcher_.next(); }
+
+ private:
+  bool produce(Batch& batch);
+
+  BatchAssembler assembler_;
+  int64_t batch_size_;
+  std::vector<int64_t> order_;
+  int64_t position_ = 0, produced_ = 0;
+  std::vector<int64_t> indices_;
+  Prefetcher prefetcher_;
+};
+
+}  // namespace sdp

@@ -1,0 +1,78 @@
+#include "data/sampler.hpp"
+
+#include <random>
+
+#include "core/error.hpp"
+#include "data/random.hpp"
+
+namespace sdp {
+
+std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> perm(n);
+  for (int64_t i = 0; i < n; ++i) perm[i] = i;
+  std::mt19937_64 rng(mix_keys(seed, 0x5eedull, static_cast<uint64_t>(epoch)));
+  for (int64_t i = n - 1; i > 0; --i) {
+    int64_t j = static_cast<int64_t>(uniform_below(rng, static_cast<uint64_t>(i) + 1));
+    std::swap(perm[i], perm[j]);
+  }
+  return perm;
+}
+
+ShardedSampler::ShardedSampler(int64_t n, uint64_t seed, int rank, int world, int64_t batch)
+    : n_(n), seed_(seed), rank_(rank), world_(world), batch_(batch) {
+  if (world < 1 || rank < 0 || rank >= world)
+    throw InputError("sampler: rank " + std::to_string(rank) + " outside world size " +
+                     std::to_string(world));
+  if (batch < 1) throw InputError("sampler: batch size must be >= 1, got " + std::to_string(batch));
+  if (n < global_batch())
+    throw InputError("sampler: " + std::to_string(n) +
+                     " samples are fewer than one global batch (" + std::to_string(world) +
+                     " ranks x " + std::to_string(batch) + ")");
+}
+
+int64_t ShardedSampler::steps_left(const SampleCursor& at) const {
+  return at.offset >= n_ ? 0 : (n_ - at.offset) / global_batch();
+}
+
+const std::vector<int64_t>& ShardedSampler::permutation(int64_t epoch) const {
+  if (epoch != cached_epoch_) {
+    cached_perm_ = epoch_permutation(n_, seed_, epoch);
+    cached_epoch_ = epoch;
+  }
+  return cached_perm_;
+}
+
+void ShardedSampler::batch_indices(const SampleCursor& at, std::vector<int64_t>& out) const {
+  if (at.offset < 0 || steps_left(at) < 1)
+    throw std::out_of_range("sampler: no full global batch left at epoch " +
+                            std::to_string(at.epoch) + " offset " + std::to_string(at.offset));
+  const std::vector<int64_t>& perm = permutation(at.epoch);
+  const int64_t begin = at.offset + int64_t{rank_} * batch_;
+  out.assign(perm.begin() + begin, perm.begin() + begin + batch_);
+}
+
+std::vector<int64_t> ShardedSampler::batch_indices(int64_t epoch, int64_t step) const {
+  std::vector<int64_t> out;
+  batch_indices(SampleCursor{epoch, step * global_batch()}, out);
+  return out;
+}
+
+SampleCursor ShardedSampler::advance(const SampleCursor& at) const {
+  SampleCursor next{at.epoch, at.offset + global_batch()};
+  if (steps_left(next) == 0) next = {at.epoch + 1, 0};
+  return next;
+}
+
+SampleCursor ShardedSampler::cursor_at_step(int64_t global_step) const {
+  const int64_t spe = steps_per_epoch();
+  return {global_step / spe, (global_step % spe) * global_batch()};
+}
+
+std::vector<int64_t> eval_indices(int64_t n, int rank, int world) {
+  std::vector<int64_t> out;
+  out.reserve(n / world + 1);
+  for (int64_t i = rank; i < n; i += world) out.push_back(i);
+  return out;
+}
+
+}  // namespace sdp

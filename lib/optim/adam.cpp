@@ -1,0 +1,50 @@
+#include "optim/adam.hpp"
+
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace sdp {
+
+Adam::Adam(ParameterStore& store, const AdamOptions& options)
+    : Optimizer(store, options.weight_decay, options.decay_all), options_(options) {
+  if (!(options.beta1 >= 0 && options.beta1 < 1 && options.beta2 >= 0 && options.beta2 < 1))
+    throw InputError("optimizer adam: betas must be in [0, 1)");
+  if (!(options.eps >= 0) || !(options.weight_decay >= 0))
+    throw InputError("optimizer adam: eps and weight_decay must be >= 0");
+  exp_avg_ = add_state("exp_avg");
+  exp_avg_sq_ = add_state("exp_avg_sq");
+}
+
+void Adam::update(float lr, int64_t t) {
+  float* __restrict p_all = store_.param_arena().data<float>();
+  const float* __restrict g_all = store_.grad_arena().data<float>();
+  const float b1 = options_.beta1, b2 = options_.beta2, eps = options_.eps;
+  // Scalars in double like PyTorch's Python-side arithmetic, then used as float.
+  const double bias1 = 1.0 - std::pow(double{b1}, double(t));
+  const double bias2 = 1.0 - std::pow(double{b2}, double(t));
+  const float step_size = static_cast<float>(lr / bias1);
+  const float bias2_sqrt = static_cast<float>(std::sqrt(bias2));
+  for (const Segment& seg : segments_) {
+    float* __restrict p = p_all + seg.begin;
+    const float* __restrict g = g_all + seg.begin;
+    float* __restrict m = exp_avg_ + seg.begin;
+    float* __restrict v = exp_avg_sq_ + seg.begin;
+    const int64_t n = seg.count;
+    // AdamW decays the weights before the Adam step; Adam folds the decay into g.
+    const float l2 = options_.decoupled ? 0.0f : seg.weight_decay;
+    if (options_.decoupled && seg.weight_decay != 0) {
+      const float shrink = 1.0f - lr * seg.weight_decay;
+      for (int64_t i = 0; i < n; ++i) p[i] *= shrink;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = g[i] + l2 * p[i];
+      m[i] = b1 * m[i] + (1.0f - b1) * gi;
+      v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
+      // Same operation order as PyTorch's addcdiv_(m, sqrt(v) / bias2_sqrt + eps).
+      p[i] += -step_size * (m[i] / (std::sqrt(v[i]) / bias2_sqrt + eps));
+    }
+  }
+}
+
+}  // namespace sdp

@@ -1,0 +1,51 @@
+#include "optim/lr_schedule.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace sdp {
+
+LrScheduleOptions::Kind LrScheduleOptions::parse_kind(const std::string& text) {
+  if (text == "constant") return Kind::kConstant;
+  if (text == "step") return Kind::kStep;
+  if (text == "cosine") return Kind::kCosine;
+  throw InputError("schedule: unknown value '" + text + "' (expected constant, step or cosine)");
+}
+
+LrSchedule::LrSchedule(const LrScheduleOptions& options)
+    : options_(options), peak_(options.scaling.scaled(options.base_lr, options.world_size)) {
+  if (options.world_size < 1) throw InputError("lr schedule: world size must be >= 1");
+  if (options.warmup_steps < 0) throw InputError("lr schedule: warmup steps must be >= 0");
+  if (options.steps_per_epoch < 1) throw InputError("lr schedule: steps per epoch must be >= 1");
+  if (options.kind == LrScheduleOptions::Kind::kCosine && options.total_steps <= 0)
+    throw InputError("lr schedule: cosine needs the total number of steps");
+  if (options.kind == LrScheduleOptions::Kind::kStep && !(options.gamma > 0))
+    throw InputError("lr schedule: step gamma must be > 0");
+}
+
+double LrSchedule::lr_at(int64_t step) const {
+  const LrScheduleOptions& o = options_;
+  if (step < o.warmup_steps)
+    return o.base_lr + (peak_ - o.base_lr) * static_cast<double>(step) / o.warmup_steps;
+  switch (o.kind) {
+    case LrScheduleOptions::Kind::kConstant:
+      return peak_;
+    case LrScheduleOptions::Kind::kStep: {
+      int passed = 0;
+      for (int64_t m : o.milestones)
+        if (step >= m * o.steps_per_epoch) ++passed;
+      return peak_ * std::pow(o.gamma, passed);
+    }
+    case LrScheduleOptions::Kind::kCosine: {
+      const int64_t span = std::max<int64_t>(1, o.total_steps - o.warmup_steps);
+      const double s = static_cast<double>(std::min(step - o.warmup_steps, span));
+      constexpr double kPi = 3.14159265358979323846;
+      return o.min_lr + (peak_ - o.min_lr) * 0.5 * (1.0 + std::cos(kPi * s / span));
+    }
+  }
+  return peak_;
+}
+
+}  // namespace sdp

@@ -1,0 +1,49 @@
+#include "optim/optimizer.hpp"
+
+#include <stdexcept>
+
+namespace sdp {
+
+Optimizer::Optimizer(ParameterStore& store, float weight_decay, bool decay_all) : store_(store) {
+  if (!store.finalized())
+    throw std::logic_error("optimizer: the ParameterStore must be finalized first");
+  const int64_t arena = store.param_arena().numel();
+  if (decay_all || weight_decay == 0.0f) {
+    // One range over the whole arena: the padding has zero params and zero grads, so
+    // updating it changes nothing, and the loop stays one long vectorizable run.
+    segments_.push_back({0, arena, weight_decay});
+    return;
+  }
+  // Runs of parameters with the same flag; each run extends to the next parameter so
+  // the padding between them is covered (harmlessly) and runs stay few.
+  const auto& params = store.params();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    float wd = params[i].weight_decay ? weight_decay : 0.0f;
+    int64_t end = i + 1 < params.size() ? params[i + 1].offset : arena;
+    if (!segments_.empty() && segments_.back().weight_decay == wd)
+      segments_.back().count = end - segments_.back().begin;
+    else
+      segments_.push_back({params[i].offset, end - params[i].offset, wd});
+  }
+}
+
+void Optimizer::step(float lr) {
+  update(lr, step_count_ + 1);
+  ++step_count_;
+}
+
+float* Optimizer::add_state(const std::string& kind) {
+  state_.push_back({kind, Tensor({store_.param_arena().numel()})});
+  return state_.back().tensor.data<float>();
+}
+
+std::vector<NamedTensor> Optimizer::state_tensors() const {
+  std::vector<NamedTensor> out;
+  for (const NamedTensor& arena : state_)
+    for (const Param& p : store_.params())
+      out.push_back({p.name + "." + arena.name,
+                     arena.tensor.slice(p.offset, shape_numel(p.shape)).reshaped(p.shape)});
+  return out;
+}
+
+}  // namespace sdp

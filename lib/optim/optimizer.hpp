@@ -1,0 +1,71 @@
+// Optimizer: updates every parameter of a ParameterStore in place from its gradient
+// arena, with state (momentum, Adam moments) held in arenas of the same layout, so one
+// loop runs over a few long contiguous ranges instead of one small tensor at a time.
+//
+// Contract: step(lr) is called once per training step, after the gradients have been
+// averaged over all ranks; every rank then applies the identical update. The learning
+// rate comes from outside (LrSchedule), so the optimizer holds no schedule state.
+// Weight decay: with decay_all (PyTorch's default: torch.optim applies weight_decay to
+// every parameter it is given) every parameter decays; otherwise only those with
+// Param::weight_decay (the "no decay on biases and norms" recipe).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/parameter_store.hpp"
+#include "core/tensor.hpp"
+
+namespace sdp {
+
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  virtual const char* name() const = 0;  // "sgd", "adam", "adamw"
+
+  // One update with learning rate `lr`; then step_count() grows by one.
+  void step(float lr);
+  // Updates done so far (PyTorch's per-parameter "step"); restore it with the state.
+  int64_t step_count() const { return step_count_; }
+  void set_step_count(int64_t steps) { step_count_ = steps; }
+
+  // Whole state arenas, named by kind ("momentum_buffer", "exp_avg", ...), for
+  // broadcasting state in one call. Empty for plain SGD.
+  const std::vector<NamedTensor>& state_arenas() const { return state_; }
+  // Per-parameter views of the state arenas, named "<param>.<kind>" (e.g.
+  // "conv1.weight.exp_avg"), for checkpoints. Writing to them restores the state.
+  std::vector<NamedTensor> state_tensors() const;
+
+ protected:
+  Optimizer(ParameterStore& store, float weight_decay, bool decay_all);
+
+  // A contiguous range of the arenas sharing one weight decay value.
+  struct Segment {
+    int64_t begin = 0;
+    int64_t count = 0;
+    float weight_decay = 0;
+  };
+
+  // `t` is the 1-based number of this update.
+  virtual void update(float lr, int64_t t) = 0;
+  // A zero-filled state arena with the parameter arena's layout.
+  float* add_state(const std::string& kind);
+
+  ParameterStore& store_;
+  std::vector<Segment> segments_;
+
+ private:
+  std::vector<NamedTensor> state_;
+  int64_t step_count_ = 0;
+};
+
+}  // namespace sdp

@@ -1,0 +1,95 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.hpp"
+#include "optim/lr_schedule.hpp"
+
+namespace sdp {
+namespace {
+
+TEST(LrScaling, Policies) {
+  EXPECT_DOUBLE_EQ(LrScaling::none().scaled(0.1, 8), 0.1);
+  EXPECT_DOUBLE_EQ(LrScaling::linear().scaled(0.1, 8), 0.8);
+  EXPECT_DOUBLE_EQ(LrScaling::sqrt().scaled(0.1, 16), 0.4);
+  EXPECT_DOUBLE_EQ(LrScaling::explicit_factor(1.5).scaled(0.1, 8), 0.15);
+  EXPECT_DOUBLE_EQ(LrScaling::linear().scaled(0.1, 1), 0.1);
+  EXPECT_EQ(LrScaling::parse("sqrt").kind, LrScaling::Kind::kSqrt);
+  EXPECT_THROW(LrScaling::parse("quadratic"), InputError);
+  EXPECT_EQ(LrScaling::explicit_factor(1.5).str(), "factor 1.5");
+}
+
+LrScheduleOptions base_options() {
+  LrScheduleOptions o;
+  o.base_lr = 0.1;
+  o.scaling = LrScaling::linear();
+  o.world_size = 8;  // peak 0.8
+  o.steps_per_epoch = 100;
+  o.total_steps = 1000;
+  return o;
+}
+
+TEST(LrSchedule, WarmupRampsFromTheOneRankLrToTheScaledLr) {
+  LrScheduleOptions o = base_options();
+  o.warmup_steps = 200;
+  LrSchedule s(o);
+  EXPECT_DOUBLE_EQ(s.peak_lr(), 0.8);
+  EXPECT_DOUBLE_EQ(s.lr_at(0), 0.1);     // Goyal et al.: start at the 1-rank LR
+  EXPECT_DOUBLE_EQ(s.lr_at(100), 0.45);  // linear: half way
+  EXPECT_DOUBLE_EQ(s.lr_at(199), 0.1 + 0.7 * 199 / 200);
+  EXPECT_DOUBLE_EQ(s.lr_at(200), 0.8);  // end of warm-up: the scaled LR
+  EXPECT_DOUBLE_EQ(s.lr_at(999), 0.8);  // constant afterwards
+}
+
+TEST(LrSchedule, StepMilestonesInEpochs) {
+  LrScheduleOptions o = base_options();
+  o.kind = LrScheduleOptions::Kind::kStep;
+  o.milestones = {3, 6};
+  o.gamma = 0.1;
+  LrSchedule s(o);
+  EXPECT_DOUBLE_EQ(s.lr_at(0), 0.8);
+  EXPECT_DOUBLE_EQ(s.lr_at(299), 0.8);
+  EXPECT_NEAR(s.lr_at(300), 0.08, 1e-15);
+  EXPECT_NEAR(s.lr_at(599), 0.08, 1e-15);
+  EXPECT_NEAR(s.lr_at(600), 0.008, 1e-15);
+}
+
+TEST(LrSchedule, CosineAfterWarmup) {
+  LrScheduleOptions o = base_options();
+  o.kind = LrScheduleOptions::Kind::kCosine;
+  o.warmup_steps = 200;
+  LrSchedule s(o);
+  EXPECT_DOUBLE_EQ(s.lr_at(200), 0.8);     // starts at the peak
+  EXPECT_NEAR(s.lr_at(600), 0.4, 1e-12);   // midpoint of the 800 cosine steps
+  EXPECT_NEAR(s.lr_at(1000), 0.0, 1e-12);  // reaches 0 at total_steps
+  EXPECT_NEAR(s.lr_at(5000), 0.0, 1e-12);  // and stays there
+  EXPECT_NEAR(s.lr_at(400), 0.4 * (1 + std::cos(M_PI / 4)), 1e-12);
+  o.min_lr = 0.01;
+  LrSchedule floor(o);
+  EXPECT_NEAR(floor.lr_at(1000), 0.01, 1e-12);
+  EXPECT_NEAR(floor.lr_at(600), 0.405, 1e-12);
+}
+
+TEST(LrSchedule, SqrtAndNoneScalingWarmup) {
+  LrScheduleOptions o = base_options();
+  o.world_size = 4;
+  o.warmup_steps = 10;
+  o.scaling = LrScaling::sqrt();
+  EXPECT_DOUBLE_EQ(LrSchedule(o).lr_at(10), 0.2);
+  EXPECT_DOUBLE_EQ(LrSchedule(o).lr_at(5), 0.15);
+  o.scaling = LrScaling::none();
+  EXPECT_DOUBLE_EQ(LrSchedule(o).lr_at(0), 0.1);  // nothing to ramp to
+  EXPECT_DOUBLE_EQ(LrSchedule(o).lr_at(5), 0.1);
+}
+
+TEST(LrSchedule, RejectsInconsistentOptions) {
+  LrScheduleOptions o = base_options();
+  o.kind = LrScheduleOptions::Kind::kCosine;
+  o.total_steps = 0;
+  EXPECT_THROW(LrSchedule{o}, InputError);
+  EXPECT_EQ(LrScheduleOptions::parse_kind("cosine"), LrScheduleOptions::Kind::kCosine);
+  EXPECT_THROW(LrScheduleOptions::parse_kind("linear"), InputError);
+}
+
+}  // namespace
+}  // namespace sdp
