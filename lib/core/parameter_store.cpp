@@ -53,6 +53,14 @@ void ParameterStore::finalize() {
   finalized_ = true;
 }
 
+void ParameterStore::rebind_grad_arena(std::shared_ptr<void> owner, void* data) {
+  if (!finalized_) throw std::logic_error("ParameterStore: rebind_grad_arena before finalize");
+  Tensor arena = Tensor::view_of(std::move(owner), data, {param_elements_});
+  arena.copy_from(grad_arena_);
+  grad_arena_ = arena;
+  for (Param& p : params_) p.grad = grad_arena_.slice(p.offset, shape_numel(p.shape)).reshaped(p.shape);
+}
+
 int64_t ParameterStore::num_parameters() const {
   int64_t n = 0;
   for (const Param& p : params_) n += shape_numel(p.shape);

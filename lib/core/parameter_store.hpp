@@ -52,6 +52,12 @@ class ParameterStore {
   std::deque<Buffer>& buffers() { return buffers_; }
   const std::deque<Buffer>& buffers() const { return buffers_; }
 
+  // Moves the gradient arena into caller-provided memory of grad_arena().nbytes() bytes
+  // (e.g. an MPI shared-memory window, so ranks of a node reduce from each other's
+  // gradients without copies) and re-points every Param::grad. Call it before the first
+  // forward: layers may keep raw pointers into the arena from then on.
+  void rebind_grad_arena(std::shared_ptr<void> owner, void* data);
+
   // Flat 1-D views of the whole arenas (padding included, always zero in grads).
   const Tensor& param_arena() const { return param_arena_; }
   const Tensor& grad_arena() const { return grad_arena_; }

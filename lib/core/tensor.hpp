@@ -57,6 +57,12 @@ class Tensor {
   Device device_;
 };
 
+// A tensor with a stable name (checkpoint entries, optimizer state).
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
 // 64-byte aligned, zero-filled host allocation shared by the returned pointer.
 std::shared_ptr<void> allocate_host(std::size_t bytes);
 

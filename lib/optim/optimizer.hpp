@@ -19,11 +19,6 @@
 
 namespace sdp {
 
-struct NamedTensor {
-  std::string name;
-  Tensor tensor;
-};
-
 class Optimizer {
  public:
   virtual ~Optimizer() = default;

@@ -41,6 +41,20 @@ TEST(ParameterStore, ParamsAndGradsShareOneLayout) {
   EXPECT_THROW(store.add_parameter("late", {1}), std::logic_error);
 }
 
+TEST(ParameterStore, GradArenaCanMoveIntoExternalMemory) {
+  ParameterStore store;
+  Param& w = store.add_parameter("w", {2, 3});
+  Param& b = store.add_parameter("b", {3});
+  store.finalize();
+  w.grad.fill(1.5f);
+  auto external = allocate_host(store.grad_arena().nbytes());
+  store.rebind_grad_arena(external, external.get());
+  EXPECT_EQ(store.grad_arena().raw(), external.get());
+  EXPECT_EQ(w.grad.raw(), external.get());
+  EXPECT_EQ(b.grad.data<float>(), static_cast<float*>(external.get()) + b.offset);
+  EXPECT_EQ(w.grad.data<float>()[5], 1.5f);  // contents carried over
+}
+
 TEST(ParameterStore, FingerprintChangesWithShapes) {
   ParameterStore a, b, c;
   a.add_parameter("w", {3, 4});

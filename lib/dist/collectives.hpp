@@ -1,0 +1,20 @@
+// Blocking float collectives over MPI used by the training loop. The bucketed, overlapped
+// gradient AllReduce (flat / ring / hierarchical) is built on top of these ideas in the
+// data-parallel engine; these are the plain, always-correct versions.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+
+namespace sdp {
+
+// In-place sum over `comm`, then multiplied by 1/size: the mean on every rank.
+void allreduce_mean(MPI_Comm comm, float* data, int64_t count);
+void allreduce_sum(MPI_Comm comm, double* data, int64_t count);
+void broadcast(MPI_Comm comm, float* data, int64_t count, int root);
+// Same 64-bit value on every rank? Returns the lowest rank whose value differs from rank 0's,
+// or -1 when all agree.
+int first_rank_differing(MPI_Comm comm, uint64_t value);
+
+}  // namespace sdp

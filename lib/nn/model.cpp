@@ -1,0 +1,90 @@
+#include "nn/model.hpp"
+
+#include <random>
+#include <stdexcept>
+
+#include "core/error.hpp"
+
+namespace sdp::nn {
+
+Model::Model(std::string name, Shape input_shape, int num_classes, uint64_t seed)
+    : name_(std::move(name)),
+      input_shape_(std::move(input_shape)),
+      num_classes_(num_classes),
+      seed_(seed),
+      ctx_(store_, seed),
+      loss_(ctx_) {
+  if (input_shape_.size() != 3) throw std::invalid_argument("Model: input shape must be [C, H, W]");
+  if (num_classes_ < 1) throw std::invalid_argument("Model: num_classes < 1");
+}
+
+Model::~Model() = default;
+
+void Model::add(std::unique_ptr<Layer> layer) {
+  if (built_) throw std::logic_error("Model::add after build");
+  layers_.push_back(std::move(layer));
+}
+
+void Model::build() {
+  if (built_) return;
+  if (layers_.empty()) throw std::logic_error("Model " + name_ + ": no layers");
+  // Nobody consumes the gradient w.r.t. the images: skip input gradients up to and
+  // including the first layer with parameters (e.g. flatten -> fc1 in the MLP).
+  for (auto& layer : layers_) {
+    layer->set_needs_input_grad(false);
+    if (layer->has_parameters()) break;
+  }
+  store_.finalize();
+  std::mt19937_64 rng(seed_);
+  for (auto& layer : layers_) layer->init_parameters(rng);
+  built_ = true;
+  // Configure once at batch 1 so an input shape the architecture cannot take fails here,
+  // at construction, rather than at the first step.
+  try {
+    configure(1, false);
+  } catch (const dnnl::error& e) {
+    throw std::invalid_argument("input " + shape_str(input_shape_) + ": " + e.what());
+  }
+}
+
+void Model::set_grad_ready_hook(std::function<void(const Param&)> hook) {
+  ctx_.grad_ready_hook = std::move(hook);
+}
+
+void Model::configure(int64_t batch, bool training) {
+  Dims dims = {batch};
+  dims.insert(dims.end(), input_shape_.begin(), input_shape_.end());
+  input_ = memory(plain_md(dims), cpu_engine(), nullptr);
+  memory::desc md = input_.get_desc();
+  for (auto& layer : layers_) md = layer->configure(md, training);
+  loss_.configure(md, num_classes_);
+  configured_batch_ = batch;
+  configured_training_ = training;
+}
+
+float Model::forward(const Tensor& x, const int32_t* labels, bool training, int64_t* correct) {
+  if (!built_) throw std::logic_error("Model " + name_ + ": forward before build");
+  if (x.rank() != 4 || x.dtype() != DType::kF32 || !x.device().is_cpu() ||
+      Shape(x.shape().begin() + 1, x.shape().end()) != input_shape_ || x.dim(0) < 1)
+    throw InputError("model " + name_ + " expects f32 CPU input [N, " +
+                     shape_str(input_shape_).substr(1) + ", got " + shape_str(x.shape()) + " " +
+                     dtype_name(x.dtype()) + " on " + x.device().str());
+  if (x.dim(0) != configured_batch_ || training != configured_training_)
+    configure(x.dim(0), training);
+  input_.set_data_handle(x.raw());
+  const memory* act = &input_;
+  for (auto& layer : layers_) act = &layer->forward(*act);
+  const float loss = loss_.forward(*act, labels, correct);
+  backward_ready_ = training;
+  return loss;
+}
+
+void Model::backward() {
+  if (!backward_ready_)
+    throw std::logic_error("Model " + name_ + ": backward needs a forward(training=true) first");
+  const memory* grad = &loss_.backward();
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) grad = &(*it)->backward(*grad);
+  backward_ready_ = false;
+}
+
+}  // namespace sdp::nn

@@ -1,0 +1,68 @@
+#include "nn/pool2d.hpp"
+
+#include <stdexcept>
+
+namespace sdp::nn {
+
+using dnnl::algorithm;
+using dnnl::prop_kind;
+
+memory::desc Pool2d::configure(const memory::desc& src_md, bool training) {
+  const Dims in = src_md.dims();
+  if (in.size() != 4) throw std::invalid_argument("Pool2d " + name_ + ": expected NCHW input");
+  training_ = training;
+  Dims kernel, strides, pad_l, pad_r, out;
+  algorithm alg = algorithm::pooling_max;
+  if (options_.kind == PoolKind::kGlobalAvg) {
+    kernel = {in[2], in[3]};
+    strides = {1, 1};
+    pad_l = pad_r = {0, 0};
+    out = {in[0], in[1], 1, 1};
+    alg = algorithm::pooling_avg_exclude_padding;
+  } else {
+    const int64_t k = options_.kernel, s = options_.stride, p = options_.padding;
+    const int64_t oh = (in[2] + 2 * p - k) / s + 1, ow = (in[3] + 2 * p - k) / s + 1;
+    if (oh < 1 || ow < 1) throw std::invalid_argument("Pool2d " + name_ + ": input too small");
+    kernel = {k, k};
+    strides = {s, s};
+    pad_l = {p, p};
+    // Right padding that yields exactly the floor-mode size (may trim the last rows).
+    pad_r = {(oh - 1) * s + k - in[2] - p, (ow - 1) * s + k - in[3] - p};
+    out = {in[0], in[1], oh, ow};
+    if (options_.kind == PoolKind::kAvg) alg = algorithm::pooling_avg_include_padding;
+  }
+  const auto& eng = cpu_engine();
+  const prop_kind prop = training ? prop_kind::forward_training : prop_kind::forward_inference;
+  const dnnl::pooling_forward::primitive_desc fwd_pd(
+      {prop, alg, src_md, any_md(out), strides, kernel, pad_l, pad_r}, eng);
+  fwd_ = dnnl::pooling_forward(fwd_pd);
+  dst_ = memory(fwd_pd.dst_desc(), eng);
+  workspace_ = memory();
+  if (training && alg == algorithm::pooling_max) workspace_ = memory(fwd_pd.workspace_desc(), eng);
+  if (training && needs_input_grad_) {
+    const dnnl::pooling_backward::primitive_desc bwd_pd(
+        {alg, src_md, fwd_pd.dst_desc(), strides, kernel, pad_l, pad_r}, eng, fwd_pd);
+    bwd_ = dnnl::pooling_backward(bwd_pd);
+    diff_src_ = memory(bwd_pd.diff_src_desc(), eng);
+  }
+  return fwd_pd.dst_desc();
+}
+
+const memory& Pool2d::forward(const memory& src) {
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst_}};
+  if (workspace_) args[DNNL_ARG_WORKSPACE] = workspace_;
+  fwd_.execute(ctx_.stream, args);
+  return dst_;
+}
+
+const memory& Pool2d::backward(const memory& diff_dst) {
+  if (!training_) throw std::logic_error("Pool2d " + name_ + ": backward after inference forward");
+  if (!needs_input_grad_) return empty_;
+  std::unordered_map<int, memory> args = {{DNNL_ARG_DIFF_DST, diff_dst},
+                                          {DNNL_ARG_DIFF_SRC, diff_src_}};
+  if (workspace_) args[DNNL_ARG_WORKSPACE] = workspace_;
+  bwd_.execute(ctx_.stream, args);
+  return diff_src_;
+}
+
+}  // namespace sdp::nn

@@ -1,0 +1,118 @@
+#include "nn/residual_block.hpp"
+
+#include "nn/batchnorm2d.hpp"
+#include "nn/conv2d.hpp"
+#include "nn/pad_shortcut.hpp"
+
+namespace sdp::nn {
+
+ResidualBlock::ResidualBlock(Context& ctx, std::string name)
+    : Layer(ctx, std::move(name)), add_(ctx), relu_(ctx, name_ + ".relu") {}
+
+void ResidualBlock::init_parameters(std::mt19937_64& rng) {
+  for (auto& l : branch_) l->init_parameters(rng);
+  for (auto& l : shortcut_) l->init_parameters(rng);
+}
+
+void ResidualBlock::set_needs_input_grad(bool value) {
+  Layer::set_needs_input_grad(value);
+  if (!branch_.empty()) branch_.front()->set_needs_input_grad(value);
+  if (!shortcut_.empty()) shortcut_.front()->set_needs_input_grad(value);
+}
+
+bool ResidualBlock::has_parameters() const {
+  for (const auto& l : branch_)
+    if (l->has_parameters()) return true;
+  for (const auto& l : shortcut_)
+    if (l->has_parameters()) return true;
+  return false;
+}
+
+memory::desc ResidualBlock::configure(const memory::desc& src_md, bool training) {
+  memory::desc branch_md = src_md, shortcut_md = src_md;
+  for (auto& l : branch_) branch_md = l->configure(branch_md, training);
+  for (auto& l : shortcut_) shortcut_md = l->configure(shortcut_md, training);
+  const memory::desc out_md = relu_.configure(add_.configure(branch_md, shortcut_md), training);
+  if (training && needs_input_grad_) {
+    sum_grads_ = dnnl::binary(dnnl::binary::primitive_desc(
+        {dnnl::algorithm::binary_add, src_md, src_md, src_md}, cpu_engine()));
+    diff_src_ = memory(src_md, cpu_engine());
+  }
+  return out_md;
+}
+
+const memory& ResidualBlock::forward(const memory& src) {
+  const memory* b = &src;
+  for (auto& l : branch_) b = &l->forward(*b);
+  const memory* s = &src;
+  for (auto& l : shortcut_) s = &l->forward(*s);
+  return relu_.forward(add_.forward(*b, *s));
+}
+
+const memory& ResidualBlock::backward(const memory& diff_dst) {
+  const memory& d_sum = relu_.backward(diff_dst);
+  const memory* ds = &add_.backward_b(d_sum);
+  for (auto it = shortcut_.rbegin(); it != shortcut_.rend(); ++it) ds = &(*it)->backward(*ds);
+  const memory* db = &add_.backward_a(d_sum);
+  for (auto it = branch_.rbegin(); it != branch_.rend(); ++it) db = &(*it)->backward(*db);
+  if (!needs_input_grad_) return empty_;
+  sum_grads_.execute(ctx_.stream,
+                     {{DNNL_ARG_SRC_0, *db}, {DNNL_ARG_SRC_1, *ds}, {DNNL_ARG_DST, diff_src_}});
+  return diff_src_;
+}
+
+namespace {
+Conv2dOptions conv(int in, int out, int kernel, int stride) {
+  Conv2dOptions o;
+  o.in_channels = in;
+  o.out_channels = out;
+  o.kernel = kernel;
+  o.stride = stride;
+  o.padding = kernel / 2;
+  return o;
+}
+BatchNorm2dOptions bn(int channels, bool fuse_relu) {
+  BatchNorm2dOptions o;
+  o.channels = channels;
+  o.fuse_relu = fuse_relu;
+  return o;
+}
+}  // namespace
+
+std::unique_ptr<ResidualBlock> make_basic_block(Context& ctx, const std::string& name,
+                                                int in_channels, int planes, int stride,
+                                                ShortcutKind shortcut) {
+  auto block = std::make_unique<ResidualBlock>(ctx, name);
+  block->add_branch<Conv2d>("conv1", conv(in_channels, planes, 3, stride));
+  block->add_branch<BatchNorm2d>("bn1", bn(planes, /*fuse_relu=*/true));
+  block->add_branch<Conv2d>("conv2", conv(planes, planes, 3, 1));
+  block->add_branch<BatchNorm2d>("bn2", bn(planes, false));
+  if (stride != 1 || in_channels != planes) {
+    if (shortcut == ShortcutKind::kPad) {
+      block->add_shortcut<PadShortcut>("shortcut", in_channels, planes, stride);
+    } else {
+      block->add_shortcut<Conv2d>("downsample.0", conv(in_channels, planes, 1, stride));
+      block->add_shortcut<BatchNorm2d>("downsample.1", bn(planes, false));
+    }
+  }
+  return block;
+}
+
+std::unique_ptr<ResidualBlock> make_bottleneck_block(Context& ctx, const std::string& name,
+                                                     int in_channels, int planes, int stride) {
+  const int out_channels = planes * 4;
+  auto block = std::make_unique<ResidualBlock>(ctx, name);
+  block->add_branch<Conv2d>("conv1", conv(in_channels, planes, 1, 1));
+  block->add_branch<BatchNorm2d>("bn1", bn(planes, true));
+  block->add_branch<Conv2d>("conv2", conv(planes, planes, 3, stride));
+  block->add_branch<BatchNorm2d>("bn2", bn(planes, true));
+  block->add_branch<Conv2d>("conv3", conv(planes, out_channels, 1, 1));
+  block->add_branch<BatchNorm2d>("bn3", bn(out_channels, false));
+  if (stride != 1 || in_channels != out_channels) {
+    block->add_shortcut<Conv2d>("downsample.0", conv(in_channels, out_channels, 1, stride));
+    block->add_shortcut<BatchNorm2d>("downsample.1", bn(out_channels, false));
+  }
+  return block;
+}
+
+}  // namespace sdp::nn

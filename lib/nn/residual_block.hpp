@@ -1,0 +1,68 @@
+// ResidualBlock: y = relu(branch(x) + shortcut(x)), a composite layer made of child
+// layers. The branch is registered before the shortcut (torchvision's order: conv1, bn1,
+// ..., downsample), and backward runs the shortcut first, then the branch, so
+// parameters become final exactly in reverse registration order.
+//
+// Factories build the blocks of He et al.: basic (two 3x3 convs) and bottleneck
+// (1x1, 3x3 with the stride, 1x1 with 4x channels, as torchvision's ResNet v1.5).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "nn/add.hpp"
+#include "nn/layer.hpp"
+#include "nn/relu.hpp"
+
+namespace sdp::nn {
+
+// How the shortcut matches shapes when the block changes them.
+enum class ShortcutKind {
+  kPad,         // option A: subsample + zero channels, no parameters (CIFAR ResNets)
+  kProjection,  // option B: 1x1 conv (stride) + BatchNorm (torchvision "downsample")
+};
+
+class ResidualBlock : public Layer {
+ public:
+  ResidualBlock(Context& ctx, std::string name);
+
+  template <typename L, typename... Args>
+  L& add_branch(const std::string& child, Args&&... args) {
+    return add_child<L>(branch_, child, std::forward<Args>(args)...);
+  }
+  template <typename L, typename... Args>
+  L& add_shortcut(const std::string& child, Args&&... args) {
+    return add_child<L>(shortcut_, child, std::forward<Args>(args)...);
+  }
+
+  memory::desc configure(const memory::desc& src_md, bool training) override;
+  const memory& forward(const memory& src) override;
+  const memory& backward(const memory& diff_dst) override;
+  void init_parameters(std::mt19937_64& rng) override;
+  void set_needs_input_grad(bool value) override;
+  bool has_parameters() const override;
+
+ private:
+  template <typename L, typename... Args>
+  L& add_child(std::vector<std::unique_ptr<Layer>>& chain, const std::string& child,
+               Args&&... args) {
+    auto layer = std::make_unique<L>(ctx_, name_ + "." + child, std::forward<Args>(args)...);
+    L& ref = *layer;
+    chain.push_back(std::move(layer));
+    return ref;
+  }
+
+  std::vector<std::unique_ptr<Layer>> branch_, shortcut_;  // empty shortcut: identity
+  Add add_;
+  ReLU relu_;
+  dnnl::binary sum_grads_;  // d(x) = d(branch input) + d(shortcut input)
+  memory diff_src_;
+};
+
+std::unique_ptr<ResidualBlock> make_basic_block(Context& ctx, const std::string& name,
+                                                int in_channels, int planes, int stride,
+                                                ShortcutKind shortcut);
+std::unique_ptr<ResidualBlock> make_bottleneck_block(Context& ctx, const std::string& name,
+                                                     int in_channels, int planes, int stride);
+
+}  // namespace sdp::nn

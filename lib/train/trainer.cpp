@@ -1,0 +1,287 @@
+#include "train/trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+
+#include "config/job_spec_loader.hpp"
+#include "core/error.hpp"
+#include "data/cifar10.hpp"
+#include "data/data_loader.hpp"
+#include "data/mnist.hpp"
+#include "data/synthetic.hpp"
+#include "dist/agreement.hpp"
+#include "dist/collectives.hpp"
+#include "io/safetensors.hpp"
+#include "models/registry.hpp"
+#include "nn/threads.hpp"
+#include "obs/metrics.hpp"
+#include "optim/lr_schedule.hpp"
+#include "optim/optimizer_factory.hpp"
+
+namespace sdp {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+struct DataSplits {
+  Dataset train, test;
+};
+
+DataSplits load_data(const JobSpec& spec) {
+  const DataSpec& d = spec.data;
+  if (d.format == "mnist") return {load_mnist(d.train, Split::kTrain), load_mnist(d.test, Split::kTest)};
+  if (d.format == "cifar10") return {load_cifar10(d.train, Split::kTrain), load_cifar10(d.test, Split::kTest)};
+  SyntheticSpec s;
+  s.channels = d.synthetic.channels;
+  s.height = d.synthetic.height;
+  s.width = d.synthetic.width;
+  s.num_classes = spec.model.num_classes;
+  s.seed = spec.seed;
+  s.noise = d.synthetic.noise;
+  s.count = d.synthetic.train_samples;
+  Dataset train = make_synthetic(s, Split::kTrain);
+  s.count = d.synthetic.test_samples;
+  return {std::move(train), make_synthetic(s, Split::kTest)};
+}
+
+std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const Dataset& data) {
+  if (data.num_classes > spec.model.num_classes)
+    throw InputError("key 'model.num_classes' is " + std::to_string(spec.model.num_classes) + " but the " +
+                     data.name + " data has " + std::to_string(data.num_classes) + " classes");
+  models::ModelOptions options;
+  options.name = spec.model.name;
+  options.num_classes = spec.model.num_classes;
+  options.in_channels = data.channels;
+  options.height = data.height;
+  options.width = data.width;
+  options.hidden = spec.model.hidden;
+  options.dropout = static_cast<float>(spec.model.dropout);
+  options.seed = spec.seed;
+  return models::make_model(options);
+}
+
+OptimizerOptions optimizer_options(const OptimizerSpec& o) {
+  OptimizerOptions options;
+  options.name = o.name;
+  options.momentum = static_cast<float>(o.momentum);
+  options.nesterov = o.nesterov;
+  options.beta1 = static_cast<float>(o.beta1);
+  options.beta2 = static_cast<float>(o.beta2);
+  options.eps = static_cast<float>(o.eps);
+  options.weight_decay = static_cast<float>(o.weight_decay);
+  return options;
+}
+
+LrSchedule make_schedule(const OptimizerSpec& o, int world_size, int64_t steps_per_epoch, int64_t total_steps) {
+  LrScheduleOptions options;
+  options.base_lr = o.lr;
+  options.scaling = lr_scaling_of(o);
+  options.world_size = world_size;
+  options.warmup_steps = std::llround(o.warmup_epochs * static_cast<double>(steps_per_epoch));
+  options.kind = LrScheduleOptions::parse_kind(o.schedule);
+  options.milestones.assign(o.milestones.begin(), o.milestones.end());
+  options.gamma = o.gamma;
+  options.min_lr = o.min_lr;
+  options.steps_per_epoch = steps_per_epoch;
+  options.total_steps = total_steps;
+  return LrSchedule(options);
+}
+
+struct EvalResult {
+  double loss = 0, accuracy = 0;
+};
+
+EvalResult evaluate(nn::Model& model, const Dataset& test, const JobSpec& spec, const World& world) {
+  // BatchNorm running statistics were gathered from each rank's own batches; their mean
+  // is what the global model has seen, and it keeps the replicas identical.
+  Tensor buffers = model.store().buffer_arena();
+  allreduce_mean(world.comm(), buffers.data<float>(), buffers.numel());
+
+  EvalLoader loader(test, spec.data.batch_size, world.rank(), world.size(), spec.data.prefetch);
+  loader.start();
+  double totals[3] = {0, 0, 0};  // loss sum, correct, samples
+  while (const Batch* batch = loader.next()) {
+    int64_t correct = 0;
+    float loss = model.forward(batch->images, batch->labels.data(), /*training=*/false, &correct);
+    totals[0] += static_cast<double>(loss) * batch->size();
+    totals[1] += static_cast<double>(correct);
+    totals[2] += static_cast<double>(batch->size());
+  }
+  allreduce_sum(world.comm(), totals, 3);
+  return {totals[0] / totals[2], totals[1] / totals[2]};
+}
+
+void save_model(const nn::Model& model, const JobSpec& spec, const World& world, const TrainResult& result,
+                int64_t epoch) {
+  std::vector<NamedTensor> tensors;
+  for (const Param& p : model.store().params()) tensors.push_back({p.name, p.value});
+  for (const Buffer& b : model.store().buffers()) tensors.push_back({b.name, b.value});
+  Shape input = model.input_shape();
+  std::map<std::string, std::string> metadata = {
+      {"format", "sdp-train model"},
+      {"model", spec.model.name},
+      {"num_classes", std::to_string(model.num_classes())},
+      {"input_shape", shape_str(input)},
+      {"step", std::to_string(result.steps)},
+      {"epoch", std::to_string(epoch)},
+      {"world_size", std::to_string(world.size())},
+      {"test_accuracy", std::to_string(result.test_accuracy)},
+      {"job_spec", job_spec_to_yaml(spec)},
+  };
+  save_safetensors((std::filesystem::path(spec.output.model_dir) / "model.safetensors").string(), tensors,
+                   metadata);
+}
+
+// Keys the spec accepts whose feature has not landed yet: refuse them loudly rather than
+// train differently from what the user asked for.
+void reject_unimplemented(const JobSpec& spec, const World& world) {
+  run_on_all_ranks(world.comm(), [&] {
+    auto refuse = [](const std::string& key, const std::string& value) {
+      throw InputError("key '" + key + "': " + value + " is not implemented in this version of sdp-train");
+    };
+    if (spec.device == "cuda") refuse("device", "cuda training");
+    if (spec.data.shard != "rank") refuse("data.shard", spec.data.shard);
+    if (spec.distributed.compression != "none") refuse("distributed.compression", spec.distributed.compression);
+    if (spec.distributed.allreduce == "ring" || spec.distributed.allreduce == "hierarchical")
+      refuse("distributed.allreduce", spec.distributed.allreduce);
+    if (spec.distributed.backend == "nccl") refuse("distributed.backend", "nccl");
+    if (!spec.output.timeline.empty()) refuse("output.timeline", "a timeline");
+  });
+}
+
+}  // namespace
+
+TrainResult train(JobSetup& setup) {
+  const JobSpec& spec = setup.spec;
+  const World& world = *setup.world;
+  nn::set_num_threads(setup.device.threads);
+  reject_unimplemented(spec, world);
+
+  DataSplits data;
+  std::unique_ptr<nn::Model> model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<TrainLoader> loader;
+  run_on_all_ranks(world.comm(), [&] {
+    data = load_data(spec);
+    model = build_model(spec, data.train);
+    optimizer = make_optimizer(optimizer_options(spec.optimizer), model->store());
+    LoaderOptions loader_options;
+    loader_options.batch_size = spec.data.batch_size;
+    loader_options.seed = spec.seed;
+    loader_options.rank = world.rank();
+    loader_options.world = world.size();
+    loader_options.prefetch = spec.data.prefetch;
+    loader_options.augment.enabled =
+        spec.data.augment == "crop-flip" || (spec.data.augment == "auto" && spec.data.format == "cifar10");
+    if (data.train.count < static_cast<int64_t>(spec.data.batch_size) * world.size())
+      throw InputError("key 'data.batch_size': " + std::to_string(spec.data.batch_size) + " x " +
+                       std::to_string(world.size()) + " rank(s) is more than the " +
+                       std::to_string(data.train.count) + " training samples: not one step per epoch");
+    loader = std::make_unique<TrainLoader>(data.train, loader_options);
+  });
+  const int64_t steps_per_epoch = loader->steps_per_epoch();
+
+  // Every rank must have built the same model, or the gradient mean mixes unrelated
+  // tensors; then all start from rank 0's weights (and buffers).
+  ParameterStore& store = model->store();
+  if (int r = first_rank_differing(world.comm(), store.fingerprint()); r >= 0)
+    run_on_all_ranks(world.comm(), [&] {
+      throw InputError("rank " + std::to_string(r) + " built a different model than rank 0 "
+                       "(parameter names or shapes differ); all ranks must run the same job spec");
+    });
+  broadcast(world.comm(), store.param_arena().data<float>(), store.param_arena().numel(), 0);
+  broadcast(world.comm(), store.buffer_arena().data<float>(), store.buffer_arena().numel(), 0);
+
+  int64_t total_steps = steps_per_epoch * spec.train.epochs;
+  if (spec.train.max_steps > 0 && (total_steps == 0 || spec.train.max_steps < total_steps))
+    total_steps = spec.train.max_steps;
+  const int64_t epochs = (total_steps + steps_per_epoch - 1) / steps_per_epoch;
+  const LrSchedule schedule = make_schedule(spec.optimizer, world.size(), steps_per_epoch, total_steps);
+
+  MetricsLog metrics(world.rank() == 0, spec.output.metrics);
+  const int64_t global_batch = static_cast<int64_t>(spec.data.batch_size) * world.size();
+  metrics.emit("start", "start",
+               {{"world_size", world.size()},
+                {"batch_per_rank", spec.data.batch_size},
+                {"global_batch", static_cast<double>(global_batch)},
+                {"base_lr", spec.optimizer.lr},
+                {"peak_lr", schedule.peak_lr()},
+                {"steps_per_epoch", static_cast<double>(steps_per_epoch)},
+                {"total_steps", static_cast<double>(total_steps)},
+                {"parameters", static_cast<double>(store.num_parameters())}});
+
+  TrainResult result;
+  Tensor grads = store.grad_arena();
+  int64_t step = 0, window_steps = 0;
+  double window_loss = 0, window_seconds = 0;
+  bool evaluated_last = false;
+  for (int64_t epoch = 0; epoch < epochs; ++epoch) {
+    loader->start(SampleCursor{epoch, 0}, std::min(steps_per_epoch, total_steps - step));
+    while (const Batch* batch = loader->next()) {
+      const auto step_start = Clock::now();
+      const double lr = schedule.lr_at(step);
+      float loss = model->forward(batch->images, batch->labels.data(), /*training=*/true);
+      model->backward();
+      allreduce_mean(world.comm(), grads.data<float>(), grads.numel());
+      // Every rank learns whether any rank's loss went bad, so all stop at the same step.
+      double loss_sum = loss;
+      if (world.size() > 1) allreduce_sum(world.comm(), &loss_sum, 1);
+      if (!std::isfinite(loss_sum))
+        throw CollectiveFailure(static_cast<int>(ExitCode::kRuntime),
+                                "step " + std::to_string(step) + " (epoch " + std::to_string(epoch) +
+                                    "): the training loss is not finite (lr " + std::to_string(lr) +
+                                    "); lower optimizer.lr or add warm-up",
+                                world.rank() == 0);
+      optimizer->step(static_cast<float>(lr));
+      window_seconds += seconds_since(step_start);
+      result.train_seconds += seconds_since(step_start);
+      window_loss += loss_sum / world.size();
+      ++window_steps;
+      ++step;
+      if (step % spec.train.log_every == 0 || step == total_steps) {
+        metrics.emit("train", "step " + std::to_string(step),
+                     {{"epoch", static_cast<double>(epoch + 1)},
+                      {"step", static_cast<double>(step)},
+                      {"train_loss", window_loss / window_steps},
+                      {"lr", lr},
+                      {"images_per_sec", static_cast<double>(window_steps * global_batch) / window_seconds}});
+        window_steps = 0;
+        window_loss = window_seconds = 0;
+      }
+    }
+    const bool last = epoch + 1 == epochs;
+    evaluated_last = spec.train.eval_every_epochs > 0 && ((epoch + 1) % spec.train.eval_every_epochs == 0 || last);
+    if (evaluated_last) {
+      EvalResult eval = evaluate(*model, data.test, spec, world);
+      result.test_loss = eval.loss;
+      result.test_accuracy = eval.accuracy;
+      metrics.emit("eval", "epoch " + std::to_string(epoch + 1),
+                   {{"epoch", static_cast<double>(epoch + 1)},
+                    {"step", static_cast<double>(step)},
+                    {"test_loss", eval.loss},
+                    {"test_accuracy", eval.accuracy}});
+    }
+  }
+  if (!evaluated_last) {  // keep buffers averaged (and the replicas identical) for the saved model
+    Tensor buffers = store.buffer_arena();
+    allreduce_mean(world.comm(), buffers.data<float>(), buffers.numel());
+  }
+  result.steps = step;
+  result.images_per_sec = result.train_seconds > 0 ? static_cast<double>(step * global_batch) / result.train_seconds : 0;
+  if (world.rank() == 0) save_model(*model, spec, world, result, epochs);
+  std::vector<std::pair<std::string, double>> summary = {{"steps", static_cast<double>(step)},
+                                                         {"train_seconds", result.train_seconds},
+                                                         {"images_per_sec", result.images_per_sec}};
+  if (evaluated_last) summary.push_back({"test_accuracy", result.test_accuracy});
+  metrics.emit("done", "done", summary);
+  return result;
+}
+
+}  // namespace sdp

@@ -1,0 +1,27 @@
+// Model registry: every network the runner can train, built by name from ModelOptions.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/model.hpp"
+
+namespace sdp::models {
+
+struct ModelOptions {
+  std::string name;
+  int num_classes = 10;
+  int in_channels = 1, height = 28, width = 28;
+  std::vector<int> hidden = {512, 512};  // mlp widths
+  float dropout = 0.0f;                  // mlp: after each hidden ReLU
+  uint64_t seed = 42;
+};
+
+// Builds, finalizes and initializes the model. Unknown name or invalid options ->
+// sdp::InputError (the message lists the known names).
+std::unique_ptr<nn::Model> make_model(const ModelOptions& options);
+std::vector<std::string> model_names();
+
+}  // namespace sdp::models

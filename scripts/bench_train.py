@@ -1,0 +1,151 @@
+#!/usr/bin/python3
+"""Training throughput of sdp-train against PyTorch on this machine, in one run.
+
+For each model row: sdp-train and PyTorch alternate (--rounds times), each timing
+forward + backward + optimizer step on synthetic data after a warm-up, median over
+--steps steps. PyTorch gets its best configuration on the same cores (Debian's torch
+runs matrix products in OpenBLAS, which follows OPENBLAS_NUM_THREADS, not
+torch.set_num_threads): every configuration in TORCH_CONFIGS is tried, the best counts.
+Prints a table with images/s, the ratio, achieved GFLOP/s as a fraction of the oneDNN
+sgemm peak measured in the same run, and peak memory (max RSS) of each process.
+
+  scripts/bench-train.sh [--rounds 3] [--steps 30] [--threads 2] [--rows mlp:128,lenet5:64]
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROWS = [("mlp", 128, (1, 28, 28)), ("lenet5", 64, (1, 28, 28)), ("lenet5", 256, (1, 28, 28)),
+        ("resnet20", 128, (3, 32, 32)), ("resnet18", 64, (3, 32, 32))]
+SHAPES = {"mlp": (1, 28, 28), "lenet5": (1, 28, 28)}
+WARMUP = 5
+
+
+def run_child(cmd, env):
+    """Runs cmd, returns (stdout, max RSS in MiB)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        sys.exit(f"bench: {' '.join(cmd)} failed ({proc.returncode}):\n{out[-3000:]}")
+    return out, usage.ru_maxrss / 1024.0
+
+
+def sdp_images_per_sec(binary, model, batch, shape, steps, threads):
+    c, h, w = shape
+    with tempfile.TemporaryDirectory() as tmp:
+        job = os.path.join(tmp, "bench.yaml")
+        with open(job, "w") as f:
+            f.write(f"""name: bench-{model}
+model: {{name: {model}, num_classes: 10}}
+threads: {threads}
+data:
+  format: synthetic
+  batch_size: {batch}
+  synthetic: {{train_samples: {batch * (steps + WARMUP + 1)}, test_samples: {batch}, channels: {c}, height: {h}, width: {w}}}
+train: {{epochs: 1, max_steps: {steps + WARMUP}, log_every: 1, eval_every_epochs: 0}}
+optimizer: {{name: sgd, lr: 0.01, momentum: 0.9}}
+checkpoint: {{dir: {tmp}/ckpt, every_steps: 0}}
+output: {{model_dir: {tmp}/model, metrics: ""}}
+""")
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        out, rss = run_child([binary, "--config", job], env)
+    rates = [float(m) for m in re.findall(r"^\[step \d+\].*images_per_sec=([0-9.]+)", out, re.M)]
+    return statistics.median(rates[WARMUP:]), rss
+
+
+def torch_worker(model_name, batch, shape, steps, threads):
+    import torch
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import torch_models
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = torch_models.build(model_name, shape)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(batch, *shape)
+    y = torch.randint(0, 10, (batch,))
+    loss_fn = torch.nn.CrossEntropyLoss()
+    rates = []
+    for i in range(steps + WARMUP):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        opt.step()
+        if i >= WARMUP:
+            rates.append(batch / (time.perf_counter() - t0))
+    flops = torch_models.forward_flops(model, shape)
+    params = sum(p.numel() for p in model.parameters())
+    print(f"images_per_sec={statistics.median(rates)} forward_flops={flops} params={params}")
+
+
+def torch_images_per_sec(model, batch, shape, steps, torch_threads, blas_threads):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(blas_threads), OMP_NUM_THREADS=str(torch_threads))
+    shape_arg = "x".join(map(str, shape))
+    out, rss = run_child([sys.executable, os.path.abspath(__file__), "--torch-worker", model, str(batch),
+                          shape_arg, str(steps), str(torch_threads)], env)
+    values = dict(re.findall(r"(\w+)=([0-9.e+-]+)", out))
+    return float(values["images_per_sec"]), rss, int(values["forward_flops"]), int(values["params"])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--binary", default=os.path.join(ROOT, "build", "sdp-train"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--rows", default="", help="e.g. mlp:128,lenet5:64 (default: the issue's five rows)")
+    parser.add_argument("--torch-worker", nargs=5, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.torch_worker:
+        model, batch, shape, steps, threads = args.torch_worker
+        torch_worker(model, int(batch), tuple(map(int, shape.split("x"))), int(steps), int(threads))
+        return
+
+    rows = ROWS
+    if args.rows:
+        rows = []
+        for item in args.rows.split(","):
+            name, batch = item.split(":")
+            rows.append((name, int(batch), SHAPES.get(name, (3, 32, 32))))
+    t = args.threads
+    torch_configs = sorted({(t, t), (1, t)})  # (torch threads, OpenBLAS threads)
+    out, _ = run_child([args.binary, "bench", "gemm", "--threads", str(t)], dict(os.environ))
+    peak = float(re.search(r"gflops=([0-9.]+)", out).group(1))
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')}  host {os.uname().nodename}  {os.cpu_count()} cores  "
+          f"threads {t}  oneDNN sgemm peak {peak:.0f} GFLOP/s  rounds {args.rounds}  steps {args.steps}")
+    print(f"# command: {' '.join(sys.argv)}")
+    header = (f"{'model':<9} {'batch':>5} {'sdp img/s':>10} {'torch img/s':>11} {'torch cfg':>9} {'ratio':>6} "
+              f"{'sdp GFLOP/s':>11} {'%peak':>6} {'sdp RSS MB':>10} {'torch RSS MB':>12}")
+    print(header)
+    print("-" * len(header))
+    for model, batch, shape in rows:
+        sdp_rates, torch_rates, sdp_rss, torch_rss = [], {}, 0.0, 0.0
+        flops = 0
+        for _ in range(args.rounds):  # alternate, so drift in the host's speed hits both
+            rate, rss = sdp_images_per_sec(args.binary, model, batch, shape, args.steps, t)
+            sdp_rates.append(rate)
+            sdp_rss = max(sdp_rss, rss)
+            for cfg in torch_configs:
+                rate, rss, flops, _ = torch_images_per_sec(model, batch, shape, args.steps, *cfg)
+                torch_rates.setdefault(cfg, []).append(rate)
+                torch_rss = max(torch_rss, rss)
+        sdp = statistics.median(sdp_rates)
+        best_cfg = max(torch_rates, key=lambda c: statistics.median(torch_rates[c]))
+        torch_rate = statistics.median(torch_rates[best_cfg])
+        gflops = sdp * 3 * flops / 1e9
+        print(f"{model:<9} {batch:>5} {sdp:>10.0f} {torch_rate:>11.0f} {f'{best_cfg[0]}t/{best_cfg[1]}b':>9} "
+              f"{sdp / torch_rate:>5.2f}x {gflops:>11.1f} {100 * gflops / peak:>5.1f}% {sdp_rss:>10.0f} {torch_rss:>12.0f}",
+              flush=True)
+    print("# images/s: median over rounds of per-run medians; torch cfg = torch threads / OpenBLAS threads;")
+    print("# GFLOP/s = images/s x 3 x forward FLOPs (conv + linear) per image.")
+
+
+if __name__ == "__main__":
+    main()

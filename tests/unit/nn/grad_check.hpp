@@ -1,0 +1,195 @@
+// Finite-difference gradient checking for nn layers (the Caffe test_gradient_check_util
+// idea): a scalar function of some float coordinates, its analytic gradient, and central
+// differences (f(v + eps) - f(v - eps)) / (2 eps) on a sample of coordinates.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/parameter_store.hpp"
+#include "nn/context.hpp"
+#include "nn/layer.hpp"
+#include "nn/onednn.hpp"
+
+namespace sdp::nn::testing {
+
+struct GradCheckOptions {
+  float eps = 1e-2f;
+  double rtol = 1e-2;
+  double atol = 2e-3;
+  int max_coords = 60;            // sampled coordinates (all when fewer)
+  double max_bad_fraction = 0.0;  // > 0 only for functions with kinks (whole models)
+};
+
+// Checks `analytic` (d f / d values[i]) against central differences of f, perturbing
+// values[i] in place. Returns the number of coordinates outside the tolerance.
+inline int check_gradient(const std::string& what, const std::function<double()>& f, float* values,
+                          const std::vector<float>& analytic, const GradCheckOptions& opt,
+                          uint64_t seed = 1) {
+  const int64_t n = static_cast<int64_t>(analytic.size());
+  std::vector<int64_t> coords(n);
+  for (int64_t i = 0; i < n; ++i) coords[i] = i;
+  std::mt19937_64 rng(seed);
+  std::shuffle(coords.begin(), coords.end(), rng);
+  if (n > opt.max_coords) coords.resize(opt.max_coords);
+  int bad = 0;
+  double err2 = 0.0, ref2 = 0.0;
+  for (int64_t i : coords) {
+    const float v = values[i];
+    values[i] = v + opt.eps;
+    const double fp = f();
+    values[i] = v - opt.eps;
+    const double fm = f();
+    values[i] = v;
+    // The perturbation actually applied, after float rounding of v +- eps.
+    const double h = (static_cast<double>(v + opt.eps) - static_cast<double>(v - opt.eps));
+    const double fd = (fp - fm) / h;
+    const double an = analytic[i];
+    err2 += (fd - an) * (fd - an);
+    ref2 += fd * fd;
+    if (std::abs(fd - an) > opt.atol + opt.rtol * std::max(std::abs(fd), std::abs(an))) {
+      ++bad;
+      if (opt.max_bad_fraction == 0.0)
+        ADD_FAILURE() << what << "[" << i << "]: analytic " << an << " vs numeric " << fd;
+    }
+  }
+  if (opt.max_bad_fraction > 0.0) {
+    EXPECT_LE(bad, static_cast<int>(opt.max_bad_fraction * coords.size()))
+        << what << ": too many coordinates off";
+    // Over the sample the gradient vector must match closely (catches a sign or a missing
+    // term even when individual kinks are tolerated).
+    EXPECT_LT(std::sqrt(err2), 0.05 * std::sqrt(ref2) + opt.atol) << what;
+  }
+  return bad;
+}
+
+inline std::vector<float> random_vector(int64_t n, uint64_t seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+inline int64_t numel(const Dims& d) {
+  int64_t n = 1;
+  for (auto x : d) n *= x;
+  return n;
+}
+
+// Runs one layer on a plain input and defines L = sum_i w_i * y_i over its plain output.
+// The input may be handed to the layer in another layout (e.g. nChw16c) to exercise the
+// layout handling the models rely on.
+class LayerHarness {
+ public:
+  explicit LayerHarness(uint64_t seed = 7) : ctx_(store_, seed) {}
+
+  template <typename L, typename... Args>
+  L& make(Args&&... args) {
+    auto layer = std::make_unique<L>(ctx_, "layer", std::forward<Args>(args)...);
+    L& ref = *layer;
+    layer_ = std::move(layer);
+    store_.finalize();
+    std::mt19937_64 rng(11);
+    layer_->init_parameters(rng);
+    return ref;
+  }
+
+  // Takes a layer built on ctx() (e.g. by a factory), then finalizes and initializes.
+  void adopt(std::unique_ptr<Layer> layer) {
+    layer_ = std::move(layer);
+    store_.finalize();
+    std::mt19937_64 rng(11);
+    layer_->init_parameters(rng);
+  }
+
+  // Input dims; `layout` is the tag the layer receives (plain when undef).
+  void configure(const Dims& in, bool training,
+                 memory::format_tag layout = memory::format_tag::undef) {
+    in_dims_ = in;
+    plain_in_ = plain_md(in);
+    src_md_ = layout == memory::format_tag::undef
+                  ? plain_in_
+                  : memory::desc(in, memory::data_type::f32, layout);
+    x_.assign(numel(in), 0.f);
+    x_mem_ = memory(plain_in_, cpu_engine(), x_.data());
+    src_mem_ = memory(src_md_, cpu_engine());
+    dst_md_ = layer_->configure(src_md_, training);
+    out_dims_ = dst_md_.dims();
+    w_ = random_vector(numel(out_dims_), 99);
+  }
+
+  std::vector<float>& input() { return x_; }
+  std::vector<float>& loss_weights() { return w_; }
+  const Dims& out_dims() const { return out_dims_; }
+  ParameterStore& store() { return store_; }
+  Context& ctx() { return ctx_; }
+  Layer& layer() { return *layer_; }
+
+  std::vector<float> forward() {
+    x_mem_.set_data_handle(x_.data());  // tests may have replaced the vector
+    reorder(ctx_.stream, x_mem_, src_mem_);
+    const memory& y = layer_->forward(src_mem_);
+    return to_plain(y, dst_md_);
+  }
+
+  double loss() {
+    const std::vector<float> y = forward();
+    double l = 0;
+    for (std::size_t i = 0; i < y.size(); ++i) l += static_cast<double>(w_[i]) * y[i];
+    return l;
+  }
+
+  // Backward with diff_dst = w; returns the plain input gradient.
+  std::vector<float> backward() {
+    std::vector<float> w = w_;
+    memory w_plain(plain_md(out_dims_), cpu_engine(), w.data());
+    diff_dst_ = memory(dst_md_, cpu_engine());
+    reorder(ctx_.stream, w_plain, diff_dst_);
+    const memory& dx = layer_->backward(diff_dst_);
+    if (!layer_->needs_input_grad()) return {};
+    return to_plain(dx, src_md_);
+  }
+
+  std::vector<float> to_plain(const memory& m, const memory::desc& md) {
+    const Dims d = md.dims();
+    std::vector<float> out(numel(d));
+    memory plain(plain_md(d), cpu_engine(), out.data());
+    memory view(md, cpu_engine(), m.get_data_handle());
+    reorder(ctx_.stream, view, plain);
+    return out;
+  }
+
+  // Full check: the input gradient and every parameter gradient against L.
+  void check_all(const GradCheckOptions& opt) {
+    forward();
+    const std::vector<float> dx = backward();
+    std::vector<std::vector<float>> grads;
+    for (const Param& p : store_.params())
+      grads.emplace_back(p.grad.data<float>(), p.grad.data<float>() + p.grad.numel());
+    auto f = [this] { return loss(); };
+    if (layer_->needs_input_grad()) check_gradient("d/dx", f, x_.data(), dx, opt);
+    int k = 0;
+    for (Param& p : store_.params())
+      check_gradient("d/d" + p.name, f, p.value.data<float>(), grads[k++], opt);
+  }
+
+ private:
+  ParameterStore store_;
+  Context ctx_;
+  std::unique_ptr<Layer> layer_;
+  Dims in_dims_, out_dims_;
+  memory::desc plain_in_, src_md_, dst_md_;
+  std::vector<float> x_, w_;
+  memory x_mem_, src_mem_, diff_dst_;
+};
+
+}  // namespace sdp::nn::testing

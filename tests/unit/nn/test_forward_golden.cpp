@@ -1,0 +1,171 @@
+// Forward results against naive reference loops and known values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "grad_check.hpp"
+#include "nn/batchnorm2d.hpp"
+#include "nn/conv2d.hpp"
+#include "nn/linear.hpp"
+#include "nn/pool2d.hpp"
+#include "nn/softmax_cross_entropy.hpp"
+#include "nn/threads.hpp"
+
+namespace sdp::nn {
+namespace {
+
+using testing::LayerHarness;
+
+TEST(Conv2dForward, MatchesNaiveLoop) {
+  const int n = 2, c = 3, h = 7, w = 6, o = 4, k = 3, s = 2, p = 1;
+  LayerHarness harness;
+  auto& conv = harness.make<Conv2d>(Conv2dOptions{c, o, k, s, p, true, false});
+  harness.configure({n, c, h, w}, false);
+  harness.input() = testing::random_vector(n * c * h * w, 30);
+  const auto y = harness.forward();
+  const int oh = (h + 2 * p - k) / s + 1, ow = (w + 2 * p - k) / s + 1;
+  ASSERT_EQ(y.size(), static_cast<std::size_t>(n * o * oh * ow));
+  const float* wt = conv.weight().value.data<float>();
+  const float* b = conv.bias()->value.data<float>();
+  const auto& x = harness.input();
+  for (int i = 0; i < n; ++i)
+    for (int oc = 0; oc < o; ++oc)
+      for (int r = 0; r < oh; ++r)
+        for (int q = 0; q < ow; ++q) {
+          double acc = b[oc];
+          for (int ic = 0; ic < c; ++ic)
+            for (int kr = 0; kr < k; ++kr)
+              for (int kq = 0; kq < k; ++kq) {
+                const int yy = r * s - p + kr, xx = q * s - p + kq;
+                if (yy < 0 || yy >= h || xx < 0 || xx >= w) continue;
+                acc += static_cast<double>(wt[((oc * c + ic) * k + kr) * k + kq]) *
+                       x[((i * c + ic) * h + yy) * w + xx];
+              }
+          EXPECT_NEAR(y[((i * o + oc) * oh + r) * ow + q], acc, 1e-5);
+        }
+}
+
+TEST(Conv2dInit, KaimingNormalFanOut) {
+  LayerHarness harness;
+  auto& conv = harness.make<Conv2d>(Conv2dOptions{64, 64, 3, 1, 1, false, false});
+  const Tensor& wt = conv.weight().value;
+  double sum = 0, sq = 0;
+  for (int64_t i = 0; i < wt.numel(); ++i) {
+    sum += wt.data<float>()[i];
+    sq += wt.data<float>()[i] * wt.data<float>()[i];
+  }
+  const double mean = sum / wt.numel(), stdev = std::sqrt(sq / wt.numel() - mean * mean);
+  EXPECT_NEAR(mean, 0.0, 0.005);
+  EXPECT_NEAR(stdev, std::sqrt(2.0 / (64 * 9)), 0.003);
+}
+
+TEST(LinearForward, MatchesNaiveLoop) {
+  LayerHarness harness;
+  auto& fc = harness.make<Linear>(LinearOptions{5, 3, true});
+  harness.configure({2, 5}, false);
+  harness.input() = testing::random_vector(10, 31);
+  const auto y = harness.forward();
+  const float* wt = fc.weight().value.data<float>();
+  const float* b = fc.bias()->value.data<float>();
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) {
+      double acc = b[j];
+      for (int q = 0; q < 5; ++q)
+        acc += static_cast<double>(wt[j * 5 + q]) * harness.input()[i * 5 + q];
+      EXPECT_NEAR(y[i * 3 + j], acc, 1e-6);
+    }
+  // PyTorch's default bound 1/sqrt(fan_in).
+  for (int64_t i = 0; i < fc.weight().value.numel(); ++i)
+    EXPECT_LE(std::abs(wt[i]), 1 / std::sqrt(5.f));
+}
+
+TEST(BatchNorm2dForward, InferenceUsesRunningStats) {
+  LayerHarness harness;
+  auto& bn = harness.make<BatchNorm2d>(BatchNorm2dOptions{2, 1e-5f, 0.1f, false});
+  float* rm = bn.running_mean().value.data<float>();
+  float* rv = bn.running_var().value.data<float>();
+  rm[0] = 0.5f, rm[1] = -1.f, rv[0] = 4.f, rv[1] = 0.25f;
+  bn.weight().value.data<float>()[1] = 2.f;
+  bn.bias().value.data<float>()[0] = 0.3f;
+  harness.configure({3, 2, 2, 2}, false);
+  harness.input() = testing::random_vector(24, 32);
+  const auto y = harness.forward();
+  const float gamma[2] = {1.f, 2.f}, beta[2] = {0.3f, 0.f};
+  for (int i = 0; i < 24; ++i) {
+    const int c = (i / 4) % 2;
+    const float ref = (harness.input()[i] - rm[c]) / std::sqrt(rv[c] + 1e-5f) * gamma[c] + beta[c];
+    EXPECT_NEAR(y[i], ref, 1e-5);
+  }
+}
+
+TEST(BatchNorm2dForward, TrainingNormalizesAndUpdatesRunningStats) {
+  LayerHarness harness;
+  auto& bn = harness.make<BatchNorm2d>(BatchNorm2dOptions{2, 1e-5f, 0.1f, false});
+  harness.configure({2, 2, 1, 3}, true);
+  harness.input() = {1, 2, 3, 10, 20, 30, 4, 5, 6, -1, -2, -3};
+  const auto y = harness.forward();
+  // Channel 0 holds {1,2,3,4,5,6}: mean 3.5, biased var 35/12, unbiased 7/2.
+  const double mean0 = 3.5, var0 = 35.0 / 12;
+  EXPECT_NEAR(y[0], (1 - mean0) / std::sqrt(var0 + 1e-5), 1e-5);
+  EXPECT_NEAR(bn.running_mean().value.data<float>()[0], 0.1 * mean0, 1e-6);
+  EXPECT_NEAR(bn.running_var().value.data<float>()[0], 0.9 + 0.1 * 3.5, 1e-6);
+  // Channel 1 holds {10,20,30,-1,-2,-3}: mean 9.
+  EXPECT_NEAR(bn.running_mean().value.data<float>()[1], 0.9, 1e-5);
+}
+
+TEST(MaxPoolForward, PicksWindowMaximum) {
+  LayerHarness harness;
+  harness.make<Pool2d>(max_pool(2, 2));
+  harness.configure({1, 1, 4, 4}, false);
+  harness.input() = {1, 5, 2, 0, 3, 4, 8, 1, 0, 0, 1, 1, -1, 9, 1, 2};
+  EXPECT_EQ(harness.forward(), (std::vector<float>{5, 8, 9, 2}));
+}
+
+TEST(AvgPoolForward, AveragesWindows) {
+  LayerHarness harness;
+  harness.make<Pool2d>(global_avg_pool());
+  harness.configure({1, 2, 2, 2}, false);
+  harness.input() = {1, 2, 3, 4, 10, 10, 10, 50};
+  EXPECT_EQ(harness.forward(), (std::vector<float>{2.5f, 20.f}));
+}
+
+TEST(SoftmaxCrossEntropyForward, KnownLogits) {
+  ParameterStore store;
+  Context ctx(store);
+  SoftmaxCrossEntropy ce(ctx);
+  ce.configure(plain_md({2, 3}), 3);
+  std::vector<float> z = {1, 2, 3, 1, 1, 1};
+  memory zm(plain_md({2, 3}), cpu_engine(), z.data());
+  const int32_t labels[2] = {2, 1};
+  int64_t correct = -1;
+  const float loss = ce.forward(zm, labels, &correct);
+  // -log softmax: row 0 -> log(e^-2 + e^-1 + 1), row 1 -> log 3.
+  const double ref = (std::log(std::exp(-2.0) + std::exp(-1.0) + 1.0) + std::log(3.0)) / 2;
+  EXPECT_NEAR(loss, ref, 1e-6);
+  EXPECT_EQ(correct, 1);  // row 0 hits; row 1 ties resolve to class 0 like torch.argmax
+  const float* g = static_cast<const float*>(ce.backward().get_data_handle());
+  EXPECT_NEAR(g[2], (std::exp(0.0) / (std::exp(-2.0) + std::exp(-1.0) + 1.0) - 1) / 2, 1e-6);
+  EXPECT_NEAR(g[3], 1.0 / 6, 1e-6);
+}
+
+TEST(SoftmaxCrossEntropyForward, RejectsBadLabel) {
+  ParameterStore store;
+  Context ctx(store);
+  SoftmaxCrossEntropy ce(ctx);
+  ce.configure(plain_md({1, 3}), 3);
+  std::vector<float> z = {1, 2, 3};
+  memory zm(plain_md({1, 3}), cpu_engine(), z.data());
+  const int32_t labels[1] = {3};
+  EXPECT_THROW(ce.forward(zm, labels, nullptr), InputError);
+}
+
+TEST(Threads, SetNumThreads) {
+  const int before = num_threads();
+  set_num_threads(1);
+  EXPECT_EQ(num_threads(), 1);
+  set_num_threads(before);
+  EXPECT_THROW(set_num_threads(0), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace sdp::nn

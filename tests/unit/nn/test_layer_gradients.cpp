@@ -1,0 +1,348 @@
+// Finite-difference checks of every layer's input and parameter gradients, with
+// L = sum(w * y) for a fixed random w.
+#include <gtest/gtest.h>
+
+#include "grad_check.hpp"
+#include "nn/add.hpp"
+#include "nn/batchnorm2d.hpp"
+#include "nn/conv2d.hpp"
+#include "nn/dropout.hpp"
+#include "nn/flatten.hpp"
+#include "nn/linear.hpp"
+#include "nn/pad_shortcut.hpp"
+#include "nn/pool2d.hpp"
+#include "nn/relu.hpp"
+#include "nn/residual_block.hpp"
+#include "nn/softmax_cross_entropy.hpp"
+
+namespace sdp::nn {
+namespace {
+
+using testing::GradCheckOptions;
+using testing::LayerHarness;
+using tag = memory::format_tag;
+
+// Inputs spread with gaps of `gap` in random order: no ties and no kink (ReLU at 0,
+// max-pool switch) within reach of the finite-difference step.
+std::vector<float> spread_values(int64_t n, float gap, uint64_t seed) {
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = (static_cast<float>(i) - n / 2.0f + 0.5f) * gap;
+  std::mt19937_64 rng(seed);
+  std::shuffle(v.begin(), v.end(), rng);
+  return v;
+}
+
+void fill_random(std::vector<float>& x, uint64_t seed) {
+  x = testing::random_vector(x.size(), seed);
+}
+
+TEST(Conv2dGrad, Stride2Padding1WithBias) {
+  LayerHarness h;
+  h.make<Conv2d>(Conv2dOptions{3, 4, 3, 2, 1, /*bias=*/true, false});
+  h.configure({2, 3, 7, 7}, true);
+  fill_random(h.input(), 1);
+  EXPECT_EQ(h.out_dims(), (Dims{2, 4, 4, 4}));
+  h.check_all({});
+}
+
+TEST(Conv2dGrad, NoBiasStride1Padding0) {
+  LayerHarness h;
+  h.make<Conv2d>(Conv2dOptions{2, 3, 3, 1, 0, false, false});
+  h.configure({2, 2, 5, 6}, true);
+  fill_random(h.input(), 2);
+  ASSERT_EQ(h.store().params().size(), 1u);
+  h.check_all({});
+}
+
+TEST(Conv2dGrad, BlockedLayoutInput) {
+  // The layout models pass between layers on AVX-512 machines.
+  LayerHarness h;
+  h.make<Conv2d>(Conv2dOptions{16, 16, 3, 2, 1, false, false});
+  h.configure({2, 16, 6, 6}, true, tag::nChw16c);
+  fill_random(h.input(), 3);
+  h.check_all({});
+}
+
+TEST(Conv2dGrad, FusedReluMatchesConvThenRelu) {
+  // Same seed -> same weights; the fused layer must equal conv followed by ReLU exactly,
+  // forward and backward (the ReLU itself is checked with finite differences below).
+  LayerHarness fused, plain;
+  fused.make<Conv2d>(Conv2dOptions{3, 5, 3, 1, 1, true, true});
+  plain.make<Conv2d>(Conv2dOptions{3, 5, 3, 1, 1, true, false});
+  fused.configure({2, 3, 5, 5}, true);
+  plain.configure({2, 3, 5, 5}, true);
+  fill_random(fused.input(), 4);
+  plain.input() = fused.input();
+  const auto y_fused = fused.forward();
+  auto y = plain.forward();
+  std::vector<float> relu_mask(y.size());
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    relu_mask[i] = y[i] > 0 ? 1.f : 0.f;
+    y[i] = std::max(y[i], 0.f);
+    EXPECT_NEAR(y_fused[i], y[i], 1e-6);
+  }
+  for (std::size_t i = 0; i < y.size(); ++i)
+    plain.loss_weights()[i] = fused.loss_weights()[i] * relu_mask[i];
+  const auto dx_fused = fused.backward();
+  const auto dx = plain.backward();
+  for (std::size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx_fused[i], dx[i], 1e-5);
+  for (std::size_t p = 0; p < 2; ++p) {
+    const Tensor& a = fused.store().params()[p].grad;
+    const Tensor& b = plain.store().params()[p].grad;
+    for (int64_t i = 0; i < a.numel(); ++i)
+      EXPECT_NEAR(a.data<float>()[i], b.data<float>()[i], 1e-5);
+  }
+}
+
+TEST(BatchNorm2dGrad, TrainingMode) {
+  LayerHarness h;
+  auto& bn = h.make<BatchNorm2d>(BatchNorm2dOptions{3, 1e-5f, 0.1f, false});
+  h.configure({2, 3, 3, 4}, true);
+  fill_random(h.input(), 5);
+  // Non-trivial gamma/beta so terms scaled by them are visible.
+  for (int c = 0; c < 3; ++c) {
+    bn.weight().value.data<float>()[c] = 0.5f + 0.3f * c;
+    bn.bias().value.data<float>()[c] = -0.2f + 0.1f * c;
+  }
+  h.check_all({});
+}
+
+TEST(BatchNorm2dGrad, TrainingModeBlockedLayout) {
+  LayerHarness h;
+  h.make<BatchNorm2d>(BatchNorm2dOptions{16, 1e-5f, 0.1f, false});
+  h.configure({2, 16, 2, 3}, true, tag::nChw16c);
+  fill_random(h.input(), 6);
+  h.check_all({});
+}
+
+TEST(BatchNorm2dGrad, FusedReluMatchesBnThenRelu) {
+  LayerHarness fused, plain;
+  fused.make<BatchNorm2d>(BatchNorm2dOptions{4, 1e-5f, 0.1f, true});
+  plain.make<BatchNorm2d>(BatchNorm2dOptions{4, 1e-5f, 0.1f, false});
+  fused.configure({3, 4, 3, 3}, true);
+  plain.configure({3, 4, 3, 3}, true);
+  fill_random(fused.input(), 7);
+  plain.input() = fused.input();
+  const auto y_fused = fused.forward();
+  auto y = plain.forward();
+  std::vector<float>& w = plain.loss_weights();
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    EXPECT_NEAR(y_fused[i], std::max(y[i], 0.f), 1e-5);
+    w[i] = y[i] > 0 ? fused.loss_weights()[i] : 0.f;
+  }
+  const auto dx_fused = fused.backward();
+  const auto dx = plain.backward();
+  for (std::size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx_fused[i], dx[i], 1e-4);
+  for (std::size_t p = 0; p < 2; ++p) {
+    const Tensor& a = fused.store().params()[p].grad;
+    const Tensor& b = plain.store().params()[p].grad;
+    for (int64_t i = 0; i < a.numel(); ++i)
+      EXPECT_NEAR(a.data<float>()[i], b.data<float>()[i], 1e-4);
+  }
+}
+
+TEST(ReluGrad, AwayFromZero) {
+  LayerHarness h;
+  h.make<ReLU>();
+  h.configure({2, 3, 4, 5}, true);
+  h.input() = spread_values(120, 0.05f, 8);
+  h.check_all({});
+}
+
+TEST(ReluGrad, BlockedLayout) {
+  LayerHarness h;
+  h.make<ReLU>();
+  h.configure({2, 6, 3, 3}, true, tag::nChw8c);
+  h.input() = spread_values(108, 0.05f, 9);
+  h.check_all({});
+}
+
+TEST(MaxPoolGrad, Kernel2Stride2) {
+  LayerHarness h;
+  h.make<Pool2d>(max_pool(2, 2));
+  h.configure({2, 3, 6, 6}, true);
+  h.input() = spread_values(216, 0.05f, 10);
+  EXPECT_EQ(h.out_dims(), (Dims{2, 3, 3, 3}));
+  h.check_all({});
+}
+
+TEST(MaxPoolGrad, Kernel3Stride2Padding1OddInput) {
+  LayerHarness h;
+  h.make<Pool2d>(max_pool(3, 2, 1));
+  h.configure({1, 2, 7, 7}, true);
+  h.input() = spread_values(98, 0.05f, 11);
+  EXPECT_EQ(h.out_dims(), (Dims{1, 2, 4, 4}));
+  h.check_all({});
+}
+
+TEST(AvgPoolGrad, Kernel2Stride2) {
+  LayerHarness h;
+  h.make<Pool2d>(avg_pool(2, 2));
+  h.configure({2, 3, 4, 6}, true);
+  fill_random(h.input(), 12);
+  h.check_all({});
+}
+
+TEST(GlobalAvgPoolGrad, AnySpatialSize) {
+  LayerHarness h;
+  h.make<Pool2d>(global_avg_pool());
+  h.configure({2, 16, 3, 5}, true, tag::nChw16c);
+  fill_random(h.input(), 13);
+  EXPECT_EQ(h.out_dims(), (Dims{2, 16, 1, 1}));
+  h.check_all({});
+}
+
+TEST(LinearGrad, WithBias) {
+  LayerHarness h;
+  h.make<Linear>(LinearOptions{7, 5, true});
+  h.configure({3, 7}, true);
+  fill_random(h.input(), 14);
+  h.check_all({});
+}
+
+TEST(LinearGrad, WithoutBias) {
+  LayerHarness h;
+  h.make<Linear>(LinearOptions{6, 4, false});
+  h.configure({2, 6}, true);
+  fill_random(h.input(), 15);
+  h.check_all({});
+}
+
+TEST(DropoutGrad, FixedMask) {
+  LayerHarness h;
+  auto& drop = h.make<Dropout>(0.5f);
+  drop.set_fixed_mask(true);
+  h.configure({4, 3, 2, 5}, true);
+  fill_random(h.input(), 16);
+  const auto y = h.forward();
+  int zeros = 0, scaled = 0;
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    if (y[i] == 0.f)
+      ++zeros;
+    else if (std::abs(y[i] - 2.f * h.input()[i]) < 1e-6f)
+      ++scaled;
+  }
+  EXPECT_EQ(zeros + scaled, static_cast<int>(y.size()));  // inverted scaling 1/(1-p)
+  EXPECT_GT(zeros, 20);
+  EXPECT_GT(scaled, 20);
+  h.check_all({});
+}
+
+TEST(DropoutGrad, InferenceIsIdentity) {
+  LayerHarness h;
+  h.make<Dropout>(0.5f);
+  h.configure({2, 3, 2, 2}, false);
+  fill_random(h.input(), 17);
+  EXPECT_EQ(h.forward(), h.input());
+}
+
+TEST(FlattenGrad, FromBlockedLayout) {
+  LayerHarness h;
+  h.make<Flatten>();
+  h.configure({2, 16, 2, 3}, true, tag::nChw16c);
+  fill_random(h.input(), 18);
+  EXPECT_EQ(h.out_dims(), (Dims{2, 96}));
+  // Flatten keeps PyTorch's C, H, W order.
+  EXPECT_EQ(h.forward(), h.input());
+  h.check_all({});
+}
+
+TEST(PadShortcutGrad, SubsampleAndPad) {
+  LayerHarness h;
+  h.make<PadShortcut>(4, 8, 2);
+  h.configure({2, 4, 5, 5}, true);
+  fill_random(h.input(), 19);
+  EXPECT_EQ(h.out_dims(), (Dims{2, 8, 3, 3}));
+  const auto y = h.forward();
+  // Channel k of the output is input channel k - 2 at even rows/columns, or zero.
+  EXPECT_EQ(y[(0 * 8 + 0) * 9 + 4], 0.f);
+  EXPECT_EQ(y[(1 * 8 + 3) * 9 + 4], h.input()[(1 * 4 + 1) * 25 + 2 * 5 + 2]);
+  h.check_all({});
+}
+
+TEST(AddGrad, BothInputs) {
+  // L = sum w * (a + b): dL/da = dL/db = w, in each input's own layout.
+  ParameterStore store;
+  Context ctx(store);
+  Add add(ctx);
+  const Dims d = {2, 16, 2, 2};
+  const memory::desc a_md(d, memory::data_type::f32, tag::nChw16c);
+  const memory::desc b_md = plain_md(d);
+  const memory::desc out_md = add.configure(a_md, b_md);
+  std::vector<float> a = testing::random_vector(128, 20), b = testing::random_vector(128, 21);
+  std::vector<float> w = testing::random_vector(128, 22);
+  memory a_plain(b_md, cpu_engine(), a.data()), b_mem(b_md, cpu_engine(), b.data());
+  memory a_mem(a_md, cpu_engine());
+  std::vector<float> y(128), dw(128);
+  auto loss = [&] {
+    reorder(ctx.stream, a_plain, a_mem);
+    const memory& out = add.forward(a_mem, b_mem);
+    memory y_plain(b_md, cpu_engine(), y.data());
+    reorder(ctx.stream, out, y_plain);
+    double l = 0;
+    for (int i = 0; i < 128; ++i) l += static_cast<double>(w[i]) * y[i];
+    return l;
+  };
+  loss();
+  memory w_plain(b_md, cpu_engine(), w.data()), diff(out_md, cpu_engine());
+  reorder(ctx.stream, w_plain, diff);
+  std::vector<float> da(128), db(128);
+  memory da_plain(b_md, cpu_engine(), da.data()), db_plain(b_md, cpu_engine(), db.data());
+  reorder(ctx.stream, add.backward_a(diff), da_plain);
+  reorder(ctx.stream, add.backward_b(diff), db_plain);
+  testing::check_gradient("d/da", loss, a.data(), da, {});
+  testing::check_gradient("d/db", loss, b.data(), db, {});
+}
+
+TEST(SoftmaxCrossEntropyGrad, Logits) {
+  ParameterStore store;
+  Context ctx(store);
+  SoftmaxCrossEntropy ce(ctx);
+  const int n = 4, k = 5;
+  ce.configure(plain_md({n, k}), k);
+  std::vector<float> z = testing::random_vector(n * k, 23, -3.f, 3.f);
+  const int32_t labels[n] = {0, 4, 2, 2};
+  memory zm(plain_md({n, k}), cpu_engine(), z.data());
+  auto loss = [&] { return static_cast<double>(ce.forward(zm, labels, nullptr)); };
+  loss();
+  const memory& dz = ce.backward();
+  const float* g = static_cast<const float*>(dz.get_data_handle());
+  testing::check_gradient("d/dlogits", loss, z.data(), std::vector<float>(g, g + n * k),
+                          {1e-2f, 1e-2, 1e-4});
+}
+
+TEST(ResidualBlockGrad, BasicBlockPadShortcut) {
+  LayerHarness h;
+  h.adopt(make_basic_block(h.ctx(), "block", 4, 8, 2, ShortcutKind::kPad));
+  h.configure({2, 4, 6, 6}, true);
+  fill_random(h.input(), 24);
+  // ReLUs inside: tolerate the rare coordinate whose step crosses a kink.
+  h.check_all({1e-3f, 2e-2, 5e-3, 40, 0.1});
+}
+
+TEST(ResidualBlockGrad, BasicBlockProjectionShortcut) {
+  LayerHarness h;
+  h.adopt(make_basic_block(h.ctx(), "block", 16, 32, 2, ShortcutKind::kProjection));
+  h.configure({2, 16, 4, 4}, true, tag::nChw16c);
+  fill_random(h.input(), 25);
+  h.check_all({1e-3f, 2e-2, 5e-3, 40, 0.1});
+}
+
+TEST(ResidualBlockGrad, BasicBlockIdentityShortcut) {
+  LayerHarness h;
+  h.adopt(make_basic_block(h.ctx(), "block", 8, 8, 1, ShortcutKind::kPad));
+  h.configure({2, 8, 4, 4}, true);
+  fill_random(h.input(), 26);
+  h.check_all({1e-3f, 2e-2, 5e-3, 40, 0.1});
+}
+
+TEST(ResidualBlockGrad, BottleneckBlock) {
+  LayerHarness h;
+  h.adopt(make_bottleneck_block(h.ctx(), "block", 8, 4, 2));
+  h.configure({2, 8, 4, 4}, true);
+  fill_random(h.input(), 27);
+  h.check_all({1e-3f, 2e-2, 5e-3, 30, 0.1});
+}
+
+}  // namespace
+}  // namespace sdp::nn

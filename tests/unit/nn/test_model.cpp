@@ -1,0 +1,163 @@
+// The Model contract the training loop relies on: gradients overwritten (not summed),
+// the grad-ready hook order, reconfiguration on batch/mode changes, and whole-model
+// finite differences of the loss.
+#include <gtest/gtest.h>
+
+#include "grad_check.hpp"
+#include "nn/batchnorm2d.hpp"
+#include "nn/conv2d.hpp"
+#include "nn/flatten.hpp"
+#include "nn/linear.hpp"
+#include "nn/model.hpp"
+#include "nn/pool2d.hpp"
+#include "nn/residual_block.hpp"
+
+namespace sdp::nn {
+namespace {
+
+std::unique_ptr<Model> tiny_resnet(uint64_t seed = 5) {
+  auto m = std::make_unique<Model>("tiny", Shape{3, 8, 8}, 5, seed);
+  m->add<Conv2d>("conv1", Conv2dOptions{3, 8, 3, 1, 1, false, false});
+  m->add<BatchNorm2d>("bn1", BatchNorm2dOptions{8, 1e-5f, 0.1f, true});
+  m->add(make_basic_block(m->context(), "layer1.0", 8, 8, 1, ShortcutKind::kPad));
+  m->add(make_basic_block(m->context(), "layer2.0", 8, 16, 2, ShortcutKind::kProjection));
+  m->add<Pool2d>("avgpool", global_avg_pool());
+  m->add<Flatten>("flatten");
+  m->add<Linear>("fc", LinearOptions{16, 5, true});
+  m->build();
+  return m;
+}
+
+struct Batch {
+  Tensor x;
+  std::vector<int32_t> labels;
+};
+
+Batch random_batch(int n, const Shape& chw, int classes, uint64_t seed) {
+  Shape s = {n};
+  s.insert(s.end(), chw.begin(), chw.end());
+  Batch b{Tensor(s), {}};
+  const auto v = testing::random_vector(b.x.numel(), seed);
+  std::copy(v.begin(), v.end(), b.x.data<float>());
+  for (int i = 0; i < n; ++i) b.labels.push_back(static_cast<int32_t>((seed + 3 * i) % classes));
+  return b;
+}
+
+std::vector<float> grads_of(const ParameterStore& store) {
+  const Tensor& g = store.grad_arena();
+  return std::vector<float>(g.data<float>(), g.data<float>() + g.numel());
+}
+
+TEST(Model, BackwardOverwritesGradients) {
+  auto m = tiny_resnet();
+  const Batch b = random_batch(4, m->input_shape(), 5, 1);
+  m->forward(b.x, b.labels.data(), true);
+  m->backward();
+  const auto first = grads_of(m->store());
+  m->forward(b.x, b.labels.data(), true);
+  m->backward();
+  // BN running stats changed but do not enter training-mode outputs: same gradients.
+  EXPECT_EQ(grads_of(m->store()), first);
+  double norm = 0;
+  for (float g : first) norm += g * g;
+  EXPECT_GT(norm, 0.0);
+}
+
+TEST(Model, GradReadyHookOncePerParamInReverseRegistrationOrder) {
+  auto m = tiny_resnet();
+  std::vector<std::string> seen;
+  m->set_grad_ready_hook([&](const Param& p) { seen.push_back(p.name); });
+  const Batch b = random_batch(2, m->input_shape(), 5, 2);
+  m->forward(b.x, b.labels.data(), true);
+  m->backward();
+  std::vector<std::string> expected;
+  for (const Param& p : m->store().params()) expected.push_back(p.name);
+  std::reverse(expected.begin(), expected.end());
+  EXPECT_EQ(seen, expected);
+}
+
+TEST(Model, HookSeesFinalGradient) {
+  // When the hook fires for a Param, its gradient must already hold the final value.
+  auto m = tiny_resnet();
+  const Batch b = random_batch(3, m->input_shape(), 5, 3);
+  m->forward(b.x, b.labels.data(), true);
+  m->backward();
+  const auto final_grads = grads_of(m->store());
+  m->store().zero_grad();
+  int checked = 0;
+  m->set_grad_ready_hook([&](const Param& p) {
+    for (int64_t i = 0; i < p.grad.numel(); ++i)
+      ASSERT_EQ(p.grad.data<float>()[i], final_grads[p.offset + i]) << p.name;
+    ++checked;
+  });
+  m->forward(b.x, b.labels.data(), true);
+  m->backward();
+  EXPECT_EQ(checked, static_cast<int>(m->store().params().size()));
+}
+
+TEST(Model, GradientsFollowAReboundGradArena) {
+  // The data-parallel layer may move the gradient arena (e.g. into shared memory), even
+  // after training started; backward must write into the new memory.
+  auto m = tiny_resnet();
+  const Batch b = random_batch(2, m->input_shape(), 5, 9);
+  m->forward(b.x, b.labels.data(), true);
+  m->backward();
+  const auto expected = grads_of(m->store());
+  auto memory_block = allocate_host(m->store().grad_arena().nbytes());
+  m->store().rebind_grad_arena(memory_block, memory_block.get());
+  ASSERT_EQ(m->store().grad_arena().raw(), memory_block.get());
+  m->forward(b.x, b.labels.data(), true);
+  m->backward();
+  EXPECT_EQ(grads_of(m->store()), expected);
+}
+
+TEST(Model, BatchAndModeChanges) {
+  auto m = tiny_resnet();
+  const Batch big = random_batch(4, m->input_shape(), 5, 4);
+  const Batch small = random_batch(3, m->input_shape(), 5, 4);
+  int64_t correct = -1;
+  const float l1 = m->forward(big.x, big.labels.data(), true, &correct);
+  EXPECT_GE(correct, 0);
+  m->backward();
+  const float e1 = m->forward(small.x, small.labels.data(), false, &correct);
+  EXPECT_LE(correct, 3);
+  EXPECT_THROW(m->backward(), std::logic_error);  // no backward after an eval forward
+  EXPECT_EQ(m->forward(small.x, small.labels.data(), false), e1);
+  EXPECT_EQ(m->forward(big.x, big.labels.data(), true), l1);  // back to training
+  EXPECT_TRUE(std::isfinite(l1) && std::isfinite(e1));
+  const Batch wrong = random_batch(2, {3, 9, 8}, 5, 5);
+  EXPECT_THROW(m->forward(wrong.x, wrong.labels.data(), true), InputError);
+}
+
+TEST(Model, EvalUsesRunningStatistics) {
+  // Eval output must not depend on which other samples share the batch.
+  auto m = tiny_resnet();
+  const Batch b = random_batch(4, m->input_shape(), 5, 6);
+  for (int i = 0; i < 3; ++i) m->forward(b.x, b.labels.data(), true);
+  Tensor one = b.x.slice(0, b.x.numel() / 4).reshaped({1, 3, 8, 8});
+  Tensor x1({1, 3, 8, 8});
+  x1.copy_from(one);
+  Batch pair = random_batch(2, m->input_shape(), 5, 7);
+  std::copy(x1.data<float>(), x1.data<float>() + x1.numel(), pair.x.data<float>());
+  const int32_t label = pair.labels[0];
+  const float alone = m->forward(x1, &label, false);
+  const float l2_first = m->forward(pair.x, pair.labels.data(), false);
+  pair.labels[1] = pair.labels[0];
+  std::copy(x1.data<float>(), x1.data<float>() + x1.numel(), pair.x.data<float>() + x1.numel());
+  EXPECT_NEAR(m->forward(pair.x, pair.labels.data(), false), alone, 1e-5);
+  (void)l2_first;
+}
+
+TEST(ModelGrad, TinyResNetFiniteDifferences) {
+  auto m = tiny_resnet();
+  const Batch b = random_batch(3, m->input_shape(), 5, 8);
+  m->forward(b.x, b.labels.data(), true);
+  m->backward();
+  const auto g = grads_of(m->store());
+  auto loss = [&] { return static_cast<double>(m->forward(b.x, b.labels.data(), true)); };
+  float* values = m->store().param_arena().data<float>();
+  testing::check_gradient("tiny_resnet", loss, values, g, {1e-3f, 5e-2, 2e-4, 150, 0.1}, 3);
+}
+
+}  // namespace
+}  // namespace sdp::nn
