@@ -57,14 +57,14 @@ PY
 
 yaml() { printf '%b' "$2" >"$WORK/$1"; echo "$WORK/$1"; }
 
-# need_data SUBDIR: the real data set directory, or exit 77 (CTest: skipped) with the reason.
+# need_data SUBDIR: sets DATA to the real data set directory, or exits 77 (CTest: skipped)
+# with the reason. Not to be called in $(...): the exit must end this script.
 need_data() {
-  local dir="${SDP_DATA_DIR:-$SRC/../shared/data}/$1"
-  if [ ! -d "$dir" ]; then
-    echo "SKIP [$CASE]: no data set at $dir (set SDP_DATA_DIR to a directory with $1/)"
+  DATA="${SDP_DATA_DIR:-$SRC/../shared/data}/$1"
+  if [ ! -d "$DATA" ]; then
+    echo "SKIP [$CASE]: no data set at $DATA (set SDP_DATA_DIR to a directory with $1/)"
     exit 77
   fi
-  echo "$dir"
 }
 
 # final_accuracy: the test_accuracy of the last [epoch N] line of the run's output.
@@ -227,26 +227,26 @@ PY
   mnist_lenet5_pytorch_recipe)
     # PyTorch 1.13 reaches 98.3-98.5% with this recipe here: LeNet-5, SGD lr 0.01 momentum 0.9,
     # batch 64, constant LR, 3 epochs. sdp-train must be within 0.3%.
-    mnist=$(need_data mnist)
+    need_data mnist; mnist=$DATA
     cfg=$(yaml recipe.yaml "model: {name: lenet5}\ndata: {format: mnist, train: $mnist, test: $mnist, batch_size: 64}\ntrain: {epochs: 3, log_every: 500}\noptimizer: {name: sgd, lr: 0.01, momentum: 0.9, schedule: constant}\noutput: {model_dir: $WORK/model, metrics: ''}\n")
     expect_ok 0 --config "$cfg" --set threads=1
     expect_accuracy 0.982 ;;
   mnist_mlp_pytorch_recipe)
     # Same recipe with the 784-512-512-10 MLP: PyTorch reaches 97.3%.
-    mnist=$(need_data mnist)
+    need_data mnist; mnist=$DATA
     cfg=$(yaml recipe.yaml "model: {name: mlp}\ndata: {format: mnist, train: $mnist, test: $mnist, batch_size: 64}\ntrain: {epochs: 3, log_every: 500}\noptimizer: {name: sgd, lr: 0.01, momentum: 0.9, schedule: constant}\noutput: {model_dir: $WORK/model, metrics: ''}\n")
     expect_ok 0 --config "$cfg" --set threads=1
     expect_accuracy 0.970 ;;
   mnist_lenet5_config)
-    mnist=$(need_data mnist)
+    need_data mnist; mnist=$DATA
     SDP_DATA_DIR=$(dirname "$mnist") expect_ok 0 --config "$SRC/configs/lenet-mnist.yaml" --set threads=1 --set output.model_dir="$WORK/model" --set output.metrics=
     expect_accuracy 0.990 ;;
   mnist_lenet5_config_3_epochs)
-    mnist=$(need_data mnist)
+    need_data mnist; mnist=$DATA
     SDP_DATA_DIR=$(dirname "$mnist") expect_ok 0 --config "$SRC/configs/lenet-mnist.yaml" --set train.epochs=3 --set threads=1 --set output.model_dir="$WORK/model" --set output.metrics=
     expect_accuracy 0.985 ;;
   mnist_mlp_config)
-    mnist=$(need_data mnist)
+    need_data mnist; mnist=$DATA
     SDP_DATA_DIR=$(dirname "$mnist") expect_ok 0 --config "$SRC/configs/mlp-mnist.yaml" --set threads=1 --set output.model_dir="$WORK/model" --set output.metrics=
     expect_accuracy 0.980 ;;
   *)
