@@ -1,0 +1,185 @@
+#include "dist/allreduce.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "core/error.hpp"
+#include "dist/mpi_communicator.hpp"
+#include "dist/reduce_kernels.hpp"
+#include "dist/shm_collectives.hpp"
+#include "dist/world.hpp"
+
+namespace sdp {
+
+void FlatAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
+  AllreduceOptions options;
+  options.op = op;
+  world_->allreduce(buffer, options)->wait();
+}
+
+void RingAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
+  const int n = world_->size(), r = world_->rank();
+  if (n == 1 || buffer.count == 0) return;  // an average over one rank is the input
+  const std::vector<int64_t> counts = split_counts(buffer.count, n);
+  const std::vector<int64_t> offsets = part_offsets(counts);
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  const int64_t esize = buffer.element_size();
+  const int64_t segment = std::max<int64_t>(1, segment_bytes_ / esize);
+  // Incoming segments land in a small ring of slots, reused as soon as a segment has been
+  // added: the slots stay in cache, so the add reads them from there, not from memory.
+  constexpr int kSlots = 3;
+  scratch_.resize(static_cast<std::size_t>(kSlots * segment * esize));
+  const CommBuffer slots{scratch_.data(), kSlots * segment, buffer.dtype, buffer.device};
+  const PointToPointOptions tag{7601};  // ring-only tag: never matches another layer's messages
+
+  // Reduce-scatter: at step s I pass part (r - s) to the right and add part (r - s - 1)
+  // from the left into mine; after n - 1 steps part (r + 1) holds the full sum here. The
+  // part I send at step s is the one I completed at step s - 1.
+  for (int s = 0; s < n - 1; ++s) {
+    const int send_part = (r - s + 2 * n) % n, recv_part = (r - s - 1 + 2 * n) % n;
+    const float scale = s == n - 2 && op == ReduceOp::kAvg ? 1.0f / n : 1.0f;  // the average, once, fused
+    const int64_t in_count = counts[recv_part];
+    const int segments = static_cast<int>((in_count + segment - 1) / segment);
+    auto segment_len = [&](int k) { return std::min(segment, in_count - k * segment); };
+    std::vector<std::shared_ptr<Work>> recvs(segments), sends;
+    // Receives are posted before sends so segments find their slot waiting.
+    for (int k = 0; k < std::min(kSlots, segments); ++k)
+      recvs[k] = world_->recv(slots.slice((k % kSlots) * segment, segment_len(k)), left, tag);
+    for (int64_t i = 0; i < counts[send_part]; i += segment)
+      sends.push_back(world_->send(buffer.slice(offsets[send_part] + i, std::min(segment, counts[send_part] - i)),
+                                   right, tag));
+    for (int k = 0; k < segments; ++k) {
+      recvs[k]->wait();  // segment k is here; the next ones keep arriving meanwhile
+      add_scale_into(buffer.dtype, buffer.slice(offsets[recv_part] + k * segment, 0).data,
+                     slots.slice((k % kSlots) * segment, 0).data, segment_len(k), scale);
+      if (k + kSlots < segments)
+        recvs[k + kSlots] =
+            world_->recv(slots.slice((k % kSlots) * segment, segment_len(k + kSlots)), left, tag);
+    }
+    for (auto& w : sends) w->wait();
+  }
+  // Allgather: at step s I pass part (r + 1 - s) on and receive part (r - s) in place.
+  for (int s = 0; s < n - 1; ++s) {
+    const int send_part = (r + 1 - s + 2 * n) % n, recv_part = (r - s + 2 * n) % n;
+    std::vector<std::shared_ptr<Work>> works;
+    works.push_back(world_->recv(buffer.slice(offsets[recv_part], counts[recv_part]), left, tag));
+    works.push_back(world_->send(buffer.slice(offsets[send_part], counts[send_part]), right, tag));
+    for (auto& w : works) w->wait();
+  }
+}
+
+HierarchicalAllreduce::HierarchicalAllreduce(std::shared_ptr<Communicator> intra, std::shared_ptr<Communicator> inter,
+                                             std::shared_ptr<SharedArena> arena, DType wire)
+    : intra_(std::move(intra)), inter_(std::move(inter)), arena_(std::move(arena)), wire_(wire) {
+  if (arena_ && arena_->local_size() != intra_->size())
+    throw std::logic_error("HierarchicalAllreduce: the SharedArena spans a different group than intra");
+}
+
+bool HierarchicalAllreduce::uses_shared_memory(const CommBuffer& buffer) const {
+  return arena_ && buffer.device.is_cpu() && arena_->holds(buffer.data, buffer.nbytes());
+}
+
+void HierarchicalAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
+  const int local = intra_->size(), nodes = inter_->size();
+  const float total = static_cast<float>(local) * static_cast<float>(nodes);
+  const float average = op == ReduceOp::kAvg ? 1.0f / total : 1.0f;
+  // Parts on cache-line boundaries; the last parts absorb any remainder exactly.
+  const std::vector<int64_t> counts = split_counts(buffer.count, local, kShmAlign);
+  const int64_t begin = part_offsets(counts)[intra_->rank()];
+  const CommBuffer part = buffer.slice(begin, counts[intra_->rank()]);
+  const bool shared = uses_shared_memory(buffer);
+
+  if (nodes == 1) {  // the node phase is the whole AllReduce; the average is fused into it
+    if (shared) {
+      shm_allreduce(*arena_, buffer, average);
+    } else {
+      intra_->reduce_scatter(buffer, counts, {op})->wait();
+      intra_->allgather(buffer, counts)->wait();
+    }
+    return;
+  }
+  // A compressed inter-node phase sums values pre-scaled by 1/size, so the 16-bit sum
+  // cannot overflow; reduce_across_nodes undoes it for a SUM. Uncompressed, the exact sum
+  // crosses the nodes and the average is applied once, after it.
+  const bool compress = wire_ != DType::kF32 && buffer.dtype == DType::kF32;
+  const float pre_scale = compress ? 1.0f / total : 1.0f;
+  if (shared) {
+    shm_reduce_part(*arena_, buffer, counts, pre_scale);
+  } else {
+    intra_->reduce_scatter(buffer, counts)->wait();
+    scale_in_place(buffer.dtype, part.data, part.count, pre_scale);
+  }
+  reduce_across_nodes(part, op);
+  if (!compress) scale_in_place(buffer.dtype, part.data, part.count, average);
+  if (shared)
+    shm_broadcast_part(*arena_, buffer, counts);
+  else
+    intra_->allgather(buffer, counts)->wait();
+}
+
+void HierarchicalAllreduce::reduce_across_nodes(const CommBuffer& part, ReduceOp op) {
+  if (wire_ == DType::kF32 || part.dtype != DType::kF32) {
+    inter_->allreduce(part)->wait();  // SUM; the caller applies any average
+    return;
+  }
+  const float total = static_cast<float>(intra_->size()) * static_cast<float>(inter_->size());
+  scratch_.resize(static_cast<std::size_t>(part.count));
+  convert_from_f32(wire_, scratch_.data(), static_cast<const float*>(part.data), part.count, 1.0f);
+  inter_->allreduce({scratch_.data(), part.count, wire_, part.device})->wait();
+  convert_to_f32(wire_, static_cast<float*>(part.data), scratch_.data(), part.count,
+                 op == ReduceOp::kSum ? total : 1.0f);
+}
+
+void CompressedAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
+  if (buffer.dtype != DType::kF32) throw std::logic_error("CompressedAllreduce: input must be f32");
+  scratch_.resize(static_cast<std::size_t>(buffer.count));
+  const float n = static_cast<float>(world_size_);
+  convert_from_f32(wire_, scratch_.data(), static_cast<const float*>(buffer.data), buffer.count, 1.0f / n);
+  inner_->run({scratch_.data(), buffer.count, wire_, buffer.device}, ReduceOp::kSum);
+  convert_to_f32(wire_, static_cast<float*>(buffer.data), scratch_.data(), buffer.count,
+                 op == ReduceOp::kSum ? n : 1.0f);
+}
+
+AllreduceAlgorithm& AutoAllreduce::choose(const CommBuffer& buffer) const {
+  if (hierarchical_->uses_shared_memory(buffer) || multi_) return *hierarchical_;
+  return *flat_;
+}
+
+const std::vector<std::string>& allreduce_algorithm_names() {
+  static const std::vector<std::string> names = {"flat", "ring", "hierarchical"};
+  return names;
+}
+
+DType compression_wire_type(const std::string& compression) {
+  if (compression == "none") return DType::kF32;
+  if (compression == "fp16") return DType::kF16;
+  if (compression == "bf16") return DType::kBF16;
+  throw InputError("distributed.compression: unknown value '" + compression + "' (expected none, fp16 or bf16)");
+}
+
+std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const AllreduceSetup& setup) {
+  const DType wire = compression_wire_type(setup.compression);
+  auto world_comm = std::make_shared<MpiCommunicator>(world.comm(), "world");
+  auto compressed = [&](std::unique_ptr<AllreduceAlgorithm> inner) -> std::unique_ptr<AllreduceAlgorithm> {
+    if (wire == DType::kF32 || world.size() == 1) return inner;
+    return std::make_unique<CompressedAllreduce>(std::move(inner), wire, world.size());
+  };
+  auto hierarchical = [&] {
+    // An arena of another group (e.g. made before a ranks_per_node override) is not used.
+    std::shared_ptr<SharedArena> arena =
+        setup.arena && setup.arena->local_size() == world.local_size() ? setup.arena : nullptr;
+    return std::make_unique<HierarchicalAllreduce>(std::make_shared<MpiCommunicator>(world.intra(), "intra"),
+                                                   std::make_shared<MpiCommunicator>(world.inter(), "inter"), arena,
+                                                   wire);
+  };
+  const std::string& name = setup.algorithm;
+  if (name == "flat") return compressed(std::make_unique<FlatAllreduce>(world_comm));
+  if (name == "ring") return compressed(std::make_unique<RingAllreduce>(world_comm));
+  if (name == "hierarchical") return hierarchical();
+  if (name == "auto")
+    return std::make_unique<AutoAllreduce>(compressed(std::make_unique<FlatAllreduce>(world_comm)), hierarchical(),
+                                           world.nodes() > 1 && world.local_size() > 1);
+  throw InputError("distributed.allreduce: unknown algorithm '" + name + "' (expected auto, flat, ring or hierarchical)");
+}
+
+}  // namespace sdp

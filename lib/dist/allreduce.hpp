@@ -1,0 +1,131 @@
+// AllReduce algorithms over communicators, selectable by name (distributed.allreduce):
+//   flat          one allreduce over the world communicator (MPI's own algorithm);
+//   ring          our ring: reduce-scatter then allgather, n-1 steps each, over
+//                 point-to-point messages, pipelined in segments (for study and as a check);
+//   hierarchical  Horovod's NCCLHierarchicalAllreduce on CPU: reduce-scatter inside the node,
+//                 allreduce of my part across nodes (ranks with my local_rank), allgather
+//                 inside the node. When the buffer lies in a SharedArena the intra phases run
+//                 in shared memory (shm_collectives.hpp), else over the intra communicator;
+//   auto          hierarchical when the node phase can use shared memory (buffer in the
+//                 arena) or nodes > 1 with local_size > 1; flat otherwise (measured: see
+//                 scripts/bench-allreduce.sh).
+// Compression (fp16 / bf16) converts to the 16-bit wire type scaled by 1/size BEFORE the sum
+// (so a sum over any number of ranks cannot overflow fp16 unless the mean does), reduces, and
+// converts back, multiplying by size again for a SUM. hierarchical compresses only the
+// inter-node phase: the node phase stays f32 in shared memory, where compression would cost
+// more than it saves.
+//
+// Contract: run() is collective over the world and blocking; every rank calls it in the
+// same order with the same count, dtype and op. All algorithms give every rank bitwise the
+// same result, and the exact sum for integer-valued f32 input that fits the mantissa.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dist/communicator.hpp"
+#include "dist/shared_arena.hpp"
+
+namespace sdp {
+
+class World;
+
+class AllreduceAlgorithm {
+ public:
+  virtual ~AllreduceAlgorithm() = default;
+  virtual std::string name() const = 0;
+  virtual void run(const CommBuffer& buffer, ReduceOp op) = 0;
+};
+
+class FlatAllreduce final : public AllreduceAlgorithm {
+ public:
+  explicit FlatAllreduce(std::shared_ptr<Communicator> world) : world_(std::move(world)) {}
+  std::string name() const override { return "flat"; }
+  void run(const CommBuffer& buffer, ReduceOp op) override;
+
+ private:
+  std::shared_ptr<Communicator> world_;
+};
+
+class RingAllreduce final : public AllreduceAlgorithm {
+ public:
+  // Each ring step is sent in segments of `segment_bytes`, so the reduction of a segment
+  // overlaps the transfer of the next.
+  explicit RingAllreduce(std::shared_ptr<Communicator> world, int64_t segment_bytes = 256 << 10)
+      : world_(std::move(world)), segment_bytes_(segment_bytes) {}
+  std::string name() const override { return "ring"; }
+  void run(const CommBuffer& buffer, ReduceOp op) override;
+
+ private:
+  std::shared_ptr<Communicator> world_;
+  int64_t segment_bytes_;
+  std::vector<char> scratch_;
+};
+
+class HierarchicalAllreduce final : public AllreduceAlgorithm {
+ public:
+  // `arena` (optional): buffers inside it use the shared-memory node phase. `wire`: the
+  // element type of the inter-node phase (kF32, or kF16 / kBF16 to compress it).
+  HierarchicalAllreduce(std::shared_ptr<Communicator> intra, std::shared_ptr<Communicator> inter,
+                        std::shared_ptr<SharedArena> arena = nullptr, DType wire = DType::kF32);
+  std::string name() const override { return "hierarchical"; }
+  void run(const CommBuffer& buffer, ReduceOp op) override;
+  // True when run(buffer) would take the shared-memory node phase.
+  bool uses_shared_memory(const CommBuffer& buffer) const;
+
+ private:
+  void reduce_across_nodes(const CommBuffer& part, ReduceOp op);
+  std::shared_ptr<Communicator> intra_, inter_;
+  std::shared_ptr<SharedArena> arena_;
+  DType wire_;
+  std::vector<uint16_t> scratch_;
+};
+
+// Runs `inner` on a 16-bit copy (pre-scaled by 1/size) and converts back.
+class CompressedAllreduce final : public AllreduceAlgorithm {
+ public:
+  CompressedAllreduce(std::unique_ptr<AllreduceAlgorithm> inner, DType wire, int world_size)
+      : inner_(std::move(inner)), wire_(wire), world_size_(world_size) {}
+  std::string name() const override { return inner_->name(); }
+  void run(const CommBuffer& buffer, ReduceOp op) override;
+
+ private:
+  std::unique_ptr<AllreduceAlgorithm> inner_;
+  DType wire_;
+  int world_size_;
+  std::vector<uint16_t> scratch_;
+};
+
+class AutoAllreduce final : public AllreduceAlgorithm {
+ public:
+  AutoAllreduce(std::unique_ptr<AllreduceAlgorithm> flat, std::unique_ptr<HierarchicalAllreduce> hierarchical,
+                bool multi_node_multi_local)
+      : flat_(std::move(flat)), hierarchical_(std::move(hierarchical)), multi_(multi_node_multi_local) {}
+  std::string name() const override { return "auto"; }
+  void run(const CommBuffer& buffer, ReduceOp op) override { choose(buffer).run(buffer, op); }
+  // The algorithm auto runs for `buffer` ("flat" or "hierarchical"), for the plan printout.
+  std::string choice(const CommBuffer& buffer) const { return choose(buffer).name(); }
+
+ private:
+  AllreduceAlgorithm& choose(const CommBuffer& buffer) const;
+  std::unique_ptr<AllreduceAlgorithm> flat_;
+  std::unique_ptr<HierarchicalAllreduce> hierarchical_;
+  bool multi_;
+};
+
+struct AllreduceSetup {
+  std::string algorithm = "auto";    // auto | flat | ring | hierarchical
+  std::string compression = "none";  // none | fp16 | bf16
+  // Node-shared memory holding the buffers (the gradient arena), or null.
+  std::shared_ptr<SharedArena> arena;
+};
+
+// Builds the algorithm named in `setup` over the world's communicators (world, intra,
+// inter). `world` must outlive the result. Throws InputError for an unknown name.
+std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const AllreduceSetup& setup);
+const std::vector<std::string>& allreduce_algorithm_names();  // without "auto"
+// "none" -> kF32, "fp16" -> kF16, "bf16" -> kBF16; InputError otherwise.
+DType compression_wire_type(const std::string& compression);
+
+}  // namespace sdp

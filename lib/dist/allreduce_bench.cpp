@@ -1,0 +1,176 @@
+#include "dist/allreduce_bench.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include "core/error.hpp"
+#include "dist/allreduce.hpp"
+#include "dist/mpi_check.hpp"
+#include "dist/shared_arena.hpp"
+#include "dist/world.hpp"
+
+namespace sdp {
+
+namespace {
+
+// Small integers: any sum over up to 2^20 ranks is exact in f32.
+float input_value(int rank, int64_t i) { return static_cast<float>((i * 7 + rank * 13) % 17 - 8); }
+
+void fill(float* data, int64_t count, int rank) {
+  for (int64_t i = 0; i < count; ++i) data[i] = input_value(rank, i);
+}
+
+double max_error(const float* data, int64_t count, int size) {
+  double worst = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    double expected = 0;
+    for (int r = 0; r < size; ++r) expected += input_value(r, i);
+    worst = std::max(worst, std::fabs(static_cast<double>(data[i]) - expected));
+  }
+  return worst;
+}
+
+double max_over_ranks(double v, MPI_Comm comm) {
+  double out = 0;
+  SDP_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm));
+  return out;
+}
+
+// Node memory bandwidth: every local rank copies 64 MiB at once; read + written bytes / time.
+double measure_node_copy_gbs(const World& world) {
+  const std::size_t bytes = 64 << 20;
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    SDP_MPI_CHECK(MPI_Barrier(world.intra()));
+    const double t0 = MPI_Wtime();
+    std::memcpy(dst.data(), src.data(), bytes);
+    best = std::min(best, max_over_ranks(MPI_Wtime() - t0, world.intra()));
+  }
+  return 2.0 * bytes * world.local_size() / best / 1e9;
+}
+
+}  // namespace
+
+AllreduceBenchResult run_allreduce_benchmark(const World& world, const AllreduceBenchOptions& options) {
+  if (options.min_bytes < 4 || options.max_bytes < options.min_bytes || options.factor < 2)
+    throw InputError("bench allreduce: need 4 <= min-bytes <= max-bytes and factor >= 2");
+  AllreduceBenchResult result;
+  result.options = options;
+  result.ranks = world.size();
+  result.nodes = world.nodes();
+  result.local_size = world.local_size();
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int len = 0;
+  MPI_Get_library_version(version, &len);
+  result.peer = std::string(version).substr(0, std::string(version).find_first_of(",\n"));
+  result.node_copy_gbs = measure_node_copy_gbs(world);
+
+  const int64_t max_count = options.max_bytes / 4;
+  std::shared_ptr<SharedArena> arena;
+  std::vector<float> heap;
+  float* data = nullptr;
+  if (options.shared_memory) {
+    arena = SharedArena::create(world.intra(), max_count * 4);
+    data = static_cast<float*>(arena->data());
+  } else {
+    heap.resize(static_cast<std::size_t>(max_count));
+    data = heap.data();
+  }
+  std::map<std::string, std::unique_ptr<AllreduceAlgorithm>> algorithms;
+  for (const std::string& name : options.algorithms)
+    if (name != "mpi") algorithms[name] = make_allreduce(world, {name, options.compression, arena});
+
+  const int n = world.size();
+  // SUM in place multiplies the values by ~n per iteration: refill (untimed) before they
+  // could leave the range where f32 stays finite.
+  const int block = std::max(1, static_cast<int>(60 / std::max(1.0, std::log2(static_cast<double>(n)))));
+  for (int64_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= options.factor) {
+    const int64_t count = bytes / 4;
+    const CommBuffer buffer = CommBuffer::host(data, count);
+    const int iters = bytes <= (8 << 20) ? options.iters
+                                         : std::max<int>(5, static_cast<int>(options.iters * (8.0 * (1 << 20)) / bytes));
+    double mpi_busbw = 0;
+    for (const std::string& name : options.algorithms) {
+      auto run_once = [&] {
+        if (name == "mpi")
+          SDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, world.comm()));
+        else
+          algorithms[name]->run(buffer, ReduceOp::kSum);
+      };
+      fill(data, count, world.rank());
+      for (int i = 0; i < options.warmup; ++i) run_once();
+      double elapsed = 0;
+      for (int done = 0; done < iters;) {
+        fill(data, count, world.rank());
+        const int k = std::min(block, iters - done);
+        SDP_MPI_CHECK(MPI_Barrier(world.comm()));
+        const double t0 = MPI_Wtime();
+        for (int i = 0; i < k; ++i) run_once();
+        elapsed += MPI_Wtime() - t0;
+        done += k;
+      }
+      fill(data, count, world.rank());
+      run_once();
+      AllreduceBenchRow row;
+      row.bytes = count * 4;
+      row.count = count;
+      row.algorithm = name;
+      row.ran = name;
+      if (auto* a = dynamic_cast<AutoAllreduce*>(algorithms.count(name) ? algorithms[name].get() : nullptr))
+        row.ran = a->choice(buffer);
+      row.max_error = max_over_ranks(max_error(data, count, n), world.comm());
+      row.time_us = max_over_ranks(elapsed / iters, world.comm()) * 1e6;
+      row.algbw_gbs = row.time_us > 0 ? row.bytes / (row.time_us * 1e-6) / 1e9 : 0;
+      row.busbw_gbs = row.algbw_gbs * 2.0 * (n - 1) / n;
+      if (name == "mpi") mpi_busbw = row.busbw_gbs;
+      result.rows.push_back(row);
+    }
+    if (mpi_busbw > 0)
+      for (auto& row : result.rows)
+        if (row.bytes == count * 4) row.vs_mpi = row.busbw_gbs / mpi_busbw;
+  }
+  return result;
+}
+
+std::string format_allreduce_table(const AllreduceBenchResult& r) {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof line, "# sdp-train bench allreduce: %d ranks (%d node%s x %d), float32 sum, in place%s%s\n",
+                r.ranks, r.nodes, r.nodes == 1 ? "" : "s", r.local_size,
+                r.options.shared_memory ? ", buffers in node-shared memory" : "",
+                r.options.compression != "none" ? (", compression " + r.options.compression).c_str() : "");
+  out += line;
+  out += "# peer \"mpi\": MPI_Allreduce of " + r.peer + "; vs_mpi = busbw / busbw(mpi)\n";
+  // An in-place allreduce on one node must at least read n inputs and write n outputs of S
+  // bytes: algbw <= copy bandwidth / (2n). %mem compares with that bound.
+  const double bound = r.node_copy_gbs / (2.0 * r.local_size);
+  std::snprintf(line, sizeof line,
+                "# node memory: %.1f GB/s memcpy read+write with %d ranks copying; in-place bound algbw %.2f GB/s "
+                "(= copy / 2n)\n",
+                r.node_copy_gbs, r.local_size, bound);
+  out += line;
+  std::snprintf(line, sizeof line, "#%13s %13s %-14s %11s %11s %11s %9s %7s %6s\n", "size(B)", "count(elems)",
+                "algorithm", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "max_err", "vs_mpi", "%mem");
+  out += line;
+  for (const auto& row : r.rows) {
+    const std::string name = row.ran != row.algorithm ? row.algorithm + ">" + row.ran.substr(0, 4) : row.algorithm;
+    char ratio[16] = "-";
+    if (row.vs_mpi > 0) std::snprintf(ratio, sizeof ratio, "%.2f", row.vs_mpi);
+    char mem[16] = "-";
+    if (r.nodes == 1 && bound > 0) std::snprintf(mem, sizeof mem, "%.0f", 100.0 * row.algbw_gbs / bound);
+    std::snprintf(line, sizeof line, " %13lld %13lld %-14s %11.1f %11.2f %11.2f %9.3g %7s %6s\n",
+                  static_cast<long long>(row.bytes), static_cast<long long>(row.count), name.c_str(), row.time_us,
+                  row.algbw_gbs, row.busbw_gbs, row.max_error, ratio, mem);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace sdp

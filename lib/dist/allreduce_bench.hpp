@@ -1,0 +1,54 @@
+// `sdp-train bench allreduce`: every AllReduce algorithm side by side with the peer, Open
+// MPI's own MPI_Allreduce ("mpi"), over a sweep of message sizes, in the nccl-tests format:
+//   algbw = bytes / time, busbw = algbw * 2(n-1)/n (the per-link load of a ring: comparable
+//   across world sizes), max_err = largest |result - exact sum| (inputs are small integers,
+//   so an f32 sum is exact and any error is a bug; compression shows its rounding here).
+// Buffers are in place and, by default, inside a SharedArena: where the trainer puts the
+// gradient arena, so "hierarchical"/"auto" can take the shared-memory node phase.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sdp {
+
+class World;
+
+struct AllreduceBenchOptions {
+  int64_t min_bytes = 4 << 10;
+  int64_t max_bytes = 256 << 20;
+  int64_t factor = 2;  // size multiplier between rows
+  int warmup = 3;
+  int iters = 20;      // timed iterations up to 8 MiB; fewer above (at least 5), same bytes moved
+  std::vector<std::string> algorithms = {"mpi", "flat", "ring", "hierarchical", "auto"};
+  std::string compression = "none";  // applied to every algorithm but "mpi"
+  bool shared_memory = true;         // buffers in a SharedArena
+};
+
+struct AllreduceBenchRow {
+  int64_t bytes = 0;
+  int64_t count = 0;
+  std::string algorithm;
+  std::string ran;  // what "auto" chose; = algorithm otherwise
+  double time_us = 0;
+  double algbw_gbs = 0;
+  double busbw_gbs = 0;
+  double max_error = 0;
+  double vs_mpi = 0;  // busbw / busbw of "mpi" at the same size; 0 when "mpi" was not run
+};
+
+struct AllreduceBenchResult {
+  int ranks = 1, nodes = 1, local_size = 1;
+  std::string peer;            // the MPI library's version string
+  double node_copy_gbs = 0;    // memcpy read+write bandwidth of one node, all local ranks at once
+  std::vector<AllreduceBenchRow> rows;
+  AllreduceBenchOptions options;
+};
+
+// Collective over the world. Throws InputError for an unknown algorithm or a bad range.
+AllreduceBenchResult run_allreduce_benchmark(const World& world, const AllreduceBenchOptions& options);
+// The table (rank 0 prints it; every rank may call this).
+std::string format_allreduce_table(const AllreduceBenchResult& result);
+
+}  // namespace sdp

@@ -1,0 +1,195 @@
+#include "dist/gradient_reducer.hpp"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include "core/error.hpp"
+#include "core/parameter_store.hpp"
+#include "dist/world.hpp"
+
+namespace sdp {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+std::vector<ParamExtent> param_extents(const ParameterStore& store) {
+  std::vector<ParamExtent> out;
+  for (const Param& p : store.params()) out.push_back({p.offset, shape_numel(p.shape)});
+  return out;
+}
+
+std::vector<GradientBucket> plan_buckets(int64_t arena_count, int64_t element_size,
+                                         const std::vector<ParamExtent>& params, double bucket_mb,
+                                         double first_bucket_mb) {
+  std::vector<GradientBucket> buckets;
+  const int n = static_cast<int>(params.size());
+  if (n == 0) return buckets;
+  for (int i = 1; i < n; ++i)
+    if (params[i].offset < params[i - 1].offset + params[i - 1].count)
+      throw std::logic_error("plan_buckets: parameters must be laid out in registration order");
+  auto cap_bytes = [&](std::size_t k) {
+    const double mb = (k == 0 && first_bucket_mb > 0) ? first_bucket_mb : bucket_mb;
+    return mb <= 0 ? INT64_MAX : static_cast<int64_t>(mb * 1024 * 1024);
+  };
+  // Walk backward from the arena end; a bucket owns everything from its lowest parameter's
+  // offset up to where the previous bucket began (so padding is covered too).
+  int64_t end = arena_count;
+  int hi = n - 1;
+  int64_t bytes = 0;
+  for (int i = n - 1; i >= 0; --i) {
+    bytes += params[i].count * element_size;
+    if (bytes >= cap_bytes(buckets.size()) || i == 0) {
+      const int64_t begin = i == 0 ? 0 : params[i].offset;
+      buckets.push_back({begin, end - begin, i, hi});
+      end = begin;
+      hi = i - 1;
+      bytes = 0;
+    }
+  }
+  return buckets;
+}
+
+GradientReducer::GradientReducer(CommBuffer arena, std::vector<ParamExtent> params,
+                                 std::shared_ptr<AllreduceAlgorithm> algorithm, GradientReducerOptions options,
+                                 Watchdog* watchdog)
+    : arena_(arena),
+      params_(std::move(params)),
+      algorithm_(std::move(algorithm)),
+      options_(options),
+      watchdog_(watchdog) {
+  buckets_ = plan_buckets(arena_.count, arena_.element_size(), params_, options_.bucket_mb, options_.first_bucket_mb);
+  bucket_of_.assign(params_.size(), 0);
+  for (std::size_t k = 0; k < buckets_.size(); ++k)
+    for (int i = buckets_[k].first_param; i <= buckets_[k].last_param; ++i) bucket_of_[i] = static_cast<int>(k);
+  pending_.resize(buckets_.size());
+  param_ready_.assign(params_.size(), 0);
+  reductions_.assign(buckets_.size(), 0);
+  for (std::size_t k = 0; k < buckets_.size(); ++k) pending_[k] = buckets_[k].last_param - buckets_[k].first_param + 1;
+  if (options_.overlap) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) {
+      int provided = 0;
+      MPI_Query_thread(&provided);
+      if (provided < MPI_THREAD_SERIALIZED)
+        throw RuntimeError("overlapped gradient AllReduce needs MPI_THREAD_SERIALIZED, but MPI provides level " +
+                           std::to_string(provided));
+    }
+    thread_ = std::thread([this] { comm_loop(); });
+  }
+}
+
+GradientReducer::~GradientReducer() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void GradientReducer::begin_step(int64_t step) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  step_ = step;
+}
+
+void GradientReducer::on_grad_ready(int param_index) {
+  if (param_index < 0 || param_index >= static_cast<int>(params_.size()))
+    throw std::logic_error("GradientReducer: no parameter " + std::to_string(param_index));
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (param_ready_[param_index]) throw std::logic_error("GradientReducer: parameter " + std::to_string(param_index) +
+                                                        " reported ready twice in one step");
+  param_ready_[param_index] = 1;
+  --pending_[bucket_of_[param_index]];
+  if (options_.overlap) launch_ready_locked();
+}
+
+void GradientReducer::launch_ready_locked() {
+  // Strictly in bucket order, so every rank issues the same sequence of collectives.
+  bool launched = false;
+  while (next_launch_ < static_cast<int>(buckets_.size()) && pending_[next_launch_] == 0) {
+    queue_.push_back(next_launch_++);
+    launched = true;
+  }
+  if (launched) cv_.notify_all();
+}
+
+void GradientReducer::run_bucket(int k) {
+  const GradientBucket& b = buckets_[k];
+  Watchdog::Scope guard(watchdog_, step_, k, "allreduce");
+  const auto t0 = std::chrono::steady_clock::now();
+  algorithm_->run(arena_.slice(b.begin, b.count), options_.op);
+  comm_s_ += seconds_since(t0);
+  ++reductions_[k];
+}
+
+void GradientReducer::comm_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    const int k = queue_.front();
+    queue_.pop_front();
+    if (!error_) {
+      lock.unlock();  // backward keeps reporting gradients while this bucket is on the wire
+      try {
+        run_bucket(k);
+      } catch (...) {
+        lock.lock();
+        error_ = std::current_exception();
+        ++completed_;
+        cv_.notify_all();
+        continue;
+      }
+      lock.lock();
+    }
+    ++completed_;
+    cv_.notify_all();
+  }
+}
+
+void GradientReducer::wait_all() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int total = static_cast<int>(buckets_.size());
+  std::exception_ptr error;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    // Buckets with parameters that never reported (unused this step) are reduced now: the
+    // other ranks reduce them too, and an unused gradient is zero.
+    std::fill(pending_.begin(), pending_.end(), 0);
+    if (options_.overlap) {
+      launch_ready_locked();
+      cv_.wait(lock, [&] { return completed_ == total; });
+    } else {
+      lock.unlock();
+      try {
+        for (int k = 0; k < total; ++k) run_bucket(k);
+      } catch (...) {
+        error_ = std::current_exception();
+      }
+      lock.lock();
+    }
+    last_.step = step_;
+    last_.buckets = total;
+    last_.comm_s = comm_s_;
+    last_.exposed_s = seconds_since(t0);
+    // Ready for the next step.
+    error = error_;
+    error_ = nullptr;
+    comm_s_ = 0.0;
+    completed_ = 0;
+    next_launch_ = 0;
+    ++step_;
+    std::fill(param_ready_.begin(), param_ready_.end(), 0);
+    for (int k = 0; k < total; ++k) pending_[k] = buckets_[k].last_param - buckets_[k].first_param + 1;
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace sdp

@@ -1,0 +1,127 @@
+// GradientReducer: bucketed gradient AllReduce overlapped with backward (PyTorch DDP's
+// Reducer, Horovod's tensor fusion), without copies: a bucket is a slice of the gradient
+// arena itself.
+//
+// Buckets: parameters are taken in REVERSE registration order (the order backward
+// finishes them) and grouped until a bucket holds bucket_mb (first_bucket_mb for the first,
+// so communication starts early); bucket_mb = 0 makes one bucket. The buckets tile the
+// arena (padding between parameters included), so one step reduces every byte exactly once.
+//
+// Per step (the training loop, one thread):
+//   begin_step(step)            optional; names the step for the watchdog
+//   on_grad_ready(i) ...        from backward, as parameter i's gradient becomes final
+//   wait_all()                  before the optimizer; reduces what is not started yet
+// A bucket whose parameters are all ready is handed to the communication thread at once,
+// in bucket order: bucket k starts only after buckets 0..k-1 (every rank must issue the
+// collectives in the same order, whatever order its hooks fire in).
+//
+// MPI thread level: the communication thread is the only one calling MPI between the first
+// on_grad_ready and wait_all's return; the training loop must not call MPI in that window.
+// That is MPI_THREAD_SERIALIZED (checked at construction), which Open MPI serves without
+// the locking cost of MPI_THREAD_MULTIPLE. The hand-over through the reducer's mutex gives
+// the happens-before the standard asks of SERIALIZED callers.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "dist/allreduce.hpp"
+#include "dist/communicator.hpp"
+#include "dist/watchdog.hpp"
+
+namespace sdp {
+
+class ParameterStore;
+
+// Where parameter i's gradient lives in the arena (elements).
+struct ParamExtent {
+  int64_t offset = 0;
+  int64_t count = 0;
+};
+// The extents of a ParameterStore's parameters, in registration order.
+std::vector<ParamExtent> param_extents(const ParameterStore& store);
+
+struct GradientBucket {
+  int64_t begin = 0;  // element offset in the arena
+  int64_t count = 0;
+  int first_param = 0;  // lowest registration index in the bucket
+  int last_param = 0;   // highest (bucket k holds params last_param down to first_param)
+};
+
+struct GradientReducerOptions {
+  double bucket_mb = 25.0;       // distributed.bucket_mb; 0 = one bucket
+  double first_bucket_mb = 0.0;  // PyTorch uses 1; 0 = bucket_mb
+  ReduceOp op = ReduceOp::kAvg;
+  bool overlap = true;  // false: buckets run inside wait_all on the caller's thread
+};
+
+struct ReducerStepStats {
+  int64_t step = 0;
+  int buckets = 0;
+  double comm_s = 0.0;     // sum of the buckets' AllReduce times
+  double exposed_s = 0.0;  // time wait_all blocked: communication not hidden by backward
+};
+
+// Bucket plan alone (pure function; the reducer uses it, tests check it).
+std::vector<GradientBucket> plan_buckets(int64_t arena_count, int64_t element_size,
+                                         const std::vector<ParamExtent>& params, double bucket_mb,
+                                         double first_bucket_mb = 0.0);
+
+class GradientReducer {
+ public:
+  // `arena`: the whole gradient arena; `params` in registration order. `algorithm` and
+  // `watchdog` (optional) must outlive the reducer.
+  GradientReducer(CommBuffer arena, std::vector<ParamExtent> params, std::shared_ptr<AllreduceAlgorithm> algorithm,
+                  GradientReducerOptions options = {}, Watchdog* watchdog = nullptr);
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  const std::vector<GradientBucket>& buckets() const { return buckets_; }
+  int bucket_of(int param_index) const { return bucket_of_[param_index]; }
+
+  void begin_step(int64_t step);
+  void on_grad_ready(int param_index);
+  // Blocks until every bucket of this step is reduced; rethrows a communication error.
+  // Afterwards the reducer is ready for the next step (step + 1).
+  void wait_all();
+  const ReducerStepStats& last_step() const { return last_; }
+  // Total number of bucket reductions run since construction, per bucket (for tests).
+  const std::vector<int64_t>& reductions_per_bucket() const { return reductions_; }
+
+ private:
+  void launch_ready_locked();
+  void run_bucket(int k);
+  void comm_loop();
+
+  CommBuffer arena_;
+  std::vector<ParamExtent> params_;
+  std::shared_ptr<AllreduceAlgorithm> algorithm_;
+  GradientReducerOptions options_;
+  Watchdog* watchdog_;
+  std::vector<GradientBucket> buckets_;
+  std::vector<int> bucket_of_;
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<int> pending_;        // per bucket: params not yet ready this step
+  std::vector<char> param_ready_;   // per param, this step
+  int next_launch_ = 0;             // buckets [0, next_launch_) handed to the comm thread
+  int completed_ = 0;               // buckets reduced this step
+  std::deque<int> queue_;
+  std::exception_ptr error_;
+  bool stop_ = false;
+  int64_t step_ = 0;
+  double comm_s_ = 0.0;
+  std::vector<int64_t> reductions_;
+  ReducerStepStats last_;
+  std::thread thread_;
+};
+
+}  // namespace sdp

@@ -1,0 +1,161 @@
+#include "dist/mpi_communicator.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <stdexcept>
+
+#include "dist/mpi_check.hpp"
+#include "dist/reduce_kernels.hpp"
+
+namespace sdp {
+
+namespace {
+
+// MPI counts are int: larger buffers go in chunks of this many elements.
+constexpr int64_t kMaxChunk = INT_MAX / 2;
+
+void check_host(const CommBuffer& buffer, const char* what) {
+  if (!buffer.device.is_cpu())
+    throw std::logic_error(std::string("MpiCommunicator::") + what + ": buffer on " + buffer.device.str() +
+                           "; this backend reaches host memory only");
+}
+
+std::vector<int> int_counts(const std::vector<int64_t>& counts, int size, int64_t total, const char* what) {
+  if (static_cast<int>(counts.size()) != size)
+    throw std::logic_error(std::string("MpiCommunicator::") + what + ": " + std::to_string(counts.size()) +
+                           " counts for a group of " + std::to_string(size));
+  int64_t sum = 0;
+  std::vector<int> out(size);
+  for (int r = 0; r < size; ++r) {
+    if (counts[r] < 0 || counts[r] > INT_MAX)
+      throw std::logic_error(std::string("MpiCommunicator::") + what + ": part of " + std::to_string(counts[r]) +
+                             " elements does not fit an MPI count");
+    out[r] = static_cast<int>(counts[r]);
+    sum += counts[r];
+  }
+  if (sum != total)
+    throw std::logic_error(std::string("MpiCommunicator::") + what + ": counts sum to " + std::to_string(sum) +
+                           " but the buffer holds " + std::to_string(total));
+  return out;
+}
+
+// Outstanding MPI requests; wait() completes all of them.
+class MpiRequestWork final : public Work {
+ public:
+  explicit MpiRequestWork(std::vector<MPI_Request> requests) : requests_(std::move(requests)) {}
+  ~MpiRequestWork() override {
+    // A dropped handle must not leave MPI writing into freed memory: complete it here.
+    if (!requests_.empty()) MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+  }
+  void wait() override {
+    if (requests_.empty()) return;
+    SDP_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+    requests_.clear();
+  }
+  bool test() override {
+    if (requests_.empty()) return true;
+    int done = 0;
+    SDP_MPI_CHECK(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE));
+    if (done) requests_.clear();
+    return done != 0;
+  }
+
+ private:
+  std::vector<MPI_Request> requests_;
+};
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)) {
+  SDP_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  SDP_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+}
+
+std::shared_ptr<Work> MpiCommunicator::allreduce(const CommBuffer& buffer, const AllreduceOptions& options) {
+  check_host(buffer, "allreduce");
+  if (size_ > 1) {
+    for (int64_t begin = 0; begin < buffer.count; begin += kMaxChunk) {
+      const int n = static_cast<int>(std::min(kMaxChunk, buffer.count - begin));
+      SDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buffer.slice(begin, n).data, n, mpi_datatype(buffer.dtype),
+                                  mpi_sum_op(buffer.dtype), comm_));
+    }
+  }
+  if (options.op == ReduceOp::kAvg) scale_in_place(buffer.dtype, buffer.data, buffer.count, 1.0f / size_);
+  return completed_work();
+}
+
+std::shared_ptr<Work> MpiCommunicator::reduce_scatter(const CommBuffer& buffer, const std::vector<int64_t>& counts,
+                                                      const ReduceScatterOptions& options) {
+  check_host(buffer, "reduce_scatter");
+  const std::vector<int> n = int_counts(counts, size_, buffer.count, "reduce_scatter");
+  const int64_t offset = part_offsets(counts)[rank_];
+  if (size_ > 1 && buffer.count > 0) {
+    // MPI_IN_PLACE leaves my part at the START of the buffer; move it to its own offset
+    // (memmove: the ranges overlap when my part is long).
+    SDP_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, buffer.data, n.data(), mpi_datatype(buffer.dtype),
+                                     mpi_sum_op(buffer.dtype), comm_));
+    if (offset > 0) std::memmove(buffer.slice(offset, 0).data, buffer.data, counts[rank_] * buffer.element_size());
+  }
+  if (options.op == ReduceOp::kAvg)
+    scale_in_place(buffer.dtype, buffer.slice(offset, 0).data, counts[rank_], 1.0f / size_);
+  return completed_work();
+}
+
+std::shared_ptr<Work> MpiCommunicator::allgather(const CommBuffer& buffer, const std::vector<int64_t>& counts) {
+  check_host(buffer, "allgather");
+  const std::vector<int> n = int_counts(counts, size_, buffer.count, "allgather");
+  if (size_ == 1 || buffer.count == 0) return completed_work();
+  std::vector<int> displs(size_);
+  const std::vector<int64_t> offsets = part_offsets(counts);
+  for (int r = 0; r < size_; ++r) {
+    if (offsets[r] > INT_MAX) throw std::logic_error("MpiCommunicator::allgather: buffer too long for MPI displacements");
+    displs[r] = static_cast<int>(offsets[r]);
+  }
+  SDP_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buffer.data, n.data(), displs.data(),
+                               mpi_datatype(buffer.dtype), comm_));
+  return completed_work();
+}
+
+std::shared_ptr<Work> MpiCommunicator::broadcast(const CommBuffer& buffer, const BroadcastOptions& options) {
+  check_host(buffer, "broadcast");
+  if (size_ == 1) return completed_work();
+  for (int64_t begin = 0; begin < buffer.count; begin += kMaxChunk) {
+    const int n = static_cast<int>(std::min(kMaxChunk, buffer.count - begin));
+    SDP_MPI_CHECK(MPI_Bcast(buffer.slice(begin, n).data, n, mpi_datatype(buffer.dtype), options.root, comm_));
+  }
+  return completed_work();
+}
+
+std::shared_ptr<Work> MpiCommunicator::barrier() {
+  SDP_MPI_CHECK(MPI_Barrier(comm_));
+  return completed_work();
+}
+
+std::shared_ptr<Work> MpiCommunicator::send(const CommBuffer& buffer, int peer, const PointToPointOptions& options) {
+  check_host(buffer, "send");
+  std::vector<MPI_Request> requests;
+  for (int64_t begin = 0; begin < buffer.count || begin == 0; begin += kMaxChunk) {
+    const int n = static_cast<int>(std::min(kMaxChunk, buffer.count - begin));
+    requests.emplace_back();
+    SDP_MPI_CHECK(MPI_Isend(buffer.slice(begin, n).data, n, mpi_datatype(buffer.dtype), peer, options.tag, comm_,
+                            &requests.back()));
+    if (buffer.count == 0) break;
+  }
+  return std::make_shared<MpiRequestWork>(std::move(requests));
+}
+
+std::shared_ptr<Work> MpiCommunicator::recv(const CommBuffer& buffer, int peer, const PointToPointOptions& options) {
+  check_host(buffer, "recv");
+  std::vector<MPI_Request> requests;
+  for (int64_t begin = 0; begin < buffer.count || begin == 0; begin += kMaxChunk) {
+    const int n = static_cast<int>(std::min(kMaxChunk, buffer.count - begin));
+    requests.emplace_back();
+    SDP_MPI_CHECK(MPI_Irecv(buffer.slice(begin, n).data, n, mpi_datatype(buffer.dtype), peer, options.tag, comm_,
+                            &requests.back()));
+    if (buffer.count == 0) break;
+  }
+  return std::make_shared<MpiRequestWork>(std::move(requests));
+}
+
+}  // namespace sdp

@@ -1,0 +1,44 @@
+// MpiCommunicator: the Communicator over an MPI communicator and host memory.
+//
+// Collectives complete before they return (the Work is already done): Open MPI's blocking
+// collectives are its tuned ones, while its non-blocking collectives (libnbc) are slower and
+// progress only inside later MPI calls. Overlap with computation comes from running the
+// collectives on a communication thread (gradient_reducer.hpp), not from these handles.
+// send/recv are truly non-blocking (MPI_Isend/MPI_Irecv); ring algorithms pipeline on them.
+//
+// Thread level: one thread at a time drives MPI (MPI_THREAD_SERIALIZED, see init_mpi).
+#pragma once
+
+#include <mpi.h>
+
+#include "dist/communicator.hpp"
+
+namespace sdp {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Does not take ownership of `comm` (World owns its communicators and outlives this).
+  explicit MpiCommunicator(MPI_Comm comm, std::string name = "mpi");
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Device device() const override { return Device::cpu(); }
+  std::string name() const override { return name_; }
+  MPI_Comm comm() const { return comm_; }
+
+  std::shared_ptr<Work> allreduce(const CommBuffer& buffer, const AllreduceOptions& options = {}) override;
+  std::shared_ptr<Work> reduce_scatter(const CommBuffer& buffer, const std::vector<int64_t>& counts,
+                                       const ReduceScatterOptions& options = {}) override;
+  std::shared_ptr<Work> allgather(const CommBuffer& buffer, const std::vector<int64_t>& counts) override;
+  std::shared_ptr<Work> broadcast(const CommBuffer& buffer, const BroadcastOptions& options = {}) override;
+  std::shared_ptr<Work> barrier() override;
+  std::shared_ptr<Work> send(const CommBuffer& buffer, int peer, const PointToPointOptions& options = {}) override;
+  std::shared_ptr<Work> recv(const CommBuffer& buffer, int peer, const PointToPointOptions& options = {}) override;
+
+ private:
+  MPI_Comm comm_;
+  std::string name_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace sdp

@@ -1,0 +1,195 @@
+#include "dist/watchdog.hpp"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+
+#include "core/log.hpp"
+#include "dist/mpi_check.hpp"
+#include "dist/world.hpp"
+
+namespace sdp {
+
+namespace {
+
+std::string fixed1(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", v);
+  return text;
+}
+
+std::string join(const std::vector<int>& v) {
+  std::string s;
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s;
+}
+
+}  // namespace
+
+std::string StallReport::message() const {
+  std::string m = "rank " + std::to_string(rank) + " step " + std::to_string(step);
+  if (bucket >= 0) m += " bucket " + std::to_string(bucket);
+  m += ": " + what + " (collective #" + std::to_string(sequence) + ") has waited " + fixed1(waited_s) + " s";
+  if (!missing_ranks.empty())
+    m += "; rank(s) that never arrived: " + join(missing_ranks);
+  else if (unchecked_nodes.empty())
+    m += "; every rank has arrived (a peer may be stuck inside the collective)";
+  if (!unchecked_nodes.empty())
+    m += std::string(missing_ranks.empty() ? "; every rank of this node arrived" : "") +
+         "; ranks on node(s) " + join(unchecked_nodes) + " cannot be inspected from here (check their logs)";
+  return m;
+}
+
+// Lock-free 64-bit atomics are address-free, so they work across processes that map the
+// same memory. `entered` is stored last with release order: a reader that sees it (acquire)
+// also sees the step and bucket of that collective.
+struct ProgressBoard::Slot {
+  std::atomic<int64_t> entered;
+  std::atomic<int64_t> step;
+  std::atomic<int64_t> bucket;
+};
+static_assert(std::atomic<int64_t>::is_always_lock_free, "the progress board needs lock-free 64-bit atomics");
+
+std::shared_ptr<ProgressBoard> ProgressBoard::create(const World& world) {
+  auto board = std::make_shared<ProgressBoard>();
+  board->nodes_ = world.nodes();
+  board->node_ = world.node();
+  board->world_ranks_.resize(world.local_size());
+  int me = world.rank();
+  SDP_MPI_CHECK(MPI_Allgather(&me, 1, MPI_INT, board->world_ranks_.data(), 1, MPI_INT, world.intra()));
+  board->arena_ = SharedArena::create(world.intra(), sizeof(Slot));
+  new (board->arena_->data()) Slot{{0}, {0}, {-1}};
+  board->arena_->sync();  // every slot initialized before anyone reads one
+  return board;
+}
+
+ProgressBoard::Slot* ProgressBoard::slot(int local_rank) const {
+  return static_cast<Slot*>(arena_->peer_data(local_rank));
+}
+
+void ProgressBoard::publish(int64_t entered, int64_t step, int bucket) {
+  Slot* mine = slot(arena_->local_rank());
+  mine->step.store(step, std::memory_order_relaxed);
+  mine->bucket.store(bucket, std::memory_order_relaxed);
+  mine->entered.store(entered, std::memory_order_release);
+}
+
+std::vector<int> ProgressBoard::behind(int64_t sequence) const {
+  std::vector<int> out;
+  for (int r = 0; r < arena_->local_size(); ++r)
+    if (slot(r)->entered.load(std::memory_order_acquire) < sequence) out.push_back(world_ranks_[r]);
+  return out;
+}
+
+Watchdog::Watchdog(WatchdogOptions options, int rank, std::shared_ptr<ProgressBoard> board, Handler on_warning,
+                   Handler on_timeout)
+    : options_(options),
+      rank_(rank),
+      board_(std::move(board)),
+      on_warning_(std::move(on_warning)),
+      on_timeout_(std::move(on_timeout)) {
+  if (!on_warning_) on_warning_ = [](const StallReport& r) { log_warn(r.message()); };
+  if (!on_timeout_) {
+    const double timeout = options_.timeout_s;
+    on_timeout_ = [timeout](const StallReport& r) { abort_on_timeout(r, timeout); };
+  }
+  thread_ = std::thread([this] { monitor(); });
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+void Watchdog::enter(int64_t step, int bucket, const std::string& what) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++entered_;
+    active_ = true;
+    step_ = step;
+    bucket_ = bucket;
+    what_ = what;
+    since_ = std::chrono::steady_clock::now();
+    next_warning_s_ = options_.stall_warning_s;
+    timed_out_ = false;
+  }
+  // Published after the local bookkeeping; peers only read it when THEY are stalled.
+  if (board_) board_->publish(entered_, step, bucket);
+  wake_.notify_all();
+}
+
+void Watchdog::leave() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  active_ = false;
+}
+
+StallReport Watchdog::report_locked(double waited_s) const {
+  StallReport r;
+  r.rank = rank_;
+  r.step = step_;
+  r.bucket = bucket_;
+  r.what = what_;
+  r.waited_s = waited_s;
+  r.sequence = entered_;
+  if (board_) {
+    r.missing_ranks = board_->behind(entered_);
+    for (int n = 0; n < board_->nodes(); ++n)
+      if (n != board_->node()) r.unchecked_nodes.push_back(n);
+  }
+  return r;
+}
+
+void Watchdog::monitor() {
+  using namespace std::chrono;
+  // Poll often enough to be within ~5% of either limit (at most every second).
+  double shortest = 1.0;
+  for (double limit : {options_.stall_warning_s, options_.timeout_s})
+    if (limit > 0) shortest = std::min(shortest, limit / 20);
+  const auto period = duration<double>(std::max(shortest, 0.001));
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stop_) {
+    wake_.wait_for(lock, period);
+    if (stop_ || !active_ || timed_out_) continue;
+    const double waited = duration<double>(steady_clock::now() - since_).count();
+    if (options_.timeout_s > 0 && waited >= options_.timeout_s) {
+      timed_out_ = true;
+      StallReport report = report_locked(waited);
+      lock.unlock();  // the handler may log, abort, or (in tests) call back into us
+      on_timeout_(report);
+      lock.lock();
+    } else if (options_.stall_warning_s > 0 && waited >= next_warning_s_) {
+      next_warning_s_ += options_.stall_warning_s;
+      StallReport report = report_locked(waited);
+      lock.unlock();
+      on_warning_(report);
+      lock.lock();
+    }
+  }
+}
+
+void abort_on_timeout(const StallReport& report, double timeout_s) {
+  std::fprintf(stderr, "sdp-train: error: %s; aborting the job (distributed.timeout_s = %s)\n",
+               report.message().c_str(), fixed1(timeout_s).c_str());
+  std::fflush(stderr);
+  // Under MPI_THREAD_SERIALIZED another thread may be inside MPI right now; MPI_Abort from
+  // here is the one exception we accept (the process ends either way), and _exit backs it up.
+  if (mpi_is_initialized()) MPI_Abort(MPI_COMM_WORLD, 3);
+  _exit(3);
+}
+
+bool test_stall_requested(int rank, int64_t step) {
+  const char* r = std::getenv("SDP_TEST_STALL_RANK");
+  if (!r || std::atoi(r) != rank) return false;
+  const char* s = std::getenv("SDP_TEST_STALL_STEP");
+  return !s || std::atoll(s) == step;
+}
+
+}  // namespace sdp

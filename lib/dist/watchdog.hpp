@@ -1,0 +1,135 @@
+// Watchdog: turns a hung collective into a clear message and a prompt abort (DESIGN.md §5,
+// Horovod's stall inspector). The thread that runs a collective brackets it with enter() /
+// leave() (or a Watchdog::Scope); a monitor thread checks the open collective's age:
+//   past stall_warning_s: on_warning (default: log_warn "rank R step S bucket B: allreduce
+//     has waited 61.0 s ...", repeated every stall_warning_s);
+//   past timeout_s: on_timeout, once (default: abort_on_timeout: print
+//     "sdp-train: error: ..." and MPI_Abort(MPI_COMM_WORLD, 3): exit status 3).
+// Which ranks never arrived: every rank publishes how many collectives it has entered in a
+// ProgressBoard, a tiny shared-memory window per node. A stalled rank compares: peers of
+// its node behind it are named; ranks on other nodes cannot be read without their
+// cooperation (a one-sided read of a stalled process may itself hang), so the message says
+// so and names those nodes instead.
+//
+// The monitor never calls MPI, except MPI_Abort when the job is ending anyway: the MPI
+// thread level stays SERIALIZED.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dist/shared_arena.hpp"
+
+namespace sdp {
+
+class World;
+
+struct WatchdogOptions {
+  double stall_warning_s = 60.0;  // distributed.stall_warning_s; <= 0: never warn
+  double timeout_s = 600.0;       // distributed.timeout_s; <= 0: never abort
+};
+
+struct StallReport {
+  int rank = 0;
+  int64_t step = 0;
+  int bucket = -1;         // -1: not a gradient bucket
+  std::string what;        // "allreduce", "barrier", ...
+  double waited_s = 0.0;
+  int64_t sequence = 0;    // index of this collective among those this rank entered
+  std::vector<int> missing_ranks;      // world ranks known not to have reached it
+  std::vector<int> unchecked_nodes;    // nodes whose ranks could not be inspected
+  // "rank 1 step 7 bucket 2: allreduce has waited 12.0 s; ranks that never arrived: 3"
+  std::string message() const;
+};
+
+// One slot per rank of the node: (collectives entered, step, bucket), in shared memory.
+class ProgressBoard {
+ public:
+  // Collective over the world (every rank calls it). Returns null when the ranks of a
+  // node cannot share memory (then only "unknown" can be said about peers).
+  static std::shared_ptr<ProgressBoard> create(const World& world);
+  void publish(int64_t entered, int64_t step, int bucket);
+  // World ranks on my node whose `entered` count is below `sequence`.
+  std::vector<int> behind(int64_t sequence) const;
+  int nodes() const { return nodes_; }
+  int node() const { return node_; }
+
+ private:
+  struct Slot;
+  Slot* slot(int local_rank) const;
+  std::shared_ptr<SharedArena> arena_;
+  std::vector<int> world_ranks_;  // by local rank
+  int nodes_ = 1, node_ = 0;
+};
+
+class Watchdog {
+ public:
+  using Handler = std::function<void(const StallReport&)>;
+
+  // `board` may be null. Empty handlers mean the defaults (log_warn / abort_on_timeout).
+  Watchdog(WatchdogOptions options, int rank, std::shared_ptr<ProgressBoard> board = nullptr,
+           Handler on_warning = {}, Handler on_timeout = {});
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  // Called by the thread that runs the collective, right before and after it. Every rank
+  // enters the same collectives in the same order (their sequence numbers must agree).
+  void enter(int64_t step, int bucket, const std::string& what);
+  void leave();
+
+  class Scope {
+   public:
+    Scope(Watchdog* dog, int64_t step, int bucket, const std::string& what) : dog_(dog) {
+      if (dog_) dog_->enter(step, bucket, what);
+    }
+    ~Scope() {
+      if (dog_) dog_->leave();
+    }
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    Watchdog* dog_;
+  };
+
+ private:
+  void monitor();
+  StallReport report_locked(double waited_s) const;
+  WatchdogOptions options_;
+  int rank_;
+  std::shared_ptr<ProgressBoard> board_;
+  Handler on_warning_, on_timeout_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  bool active_ = false;
+  int64_t entered_ = 0;
+  int64_t step_ = 0;
+  int bucket_ = -1;
+  std::string what_;
+  std::chrono::steady_clock::time_point since_;
+  double next_warning_s_ = 0.0;
+  bool timed_out_ = false;
+  std::thread thread_;
+};
+
+// Default timeout handler: prints "sdp-train: error: <report>; aborting (distributed.timeout_s
+// = T)" and ends the whole job with MPI_Abort(MPI_COMM_WORLD, 3) (exit status 3); falls back
+// to _exit(3) if MPI cannot abort.
+[[noreturn]] void abort_on_timeout(const StallReport& report, double timeout_s);
+
+// Test hook for the trainer: true when SDP_TEST_STALL_RANK == rank and
+// SDP_TEST_STALL_STEP == step (unset step: any step). The trainer then sleeps instead of
+// entering that step's gradient AllReduce, so the other ranks' watchdogs fire.
+bool test_stall_requested(int rank, int64_t step);
+
+}  // namespace sdp

@@ -1,0 +1,182 @@
+// Every AllReduce algorithm against an independent reference (the sum of the known inputs of
+// every rank, computed locally), on every topology the world size allows (1x4, 2x2, 4x1 at
+// np 4), with buffers in node-shared memory and on the heap.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/parameter_store.hpp"
+#include "dist/allreduce.hpp"
+#include "dist/local_communicator.hpp"
+#include "dist/mpi_communicator.hpp"
+#include "dist/replica_check.hpp"
+#include "dist/shm_collectives.hpp"
+#include "dist/world.hpp"
+
+namespace sdp {
+namespace {
+
+int world_size() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+// Small integers: every partial sum is exact in f32 (and in fp16 / bf16 up to 256).
+float value(int rank, int64_t i) { return static_cast<float>((i * 7 + rank * 13) % 17 - 8); }
+
+float reference_sum(int n, int64_t i) {
+  float s = 0;
+  for (int r = 0; r < n; ++r) s += value(r, i);
+  return s;
+}
+
+constexpr int64_t kLengths[] = {0, 1, 7, 1000003};
+
+// Runs `algorithm` on `data` and checks the result on every element; returns failures.
+void check_algorithm(AllreduceAlgorithm& algorithm, float* data, const World& world, ReduceOp op, double tolerance,
+                     const std::string& what) {
+  const int n = world.size();
+  for (int64_t count : kLengths) {
+    for (int64_t i = 0; i < count; ++i) data[i] = value(world.rank(), i);
+    algorithm.run(CommBuffer::host(data, count), op);
+    int64_t bad = -1;
+    for (int64_t i = 0; i < count && bad < 0; ++i) {
+      const float sum = reference_sum(n, i);
+      const double expected = op == ReduceOp::kSum ? sum : static_cast<double>(sum) / n;
+      const double err = std::fabs(data[i] - expected);
+      if (tolerance == 0 ? (op == ReduceOp::kSum ? data[i] != sum : err > 1e-6 * (std::fabs(expected) + 1))
+                         : err > tolerance * (std::fabs(expected) + 1))
+        bad = i;
+    }
+    EXPECT_LT(bad, 0) << what << " count " << count << " op " << reduce_op_name(op) << ": element " << bad
+                      << " is " << (bad >= 0 ? data[bad] : 0) << " expected sum " << reference_sum(n, bad);
+    // Every rank holds bitwise the same result.
+    EXPECT_TRUE(check_replicas(world.comm(), data, count * sizeof(float)).empty()) << what << " count " << count;
+  }
+}
+
+class AllreduceTopologies : public ::testing::Test {
+ protected:
+  // ranks_per_node values that divide the world: 4 ranks -> 1x4, 2x2, 4x1.
+  std::vector<int> topologies() const {
+    std::vector<int> out;
+    for (int rpn = 1; rpn <= world_size(); ++rpn)
+      if (world_size() % rpn == 0) out.push_back(rpn);
+    return out;
+  }
+};
+
+TEST_F(AllreduceTopologies, EveryAlgorithmGivesTheExactSumAndAverage) {
+  for (int rpn : topologies()) {
+    World world = World::create({rpn, std::nullopt});
+    auto arena = SharedArena::create(world.intra(), 1000003 * sizeof(float));
+    std::vector<float> heap(1000003);
+    for (const std::string& name : {"flat", "ring", "hierarchical", "auto"}) {
+      auto algorithm = make_allreduce(world, {name, "none", arena});
+      for (bool shared : {true, false}) {
+        float* data = shared ? static_cast<float*>(arena->data()) : heap.data();
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg})
+          check_algorithm(*algorithm, data, world, op, 0.0,
+                          name + (shared ? " (shared memory)" : " (heap)") + " rpn " + std::to_string(rpn));
+      }
+    }
+  }
+}
+
+TEST_F(AllreduceTopologies, CompressionStaysWithinTolerance) {
+  for (int rpn : topologies()) {
+    World world = World::create({rpn, std::nullopt});
+    auto arena = SharedArena::create(world.intra(), 1000003 * sizeof(float));
+    for (const std::string& compression : {"fp16", "bf16"}) {
+      // bf16 keeps 8 significant bits, fp16 11; n - 1 rounded adds plus two conversions.
+      const double tolerance = (compression == "bf16" ? 1.0 / 64 : 1.0 / 512) * world.size();
+      for (const std::string& name : {"flat", "ring", "hierarchical"}) {
+        auto algorithm = make_allreduce(world, {name, compression, arena});
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg})
+          check_algorithm(*algorithm, static_cast<float*>(arena->data()), world, op, tolerance,
+                          name + " " + compression + " rpn " + std::to_string(rpn));
+      }
+    }
+  }
+}
+
+TEST(Compression, PreScalingKeepsFp16SumsFromOverflowing) {
+  World world = World::create({1, std::nullopt});  // every rank its own node: the inter phase is compressed
+  const int n = world.size();
+  for (const std::string& name : {"flat", "ring", "hierarchical"}) {
+    auto algorithm = make_allreduce(world, {name, "fp16", nullptr});
+    std::vector<float> data(33, 60000.0f);  // n * 60000 > 65504 for n > 1
+    algorithm->run(CommBuffer::host(data.data(), 33), ReduceOp::kSum);
+    for (float v : data) ASSERT_NEAR(v, 60000.0 * n, 60000.0 * n / 512) << name;
+    std::fill(data.begin(), data.end(), 60000.0f);
+    algorithm->run(CommBuffer::host(data.data(), 33), ReduceOp::kAvg);
+    for (float v : data) ASSERT_NEAR(v, 60000.0, 60000.0 / 512) << name;
+  }
+}
+
+TEST(SharedMemory, NodePhasesEqualTheReference) {
+  World world = World::create({});
+  auto arena = SharedArena::create(world.intra(), 4096 * sizeof(float));
+  float* data = static_cast<float*>(arena->data());
+  const int local = world.local_size();
+  for (int64_t count : {0, 1, 7, 100, 4096}) {
+    // Fused reduce + broadcast with an average's scale.
+    for (int64_t i = 0; i < count; ++i) data[i] = value(world.local_rank(), i);
+    shm_allreduce(*arena, CommBuffer::host(data, count), 0.5f);
+    for (int64_t i = 0; i < count; ++i) ASSERT_EQ(data[i], reference_sum(local, i) * 0.5f) << i;
+    // The two halves separately, with a marker written in between (the inter-node slot).
+    const auto counts = split_counts(count, local, kShmAlign);
+    const int64_t begin = part_offsets(counts)[world.local_rank()];
+    for (int64_t i = 0; i < count; ++i) data[i] = value(world.local_rank(), i);
+    shm_reduce_part(*arena, CommBuffer::host(data, count), counts, 1.0f);
+    for (int64_t i = begin; i < begin + counts[world.local_rank()]; ++i) {
+      ASSERT_EQ(data[i], reference_sum(local, i)) << i;
+      data[i] += 1000.0f;
+    }
+    shm_broadcast_part(*arena, CommBuffer::host(data, count), counts);
+    for (int64_t i = 0; i < count; ++i) ASSERT_EQ(data[i], reference_sum(local, i) + 1000.0f) << i;
+  }
+  std::vector<float> outside(8);
+  EXPECT_THROW(shm_allreduce(*arena, CommBuffer::host(outside.data(), 8), 1.0f), std::logic_error);
+}
+
+TEST(SharedMemory, GradientArenaCanLiveInTheWindow) {
+  World world = World::create({});
+  ParameterStore store;
+  store.add_parameter("w", {3, 5});
+  store.add_parameter("b", {5}, false);
+  store.finalize();
+  auto arena = SharedArena::create(world.intra(), static_cast<int64_t>(store.grad_arena().nbytes()));
+  store.rebind_grad_arena(arena->owner(), arena->data());
+  EXPECT_EQ(store.grad_arena().data<float>(), arena->data());
+  EXPECT_EQ(store.params()[1].grad.data<float>(), static_cast<float*>(arena->data()) + store.params()[1].offset);
+  std::fill_n(store.grad_arena().data<float>(), store.grad_arena().numel(), static_cast<float>(world.rank() + 1));
+  auto algorithm = make_allreduce(world, {"auto", "none", arena});
+  const CommBuffer grads = CommBuffer::host(store.grad_arena().data<float>(), store.grad_arena().numel());
+  if (world.local_size() > 1) EXPECT_EQ(dynamic_cast<AutoAllreduce&>(*algorithm).choice(grads), "hierarchical");
+  algorithm->run(grads, ReduceOp::kAvg);
+  const float mean = (world.size() + 1) / 2.0f;
+  for (int64_t i = 0; i < store.grad_arena().numel(); ++i) ASSERT_EQ(store.grad_arena().data<float>()[i], mean);
+}
+
+TEST(Algorithms, WorkOverALocalCommunicator) {
+  auto local = std::make_shared<LocalCommunicator>();
+  std::vector<float> data = {1, 2, 3};
+  FlatAllreduce(local).run(CommBuffer::host(data.data(), 3), ReduceOp::kAvg);
+  RingAllreduce(local).run(CommBuffer::host(data.data(), 3), ReduceOp::kSum);
+  HierarchicalAllreduce(local, local).run(CommBuffer::host(data.data(), 3), ReduceOp::kAvg);
+  EXPECT_EQ(data, (std::vector<float>{1, 2, 3}));
+}
+
+TEST(Algorithms, UnknownNamesAreInputErrors) {
+  World world = World::create({});
+  EXPECT_THROW(make_allreduce(world, {"tree", "none", nullptr}), InputError);
+  EXPECT_THROW(make_allreduce(world, {"ring", "int8", nullptr}), InputError);
+}
+
+}  // namespace
+}  // namespace sdp

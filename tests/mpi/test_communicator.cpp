@@ -1,0 +1,142 @@
+// Communicator backends and the kernels under them: LocalCommunicator (no MPI), the MPI
+// backend's in-place collectives with uneven parts, point-to-point, and the 16-bit
+// conversions used by compression.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "dist/local_communicator.hpp"
+#include "dist/mpi_communicator.hpp"
+#include "dist/reduce_kernels.hpp"
+
+namespace sdp {
+namespace {
+
+float value(int rank, int64_t i) { return static_cast<float>((i * 5 + rank * 3) % 11 - 5); }
+
+TEST(SplitCounts, CoversTheRangeExactlyAndAlignsBoundaries) {
+  for (int64_t count : {0, 1, 7, 31, 32, 33, 1000003}) {
+    for (int parts : {1, 2, 3, 4, 7}) {
+      for (int64_t align : {1, 16, 32}) {
+        const auto counts = split_counts(count, parts, align);
+        ASSERT_EQ(static_cast<int>(counts.size()), parts);
+        EXPECT_EQ(std::accumulate(counts.begin(), counts.end(), int64_t{0}), count);
+        const auto offsets = part_offsets(counts);
+        for (int p = 0; p < parts; ++p) {
+          EXPECT_GE(counts[p], 0);
+          if (align > 1 && counts[p] > 0) EXPECT_EQ(offsets[p] % align, 0) << count << " " << parts;
+        }
+        if (align == 1) EXPECT_LE(counts.front() - counts.back(), 1);
+      }
+    }
+  }
+}
+
+TEST(LocalCommunicator, EveryCollectiveIsTheIdentity) {
+  LocalCommunicator comm;
+  std::vector<float> data = {1, -2, 3.5f};
+  const auto original = data;
+  const CommBuffer buffer = CommBuffer::host(data.data(), 3);
+  comm.allreduce(buffer, {ReduceOp::kAvg})->wait();
+  comm.reduce_scatter(buffer, {3})->wait();
+  comm.allgather(buffer, {3})->wait();
+  comm.broadcast(buffer)->wait();
+  comm.barrier()->wait();
+  EXPECT_EQ(data, original);
+  EXPECT_THROW(comm.send(buffer, 0), std::logic_error);
+  EXPECT_THROW(comm.allreduce({data.data(), 3, DType::kF32, Device::cuda(0)}), std::logic_error);
+}
+
+TEST(MpiCommunicator, AllreduceSumAndAverage) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  const int n = comm.size(), r = comm.rank();
+  for (int64_t count : {0, 1, 7, 1001}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
+      std::vector<float> data(count);
+      for (int64_t i = 0; i < count; ++i) data[i] = value(r, i);
+      comm.allreduce(CommBuffer::host(data.data(), count), {op})->wait();
+      for (int64_t i = 0; i < count; ++i) {
+        float sum = 0;
+        for (int q = 0; q < n; ++q) sum += value(q, i);
+        ASSERT_FLOAT_EQ(data[i], op == ReduceOp::kSum ? sum : sum * (1.0f / n)) << i;
+      }
+    }
+  }
+}
+
+TEST(MpiCommunicator, InPlaceReduceScatterAndAllgatherWithUnevenParts) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  const int n = comm.size(), r = comm.rank();
+  for (int64_t count : {0, 1, 7, 1001}) {
+    const auto counts = split_counts(count, n);
+    const auto offsets = part_offsets(counts);
+    std::vector<float> data(count);
+    for (int64_t i = 0; i < count; ++i) data[i] = value(r, i);
+    const CommBuffer buffer = CommBuffer::host(data.data(), count);
+    comm.reduce_scatter(buffer, counts)->wait();
+    for (int64_t i = offsets[r]; i < offsets[r] + counts[r]; ++i) {
+      float sum = 0;
+      for (int q = 0; q < n; ++q) sum += value(q, i);
+      ASSERT_EQ(data[i], sum) << i;
+    }
+    // Allgather: each rank's part carries its rank.
+    for (int64_t i = offsets[r]; i < offsets[r] + counts[r]; ++i) data[i] = static_cast<float>(r);
+    comm.allgather(buffer, counts)->wait();
+    for (int q = 0; q < n; ++q)
+      for (int64_t i = offsets[q]; i < offsets[q] + counts[q]; ++i) ASSERT_EQ(data[i], q);
+  }
+}
+
+TEST(MpiCommunicator, BroadcastFromTheLastRankAndRingExchange) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  const int n = comm.size(), r = comm.rank();
+  std::vector<float> data(5, static_cast<float>(r));
+  comm.broadcast(CommBuffer::host(data.data(), 5), {n - 1})->wait();
+  for (float v : data) EXPECT_EQ(v, n - 1);
+  if (n == 1) return;
+  float out = static_cast<float>(r), in = -1;
+  auto recv = comm.recv(CommBuffer::host(&in, 1), (r + n - 1) % n);
+  auto send = comm.send(CommBuffer::host(&out, 1), (r + 1) % n);
+  recv->wait();
+  send->wait();
+  EXPECT_TRUE(recv->test());
+  EXPECT_EQ(in, (r + n - 1) % n);
+  comm.barrier()->wait();
+}
+
+TEST(MpiCommunicator, SixteenBitSumsUseTheirOwnOps) {
+  MpiCommunicator comm(MPI_COMM_WORLD);
+  const int n = comm.size();
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    std::vector<uint16_t> data(9);
+    for (auto& v : data) v = dtype == DType::kF16 ? float_to_half(1.5f) : float_to_bfloat16(1.5f);
+    comm.allreduce({data.data(), 9, dtype, Device::cpu()})->wait();
+    for (uint16_t v : data)
+      EXPECT_EQ(dtype == DType::kF16 ? half_to_float(v) : bfloat16_to_float(v), 1.5f * n);
+  }
+}
+
+TEST(ReduceKernels, HalfAndBfloat16ConversionsRoundToNearestEven) {
+  EXPECT_EQ(half_to_float(float_to_half(1.0f)), 1.0f);
+  EXPECT_EQ(half_to_float(float_to_half(-2.5f)), -2.5f);
+  EXPECT_EQ(half_to_float(float_to_half(65504.0f)), 65504.0f);
+  EXPECT_TRUE(std::isinf(half_to_float(float_to_half(65520.0f))));  // ties to even: up to inf
+  EXPECT_EQ(half_to_float(float_to_half(65519.0f)), 65504.0f);
+  EXPECT_EQ(half_to_float(float_to_half(std::ldexp(1.0f, -24))), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_EQ(half_to_float(float_to_half(std::ldexp(1.0f, -26))), 0.0f);
+  EXPECT_EQ(half_to_float(float_to_half(1.0f + std::ldexp(1.0f, -11))), 1.0f);  // tie -> even
+  EXPECT_EQ(half_to_float(float_to_half(1.0f + 3 * std::ldexp(1.0f, -11))), 1.0f + std::ldexp(1.0f, -9));
+  EXPECT_TRUE(std::isnan(half_to_float(float_to_half(std::numeric_limits<float>::quiet_NaN()))));
+  for (int i = -2048; i <= 2048; ++i) ASSERT_EQ(half_to_float(float_to_half(static_cast<float>(i))), i);
+  EXPECT_EQ(bfloat16_to_float(float_to_bfloat16(3.0f)), 3.0f);
+  EXPECT_EQ(bfloat16_to_float(float_to_bfloat16(257.0f)), 256.0f);  // tie -> even
+  EXPECT_EQ(bfloat16_to_float(float_to_bfloat16(259.0f)), 260.0f);
+  EXPECT_TRUE(std::isnan(bfloat16_to_float(float_to_bfloat16(std::numeric_limits<float>::quiet_NaN()))));
+}
+
+}  // namespace
+}  // namespace sdp

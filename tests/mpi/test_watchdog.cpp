@@ -1,0 +1,136 @@
+// Watchdog and replica check. The timeout path is tested through a handler that records the
+// report instead of aborting; the default handler (MPI_Abort, exit 3) is exercised by the
+// trainer's end-to-end test with SDP_TEST_STALL_RANK.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <atomic>
+#include <cmath>
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "dist/replica_check.hpp"
+#include "dist/watchdog.hpp"
+#include "dist/world.hpp"
+
+namespace sdp {
+namespace {
+
+struct Recorder {
+  std::mutex mutex;
+  std::vector<StallReport> warnings, timeouts;
+  Watchdog::Handler warn() {
+    return [this](const StallReport& r) {
+      std::lock_guard<std::mutex> lock(mutex);
+      warnings.push_back(r);
+    };
+  }
+  Watchdog::Handler timeout() {
+    return [this](const StallReport& r) {
+      std::lock_guard<std::mutex> lock(mutex);
+      timeouts.push_back(r);
+    };
+  }
+};
+
+TEST(Watchdog, WarnsWithRankStepAndBucketAndStaysQuietForFastCollectives) {
+  Recorder rec;
+  {
+    Watchdog dog({0.05, 10.0}, 3, nullptr, rec.warn(), rec.timeout());
+    {
+      Watchdog::Scope fast(&dog, 1, 0, "allreduce");
+    }
+    Watchdog::Scope slow(&dog, 5, 2, "allreduce");
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  }
+  ASSERT_GE(rec.warnings.size(), 1u);
+  EXPECT_TRUE(rec.timeouts.empty());
+  const StallReport& r = rec.warnings.front();
+  EXPECT_EQ(r.step, 5);
+  EXPECT_EQ(r.bucket, 2);
+  EXPECT_EQ(r.sequence, 2);
+  EXPECT_GE(r.waited_s, 0.05);
+  EXPECT_NE(r.message().find("rank 3 step 5 bucket 2: allreduce"), std::string::npos) << r.message();
+}
+
+TEST(Watchdog, TimeoutNamesTheRankThatNeverArrived) {
+  World world = World::create({});
+  auto board = ProgressBoard::create(world);
+  const int stalled = world.size() - 1;
+  Recorder rec;
+  {
+    Watchdog dog({0.05, 0.2}, world.rank(), board, rec.warn(), rec.timeout());
+    if (world.rank() != stalled) {
+      Watchdog::Scope wait(&dog, 7, 1, "allreduce");  // "stuck" waiting for the stalled rank
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);  // the stalled rank catches up
+  }
+  if (world.rank() == stalled) {
+    EXPECT_TRUE(rec.timeouts.empty());
+    return;
+  }
+  ASSERT_EQ(rec.timeouts.size(), 1u);  // once, not on every poll
+  const StallReport& r = rec.timeouts.front();
+  EXPECT_EQ(r.missing_ranks, std::vector<int>{stalled});
+  EXPECT_TRUE(r.unchecked_nodes.empty());
+  EXPECT_NE(r.message().find("never arrived: " + std::to_string(stalled)), std::string::npos) << r.message();
+}
+
+TEST(Watchdog, SaysWhatItCannotKnowAboutOtherNodes) {
+  World world = World::create({1, std::nullopt});  // every rank its own node
+  auto board = ProgressBoard::create(world);
+  Recorder rec;
+  {
+    Watchdog dog({0, 0.05}, world.rank(), board, rec.warn(), rec.timeout());
+    Watchdog::Scope wait(&dog, 0, -1, "barrier");
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  }
+  ASSERT_EQ(rec.timeouts.size(), 1u);
+  EXPECT_TRUE(rec.warnings.empty());  // stall_warning_s = 0: never warn
+  EXPECT_TRUE(rec.timeouts[0].missing_ranks.empty());
+  EXPECT_EQ(static_cast<int>(rec.timeouts[0].unchecked_nodes.size()), world.nodes() - 1);
+  if (world.nodes() > 1)
+    EXPECT_NE(rec.timeouts[0].message().find("cannot be inspected"), std::string::npos) << rec.timeouts[0].message();
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST(Watchdog, StallHookReadsTheEnvironment) {
+  unsetenv("SDP_TEST_STALL_RANK");
+  unsetenv("SDP_TEST_STALL_STEP");
+  EXPECT_FALSE(test_stall_requested(1, 3));
+  setenv("SDP_TEST_STALL_RANK", "1", 1);
+  EXPECT_TRUE(test_stall_requested(1, 3));
+  EXPECT_FALSE(test_stall_requested(0, 3));
+  setenv("SDP_TEST_STALL_STEP", "4", 1);
+  EXPECT_FALSE(test_stall_requested(1, 3));
+  EXPECT_TRUE(test_stall_requested(1, 4));
+  unsetenv("SDP_TEST_STALL_RANK");
+  unsetenv("SDP_TEST_STALL_STEP");
+}
+
+TEST(ReplicaCheck, FindsThePerturbedRank) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  std::vector<float> params(1001);
+  for (std::size_t i = 0; i < params.size(); ++i) params[i] = 0.001f * static_cast<float>(i);
+  EXPECT_TRUE(check_replicas(MPI_COMM_WORLD, params.data(), params.size() * 4).empty());
+  const int perturbed = size - 1;
+  if (rank == perturbed && size > 1) params[777] = std::nextafter(params[777], 1.0f);  // one ulp
+  const auto differing = check_replicas(MPI_COMM_WORLD, params.data(), params.size() * 4);
+  if (size > 1)
+    EXPECT_EQ(differing, std::vector<int>{perturbed});
+  else
+    EXPECT_TRUE(differing.empty());
+  // Every byte counts, including a tail shorter than a word.
+  EXPECT_NE(checksum_bytes("abcdefghijklmnopqrstuvwxyz0123456789", 36),
+            checksum_bytes("abcdefghijklmnopqrstuvwxyz0123456788", 36));
+  EXPECT_NE(checksum_bytes("abc", 3), checksum_bytes("abd", 3));
+}
+
+}  // namespace
+}  // namespace sdp
