@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "core/device_info.hpp"
 #include "core/error.hpp"
 #include "dist/agreement.hpp"
+#include "dist/allreduce_bench.hpp"
 #include "dist/world.hpp"
 #include "nn/gemm_peak.hpp"
 #include "nn/threads.hpp"
@@ -63,6 +65,14 @@ int run_env(const sdp::JobSources& sources) {
   sdp::JobSetup setup = sdp::set_up_job(sources);
   nlohmann::json env = sdp::describe_environment(setup);
   if (setup.world->rank() == 0) std::cout << env.dump(2) << std::endl;
+  return 0;
+}
+
+int run_bench_allreduce(const sdp::JobSources& sources, const sdp::AllreduceBenchOptions& options) {
+  sdp::JobSetup setup = sdp::set_up_job(sources);
+  sdp::AllreduceBenchResult result;
+  sdp::run_on_all_ranks(setup.world->comm(), [&] { result = sdp::run_allreduce_benchmark(*setup.world, options); });
+  if (setup.world->rank() == 0) std::cout << sdp::format_allreduce_table(result) << std::flush;
   return 0;
 }
 
@@ -120,6 +130,22 @@ int main(int argc, char** argv) {
   auto* bench_gemm = bench->add_subcommand("gemm", "oneDNN sgemm GFLOP/s: the machine's practical fp32 peak");
   bench_gemm->add_option("--size", gemm_size, "matrix size n (n x n x n)")->check(CLI::PositiveNumber);
   bench_gemm->add_option("--threads", gemm_threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  sdp::JobSources bench_sources;
+  sdp::AllreduceBenchOptions allreduce_options;
+  std::string algorithms_csv;
+  auto* bench_allreduce = bench->add_subcommand(
+      "allreduce", "AllReduce busbw of every algorithm next to MPI_Allreduce (nccl-tests table; run under mpirun)");
+  add_job_options(*bench_allreduce, bench_sources, false);
+  bench_allreduce->add_option("--min-bytes", allreduce_options.min_bytes, "smallest message")->check(CLI::PositiveNumber);
+  bench_allreduce->add_option("--max-bytes", allreduce_options.max_bytes, "largest message")->check(CLI::PositiveNumber);
+  bench_allreduce->add_option("--factor", allreduce_options.factor, "size step between rows")->check(CLI::Range(2, 1024));
+  bench_allreduce->add_option("--iters", allreduce_options.iters, "timed iterations per row")->check(CLI::PositiveNumber);
+  bench_allreduce->add_option("--warmup", allreduce_options.warmup, "untimed iterations per row")->check(CLI::NonNegativeNumber);
+  bench_allreduce->add_option("--algorithms", algorithms_csv, "comma-separated subset of mpi,flat,ring,hierarchical,auto");
+  bench_allreduce->add_option("--compression", allreduce_options.compression, "none | fp16 | bf16")
+      ->check(CLI::IsMember({"none", "fp16", "bf16"}));
+  bench_allreduce->add_flag("!--no-shared-memory", allreduce_options.shared_memory,
+                            "keep buffers in private memory (no node-shared window)");
   auto* env = app.add_subcommand("env", "print ranks, topology, devices and the SageMaker cluster as JSON");
   add_job_options(*env, env_sources, false);
 
@@ -153,7 +179,14 @@ int main(int argc, char** argv) {
     return static_cast<int>(e.code());
   }
   try {
-    if (validate->parsed())
+    if (bench_allreduce->parsed()) {
+      if (!algorithms_csv.empty()) {
+        allreduce_options.algorithms.clear();
+        std::stringstream list(algorithms_csv);
+        for (std::string name; std::getline(list, name, ',');) allreduce_options.algorithms.push_back(name);
+      }
+      exit_code = run_bench_allreduce(bench_sources, allreduce_options);
+    } else if (validate->parsed())
       exit_code = run_validate(validate_sources);
     else if (env->parsed())
       exit_code = run_env(env_sources);

@@ -51,8 +51,10 @@ LrScaling lr_scaling_of(const OptimizerSpec& optimizer) {
 }
 
 std::string resolved_allreduce(const DistributedSpec& distributed, const World& world) {
+  if (world.size() == 1) return "none (1 rank)";
   if (distributed.allreduce != "auto") return distributed.allreduce;
-  return world.nodes() > 1 && world.local_size() > 1 ? "hierarchical" : "flat";
+  // What AutoAllreduce picks for a gradient arena in node-shared memory.
+  return world.local_size() > 1 ? "hierarchical" : "flat";
 }
 
 JobSetup set_up_job(const JobSources& sources) {

@@ -4,15 +4,23 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <thread>
+#include <unordered_map>
 
 #include "config/job_spec_loader.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "data/cifar10.hpp"
 #include "data/data_loader.hpp"
 #include "data/mnist.hpp"
 #include "data/synthetic.hpp"
 #include "dist/agreement.hpp"
+#include "dist/allreduce.hpp"
 #include "dist/collectives.hpp"
+#include "dist/gradient_reducer.hpp"
+#include "dist/replica_check.hpp"
+#include "dist/shared_arena.hpp"
+#include "dist/watchdog.hpp"
 #include "io/safetensors.hpp"
 #include "models/registry.hpp"
 #include "nn/threads.hpp"
@@ -139,6 +147,70 @@ void save_model(const nn::Model& model, const JobSpec& spec, const World& world,
                    metadata);
 }
 
+// Gradient averaging over the ranks (DESIGN.md §5): the gradient arena lives in node-shared
+// memory so ranks of a node reduce from each other's buffers; buckets (slices of the arena,
+// in reverse layer order) start their AllReduce on the communication thread as soon as
+// backward has produced them; a watchdog reports and ends collectives that never finish.
+class DataParallel {
+ public:
+  DataParallel(nn::Model& model, const DistributedSpec& spec, const World& world)
+      : world_(world), check_every_(spec.check_every_steps) {
+    if (world.size() == 1) return;
+    ParameterStore& store = model.store();
+    auto shared = SharedArena::create(world.intra(), static_cast<int64_t>(store.grad_arena().nbytes()));
+    store.rebind_grad_arena(shared->owner(), shared->data());
+    std::shared_ptr<AllreduceAlgorithm> algorithm = make_allreduce(world, {spec.allreduce, spec.compression, shared});
+    watchdog_ = std::make_unique<Watchdog>(WatchdogOptions{spec.stall_warning_s, spec.timeout_s}, world.rank(),
+                                           ProgressBoard::create(world));
+    GradientReducerOptions options;
+    options.bucket_mb = spec.bucket_mb;
+    Tensor grads = store.grad_arena();
+    reducer_ = std::make_unique<GradientReducer>(CommBuffer::host(grads.data<float>(), grads.numel()),
+                                                 param_extents(store), algorithm, options, watchdog_.get());
+    std::unordered_map<const Param*, int> index;
+    for (const Param& p : store.params()) index.emplace(&p, static_cast<int>(index.size()));
+    model.set_grad_ready_hook([this, index = std::move(index)](const Param& p) {
+      reducer_->on_grad_ready(index.at(&p));
+    });
+    params_ = store.param_arena();
+    shared_ = std::move(shared);
+  }
+  ~DataParallel() {
+    reducer_.reset();  // joins the communication thread before the window goes away
+    watchdog_.reset();
+  }
+
+  void begin_step(int64_t step) {
+    if (reducer_) reducer_->begin_step(step);
+  }
+  // Until this returns the communication thread owns MPI (MPI_THREAD_SERIALIZED).
+  void finish_step() {
+    if (reducer_) reducer_->wait_all();
+  }
+  double exposed_comm_seconds() const { return reducer_ ? reducer_->last_step().exposed_s : 0.0; }
+
+  // distributed.check_every_steps: replicas must hold bitwise equal parameters.
+  void check_replicas(int64_t step) {
+    if (!reducer_ || check_every_ <= 0 || step % check_every_ != 0) return;
+    std::vector<int> drifted = sdp::check_replicas(world_.comm(), params_.raw(), params_.nbytes());
+    if (drifted.empty()) return;
+    std::string ranks;
+    for (int r : drifted) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    throw CollectiveFailure(static_cast<int>(ExitCode::kRuntime),
+                            "step " + std::to_string(step) + ": the parameters of rank(s) " + ranks +
+                                " differ from rank 0's: the replicas drifted apart",
+                            world_.rank() == 0);
+  }
+
+ private:
+  const World& world_;
+  int64_t check_every_;
+  Tensor params_;
+  std::shared_ptr<SharedArena> shared_;
+  std::unique_ptr<Watchdog> watchdog_;
+  std::unique_ptr<GradientReducer> reducer_;
+};
+
 // Keys the spec accepts whose feature has not landed yet: refuse them loudly rather than
 // train differently from what the user asked for.
 void reject_unimplemented(const JobSpec& spec, const World& world) {
@@ -148,9 +220,6 @@ void reject_unimplemented(const JobSpec& spec, const World& world) {
     };
     if (spec.device == "cuda") refuse("device", "cuda training");
     if (spec.data.shard != "rank") refuse("data.shard", spec.data.shard);
-    if (spec.distributed.compression != "none") refuse("distributed.compression", spec.distributed.compression);
-    if (spec.distributed.allreduce == "ring" || spec.distributed.allreduce == "hierarchical")
-      refuse("distributed.allreduce", spec.distributed.allreduce);
     if (spec.distributed.backend == "nccl") refuse("distributed.backend", "nccl");
     if (!spec.output.timeline.empty()) refuse("output.timeline", "a timeline");
   });
@@ -187,6 +256,11 @@ TrainResult train(JobSetup& setup) {
     loader = std::make_unique<TrainLoader>(data.train, loader_options);
   });
   const int64_t steps_per_epoch = loader->steps_per_epoch();
+  if (int r = first_rank_differing(world.comm(), static_cast<uint64_t>(steps_per_epoch)); r >= 0)
+    run_on_all_ranks(world.comm(), [&] {
+      throw InputError("rank " + std::to_string(r) + " computed a different number of steps per epoch than "
+                       "rank 0 (" + std::to_string(steps_per_epoch) + "): all ranks must read the same data");
+    });
 
   // Every rank must have built the same model, or the gradient mean mixes unrelated
   // tensors; then all start from rank 0's weights (and buffers).
@@ -198,6 +272,7 @@ TrainResult train(JobSetup& setup) {
     });
   broadcast(world.comm(), store.param_arena().data<float>(), store.param_arena().numel(), 0);
   broadcast(world.comm(), store.buffer_arena().data<float>(), store.buffer_arena().numel(), 0);
+  DataParallel parallel(*model, spec.distributed, world);
 
   int64_t total_steps = steps_per_epoch * spec.train.epochs;
   if (spec.train.max_steps > 0 && (total_steps == 0 || spec.train.max_steps < total_steps))
@@ -218,18 +293,23 @@ TrainResult train(JobSetup& setup) {
                 {"parameters", static_cast<double>(store.num_parameters())}});
 
   TrainResult result;
-  Tensor grads = store.grad_arena();
   int64_t step = 0, window_steps = 0;
-  double window_loss = 0, window_seconds = 0;
+  double window_loss = 0, window_seconds = 0, window_exposed_comm = 0;
   bool evaluated_last = false;
   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
     loader->start(SampleCursor{epoch, 0}, std::min(steps_per_epoch, total_steps - step));
     while (const Batch* batch = loader->next()) {
       const auto step_start = Clock::now();
       const double lr = schedule.lr_at(step);
+      if (test_stall_requested(world.rank(), step)) {
+        log_warn("test hook SDP_TEST_STALL_RANK: rank " + std::to_string(world.rank()) + " stops taking part at step " +
+                 std::to_string(step));
+        for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+      }
+      parallel.begin_step(step);
       float loss = model->forward(batch->images, batch->labels.data(), /*training=*/true);
       model->backward();
-      allreduce_mean(world.comm(), grads.data<float>(), grads.numel());
+      parallel.finish_step();  // every gradient bucket averaged over the ranks
       // Every rank learns whether any rank's loss went bad, so all stop at the same step.
       double loss_sum = loss;
       if (world.size() > 1) allreduce_sum(world.comm(), &loss_sum, 1);
@@ -240,20 +320,24 @@ TrainResult train(JobSetup& setup) {
                                     "); lower optimizer.lr or add warm-up",
                                 world.rank() == 0);
       optimizer->step(static_cast<float>(lr));
+      parallel.check_replicas(step + 1);
+      window_exposed_comm += parallel.exposed_comm_seconds();
       window_seconds += seconds_since(step_start);
       result.train_seconds += seconds_since(step_start);
       window_loss += loss_sum / world.size();
       ++window_steps;
       ++step;
       if (step % spec.train.log_every == 0 || step == total_steps) {
-        metrics.emit("train", "step " + std::to_string(step),
-                     {{"epoch", static_cast<double>(epoch + 1)},
-                      {"step", static_cast<double>(step)},
-                      {"train_loss", window_loss / window_steps},
-                      {"lr", lr},
-                      {"images_per_sec", static_cast<double>(window_steps * global_batch) / window_seconds}});
+        std::vector<std::pair<std::string, double>> values = {
+            {"epoch", static_cast<double>(epoch + 1)},
+            {"step", static_cast<double>(step)},
+            {"train_loss", window_loss / window_steps},
+            {"lr", lr},
+            {"images_per_sec", static_cast<double>(window_steps * global_batch) / window_seconds}};
+        if (world.size() > 1) values.push_back({"exposed_comm_ms", 1e3 * window_exposed_comm / window_steps});
+        metrics.emit("train", "step " + std::to_string(step), values);
         window_steps = 0;
-        window_loss = window_seconds = 0;
+        window_loss = window_seconds = window_exposed_comm = 0;
       }
     }
     const bool last = epoch + 1 == epochs;

@@ -224,6 +224,69 @@ PY
     SDP_DRY_RUN=1 SDP_RESOURCE_CONFIG="$WORK/bad.json" bash "$SRC/scripts/sagemaker-entrypoint.sh" >"$WORK/out" 2>&1
     [ $? -eq 2 ] || fail "bad resourceconfig did not exit 2"
     grep -q "current_host 'algo-7' is not in hosts" "$WORK/out" || fail "no clear error" ;;
+  dp_matches_single_rank)
+    # 2 ranks x batch 32 follow the same loss curve as 1 rank x batch 64 on the same data
+    # order (MLP: no BatchNorm, no dropout; unscaled constant LR), up to float rounding.
+    base=(--config "$SRC/configs/quickstart.yaml" --set train.max_steps=40 --set train.log_every=1
+          --set train.eval_every_epochs=0 --set optimizer.lr_scaling=none --set optimizer.schedule=constant
+          --set threads=1 --set data.synthetic.noise=1 --set output.metrics= --set output.model_dir="$WORK/model")
+    expect_ok 0 "${base[@]}" --set data.batch_size=64
+    grep -oE '^\[step [0-9]+\].*train_loss=[0-9.e+-]+' "$WORK/out" | sed 's/ lr=.*//' >"$WORK/one.txt"
+    expect_ok 2 "${base[@]}" --set data.batch_size=32
+    grep -oE '^\[step [0-9]+\].*train_loss=[0-9.e+-]+' "$WORK/out" | sed 's/ lr=.*//' >"$WORK/two.txt"
+    python3 - "$WORK/one.txt" "$WORK/two.txt" <<'PY' || fail "loss curves differ"
+import re, sys
+curves = [[float(x) for x in re.findall(r"train_loss=([0-9.e+-]+)", open(f).read())] for f in sys.argv[1:]]
+assert len(curves[0]) == len(curves[1]) == 40, [len(c) for c in curves]
+worst = max(abs(a - b) / max(abs(a), 1e-3) for a, b in zip(*curves))
+print(f"max relative loss difference over 40 steps: {worst:.2e}")
+assert worst < 1e-3, worst
+assert curves[0][-1] < 0.5 * curves[0][0], "did not learn"
+PY
+    ;;
+  dp_replicas_identical)
+    # The replica check (checksum of every parameter byte) runs after every step and would
+    # stop the job (exit 1) at the first drift: 4 ranks as 2 nodes x 2, every algorithm.
+    for algo in hierarchical flat ring; do
+      expect_ok 4 --config "$SRC/configs/quickstart.yaml" --set train.max_steps=30 --set distributed.ranks_per_node=2 \
+        --set distributed.allreduce=$algo --set distributed.check_every_steps=1 --set distributed.bucket_mb=0.25 \
+        --set output.metrics= --set output.model_dir="$WORK/model"
+      grep -q "allreduce    : $algo" "$WORK/out" || fail "algorithm $algo not used"
+    done ;;
+  dp_model_mismatch)
+    # Two ranks that build different models (MPMD launch): a clear error, no hang.
+    timeout $HANG_LIMIT mpirun -np 1 "$BIN" --config "$SRC/configs/quickstart.yaml" --set model.hidden=[64] : \
+      -np 1 "$BIN" --config "$SRC/configs/quickstart.yaml" --set model.hidden=[32] >"$WORK/out" 2>&1
+    STATUS=$?
+    [ $STATUS -ne 124 ] || fail "hung"
+    [ $STATUS -eq 2 ] || fail "exit status $STATUS, expected 2"
+    [ "$(grep -c '^sdp-train: error:' "$WORK/out")" -eq 1 ] || fail "error not printed once"
+    grep -q "rank 1 built a different model than rank 0" "$WORK/out" || fail "mismatch not named" ;;
+  dp_watchdog_timeout)
+    # Rank 1 stops taking part at step 3: rank 0's watchdog warns after 1 s and ends the
+    # job with exit status 3 after 4 s, naming rank 1.
+    start=$(date +%s)
+    SDP_TEST_STALL_RANK=1 SDP_TEST_STALL_STEP=3 run 2 --config "$SRC/configs/quickstart.yaml" \
+      --set distributed.stall_warning_s=1 --set distributed.timeout_s=4 --set output.metrics= --set output.model_dir="$WORK/model"
+    elapsed=$(( $(date +%s) - start ))
+    [ $STATUS -eq 3 ] || fail "exit status $STATUS, expected 3"
+    [ $elapsed -le 20 ] || fail "took ${elapsed}s to abort (timeout 4 s)"
+    grep -q '^sdp-train: error: .*step 3' "$WORK/out" || fail "abort message does not name the step"
+    grep -qE 'never arrived: .*1' "$WORK/out" || fail "abort message does not name rank 1"
+    grep -qiE 'warning: .*(waited|stall)' "$WORK/out" || fail "no stall warning before the abort" ;;
+  mnist_lenet5_two_ranks)
+    # LeNet-5 on real MNIST on 2 ranks (linear LR scaling to 2x, 1 epoch warm-up) is within
+    # 0.3% of the 1-rank run of the same config (3 epochs of configs/lenet-mnist.yaml).
+    need_data mnist; mnist=$DATA
+    args=(--config "$SRC/configs/lenet-mnist.yaml" --set train.epochs=3 --set threads=1 --set output.metrics=
+          --set output.model_dir="$WORK/model" --set data.train="$mnist" --set data.test="$mnist")
+    expect_ok 0 "${args[@]}"
+    one=$(final_accuracy)
+    expect_ok 2 "${args[@]}" --set optimizer.warmup_epochs=1
+    two=$(final_accuracy)
+    grep -q 'peak_lr=0.1 ' "$WORK/out" || fail "LR not scaled to 2 x 0.05"
+    echo "1 rank: $one, 2 ranks: $two"
+    python3 -c "import sys; sys.exit(0 if float('$two') >= float('$one') - 0.003 else 1)" || fail "2 ranks $two vs 1 rank $one" ;;
   mnist_lenet5_pytorch_recipe)
     # PyTorch 1.13 reaches 98.3-98.5% with this recipe here: LeNet-5, SGD lr 0.01 momentum 0.9,
     # batch 64, constant LR, 3 epochs. sdp-train must be within 0.3%.
