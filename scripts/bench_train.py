@@ -38,7 +38,9 @@ def run_child(cmd, env):
     return out, usage.ru_maxrss / 1024.0
 
 
-def sdp_images_per_sec(binary, model, batch, shape, steps, threads):
+def sdp_images_per_sec(binary, model, batch, shape, steps, threads, ranks=1):
+    """Median global images/s over the steps after warm-up (and, on several ranks, the
+    median exposed communication time per step in ms), plus the max RSS."""
     c, h, w = shape
     with tempfile.TemporaryDirectory() as tmp:
         job = os.path.join(tmp, "bench.yaml")
@@ -56,8 +58,14 @@ checkpoint: {{dir: {tmp}/ckpt, every_steps: 0}}
 output: {{model_dir: {tmp}/model, metrics: ""}}
 """)
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        out, rss = run_child([binary, "--config", job], env)
+        cmd = [binary, "--config", job]
+        if ranks > 1:
+            cmd = ["mpirun", "-np", str(ranks), "--bind-to", "core"] + cmd
+        out, rss = run_child(cmd, env)
     rates = [float(m) for m in re.findall(r"^\[step \d+\].*images_per_sec=([0-9.]+)", out, re.M)]
+    exposed = [float(m) for m in re.findall(r"^\[step \d+\].*exposed_comm_ms=([0-9.]+)", out, re.M)]
+    if ranks > 1:
+        return statistics.median(rates[WARMUP:]), rss, statistics.median(exposed[WARMUP:])
     return statistics.median(rates[WARMUP:]), rss
 
 

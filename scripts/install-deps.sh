@@ -2,7 +2,7 @@
 # Installs every Debian package sdp-train needs to build and test. Idempotent and
 # non-interactive; runs apt-get as root, or through sudo otherwise.
 #   scripts/install-deps.sh           build + test dependencies
-#   scripts/install-deps.sh --bench   also PyTorch (python3-torch), the peer the benchmarks compare with
+#   scripts/install-deps.sh --bench   also PyTorch (python3-torch) with OpenBLAS, the peer the benchmarks compare with
 set -euo pipefail
 
 packages=(
@@ -17,7 +17,9 @@ packages=(
   python3                             # test and benchmark scripts
 )
 if [ "${1:-}" = "--bench" ]; then
-  packages+=(python3-torch)
+  # Debian's torch does its matrix products through libblas.so.3: without OpenBLAS that is
+  # the reference BLAS, ~20x slower, which would make PyTorch an unfair peer.
+  packages+=(python3-torch libopenblas0-pthread)
 fi
 
 missing=()
