@@ -44,14 +44,21 @@ memory::desc Conv2d::configure(const memory::desc& src_md, bool training) {
   const Dims strides = {o.stride, o.stride}, pad = {o.padding, o.padding};
   const memory::desc bias_md = plain_md({o.out_channels});
   const auto& eng = cpu_engine();
+  // Activation descriptors: oneDNN's choice, or NHWC with channels_last.
+  const auto act_md = [&](const Dims& d) {
+    return o.channels_last ? memory::desc(d, memory::data_type::f32, memory::format_tag::acdb)
+                           : any_md(d);
+  };
+  const memory::desc src_act = act_md(in);
+  const memory::desc dst_act = act_md(out);
 
   const prop_kind prop = training ? prop_kind::forward_training : prop_kind::forward_inference;
   auto fwd_desc =
       o.bias
-          ? dnnl::convolution_forward::desc(prop, algorithm::convolution_direct, any_md(in),
-                                            any_md(w_dims), bias_md, any_md(out), strides, pad, pad)
-          : dnnl::convolution_forward::desc(prop, algorithm::convolution_direct, any_md(in),
-                                            any_md(w_dims), any_md(out), strides, pad, pad);
+          ? dnnl::convolution_forward::desc(prop, algorithm::convolution_direct, src_act,
+                                            any_md(w_dims), bias_md, dst_act, strides, pad, pad)
+          : dnnl::convolution_forward::desc(prop, algorithm::convolution_direct, src_act,
+                                            any_md(w_dims), dst_act, strides, pad, pad);
   dnnl::primitive_attr attr;
   if (o.fuse_relu) {
     dnnl::post_ops ops;
@@ -82,11 +89,11 @@ memory::desc Conv2d::configure(const memory::desc& src_md, bool training) {
   }
 
   auto bww_desc = o.bias ? dnnl::convolution_backward_weights::desc(
-                               algorithm::convolution_direct, any_md(in), any_md(w_dims), bias_md,
-                               any_md(out), strides, pad, pad)
+                               algorithm::convolution_direct, src_act, any_md(w_dims), bias_md,
+                               dst_act, strides, pad, pad)
                          : dnnl::convolution_backward_weights::desc(algorithm::convolution_direct,
-                                                                    any_md(in), any_md(w_dims),
-                                                                    any_md(out), strides, pad, pad);
+                                                                    src_act, any_md(w_dims),
+                                                                    dst_act, strides, pad, pad);
   const dnnl::convolution_backward_weights::primitive_desc bww_pd(bww_desc, eng, fwd_pd);
   bwd_weights_ = dnnl::convolution_backward_weights(bww_pd);
   src_bwd_weights_.configure(fwd_pd.src_desc(), bww_pd.src_desc());
@@ -103,7 +110,7 @@ memory::desc Conv2d::configure(const memory::desc& src_md, bool training) {
 
   if (needs_input_grad_) {
     const dnnl::convolution_backward_data::primitive_desc bwd_pd(
-        {algorithm::convolution_direct, any_md(in), any_md(w_dims), any_md(out), strides, pad, pad},
+        {algorithm::convolution_direct, src_act, any_md(w_dims), dst_act, strides, pad, pad},
         eng, fwd_pd);
     bwd_data_ = dnnl::convolution_backward_data(bwd_pd);
     weights_bwd_.configure(weights_user_.get_desc(), bwd_pd.weights_desc());

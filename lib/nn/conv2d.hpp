@@ -3,6 +3,10 @@
 // blocked layout, in which case weights are reordered in and weight gradients out.
 // With fuse_relu the output is relu(conv(x)) via a oneDNN post-op, and backward first
 // applies the ReLU derivative computed from the stored output.
+// With channels_last the input and output (and their gradients) use NHWC (acdb) instead of
+// the layout oneDNN would pick: for narrow layers (LeNet's 6 channels) the blocked layouts
+// pad channels to 8/16, and NHWC keeps every primitive on the AVX-512 kernels without
+// padding or reorders.
 #pragma once
 
 #include "nn/layer.hpp"
@@ -17,6 +21,7 @@ struct Conv2dOptions {
   int padding = 0;
   bool bias = false;
   bool fuse_relu = false;
+  bool channels_last = false;
 };
 
 class Conv2d : public Layer {

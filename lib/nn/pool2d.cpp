@@ -7,6 +7,12 @@ namespace sdp::nn {
 using dnnl::algorithm;
 using dnnl::prop_kind;
 
+Pool2d::Pool2d(Context& ctx, std::string name, const Pool2dOptions& options)
+    : Layer(ctx, std::move(name)), options_(options) {
+  if (options_.fuse_relu && options_.kind != PoolKind::kMax)
+    throw std::invalid_argument("Pool2d " + name_ + ": fuse_relu needs max pooling");
+}
+
 memory::desc Pool2d::configure(const memory::desc& src_md, bool training) {
   const Dims in = src_md.dims();
   if (in.size() != 4) throw std::invalid_argument("Pool2d " + name_ + ": expected NCHW input");
@@ -36,9 +42,21 @@ memory::desc Pool2d::configure(const memory::desc& src_md, bool training) {
   const dnnl::pooling_forward::primitive_desc fwd_pd(
       {prop, alg, src_md, any_md(out), strides, kernel, pad_l, pad_r}, eng);
   fwd_ = dnnl::pooling_forward(fwd_pd);
-  dst_ = memory(fwd_pd.dst_desc(), eng);
+  const memory::desc dst_md = fwd_pd.dst_desc();
+  dst_ = memory(dst_md, eng);
   workspace_ = memory();
   if (training && alg == algorithm::pooling_max) workspace_ = memory(fwd_pd.workspace_desc(), eng);
+  if (options_.fuse_relu) {
+    // In place on the pooled output; backward takes ReLU' from that output.
+    const dnnl::eltwise_forward::primitive_desc relu_pd(
+        {prop, algorithm::eltwise_relu_use_dst_for_bwd, dst_md, 0.f, 0.f}, eng);
+    relu_fwd_ = dnnl::eltwise_forward(relu_pd);
+    if (training && needs_input_grad_) {
+      relu_bwd_ = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(
+          {algorithm::eltwise_relu_use_dst_for_bwd, dst_md, dst_md, 0.f, 0.f}, eng, relu_pd));
+      diff_pre_relu_ = memory(dst_md, eng);
+    }
+  }
   if (training && needs_input_grad_) {
     const dnnl::pooling_backward::primitive_desc bwd_pd(
         {alg, src_md, fwd_pd.dst_desc(), strides, kernel, pad_l, pad_r}, eng, fwd_pd);
@@ -52,14 +70,21 @@ const memory& Pool2d::forward(const memory& src) {
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst_}};
   if (workspace_) args[DNNL_ARG_WORKSPACE] = workspace_;
   fwd_.execute(ctx_.stream, args);
+  if (options_.fuse_relu) relu_fwd_.execute(ctx_.stream, {{DNNL_ARG_SRC, dst_}, {DNNL_ARG_DST, dst_}});
   return dst_;
 }
 
 const memory& Pool2d::backward(const memory& diff_dst) {
   if (!training_) throw std::logic_error("Pool2d " + name_ + ": backward after inference forward");
   if (!needs_input_grad_) return empty_;
-  std::unordered_map<int, memory> args = {{DNNL_ARG_DIFF_DST, diff_dst},
-                                          {DNNL_ARG_DIFF_SRC, diff_src_}};
+  const memory* g = &diff_dst;
+  if (options_.fuse_relu) {
+    relu_bwd_.execute(ctx_.stream, {{DNNL_ARG_DST, dst_},
+                                    {DNNL_ARG_DIFF_DST, diff_dst},
+                                    {DNNL_ARG_DIFF_SRC, diff_pre_relu_}});
+    g = &diff_pre_relu_;
+  }
+  std::unordered_map<int, memory> args = {{DNNL_ARG_DIFF_DST, *g}, {DNNL_ARG_DIFF_SRC, diff_src_}};
   if (workspace_) args[DNNL_ARG_WORKSPACE] = workspace_;
   bwd_.execute(ctx_.stream, args);
   return diff_src_;

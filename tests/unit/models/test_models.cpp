@@ -10,6 +10,11 @@
 
 #include "core/error.hpp"
 #include "models/registry.hpp"
+#include "nn/conv2d.hpp"
+#include "nn/flatten.hpp"
+#include "nn/linear.hpp"
+#include "nn/pool2d.hpp"
+#include "nn/relu.hpp"
 
 namespace sdp::models {
 namespace {
@@ -159,6 +164,50 @@ void check_model_gradient(nn::Model& m, int batch, int samples, float eps, doubl
 TEST(ModelGradient, Lenet5) {
   auto m = make_model(options("lenet5", 10, 1, 28, 28));
   check_model_gradient(*m, 2, 4, 1e-3f, 0.05);
+}
+
+TEST(Lenet5, MatchesReferenceLayerOrder) {
+  // lenet5 runs conv -> maxpool+ReLU with NHWC activations; the textbook order is
+  // conv+ReLU -> maxpool with oneDNN's layouts. Same seed, same parameters: the loss and
+  // every gradient must agree to float rounding.
+  const ModelOptions o = options("lenet5", 10, 1, 28, 28);
+  auto fast = make_model(o);
+  nn::Model ref("lenet5_ref", Shape{1, 28, 28}, 10, o.seed);
+  ref.add<nn::Conv2d>("conv1", nn::Conv2dOptions{1, 6, 5, 1, 2, true, /*fuse_relu=*/true});
+  ref.add<nn::Pool2d>("pool1", nn::max_pool(2, 2));
+  ref.add<nn::Conv2d>("conv2", nn::Conv2dOptions{6, 16, 5, 1, 0, true, true});
+  ref.add<nn::Pool2d>("pool2", nn::max_pool(2, 2));
+  ref.add<nn::Flatten>("flatten");
+  ref.add<nn::Linear>("fc1", nn::LinearOptions{400, 120, true});
+  ref.add<nn::ReLU>("fc1.relu");
+  ref.add<nn::Linear>("fc2", nn::LinearOptions{120, 84, true});
+  ref.add<nn::ReLU>("fc2.relu");
+  ref.add<nn::Linear>("fc3", nn::LinearOptions{84, 10, true});
+  ref.build();
+  ASSERT_EQ(params_of(*fast), params_of(ref));
+
+  for (int batch : {5, 64}) {
+    const Batch b = random_batch(ref, batch, 31 + batch);
+    int64_t hits_fast = 0, hits_ref = 0;
+    const float loss_fast = fast->forward(b.x, b.labels.data(), true, &hits_fast);
+    const float loss_ref = ref.forward(b.x, b.labels.data(), true, &hits_ref);
+    EXPECT_NEAR(loss_fast, loss_ref, 1e-5f * std::abs(loss_ref));
+    EXPECT_EQ(hits_fast, hits_ref);
+    fast->backward();
+    ref.backward();
+    const Tensor& gf = fast->store().grad_arena();
+    const Tensor& gr = ref.store().grad_arena();
+    ASSERT_EQ(gf.numel(), gr.numel());
+    double err2 = 0, ref2 = 0, max_err = 0;
+    for (int64_t i = 0; i < gr.numel(); ++i) {
+      const double d = gf.data<float>()[i] - gr.data<float>()[i];
+      err2 += d * d;
+      ref2 += double{gr.data<float>()[i]} * gr.data<float>()[i];
+      max_err = std::max(max_err, std::abs(d));
+    }
+    EXPECT_LT(std::sqrt(err2), 1e-5 * std::sqrt(ref2)) << "batch " << batch;
+    EXPECT_LT(max_err, 1e-5) << "batch " << batch;
+  }
 }
 
 TEST(ModelGradient, Resnet20) {

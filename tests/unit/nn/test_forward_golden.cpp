@@ -1,6 +1,7 @@
 // Forward results against naive reference loops and known values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "grad_check.hpp"
@@ -119,6 +120,50 @@ TEST(MaxPoolForward, PicksWindowMaximum) {
   harness.configure({1, 1, 4, 4}, false);
   harness.input() = {1, 5, 2, 0, 3, 4, 8, 1, 0, 0, 1, 1, -1, 9, 1, 2};
   EXPECT_EQ(harness.forward(), (std::vector<float>{5, 8, 9, 2}));
+}
+
+// Naive max pooling (stride == kernel, no padding, floor mode) over a plain NCHW input,
+// optionally followed by ReLU.
+std::vector<float> naive_max_pool(const std::vector<float>& x, int n, int c, int h, int w, int k,
+                                  bool relu) {
+  const int oh = h / k, ow = w / k;
+  std::vector<float> y(static_cast<std::size_t>(n) * c * oh * ow);
+  for (int in = 0; in < n; ++in)
+    for (int ic = 0; ic < c; ++ic)
+      for (int i = 0; i < oh; ++i)
+        for (int j = 0; j < ow; ++j) {
+          float m = -INFINITY;
+          for (int a = 0; a < k; ++a)
+            for (int b = 0; b < k; ++b)
+              m = std::max(m, x[((in * c + ic) * h + i * k + a) * w + j * k + b]);
+          y[((in * c + ic) * oh + i) * ow + j] = relu ? std::max(m, 0.f) : m;
+        }
+  return y;
+}
+
+TEST(MaxPoolForward, MatchesNaiveLoopWithAndWithoutRelu) {
+  // k 3 on 9x10 leaves a column unpooled.
+  struct Case {
+    memory::format_tag layout;
+    int k;
+    bool relu;
+  };
+  const int n = 2, c = 6, h = 9, w = 10;
+  for (const Case& t : {Case{memory::format_tag::abcd, 2, false},
+                        Case{memory::format_tag::abcd, 3, true},
+                        Case{memory::format_tag::acdb, 2, true},
+                        Case{memory::format_tag::acdb, 3, false},
+                        Case{memory::format_tag::nChw16c, 2, true},
+                        Case{memory::format_tag::nChw8c, 3, false}}) {
+    for (bool training : {false, true}) {
+      LayerHarness harness;
+      harness.make<Pool2d>(max_pool(t.k, t.k, 0, t.relu));
+      harness.configure({n, c, h, w}, training, t.layout);
+      harness.input() = testing::random_vector(n * c * h * w, 21 + t.k);
+      EXPECT_EQ(harness.forward(), naive_max_pool(harness.input(), n, c, h, w, t.k, t.relu))
+          << "layout " << static_cast<int>(t.layout) << " k " << t.k << " relu " << t.relu;
+    }
+  }
 }
 
 TEST(AvgPoolForward, AveragesWindows) {

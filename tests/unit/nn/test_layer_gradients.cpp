@@ -94,6 +94,37 @@ TEST(Conv2dGrad, FusedReluMatchesConvThenRelu) {
   }
 }
 
+TEST(Conv2dGrad, ChannelsLast) {
+  // NHWC activations (LeNet-5's conv2), handed in as NHWC, NCHW and nChw16c.
+  for (memory::format_tag layout : {tag::acdb, tag::abcd, tag::nChw16c}) {
+    LayerHarness h;
+    h.make<Conv2d>(Conv2dOptions{6, 5, 3, 1, 1, /*bias=*/true, false, /*channels_last=*/true});
+    h.configure({2, 6, 5, 5}, true, layout);
+    fill_random(h.input(), 19);
+    h.check_all({});
+  }
+}
+
+TEST(Conv2dGrad, ChannelsLastMatchesDefaultLayout) {
+  LayerHarness cl, ref;
+  cl.make<Conv2d>(Conv2dOptions{6, 16, 5, 1, 0, true, false, /*channels_last=*/true});
+  ref.make<Conv2d>(Conv2dOptions{6, 16, 5, 1, 0, true, false, false});
+  cl.configure({3, 6, 9, 9}, true);
+  ref.configure({3, 6, 9, 9}, true);
+  fill_random(cl.input(), 20);
+  ref.input() = cl.input();
+  const auto y_cl = cl.forward(), y = ref.forward();
+  for (std::size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y_cl[i], y[i], 1e-5);
+  const auto dx_cl = cl.backward(), dx = ref.backward();
+  for (std::size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx_cl[i], dx[i], 1e-5);
+  for (std::size_t p = 0; p < 2; ++p) {
+    const Tensor& a = cl.store().params()[p].grad;
+    const Tensor& b = ref.store().params()[p].grad;
+    for (int64_t i = 0; i < a.numel(); ++i)
+      EXPECT_NEAR(a.data<float>()[i], b.data<float>()[i], 1e-4);
+  }
+}
+
 TEST(BatchNorm2dGrad, TrainingMode) {
   LayerHarness h;
   auto& bn = h.make<BatchNorm2d>(BatchNorm2dOptions{3, 1e-5f, 0.1f, false});
@@ -173,6 +204,29 @@ TEST(MaxPoolGrad, Kernel3Stride2Padding1OddInput) {
   h.input() = spread_values(98, 0.05f, 11);
   EXPECT_EQ(h.out_dims(), (Dims{1, 2, 4, 4}));
   h.check_all({});
+}
+
+TEST(MaxPoolGrad, FusedReluKernel2Stride2) {
+  // LeNet's pool+ReLU: blocked (what the convolutions produce) and plain NHWC / NCHW; about
+  // half the windows are clamped by the ReLU.
+  for (memory::format_tag layout : {tag::nChw16c, tag::nChw8c, tag::acdb, tag::abcd}) {
+    LayerHarness h;
+    h.make<Pool2d>(max_pool(2, 2, 0, /*fuse_relu=*/true));
+    h.configure({2, 6, 7, 9}, true, layout);
+    EXPECT_EQ(h.out_dims(), (Dims{2, 6, 3, 4}));
+    h.input() = spread_values(756, 0.05f, 15);
+    h.check_all({});
+  }
+}
+
+TEST(MaxPoolGrad, FusedReluOverlappingWindows) {
+  for (memory::format_tag layout : {tag::abcd, tag::nChw16c}) {
+    LayerHarness h;
+    h.make<Pool2d>(max_pool(3, 2, 1, /*fuse_relu=*/true));
+    h.configure({2, 3, 7, 7}, true, layout);
+    h.input() = spread_values(294, 0.05f, 18);
+    h.check_all({});
+  }
 }
 
 TEST(AvgPoolGrad, Kernel2Stride2) {
