@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 #include <vector>
 
 #include "dist/mpi_check.hpp"
@@ -34,6 +35,27 @@ void broadcast(MPI_Comm comm, float* data, int64_t count, int root) {
     int n = static_cast<int>(std::min(kMaxChunk, count - begin));
     SDP_MPI_CHECK(MPI_Bcast(data + begin, n, MPI_FLOAT, root, comm));
   }
+}
+
+std::vector<int> allgather_ints(MPI_Comm comm, int value) {
+  int size = 1;
+  SDP_MPI_CHECK(MPI_Comm_size(comm, &size));
+  std::vector<int> all(size);
+  SDP_MPI_CHECK(MPI_Allgather(&value, 1, MPI_INT, all.data(), 1, MPI_INT, comm));
+  return all;
+}
+
+std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& value) {
+  constexpr int kWidth = 256;
+  int size = 1;
+  SDP_MPI_CHECK(MPI_Comm_size(comm, &size));
+  char mine[kWidth] = {0};
+  std::strncpy(mine, value.c_str(), kWidth - 1);
+  std::vector<char> all(static_cast<std::size_t>(kWidth) * size);
+  SDP_MPI_CHECK(MPI_Allgather(mine, kWidth, MPI_CHAR, all.data(), kWidth, MPI_CHAR, comm));
+  std::vector<std::string> out(size);
+  for (int r = 0; r < size; ++r) out[r] = std::string(&all[static_cast<std::size_t>(r) * kWidth]);
+  return out;
 }
 
 int first_rank_differing(MPI_Comm comm, uint64_t value) {

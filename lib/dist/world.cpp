@@ -9,6 +9,7 @@
 #include "core/device_info.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "dist/collectives.hpp"
 #include "dist/mpi_check.hpp"
 
 namespace sdp {
@@ -57,23 +58,6 @@ int launcher_rank() {
 
 namespace {
 
-std::vector<std::string> allgather_strings(const std::string& mine, int size) {
-  constexpr int kWidth = 256;
-  char buffer[kWidth] = {0};
-  std::strncpy(buffer, mine.c_str(), kWidth - 1);
-  std::vector<char> all(static_cast<std::size_t>(kWidth) * size);
-  SDP_MPI_CHECK(MPI_Allgather(buffer, kWidth, MPI_CHAR, all.data(), kWidth, MPI_CHAR, MPI_COMM_WORLD));
-  std::vector<std::string> out(size);
-  for (int r = 0; r < size; ++r) out[r] = std::string(&all[static_cast<std::size_t>(r) * kWidth]);
-  return out;
-}
-
-std::vector<int> allgather_int(int mine, int size) {
-  std::vector<int> all(size);
-  SDP_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD));
-  return all;
-}
-
 std::string join_ints(const std::vector<int>& v) {
   std::string s;
   for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -86,7 +70,7 @@ World World::create(const TopologyOptions& options) {
   World w;
   SDP_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &w.rank_));
   SDP_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &w.size_));
-  w.rank_hosts_ = allgather_strings(host_name(), w.size_);
+  w.rank_hosts_ = allgather_strings(MPI_COMM_WORLD, host_name());
 
   // Which ranks really share a machine: the lowest world rank of my shared-memory group.
   MPI_Comm shared;
@@ -94,7 +78,7 @@ World World::create(const TopologyOptions& options) {
   int shared_leader = 0;
   SDP_MPI_CHECK(MPI_Allreduce(&w.rank_, &shared_leader, 1, MPI_INT, MPI_MIN, shared));
   MPI_Comm_free(&shared);
-  const std::vector<int> leaders = allgather_int(shared_leader, w.size_);
+  const std::vector<int> leaders = allgather_ints(MPI_COMM_WORLD, shared_leader);
 
   std::vector<int> node_of(w.size_);
   if (options.ranks_per_node > 0) {
@@ -112,11 +96,11 @@ World World::create(const TopologyOptions& options) {
     const ResourceConfig& rc = *options.resource_config;
     w.node_names_ = rc.hosts;
     w.nodes_ = static_cast<int>(rc.hosts.size());
-    node_of = allgather_int(rc.host_index(), w.size_);
+    node_of = allgather_ints(MPI_COMM_WORLD, rc.host_index());
     // Every rank must have read the same host list.
     std::string hosts_joined;
     for (const auto& h : rc.hosts) hosts_joined += h + ",";
-    const auto all_lists = allgather_strings(hosts_joined.substr(0, 255), w.size_);
+    const auto all_lists = allgather_strings(MPI_COMM_WORLD, hosts_joined);
     for (int r = 1; r < w.size_; ++r)
       if (all_lists[r] != all_lists[0])
         throw InputError(rc.source + ": key 'hosts' differs between rank 0 [" + all_lists[0] +

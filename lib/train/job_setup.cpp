@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "dist/agreement.hpp"
+#include "dist/collectives.hpp"
 #include "dist/mpi_check.hpp"
 
 namespace sdp {
@@ -25,20 +26,7 @@ bool file_exists(const std::string& path) {
 
 // Device of every rank as "cpu" / "cuda:N", gathered to all ranks.
 std::vector<std::string> gather_devices(const JobSetup& setup) {
-  constexpr int kWidth = 32;
-  char mine[kWidth] = {0};
-  std::snprintf(mine, kWidth, "%s", setup.device.device.str().c_str());
-  std::vector<char> all(static_cast<std::size_t>(kWidth) * setup.world->size());
-  SDP_MPI_CHECK(MPI_Allgather(mine, kWidth, MPI_CHAR, all.data(), kWidth, MPI_CHAR, setup.world->comm()));
-  std::vector<std::string> out;
-  for (int r = 0; r < setup.world->size(); ++r) out.emplace_back(&all[static_cast<std::size_t>(r) * kWidth]);
-  return out;
-}
-
-std::vector<int> gather_ints(int mine, MPI_Comm comm, int size) {
-  std::vector<int> all(size);
-  SDP_MPI_CHECK(MPI_Allgather(&mine, 1, MPI_INT, all.data(), 1, MPI_INT, comm));
-  return all;
+  return allgather_strings(setup.world->comm(), setup.device.device.str());
 }
 
 }  // namespace
@@ -105,9 +93,9 @@ std::string describe_plan(const JobSetup& setup) {
   const World& w = *setup.world;
   const JobSpec& s = setup.spec;
   const auto devices = gather_devices(setup);
-  const auto threads = gather_ints(setup.device.threads, w.comm(), w.size());
-  const auto local_ranks = gather_ints(w.local_rank(), w.comm(), w.size());
-  const auto nodes = gather_ints(w.node(), w.comm(), w.size());
+  const auto threads = allgather_ints(w.comm(), setup.device.threads);
+  const auto local_ranks = allgather_ints(w.comm(), w.local_rank());
+  const auto nodes = allgather_ints(w.comm(), w.node());
 
   std::ostringstream out;
   out << "plan for job '" << s.name << "'\n";
@@ -147,10 +135,10 @@ std::string describe_plan(const JobSetup& setup) {
 nlohmann::json describe_environment(const JobSetup& setup) {
   const World& w = *setup.world;
   const auto devices = gather_devices(setup);
-  const auto threads = gather_ints(setup.device.threads, w.comm(), w.size());
-  const auto local_ranks = gather_ints(w.local_rank(), w.comm(), w.size());
-  const auto nodes = gather_ints(w.node(), w.comm(), w.size());
-  const auto gpus = gather_ints(setup.device.gpus_on_node, w.comm(), w.size());
+  const auto threads = allgather_ints(w.comm(), setup.device.threads);
+  const auto local_ranks = allgather_ints(w.comm(), w.local_rank());
+  const auto nodes = allgather_ints(w.comm(), w.node());
+  const auto gpus = allgather_ints(w.comm(), setup.device.gpus_on_node);
 
   nlohmann::json env;
   env["rank"] = w.rank();
