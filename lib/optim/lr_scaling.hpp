@@ -15,7 +15,7 @@ struct LrScaling {
   static LrScaling linear() { return {Kind::kLinear, 1.0}; }
   static LrScaling sqrt() { return {Kind::kSqrt, 1.0}; }
   static LrScaling explicit_factor(double f) { return {Kind::kFactor, f}; }
-  // "none" | "linear" | "sqrt"; throws InputError otherwise (factors come as numbers).
+  // "none" | "linear" | "sqrt" | a positive number (explicit factor); InputError otherwise.
   static LrScaling parse(const std::string& text);
 
   double multiplier(int world_size) const;

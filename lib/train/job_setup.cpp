@@ -31,13 +31,6 @@ std::vector<std::string> gather_devices(const JobSetup& setup) {
 
 }  // namespace
 
-LrScaling lr_scaling_of(const OptimizerSpec& optimizer) {
-  char* end = nullptr;
-  double factor = std::strtod(optimizer.lr_scaling.c_str(), &end);
-  if (end != optimizer.lr_scaling.c_str() && *end == '\0') return LrScaling::explicit_factor(factor);
-  return LrScaling::parse(optimizer.lr_scaling);
-}
-
 std::string resolved_allreduce(const DistributedSpec& distributed, const World& world) {
   if (world.size() == 1) return "none (1 rank)";
   if (distributed.allreduce != "auto") return distributed.allreduce;
@@ -63,7 +56,6 @@ JobSetup set_up_job(const JobSources& sources) {
     if (!setup.hyperparameters_path.empty()) loader.apply_hyperparameters_file(setup.hyperparameters_path);
     for (const auto& o : sources.overrides) loader.apply_override(o);
     setup.spec = loader.finish();
-    lr_scaling_of(setup.spec.optimizer);
   });
 
   run_on_all_ranks(MPI_COMM_WORLD, [&] {
@@ -114,7 +106,7 @@ std::string describe_plan(const JobSetup& setup) {
   out << "\n";
   out << "  batch        : " << s.data.batch_size << " per rank, " << s.data.batch_size * w.size()
       << " global\n";
-  const LrScaling scaling = lr_scaling_of(s.optimizer);
+  const LrScaling scaling = LrScaling::parse(s.optimizer.lr_scaling);
   out << "  learning rate: " << s.optimizer.lr << " base x " << scaling.multiplier(w.size()) << " ("
       << scaling.str() << " scaling for " << w.size() << " rank(s)) = " << scaling.scaled(s.optimizer.lr, w.size());
   if (s.optimizer.warmup_epochs > 0) out << ", warm-up " << s.optimizer.warmup_epochs << " epoch(s) from " << s.optimizer.lr;

@@ -35,8 +35,6 @@ struct JobSetup {
 
 JobSetup set_up_job(const JobSources& sources);
 
-// optimizer.lr_scaling as a policy ("linear", "sqrt", "none" or a positive factor).
-LrScaling lr_scaling_of(const OptimizerSpec& optimizer);
 // The AllReduce algorithm `auto` resolves to on this world.
 std::string resolved_allreduce(const DistributedSpec& distributed, const World& world);
 

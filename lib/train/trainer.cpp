@@ -90,7 +90,7 @@ OptimizerOptions optimizer_options(const OptimizerSpec& o) {
 LrSchedule make_schedule(const OptimizerSpec& o, int world_size, int64_t steps_per_epoch, int64_t total_steps) {
   LrScheduleOptions options;
   options.base_lr = o.lr;
-  options.scaling = lr_scaling_of(o);
+  options.scaling = LrScaling::parse(o.lr_scaling);
   options.world_size = world_size;
   options.warmup_steps = std::llround(o.warmup_epochs * static_cast<double>(steps_per_epoch));
   options.kind = LrScheduleOptions::parse_kind(o.schedule);
@@ -322,8 +322,9 @@ TrainResult train(JobSetup& setup) {
       optimizer->step(static_cast<float>(lr));
       parallel.check_replicas(step + 1);
       window_exposed_comm += parallel.exposed_comm_seconds();
-      window_seconds += seconds_since(step_start);
-      result.train_seconds += seconds_since(step_start);
+      const double step_seconds = seconds_since(step_start);
+      window_seconds += step_seconds;
+      result.train_seconds += step_seconds;
       window_loss += loss_sum / world.size();
       ++window_steps;
       ++step;

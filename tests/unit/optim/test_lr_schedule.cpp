@@ -16,6 +16,9 @@ TEST(LrScaling, Policies) {
   EXPECT_DOUBLE_EQ(LrScaling::linear().scaled(0.1, 1), 0.1);
   EXPECT_EQ(LrScaling::parse("sqrt").kind, LrScaling::Kind::kSqrt);
   EXPECT_THROW(LrScaling::parse("quadratic"), InputError);
+  EXPECT_EQ(LrScaling::parse("1.5").kind, LrScaling::Kind::kFactor);
+  EXPECT_DOUBLE_EQ(LrScaling::parse("1.5").multiplier(8), 1.5);
+  EXPECT_THROW(LrScaling::parse("-2"), InputError);
   EXPECT_EQ(LrScaling::explicit_factor(1.5).str(), "factor 1.5");
 }
 
