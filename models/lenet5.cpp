@@ -7,7 +7,8 @@
 // maximum is positive in both orders. The ReLU then touches a 4x smaller tensor, and it is
 // fused into the pooling layer (tests/unit/models checks this against the reference order).
 // conv2 keeps its activations in NHWC: with 6 input channels oneDNN's blocked layouts send
-// its weight gradient to a slower AVX2 kernel behind two reorders.
+// its weight gradient to a slower AVX2 kernel behind two reorders. pool1 (hand-written, see
+// nn/direct_max_pool.hpp) reads conv1's blocked output and writes NHWC for conv2 directly.
 #include "models/builders.hpp"
 #include "nn/conv2d.hpp"
 #include "nn/flatten.hpp"
@@ -23,7 +24,8 @@ std::unique_ptr<nn::Model> build_lenet5(const ModelOptions& o) {
   nn::Conv2dOptions c1{o.in_channels, 6, 5, 1, 2, /*bias=*/true, /*fuse_relu=*/false};
   nn::Conv2dOptions c2{6, 16, 5, 1, 0, true, false, /*channels_last=*/true};
   model->add<nn::Conv2d>("conv1", c1);
-  model->add<nn::Pool2d>("pool1", nn::max_pool(2, 2, 0, /*fuse_relu=*/true));
+  model->add<nn::Pool2d>("pool1",
+                         nn::max_pool(2, 2, 0, /*fuse_relu=*/true, /*channels_last=*/true));
   model->add<nn::Conv2d>("conv2", c2);
   model->add<nn::Pool2d>("pool2", nn::max_pool(2, 2, 0, /*fuse_relu=*/true));
   model->add<nn::Flatten>("flatten");

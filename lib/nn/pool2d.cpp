@@ -1,5 +1,7 @@
 #include "nn/pool2d.hpp"
 
+#include <cstring>
+#include <optional>
 #include <stdexcept>
 
 namespace sdp::nn {
@@ -17,6 +19,8 @@ memory::desc Pool2d::configure(const memory::desc& src_md, bool training) {
   const Dims in = src_md.dims();
   if (in.size() != 4) throw std::invalid_argument("Pool2d " + name_ + ": expected NCHW input");
   training_ = training;
+  in_dims_ = in;
+  src_md_ = src_md;
   Dims kernel, strides, pad_l, pad_r, out;
   algorithm alg = algorithm::pooling_max;
   if (options_.kind == PoolKind::kGlobalAvg) {
@@ -38,9 +42,20 @@ memory::desc Pool2d::configure(const memory::desc& src_md, bool training) {
     if (options_.kind == PoolKind::kAvg) alg = algorithm::pooling_avg_include_padding;
   }
   const auto& eng = cpu_engine();
+  const memory::desc nhwc_out(out, memory::data_type::f32, memory::format_tag::acdb);
+  const std::optional<ActivationLayout> src_layout = activation_layout(src_md);
+  direct_ = options_.kind == PoolKind::kMax && options_.kernel == options_.stride &&
+            options_.padding == 0 && options_.kernel <= kMaxDirectPoolKernel &&
+            src_layout.has_value();
+  if (direct_) return configure_direct(*src_layout, out, training);
+  direct_shape_ = {};
+  argmax_.clear();
+
   const prop_kind prop = training ? prop_kind::forward_training : prop_kind::forward_inference;
   const dnnl::pooling_forward::primitive_desc fwd_pd(
-      {prop, alg, src_md, any_md(out), strides, kernel, pad_l, pad_r}, eng);
+      {prop, alg, src_md, options_.channels_last ? nhwc_out : any_md(out), strides, kernel, pad_l,
+       pad_r},
+      eng);
   fwd_ = dnnl::pooling_forward(fwd_pd);
   const memory::desc dst_md = fwd_pd.dst_desc();
   dst_ = memory(dst_md, eng);
@@ -66,22 +81,65 @@ memory::desc Pool2d::configure(const memory::desc& src_md, bool training) {
   return fwd_pd.dst_desc();
 }
 
+namespace {
+// A new buffer of `md`, zeroed: the direct kernels never write padded channels or unpooled
+// rows/columns, which must read as 0.
+memory zeroed_memory(const memory::desc& md) {
+  memory m(md, cpu_engine());
+  std::memset(m.get_data_handle(), 0, md.get_size());
+  return m;
+}
+}  // namespace
+
+memory::desc Pool2d::configure_direct(const ActivationLayout& src_layout, const Dims& out,
+                                      bool training) {
+  const memory::desc dst_md(out, memory::data_type::f32,
+                            options_.channels_last ? memory::format_tag::acdb : src_layout.tag);
+  src_layout_ = src_layout;
+  dst_layout_ = *activation_layout(dst_md);
+  direct_shape_ = {out[0], out[1], in_dims_[2], in_dims_[3], out[2], out[3], options_.kernel};
+  dst_ = zeroed_memory(dst_md);
+  argmax_.assign(training ? static_cast<std::size_t>(out[0] * out[1] * out[2] * out[3]) : 0, 0);
+  workspace_ = memory();
+  diff_src_ = memory();
+  if (training && needs_input_grad_) diff_src_ = zeroed_memory(src_md_);
+  return dst_md;
+}
+
+const memory& Pool2d::forward_direct(const memory& src) {
+  direct_max_pool_forward(direct_shape_, options_.fuse_relu,
+                          static_cast<const float*>(src.get_data_handle()), src_layout_,
+                          static_cast<float*>(dst_.get_data_handle()), dst_layout_,
+                          training_ ? argmax_.data() : nullptr);
+  return dst_;
+}
+
+const memory& Pool2d::backward_direct(const memory& diff_dst) {
+  direct_max_pool_backward(direct_shape_, static_cast<const float*>(diff_dst.get_data_handle()),
+                           dst_layout_, argmax_.data(),
+                           static_cast<float*>(diff_src_.get_data_handle()), src_layout_);
+  return diff_src_;
+}
+
 const memory& Pool2d::forward(const memory& src) {
+  if (direct_) return forward_direct(src);
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst_}};
   if (workspace_) args[DNNL_ARG_WORKSPACE] = workspace_;
   fwd_.execute(ctx_.stream, args);
-  if (options_.fuse_relu) relu_fwd_.execute(ctx_.stream, {{DNNL_ARG_SRC, dst_}, {DNNL_ARG_DST, dst_}});
+  if (options_.fuse_relu)
+    relu_fwd_.execute(ctx_.stream, {{DNNL_ARG_SRC, dst_}, {DNNL_ARG_DST, dst_}});
   return dst_;
 }
 
 const memory& Pool2d::backward(const memory& diff_dst) {
   if (!training_) throw std::logic_error("Pool2d " + name_ + ": backward after inference forward");
   if (!needs_input_grad_) return empty_;
+  if (direct_) return backward_direct(diff_dst);
   const memory* g = &diff_dst;
   if (options_.fuse_relu) {
-    relu_bwd_.execute(ctx_.stream, {{DNNL_ARG_DST, dst_},
-                                    {DNNL_ARG_DIFF_DST, diff_dst},
-                                    {DNNL_ARG_DIFF_SRC, diff_pre_relu_}});
+    relu_bwd_.execute(
+        ctx_.stream,
+        {{DNNL_ARG_DST, dst_}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_pre_relu_}});
     g = &diff_pre_relu_;
   }
   std::unordered_map<int, memory> args = {{DNNL_ARG_DIFF_DST, *g}, {DNNL_ARG_DIFF_SRC, diff_src_}};

@@ -4,8 +4,14 @@
 // With fuse_relu (max pooling only) the output is relu(maxpool(x)), which equals
 // maxpool(relu(x)): conv -> maxpool+ReLU computes conv -> ReLU -> maxpool with the ReLU,
 // forward and backward, on the pooled tensor (in place on the output).
+// Non-overlapping max pooling (kernel == stride, no padding) on a dense NCHW, NHWC or
+// blocked input runs the hand-written loops of nn/direct_max_pool.hpp; the rest is oneDNN.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
+#include "nn/direct_max_pool.hpp"
 #include "nn/layer.hpp"
 
 namespace sdp::nn {
@@ -18,6 +24,10 @@ struct Pool2dOptions {
   int stride = 2;
   int padding = 0;
   bool fuse_relu = false;  // kMax only
+  // Output in NHWC whatever the input layout (for a next layer that wants it, e.g. a
+  // channels_last convolution); otherwise the direct path keeps the input's layout and
+  // oneDNN picks its own.
+  bool channels_last = false;
 };
 
 class Pool2d : public Layer {
@@ -29,8 +39,18 @@ class Pool2d : public Layer {
   const memory& backward(const memory& diff_dst) override;
 
  private:
+  memory::desc configure_direct(const ActivationLayout& src_layout, const Dims& out, bool training);
+  const memory& forward_direct(const memory& src);
+  const memory& backward_direct(const memory& diff_dst);
+
   Pool2dOptions options_;
   bool training_ = false;
+  bool direct_ = false;  // the hand-written path (see the file comment)
+  Dims in_dims_;
+  memory::desc src_md_;
+  DirectMaxPoolShape direct_shape_{};
+  ActivationLayout src_layout_, dst_layout_;
+  std::vector<uint8_t> argmax_;
   dnnl::pooling_forward fwd_;
   dnnl::pooling_backward bwd_;
   dnnl::eltwise_forward relu_fwd_;  // fuse_relu
@@ -38,14 +58,15 @@ class Pool2d : public Layer {
   memory dst_, diff_src_, workspace_, diff_pre_relu_;
 };
 
-inline Pool2dOptions max_pool(int kernel, int stride, int padding = 0, bool fuse_relu = false) {
-  return {PoolKind::kMax, kernel, stride, padding, fuse_relu};
+inline Pool2dOptions max_pool(int kernel, int stride, int padding = 0, bool fuse_relu = false,
+                              bool channels_last = false) {
+  return {PoolKind::kMax, kernel, stride, padding, fuse_relu, channels_last};
 }
 inline Pool2dOptions avg_pool(int kernel, int stride, int padding = 0) {
-  return {PoolKind::kAvg, kernel, stride, padding, false};
+  return {PoolKind::kAvg, kernel, stride, padding, false, false};
 }
 inline Pool2dOptions global_avg_pool() {
-  return {PoolKind::kGlobalAvg, 0, 1, 0, false};
+  return {PoolKind::kGlobalAvg, 0, 1, 0, false, false};
 }
 
 }  // namespace sdp::nn

@@ -130,6 +130,7 @@ class LayerHarness {
   std::vector<float>& input() { return x_; }
   std::vector<float>& loss_weights() { return w_; }
   const Dims& out_dims() const { return out_dims_; }
+  const memory::desc& layer_dst_desc() const { return dst_md_; }
   ParameterStore& store() { return store_; }
   Context& ctx() { return ctx_; }
   Layer& layer() { return *layer_; }

@@ -149,12 +149,10 @@ TEST(MaxPoolForward, MatchesNaiveLoopWithAndWithoutRelu) {
     bool relu;
   };
   const int n = 2, c = 6, h = 9, w = 10;
-  for (const Case& t : {Case{memory::format_tag::abcd, 2, false},
-                        Case{memory::format_tag::abcd, 3, true},
-                        Case{memory::format_tag::acdb, 2, true},
-                        Case{memory::format_tag::acdb, 3, false},
-                        Case{memory::format_tag::nChw16c, 2, true},
-                        Case{memory::format_tag::nChw8c, 3, false}}) {
+  for (const Case& t :
+       {Case{memory::format_tag::abcd, 2, false}, Case{memory::format_tag::abcd, 3, true},
+        Case{memory::format_tag::acdb, 2, true}, Case{memory::format_tag::acdb, 3, false},
+        Case{memory::format_tag::nChw16c, 2, true}, Case{memory::format_tag::nChw8c, 3, false}}) {
     for (bool training : {false, true}) {
       LayerHarness harness;
       harness.make<Pool2d>(max_pool(t.k, t.k, 0, t.relu));
@@ -164,6 +162,51 @@ TEST(MaxPoolForward, MatchesNaiveLoopWithAndWithoutRelu) {
           << "layout " << static_cast<int>(t.layout) << " k " << t.k << " relu " << t.relu;
     }
   }
+}
+
+TEST(MaxPoolForward, EveryLayoutChannelCountAndOutputLayout) {
+  // The hand-written path: vectorized (kernel 2 over a 16-channel block or full 16-channel
+  // NHWC runs, including a second, partial block) and one channel at a time (the rest);
+  // output in the input's layout or NHWC.
+  for (int c : {6, 16, 20})
+    for (memory::format_tag layout : {memory::format_tag::nChw16c, memory::format_tag::acdb,
+                                      memory::format_tag::abcd, memory::format_tag::nChw8c})
+      for (int k : {2, 3})
+        for (bool relu : {false, true})
+          for (bool channels_last : {false, true}) {
+            const int n = 2, h = 7, w = 9;
+            LayerHarness harness;
+            harness.make<Pool2d>(max_pool(k, k, 0, relu, channels_last));
+            harness.configure({n, c, h, w}, true, layout);
+            harness.input() = testing::random_vector(n * c * h * w, 40 + c + k);
+            const std::string what = "c " + std::to_string(c) + " layout " +
+                                     std::to_string(static_cast<int>(layout)) + " k " +
+                                     std::to_string(k) + " relu " + std::to_string(relu) +
+                                     " channels_last " + std::to_string(channels_last);
+            EXPECT_EQ(harness.forward(), naive_max_pool(harness.input(), n, c, h, w, k, relu))
+                << what;
+            if (channels_last) {
+              const Dims out = harness.out_dims();
+              const memory::desc nhwc(out, memory::data_type::f32, memory::format_tag::acdb);
+              EXPECT_TRUE(harness.layer_dst_desc() == nhwc) << what;
+            }
+          }
+}
+
+TEST(MaxPoolForward, NanInAWindowPropagates) {
+  // PyTorch's max pool returns NaN for a window holding one; so must both paths (a NaN
+  // after a larger number, and a NaN first), with and without the fused ReLU.
+  for (memory::format_tag layout : {memory::format_tag::nChw16c, memory::format_tag::abcd})
+    for (bool relu : {false, true}) {
+      LayerHarness harness;
+      harness.make<Pool2d>(max_pool(2, 2, 0, relu));
+      harness.configure({1, 1, 2, 4}, false, layout);
+      harness.input() = {5.f, NAN, NAN, -1.f, 1.f, 2.f, 3.f, 4.f};
+      const std::vector<float> y = harness.forward();
+      ASSERT_EQ(y.size(), 2u);
+      EXPECT_TRUE(std::isnan(y[0])) << "relu " << relu;
+      EXPECT_TRUE(std::isnan(y[1])) << "relu " << relu;
+    }
 }
 
 TEST(AvgPoolForward, AveragesWindows) {

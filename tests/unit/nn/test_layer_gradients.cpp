@@ -219,6 +219,41 @@ TEST(MaxPoolGrad, FusedReluKernel2Stride2) {
   }
 }
 
+TEST(MaxPoolGrad, VectorizedPathsAndNhwcOutput) {
+  // Kernel 2 over 20 channels (a full and a padded 16-channel block, or NHWC runs of 16 and
+  // 4), with and without the ReLU, output in the input's layout or NHWC (LeNet's pool1).
+  for (memory::format_tag layout : {tag::nChw16c, tag::acdb})
+    for (bool relu : {false, true})
+      for (bool channels_last : {false, true}) {
+        LayerHarness h;
+        h.make<Pool2d>(max_pool(2, 2, 0, relu, channels_last));
+        h.configure({2, 20, 5, 4}, true, layout);
+        h.input() = spread_values(800, 0.05f, 16);
+        h.check_all({});
+      }
+}
+
+TEST(MaxPoolGrad, TiesRouteTheGradientToTheFirstMaximumOnly) {
+  // A constant input ties every window: the whole gradient goes to its top-left element
+  // (PyTorch and oneDNN), none to the others, and the unpooled last row gets none.
+  for (memory::format_tag layout : {tag::nChw16c, tag::acdb, tag::abcd}) {
+    LayerHarness h;
+    h.make<Pool2d>(max_pool(2, 2, 0, /*fuse_relu=*/true));
+    h.configure({1, 3, 5, 4}, true, layout);
+    h.input().assign(60, 1.f);
+    h.loss_weights().assign(12, 2.f);
+    h.forward();
+    const std::vector<float> dx = h.backward();
+    for (int c = 0; c < 3; ++c)
+      for (int y = 0; y < 5; ++y)
+        for (int x = 0; x < 4; ++x) {
+          const bool first = y < 4 && y % 2 == 0 && x % 2 == 0;
+          EXPECT_EQ(dx[(c * 5 + y) * 4 + x], first ? 2.f : 0.f)
+              << "layout " << static_cast<int>(layout) << " c " << c << " y " << y << " x " << x;
+        }
+  }
+}
+
 TEST(MaxPoolGrad, FusedReluOverlappingWindows) {
   for (memory::format_tag layout : {tag::abcd, tag::nChw16c}) {
     LayerHarness h;
