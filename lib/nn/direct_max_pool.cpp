@@ -27,12 +27,9 @@ std::optional<ActivationLayout> activation_layout(const memory::desc& md) {
 
 namespace {
 
-// A run of up to kLanes channels that sit at equal steps in both the source and the
-// destination (one block of a blocked layout, a stretch of NHWC, or NCHW planes).
+// Channels per run: the lane loops' length.
 constexpr int64_t kLanes = 16;
-struct ChannelRun {
-  int64_t first, length, src_offset, dst_offset;
-};
+using ChannelRun = DirectMaxPool::ChannelRun;
 
 int64_t channel_offset(const ActivationLayout& l, int64_t c) {
   return (c / l.block) * l.c_stride + c % l.block;
@@ -202,16 +199,18 @@ RowJob row_job(const DirectMaxPoolShape& s, const ActivationLayout& src,
 
 }  // namespace
 
-void direct_max_pool_forward(const DirectMaxPoolShape& s, bool relu, const float* src,
-                             const ActivationLayout& src_layout, float* dst,
-                             const ActivationLayout& dst_layout, uint8_t* argmax) {
-  const std::vector<ChannelRun> runs = channel_runs(s.channels, src_layout, dst_layout);
-  const RowJob job = row_job(s, src_layout, dst_layout, runs);
+DirectMaxPool::DirectMaxPool(const DirectMaxPoolShape& shape, const ActivationLayout& src,
+                             const ActivationLayout& dst)
+    : shape_(shape), src_(src), dst_(dst), runs_(channel_runs(shape.channels, src, dst)) {}
+
+void DirectMaxPool::forward(bool relu, const float* src, float* dst, uint8_t* argmax) const {
+  const DirectMaxPoolShape& s = shape_;
+  const RowJob job = row_job(s, src_, dst_, runs_);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t n = 0; n < s.batch; ++n)
     for (int64_t oh = 0; oh < s.out_h; ++oh) {
-      const float* x = src + n * src_layout.n_stride + oh * s.kernel * src_layout.h_stride;
-      float* y = dst + n * dst_layout.n_stride + oh * dst_layout.h_stride;
+      const float* x = src + n * src_.n_stride + oh * s.kernel * src_.h_stride;
+      float* y = dst + n * dst_.n_stride + oh * dst_.h_stride;
       uint8_t* am = argmax ? argmax + (n * s.out_h + oh) * s.out_w * s.channels : nullptr;
       if (job.vectorized && relu)
         forward_row_k2<true>(job, x, y, am, s.channels);
@@ -222,17 +221,15 @@ void direct_max_pool_forward(const DirectMaxPoolShape& s, bool relu, const float
     }
 }
 
-void direct_max_pool_backward(const DirectMaxPoolShape& s, const float* diff_dst,
-                              const ActivationLayout& dst_layout, const uint8_t* argmax,
-                              float* diff_src, const ActivationLayout& src_layout) {
-  const std::vector<ChannelRun> runs = channel_runs(s.channels, src_layout, dst_layout);
-  const RowJob job = row_job(s, src_layout, dst_layout, runs);
+void DirectMaxPool::backward(const float* diff_dst, const uint8_t* argmax, float* diff_src) const {
+  const DirectMaxPoolShape& s = shape_;
+  const RowJob job = row_job(s, src_, dst_, runs_);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t n = 0; n < s.batch; ++n)
     for (int64_t oh = 0; oh < s.out_h; ++oh) {
-      const float* dy = diff_dst + n * dst_layout.n_stride + oh * dst_layout.h_stride;
+      const float* dy = diff_dst + n * dst_.n_stride + oh * dst_.h_stride;
       const uint8_t* am = argmax + (n * s.out_h + oh) * s.out_w * s.channels;
-      float* dx = diff_src + n * src_layout.n_stride + oh * s.kernel * src_layout.h_stride;
+      float* dx = diff_src + n * src_.n_stride + oh * s.kernel * src_.h_stride;
       if (job.vectorized)
         backward_row_k2(job, dy, am, dx, s.channels);
       else

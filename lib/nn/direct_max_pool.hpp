@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "nn/onednn.hpp"
 
@@ -25,7 +26,7 @@ struct ActivationLayout {
 std::optional<ActivationLayout> activation_layout(const memory::desc& md);
 
 struct DirectMaxPoolShape {
-  int64_t batch, channels, in_h, in_w, out_h, out_w;
+  int64_t batch, channels, out_h, out_w;
   int kernel;  // == stride; out = floor(in / kernel), the rest of the rows/columns unpooled
 };
 
@@ -34,17 +35,31 @@ struct DirectMaxPoolShape {
 inline constexpr uint8_t kClampedWindow = 255;
 inline constexpr int kMaxDirectPoolKernel = 15;  // kernel^2 must stay below kClampedWindow
 
-// dst = maxpool(src) (relu(maxpool(src)) with relu); argmax (may be null: inference) gets
-// one entry per output in (n, oh, ow, c) order. NaN propagates like PyTorch's max pool.
-void direct_max_pool_forward(const DirectMaxPoolShape& shape, bool relu, const float* src,
-                             const ActivationLayout& src_layout, float* dst,
-                             const ActivationLayout& dst_layout, uint8_t* argmax);
+// The pooling of one layer for fixed shape and layouts, planned once (at configure time).
+class DirectMaxPool {
+ public:
+  // Up to 16 channels that sit at equal steps in both the source and the destination (one
+  // block of a blocked layout, a stretch of NHWC, or NCHW planes).
+  struct ChannelRun {
+    int64_t first, length, src_offset, dst_offset;
+  };
 
-// Writes diff_dst to each window's maximum and 0 to the rest of the window. Positions outside
-// every window (unpooled rows/columns, padded channels) are never written: the caller zeroes
-// them once.
-void direct_max_pool_backward(const DirectMaxPoolShape& shape, const float* diff_dst,
-                              const ActivationLayout& dst_layout, const uint8_t* argmax,
-                              float* diff_src, const ActivationLayout& src_layout);
+  DirectMaxPool(const DirectMaxPoolShape& shape, const ActivationLayout& src,
+                const ActivationLayout& dst);
+
+  // dst = maxpool(src) (relu(maxpool(src)) with relu); argmax (may be null: inference) gets
+  // one entry per output in (n, oh, ow, c) order. NaN propagates like PyTorch's max pool.
+  void forward(bool relu, const float* src, float* dst, uint8_t* argmax) const;
+
+  // Writes diff_dst to each window's maximum and 0 to the rest of the window. Positions
+  // outside every window (unpooled rows/columns, padded channels) are never written: the
+  // caller zeroes them once.
+  void backward(const float* diff_dst, const uint8_t* argmax, float* diff_src) const;
+
+ private:
+  DirectMaxPoolShape shape_;
+  ActivationLayout src_, dst_;
+  std::vector<ChannelRun> runs_;
+};
 
 }  // namespace sdp::nn

@@ -19,8 +19,6 @@ memory::desc Pool2d::configure(const memory::desc& src_md, bool training) {
   const Dims in = src_md.dims();
   if (in.size() != 4) throw std::invalid_argument("Pool2d " + name_ + ": expected NCHW input");
   training_ = training;
-  in_dims_ = in;
-  src_md_ = src_md;
   Dims kernel, strides, pad_l, pad_r, out;
   algorithm alg = algorithm::pooling_max;
   if (options_.kind == PoolKind::kGlobalAvg) {
@@ -44,12 +42,11 @@ memory::desc Pool2d::configure(const memory::desc& src_md, bool training) {
   const auto& eng = cpu_engine();
   const memory::desc nhwc_out(out, memory::data_type::f32, memory::format_tag::acdb);
   const std::optional<ActivationLayout> src_layout = activation_layout(src_md);
-  direct_ = options_.kind == PoolKind::kMax && options_.kernel == options_.stride &&
-            options_.padding == 0 && options_.kernel <= kMaxDirectPoolKernel &&
-            src_layout.has_value();
-  if (direct_) return configure_direct(*src_layout, out, training);
-  direct_shape_ = {};
+  direct_.reset();
   argmax_.clear();
+  if (options_.kind == PoolKind::kMax && options_.kernel == options_.stride &&
+      options_.padding == 0 && options_.kernel <= kMaxDirectPoolKernel && src_layout)
+    return configure_direct(src_md, *src_layout, out, training);
 
   const prop_kind prop = training ? prop_kind::forward_training : prop_kind::forward_inference;
   const dnnl::pooling_forward::primitive_desc fwd_pd(
@@ -91,38 +88,28 @@ memory zeroed_memory(const memory::desc& md) {
 }
 }  // namespace
 
-memory::desc Pool2d::configure_direct(const ActivationLayout& src_layout, const Dims& out,
+memory::desc Pool2d::configure_direct(const memory::desc& src_md,
+                                      const ActivationLayout& src_layout, const Dims& out,
                                       bool training) {
   const memory::desc dst_md(out, memory::data_type::f32,
                             options_.channels_last ? memory::format_tag::acdb : src_layout.tag);
-  src_layout_ = src_layout;
-  dst_layout_ = *activation_layout(dst_md);
-  direct_shape_ = {out[0], out[1], in_dims_[2], in_dims_[3], out[2], out[3], options_.kernel};
+  direct_.emplace(DirectMaxPoolShape{out[0], out[1], out[2], out[3], options_.kernel}, src_layout,
+                  *activation_layout(dst_md));
   dst_ = zeroed_memory(dst_md);
   argmax_.assign(training ? static_cast<std::size_t>(out[0] * out[1] * out[2] * out[3]) : 0, 0);
   workspace_ = memory();
   diff_src_ = memory();
-  if (training && needs_input_grad_) diff_src_ = zeroed_memory(src_md_);
+  if (training && needs_input_grad_) diff_src_ = zeroed_memory(src_md);
   return dst_md;
 }
 
-const memory& Pool2d::forward_direct(const memory& src) {
-  direct_max_pool_forward(direct_shape_, options_.fuse_relu,
-                          static_cast<const float*>(src.get_data_handle()), src_layout_,
-                          static_cast<float*>(dst_.get_data_handle()), dst_layout_,
-                          training_ ? argmax_.data() : nullptr);
-  return dst_;
-}
-
-const memory& Pool2d::backward_direct(const memory& diff_dst) {
-  direct_max_pool_backward(direct_shape_, static_cast<const float*>(diff_dst.get_data_handle()),
-                           dst_layout_, argmax_.data(),
-                           static_cast<float*>(diff_src_.get_data_handle()), src_layout_);
-  return diff_src_;
-}
-
 const memory& Pool2d::forward(const memory& src) {
-  if (direct_) return forward_direct(src);
+  if (direct_) {
+    direct_->forward(options_.fuse_relu, static_cast<const float*>(src.get_data_handle()),
+                     static_cast<float*>(dst_.get_data_handle()),
+                     training_ ? argmax_.data() : nullptr);
+    return dst_;
+  }
   std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst_}};
   if (workspace_) args[DNNL_ARG_WORKSPACE] = workspace_;
   fwd_.execute(ctx_.stream, args);
@@ -134,7 +121,11 @@ const memory& Pool2d::forward(const memory& src) {
 const memory& Pool2d::backward(const memory& diff_dst) {
   if (!training_) throw std::logic_error("Pool2d " + name_ + ": backward after inference forward");
   if (!needs_input_grad_) return empty_;
-  if (direct_) return backward_direct(diff_dst);
+  if (direct_) {
+    direct_->backward(static_cast<const float*>(diff_dst.get_data_handle()), argmax_.data(),
+                      static_cast<float*>(diff_src_.get_data_handle()));
+    return diff_src_;
+  }
   const memory* g = &diff_dst;
   if (options_.fuse_relu) {
     relu_bwd_.execute(

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "nn/direct_max_pool.hpp"
@@ -39,17 +40,12 @@ class Pool2d : public Layer {
   const memory& backward(const memory& diff_dst) override;
 
  private:
-  memory::desc configure_direct(const ActivationLayout& src_layout, const Dims& out, bool training);
-  const memory& forward_direct(const memory& src);
-  const memory& backward_direct(const memory& diff_dst);
+  memory::desc configure_direct(const memory::desc& src_md, const ActivationLayout& src_layout,
+                                const Dims& out, bool training);
 
   Pool2dOptions options_;
   bool training_ = false;
-  bool direct_ = false;  // the hand-written path (see the file comment)
-  Dims in_dims_;
-  memory::desc src_md_;
-  DirectMaxPoolShape direct_shape_{};
-  ActivationLayout src_layout_, dst_layout_;
+  std::optional<DirectMaxPool> direct_;  // the hand-written path (see the file comment)
   std::vector<uint8_t> argmax_;
   dnnl::pooling_forward fwd_;
   dnnl::pooling_backward bwd_;
