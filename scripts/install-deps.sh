@@ -12,6 +12,7 @@ packages=(
   nlohmann-json3-dev                  # resourceconfig.json, hyperparameters.json, metrics
   libcli11-dev                        # command line
   libdnnl-dev                         # oneDNN: CPU kernels
+  ocl-icd-opencl-dev opencl-headers   # dnnl-config.cmake requires OpenCL (Debian builds oneDNN's GPU runtime); a recommends, so --no-install-recommends skips it
   zlib1g-dev                          # .gz data sets
   libgtest-dev                        # unit tests
   python3                             # test and benchmark scripts
