@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # AllReduce benchmark: every algorithm side by side with Open MPI's own MPI_Allreduce, in
-# the nccl-tests table format (see lib/dist/allreduce_bench.hpp).
+# the nccl-tests table format (see lib/distributed/allreduce_bench.hpp).
 #
 #   scripts/bench-allreduce.sh [-np N] [--runs K] [bench options...]
 #     -np N        ranks (default 2)

@@ -11,9 +11,9 @@
 #include "core/device_info.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "dist/agreement.hpp"
-#include "dist/collectives.hpp"
-#include "dist/mpi_check.hpp"
+#include "distributed/agreement.hpp"
+#include "distributed/collectives.hpp"
+#include "distributed/mpi_check.hpp"
 
 namespace sdp {
 

@@ -1,6 +1,6 @@
 // Setting up a job on every rank: read the job spec from its sources, read the SageMaker
 // resource config, build the World and pin a device. Collective: each stage ends with an
-// agreement (dist/agreement.hpp), so a bad input is reported once and every rank exits
+// agreement (distributed/agreement.hpp), so a bad input is reported once and every rank exits
 // with the same status instead of some ranks waiting forever in the next collective.
 #pragma once
 
@@ -12,8 +12,8 @@
 
 #include "config/job_spec.hpp"
 #include "config/sagemaker_env.hpp"
-#include "dist/device_assignment.hpp"
-#include "dist/world.hpp"
+#include "distributed/device_assignment.hpp"
+#include "distributed/world.hpp"
 #include "optim/lr_scaling.hpp"
 
 namespace sdp {

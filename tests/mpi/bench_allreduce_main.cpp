@@ -10,8 +10,8 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "dist/allreduce_bench.hpp"
-#include "dist/world.hpp"
+#include "distributed/allreduce_bench.hpp"
+#include "distributed/world.hpp"
 
 int main(int argc, char** argv) {
   sdp::init_mpi(&argc, &argv);

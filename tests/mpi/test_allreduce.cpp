@@ -9,12 +9,12 @@
 
 #include "core/error.hpp"
 #include "core/parameter_store.hpp"
-#include "dist/allreduce.hpp"
-#include "dist/local_communicator.hpp"
-#include "dist/mpi_communicator.hpp"
-#include "dist/replica_check.hpp"
-#include "dist/shm_collectives.hpp"
-#include "dist/world.hpp"
+#include "distributed/allreduce.hpp"
+#include "distributed/local_communicator.hpp"
+#include "distributed/mpi_communicator.hpp"
+#include "distributed/replica_check.hpp"
+#include "distributed/shm_collectives.hpp"
+#include "distributed/world.hpp"
 
 namespace sdp {
 namespace {

@@ -9,9 +9,9 @@
 #include <numeric>
 #include <vector>
 
-#include "dist/local_communicator.hpp"
-#include "dist/mpi_communicator.hpp"
-#include "dist/reduce_kernels.hpp"
+#include "distributed/local_communicator.hpp"
+#include "distributed/mpi_communicator.hpp"
+#include "distributed/reduce_kernels.hpp"
 
 namespace sdp {
 namespace {

@@ -10,11 +10,11 @@
 #include <thread>
 #include <vector>
 
-#include "dist/allreduce.hpp"
-#include "dist/gradient_reducer.hpp"
-#include "dist/local_communicator.hpp"
-#include "dist/mpi_communicator.hpp"
-#include "dist/world.hpp"
+#include "distributed/allreduce.hpp"
+#include "distributed/gradient_reducer.hpp"
+#include "distributed/local_communicator.hpp"
+#include "distributed/mpi_communicator.hpp"
+#include "distributed/world.hpp"
 
 namespace sdp {
 namespace {

@@ -12,9 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "dist/replica_check.hpp"
-#include "dist/watchdog.hpp"
-#include "dist/world.hpp"
+#include "distributed/replica_check.hpp"
+#include "distributed/watchdog.hpp"
+#include "distributed/world.hpp"
 
 namespace sdp {
 namespace {

@@ -4,8 +4,8 @@
 #include <set>
 
 #include "core/error.hpp"
-#include "dist/agreement.hpp"
-#include "dist/world.hpp"
+#include "distributed/agreement.hpp"
+#include "distributed/world.hpp"
 
 namespace sdp {
 namespace {

@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/communicator.hpp"
-#include "dist/shared_arena.hpp"
+#include "distributed/communicator.hpp"
+#include "distributed/shared_arena.hpp"
 
 namespace sdp {
 

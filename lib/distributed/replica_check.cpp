@@ -1,8 +1,8 @@
-#include "dist/replica_check.hpp"
+#include "distributed/replica_check.hpp"
 
 #include <cstring>
 
-#include "dist/mpi_check.hpp"
+#include "distributed/mpi_check.hpp"
 
 namespace sdp {
 

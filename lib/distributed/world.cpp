@@ -1,4 +1,4 @@
-#include "dist/world.hpp"
+#include "distributed/world.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -9,8 +9,8 @@
 #include "core/device_info.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "dist/collectives.hpp"
-#include "dist/mpi_check.hpp"
+#include "distributed/collectives.hpp"
+#include "distributed/mpi_check.hpp"
 
 namespace sdp {
 

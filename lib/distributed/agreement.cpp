@@ -1,9 +1,9 @@
-#include "dist/agreement.hpp"
+#include "distributed/agreement.hpp"
 
 #include <climits>
 
 #include "core/error.hpp"
-#include "dist/mpi_check.hpp"
+#include "distributed/mpi_check.hpp"
 
 namespace sdp {
 

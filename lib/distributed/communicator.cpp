@@ -1,4 +1,4 @@
-#include "dist/communicator.hpp"
+#include "distributed/communicator.hpp"
 
 #include <algorithm>
 

@@ -3,7 +3,7 @@
 // built on Communicator, and for single-process runs that never start MPI.
 #pragma once
 
-#include "dist/communicator.hpp"
+#include "distributed/communicator.hpp"
 
 namespace sdp {
 

@@ -1,4 +1,4 @@
-#include "dist/shm_collectives.hpp"
+#include "distributed/shm_collectives.hpp"
 
 #include <emmintrin.h>
 
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "dist/reduce_kernels.hpp"
+#include "distributed/reduce_kernels.hpp"
 
 namespace sdp {
 

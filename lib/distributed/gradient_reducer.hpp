@@ -31,9 +31,9 @@
 #include <thread>
 #include <vector>
 
-#include "dist/allreduce.hpp"
-#include "dist/communicator.hpp"
-#include "dist/watchdog.hpp"
+#include "distributed/allreduce.hpp"
+#include "distributed/communicator.hpp"
+#include "distributed/watchdog.hpp"
 
 namespace sdp {
 

@@ -1,4 +1,4 @@
-#include "dist/gradient_reducer.hpp"
+#include "distributed/gradient_reducer.hpp"
 
 #include <mpi.h>
 
@@ -8,7 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/parameter_store.hpp"
-#include "dist/world.hpp"
+#include "distributed/world.hpp"
 
 namespace sdp {
 

@@ -1,4 +1,4 @@
-#include "dist/allreduce_bench.hpp"
+#include "distributed/allreduce_bench.hpp"
 
 #include <mpi.h>
 
@@ -10,10 +10,10 @@
 #include <memory>
 
 #include "core/error.hpp"
-#include "dist/allreduce.hpp"
-#include "dist/mpi_check.hpp"
-#include "dist/shared_arena.hpp"
-#include "dist/world.hpp"
+#include "distributed/allreduce.hpp"
+#include "distributed/mpi_check.hpp"
+#include "distributed/shared_arena.hpp"
+#include "distributed/world.hpp"
 
 namespace sdp {
 

@@ -1,4 +1,4 @@
-#include "dist/watchdog.hpp"
+#include "distributed/watchdog.hpp"
 
 #include <mpi.h>
 #include <unistd.h>
@@ -9,8 +9,8 @@
 #include <new>
 
 #include "core/log.hpp"
-#include "dist/mpi_check.hpp"
-#include "dist/world.hpp"
+#include "distributed/mpi_check.hpp"
+#include "distributed/world.hpp"
 
 namespace sdp {
 

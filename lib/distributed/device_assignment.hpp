@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/dtype.hpp"
-#include "dist/world.hpp"
+#include "distributed/world.hpp"
 
 namespace sdp {
 

@@ -1,13 +1,13 @@
-#include "dist/allreduce.hpp"
+#include "distributed/allreduce.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 
 #include "core/error.hpp"
-#include "dist/mpi_communicator.hpp"
-#include "dist/reduce_kernels.hpp"
-#include "dist/shm_collectives.hpp"
-#include "dist/world.hpp"
+#include "distributed/mpi_communicator.hpp"
+#include "distributed/reduce_kernels.hpp"
+#include "distributed/shm_collectives.hpp"
+#include "distributed/world.hpp"
 
 namespace sdp {
 

@@ -1,10 +1,10 @@
-#include "dist/shared_arena.hpp"
+#include "distributed/shared_arena.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-#include "dist/mpi_check.hpp"
-#include "dist/world.hpp"
+#include "distributed/mpi_check.hpp"
+#include "distributed/world.hpp"
 
 namespace sdp {
 

@@ -1,12 +1,12 @@
-#include "dist/mpi_communicator.hpp"
+#include "distributed/mpi_communicator.hpp"
 
 #include <algorithm>
 #include <climits>
 #include <cstring>
 #include <stdexcept>
 
-#include "dist/mpi_check.hpp"
-#include "dist/reduce_kernels.hpp"
+#include "distributed/mpi_check.hpp"
+#include "distributed/reduce_kernels.hpp"
 
 namespace sdp {
 

@@ -1,4 +1,4 @@
-#include "dist/device_assignment.hpp"
+#include "distributed/device_assignment.hpp"
 
 #include <algorithm>
 #include <cstdlib>

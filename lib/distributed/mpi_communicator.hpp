@@ -11,7 +11,7 @@
 
 #include <mpi.h>
 
-#include "dist/communicator.hpp"
+#include "distributed/communicator.hpp"
 
 namespace sdp {
 

@@ -1,11 +1,11 @@
-#include "dist/collectives.hpp"
+#include "distributed/collectives.hpp"
 
 #include <algorithm>
 #include <climits>
 #include <cstring>
 #include <vector>
 
-#include "dist/mpi_check.hpp"
+#include "distributed/mpi_check.hpp"
 
 namespace sdp {
 

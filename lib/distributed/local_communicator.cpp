@@ -1,4 +1,4 @@
-#include "dist/local_communicator.hpp"
+#include "distributed/local_communicator.hpp"
 
 #include <stdexcept>
 #include <string>

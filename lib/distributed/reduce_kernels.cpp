@@ -1,10 +1,10 @@
-#include "dist/reduce_kernels.hpp"
+#include "distributed/reduce_kernels.hpp"
 
 #include <cmath>
 #include <cstring>
 #include <mutex>
 
-#include "dist/mpi_check.hpp"
+#include "distributed/mpi_check.hpp"
 
 namespace sdp {
 

@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "dist/shared_arena.hpp"
+#include "distributed/shared_arena.hpp"
 
 namespace sdp {
 

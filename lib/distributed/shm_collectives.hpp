@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "dist/communicator.hpp"
-#include "dist/shared_arena.hpp"
+#include "distributed/communicator.hpp"
+#include "distributed/shared_arena.hpp"
 
 namespace sdp {
 
