@@ -9,6 +9,8 @@
 // conv2 keeps its activations in NHWC: with 6 input channels oneDNN's blocked layouts send
 // its weight gradient to a slower AVX2 kernel behind two reorders. pool1 (hand-written, see
 // nn/direct_max_pool.hpp) reads conv1's blocked output and writes NHWC for conv2 directly.
+#include <stdexcept>
+
 #include "models/builders.hpp"
 #include "nn/conv2d.hpp"
 #include "nn/flatten.hpp"
@@ -20,7 +22,7 @@ namespace sdp::models {
 
 std::unique_ptr<nn::Model> build_lenet5(const ModelOptions& o) {
   auto model = std::make_unique<nn::Model>(o.name, Shape{o.in_channels, o.height, o.width},
-                                           o.num_classes, o.seed);
+                                           o.num_classes, o.seed, o.device);
   nn::Conv2dOptions c1{o.in_channels, 6, 5, 1, 2, /*bias=*/true, /*fuse_relu=*/false};
   nn::Conv2dOptions c2{6, 16, 5, 1, 0, true, false, /*channels_last=*/true};
   model->add<nn::Conv2d>("conv1", c1);

@@ -10,7 +10,7 @@ namespace sdp::models {
 
 std::unique_ptr<nn::Model> build_mlp(const ModelOptions& o) {
   auto model = std::make_unique<nn::Model>(o.name, Shape{o.in_channels, o.height, o.width},
-                                           o.num_classes, o.seed);
+                                           o.num_classes, o.seed, o.device);
   model->add<nn::Flatten>("flatten");
   int features = o.in_channels * o.height * o.width;
   for (std::size_t i = 0; i < o.hidden.size(); ++i) {

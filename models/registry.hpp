@@ -17,6 +17,7 @@ struct ModelOptions {
   std::vector<int> hidden = {512, 512};  // mlp widths
   float dropout = 0.0f;                  // mlp: after each hidden ReLU
   uint64_t seed = 42;
+  Device device = Device::cpu();  // where the layers compute and the arenas live
 };
 
 // Builds, finalizes and initializes the model. Unknown name or invalid options ->

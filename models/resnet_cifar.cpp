@@ -17,7 +17,7 @@ std::unique_ptr<nn::Model> build_resnet_cifar(const ModelOptions& o, int depth) 
   if ((depth - 2) % 6 != 0) throw std::invalid_argument("CIFAR ResNet depth must be 6n+2");
   const int n = (depth - 2) / 6;
   auto model = std::make_unique<nn::Model>(o.name, Shape{o.in_channels, o.height, o.width},
-                                           o.num_classes, o.seed);
+                                           o.num_classes, o.seed, o.device);
   model->add<nn::Conv2d>("conv1", nn::Conv2dOptions{o.in_channels, 16, 3, 1, 1, false, false});
   model->add<nn::BatchNorm2d>("bn1", nn::BatchNorm2dOptions{16, 1e-5f, 0.1f, /*fuse_relu=*/true});
   int in = 16;

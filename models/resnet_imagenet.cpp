@@ -34,7 +34,7 @@ std::unique_ptr<nn::Model> build_resnet_imagenet(const ModelOptions& o, int dept
   }
   const int expansion = bottleneck ? 4 : 1;
   auto model = std::make_unique<nn::Model>(o.name, Shape{o.in_channels, o.height, o.width},
-                                           o.num_classes, o.seed);
+                                           o.num_classes, o.seed, o.device);
   model->add<nn::Conv2d>("conv1", nn::Conv2dOptions{o.in_channels, 64, 7, 2, 3, false, false});
   model->add<nn::BatchNorm2d>("bn1", nn::BatchNorm2dOptions{64, 1e-5f, 0.1f, /*fuse_relu=*/true});
   model->add<nn::Pool2d>("maxpool", nn::max_pool(3, 2, 1));

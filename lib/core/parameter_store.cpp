@@ -38,11 +38,12 @@ Buffer& ParameterStore::add_buffer(const std::string& name, const Shape& shape) 
   return b;
 }
 
-void ParameterStore::finalize() {
+void ParameterStore::finalize(Device device) {
   if (finalized_) return;
-  param_arena_ = Tensor({param_elements_});
-  grad_arena_ = Tensor({param_elements_});
-  buffer_arena_ = Tensor({buffer_elements_});
+  device_ = device;
+  param_arena_ = Tensor({param_elements_}, DType::kF32, device);
+  grad_arena_ = Tensor({param_elements_}, DType::kF32, device);
+  buffer_arena_ = Tensor({buffer_elements_}, DType::kF32, device);
   for (Param& p : params_) {
     int64_t n = shape_numel(p.shape);
     p.value = param_arena_.slice(p.offset, n).reshaped(p.shape);
@@ -55,7 +56,7 @@ void ParameterStore::finalize() {
 
 void ParameterStore::rebind_grad_arena(std::shared_ptr<void> owner, void* data) {
   if (!finalized_) throw std::logic_error("ParameterStore: rebind_grad_arena before finalize");
-  Tensor arena = Tensor::view_of(std::move(owner), data, {param_elements_});
+  Tensor arena = Tensor::view_of(std::move(owner), data, {param_elements_}, DType::kF32, device_);
   arena.copy_from(grad_arena_);
   grad_arena_ = arena;
   for (Param& p : params_) p.grad = grad_arena_.slice(p.offset, shape_numel(p.shape)).reshaped(p.shape);

@@ -43,16 +43,17 @@ class ParameterStore {
   Param& add_parameter(const std::string& name, const Shape& shape, bool weight_decay = true);
   Buffer& add_buffer(const std::string& name, const Shape& shape);
 
-  // Allocates the arenas (zero-filled) and binds every Param/Buffer view.
-  void finalize();
+  // Allocates the arenas (zero-filled) on `device` and binds every Param/Buffer view.
+  void finalize(Device device = Device::cpu());
   bool finalized() const { return finalized_; }
+  const Device& device() const { return device_; }
 
   std::deque<Param>& params() { return params_; }
   const std::deque<Param>& params() const { return params_; }
   std::deque<Buffer>& buffers() { return buffers_; }
   const std::deque<Buffer>& buffers() const { return buffers_; }
 
-  // Moves the gradient arena into caller-provided memory of grad_arena().nbytes() bytes
+  // Moves the gradient arena into caller-provided memory (on device()) of grad_arena().nbytes() bytes
   // (e.g. an MPI shared-memory window, so ranks of a node reduce from each other's
   // gradients without copies) and re-points every Param::grad. Call it before the first
   // forward: layers may keep raw pointers into the arena from then on.
@@ -76,6 +77,7 @@ class ParameterStore {
   int64_t buffer_elements_ = 0;
   Tensor param_arena_, grad_arena_, buffer_arena_;
   bool finalized_ = false;
+  Device device_;
 };
 
 }  // namespace sdp

@@ -1,8 +1,6 @@
 #include "core/tensor.hpp"
 
-#include <cstdlib>
 #include <cstring>
-#include <new>
 #include <sstream>
 #include <stdexcept>
 
@@ -22,18 +20,9 @@ std::string shape_str(const Shape& shape) {
   return out.str();
 }
 
-std::shared_ptr<void> allocate_host(std::size_t bytes) {
-  constexpr std::size_t kAlign = 64;
-  std::size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
-  if (rounded == 0) rounded = kAlign;
-  void* p = std::aligned_alloc(kAlign, rounded);
-  if (p == nullptr) throw std::bad_alloc();
-  std::memset(p, 0, rounded);
-  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
-}
-
-Tensor::Tensor(Shape shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {
-  owner_ = allocate_host(nbytes());
+Tensor::Tensor(Shape shape, DType dtype, Device device)
+    : shape_(std::move(shape)), dtype_(dtype), device_(device) {
+  owner_ = allocate(device_, nbytes());
   data_ = owner_.get();
 }
 
@@ -68,11 +57,13 @@ Tensor Tensor::slice(int64_t begin, int64_t count) const {
 }
 
 void Tensor::zero() {
-  if (nbytes()) std::memset(data_, 0, nbytes());
+  zero_bytes(device_, data_, nbytes());
 }
 
 void Tensor::fill(float value) {
   if (dtype_ != DType::kF32) throw std::invalid_argument("Tensor::fill: f32 only");
+  if (!device_.is_cpu())
+    throw std::invalid_argument("Tensor::fill: needs a CPU tensor, this one is on " + device_.str());
   float* p = data<float>();
   for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = value;
 }
@@ -81,7 +72,7 @@ void Tensor::copy_from(const Tensor& other) {
   if (other.numel() != numel() || other.dtype() != dtype_)
     throw std::invalid_argument("Tensor::copy_from: " + shape_str(other.shape()) + " into " +
                                 shape_str(shape_));
-  if (nbytes()) std::memcpy(data_, other.raw(), nbytes());
+  copy_bytes(device_, data_, other.device(), other.raw(), nbytes());
 }
 
 }  // namespace sdp

@@ -1,6 +1,9 @@
 // Tensor: a shape, a dtype, a device and a pointer into shared storage. Copies of a Tensor
 // share storage (like torch.Tensor); views into arenas keep the arena's storage alive.
-// CPU storage is 64-byte aligned so oneDNN and AVX-512 kernels get aligned rows.
+// Storage is allocated on the tensor's device (core/device_memory.hpp); CPU storage is
+// 64-byte aligned so oneDNN and AVX-512 kernels get aligned rows. The helpers that touch
+// elements (fill) refuse a device the host cannot address; zero/copy_from work on any device
+// this build supports.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device_memory.hpp"
 #include "core/dtype.hpp"
 
 namespace sdp {
@@ -20,8 +24,8 @@ std::string shape_str(const Shape& shape);
 class Tensor {
  public:
   Tensor() = default;
-  // Allocates zero-filled CPU storage.
-  explicit Tensor(Shape shape, DType dtype = DType::kF32);
+  // Allocates zero-filled storage on `device`.
+  explicit Tensor(Shape shape, DType dtype = DType::kF32, Device device = Device::cpu());
 
   // A tensor over memory owned by `owner` (kept alive by this tensor), at `data`.
   static Tensor view_of(std::shared_ptr<void> owner, void* data, Shape shape,
@@ -46,8 +50,8 @@ class Tensor {
   Tensor slice(int64_t begin, int64_t count) const;
 
   void zero();
-  void fill(float value);  // f32 only
-  void copy_from(const Tensor& other);  // same numel and dtype, CPU only
+  void fill(float value);  // f32 on the CPU only
+  void copy_from(const Tensor& other);  // same numel and dtype; across devices too
 
  private:
   std::shared_ptr<void> owner_;
@@ -62,8 +66,5 @@ struct NamedTensor {
   std::string name;
   Tensor tensor;
 };
-
-// 64-byte aligned, zero-filled host allocation shared by the returned pointer.
-std::shared_ptr<void> allocate_host(std::size_t bytes);
 
 }  // namespace sdp

@@ -1,7 +1,10 @@
-// Add: y = a + b, the join of a residual connection. Not a Layer (two inputs). The output
-// takes a's layout (b is reordered when it differs); backward hands diff_dst to both
-// inputs, converted to each input's own layout.
+// Add: y = a + b, the join of a residual connection (and the sum of the two input
+// gradients of a block). Not a Layer (two inputs). The output takes a's layout (b is
+// reordered when it differs); backward hands diff_dst to both inputs, converted to each
+// input's own layout.
 #pragma once
+
+#include <memory>
 
 #include "nn/context.hpp"
 
@@ -9,21 +12,14 @@ namespace sdp::nn {
 
 class Add {
  public:
-  explicit Add(Context& ctx) : ctx_(ctx) {}
+  static std::unique_ptr<Add> create(Context& ctx);
+  virtual ~Add() = default;
 
-  memory::desc configure(const memory::desc& a_md, const memory::desc& b_md);
-  const memory& forward(const memory& a, const memory& b);
+  virtual TensorDesc configure(const TensorDesc& a, const TensorDesc& b) = 0;
+  virtual const TensorRef& forward(const TensorRef& a, const TensorRef& b) = 0;
   // Gradient w.r.t. a (in a's layout) and w.r.t. b (in b's layout).
-  const memory& backward_a(const memory& diff_dst) const { return diff_dst; }
-  const memory& backward_b(const memory& diff_dst) {
-    return diff_b_.convert(ctx_.stream, diff_dst);
-  }
-
- private:
-  Context& ctx_;
-  dnnl::binary add_;
-  LayoutAdapter b_to_a_, diff_b_;
-  memory dst_;
+  const TensorRef& backward_a(const TensorRef& diff_dst) const { return diff_dst; }
+  virtual const TensorRef& backward_b(const TensorRef& diff_dst) = 0;
 };
 
 }  // namespace sdp::nn

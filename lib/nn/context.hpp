@@ -1,26 +1,46 @@
-// Context: what every layer of one model shares — the parameter store it registers into,
-// the oneDNN stream it runs on, and the grad-ready hook backward reports to.
+// Context: what every layer of one model shares — the device it computes on, that device's
+// stream, the parameter store it registers into, and the grad-ready hook backward reports
+// to. Layers pick nothing from globals: the factories (X::create) read ctx.device, so two
+// models on two devices can live in one process (Caffe's factory without Caffe::mode()).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 #include "core/parameter_store.hpp"
-#include "nn/onednn.hpp"
+#include "core/tensor_desc.hpp"
 
 namespace sdp::nn {
 
 using GradReadyHook = std::function<void(const Param&)>;
 
+// A device's ordered queue of work (oneDNN stream on the CPU; a cudaStream_t next). Only the
+// backend that made it looks inside.
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  // Blocks until all work queued so far is done (a no-op on the CPU, which runs in order on
+  // the calling thread).
+  virtual void synchronize() = 0;
+};
+
+// Creates the stream for `device`; throws sdp::Error when this build has no backend for it.
+std::shared_ptr<Stream> make_stream(const Device& device);
+
 struct Context {
-  explicit Context(ParameterStore& store_ref, uint64_t seed_value = 42)
-      : store(store_ref), stream(cpu_engine()), seed(seed_value) {}
+  Context(ParameterStore& store_ref, Device device_value = Device::cpu(), uint64_t seed_value = 42)
+      : store(store_ref), device(device_value), stream(make_stream(device_value)), seed(seed_value) {}
 
   ParameterStore& store;
-  // CPU streams run every primitive synchronously on the calling thread (OpenMP inside).
-  dnnl::stream stream;
+  Device device;
+  std::shared_ptr<Stream> stream;
   GradReadyHook grad_ready_hook;  // may be empty
   uint64_t seed;                  // base seed for stochastic layers (dropout)
 };
+
+// Copies `src` into `dst`: the same logical tensor (shape, dtype) in possibly different
+// layouts, on the context's device. What tests and the loss use to read blocked layouts.
+void convert_layout(Context& ctx, const TensorRef& src, const TensorRef& dst);
 
 }  // namespace sdp::nn

@@ -3,49 +3,19 @@
 #include <functional>
 #include <stdexcept>
 
+#include "nn/dropout_cpu.hpp"
+#include "nn/layer_factory.hpp"
+
 namespace sdp::nn {
+
+std::unique_ptr<Dropout> Dropout::create(Context& ctx, std::string name, float p) {
+  return make_for_device<Dropout, DropoutCpu>(ctx, "Dropout", std::move(name), p);
+}
 
 Dropout::Dropout(Context& ctx, std::string name, float p)
     : Layer(ctx, std::move(name)), p_(p), rng_(ctx.seed ^ std::hash<std::string>{}(name_)) {
   if (!(p >= 0.0f && p < 1.0f))
     throw std::invalid_argument("Dropout " + name_ + ": p must be in [0, 1)");
-}
-
-memory::desc Dropout::configure(const memory::desc& src_md, bool training) {
-  training_ = training;
-  // Elementwise over the stored buffer, so any layout works; padding stays zero.
-  const std::size_t n = src_md.get_size() / sizeof(float);
-  if (training && p_ > 0.0f) {
-    if (mask_.size() != n) mask_ready_ = false;
-    mask_.resize(n);
-    dst_ = memory(src_md, cpu_engine());
-    diff_src_ = memory(src_md, cpu_engine());
-  }
-  return src_md;
-}
-
-const memory& Dropout::forward(const memory& src) {
-  if (!training_ || p_ == 0.0f) return src;
-  if (!fixed_mask_ || !mask_ready_) {
-    const float scale = 1.0f / (1.0f - p_);
-    // Compare raw 53-bit draws against a threshold: cheaper than a distribution object.
-    const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(p_) * 9007199254740992.0);
-    for (float& m : mask_) m = (rng_() >> 11) < threshold ? 0.0f : scale;
-    mask_ready_ = true;
-  }
-  const float* x = static_cast<const float*>(src.get_data_handle());
-  float* y = static_cast<float*>(dst_.get_data_handle());
-  for (std::size_t i = 0; i < mask_.size(); ++i) y[i] = x[i] * mask_[i];
-  return dst_;
-}
-
-const memory& Dropout::backward(const memory& diff_dst) {
-  if (!needs_input_grad_) return empty_;
-  if (!training_ || p_ == 0.0f) return diff_dst;
-  const float* dy = static_cast<const float*>(diff_dst.get_data_handle());
-  float* dx = static_cast<float*>(diff_src_.get_data_handle());
-  for (std::size_t i = 0; i < mask_.size(); ++i) dx[i] = dy[i] * mask_[i];
-  return diff_src_;
 }
 
 }  // namespace sdp::nn

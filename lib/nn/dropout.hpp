@@ -3,6 +3,7 @@
 // seeded from the model seed and the layer name, so runs are reproducible.
 #pragma once
 
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -12,23 +13,20 @@ namespace sdp::nn {
 
 class Dropout : public Layer {
  public:
-  Dropout(Context& ctx, std::string name, float p);
-
-  memory::desc configure(const memory::desc& src_md, bool training) override;
-  const memory& forward(const memory& src) override;
-  const memory& backward(const memory& diff_dst) override;
+  static std::unique_ptr<Dropout> create(Context& ctx, std::string name, float p);
 
   // Tests hold the mask fixed across forwards (finite differences need a fixed function).
   void set_fixed_mask(bool fixed) { fixed_mask_ = fixed; }
 
- private:
+ protected:
+  Dropout(Context& ctx, std::string name, float p);
+
   float p_;
   bool training_ = false;
   bool fixed_mask_ = false;
   bool mask_ready_ = false;
   std::mt19937_64 rng_;
   std::vector<float> mask_;  // 0 or 1 / (1 - p), one per stored element (layout padding too)
-  memory dst_, diff_src_;
 };
 
 }  // namespace sdp::nn

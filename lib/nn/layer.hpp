@@ -1,22 +1,29 @@
-// Layer: a forward/backward pair (Caffe style, no autograd). The contract:
+// Layer: a forward/backward pair (Caffe style, no autograd), one interface for every device.
+// Each layer kind (Conv2d, BatchNorm2d, ...) is an abstract class holding what is the same on
+// every device — options, parameter registration, initialization — and X::create(ctx, ...)
+// (nn/layer_factory.hpp) returns the implementation for ctx.device: XCpu on oneDNN in
+// x_cpu.{hpp,cpp}, and its CUDA twin next to it. The contract:
 //
 //  * The constructor registers parameters (and buffers) with the ParameterStore; values
 //    exist only after the store is finalized, when init_parameters() fills them.
-//  * configure(src_md, training) is called whenever the input shape or the mode changes;
-//    it creates every oneDNN primitive and allocates outputs, so forward/backward create
-//    nothing. It returns the descriptor (dims + layout) of the output.
-//  * forward(src) takes memory with exactly src_md and returns the output (owned by the
-//    layer, valid until the next forward). The layer may keep `src` for backward.
+//  * configure(src, training) is called whenever the input shape or the mode changes; it
+//    creates every primitive and allocates outputs, so forward/backward create nothing. It
+//    returns the output's TensorDesc (shape and layout: plain, channels_last, or the
+//    backend's own blocked layout, which only that backend reads).
+//  * forward(src) takes a TensorRef described by exactly the configured src and returns the
+//    output (owned by the layer, valid until its next forward). The layer may keep `src`
+//    for backward.
 //  * backward(diff_dst) takes the output gradient in the output's layout, OVERWRITES the
 //    gradients of this layer's parameters, reports each to the grad-ready hook in reverse
-//    registration order, and returns the input gradient in src_md's layout (an empty
-//    memory when needs_input_grad() is false, e.g. for the first layer of a model).
+//    registration order, and returns the input gradient in src's layout (an empty TensorRef
+//    when needs_input_grad() is false, e.g. for the first layer of a model).
 #pragma once
 
 #include <random>
 #include <string>
 #include <vector>
 
+#include "core/tensor_desc.hpp"
 #include "nn/context.hpp"
 
 namespace sdp::nn {
@@ -29,10 +36,11 @@ class Layer {
   Layer& operator=(const Layer&) = delete;
 
   const std::string& name() const { return name_; }
+  const Device& device() const { return ctx_.device; }
 
-  virtual memory::desc configure(const memory::desc& src_md, bool training) = 0;
-  virtual const memory& forward(const memory& src) = 0;
-  virtual const memory& backward(const memory& diff_dst) = 0;
+  virtual TensorDesc configure(const TensorDesc& src, bool training) = 0;
+  virtual const TensorRef& forward(const TensorRef& src) = 0;
+  virtual const TensorRef& backward(const TensorRef& diff_dst) = 0;
   // Fills this layer's parameters and buffers; called in registration order with one
   // generator so equal seeds give bit-identical models on every rank.
   virtual void init_parameters(std::mt19937_64& /*rng*/) {}
@@ -51,7 +59,6 @@ class Layer {
   std::string name_;
   std::vector<Param*> params_;
   bool needs_input_grad_ = true;
-  const memory empty_;
 };
 
 }  // namespace sdp::nn

@@ -7,13 +7,13 @@
 
 namespace sdp::nn {
 
-Model::Model(std::string name, Shape input_shape, int num_classes, uint64_t seed)
+Model::Model(std::string name, Shape input_shape, int num_classes, uint64_t seed, Device device)
     : name_(std::move(name)),
       input_shape_(std::move(input_shape)),
       num_classes_(num_classes),
       seed_(seed),
-      ctx_(store_, seed),
-      loss_(ctx_) {
+      ctx_(store_, device, seed),
+      loss_(SoftmaxCrossEntropy::create(ctx_)) {
   if (input_shape_.size() != 3) throw std::invalid_argument("Model: input shape must be [C, H, W]");
   if (num_classes_ < 1) throw std::invalid_argument("Model: num_classes < 1");
 }
@@ -34,7 +34,7 @@ void Model::build() {
     layer->set_needs_input_grad(false);
     if (layer->has_parameters()) break;
   }
-  store_.finalize();
+  store_.finalize(ctx_.device);
   std::mt19937_64 rng(seed_);
   for (auto& layer : layers_) layer->init_parameters(rng);
   built_ = true;
@@ -42,7 +42,7 @@ void Model::build() {
   // at construction, rather than at the first step.
   try {
     configure(1, false);
-  } catch (const dnnl::error& e) {
+  } catch (const std::exception& e) {  // a backend's own error type (dnnl::error, ...)
     throw std::invalid_argument("input " + shape_str(input_shape_) + ": " + e.what());
   }
 }
@@ -52,29 +52,29 @@ void Model::set_grad_ready_hook(std::function<void(const Param&)> hook) {
 }
 
 void Model::configure(int64_t batch, bool training) {
-  Dims dims = {batch};
-  dims.insert(dims.end(), input_shape_.begin(), input_shape_.end());
-  input_ = memory(plain_md(dims), cpu_engine(), nullptr);
-  memory::desc md = input_.get_desc();
-  for (auto& layer : layers_) md = layer->configure(md, training);
-  loss_.configure(md, num_classes_);
+  Shape shape = {batch};
+  shape.insert(shape.end(), input_shape_.begin(), input_shape_.end());
+  input_ = {TensorDesc::plain(shape, ctx_.device), nullptr};
+  TensorDesc desc = input_.desc;
+  for (auto& layer : layers_) desc = layer->configure(desc, training);
+  loss_->configure(desc, num_classes_);
   configured_batch_ = batch;
   configured_training_ = training;
 }
 
 float Model::forward(const Tensor& x, const int32_t* labels, bool training, int64_t* correct) {
   if (!built_) throw std::logic_error("Model " + name_ + ": forward before build");
-  if (x.rank() != 4 || x.dtype() != DType::kF32 || !x.device().is_cpu() ||
+  if (x.rank() != 4 || x.dtype() != DType::kF32 || !(x.device() == ctx_.device) ||
       Shape(x.shape().begin() + 1, x.shape().end()) != input_shape_ || x.dim(0) < 1)
-    throw InputError("model " + name_ + " expects f32 CPU input [N, " +
+    throw InputError("model " + name_ + " expects f32 " + ctx_.device.str() + " input [N, " +
                      shape_str(input_shape_).substr(1) + ", got " + shape_str(x.shape()) + " " +
                      dtype_name(x.dtype()) + " on " + x.device().str());
   if (x.dim(0) != configured_batch_ || training != configured_training_)
     configure(x.dim(0), training);
-  input_.set_data_handle(x.raw());
-  const memory* act = &input_;
+  input_.data = x.raw();
+  const TensorRef* act = &input_;
   for (auto& layer : layers_) act = &layer->forward(*act);
-  const float loss = loss_.forward(*act, labels, correct);
+  const float loss = loss_->forward(*act, labels, correct);
   backward_ready_ = training;
   return loss;
 }
@@ -82,7 +82,7 @@ float Model::forward(const Tensor& x, const int32_t* labels, bool training, int6
 void Model::backward() {
   if (!backward_ready_)
     throw std::logic_error("Model " + name_ + ": backward needs a forward(training=true) first");
-  const memory* grad = &loss_.backward();
+  const TensorRef* grad = &loss_->backward();
   for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) grad = &(*it)->backward(*grad);
   backward_ready_ = false;
 }

@@ -4,8 +4,9 @@
 // Contract for the training loop:
 //  * After construction (build()), store() is finalized and the parameters are
 //    initialized from the seed; equal seeds give bit-identical parameters on every rank.
-//  * forward(x, labels, training) runs the model on an [N, C, H, W] f32 NCHW host tensor
-//    and returns the mean cross-entropy; `correct` receives the number of top-1 hits.
+//  * forward(x, labels, training) runs the model on an [N, C, H, W] f32 NCHW tensor on the
+//    model's device (labels in host memory) and returns the mean cross-entropy; `correct`
+//    receives the number of top-1 hits.
 //    Primitives are built on the first call and again only when N or the mode changes.
 //  * backward() after forward(training=true) OVERWRITES every parameter gradient in the
 //    gradient arena and calls the grad-ready hook once per Param, in reverse registration
@@ -27,7 +28,8 @@ namespace sdp::nn {
 
 class Model {
  public:
-  Model(std::string name, Shape input_shape, int num_classes, uint64_t seed = 42);
+  Model(std::string name, Shape input_shape, int num_classes, uint64_t seed = 42,
+        Device device = Device::cpu());
   virtual ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -37,15 +39,17 @@ class Model {
   const std::string& name() const { return name_; }
   Shape input_shape() const { return input_shape_; }
   int num_classes() const { return num_classes_; }
+  const Device& device() const { return ctx_.device; }
 
   float forward(const Tensor& x, const int32_t* labels, bool training, int64_t* correct = nullptr);
   void backward();
   void set_grad_ready_hook(std::function<void(const Param&)> hook);
 
   // --- building (models/ use these; the training loop does not) ---
+  // Adds a layer of kind L made by L::create for this model's device.
   template <typename L, typename... Args>
   L& add(const std::string& layer_name, Args&&... args) {
-    auto layer = std::make_unique<L>(ctx_, layer_name, std::forward<Args>(args)...);
+    std::unique_ptr<L> layer = L::create(ctx_, layer_name, std::forward<Args>(args)...);
     L& ref = *layer;
     add(std::move(layer));
     return ref;
@@ -66,13 +70,13 @@ class Model {
   ParameterStore store_;
   Context ctx_;  // after store_: it refers to it
   std::vector<std::unique_ptr<Layer>> layers_;
-  SoftmaxCrossEntropy loss_;
+  std::unique_ptr<SoftmaxCrossEntropy> loss_;
   bool built_ = false;
 
   int64_t configured_batch_ = -1;
   bool configured_training_ = false;
   bool backward_ready_ = false;
-  memory input_;
+  TensorRef input_;
 };
 
 }  // namespace sdp::nn

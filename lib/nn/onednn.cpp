@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "core/error.hpp"
+
 namespace sdp::nn {
 
 const dnnl::engine& cpu_engine() {
@@ -45,6 +47,63 @@ Dims to_dims(const Shape& shape) {
 }
 Shape to_shape(const Dims& dims) {
   return Shape(dims.begin(), dims.end());
+}
+
+bool OneDnnLayout::same_as(const BackendLayout& other) const {
+  const auto* o = dynamic_cast<const OneDnnLayout*>(&other);
+  return o != nullptr && o->md_ == md_;
+}
+
+std::string OneDnnLayout::str() const {
+  // The blocking of the innermost dimension is what tells nChw16c from nChw8c.
+  const auto& blk = md_.data.format_desc.blocking;
+  std::string s = "onednn(blocked";
+  for (int i = 0; i < blk.inner_nblks; ++i)
+    s += " " + std::to_string(blk.inner_idxs[i]) + ":" + std::to_string(blk.inner_blks[i]);
+  return s + ")";
+}
+
+namespace {
+memory::desc nhwc_md(const Dims& dims) {
+  return memory::desc(dims, memory::data_type::f32, memory::format_tag::acdb);
+}
+}  // namespace
+
+memory::desc to_md(const TensorDesc& desc) {
+  if (desc.dtype != DType::kF32)
+    throw std::invalid_argument(std::string("oneDNN layers take f32, got ") + dtype_name(desc.dtype));
+  const Dims dims = to_dims(desc.shape);
+  switch (desc.layout) {
+    case Layout::kPlain: return plain_md(dims);
+    case Layout::kChannelsLast:
+      if (dims.size() != 4) throw std::invalid_argument("channels_last needs a 4-D tensor");
+      return nhwc_md(dims);
+    case Layout::kBackend:
+      if (const auto* l = dynamic_cast<const OneDnnLayout*>(desc.backend.get())) return l->md();
+      throw std::invalid_argument("oneDNN layer got another backend's layout: " + desc.str());
+  }
+  throw std::logic_error("to_md: bad layout");
+}
+
+TensorDesc to_tensor_desc(const memory::desc& md) {
+  TensorDesc d = TensorDesc::plain(to_shape(md.dims()));
+  if (md == plain_md(md.dims())) return d;
+  if (md.dims().size() == 4 && md == nhwc_md(md.dims())) {
+    d.layout = Layout::kChannelsLast;
+    return d;
+  }
+  d.layout = Layout::kBackend;
+  d.backend = std::make_shared<OneDnnLayout>(md);
+  return d;
+}
+
+dnnl::stream& onednn_stream(Context& ctx) {
+  return static_cast<OneDnnStream&>(*ctx.stream).get();
+}
+
+void convert_layout_cpu(Context& ctx, const TensorRef& src, const TensorRef& dst) {
+  memory s(to_md(src.desc), cpu_engine(), src.data), d(to_md(dst.desc), cpu_engine(), dst.data);
+  reorder(onednn_stream(ctx), s, d);
 }
 
 memory wrap(const Tensor& tensor) {

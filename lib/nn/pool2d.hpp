@@ -1,18 +1,16 @@
-// Pooling layers on oneDNN: MaxPool2d, AvgPool2d (count_include_pad like PyTorch) and
+// Pooling layers: MaxPool2d, AvgPool2d (count_include_pad like PyTorch) and
 // GlobalAvgPool2d (adaptive average pooling to 1x1, whatever the input size).
 // Output sizes follow PyTorch's floor mode: (H + 2p - k) / s + 1.
 // With fuse_relu (max pooling only) the output is relu(maxpool(x)), which equals
 // maxpool(relu(x)): conv -> maxpool+ReLU computes conv -> ReLU -> maxpool with the ReLU,
 // forward and backward, on the pooled tensor (in place on the output).
 // Non-overlapping max pooling (kernel == stride, no padding) on a dense NCHW, NHWC or
-// blocked input runs the hand-written loops of nn/direct_max_pool.hpp; the rest is oneDNN.
+// blocked input runs hand-written loops on the CPU (nn/direct_max_pool.hpp); the rest is oneDNN.
 #pragma once
 
 #include <cstdint>
-#include <optional>
-#include <vector>
+#include <memory>
 
-#include "nn/direct_max_pool.hpp"
 #include "nn/layer.hpp"
 
 namespace sdp::nn {
@@ -33,25 +31,14 @@ struct Pool2dOptions {
 
 class Pool2d : public Layer {
  public:
+  static std::unique_ptr<Pool2d> create(Context& ctx, std::string name, const Pool2dOptions& options);
+
+  const Pool2dOptions& options() const { return options_; }
+
+ protected:
   Pool2d(Context& ctx, std::string name, const Pool2dOptions& options);
 
-  memory::desc configure(const memory::desc& src_md, bool training) override;
-  const memory& forward(const memory& src) override;
-  const memory& backward(const memory& diff_dst) override;
-
- private:
-  memory::desc configure_direct(const memory::desc& src_md, const ActivationLayout& src_layout,
-                                const Dims& out, bool training);
-
   Pool2dOptions options_;
-  bool training_ = false;
-  std::optional<DirectMaxPool> direct_;  // the hand-written path (see the file comment)
-  std::vector<uint8_t> argmax_;
-  dnnl::pooling_forward fwd_;
-  dnnl::pooling_backward bwd_;
-  dnnl::eltwise_forward relu_fwd_;  // fuse_relu
-  dnnl::eltwise_backward relu_bwd_;
-  memory dst_, diff_src_, workspace_, diff_pre_relu_;
 };
 
 inline Pool2dOptions max_pool(int kernel, int stride, int padding = 0, bool fuse_relu = false,

@@ -7,7 +7,10 @@
 namespace sdp::nn {
 
 ResidualBlock::ResidualBlock(Context& ctx, std::string name)
-    : Layer(ctx, std::move(name)), add_(ctx), relu_(ctx, name_ + ".relu") {}
+    : Layer(ctx, std::move(name)),
+      add_(Add::create(ctx)),
+      relu_(ReLU::create(ctx, name_ + ".relu")),
+      sum_grads_(Add::create(ctx)) {}
 
 void ResidualBlock::init_parameters(std::mt19937_64& rng) {
   for (auto& l : branch_) l->init_parameters(rng);
@@ -28,37 +31,31 @@ bool ResidualBlock::has_parameters() const {
   return false;
 }
 
-memory::desc ResidualBlock::configure(const memory::desc& src_md, bool training) {
-  memory::desc branch_md = src_md, shortcut_md = src_md;
-  for (auto& l : branch_) branch_md = l->configure(branch_md, training);
-  for (auto& l : shortcut_) shortcut_md = l->configure(shortcut_md, training);
-  const memory::desc out_md = relu_.configure(add_.configure(branch_md, shortcut_md), training);
-  if (training && needs_input_grad_) {
-    sum_grads_ = dnnl::binary(dnnl::binary::primitive_desc(
-        {dnnl::algorithm::binary_add, src_md, src_md, src_md}, cpu_engine()));
-    diff_src_ = memory(src_md, cpu_engine());
-  }
-  return out_md;
+TensorDesc ResidualBlock::configure(const TensorDesc& src, bool training) {
+  TensorDesc branch = src, shortcut = src;
+  for (auto& l : branch_) branch = l->configure(branch, training);
+  for (auto& l : shortcut_) shortcut = l->configure(shortcut, training);
+  const TensorDesc out = relu_->configure(add_->configure(branch, shortcut), training);
+  if (training && needs_input_grad_) sum_grads_->configure(src, src);
+  return out;
 }
 
-const memory& ResidualBlock::forward(const memory& src) {
-  const memory* b = &src;
+const TensorRef& ResidualBlock::forward(const TensorRef& src) {
+  const TensorRef* b = &src;
   for (auto& l : branch_) b = &l->forward(*b);
-  const memory* s = &src;
+  const TensorRef* s = &src;
   for (auto& l : shortcut_) s = &l->forward(*s);
-  return relu_.forward(add_.forward(*b, *s));
+  return relu_->forward(add_->forward(*b, *s));
 }
 
-const memory& ResidualBlock::backward(const memory& diff_dst) {
-  const memory& d_sum = relu_.backward(diff_dst);
-  const memory* ds = &add_.backward_b(d_sum);
+const TensorRef& ResidualBlock::backward(const TensorRef& diff_dst) {
+  const TensorRef& d_sum = relu_->backward(diff_dst);
+  const TensorRef* ds = &add_->backward_b(d_sum);
   for (auto it = shortcut_.rbegin(); it != shortcut_.rend(); ++it) ds = &(*it)->backward(*ds);
-  const memory* db = &add_.backward_a(d_sum);
+  const TensorRef* db = &add_->backward_a(d_sum);
   for (auto it = branch_.rbegin(); it != branch_.rend(); ++it) db = &(*it)->backward(*db);
   if (!needs_input_grad_) return empty_;
-  sum_grads_.execute(ctx_.stream,
-                     {{DNNL_ARG_SRC_0, *db}, {DNNL_ARG_SRC_1, *ds}, {DNNL_ARG_DST, diff_src_}});
-  return diff_src_;
+  return sum_grads_->forward(*db, *ds);
 }
 
 namespace {

@@ -1,5 +1,5 @@
 // ResidualBlock: y = relu(branch(x) + shortcut(x)), a composite layer made of child
-// layers. The branch is registered before the shortcut (torchvision's order: conv1, bn1,
+// layers, the same on every device (its children come from the device's factories). The branch is registered before the shortcut (torchvision's order: conv1, bn1,
 // ..., downsample), and backward runs the shortcut first, then the branch, so
 // parameters become final exactly in reverse registration order.
 //
@@ -35,9 +35,9 @@ class ResidualBlock : public Layer {
     return add_child<L>(shortcut_, child, std::forward<Args>(args)...);
   }
 
-  memory::desc configure(const memory::desc& src_md, bool training) override;
-  const memory& forward(const memory& src) override;
-  const memory& backward(const memory& diff_dst) override;
+  TensorDesc configure(const TensorDesc& src, bool training) override;
+  const TensorRef& forward(const TensorRef& src) override;
+  const TensorRef& backward(const TensorRef& diff_dst) override;
   void init_parameters(std::mt19937_64& rng) override;
   void set_needs_input_grad(bool value) override;
   bool has_parameters() const override;
@@ -46,17 +46,17 @@ class ResidualBlock : public Layer {
   template <typename L, typename... Args>
   L& add_child(std::vector<std::unique_ptr<Layer>>& chain, const std::string& child,
                Args&&... args) {
-    auto layer = std::make_unique<L>(ctx_, name_ + "." + child, std::forward<Args>(args)...);
+    std::unique_ptr<L> layer = L::create(ctx_, name_ + "." + child, std::forward<Args>(args)...);
     L& ref = *layer;
     chain.push_back(std::move(layer));
     return ref;
   }
 
   std::vector<std::unique_ptr<Layer>> branch_, shortcut_;  // empty shortcut: identity
-  Add add_;
-  ReLU relu_;
-  dnnl::binary sum_grads_;  // d(x) = d(branch input) + d(shortcut input)
-  memory diff_src_;
+  std::unique_ptr<Add> add_;
+  std::unique_ptr<ReLU> relu_;
+  std::unique_ptr<Add> sum_grads_;  // d(x) = d(branch input) + d(shortcut input)
+  const TensorRef empty_;
 };
 
 std::unique_ptr<ResidualBlock> make_basic_block(Context& ctx, const std::string& name,

@@ -1,10 +1,10 @@
 // SoftmaxCrossEntropy: the loss head. forward() returns the mean over the batch of
 // -log softmax(logits)[label] and counts top-1 hits; backward() returns
-// d(loss)/d(logits) = (softmax - onehot) / N in the logits' layout.
+// d(loss)/d(logits) = (softmax - onehot) / N in the logits' layout. Labels are host memory.
 #pragma once
 
 #include <cstdint>
-#include <vector>
+#include <memory>
 
 #include "nn/context.hpp"
 
@@ -12,18 +12,12 @@ namespace sdp::nn {
 
 class SoftmaxCrossEntropy {
  public:
-  explicit SoftmaxCrossEntropy(Context& ctx) : ctx_(ctx) {}
+  static std::unique_ptr<SoftmaxCrossEntropy> create(Context& ctx);
+  virtual ~SoftmaxCrossEntropy() = default;
 
-  void configure(const memory::desc& logits_md, int num_classes);
-  float forward(const memory& logits, const int32_t* labels, int64_t* correct);
-  const memory& backward();
-
- private:
-  Context& ctx_;
-  int64_t batch_ = 0;
-  int num_classes_ = 0;
-  LayoutAdapter to_plain_, from_plain_;
-  memory diff_plain_;  // plain [N, K]
+  virtual void configure(const TensorDesc& logits, int num_classes) = 0;
+  virtual float forward(const TensorRef& logits, const int32_t* labels, int64_t* correct) = 0;
+  virtual const TensorRef& backward() = 0;
 };
 
 }  // namespace sdp::nn

@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
 #include "core/parameter_store.hpp"
+#include "core/error.hpp"
 #include "core/tensor.hpp"
+#include "core/tensor_desc.hpp"
 
 namespace sdp {
 namespace {
@@ -62,6 +64,49 @@ TEST(ParameterStore, FingerprintChangesWithShapes) {
   c.add_parameter("w", {4, 3});
   EXPECT_EQ(a.fingerprint(), b.fingerprint());
   EXPECT_NE(a.fingerprint(), c.fingerprint());
+}
+
+TEST(Tensor, HelpersRefuseADeviceTheyCannotTouch) {
+  // A view that claims GPU memory: fill() must refuse it rather than write through the
+  // pointer on the host.
+  auto host = allocate_host(64);
+  Tensor t = Tensor::view_of(host, host.get(), {4}, DType::kF32, Device::cuda(0));
+  EXPECT_THROW(t.fill(1.0f), std::invalid_argument);
+}
+
+TEST(Tensor, AllocatesOnItsDevice) {
+  Tensor t({3, 5}, DType::kF32, Device::cpu());
+  EXPECT_TRUE(t.device().is_cpu());
+  t.fill(2.0f);
+  Tensor u({15});
+  u.copy_from(t);
+  EXPECT_EQ(u.data<float>()[14], 2.0f);
+#ifndef SDP_HAVE_CUDA
+  // Without the CUDA backend a GPU tensor is a clear usage error, not a crash.
+  EXPECT_THROW(Tensor({4}, DType::kF32, Device::cuda(0)), InputError);
+#endif
+}
+
+TEST(ParameterStore, FinalizeOnADevice) {
+  ParameterStore store;
+  store.add_parameter("w", {3});
+  store.finalize(Device::cpu());
+  EXPECT_TRUE(store.device().is_cpu());
+  EXPECT_TRUE(store.param_arena().device().is_cpu());
+  EXPECT_TRUE(store.grad_arena().device().is_cpu());
+}
+
+TEST(TensorDesc, EqualityAndSize) {
+  const TensorDesc a = TensorDesc::plain({2, 3, 4, 5});
+  TensorDesc b = a;
+  EXPECT_TRUE(a == b);
+  EXPECT_EQ(a.nbytes(), 2u * 3 * 4 * 5 * 4);
+  b.layout = Layout::kChannelsLast;
+  EXPECT_FALSE(a == b);
+  b = a;
+  b.device = Device::cuda(1);
+  EXPECT_FALSE(a == b);
+  EXPECT_NE(a.str().find("plain"), std::string::npos);
 }
 
 }  // namespace

@@ -85,61 +85,61 @@ inline int64_t numel(const Dims& d) {
   return n;
 }
 
-// Runs one layer on a plain input and defines L = sum_i w_i * y_i over its plain output.
-// The input may be handed to the layer in another layout (e.g. nChw16c) to exercise the
-// layout handling the models rely on.
+// Runs one layer, built by its factory for the harness's device, on a plain input and
+// defines L = sum_i w_i * y_i over its plain output. Values live on the host; the harness
+// copies them to the device and converts layouts there (nn::convert_layout), so the same
+// test runs on every device. On the CPU the input may be handed to the layer in a oneDNN
+// layout (e.g. nChw16c) to exercise the layout handling the models rely on.
 class LayerHarness {
  public:
-  explicit LayerHarness(uint64_t seed = 7) : ctx_(store_, seed) {}
+  explicit LayerHarness(Device device = Device::cpu(), uint64_t seed = 7)
+      : ctx_(store_, device, seed) {}
 
   template <typename L, typename... Args>
   L& make(Args&&... args) {
-    auto layer = std::make_unique<L>(ctx_, "layer", std::forward<Args>(args)...);
+    std::unique_ptr<L> layer = L::create(ctx_, "layer", std::forward<Args>(args)...);
     L& ref = *layer;
-    layer_ = std::move(layer);
-    store_.finalize();
-    std::mt19937_64 rng(11);
-    layer_->init_parameters(rng);
+    adopt(std::move(layer));
     return ref;
   }
 
   // Takes a layer built on ctx() (e.g. by a factory), then finalizes and initializes.
   void adopt(std::unique_ptr<Layer> layer) {
     layer_ = std::move(layer);
-    store_.finalize();
+    store_.finalize(ctx_.device);
     std::mt19937_64 rng(11);
     layer_->init_parameters(rng);
   }
 
-  // Input dims; `layout` is the tag the layer receives (plain when undef).
+  // Input dims; `layout` is the oneDNN tag the layer receives (plain when undef; abcd and
+  // acdb are the device-neutral plain and channels_last).
   void configure(const Dims& in, bool training,
                  memory::format_tag layout = memory::format_tag::undef) {
     in_dims_ = in;
-    plain_in_ = plain_md(in);
-    src_md_ = layout == memory::format_tag::undef
-                  ? plain_in_
-                  : memory::desc(in, memory::data_type::f32, layout);
+    // Blocked layouts are oneDNN's: other devices get the same values in plain layout.
+    if (!ctx_.device.is_cpu() && layout != memory::format_tag::acdb) layout = memory::format_tag::undef;
+    src_desc_ = layout == memory::format_tag::undef
+                    ? TensorDesc::plain(in, ctx_.device)
+                    : to_tensor_desc(memory::desc(in, memory::data_type::f32, layout));
+    src_desc_.device = ctx_.device;
     x_.assign(numel(in), 0.f);
-    x_mem_ = memory(plain_in_, cpu_engine(), x_.data());
-    src_mem_ = memory(src_md_, cpu_engine());
-    dst_md_ = layer_->configure(src_md_, training);
-    out_dims_ = dst_md_.dims();
+    src_ = device_buffer(src_desc_);
+    dst_desc_ = layer_->configure(src_desc_, training);
+    out_dims_ = dst_desc_.shape;
     w_ = random_vector(numel(out_dims_), 99);
   }
 
   std::vector<float>& input() { return x_; }
   std::vector<float>& loss_weights() { return w_; }
   const Dims& out_dims() const { return out_dims_; }
-  const memory::desc& layer_dst_desc() const { return dst_md_; }
+  const TensorDesc& layer_dst_desc() const { return dst_desc_; }
   ParameterStore& store() { return store_; }
   Context& ctx() { return ctx_; }
   Layer& layer() { return *layer_; }
 
   std::vector<float> forward() {
-    x_mem_.set_data_handle(x_.data());  // tests may have replaced the vector
-    reorder(ctx_.stream, x_mem_, src_mem_);
-    const memory& y = layer_->forward(src_mem_);
-    return to_plain(y, dst_md_);
+    from_host(x_, src_);  // tests may have replaced the vector
+    return to_host(layer_->forward(src_));
   }
 
   double loss() {
@@ -151,21 +151,31 @@ class LayerHarness {
 
   // Backward with diff_dst = w; returns the plain input gradient.
   std::vector<float> backward() {
-    std::vector<float> w = w_;
-    memory w_plain(plain_md(out_dims_), cpu_engine(), w.data());
-    diff_dst_ = memory(dst_md_, cpu_engine());
-    reorder(ctx_.stream, w_plain, diff_dst_);
-    const memory& dx = layer_->backward(diff_dst_);
+    diff_dst_ = device_buffer(dst_desc_);
+    from_host(w_, diff_dst_);
+    const TensorRef& dx = layer_->backward(diff_dst_);
     if (!layer_->needs_input_grad()) return {};
-    return to_plain(dx, src_md_);
+    EXPECT_TRUE(dx.desc == src_desc_) << "input gradient in " << dx.desc.str() << ", input was "
+                                      << src_desc_.str();
+    return to_host(dx);
   }
 
-  std::vector<float> to_plain(const memory& m, const memory::desc& md) {
-    const Dims d = md.dims();
-    std::vector<float> out(numel(d));
-    memory plain(plain_md(d), cpu_engine(), out.data());
-    memory view(md, cpu_engine(), m.get_data_handle());
-    reorder(ctx_.stream, view, plain);
+  // A buffer of `desc` on the device, kept alive by the harness.
+  TensorRef device_buffer(const TensorDesc& desc) {
+    buffers_.push_back(allocate(desc.device, desc.nbytes()));
+    return {desc, buffers_.back().get()};
+  }
+  // Host plain values -> `dst` (any layout) and back.
+  void from_host(const std::vector<float>& values, const TensorRef& dst) {
+    TensorRef plain = device_buffer(TensorDesc::plain(dst.desc.shape, ctx_.device));
+    copy_bytes(ctx_.device, plain.data, Device::cpu(), values.data(), values.size() * sizeof(float));
+    convert_layout(ctx_, plain, dst);
+  }
+  std::vector<float> to_host(const TensorRef& src) {
+    TensorRef plain = device_buffer(TensorDesc::plain(src.desc.shape, ctx_.device));
+    convert_layout(ctx_, src, plain);
+    std::vector<float> out(numel(src.desc.shape));
+    copy_bytes(Device::cpu(), out.data(), ctx_.device, plain.data, out.size() * sizeof(float));
     return out;
   }
 
@@ -188,9 +198,10 @@ class LayerHarness {
   Context ctx_;
   std::unique_ptr<Layer> layer_;
   Dims in_dims_, out_dims_;
-  memory::desc plain_in_, src_md_, dst_md_;
+  TensorDesc src_desc_, dst_desc_;
   std::vector<float> x_, w_;
-  memory x_mem_, src_mem_, diff_dst_;
+  std::vector<std::shared_ptr<void>> buffers_;
+  TensorRef src_, diff_dst_;
 };
 
 }  // namespace sdp::nn::testing

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "device_params.hpp"
 #include "grad_check.hpp"
 #include "nn/batchnorm2d.hpp"
 #include "nn/conv2d.hpp"
@@ -17,9 +18,19 @@ namespace {
 
 using testing::LayerHarness;
 
-TEST(Conv2dForward, MatchesNaiveLoop) {
+// Every suite but Threads runs once per device (testing::test_devices()).
+SDP_DEVICE_TEST_SUITE(Conv2dForward);
+SDP_DEVICE_TEST_SUITE(Conv2dInit);
+SDP_DEVICE_TEST_SUITE(LinearForward);
+SDP_DEVICE_TEST_SUITE(BatchNorm2dForward);
+SDP_DEVICE_TEST_SUITE(MaxPoolForward);
+SDP_DEVICE_TEST_SUITE(AvgPoolForward);
+SDP_DEVICE_TEST_SUITE(SoftmaxCrossEntropyForward);
+
+
+TEST_P(Conv2dForward, MatchesNaiveLoop) {
   const int n = 2, c = 3, h = 7, w = 6, o = 4, k = 3, s = 2, p = 1;
-  LayerHarness harness;
+  LayerHarness harness(GetParam());
   auto& conv = harness.make<Conv2d>(Conv2dOptions{c, o, k, s, p, true, false});
   harness.configure({n, c, h, w}, false);
   harness.input() = testing::random_vector(n * c * h * w, 30);
@@ -46,8 +57,8 @@ TEST(Conv2dForward, MatchesNaiveLoop) {
         }
 }
 
-TEST(Conv2dInit, KaimingNormalFanOut) {
-  LayerHarness harness;
+TEST_P(Conv2dInit, KaimingNormalFanOut) {
+  LayerHarness harness(GetParam());
   auto& conv = harness.make<Conv2d>(Conv2dOptions{64, 64, 3, 1, 1, false, false});
   const Tensor& wt = conv.weight().value;
   double sum = 0, sq = 0;
@@ -60,8 +71,8 @@ TEST(Conv2dInit, KaimingNormalFanOut) {
   EXPECT_NEAR(stdev, std::sqrt(2.0 / (64 * 9)), 0.003);
 }
 
-TEST(LinearForward, MatchesNaiveLoop) {
-  LayerHarness harness;
+TEST_P(LinearForward, MatchesNaiveLoop) {
+  LayerHarness harness(GetParam());
   auto& fc = harness.make<Linear>(LinearOptions{5, 3, true});
   harness.configure({2, 5}, false);
   harness.input() = testing::random_vector(10, 31);
@@ -80,8 +91,8 @@ TEST(LinearForward, MatchesNaiveLoop) {
     EXPECT_LE(std::abs(wt[i]), 1 / std::sqrt(5.f));
 }
 
-TEST(BatchNorm2dForward, InferenceUsesRunningStats) {
-  LayerHarness harness;
+TEST_P(BatchNorm2dForward, InferenceUsesRunningStats) {
+  LayerHarness harness(GetParam());
   auto& bn = harness.make<BatchNorm2d>(BatchNorm2dOptions{2, 1e-5f, 0.1f, false});
   float* rm = bn.running_mean().value.data<float>();
   float* rv = bn.running_var().value.data<float>();
@@ -99,8 +110,8 @@ TEST(BatchNorm2dForward, InferenceUsesRunningStats) {
   }
 }
 
-TEST(BatchNorm2dForward, TrainingNormalizesAndUpdatesRunningStats) {
-  LayerHarness harness;
+TEST_P(BatchNorm2dForward, TrainingNormalizesAndUpdatesRunningStats) {
+  LayerHarness harness(GetParam());
   auto& bn = harness.make<BatchNorm2d>(BatchNorm2dOptions{2, 1e-5f, 0.1f, false});
   harness.configure({2, 2, 1, 3}, true);
   harness.input() = {1, 2, 3, 10, 20, 30, 4, 5, 6, -1, -2, -3};
@@ -114,8 +125,8 @@ TEST(BatchNorm2dForward, TrainingNormalizesAndUpdatesRunningStats) {
   EXPECT_NEAR(bn.running_mean().value.data<float>()[1], 0.9, 1e-5);
 }
 
-TEST(MaxPoolForward, PicksWindowMaximum) {
-  LayerHarness harness;
+TEST_P(MaxPoolForward, PicksWindowMaximum) {
+  LayerHarness harness(GetParam());
   harness.make<Pool2d>(max_pool(2, 2));
   harness.configure({1, 1, 4, 4}, false);
   harness.input() = {1, 5, 2, 0, 3, 4, 8, 1, 0, 0, 1, 1, -1, 9, 1, 2};
@@ -141,7 +152,7 @@ std::vector<float> naive_max_pool(const std::vector<float>& x, int n, int c, int
   return y;
 }
 
-TEST(MaxPoolForward, MatchesNaiveLoopWithAndWithoutRelu) {
+TEST_P(MaxPoolForward, MatchesNaiveLoopWithAndWithoutRelu) {
   // k 3 on 9x10 leaves a column unpooled.
   struct Case {
     memory::format_tag layout;
@@ -154,7 +165,7 @@ TEST(MaxPoolForward, MatchesNaiveLoopWithAndWithoutRelu) {
         Case{memory::format_tag::acdb, 2, true}, Case{memory::format_tag::acdb, 3, false},
         Case{memory::format_tag::nChw16c, 2, true}, Case{memory::format_tag::nChw8c, 3, false}}) {
     for (bool training : {false, true}) {
-      LayerHarness harness;
+      LayerHarness harness(GetParam());
       harness.make<Pool2d>(max_pool(t.k, t.k, 0, t.relu));
       harness.configure({n, c, h, w}, training, t.layout);
       harness.input() = testing::random_vector(n * c * h * w, 21 + t.k);
@@ -164,7 +175,7 @@ TEST(MaxPoolForward, MatchesNaiveLoopWithAndWithoutRelu) {
   }
 }
 
-TEST(MaxPoolForward, EveryLayoutChannelCountAndOutputLayout) {
+TEST_P(MaxPoolForward, EveryLayoutChannelCountAndOutputLayout) {
   // The hand-written path: vectorized (kernel 2 over a 16-channel block or full 16-channel
   // NHWC runs, including a second, partial block) and one channel at a time (the rest);
   // output in the input's layout or NHWC.
@@ -175,7 +186,7 @@ TEST(MaxPoolForward, EveryLayoutChannelCountAndOutputLayout) {
         for (bool relu : {false, true})
           for (bool channels_last : {false, true}) {
             const int n = 2, h = 7, w = 9;
-            LayerHarness harness;
+            LayerHarness harness(GetParam());
             harness.make<Pool2d>(max_pool(k, k, 0, relu, channels_last));
             harness.configure({n, c, h, w}, true, layout);
             harness.input() = testing::random_vector(n * c * h * w, 40 + c + k);
@@ -186,19 +197,17 @@ TEST(MaxPoolForward, EveryLayoutChannelCountAndOutputLayout) {
             EXPECT_EQ(harness.forward(), naive_max_pool(harness.input(), n, c, h, w, k, relu))
                 << what;
             if (channels_last) {
-              const Dims out = harness.out_dims();
-              const memory::desc nhwc(out, memory::data_type::f32, memory::format_tag::acdb);
-              EXPECT_TRUE(harness.layer_dst_desc() == nhwc) << what;
+              EXPECT_EQ(harness.layer_dst_desc().layout, Layout::kChannelsLast) << what;
             }
           }
 }
 
-TEST(MaxPoolForward, NanInAWindowPropagates) {
+TEST_P(MaxPoolForward, NanInAWindowPropagates) {
   // PyTorch's max pool returns NaN for a window holding one; so must both paths (a NaN
   // after a larger number, and a NaN first), with and without the fused ReLU.
   for (memory::format_tag layout : {memory::format_tag::nChw16c, memory::format_tag::abcd})
     for (bool relu : {false, true}) {
-      LayerHarness harness;
+      LayerHarness harness(GetParam());
       harness.make<Pool2d>(max_pool(2, 2, 0, relu));
       harness.configure({1, 1, 2, 4}, false, layout);
       harness.input() = {5.f, NAN, NAN, -1.f, 1.f, 2.f, 3.f, 4.f};
@@ -209,42 +218,40 @@ TEST(MaxPoolForward, NanInAWindowPropagates) {
     }
 }
 
-TEST(AvgPoolForward, AveragesWindows) {
-  LayerHarness harness;
+TEST_P(AvgPoolForward, AveragesWindows) {
+  LayerHarness harness(GetParam());
   harness.make<Pool2d>(global_avg_pool());
   harness.configure({1, 2, 2, 2}, false);
   harness.input() = {1, 2, 3, 4, 10, 10, 10, 50};
   EXPECT_EQ(harness.forward(), (std::vector<float>{2.5f, 20.f}));
 }
 
-TEST(SoftmaxCrossEntropyForward, KnownLogits) {
-  ParameterStore store;
-  Context ctx(store);
-  SoftmaxCrossEntropy ce(ctx);
-  ce.configure(plain_md({2, 3}), 3);
-  std::vector<float> z = {1, 2, 3, 1, 1, 1};
-  memory zm(plain_md({2, 3}), cpu_engine(), z.data());
+TEST_P(SoftmaxCrossEntropyForward, KnownLogits) {
+  testing::LayerHarness h(GetParam());
+  std::unique_ptr<SoftmaxCrossEntropy> ce = SoftmaxCrossEntropy::create(h.ctx());
+  const TensorRef zm = h.device_buffer(TensorDesc::plain({2, 3}, GetParam()));
+  ce->configure(zm.desc, 3);
+  h.from_host({1, 2, 3, 1, 1, 1}, zm);
   const int32_t labels[2] = {2, 1};
   int64_t correct = -1;
-  const float loss = ce.forward(zm, labels, &correct);
+  const float loss = ce->forward(zm, labels, &correct);
   // -log softmax: row 0 -> log(e^-2 + e^-1 + 1), row 1 -> log 3.
   const double ref = (std::log(std::exp(-2.0) + std::exp(-1.0) + 1.0) + std::log(3.0)) / 2;
   EXPECT_NEAR(loss, ref, 1e-6);
   EXPECT_EQ(correct, 1);  // row 0 hits; row 1 ties resolve to class 0 like torch.argmax
-  const float* g = static_cast<const float*>(ce.backward().get_data_handle());
+  const std::vector<float> g = h.to_host(ce->backward());
   EXPECT_NEAR(g[2], (std::exp(0.0) / (std::exp(-2.0) + std::exp(-1.0) + 1.0) - 1) / 2, 1e-6);
   EXPECT_NEAR(g[3], 1.0 / 6, 1e-6);
 }
 
-TEST(SoftmaxCrossEntropyForward, RejectsBadLabel) {
-  ParameterStore store;
-  Context ctx(store);
-  SoftmaxCrossEntropy ce(ctx);
-  ce.configure(plain_md({1, 3}), 3);
-  std::vector<float> z = {1, 2, 3};
-  memory zm(plain_md({1, 3}), cpu_engine(), z.data());
+TEST_P(SoftmaxCrossEntropyForward, RejectsBadLabel) {
+  testing::LayerHarness h(GetParam());
+  std::unique_ptr<SoftmaxCrossEntropy> ce = SoftmaxCrossEntropy::create(h.ctx());
+  const TensorRef zm = h.device_buffer(TensorDesc::plain({1, 3}, GetParam()));
+  ce->configure(zm.desc, 3);
+  h.from_host({1, 2, 3}, zm);
   const int32_t labels[1] = {3};
-  EXPECT_THROW(ce.forward(zm, labels, nullptr), InputError);
+  EXPECT_THROW(ce->forward(zm, labels, nullptr), InputError);
 }
 
 TEST(Threads, SetNumThreads) {

@@ -1,7 +1,9 @@
 // Finite-difference checks of every layer's input and parameter gradients, with
-// L = sum(w * y) for a fixed random w.
+// L = sum(w * y) for a fixed random w, for every layer built by its factory on every device
+// this build and machine have (tests/unit/nn/device_params.hpp).
 #include <gtest/gtest.h>
 
+#include "device_params.hpp"
 #include "grad_check.hpp"
 #include "nn/add.hpp"
 #include "nn/batchnorm2d.hpp"
@@ -36,8 +38,23 @@ void fill_random(std::vector<float>& x, uint64_t seed) {
   x = testing::random_vector(x.size(), seed);
 }
 
-TEST(Conv2dGrad, Stride2Padding1WithBias) {
-  LayerHarness h;
+// Every suite runs once per device (testing::test_devices()).
+SDP_DEVICE_TEST_SUITE(Conv2dGrad);
+SDP_DEVICE_TEST_SUITE(BatchNorm2dGrad);
+SDP_DEVICE_TEST_SUITE(ReluGrad);
+SDP_DEVICE_TEST_SUITE(MaxPoolGrad);
+SDP_DEVICE_TEST_SUITE(AvgPoolGrad);
+SDP_DEVICE_TEST_SUITE(GlobalAvgPoolGrad);
+SDP_DEVICE_TEST_SUITE(LinearGrad);
+SDP_DEVICE_TEST_SUITE(DropoutGrad);
+SDP_DEVICE_TEST_SUITE(FlattenGrad);
+SDP_DEVICE_TEST_SUITE(PadShortcutGrad);
+SDP_DEVICE_TEST_SUITE(AddGrad);
+SDP_DEVICE_TEST_SUITE(SoftmaxCrossEntropyGrad);
+SDP_DEVICE_TEST_SUITE(ResidualBlockGrad);
+
+TEST_P(Conv2dGrad, Stride2Padding1WithBias) {
+  LayerHarness h(GetParam());
   h.make<Conv2d>(Conv2dOptions{3, 4, 3, 2, 1, /*bias=*/true, false});
   h.configure({2, 3, 7, 7}, true);
   fill_random(h.input(), 1);
@@ -45,8 +62,8 @@ TEST(Conv2dGrad, Stride2Padding1WithBias) {
   h.check_all({});
 }
 
-TEST(Conv2dGrad, NoBiasStride1Padding0) {
-  LayerHarness h;
+TEST_P(Conv2dGrad, NoBiasStride1Padding0) {
+  LayerHarness h(GetParam());
   h.make<Conv2d>(Conv2dOptions{2, 3, 3, 1, 0, false, false});
   h.configure({2, 2, 5, 6}, true);
   fill_random(h.input(), 2);
@@ -54,19 +71,19 @@ TEST(Conv2dGrad, NoBiasStride1Padding0) {
   h.check_all({});
 }
 
-TEST(Conv2dGrad, BlockedLayoutInput) {
+TEST_P(Conv2dGrad, BlockedLayoutInput) {
   // The layout models pass between layers on AVX-512 machines.
-  LayerHarness h;
+  LayerHarness h(GetParam());
   h.make<Conv2d>(Conv2dOptions{16, 16, 3, 2, 1, false, false});
   h.configure({2, 16, 6, 6}, true, tag::nChw16c);
   fill_random(h.input(), 3);
   h.check_all({});
 }
 
-TEST(Conv2dGrad, FusedReluMatchesConvThenRelu) {
+TEST_P(Conv2dGrad, FusedReluMatchesConvThenRelu) {
   // Same seed -> same weights; the fused layer must equal conv followed by ReLU exactly,
   // forward and backward (the ReLU itself is checked with finite differences below).
-  LayerHarness fused, plain;
+  LayerHarness fused(GetParam()), plain(GetParam());
   fused.make<Conv2d>(Conv2dOptions{3, 5, 3, 1, 1, true, true});
   plain.make<Conv2d>(Conv2dOptions{3, 5, 3, 1, 1, true, false});
   fused.configure({2, 3, 5, 5}, true);
@@ -94,10 +111,10 @@ TEST(Conv2dGrad, FusedReluMatchesConvThenRelu) {
   }
 }
 
-TEST(Conv2dGrad, ChannelsLast) {
+TEST_P(Conv2dGrad, ChannelsLast) {
   // NHWC activations (LeNet-5's conv2), handed in as NHWC, NCHW and nChw16c.
   for (memory::format_tag layout : {tag::acdb, tag::abcd, tag::nChw16c}) {
-    LayerHarness h;
+    LayerHarness h(GetParam());
     h.make<Conv2d>(Conv2dOptions{6, 5, 3, 1, 1, /*bias=*/true, false, /*channels_last=*/true});
     h.configure({2, 6, 5, 5}, true, layout);
     fill_random(h.input(), 19);
@@ -105,8 +122,8 @@ TEST(Conv2dGrad, ChannelsLast) {
   }
 }
 
-TEST(Conv2dGrad, ChannelsLastMatchesDefaultLayout) {
-  LayerHarness cl, ref;
+TEST_P(Conv2dGrad, ChannelsLastMatchesDefaultLayout) {
+  LayerHarness cl(GetParam()), ref(GetParam());
   cl.make<Conv2d>(Conv2dOptions{6, 16, 5, 1, 0, true, false, /*channels_last=*/true});
   ref.make<Conv2d>(Conv2dOptions{6, 16, 5, 1, 0, true, false, false});
   cl.configure({3, 6, 9, 9}, true);
@@ -125,8 +142,8 @@ TEST(Conv2dGrad, ChannelsLastMatchesDefaultLayout) {
   }
 }
 
-TEST(BatchNorm2dGrad, TrainingMode) {
-  LayerHarness h;
+TEST_P(BatchNorm2dGrad, TrainingMode) {
+  LayerHarness h(GetParam());
   auto& bn = h.make<BatchNorm2d>(BatchNorm2dOptions{3, 1e-5f, 0.1f, false});
   h.configure({2, 3, 3, 4}, true);
   fill_random(h.input(), 5);
@@ -138,16 +155,16 @@ TEST(BatchNorm2dGrad, TrainingMode) {
   h.check_all({});
 }
 
-TEST(BatchNorm2dGrad, TrainingModeBlockedLayout) {
-  LayerHarness h;
+TEST_P(BatchNorm2dGrad, TrainingModeBlockedLayout) {
+  LayerHarness h(GetParam());
   h.make<BatchNorm2d>(BatchNorm2dOptions{16, 1e-5f, 0.1f, false});
   h.configure({2, 16, 2, 3}, true, tag::nChw16c);
   fill_random(h.input(), 6);
   h.check_all({});
 }
 
-TEST(BatchNorm2dGrad, FusedReluMatchesBnThenRelu) {
-  LayerHarness fused, plain;
+TEST_P(BatchNorm2dGrad, FusedReluMatchesBnThenRelu) {
+  LayerHarness fused(GetParam()), plain(GetParam());
   fused.make<BatchNorm2d>(BatchNorm2dOptions{4, 1e-5f, 0.1f, true});
   plain.make<BatchNorm2d>(BatchNorm2dOptions{4, 1e-5f, 0.1f, false});
   fused.configure({3, 4, 3, 3}, true);
@@ -172,24 +189,24 @@ TEST(BatchNorm2dGrad, FusedReluMatchesBnThenRelu) {
   }
 }
 
-TEST(ReluGrad, AwayFromZero) {
-  LayerHarness h;
+TEST_P(ReluGrad, AwayFromZero) {
+  LayerHarness h(GetParam());
   h.make<ReLU>();
   h.configure({2, 3, 4, 5}, true);
   h.input() = spread_values(120, 0.05f, 8);
   h.check_all({});
 }
 
-TEST(ReluGrad, BlockedLayout) {
-  LayerHarness h;
+TEST_P(ReluGrad, BlockedLayout) {
+  LayerHarness h(GetParam());
   h.make<ReLU>();
   h.configure({2, 6, 3, 3}, true, tag::nChw8c);
   h.input() = spread_values(108, 0.05f, 9);
   h.check_all({});
 }
 
-TEST(MaxPoolGrad, Kernel2Stride2) {
-  LayerHarness h;
+TEST_P(MaxPoolGrad, Kernel2Stride2) {
+  LayerHarness h(GetParam());
   h.make<Pool2d>(max_pool(2, 2));
   h.configure({2, 3, 6, 6}, true);
   h.input() = spread_values(216, 0.05f, 10);
@@ -197,8 +214,8 @@ TEST(MaxPoolGrad, Kernel2Stride2) {
   h.check_all({});
 }
 
-TEST(MaxPoolGrad, Kernel3Stride2Padding1OddInput) {
-  LayerHarness h;
+TEST_P(MaxPoolGrad, Kernel3Stride2Padding1OddInput) {
+  LayerHarness h(GetParam());
   h.make<Pool2d>(max_pool(3, 2, 1));
   h.configure({1, 2, 7, 7}, true);
   h.input() = spread_values(98, 0.05f, 11);
@@ -206,11 +223,11 @@ TEST(MaxPoolGrad, Kernel3Stride2Padding1OddInput) {
   h.check_all({});
 }
 
-TEST(MaxPoolGrad, FusedReluKernel2Stride2) {
+TEST_P(MaxPoolGrad, FusedReluKernel2Stride2) {
   // LeNet's pool+ReLU: blocked (what the convolutions produce) and plain NHWC / NCHW; about
   // half the windows are clamped by the ReLU.
   for (memory::format_tag layout : {tag::nChw16c, tag::nChw8c, tag::acdb, tag::abcd}) {
-    LayerHarness h;
+    LayerHarness h(GetParam());
     h.make<Pool2d>(max_pool(2, 2, 0, /*fuse_relu=*/true));
     h.configure({2, 6, 7, 9}, true, layout);
     EXPECT_EQ(h.out_dims(), (Dims{2, 6, 3, 4}));
@@ -219,13 +236,13 @@ TEST(MaxPoolGrad, FusedReluKernel2Stride2) {
   }
 }
 
-TEST(MaxPoolGrad, VectorizedPathsAndNhwcOutput) {
+TEST_P(MaxPoolGrad, VectorizedPathsAndNhwcOutput) {
   // Kernel 2 over 20 channels (a full and a padded 16-channel block, or NHWC runs of 16 and
   // 4), with and without the ReLU, output in the input's layout or NHWC (LeNet's pool1).
   for (memory::format_tag layout : {tag::nChw16c, tag::acdb})
     for (bool relu : {false, true})
       for (bool channels_last : {false, true}) {
-        LayerHarness h;
+        LayerHarness h(GetParam());
         h.make<Pool2d>(max_pool(2, 2, 0, relu, channels_last));
         h.configure({2, 20, 5, 4}, true, layout);
         h.input() = spread_values(800, 0.05f, 16);
@@ -233,11 +250,11 @@ TEST(MaxPoolGrad, VectorizedPathsAndNhwcOutput) {
       }
 }
 
-TEST(MaxPoolGrad, TiesRouteTheGradientToTheFirstMaximumOnly) {
+TEST_P(MaxPoolGrad, TiesRouteTheGradientToTheFirstMaximumOnly) {
   // A constant input ties every window: the whole gradient goes to its top-left element
   // (PyTorch and oneDNN), none to the others, and the unpooled last row gets none.
   for (memory::format_tag layout : {tag::nChw16c, tag::acdb, tag::abcd}) {
-    LayerHarness h;
+    LayerHarness h(GetParam());
     h.make<Pool2d>(max_pool(2, 2, 0, /*fuse_relu=*/true));
     h.configure({1, 3, 5, 4}, true, layout);
     h.input().assign(60, 1.f);
@@ -254,9 +271,9 @@ TEST(MaxPoolGrad, TiesRouteTheGradientToTheFirstMaximumOnly) {
   }
 }
 
-TEST(MaxPoolGrad, FusedReluOverlappingWindows) {
+TEST_P(MaxPoolGrad, FusedReluOverlappingWindows) {
   for (memory::format_tag layout : {tag::abcd, tag::nChw16c}) {
-    LayerHarness h;
+    LayerHarness h(GetParam());
     h.make<Pool2d>(max_pool(3, 2, 1, /*fuse_relu=*/true));
     h.configure({2, 3, 7, 7}, true, layout);
     h.input() = spread_values(294, 0.05f, 18);
@@ -264,16 +281,16 @@ TEST(MaxPoolGrad, FusedReluOverlappingWindows) {
   }
 }
 
-TEST(AvgPoolGrad, Kernel2Stride2) {
-  LayerHarness h;
+TEST_P(AvgPoolGrad, Kernel2Stride2) {
+  LayerHarness h(GetParam());
   h.make<Pool2d>(avg_pool(2, 2));
   h.configure({2, 3, 4, 6}, true);
   fill_random(h.input(), 12);
   h.check_all({});
 }
 
-TEST(GlobalAvgPoolGrad, AnySpatialSize) {
-  LayerHarness h;
+TEST_P(GlobalAvgPoolGrad, AnySpatialSize) {
+  LayerHarness h(GetParam());
   h.make<Pool2d>(global_avg_pool());
   h.configure({2, 16, 3, 5}, true, tag::nChw16c);
   fill_random(h.input(), 13);
@@ -281,24 +298,24 @@ TEST(GlobalAvgPoolGrad, AnySpatialSize) {
   h.check_all({});
 }
 
-TEST(LinearGrad, WithBias) {
-  LayerHarness h;
+TEST_P(LinearGrad, WithBias) {
+  LayerHarness h(GetParam());
   h.make<Linear>(LinearOptions{7, 5, true});
   h.configure({3, 7}, true);
   fill_random(h.input(), 14);
   h.check_all({});
 }
 
-TEST(LinearGrad, WithoutBias) {
-  LayerHarness h;
+TEST_P(LinearGrad, WithoutBias) {
+  LayerHarness h(GetParam());
   h.make<Linear>(LinearOptions{6, 4, false});
   h.configure({2, 6}, true);
   fill_random(h.input(), 15);
   h.check_all({});
 }
 
-TEST(DropoutGrad, FixedMask) {
-  LayerHarness h;
+TEST_P(DropoutGrad, FixedMask) {
+  LayerHarness h(GetParam());
   auto& drop = h.make<Dropout>(0.5f);
   drop.set_fixed_mask(true);
   h.configure({4, 3, 2, 5}, true);
@@ -317,16 +334,16 @@ TEST(DropoutGrad, FixedMask) {
   h.check_all({});
 }
 
-TEST(DropoutGrad, InferenceIsIdentity) {
-  LayerHarness h;
+TEST_P(DropoutGrad, InferenceIsIdentity) {
+  LayerHarness h(GetParam());
   h.make<Dropout>(0.5f);
   h.configure({2, 3, 2, 2}, false);
   fill_random(h.input(), 17);
   EXPECT_EQ(h.forward(), h.input());
 }
 
-TEST(FlattenGrad, FromBlockedLayout) {
-  LayerHarness h;
+TEST_P(FlattenGrad, FromBlockedLayout) {
+  LayerHarness h(GetParam());
   h.make<Flatten>();
   h.configure({2, 16, 2, 3}, true, tag::nChw16c);
   fill_random(h.input(), 18);
@@ -336,8 +353,8 @@ TEST(FlattenGrad, FromBlockedLayout) {
   h.check_all({});
 }
 
-TEST(PadShortcutGrad, SubsampleAndPad) {
-  LayerHarness h;
+TEST_P(PadShortcutGrad, SubsampleAndPad) {
+  LayerHarness h(GetParam());
   h.make<PadShortcut>(4, 8, 2);
   h.configure({2, 4, 5, 5}, true);
   fill_random(h.input(), 19);
@@ -349,59 +366,55 @@ TEST(PadShortcutGrad, SubsampleAndPad) {
   h.check_all({});
 }
 
-TEST(AddGrad, BothInputs) {
+TEST_P(AddGrad, BothInputs) {
   // L = sum w * (a + b): dL/da = dL/db = w, in each input's own layout.
-  ParameterStore store;
-  Context ctx(store);
-  Add add(ctx);
+  LayerHarness h(GetParam());  // no layer: its device buffers and layout conversions
+  std::unique_ptr<Add> add = Add::create(h.ctx());
   const Dims d = {2, 16, 2, 2};
-  const memory::desc a_md(d, memory::data_type::f32, tag::nChw16c);
-  const memory::desc b_md = plain_md(d);
-  const memory::desc out_md = add.configure(a_md, b_md);
+  TensorDesc a_desc = to_tensor_desc(memory::desc(d, memory::data_type::f32, tag::nChw16c));
+  if (!GetParam().is_cpu()) a_desc = TensorDesc::plain(d);  // blocked layouts are oneDNN's
+  a_desc.device = GetParam();
+  const TensorDesc b_desc = TensorDesc::plain(d, GetParam());
+  const TensorDesc out_desc = add->configure(a_desc, b_desc);
   std::vector<float> a = testing::random_vector(128, 20), b = testing::random_vector(128, 21);
-  std::vector<float> w = testing::random_vector(128, 22);
-  memory a_plain(b_md, cpu_engine(), a.data()), b_mem(b_md, cpu_engine(), b.data());
-  memory a_mem(a_md, cpu_engine());
-  std::vector<float> y(128), dw(128);
+  const std::vector<float> w = testing::random_vector(128, 22);
+  const TensorRef a_ref = h.device_buffer(a_desc), b_ref = h.device_buffer(b_desc);
   auto loss = [&] {
-    reorder(ctx.stream, a_plain, a_mem);
-    const memory& out = add.forward(a_mem, b_mem);
-    memory y_plain(b_md, cpu_engine(), y.data());
-    reorder(ctx.stream, out, y_plain);
+    h.from_host(a, a_ref);
+    h.from_host(b, b_ref);
+    const std::vector<float> y = h.to_host(add->forward(a_ref, b_ref));
     double l = 0;
     for (int i = 0; i < 128; ++i) l += static_cast<double>(w[i]) * y[i];
     return l;
   };
   loss();
-  memory w_plain(b_md, cpu_engine(), w.data()), diff(out_md, cpu_engine());
-  reorder(ctx.stream, w_plain, diff);
-  std::vector<float> da(128), db(128);
-  memory da_plain(b_md, cpu_engine(), da.data()), db_plain(b_md, cpu_engine(), db.data());
-  reorder(ctx.stream, add.backward_a(diff), da_plain);
-  reorder(ctx.stream, add.backward_b(diff), db_plain);
+  const TensorRef diff = h.device_buffer(out_desc);
+  h.from_host(w, diff);
+  const std::vector<float> da = h.to_host(add->backward_a(diff));
+  const std::vector<float> db = h.to_host(add->backward_b(diff));
   testing::check_gradient("d/da", loss, a.data(), da, {});
   testing::check_gradient("d/db", loss, b.data(), db, {});
 }
 
-TEST(SoftmaxCrossEntropyGrad, Logits) {
-  ParameterStore store;
-  Context ctx(store);
-  SoftmaxCrossEntropy ce(ctx);
+TEST_P(SoftmaxCrossEntropyGrad, Logits) {
+  LayerHarness h(GetParam());
+  std::unique_ptr<SoftmaxCrossEntropy> ce = SoftmaxCrossEntropy::create(h.ctx());
   const int n = 4, k = 5;
-  ce.configure(plain_md({n, k}), k);
+  const TensorRef zm = h.device_buffer(TensorDesc::plain({n, k}, GetParam()));
+  ce->configure(zm.desc, k);
   std::vector<float> z = testing::random_vector(n * k, 23, -3.f, 3.f);
   const int32_t labels[n] = {0, 4, 2, 2};
-  memory zm(plain_md({n, k}), cpu_engine(), z.data());
-  auto loss = [&] { return static_cast<double>(ce.forward(zm, labels, nullptr)); };
+  auto loss = [&] {
+    h.from_host(z, zm);
+    return static_cast<double>(ce->forward(zm, labels, nullptr));
+  };
   loss();
-  const memory& dz = ce.backward();
-  const float* g = static_cast<const float*>(dz.get_data_handle());
-  testing::check_gradient("d/dlogits", loss, z.data(), std::vector<float>(g, g + n * k),
+  testing::check_gradient("d/dlogits", loss, z.data(), h.to_host(ce->backward()),
                           {1e-2f, 1e-2, 1e-4});
 }
 
-TEST(ResidualBlockGrad, BasicBlockPadShortcut) {
-  LayerHarness h;
+TEST_P(ResidualBlockGrad, BasicBlockPadShortcut) {
+  LayerHarness h(GetParam());
   h.adopt(make_basic_block(h.ctx(), "block", 4, 8, 2, ShortcutKind::kPad));
   h.configure({2, 4, 6, 6}, true);
   fill_random(h.input(), 24);
@@ -409,24 +422,24 @@ TEST(ResidualBlockGrad, BasicBlockPadShortcut) {
   h.check_all({1e-3f, 2e-2, 5e-3, 40, 0.1});
 }
 
-TEST(ResidualBlockGrad, BasicBlockProjectionShortcut) {
-  LayerHarness h;
+TEST_P(ResidualBlockGrad, BasicBlockProjectionShortcut) {
+  LayerHarness h(GetParam());
   h.adopt(make_basic_block(h.ctx(), "block", 16, 32, 2, ShortcutKind::kProjection));
   h.configure({2, 16, 4, 4}, true, tag::nChw16c);
   fill_random(h.input(), 25);
   h.check_all({1e-3f, 2e-2, 5e-3, 40, 0.1});
 }
 
-TEST(ResidualBlockGrad, BasicBlockIdentityShortcut) {
-  LayerHarness h;
+TEST_P(ResidualBlockGrad, BasicBlockIdentityShortcut) {
+  LayerHarness h(GetParam());
   h.adopt(make_basic_block(h.ctx(), "block", 8, 8, 1, ShortcutKind::kPad));
   h.configure({2, 8, 4, 4}, true);
   fill_random(h.input(), 26);
   h.check_all({1e-3f, 2e-2, 5e-3, 40, 0.1});
 }
 
-TEST(ResidualBlockGrad, BottleneckBlock) {
-  LayerHarness h;
+TEST_P(ResidualBlockGrad, BottleneckBlock) {
+  LayerHarness h(GetParam());
   h.adopt(make_bottleneck_block(h.ctx(), "block", 8, 4, 2));
   h.configure({2, 8, 4, 4}, true);
   fill_random(h.input(), 27);

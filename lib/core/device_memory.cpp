@@ -1,0 +1,80 @@
+#include "core/device_memory.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace sdp {
+
+#ifdef SDP_HAVE_CUDA
+// device_memory_cuda.cpp (compiled only with the CUDA backend).
+std::shared_ptr<void> cuda_allocate(int ordinal, std::size_t bytes);
+void cuda_zero(int ordinal, void* data, std::size_t bytes);
+void cuda_copy(void* dst, const void* src, std::size_t bytes);
+#endif
+
+bool device_supported(const Device& device) {
+#ifdef SDP_HAVE_CUDA
+  return true;
+#else
+  return device.is_cpu();
+#endif
+}
+
+void require_device(const Device& device, const char* what) {
+  if (!device_supported(device))
+    throw InputError(std::string(what) + ": device " + device.str() +
+                     " needs the CUDA backend, which this build of sdp-train does not have "
+                     "(configure with -DSDP_WITH_CUDA=ON on a machine with the CUDA toolkit)");
+}
+
+std::shared_ptr<void> allocate_host(std::size_t bytes) {
+  constexpr std::size_t kAlign = 64;
+  std::size_t rounded = (bytes + kAlign - 1) / kAlign * kAlign;
+  if (rounded == 0) rounded = kAlign;
+  void* p = std::aligned_alloc(kAlign, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  std::memset(p, 0, rounded);
+  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+std::shared_ptr<void> allocate(const Device& device, std::size_t bytes) {
+  if (device.is_cpu()) return allocate_host(bytes);
+  require_device(device, "allocate");
+#ifdef SDP_HAVE_CUDA
+  return cuda_allocate(device.index, bytes);
+#else
+  return nullptr;  // unreachable: require_device threw
+#endif
+}
+
+void zero_bytes(const Device& device, void* data, std::size_t bytes) {
+  if (bytes == 0) return;
+  if (device.is_cpu()) {
+    std::memset(data, 0, bytes);
+    return;
+  }
+  require_device(device, "zero");
+#ifdef SDP_HAVE_CUDA
+  cuda_zero(device.index, data, bytes);
+#endif
+}
+
+void copy_bytes(const Device& dst_device, void* dst, const Device& src_device, const void* src,
+                std::size_t bytes) {
+  if (bytes == 0) return;
+  if (dst_device.is_cpu() && src_device.is_cpu()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  require_device(dst_device, "copy");
+  require_device(src_device, "copy");
+#ifdef SDP_HAVE_CUDA
+  cuda_copy(dst, src, bytes);
+#endif
+}
+
+}  // namespace sdp

@@ -1,0 +1,30 @@
+// Raw memory on a Device: the one place that knows how to allocate, clear and copy bytes on
+// each device. Tensor, the parameter arenas and the layers' buffers all allocate through it,
+// so a CUDA build puts them in device memory and a CPU build never sees a CUDA call.
+// A device this build cannot address (cuda without SDP_HAVE_CUDA) is a clear sdp::Error.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "core/dtype.hpp"
+
+namespace sdp {
+
+// Zero-filled allocation of `bytes` on `device` (64-byte aligned on the host), freed when the
+// last copy of the returned pointer goes.
+std::shared_ptr<void> allocate(const Device& device, std::size_t bytes);
+// 64-byte aligned, zero-filled host allocation (allocate(Device::cpu(), bytes)).
+std::shared_ptr<void> allocate_host(std::size_t bytes);
+
+void zero_bytes(const Device& device, void* data, std::size_t bytes);
+// Copies between any two devices this build can address (host <-> GPU included).
+void copy_bytes(const Device& dst_device, void* dst, const Device& src_device, const void* src,
+                std::size_t bytes);
+
+// True when this build has a backend for `device` (the CPU always; CUDA with SDP_HAVE_CUDA).
+bool device_supported(const Device& device);
+// Throws sdp::Error (exit 2) naming `what` when `device` is not addressable by this build.
+void require_device(const Device& device, const char* what);
+
+}  // namespace sdp

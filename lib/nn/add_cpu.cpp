@@ -1,0 +1,40 @@
+#include "nn/add_cpu.hpp"
+
+#include <stdexcept>
+
+namespace sdp::nn {
+
+TensorDesc AddCpu::configure(const TensorDesc& a, const TensorDesc& b) {
+  if (a.shape != b.shape)
+    throw std::invalid_argument("Add: operand shapes " + shape_str(a.shape) + " and " +
+                                shape_str(b.shape) + " differ");
+  const memory::desc a_md = to_md(a), b_md = to_md(b);
+  const auto& eng = cpu_engine();
+  b_to_a_.configure(b_md, a_md);
+  diff_b_.configure(a_md, b_md);
+  const dnnl::binary::primitive_desc pd({dnnl::algorithm::binary_add, a_md, a_md, a_md}, eng);
+  add_ = dnnl::binary(pd);
+  dst_ = memory(pd.dst_desc(), eng);
+  a_port_.configure(a);
+  b_port_.configure(b);
+  out_ = {to_tensor_desc(pd.dst_desc()), dst_.get_data_handle()};
+  out_.desc.device = a.device;
+  diff_port_.configure(out_.desc);
+  diff_b_out_.desc = b;
+  return out_.desc;
+}
+
+const TensorRef& AddCpu::forward(const TensorRef& a, const TensorRef& b) {
+  auto& s = onednn_stream(ctx_);
+  add_.execute(s, {{DNNL_ARG_SRC_0, a_port_.bind(a)},
+                   {DNNL_ARG_SRC_1, b_to_a_.convert(s, b_port_.bind(b))},
+                   {DNNL_ARG_DST, dst_}});
+  return out_;
+}
+
+const TensorRef& AddCpu::backward_b(const TensorRef& diff_dst) {
+  diff_b_out_.data = diff_b_.convert(onednn_stream(ctx_), diff_port_.bind(diff_dst)).get_data_handle();
+  return diff_b_out_;
+}
+
+}  // namespace sdp::nn

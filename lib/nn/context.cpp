@@ -1,0 +1,23 @@
+// The device switches of the context: which stream and which layout conversion a device gets.
+#include "nn/context.hpp"
+
+#include <stdexcept>
+
+#include "nn/layer_factory.hpp"
+#include "nn/onednn.hpp"
+
+namespace sdp::nn {
+
+std::shared_ptr<Stream> make_stream(const Device& device) {
+  if (device.is_cpu()) return std::make_shared<OneDnnStream>();
+  throw_no_implementation("Stream", device);
+}
+
+void convert_layout(Context& ctx, const TensorRef& src, const TensorRef& dst) {
+  if (src.desc.shape != dst.desc.shape || src.desc.dtype != dst.desc.dtype)
+    throw std::invalid_argument("convert_layout: " + src.desc.str() + " -> " + dst.desc.str());
+  if (ctx.device.is_cpu()) return convert_layout_cpu(ctx, src, dst);
+  throw_no_implementation("convert_layout", ctx.device);
+}
+
+}  // namespace sdp::nn

@@ -1,0 +1,45 @@
+#include "nn/dropout_cpu.hpp"
+
+#include <functional>
+#include <stdexcept>
+
+namespace sdp::nn {
+
+memory::desc DropoutCpu::configure_md(const memory::desc& src_md, bool training) {
+  training_ = training;
+  // Elementwise over the stored buffer, so any layout works; padding stays zero.
+  const std::size_t n = src_md.get_size() / sizeof(float);
+  if (training && p_ > 0.0f) {
+    if (mask_.size() != n) mask_ready_ = false;
+    mask_.resize(n);
+    dst_ = memory(src_md, cpu_engine());
+    diff_src_ = memory(src_md, cpu_engine());
+  }
+  return src_md;
+}
+
+const memory& DropoutCpu::forward_md(const memory& src) {
+  if (!training_ || p_ == 0.0f) return src;
+  if (!fixed_mask_ || !mask_ready_) {
+    const float scale = 1.0f / (1.0f - p_);
+    // Compare raw 53-bit draws against a threshold: cheaper than a distribution object.
+    const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(p_) * 9007199254740992.0);
+    for (float& m : mask_) m = (rng_() >> 11) < threshold ? 0.0f : scale;
+    mask_ready_ = true;
+  }
+  const float* x = static_cast<const float*>(src.get_data_handle());
+  float* y = static_cast<float*>(dst_.get_data_handle());
+  for (std::size_t i = 0; i < mask_.size(); ++i) y[i] = x[i] * mask_[i];
+  return dst_;
+}
+
+const memory& DropoutCpu::backward_md(const memory& diff_dst) {
+  if (!needs_input_grad_) return empty_;
+  if (!training_ || p_ == 0.0f) return diff_dst;
+  const float* dy = static_cast<const float*>(diff_dst.get_data_handle());
+  float* dx = static_cast<float*>(diff_src_.get_data_handle());
+  for (std::size_t i = 0; i < mask_.size(); ++i) dx[i] = dy[i] * mask_[i];
+  return diff_src_;
+}
+
+}  // namespace sdp::nn

@@ -1,0 +1,24 @@
+// ReLUCpu: ReLU on oneDNN eltwise (backward from the output).
+#pragma once
+
+#include "nn/onednn.hpp"
+#include "nn/relu.hpp"
+
+namespace sdp::nn {
+
+class ReLUCpu final : public OneDnnLayer<ReLU> {
+ public:
+  ReLUCpu(Context& ctx, std::string name) : OneDnnLayer<ReLU>(ctx, std::move(name)) {}
+
+ protected:
+  memory::desc configure_md(const memory::desc& src_md, bool training) override;
+  const memory& forward_md(const memory& src) override;
+  const memory& backward_md(const memory& diff_dst) override;
+
+ private:
+  dnnl::eltwise_forward fwd_;
+  dnnl::eltwise_backward bwd_;
+  memory dst_, diff_src_;
+};
+
+}  // namespace sdp::nn
