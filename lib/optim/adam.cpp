@@ -16,7 +16,7 @@ Adam::Adam(ParameterStore& store, const AdamOptions& options)
   exp_avg_sq_ = add_state("exp_avg_sq");
 }
 
-void Adam::update(float lr, int64_t t) {
+void Adam::update_cpu(float lr, int64_t t) {
   float* __restrict p_all = store_.param_arena().data<float>();
   const float* __restrict g_all = store_.grad_arena().data<float>();
   const float b1 = options_.beta1, b2 = options_.beta2, eps = options_.eps;

@@ -24,7 +24,7 @@ class Adam : public Optimizer {
   const AdamOptions& options() const { return options_; }
 
  private:
-  void update(float lr, int64_t t) override;
+  void update_cpu(float lr, int64_t t) override;
 
   AdamOptions options_;
   float* exp_avg_ = nullptr;

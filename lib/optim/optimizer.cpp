@@ -1,6 +1,9 @@
 #include "optim/optimizer.hpp"
 
 #include <stdexcept>
+#include <string>
+
+#include "core/error.hpp"
 
 namespace sdp {
 
@@ -28,12 +31,20 @@ Optimizer::Optimizer(ParameterStore& store, float weight_decay, bool decay_all) 
 }
 
 void Optimizer::step(float lr) {
-  update(lr, step_count_ + 1);
+  // The device switch: the update runs where the arenas live.
+  const Device& device = store_.device();
+  if (device.is_cpu()) {
+    update_cpu(lr, step_count_ + 1);
+  } else {
+    require_device(device, name());
+    throw InputError(std::string("optimizer ") + name() + " has no update for device " + device.str() +
+                     " in this build of sdp-train");
+  }
   ++step_count_;
 }
 
 float* Optimizer::add_state(const std::string& kind) {
-  state_.push_back({kind, Tensor({store_.param_arena().numel()})});
+  state_.push_back({kind, Tensor({store_.param_arena().numel()}, DType::kF32, store_.device())});
   return state_.back().tensor.data<float>();
 }
 

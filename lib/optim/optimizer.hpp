@@ -50,9 +50,10 @@ class Optimizer {
     float weight_decay = 0;
   };
 
-  // `t` is the 1-based number of this update.
-  virtual void update(float lr, int64_t t) = 0;
-  // A zero-filled state arena with the parameter arena's layout.
+  // `t` is the 1-based number of this update; the arenas are host memory. A device twin
+  // (update_cuda) joins with the CUDA backend; step() picks by the store's device.
+  virtual void update_cpu(float lr, int64_t t) = 0;
+  // A zero-filled state arena with the parameter arena's layout, on the store's device.
   float* add_state(const std::string& kind);
 
   ParameterStore& store_;

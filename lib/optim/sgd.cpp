@@ -13,7 +13,7 @@ Sgd::Sgd(ParameterStore& store, const SgdOptions& options)
   if (options.momentum != 0) momentum_ = add_state("momentum_buffer");
 }
 
-void Sgd::update(float lr, int64_t t) {
+void Sgd::update_cpu(float lr, int64_t t) {
   float* __restrict p_all = store_.param_arena().data<float>();
   const float* __restrict g_all = store_.grad_arena().data<float>();
   const float mu = options_.momentum;

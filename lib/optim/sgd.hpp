@@ -25,7 +25,7 @@ class Sgd : public Optimizer {
   const SgdOptions& options() const { return options_; }
 
  private:
-  void update(float lr, int64_t t) override;
+  void update_cpu(float lr, int64_t t) override;
 
   SgdOptions options_;
   float* momentum_ = nullptr;  // "momentum_buffer" arena, when momentum != 0
