@@ -1,12 +1,22 @@
-// The training loop (DESIGN.md §6-9): loads the data, builds the model, makes every
-// rank start from rank 0's weights, then runs synchronous steps (forward, backward,
-// gradient mean over ranks, optimizer step) with evaluation after epochs, metric lines on
-// rank 0, and the final model written by rank 0 to output.model_dir/model.safetensors.
+// The training loop (DESIGN.md §6-9): loads the data, builds the model, makes every rank
+// start from rank 0's weights, then runs synchronous steps (forward, backward, gradient
+// mean over ranks, optimizer step) with evaluation after epochs, metric lines on rank 0,
+// and the final model written by rank 0 to output.model_dir/model.safetensors.
+//
+// Where things go: the parts are built in training_setup.hpp, gradient averaging is
+// DataParallel (data_parallel.hpp), evaluation and buffer averaging evaluation.hpp, metric
+// lines step_log.hpp, the final model model_output.hpp. Trainer strings them together, one
+// method per phase, so a feature joins at its phase: checkpoint writes and signal checks at
+// the step boundary (after_step), resume in start_replicas, a timeline around train_step.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
+#include "train/data_parallel.hpp"
 #include "train/job_setup.hpp"
+#include "train/step_log.hpp"
+#include "train/training_setup.hpp"
 
 namespace sdp {
 
@@ -21,5 +31,34 @@ struct TrainResult {
 // Collective. Bad data or model options throw CollectiveFailure (reported once);
 // a non-finite loss stops every rank at the same step with RuntimeError.
 TrainResult train(JobSetup& setup);
+
+class Trainer {
+ public:
+  // Set-up (collective): data, model on the assigned device, optimizer, loader, schedule.
+  explicit Trainer(JobSetup& setup);
+  TrainResult run();
+
+ private:
+  // Agreement before step 0: same steps per epoch, same model, rank 0's weights and buffers.
+  void start_replicas();
+  void run_epoch(int64_t epoch);
+  // forward, backward, gradient mean, update; returns the loss averaged over the ranks.
+  double train_step(const Batch& batch, int64_t epoch, double lr);
+  void after_step(int64_t epoch, double lr);
+  void evaluate_after_epoch(int64_t epoch);
+  void finish();
+
+  JobSetup& setup_;
+  const JobSpec& spec_;
+  const World& world_;
+  TrainingParts parts_;
+  int64_t steps_per_epoch_ = 0, total_steps_ = 0, epochs_ = 0;
+  std::unique_ptr<LrSchedule> schedule_;
+  std::unique_ptr<DataParallel> parallel_;
+  StepLog log_;
+  TrainResult result_;
+  int64_t step_ = 0;
+  bool evaluated_last_ = false;
+};
 
 }  // namespace sdp

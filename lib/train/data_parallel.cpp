@@ -1,0 +1,69 @@
+#include "train/data_parallel.hpp"
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/error.hpp"
+#include "distributed/agreement.hpp"
+#include "distributed/allreduce.hpp"
+#include "distributed/gradient_reducer.hpp"
+#include "distributed/replica_check.hpp"
+#include "distributed/shared_arena.hpp"
+#include "distributed/watchdog.hpp"
+
+namespace sdp {
+
+DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const World& world)
+    : world_(world), check_every_(spec.check_every_steps) {
+  if (world.size() == 1) return;
+  ParameterStore& store = model.store();
+  auto shared = SharedArena::create(world.intra(), static_cast<int64_t>(store.grad_arena().nbytes()));
+  store.rebind_grad_arena(shared->owner(), shared->data());
+  std::shared_ptr<AllreduceAlgorithm> algorithm = make_allreduce(world, {spec.allreduce, spec.compression, shared});
+  watchdog_ = std::make_unique<Watchdog>(WatchdogOptions{spec.stall_warning_s, spec.timeout_s}, world.rank(),
+                                         ProgressBoard::create(world));
+  GradientReducerOptions options;
+  options.bucket_mb = spec.bucket_mb;
+  Tensor grads = store.grad_arena();
+  reducer_ = std::make_unique<GradientReducer>(CommBuffer::host(grads.data<float>(), grads.numel()),
+                                               param_extents(store), algorithm, options, watchdog_.get());
+  std::unordered_map<const Param*, int> index;
+  for (const Param& p : store.params()) index.emplace(&p, static_cast<int>(index.size()));
+  model.set_grad_ready_hook([this, index = std::move(index)](const Param& p) {
+    reducer_->on_grad_ready(index.at(&p));
+  });
+  params_ = store.param_arena();
+  shared_ = std::move(shared);
+}
+
+DataParallel::~DataParallel() {
+  reducer_.reset();  // joins the communication thread before the window goes away
+  watchdog_.reset();
+}
+
+void DataParallel::begin_step(int64_t step) {
+  if (reducer_) reducer_->begin_step(step);
+}
+
+void DataParallel::finish_step() {
+  if (reducer_) reducer_->wait_all();
+}
+
+double DataParallel::exposed_comm_seconds() const {
+  return reducer_ ? reducer_->last_step().exposed_s : 0.0;
+}
+
+void DataParallel::check_replicas(int64_t step) {
+  if (!reducer_ || check_every_ <= 0 || step % check_every_ != 0) return;
+  std::vector<int> drifted = sdp::check_replicas(world_.comm(), params_.raw(), params_.nbytes());
+  if (drifted.empty()) return;
+  std::string ranks;
+  for (int r : drifted) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  throw CollectiveFailure(static_cast<int>(ExitCode::kRuntime),
+                          "step " + std::to_string(step) + ": the parameters of rank(s) " + ranks +
+                              " differ from rank 0's: the replicas drifted apart",
+                          world_.rank() == 0);
+}
+
+}  // namespace sdp

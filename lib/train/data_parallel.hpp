@@ -1,0 +1,52 @@
+// DataParallel: what makes one replica part of a synchronous data-parallel job — the
+// PyTorch DDP / Horovod equivalent (DESIGN.md §5).
+// Gradient averaging over the ranks: the gradient arena lives in node-shared
+// memory so ranks of a node reduce from each other's buffers; buckets (slices of the arena,
+// in reverse layer order) start their AllReduce on the communication thread as soon as
+// backward has produced them; a watchdog reports and ends collectives that never finish.
+//
+// Contract for the training loop, once per step: begin_step(step) before forward, then
+// backward (the model's grad-ready hook feeds the reducer), then finish_step(), after which
+// every gradient holds the mean over the ranks; check_replicas(step) after the update.
+// With one rank it does nothing and costs nothing.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "config/job_spec.hpp"
+#include "core/tensor.hpp"
+#include "distributed/world.hpp"
+#include "nn/model.hpp"
+
+namespace sdp {
+
+class GradientReducer;
+class SharedArena;
+class Watchdog;
+
+class DataParallel {
+ public:
+  DataParallel(nn::Model& model, const DistributedSpec& spec, const World& world);
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  void begin_step(int64_t step);
+  // Until this returns the communication thread owns MPI (MPI_THREAD_SERIALIZED).
+  void finish_step();
+  // Communication not hidden behind backward in the last step.
+  double exposed_comm_seconds() const;
+  // distributed.check_every_steps: replicas must hold bitwise equal parameters.
+  void check_replicas(int64_t step);
+
+ private:
+  const World& world_;
+  int64_t check_every_;
+  Tensor params_;
+  std::shared_ptr<SharedArena> shared_;
+  std::unique_ptr<Watchdog> watchdog_;
+  std::unique_ptr<GradientReducer> reducer_;
+};
+
+}  // namespace sdp

@@ -1,0 +1,30 @@
+#include "train/evaluation.hpp"
+
+#include "data/data_loader.hpp"
+#include "distributed/collectives.hpp"
+
+namespace sdp {
+
+void average_buffers(nn::Model& model, const World& world) {
+  Tensor buffers = model.store().buffer_arena();
+  allreduce_mean(world.comm(), buffers.data<float>(), buffers.numel());
+}
+
+EvalResult evaluate(nn::Model& model, const Dataset& test, const JobSpec& spec, const World& world) {
+  average_buffers(model, world);
+
+  EvalLoader loader(test, spec.data.batch_size, world.rank(), world.size(), spec.data.prefetch);
+  loader.start();
+  double totals[3] = {0, 0, 0};  // loss sum, correct, samples
+  while (const Batch* batch = loader.next()) {
+    int64_t correct = 0;
+    float loss = model.forward(batch->images, batch->labels.data(), /*training=*/false, &correct);
+    totals[0] += static_cast<double>(loss) * batch->size();
+    totals[1] += static_cast<double>(correct);
+    totals[2] += static_cast<double>(batch->size());
+  }
+  allreduce_sum(world.comm(), totals, 3);
+  return {totals[0] / totals[2], totals[1] / totals[2]};
+}
+
+}  // namespace sdp

@@ -1,0 +1,23 @@
+// Evaluation on the test split, every rank reading its share, and the averaging of the
+// BatchNorm running statistics that comes before it (and before the model is saved).
+#pragma once
+
+#include "config/job_spec.hpp"
+#include "data/dataset.hpp"
+#include "distributed/world.hpp"
+#include "nn/model.hpp"
+
+namespace sdp {
+
+struct EvalResult {
+  double loss = 0, accuracy = 0;  // over the whole test split (all ranks)
+};
+
+// Collective: the mean test loss and top-1 accuracy; averages the buffers first.
+EvalResult evaluate(nn::Model& model, const Dataset& test, const JobSpec& spec, const World& world);
+
+// Collective: BatchNorm running statistics were gathered from each rank's own batches; their
+// mean is what the global model has seen, and it keeps the replicas identical.
+void average_buffers(nn::Model& model, const World& world);
+
+}  // namespace sdp

@@ -1,0 +1,19 @@
+// The final model, written by rank 0 to output.model_dir/model.safetensors: parameters and
+// BatchNorm buffers under their layer names (PyTorch-loadable), with the job spec, step,
+// epoch, world size and test accuracy in the metadata.
+#pragma once
+
+#include <cstdint>
+
+#include "config/job_spec.hpp"
+#include "distributed/world.hpp"
+#include "nn/model.hpp"
+#include "train/trainer.hpp"
+
+namespace sdp {
+
+// Call on rank 0 only.
+void save_model(const nn::Model& model, const JobSpec& spec, const World& world, const TrainResult& result,
+                int64_t epoch);
+
+}  // namespace sdp

@@ -1,0 +1,67 @@
+#include "train/step_log.hpp"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "train/trainer.hpp"
+
+namespace sdp {
+
+StepLog::StepLog(const JobSpec& spec, const World& world)
+    : spec_(spec),
+      world_(world),
+      metrics_(world.rank() == 0, spec.output.metrics),
+      global_batch_(static_cast<int64_t>(spec.data.batch_size) * world.size()) {}
+
+void StepLog::start(const LrSchedule& schedule, int64_t steps_per_epoch, int64_t total_steps,
+                    int64_t parameters) {
+  metrics_.emit("start", "start",
+                {{"world_size", world_.size()},
+                 {"batch_per_rank", spec_.data.batch_size},
+                 {"global_batch", static_cast<double>(global_batch_)},
+                 {"base_lr", spec_.optimizer.lr},
+                 {"peak_lr", schedule.peak_lr()},
+                 {"steps_per_epoch", static_cast<double>(steps_per_epoch)},
+                 {"total_steps", static_cast<double>(total_steps)},
+                 {"parameters", static_cast<double>(parameters)}});
+}
+
+void StepLog::record_step(double loss, double seconds, double exposed_comm_seconds) {
+  window_loss_ += loss;
+  window_seconds_ += seconds;
+  window_exposed_comm_ += exposed_comm_seconds;
+  ++window_steps_;
+}
+
+void StepLog::maybe_emit(int64_t step, int64_t epoch, double lr, int64_t total_steps) {
+  if (window_steps_ == 0 || (step % spec_.train.log_every != 0 && step != total_steps)) return;
+  std::vector<std::pair<std::string, double>> values = {
+      {"epoch", static_cast<double>(epoch + 1)},
+      {"step", static_cast<double>(step)},
+      {"train_loss", window_loss_ / window_steps_},
+      {"lr", lr},
+      {"images_per_sec", static_cast<double>(window_steps_ * global_batch_) / window_seconds_}};
+  if (world_.size() > 1) values.push_back({"exposed_comm_ms", 1e3 * window_exposed_comm_ / window_steps_});
+  metrics_.emit("train", "step " + std::to_string(step), values);
+  window_steps_ = 0;
+  window_loss_ = window_seconds_ = window_exposed_comm_ = 0;
+}
+
+void StepLog::eval(int64_t epoch, int64_t step, const EvalResult& result) {
+  metrics_.emit("eval", "epoch " + std::to_string(epoch + 1),
+                {{"epoch", static_cast<double>(epoch + 1)},
+                 {"step", static_cast<double>(step)},
+                 {"test_loss", result.loss},
+                 {"test_accuracy", result.accuracy}});
+}
+
+void StepLog::done(const TrainResult& result, bool evaluated_last) {
+  std::vector<std::pair<std::string, double>> summary = {{"steps", static_cast<double>(result.steps)},
+                                                         {"train_seconds", result.train_seconds},
+                                                         {"images_per_sec", result.images_per_sec}};
+  if (evaluated_last) summary.push_back({"test_accuracy", result.test_accuracy});
+  metrics_.emit("done", "done", summary);
+}
+
+}  // namespace sdp

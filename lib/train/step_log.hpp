@@ -1,0 +1,42 @@
+// StepLog: the training run's metric lines on rank 0 (obs/metrics.hpp) — the [start] line
+// with the plan's numbers, a [step] line every train.log_every steps averaging the window
+// since the last one, an [epoch] line per evaluation and the [done] summary.
+#pragma once
+
+#include <cstdint>
+
+#include "config/job_spec.hpp"
+#include "distributed/world.hpp"
+#include "obs/metrics.hpp"
+#include "optim/lr_schedule.hpp"
+#include "train/evaluation.hpp"
+
+namespace sdp {
+
+struct TrainResult;
+
+class StepLog {
+ public:
+  StepLog(const JobSpec& spec, const World& world);
+
+  void start(const LrSchedule& schedule, int64_t steps_per_epoch, int64_t total_steps,
+             int64_t parameters);
+  // One finished step: its loss (mean over the ranks), wall time and exposed communication.
+  void record_step(double loss, double seconds, double exposed_comm_seconds);
+  // Emits the [step] line when `step` (1-based count of steps done) is due.
+  void maybe_emit(int64_t step, int64_t epoch, double lr, int64_t total_steps);
+  void eval(int64_t epoch, int64_t step, const EvalResult& result);
+  void done(const TrainResult& result, bool evaluated_last);
+
+  int64_t global_batch() const { return global_batch_; }
+
+ private:
+  const JobSpec& spec_;
+  const World& world_;
+  MetricsLog metrics_;
+  int64_t global_batch_;
+  int64_t window_steps_ = 0;
+  double window_loss_ = 0, window_seconds_ = 0, window_exposed_comm_ = 0;
+};
+
+}  // namespace sdp

@@ -1,0 +1,119 @@
+#include "train/training_setup.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "core/error.hpp"
+#include "data/cifar10.hpp"
+#include "data/mnist.hpp"
+#include "data/synthetic.hpp"
+#include "distributed/agreement.hpp"
+#include "models/registry.hpp"
+#include "optim/optimizer_factory.hpp"
+
+namespace sdp {
+
+namespace {
+
+DataSplits load_data(const JobSpec& spec) {
+  const DataSpec& d = spec.data;
+  if (d.format == "mnist") return {load_mnist(d.train, Split::kTrain), load_mnist(d.test, Split::kTest)};
+  if (d.format == "cifar10") return {load_cifar10(d.train, Split::kTrain), load_cifar10(d.test, Split::kTest)};
+  SyntheticSpec s;
+  s.channels = d.synthetic.channels;
+  s.height = d.synthetic.height;
+  s.width = d.synthetic.width;
+  s.num_classes = spec.model.num_classes;
+  s.seed = spec.seed;
+  s.noise = d.synthetic.noise;
+  s.count = d.synthetic.train_samples;
+  Dataset train = make_synthetic(s, Split::kTrain);
+  s.count = d.synthetic.test_samples;
+  return {std::move(train), make_synthetic(s, Split::kTest)};
+}
+
+std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const Dataset& data, const Device& device) {
+  if (data.num_classes > spec.model.num_classes)
+    throw InputError("key 'model.num_classes' is " + std::to_string(spec.model.num_classes) + " but the " +
+                     data.name + " data has " + std::to_string(data.num_classes) + " classes");
+  models::ModelOptions options;
+  options.name = spec.model.name;
+  options.num_classes = spec.model.num_classes;
+  options.in_channels = data.channels;
+  options.height = data.height;
+  options.width = data.width;
+  options.hidden = spec.model.hidden;
+  options.dropout = static_cast<float>(spec.model.dropout);
+  options.seed = spec.seed;
+  options.device = device;
+  return models::make_model(options);
+}
+
+OptimizerOptions optimizer_options(const OptimizerSpec& o) {
+  OptimizerOptions options;
+  options.name = o.name;
+  options.momentum = static_cast<float>(o.momentum);
+  options.nesterov = o.nesterov;
+  options.beta1 = static_cast<float>(o.beta1);
+  options.beta2 = static_cast<float>(o.beta2);
+  options.eps = static_cast<float>(o.eps);
+  options.weight_decay = static_cast<float>(o.weight_decay);
+  return options;
+}
+
+}  // namespace
+
+void reject_unimplemented(const JobSpec& spec, const World& world) {
+  run_on_all_ranks(world.comm(), [&] {
+    auto refuse = [](const std::string& key, const std::string& value) {
+      throw InputError("key '" + key + "': " + value + " is not implemented in this version of sdp-train");
+    };
+    if (spec.device == "cuda") refuse("device", "cuda training");
+    if (spec.data.shard != "rank") refuse("data.shard", spec.data.shard);
+    if (spec.distributed.backend == "nccl") refuse("distributed.backend", "nccl");
+    if (!spec.output.timeline.empty()) refuse("output.timeline", "a timeline");
+  });
+}
+
+
+TrainingParts build_training_parts(const JobSpec& spec, const World& world, const Device& device) {
+  TrainingParts parts;
+  run_on_all_ranks(world.comm(), [&] {
+    parts.data = std::make_unique<DataSplits>(load_data(spec));
+    const DataSplits& data = *parts.data;
+    parts.model = build_model(spec, data.train, device);
+    parts.optimizer = make_optimizer(optimizer_options(spec.optimizer), parts.model->store());
+    LoaderOptions loader_options;
+    loader_options.batch_size = spec.data.batch_size;
+    loader_options.seed = spec.seed;
+    loader_options.rank = world.rank();
+    loader_options.world = world.size();
+    loader_options.prefetch = spec.data.prefetch;
+    loader_options.augment.enabled =
+        spec.data.augment == "crop-flip" || (spec.data.augment == "auto" && spec.data.format == "cifar10");
+    if (data.train.count < static_cast<int64_t>(spec.data.batch_size) * world.size())
+      throw InputError("key 'data.batch_size': " + std::to_string(spec.data.batch_size) + " x " +
+                       std::to_string(world.size()) + " rank(s) is more than the " +
+                       std::to_string(data.train.count) + " training samples: not one step per epoch");
+    parts.loader = std::make_unique<TrainLoader>(data.train, loader_options);
+  });
+  return parts;
+}
+
+LrSchedule make_schedule(const OptimizerSpec& o, int world_size, int64_t steps_per_epoch, int64_t total_steps) {
+  LrScheduleOptions options;
+  options.base_lr = o.lr;
+  options.scaling = LrScaling::parse(o.lr_scaling);
+  options.world_size = world_size;
+  options.warmup_steps = std::llround(o.warmup_epochs * static_cast<double>(steps_per_epoch));
+  options.kind = LrScheduleOptions::parse_kind(o.schedule);
+  options.milestones.assign(o.milestones.begin(), o.milestones.end());
+  options.gamma = o.gamma;
+  options.min_lr = o.min_lr;
+  options.steps_per_epoch = steps_per_epoch;
+  options.total_steps = total_steps;
+  return LrSchedule(options);
+}
+
+
+}  // namespace sdp

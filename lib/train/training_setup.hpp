@@ -1,0 +1,41 @@
+// The parts of a training run, built from the job spec on every rank: the data splits,
+// the model (on the job's device), the optimizer, the LR schedule and the training loader.
+// build_training_parts() is collective: a bad data file or model option on any rank is
+// reported once and every rank stops (distributed/agreement.hpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "config/job_spec.hpp"
+#include "data/data_loader.hpp"
+#include "data/dataset.hpp"
+#include "distributed/world.hpp"
+#include "nn/model.hpp"
+#include "optim/lr_schedule.hpp"
+#include "optim/optimizer.hpp"
+
+namespace sdp {
+
+struct DataSplits {
+  Dataset train, test;
+};
+
+struct TrainingParts {
+  std::unique_ptr<DataSplits> data;  // on the heap: the loader keeps a reference into it
+  std::unique_ptr<nn::Model> model;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<TrainLoader> loader;
+};
+
+// Keys the spec accepts whose feature has not landed yet: refused loudly (exit 2) rather
+// than training differently from what the user asked for. Collective.
+void reject_unimplemented(const JobSpec& spec, const World& world);
+
+// Collective.
+TrainingParts build_training_parts(const JobSpec& spec, const World& world, const Device& device);
+
+LrSchedule make_schedule(const OptimizerSpec& optimizer, int world_size, int64_t steps_per_epoch,
+                         int64_t total_steps);
+
+}  // namespace sdp
