@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "config/json_file.hpp"
 #include "core/error.hpp"
 
 namespace sdp {
@@ -462,14 +463,7 @@ void JobSpecLoader::apply_override(const std::string& assignment, const std::str
 }
 
 void JobSpecLoader::apply_hyperparameters_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError("hyperparameters file '" + path + "' not found or not readable");
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(path + ": malformed JSON at byte " + std::to_string(e.byte) + ": " + e.what());
-  }
+  const nlohmann::json doc = read_json_file(path, "hyperparameters file");
   if (!doc.is_object())
     throw InputError(path + ": expected a JSON object of hyperparameters {\"key.path\": \"value\"}");
   // Nested objects are flattened with dots: {"optimizer": {"lr": 0.1}} == {"optimizer.lr": 0.1}.
