@@ -12,6 +12,8 @@
 #include <set>
 #include <sstream>
 
+#include "config/did_you_mean.hpp"
+#include "config/env_expand.hpp"
 #include "config/json_file.hpp"
 #include "core/error.hpp"
 
@@ -145,12 +147,8 @@ Field make_field(const std::string& path, Accessor access, std::vector<std::stri
     T value{};
     convert(node, value);
     if constexpr (std::is_same_v<T, std::string>) {
-      if (!choices.empty() && std::find(choices.begin(), choices.end(), value) == choices.end()) {
-        std::string msg = "unknown value '" + value + "' (expected one of: " + join(choices, ", ") + ")";
-        auto close = closest_names(value, choices, 1);
-        if (!close.empty()) msg += "; did you mean '" + close[0] + "'?";
-        throw BadValue{msg};
-      }
+      if (!choices.empty() && std::find(choices.begin(), choices.end(), value) == choices.end())
+        throw BadValue{unknown_value_message(value, choices)};
     }
     access(spec) = std::move(value);
   };
@@ -283,85 +281,6 @@ YAML::Node expand_scalar_if_needed(const Field& field, const YAML::Node& node,
 }
 
 }  // namespace
-
-std::vector<std::string> closest_names(const std::string& name,
-                                       const std::vector<std::string>& candidates,
-                                       std::size_t max_results) {
-  auto distance = [](const std::string& a, const std::string& b) {
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-      std::size_t diag = row[0];
-      row[0] = i;
-      for (std::size_t j = 1; j <= b.size(); ++j) {
-        std::size_t up = row[j];
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
-        diag = up;
-      }
-    }
-    return row[b.size()];
-  };
-  auto leaf = [](const std::string& p) {
-    auto dot = p.rfind('.');
-    return dot == std::string::npos ? p : p.substr(dot + 1);
-  };
-  std::vector<std::pair<std::size_t, std::string>> scored;
-  for (const auto& c : candidates) {
-    // Compare whole paths and leaf names, so "optimizer.lrr" and "data.lr" both find lr.
-    std::size_t d = std::min(distance(name, c), distance(leaf(name), leaf(c)) + 1);
-    std::size_t limit = std::max<std::size_t>(2, leaf(name).size() / 3);
-    if (d <= limit) scored.emplace_back(d, c);
-  }
-  std::stable_sort(scored.begin(), scored.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<std::string> out;
-  for (std::size_t i = 0; i < scored.size() && out.size() < max_results; ++i)
-    out.push_back(scored[i].second);
-  return out;
-}
-
-std::string expand_env_vars(const std::string& text, const std::string& where) {
-  std::string out;
-  std::size_t i = 0;
-  while (i < text.size()) {
-    if (text.compare(i, 2, "${") != 0) {
-      out += text[i++];
-      continue;
-    }
-    // Find the matching '}', so defaults may nest: ${SM_CHANNEL_TRAINING:-${DATA:-data}/mnist}.
-    std::size_t close = i + 2;
-    for (int depth = 1; close < text.size(); ++close) {
-      if (text.compare(close, 2, "${") == 0) {
-        ++depth;
-        ++close;
-      } else if (text[close] == '}' && --depth == 0) {
-        break;
-      }
-    }
-    if (close >= text.size())
-      throw InputError(where + ": unterminated '${' in '" + text + "'");
-    std::string body = text.substr(i + 2, close - i - 2);
-    std::string var = body, fallback;
-    bool has_default = false;
-    if (auto pos = body.find(":-"); pos != std::string::npos) {
-      var = body.substr(0, pos);
-      fallback = body.substr(pos + 2);
-      has_default = true;
-    }
-    if (var.empty()) throw InputError(where + ": empty variable name in '" + text + "'");
-    const char* value = std::getenv(var.c_str());
-    if (value != nullptr && *value != '\0') {
-      out += value;
-    } else if (has_default) {
-      out += expand_env_vars(fallback, where);
-    } else {
-      throw InputError(where + ": environment variable " + var +
-                       " is not set and has no default (write ${" + var + ":-default})");
-    }
-    i = close + 1;
-  }
-  return out;
-}
 
 JobSpecLoader::JobSpecLoader() {
   for (const Field& f : schema()) sources_[f.path] = "default";

@@ -43,16 +43,7 @@ class JobSpecLoader {
   std::map<std::string, std::string> sources_;
 };
 
-// Expands ${VAR} and ${VAR:-default} in `text` from the environment. An unset variable
-// without a default throws InputError naming `where` (source and key).
-std::string expand_env_vars(const std::string& text, const std::string& where);
-
 // The fully resolved spec as YAML, every key included (for `sdp-train validate`).
 std::string job_spec_to_yaml(const JobSpec& spec);
-
-// Closest candidates by edit distance, for "did you mean" messages.
-std::vector<std::string> closest_names(const std::string& name,
-                                       const std::vector<std::string>& candidates,
-                                       std::size_t max_results = 3);
 
 }  // namespace sdp

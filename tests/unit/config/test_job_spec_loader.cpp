@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "config/did_you_mean.hpp"
 #include "config/job_spec_loader.hpp"
 #include "core/error.hpp"
 
