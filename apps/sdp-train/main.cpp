@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "config/job_spec_loader.hpp"
+#include "config/job_spec_yaml.hpp"
 #include "core/device_info.hpp"
 #include "core/error.hpp"
 #include "distributed/agreement.hpp"

@@ -7,7 +7,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "config/job_spec_loader.hpp"
+#include "config/job_spec_yaml.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "data/cifar10.hpp"

@@ -6,6 +6,7 @@
 
 #include "config/did_you_mean.hpp"
 #include "config/job_spec_loader.hpp"
+#include "config/job_spec_yaml.hpp"
 #include "core/error.hpp"
 
 namespace sdp {
