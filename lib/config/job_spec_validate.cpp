@@ -1,8 +1,5 @@
 #include "config/job_spec_validate.hpp"
 
-#include <cmath>
-#include <cstdlib>
-
 #include "core/error.hpp"
 
 namespace sdp {
@@ -24,20 +21,15 @@ class RangeChecker {
   const std::map<std::string, std::string>& sources_;
 };
 
-bool is_positive_number(const std::string& text) {
-  char* end = nullptr;
-  double v = std::strtod(text.c_str(), &end);
-  return end != text.c_str() && *end == '\0' && std::isfinite(v) && v > 0;
-}
-
 }  // namespace
 
 void validate_job_spec(const JobSpec& spec, const std::map<std::string, std::string>& sources) {
   RangeChecker check(sources);
   check.require(!spec.name.empty(), "name", "must not be empty");
   check.require(spec.threads >= 0, "threads", "must be >= 0 (0 = cores / ranks per node)");
-  check.require(spec.precision == "fp32" || spec.device != "cpu", "precision",
-                spec.precision + " needs device: cuda (the CPU backend trains in fp32)");
+  check.require(spec.precision == Precision::kFp32 || spec.device != DevicePreference::kCpu,
+                "precision",
+                to_string(spec.precision) + " needs device: cuda (the CPU backend trains in fp32)");
 
   const ModelSpec& m = spec.model;
   check.require(m.num_classes >= 2, "model.num_classes",
@@ -50,7 +42,7 @@ void validate_job_spec(const JobSpec& spec, const std::map<std::string, std::str
   check.require(d.batch_size > 0, "data.batch_size",
                 "must be a positive integer, got " + std::to_string(d.batch_size));
   check.require(d.prefetch >= 0, "data.prefetch", "must be >= 0");
-  if (d.format != "synthetic") {
+  if (d.format != DataFormat::kSynthetic) {
     check.require(!d.train.empty(), "data.train", "must name the training data directory");
     check.require(!d.test.empty(), "data.test", "must name the test data directory");
   }
@@ -78,16 +70,11 @@ void validate_job_spec(const JobSpec& spec, const std::map<std::string, std::str
   check.require(o.beta1 >= 0 && o.beta1 < 1, "optimizer.beta1", "must be in [0, 1)");
   check.require(o.beta2 >= 0 && o.beta2 < 1, "optimizer.beta2", "must be in [0, 1)");
   check.require(o.eps > 0, "optimizer.eps", "must be > 0");
-  check.require(
-      o.lr_scaling == "linear" || o.lr_scaling == "sqrt" || o.lr_scaling == "none" ||
-          is_positive_number(o.lr_scaling),
-      "optimizer.lr_scaling",
-      "unknown value '" + o.lr_scaling + "' (expected linear, sqrt, none or a positive factor)");
   check.require(o.warmup_epochs >= 0, "optimizer.warmup_epochs", "must be >= 0");
   for (std::size_t i = 0; i < o.milestones.size(); ++i)
     check.require(o.milestones[i] > 0 && (i == 0 || o.milestones[i] > o.milestones[i - 1]),
                   "optimizer.milestones", "must be increasing positive epoch numbers");
-  check.require(o.schedule != "step" || !o.milestones.empty(), "optimizer.schedule",
+  check.require(o.schedule != ScheduleKind::kStep || !o.milestones.empty(), "optimizer.schedule",
                 "step needs at least one milestone epoch in optimizer.milestones");
   check.require(o.gamma > 0 && o.gamma <= 1, "optimizer.gamma", "must be in (0, 1]");
   check.require(o.min_lr >= 0 && o.min_lr < o.lr, "optimizer.min_lr",
