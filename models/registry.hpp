@@ -23,6 +23,8 @@ struct ModelOptions {
 // Builds, finalizes and initializes the model. Unknown name or invalid options ->
 // sdp::InputError (the message lists the known names).
 std::unique_ptr<nn::Model> make_model(const ModelOptions& options);
+// The registered names, in registration order: the same list as the job spec's
+// config/model_names.hpp (checked at compile time in registry.cpp).
 std::vector<std::string> model_names();
 
 }  // namespace sdp::models

@@ -12,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "config/job_spec_loader.hpp"
+#include "config/choices.hpp"
+#include "config/job_spec_yaml.hpp"
 #include "core/device_info.hpp"
 #include "core/error.hpp"
 #include "distributed/agreement.hpp"
@@ -68,10 +69,14 @@ int run_env(const sdp::JobSources& sources) {
   return 0;
 }
 
-int run_bench_allreduce(const sdp::JobSources& sources, const sdp::AllreduceBenchOptions& options) {
+int run_bench_allreduce(const sdp::JobSources& sources, sdp::AllreduceBenchOptions options,
+                        const std::string& algorithms_csv) {
   sdp::JobSetup setup = sdp::set_up_job(sources);
   sdp::AllreduceBenchResult result;
-  sdp::run_on_all_ranks(setup.world->comm(), [&] { result = sdp::run_allreduce_benchmark(*setup.world, options); });
+  sdp::run_on_all_ranks(setup.world->comm(), [&] {
+    if (!algorithms_csv.empty()) sdp::parse_bench_algorithms(algorithms_csv, options);
+    result = sdp::run_allreduce_benchmark(*setup.world, options);
+  });
   if (setup.world->rank() == 0) std::cout << sdp::format_allreduce_table(result) << std::flush;
   return 0;
 }
@@ -138,7 +143,7 @@ int main(int argc, char** argv) {
   bench_gemm->add_option("--threads", gemm_threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
   sdp::JobSources bench_sources;
   sdp::AllreduceBenchOptions allreduce_options;
-  std::string algorithms_csv;
+  std::string algorithms_csv, compression = "none";
   auto* bench_allreduce = bench->add_subcommand(
       "allreduce", "AllReduce busbw of every algorithm next to MPI_Allreduce (nccl-tests table; run under mpirun)");
   add_job_options(*bench_allreduce, bench_sources, false);
@@ -148,8 +153,8 @@ int main(int argc, char** argv) {
   bench_allreduce->add_option("--iters", allreduce_options.iters, "timed iterations per row")->check(CLI::PositiveNumber);
   bench_allreduce->add_option("--warmup", allreduce_options.warmup, "untimed iterations per row")->check(CLI::NonNegativeNumber);
   bench_allreduce->add_option("--algorithms", algorithms_csv, "comma-separated subset of mpi,flat,ring,hierarchical,auto");
-  bench_allreduce->add_option("--compression", allreduce_options.compression, "none | fp16 | bf16")
-      ->check(CLI::IsMember({"none", "fp16", "bf16"}));
+  bench_allreduce->add_option("--compression", compression, "none | fp16 | bf16")
+      ->check(CLI::IsMember(sdp::choice_names<sdp::Compression>()));
   bench_allreduce->add_flag("!--no-shared-memory", allreduce_options.shared_memory,
                             "keep buffers in private memory (no node-shared window)");
   auto* env = app.add_subcommand("env", "print ranks, topology, devices and the SageMaker cluster as JSON");
@@ -186,12 +191,9 @@ int main(int argc, char** argv) {
   }
   try {
     if (bench_allreduce->parsed()) {
-      if (!algorithms_csv.empty()) {
-        allreduce_options.algorithms.clear();
-        std::stringstream list(algorithms_csv);
-        for (std::string name; std::getline(list, name, ',');) allreduce_options.algorithms.push_back(name);
-      }
-      exit_code = run_bench_allreduce(bench_sources, allreduce_options);
+      // CLI11 has checked the word; this cannot throw.
+      allreduce_options.compression = sdp::parse_choice<sdp::Compression>(compression);
+      exit_code = run_bench_allreduce(bench_sources, allreduce_options, algorithms_csv);
     } else if (validate->parsed())
       exit_code = run_validate(validate_sources);
     else if (env->parsed())

@@ -1,16 +1,20 @@
 // JobSpec: the typed job description (DESIGN.md §3). Every key has a default; a YAML file,
 // SageMaker's hyperparameters.json and --set overrides are applied in that order by
-// JobSpecLoader (job_spec_loader.hpp), and validate_job_spec() checks ranges in one place.
+// JobSpecLoader (job_spec_loader.hpp), and validate_job_spec() (job_spec_validate.hpp) checks
+// ranges in one place. Keys that take one of a few words are enums (choices.hpp), parsed once
+// by the loader.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "config/choices.hpp"
+
 namespace sdp {
 
 struct ModelSpec {
-  std::string name = "mlp";  // mlp | lenet5 | resnet20/32/44/56 | resnet18/34/50
+  std::string name = "mlp";  // one of kModelNames (model_names.hpp)
   int num_classes = 10;
   std::vector<int> hidden = {512, 512};  // mlp layer widths
   double dropout = 0.0;
@@ -26,13 +30,13 @@ struct SyntheticDataSpec {
 };
 
 struct DataSpec {
-  std::string format = "synthetic";  // mnist | cifar10 | synthetic
+  DataFormat format = DataFormat::kSynthetic;
   std::string train = "${SM_CHANNEL_TRAINING:-data}";
   std::string test = "${SM_CHANNEL_TEST:-data}";
   int batch_size = 64;  // per rank; global batch = batch_size * world size
-  std::string shard = "rank";  // rank | host
+  DataShard shard = DataShard::kRank;
   int prefetch = 2;
-  std::string augment = "auto";  // auto (crop+flip for cifar10) | none | crop-flip
+  Augmentation augment = Augmentation::kAuto;  // auto = crop+flip for cifar10
   SyntheticDataSpec synthetic;
 };
 
@@ -44,7 +48,7 @@ struct TrainSpec {
 };
 
 struct OptimizerSpec {
-  std::string name = "sgd";  // sgd | adam | adamw
+  OptimizerKind name = OptimizerKind::kSgd;
   double lr = 0.01;  // base learning rate for ONE rank
   double momentum = 0.9;
   bool nesterov = false;
@@ -52,19 +56,19 @@ struct OptimizerSpec {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
-  std::string lr_scaling = "linear";  // linear | sqrt | none | a positive factor, e.g. "1.5"
+  LrScaling lr_scaling = LrScaling::linear();
   double warmup_epochs = 0.0;
-  std::string schedule = "constant";  // constant | step | cosine
+  ScheduleKind schedule = ScheduleKind::kConstant;
   std::vector<int> milestones;  // epochs, for schedule: step
   double gamma = 0.1;
   double min_lr = 0.0;  // cosine floor
 };
 
 struct DistributedSpec {
-  std::string backend = "auto";    // auto | mpi | nccl
-  std::string allreduce = "auto";  // auto | flat | ring | hierarchical
+  CommBackend backend = CommBackend::kAuto;
+  AllreduceKind allreduce = AllreduceKind::kAuto;
   double bucket_mb = 25.0;         // 0 = one bucket
-  std::string compression = "none";  // none | fp16 | bf16
+  Compression compression = Compression::kNone;
   int ranks_per_node = 0;          // 0 = auto (detected topology)
   double timeout_s = 600.0;
   double stall_warning_s = 60.0;
@@ -87,8 +91,8 @@ struct OutputSpec {
 struct JobSpec {
   std::string name = "job";
   uint64_t seed = 42;
-  std::string device = "auto";     // auto | cpu | cuda
-  std::string precision = "fp32";  // fp32 | amp-fp16 | amp-bf16
+  DevicePreference device = DevicePreference::kAuto;
+  Precision precision = Precision::kFp32;
   int threads = 0;                 // CPU threads per rank; 0 = cores / ranks per node
   ModelSpec model;
   DataSpec data;
@@ -98,8 +102,5 @@ struct JobSpec {
   CheckpointSpec checkpoint;
   OutputSpec output;
 };
-
-// The model names the job spec accepts (models/ registers a builder for each).
-const std::vector<std::string>& known_model_names();
 
 }  // namespace sdp

@@ -1,6 +1,6 @@
 // Builds a JobSpec from its sources in precedence order:
 //   defaults < YAML file < hyperparameters.json < --set key.path=value
-// Every key of JobSpec is described once in a schema (job_spec_loader.cpp); all sources go
+// Every key of JobSpec is described once in a schema (job_spec_schema.hpp); all sources go
 // through it, so types, "did you mean" suggestions and error messages are the same for each.
 // Errors are sdp::InputError naming the source (file:line for YAML) and the key path.
 #pragma once
@@ -42,17 +42,5 @@ class JobSpecLoader {
   JobSpec spec_;
   std::map<std::string, std::string> sources_;
 };
-
-// Expands ${VAR} and ${VAR:-default} in `text` from the environment. An unset variable
-// without a default throws InputError naming `where` (source and key).
-std::string expand_env_vars(const std::string& text, const std::string& where);
-
-// The fully resolved spec as YAML, every key included (for `sdp-train validate`).
-std::string job_spec_to_yaml(const JobSpec& spec);
-
-// Closest candidates by edit distance, for "did you mean" messages.
-std::vector<std::string> closest_names(const std::string& name,
-                                       const std::vector<std::string>& candidates,
-                                       std::size_t max_results = 3);
 
 }  // namespace sdp

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "config/json_file.hpp"
 #include "core/error.hpp"
 
 extern char** environ;
@@ -40,14 +40,7 @@ void validate_hosts(const ResourceConfig& rc) {
 }  // namespace
 
 ResourceConfig load_resource_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError("resource config '" + path + "' not found or not readable");
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(path + ": malformed JSON at byte " + std::to_string(e.byte) + ": " + e.what());
-  }
+  const nlohmann::json doc = read_json_file(path, "resource config");
   if (!doc.is_object()) throw InputError(path + ": expected a JSON object with current_host and hosts");
 
   ResourceConfig rc;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "core/error.hpp"
 #include "distributed/mpi_communicator.hpp"
 #include "distributed/reduce_kernels.hpp"
 #include "distributed/shm_collectives.hpp"
@@ -145,16 +144,16 @@ AllreduceAlgorithm& AutoAllreduce::choose(const CommBuffer& buffer) const {
   return *flat_;
 }
 
-const std::vector<std::string>& allreduce_algorithm_names() {
-  static const std::vector<std::string> names = {"flat", "ring", "hierarchical"};
-  return names;
-}
-
-DType compression_wire_type(const std::string& compression) {
-  if (compression == "none") return DType::kF32;
-  if (compression == "fp16") return DType::kF16;
-  if (compression == "bf16") return DType::kBF16;
-  throw InputError("distributed.compression: unknown value '" + compression + "' (expected none, fp16 or bf16)");
+DType compression_wire_type(Compression compression) {
+  switch (compression) {
+    case Compression::kNone:
+      return DType::kF32;
+    case Compression::kFp16:
+      return DType::kF16;
+    case Compression::kBf16:
+      return DType::kBF16;
+  }
+  throw std::logic_error("compression_wire_type: unhandled Compression");
 }
 
 std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const AllreduceSetup& setup) {
@@ -172,14 +171,19 @@ std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const All
                                                    std::make_shared<MpiCommunicator>(world.inter(), "inter"), arena,
                                                    wire);
   };
-  const std::string& name = setup.algorithm;
-  if (name == "flat") return compressed(std::make_unique<FlatAllreduce>(world_comm));
-  if (name == "ring") return compressed(std::make_unique<RingAllreduce>(world_comm));
-  if (name == "hierarchical") return hierarchical();
-  if (name == "auto")
-    return std::make_unique<AutoAllreduce>(compressed(std::make_unique<FlatAllreduce>(world_comm)), hierarchical(),
-                                           world.nodes() > 1 && world.local_size() > 1);
-  throw InputError("distributed.allreduce: unknown algorithm '" + name + "' (expected auto, flat, ring or hierarchical)");
+  switch (setup.algorithm) {
+    case AllreduceKind::kFlat:
+      return compressed(std::make_unique<FlatAllreduce>(world_comm));
+    case AllreduceKind::kRing:
+      return compressed(std::make_unique<RingAllreduce>(world_comm));
+    case AllreduceKind::kHierarchical:
+      return hierarchical();
+    case AllreduceKind::kAuto:
+      return std::make_unique<AutoAllreduce>(
+          compressed(std::make_unique<FlatAllreduce>(world_comm)), hierarchical(),
+          world.nodes() > 1 && world.local_size() > 1);
+  }
+  throw std::logic_error("make_allreduce: unhandled AllreduceKind");
 }
 
 }  // namespace sdp

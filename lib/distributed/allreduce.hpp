@@ -1,4 +1,4 @@
-// AllReduce algorithms over communicators, selectable by name (distributed.allreduce):
+// AllReduce algorithms over communicators, selected by distributed.allreduce:
 //   flat          one allreduce over the world communicator (MPI's own algorithm);
 //   ring          our ring: reduce-scatter then allgather, n-1 steps each, over
 //                 point-to-point messages, pipelined in segments (for study and as a check);
@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "config/choices.hpp"
 #include "distributed/communicator.hpp"
 #include "distributed/shared_arena.hpp"
 
@@ -115,17 +116,16 @@ class AutoAllreduce final : public AllreduceAlgorithm {
 };
 
 struct AllreduceSetup {
-  std::string algorithm = "auto";    // auto | flat | ring | hierarchical
-  std::string compression = "none";  // none | fp16 | bf16
+  AllreduceKind algorithm = AllreduceKind::kAuto;
+  Compression compression = Compression::kNone;
   // Node-shared memory holding the buffers (the gradient arena), or null.
   std::shared_ptr<SharedArena> arena;
 };
 
-// Builds the algorithm named in `setup` over the world's communicators (world, intra,
-// inter). `world` must outlive the result. Throws InputError for an unknown name.
+// Builds the algorithm `setup` names over the world's communicators (world, intra, inter).
+// `world` must outlive the result.
 std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const AllreduceSetup& setup);
-const std::vector<std::string>& allreduce_algorithm_names();  // without "auto"
-// "none" -> kF32, "fp16" -> kF16, "bf16" -> kBF16; InputError otherwise.
-DType compression_wire_type(const std::string& compression);
+// kNone -> kF32, kFp16 -> kF16, kBf16 -> kBF16.
+DType compression_wire_type(Compression compression);
 
 }  // namespace sdp

@@ -6,8 +6,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <memory>
+#include <sstream>
+#include <utility>
 
 #include "core/error.hpp"
 #include "distributed/allreduce.hpp"
@@ -83,9 +84,11 @@ AllreduceBenchResult run_allreduce_benchmark(const World& world, const Allreduce
     heap.resize(static_cast<std::size_t>(max_count));
     data = heap.data();
   }
-  std::map<std::string, std::unique_ptr<AllreduceAlgorithm>> algorithms;
-  for (const std::string& name : options.algorithms)
-    if (name != "mpi") algorithms[name] = make_allreduce(world, {name, options.compression, arena});
+  // The rows of each size, in order; a null algorithm is the peer, MPI_Allreduce.
+  std::vector<std::pair<std::string, std::unique_ptr<AllreduceAlgorithm>>> runs;
+  if (options.mpi_peer) runs.emplace_back("mpi", nullptr);
+  for (AllreduceKind kind : options.algorithms)
+    runs.emplace_back(to_string(kind), make_allreduce(world, {kind, options.compression, arena}));
 
   const int n = world.size();
   // SUM in place multiplies the values by ~n per iteration: refill (untimed) before they
@@ -97,12 +100,12 @@ AllreduceBenchResult run_allreduce_benchmark(const World& world, const Allreduce
     const int iters = bytes <= (8 << 20) ? options.iters
                                          : std::max<int>(5, static_cast<int>(options.iters * (8.0 * (1 << 20)) / bytes));
     double mpi_busbw = 0;
-    for (const std::string& name : options.algorithms) {
-      auto run_once = [&] {
-        if (name == "mpi")
+    for (auto& [name, algorithm] : runs) {
+      auto run_once = [&, &algorithm = algorithm] {
+        if (!algorithm)
           SDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, world.comm()));
         else
-          algorithms[name]->run(buffer, ReduceOp::kSum);
+          algorithm->run(buffer, ReduceOp::kSum);
       };
       fill(data, count, world.rank());
       for (int i = 0; i < options.warmup; ++i) run_once();
@@ -123,13 +126,12 @@ AllreduceBenchResult run_allreduce_benchmark(const World& world, const Allreduce
       row.count = count;
       row.algorithm = name;
       row.ran = name;
-      if (auto* a = dynamic_cast<AutoAllreduce*>(algorithms.count(name) ? algorithms[name].get() : nullptr))
-        row.ran = a->choice(buffer);
+      if (auto* a = dynamic_cast<AutoAllreduce*>(algorithm.get())) row.ran = a->choice(buffer);
       row.max_error = max_over_ranks(max_error(data, count, n), world.comm());
       row.time_us = max_over_ranks(elapsed / iters, world.comm()) * 1e6;
       row.algbw_gbs = row.time_us > 0 ? row.bytes / (row.time_us * 1e-6) / 1e9 : 0;
       row.busbw_gbs = row.algbw_gbs * 2.0 * (n - 1) / n;
-      if (name == "mpi") mpi_busbw = row.busbw_gbs;
+      if (!algorithm) mpi_busbw = row.busbw_gbs;
       result.rows.push_back(row);
     }
     if (mpi_busbw > 0)
@@ -139,13 +141,36 @@ AllreduceBenchResult run_allreduce_benchmark(const World& world, const Allreduce
   return result;
 }
 
+void parse_bench_algorithms(const std::string& csv, AllreduceBenchOptions& options) {
+  options.mpi_peer = false;
+  options.algorithms.clear();
+  std::stringstream list(csv);
+  for (std::string name; std::getline(list, name, ',');) {
+    if (name.empty()) continue;
+    if (name == "mpi") {
+      options.mpi_peer = true;
+      continue;
+    }
+    try {
+      options.algorithms.push_back(parse_choice<AllreduceKind>(name));
+    } catch (const InputError&) {
+      throw InputError("--algorithms: unknown algorithm '" + name +
+                       "' (expected a comma-separated subset of mpi,flat,ring,hierarchical,auto)");
+    }
+  }
+}
+
 std::string format_allreduce_table(const AllreduceBenchResult& r) {
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof line, "# sdp-train bench allreduce: %d ranks (%d node%s x %d), float32 sum, in place%s%s\n",
-                r.ranks, r.nodes, r.nodes == 1 ? "" : "s", r.local_size,
-                r.options.shared_memory ? ", buffers in node-shared memory" : "",
-                r.options.compression != "none" ? (", compression " + r.options.compression).c_str() : "");
+  std::snprintf(
+      line, sizeof line,
+      "# sdp-train bench allreduce: %d ranks (%d node%s x %d), float32 sum, in place%s%s\n",
+      r.ranks, r.nodes, r.nodes == 1 ? "" : "s", r.local_size,
+      r.options.shared_memory ? ", buffers in node-shared memory" : "",
+      r.options.compression != Compression::kNone
+          ? (", compression " + to_string(r.options.compression)).c_str()
+          : "");
   out += line;
   out += "# peer \"mpi\": MPI_Allreduce of " + r.peer + "; vs_mpi = busbw / busbw(mpi)\n";
   // An in-place allreduce on one node must at least read n inputs and write n outputs of S

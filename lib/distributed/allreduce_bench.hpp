@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "config/choices.hpp"
+
 namespace sdp {
 
 class World;
@@ -21,8 +23,10 @@ struct AllreduceBenchOptions {
   int64_t factor = 2;  // size multiplier between rows
   int warmup = 3;
   int iters = 20;      // timed iterations up to 8 MiB; fewer above (at least 5), same bytes moved
-  std::vector<std::string> algorithms = {"mpi", "flat", "ring", "hierarchical", "auto"};
-  std::string compression = "none";  // applied to every algorithm but "mpi"
+  bool mpi_peer = true;  // a row of MPI_Allreduce ("mpi") before ours at each size
+  std::vector<AllreduceKind> algorithms = {AllreduceKind::kFlat, AllreduceKind::kRing,
+                                           AllreduceKind::kHierarchical, AllreduceKind::kAuto};
+  Compression compression = Compression::kNone;  // applied to every algorithm but "mpi"
   bool shared_memory = true;         // buffers in a SharedArena
 };
 
@@ -46,7 +50,11 @@ struct AllreduceBenchResult {
   AllreduceBenchOptions options;
 };
 
-// Collective over the world. Throws InputError for an unknown algorithm or a bad range.
+// --algorithms: a comma-separated subset of mpi (the peer), flat, ring, hierarchical, auto.
+// Sets options.mpi_peer and options.algorithms; throws InputError for another name.
+void parse_bench_algorithms(const std::string& csv, AllreduceBenchOptions& options);
+
+// Collective over the world. Throws InputError for a bad size range.
 AllreduceBenchResult run_allreduce_benchmark(const World& world, const AllreduceBenchOptions& options);
 // The table (rank 0 prints it; every rank may call this).
 std::string format_allreduce_table(const AllreduceBenchResult& result);

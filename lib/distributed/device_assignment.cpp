@@ -8,16 +8,17 @@
 
 namespace sdp {
 
-DeviceAssignment assign_device(const std::string& preference, int threads, const World& world) {
+DeviceAssignment assign_device(DevicePreference preference, int threads, const World& world) {
   DeviceAssignment a;
   a.gpus_on_node = cuda_device_count();
-  const bool want_cuda = preference == "cuda" || (preference == "auto" && a.gpus_on_node > 0);
+  const bool want_cuda = preference == DevicePreference::kCuda ||
+                         (preference == DevicePreference::kAuto && a.gpus_on_node > 0);
   if (want_cuda) {
     if (!cuda_backend_built())
       throw InputError("device: cuda, but this sdp-train was built without the CUDA backend "
                        "(configure with -DSDP_WITH_CUDA=ON on a machine with the CUDA toolkit)");
     if (a.gpus_on_node < world.local_size())
-      throw InputError("device: " + preference + " needs one GPU per rank, but node '" +
+      throw InputError("device: " + to_string(preference) + " needs one GPU per rank, but node '" +
                        world.node_name() + "' runs " + std::to_string(world.local_size()) +
                        " ranks and has " + std::to_string(a.gpus_on_node) +
                        " GPU(s); start at most that many ranks per node or use device: cpu");

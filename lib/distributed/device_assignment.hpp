@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "config/choices.hpp"
 #include "core/dtype.hpp"
 #include "distributed/world.hpp"
 
@@ -17,8 +18,8 @@ struct DeviceAssignment {
   std::string threads_source;  // "threads", "OMP_NUM_THREADS" or "cores / ranks per node"
 };
 
-// `preference` is the job's device key (auto | cpu | cuda). Throws InputError when cuda
-// is required but unavailable or the node has fewer GPUs than ranks. Pins the GPU.
-DeviceAssignment assign_device(const std::string& preference, int threads, const World& world);
+// `preference` is the job's device key. Throws InputError when cuda is required but
+// unavailable or the node has fewer GPUs than ranks. Pins the GPU.
+DeviceAssignment assign_device(DevicePreference preference, int threads, const World& world);
 
 }  // namespace sdp

@@ -7,13 +7,6 @@
 
 namespace sdp {
 
-LrScheduleOptions::Kind LrScheduleOptions::parse_kind(const std::string& text) {
-  if (text == "constant") return Kind::kConstant;
-  if (text == "step") return Kind::kStep;
-  if (text == "cosine") return Kind::kCosine;
-  throw InputError("schedule: unknown value '" + text + "' (expected constant, step or cosine)");
-}
-
 LrSchedule::LrSchedule(const LrScheduleOptions& options)
     : options_(options), peak_(options.scaling.scaled(options.base_lr, options.world_size)) {
   if (options.world_size < 1) throw InputError("lr schedule: world size must be >= 1");

@@ -13,15 +13,15 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
-#include "optim/lr_scaling.hpp"
+#include "config/choices.hpp"
+#include "config/lr_scaling.hpp"
 
 namespace sdp {
 
 struct LrScheduleOptions {
-  enum class Kind { kConstant, kStep, kCosine };
+  using Kind = ScheduleKind;
   double base_lr = 0.01;  // for ONE rank
   LrScaling scaling;
   int world_size = 1;
@@ -32,8 +32,6 @@ struct LrScheduleOptions {
   double min_lr = 0.0;              // kCosine: floor reached at total_steps
   int64_t steps_per_epoch = 1;
   int64_t total_steps = 0;  // kCosine: required
-
-  static Kind parse_kind(const std::string& text);  // constant | step | cosine
 };
 
 class LrSchedule {

@@ -1,15 +1,15 @@
-// Builds the optimizer named in the job spec ("sgd" | "adam" | "adamw").
+// Builds the optimizer the job spec names (optimizer.name).
 #pragma once
 
 #include <memory>
-#include <string>
 
+#include "config/choices.hpp"
 #include "optim/optimizer.hpp"
 
 namespace sdp {
 
 struct OptimizerOptions {
-  std::string name = "sgd";
+  OptimizerKind kind = OptimizerKind::kSgd;
   float momentum = 0.9f;  // sgd
   float dampening = 0.0f;
   bool nesterov = false;
@@ -20,7 +20,7 @@ struct OptimizerOptions {
   bool decay_all = true;
 };
 
-// Throws InputError for an unknown name or invalid values.
+// Throws InputError for invalid values.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& spec, ParameterStore& store);
 
 }  // namespace sdp

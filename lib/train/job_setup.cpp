@@ -33,7 +33,7 @@ std::vector<std::string> gather_devices(const JobSetup& setup) {
 
 std::string resolved_allreduce(const DistributedSpec& distributed, const World& world) {
   if (world.size() == 1) return "none (1 rank)";
-  if (distributed.allreduce != "auto") return distributed.allreduce;
+  if (distributed.allreduce != AllreduceKind::kAuto) return to_string(distributed.allreduce);
   // What AutoAllreduce picks for a gradient arena in node-shared memory.
   return world.local_size() > 1 ? "hierarchical" : "flat";
 }
@@ -101,20 +101,22 @@ std::string describe_plan(const JobSetup& setup) {
         << w.node_names()[nodes[r]] << "\n";
   out << std::right;
   out << "  model        : " << s.model.name << " (" << s.model.num_classes << " classes)\n";
-  out << "  data         : " << s.data.format;
-  if (s.data.format != "synthetic") out << " (train " << s.data.train << ", test " << s.data.test << ")";
+  out << "  data         : " << to_string(s.data.format);
+  if (s.data.format != DataFormat::kSynthetic)
+    out << " (train " << s.data.train << ", test " << s.data.test << ")";
   out << "\n";
   out << "  batch        : " << s.data.batch_size << " per rank, " << s.data.batch_size * w.size()
       << " global\n";
-  const LrScaling scaling = LrScaling::parse(s.optimizer.lr_scaling);
+  const LrScaling& scaling = s.optimizer.lr_scaling;
   out << "  learning rate: " << s.optimizer.lr << " base x " << scaling.multiplier(w.size()) << " ("
       << scaling.str() << " scaling for " << w.size() << " rank(s)) = " << scaling.scaled(s.optimizer.lr, w.size());
   if (s.optimizer.warmup_epochs > 0) out << ", warm-up " << s.optimizer.warmup_epochs << " epoch(s) from " << s.optimizer.lr;
-  out << ", schedule " << s.optimizer.schedule << "\n";
-  out << "  optimizer    : " << s.optimizer.name << "\n";
+  out << ", schedule " << to_string(s.optimizer.schedule) << "\n";
+  out << "  optimizer    : " << to_string(s.optimizer.name) << "\n";
   out << "  allreduce    : " << resolved_allreduce(s.distributed, w)
-      << (s.distributed.allreduce == "auto" ? " (auto)" : "") << ", buckets of " << s.distributed.bucket_mb
-      << " MB, compression " << s.distributed.compression << ", timeout " << s.distributed.timeout_s << " s\n";
+      << (s.distributed.allreduce == AllreduceKind::kAuto ? " (auto)" : "") << ", buckets of "
+      << s.distributed.bucket_mb << " MB, compression " << to_string(s.distributed.compression)
+      << ", timeout " << s.distributed.timeout_s << " s\n";
   out << "  training     : " << s.train.epochs << " epoch(s)";
   if (s.train.max_steps > 0) out << ", at most " << s.train.max_steps << " steps";
   out << "\n";

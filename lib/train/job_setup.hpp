@@ -14,7 +14,6 @@
 #include "config/sagemaker_env.hpp"
 #include "distributed/device_assignment.hpp"
 #include "distributed/world.hpp"
-#include "optim/lr_scaling.hpp"
 
 namespace sdp {
 

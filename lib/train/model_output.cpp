@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "config/job_spec_loader.hpp"
+#include "config/job_spec_yaml.hpp"
 #include "io/safetensors.hpp"
 
 namespace sdp {

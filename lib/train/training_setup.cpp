@@ -17,8 +17,10 @@ namespace {
 
 DataSplits load_data(const JobSpec& spec) {
   const DataSpec& d = spec.data;
-  if (d.format == "mnist") return {load_mnist(d.train, Split::kTrain), load_mnist(d.test, Split::kTest)};
-  if (d.format == "cifar10") return {load_cifar10(d.train, Split::kTrain), load_cifar10(d.test, Split::kTest)};
+  if (d.format == DataFormat::kMnist)
+    return {load_mnist(d.train, Split::kTrain), load_mnist(d.test, Split::kTest)};
+  if (d.format == DataFormat::kCifar10)
+    return {load_cifar10(d.train, Split::kTrain), load_cifar10(d.test, Split::kTest)};
   SyntheticSpec s;
   s.channels = d.synthetic.channels;
   s.height = d.synthetic.height;
@@ -51,7 +53,7 @@ std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const Dataset& data,
 
 OptimizerOptions optimizer_options(const OptimizerSpec& o) {
   OptimizerOptions options;
-  options.name = o.name;
+  options.kind = o.name;
   options.momentum = static_cast<float>(o.momentum);
   options.nesterov = o.nesterov;
   options.beta1 = static_cast<float>(o.beta1);
@@ -68,9 +70,9 @@ void reject_unimplemented(const JobSpec& spec, const World& world) {
     auto refuse = [](const std::string& key, const std::string& value) {
       throw InputError("key '" + key + "': " + value + " is not implemented in this version of sdp-train");
     };
-    if (spec.device == "cuda") refuse("device", "cuda training");
-    if (spec.data.shard != "rank") refuse("data.shard", spec.data.shard);
-    if (spec.distributed.backend == "nccl") refuse("distributed.backend", "nccl");
+    if (spec.device == DevicePreference::kCuda) refuse("device", "cuda training");
+    if (spec.data.shard != DataShard::kRank) refuse("data.shard", to_string(spec.data.shard));
+    if (spec.distributed.backend == CommBackend::kNccl) refuse("distributed.backend", "nccl");
     if (!spec.output.timeline.empty()) refuse("output.timeline", "a timeline");
   });
 }
@@ -90,7 +92,8 @@ TrainingParts build_training_parts(const JobSpec& spec, const World& world, cons
     loader_options.world = world.size();
     loader_options.prefetch = spec.data.prefetch;
     loader_options.augment.enabled =
-        spec.data.augment == "crop-flip" || (spec.data.augment == "auto" && spec.data.format == "cifar10");
+        spec.data.augment == Augmentation::kCropFlip ||
+        (spec.data.augment == Augmentation::kAuto && spec.data.format == DataFormat::kCifar10);
     if (data.train.count < static_cast<int64_t>(spec.data.batch_size) * world.size())
       throw InputError("key 'data.batch_size': " + std::to_string(spec.data.batch_size) + " x " +
                        std::to_string(world.size()) + " rank(s) is more than the " +
@@ -103,10 +106,10 @@ TrainingParts build_training_parts(const JobSpec& spec, const World& world, cons
 LrSchedule make_schedule(const OptimizerSpec& o, int world_size, int64_t steps_per_epoch, int64_t total_steps) {
   LrScheduleOptions options;
   options.base_lr = o.lr;
-  options.scaling = LrScaling::parse(o.lr_scaling);
+  options.scaling = o.lr_scaling;
   options.world_size = world_size;
   options.warmup_steps = std::llround(o.warmup_epochs * static_cast<double>(steps_per_epoch));
-  options.kind = LrScheduleOptions::parse_kind(o.schedule);
+  options.kind = o.schedule;
   options.milestones.assign(o.milestones.begin(), o.milestones.end());
   options.gamma = o.gamma;
   options.min_lr = o.min_lr;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "config/choices.hpp"
 #include "core/error.hpp"
 #include "distributed/allreduce_bench.hpp"
 #include "distributed/world.hpp"
@@ -30,19 +31,11 @@ int main(int argc, char** argv) {
       else if (arg == "--factor") options.factor = std::stoll(next());
       else if (arg == "--iters") options.iters = std::stoi(next());
       else if (arg == "--warmup") options.warmup = std::stoi(next());
-      else if (arg == "--compression") options.compression = next();
+      else if (arg == "--compression") options.compression = sdp::parse_choice<sdp::Compression>(next());
       else if (arg == "--ranks-per-node") topology.ranks_per_node = std::stoi(next());
       else if (arg == "--no-shared-memory") options.shared_memory = false;
-      else if (arg == "--algorithms") {
-        options.algorithms.clear();
-        std::string list = next();
-        for (std::size_t b = 0; b <= list.size();) {
-          std::size_t e = list.find(',', b);
-          if (e == std::string::npos) e = list.size();
-          if (e > b) options.algorithms.push_back(list.substr(b, e - b));
-          b = e + 1;
-        }
-      } else throw sdp::InputError("unknown option " + arg);
+      else if (arg == "--algorithms") sdp::parse_bench_algorithms(next(), options);
+      else throw sdp::InputError("unknown option " + arg);
     }
     sdp::World world = sdp::World::create(topology);
     const auto result = sdp::run_allreduce_benchmark(world, options);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "config/choices.hpp"
 #include "core/error.hpp"
 #include "core/parameter_store.hpp"
 #include "distributed/allreduce.hpp"
@@ -18,6 +19,13 @@
 
 namespace sdp {
 namespace {
+
+// distributed.allreduce and .compression as the job spec spells them.
+AllreduceSetup spec_setup(const std::string& algorithm, const std::string& compression,
+                          std::shared_ptr<SharedArena> arena) {
+  return {parse_choice<AllreduceKind>(algorithm), parse_choice<Compression>(compression),
+          std::move(arena)};
+}
 
 int world_size() {
   int n = 1;
@@ -76,7 +84,7 @@ TEST_F(AllreduceTopologies, EveryAlgorithmGivesTheExactSumAndAverage) {
     auto arena = SharedArena::create(world.intra(), 1000003 * sizeof(float));
     std::vector<float> heap(1000003);
     for (const std::string& name : {"flat", "ring", "hierarchical", "auto"}) {
-      auto algorithm = make_allreduce(world, {name, "none", arena});
+      auto algorithm = make_allreduce(world, spec_setup(name, "none", arena));
       for (bool shared : {true, false}) {
         float* data = shared ? static_cast<float*>(arena->data()) : heap.data();
         for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg})
@@ -95,7 +103,7 @@ TEST_F(AllreduceTopologies, CompressionStaysWithinTolerance) {
       // bf16 keeps 8 significant bits, fp16 11; n - 1 rounded adds plus two conversions.
       const double tolerance = (compression == "bf16" ? 1.0 / 64 : 1.0 / 512) * world.size();
       for (const std::string& name : {"flat", "ring", "hierarchical"}) {
-        auto algorithm = make_allreduce(world, {name, compression, arena});
+        auto algorithm = make_allreduce(world, spec_setup(name, compression, arena));
         for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg})
           check_algorithm(*algorithm, static_cast<float*>(arena->data()), world, op, tolerance,
                           name + " " + compression + " rpn " + std::to_string(rpn));
@@ -108,7 +116,7 @@ TEST(Compression, PreScalingKeepsFp16SumsFromOverflowing) {
   World world = World::create({1, std::nullopt});  // every rank its own node: the inter phase is compressed
   const int n = world.size();
   for (const std::string& name : {"flat", "ring", "hierarchical"}) {
-    auto algorithm = make_allreduce(world, {name, "fp16", nullptr});
+    auto algorithm = make_allreduce(world, spec_setup(name, "fp16", nullptr));
     std::vector<float> data(33, 60000.0f);  // n * 60000 > 65504 for n > 1
     algorithm->run(CommBuffer::host(data.data(), 33), ReduceOp::kSum);
     for (float v : data) ASSERT_NEAR(v, 60000.0 * n, 60000.0 * n / 512) << name;
@@ -155,7 +163,7 @@ TEST(SharedMemory, GradientArenaCanLiveInTheWindow) {
   EXPECT_EQ(store.grad_arena().data<float>(), arena->data());
   EXPECT_EQ(store.params()[1].grad.data<float>(), static_cast<float*>(arena->data()) + store.params()[1].offset);
   std::fill_n(store.grad_arena().data<float>(), store.grad_arena().numel(), static_cast<float>(world.rank() + 1));
-  auto algorithm = make_allreduce(world, {"auto", "none", arena});
+  auto algorithm = make_allreduce(world, spec_setup("auto", "none", arena));
   const CommBuffer grads = CommBuffer::host(store.grad_arena().data<float>(), store.grad_arena().numel());
   if (world.local_size() > 1) EXPECT_EQ(dynamic_cast<AutoAllreduce&>(*algorithm).choice(grads), "hierarchical");
   algorithm->run(grads, ReduceOp::kAvg);
@@ -174,8 +182,8 @@ TEST(Algorithms, WorkOverALocalCommunicator) {
 
 TEST(Algorithms, UnknownNamesAreInputErrors) {
   World world = World::create({});
-  EXPECT_THROW(make_allreduce(world, {"tree", "none", nullptr}), InputError);
-  EXPECT_THROW(make_allreduce(world, {"ring", "int8", nullptr}), InputError);
+  EXPECT_THROW(make_allreduce(world, spec_setup("tree", "none", nullptr)), InputError);
+  EXPECT_THROW(make_allreduce(world, spec_setup("ring", "int8", nullptr)), InputError);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "config/choices.hpp"
 #include "distributed/allreduce.hpp"
 #include "distributed/gradient_reducer.hpp"
 #include "distributed/local_communicator.hpp"
@@ -74,7 +75,8 @@ void fill_grads(float* arena, const std::vector<ParamExtent>& params, int param,
 void run_steps(const World& world, float* arena, int64_t arena_count, const std::vector<ParamExtent>& params,
                GradientReducerOptions options, const std::string& algorithm_name, bool shuffle, bool skip_some,
                std::shared_ptr<SharedArena> shm) {
-  std::shared_ptr<AllreduceAlgorithm> algorithm = make_allreduce(world, {algorithm_name, "none", shm});
+  std::shared_ptr<AllreduceAlgorithm> algorithm =
+      make_allreduce(world, {parse_choice<AllreduceKind>(algorithm_name), Compression::kNone, shm});
   FlatAllreduce reference(std::make_shared<MpiCommunicator>(world.comm()));
   GradientReducer reducer(CommBuffer::host(arena, arena_count), params, algorithm, options);
   std::vector<float> expected(arena_count);

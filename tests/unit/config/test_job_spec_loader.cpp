@@ -4,7 +4,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "config/did_you_mean.hpp"
 #include "config/job_spec_loader.hpp"
+#include "config/job_spec_yaml.hpp"
 #include "core/error.hpp"
 
 namespace sdp {
@@ -51,7 +53,7 @@ TEST(JobSpecLoader, YamlSetsNestedKeysAndRecordsTheirLine) {
   JobSpec spec = loader.finish();
   EXPECT_EQ(spec.model.name, "lenet5");
   EXPECT_EQ(spec.data.batch_size, 32);
-  EXPECT_EQ(spec.data.format, "mnist");
+  EXPECT_EQ(spec.data.format, DataFormat::kMnist);
   EXPECT_EQ(spec.optimizer.milestones, (std::vector<int>{3, 6}));
   EXPECT_TRUE(spec.optimizer.nesterov);
   EXPECT_EQ(loader.sources().at("model.name"), "job.yaml:3");
@@ -78,7 +80,7 @@ TEST(JobSpecLoader, HyperparameterStringsMayBeJsonEncoded) {
   JobSpecLoader loader;
   loader.apply_hyperparameters_file(write_temp("hp2.json", R"({"optimizer.name": "\"adamw\"", "seed": 7})"));
   JobSpec spec = loader.finish();
-  EXPECT_EQ(spec.optimizer.name, "adamw");
+  EXPECT_EQ(spec.optimizer.name, OptimizerKind::kAdamW);
   EXPECT_EQ(spec.seed, 7u);
 }
 
@@ -153,9 +155,12 @@ TEST(JobSpecLoader, OutOfRangeValuesAreRejectedWithTheirSource) {
       {"checkpoint: {keep_last: 0}", "checkpoint.keep_last", ">= 1"},
   };
   for (const Case& c : cases) {
-    JobSpecLoader loader;
-    loader.apply_yaml_text(c.yaml, "job.yaml");
-    std::string msg = input_error_of([&] { loader.finish(); });
+    // Words are checked as they are read, numbers' ranges at finish(): either may throw.
+    std::string msg = input_error_of([&] {
+      JobSpecLoader loader;
+      loader.apply_yaml_text(c.yaml, "job.yaml");
+      loader.finish();
+    });
     EXPECT_NE(msg.find("job.yaml:1"), std::string::npos) << c.yaml << " -> " << msg;
     EXPECT_NE(msg.find("'" + c.key + "'"), std::string::npos) << c.yaml << " -> " << msg;
     EXPECT_NE(msg.find(c.text), std::string::npos) << c.yaml << " -> " << msg;

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <random>
 
+#include "config/model_names.hpp"
 #include "core/error.hpp"
 #include "models/registry.hpp"
 #include "nn/conv2d.hpp"
@@ -66,6 +67,12 @@ TEST(Registry, ListsEveryModel) {
   for (const char* n : {"mlp", "lenet5", "resnet20", "resnet32", "resnet44", "resnet56", "resnet18",
                         "resnet34", "resnet50"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+}
+
+// The job spec validates model.name against config/model_names.hpp: the registry is the
+// source and must list the same names (registry.cpp also static_asserts this).
+TEST(Registry, AgreesWithTheJobSpecModelNames) {
+  EXPECT_EQ(model_names(), std::vector<std::string>(kModelNames.begin(), kModelNames.end()));
 }
 
 TEST(Registry, UnknownNameListsKnownNames) {

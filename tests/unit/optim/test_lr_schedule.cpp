@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "config/choices.hpp"
 #include "core/error.hpp"
 #include "optim/lr_schedule.hpp"
 
@@ -14,11 +15,11 @@ TEST(LrScaling, Policies) {
   EXPECT_DOUBLE_EQ(LrScaling::sqrt().scaled(0.1, 16), 0.4);
   EXPECT_DOUBLE_EQ(LrScaling::explicit_factor(1.5).scaled(0.1, 8), 0.15);
   EXPECT_DOUBLE_EQ(LrScaling::linear().scaled(0.1, 1), 0.1);
-  EXPECT_EQ(LrScaling::parse("sqrt").kind, LrScaling::Kind::kSqrt);
-  EXPECT_THROW(LrScaling::parse("quadratic"), InputError);
-  EXPECT_EQ(LrScaling::parse("1.5").kind, LrScaling::Kind::kFactor);
-  EXPECT_DOUBLE_EQ(LrScaling::parse("1.5").multiplier(8), 1.5);
-  EXPECT_THROW(LrScaling::parse("-2"), InputError);
+  EXPECT_EQ(parse_lr_scaling("sqrt").kind, LrScaling::Kind::kSqrt);
+  EXPECT_THROW(parse_lr_scaling("quadratic"), InputError);
+  EXPECT_EQ(parse_lr_scaling("1.5").kind, LrScaling::Kind::kFactor);
+  EXPECT_DOUBLE_EQ(parse_lr_scaling("1.5").multiplier(8), 1.5);
+  EXPECT_THROW(parse_lr_scaling("-2"), InputError);
   EXPECT_EQ(LrScaling::explicit_factor(1.5).str(), "factor 1.5");
 }
 
@@ -90,8 +91,8 @@ TEST(LrSchedule, RejectsInconsistentOptions) {
   o.kind = LrScheduleOptions::Kind::kCosine;
   o.total_steps = 0;
   EXPECT_THROW(LrSchedule{o}, InputError);
-  EXPECT_EQ(LrScheduleOptions::parse_kind("cosine"), LrScheduleOptions::Kind::kCosine);
-  EXPECT_THROW(LrScheduleOptions::parse_kind("linear"), InputError);
+  EXPECT_EQ(parse_choice<ScheduleKind>("cosine"), LrScheduleOptions::Kind::kCosine);
+  EXPECT_THROW(parse_choice<ScheduleKind>("linear"), InputError);
 }
 
 }  // namespace

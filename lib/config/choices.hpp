@@ -1,0 +1,53 @@
+// The job spec's keys that take one of a fixed set of words, as enums. Text becomes an enum
+// here, once, when the spec is read (job_spec_loader.hpp); everything downstream switches
+// on the enum and never compares strings. Each enum's spelling lives in one table
+// (choices.cpp), which parse_choice, choice_names and to_string all read, so what the
+// loader accepts and what `sdp-train validate` prints cannot drift apart.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config/lr_scaling.hpp"
+
+namespace sdp {
+
+enum class DevicePreference { kAuto, kCpu, kCuda };               // device
+enum class Precision { kFp32, kAmpFp16, kAmpBf16 };               // precision
+enum class DataFormat { kMnist, kCifar10, kSynthetic };           // data.format
+enum class DataShard { kRank, kHost };                            // data.shard
+enum class Augmentation { kAuto, kNone, kCropFlip };              // data.augment
+enum class OptimizerKind { kSgd, kAdam, kAdamW };                 // optimizer.name
+enum class ScheduleKind { kConstant, kStep, kCosine };            // optimizer.schedule
+enum class CommBackend { kAuto, kMpi, kNccl };                    // distributed.backend
+enum class AllreduceKind { kAuto, kFlat, kRing, kHierarchical };  // distributed.allreduce
+enum class Compression { kNone, kFp16, kBf16 };                   // distributed.compression
+
+// The words an enum accepts, in documentation order.
+template <typename E>
+const std::vector<std::string>& choice_names();
+
+// `text` as an enum. Anything else throws InputError "unknown value 'x' (expected one of:
+// a, b, c)", with "; did you mean 'y'?" when one is close. The caller adds file and key.
+template <typename E>
+E parse_choice(const std::string& text);
+
+// The word for a value, as the job spec writes it.
+std::string to_string(DevicePreference value);
+std::string to_string(Precision value);
+std::string to_string(DataFormat value);
+std::string to_string(DataShard value);
+std::string to_string(Augmentation value);
+std::string to_string(OptimizerKind value);
+std::string to_string(ScheduleKind value);
+std::string to_string(CommBackend value);
+std::string to_string(AllreduceKind value);
+std::string to_string(Compression value);
+
+// optimizer.lr_scaling: linear | sqrt | none, or an explicit factor written as a positive
+// number (1.5) or as {factor: 1.5}. The YAML form is the loader's; this takes the text.
+LrScaling parse_lr_scaling(const std::string& text);
+// "linear", "sqrt", "none" or the factor as a number ("1.5"); parse_lr_scaling reads it back.
+std::string to_string(const LrScaling& scaling);
+
+}  // namespace sdp

@@ -1,0 +1,98 @@
+#include "config/job_spec_validate.hpp"
+
+#include "core/error.hpp"
+
+namespace sdp {
+
+namespace {
+
+class RangeChecker {
+ public:
+  explicit RangeChecker(const std::map<std::string, std::string>& sources) : sources_(sources) {}
+  void require(bool ok, const std::string& path, const std::string& what) const {
+    if (ok) return;
+    auto it = sources_.find(path);
+    std::string where = it == sources_.end() ? "job spec" : it->second;
+    if (where == "default") where = "job spec (default value)";
+    throw InputError(where + ": key '" + path + "': " + what);
+  }
+
+ private:
+  const std::map<std::string, std::string>& sources_;
+};
+
+}  // namespace
+
+void validate_job_spec(const JobSpec& spec, const std::map<std::string, std::string>& sources) {
+  RangeChecker check(sources);
+  check.require(!spec.name.empty(), "name", "must not be empty");
+  check.require(spec.threads >= 0, "threads", "must be >= 0 (0 = cores / ranks per node)");
+  check.require(spec.precision == Precision::kFp32 || spec.device != DevicePreference::kCpu,
+                "precision",
+                to_string(spec.precision) + " needs device: cuda (the CPU backend trains in fp32)");
+
+  const ModelSpec& m = spec.model;
+  check.require(m.num_classes >= 2, "model.num_classes",
+                "must be >= 2, got " + std::to_string(m.num_classes));
+  check.require(!m.hidden.empty(), "model.hidden", "must list at least one layer width");
+  for (int w : m.hidden) check.require(w > 0, "model.hidden", "layer widths must be positive");
+  check.require(m.dropout >= 0 && m.dropout < 1, "model.dropout", "must be in [0, 1)");
+
+  const DataSpec& d = spec.data;
+  check.require(d.batch_size > 0, "data.batch_size",
+                "must be a positive integer, got " + std::to_string(d.batch_size));
+  check.require(d.prefetch >= 0, "data.prefetch", "must be >= 0");
+  if (d.format != DataFormat::kSynthetic) {
+    check.require(!d.train.empty(), "data.train", "must name the training data directory");
+    check.require(!d.test.empty(), "data.test", "must name the test data directory");
+  }
+  check.require(d.synthetic.train_samples > 0, "data.synthetic.train_samples", "must be positive");
+  check.require(d.synthetic.test_samples > 0, "data.synthetic.test_samples", "must be positive");
+  check.require(d.synthetic.channels > 0, "data.synthetic.channels", "must be positive");
+  check.require(d.synthetic.height > 0, "data.synthetic.height", "must be positive");
+  check.require(d.synthetic.width > 0, "data.synthetic.width", "must be positive");
+  check.require(d.synthetic.noise >= 0, "data.synthetic.noise", "must be >= 0");
+
+  const TrainSpec& t = spec.train;
+  check.require(t.epochs >= 0, "train.epochs", "must be >= 0");
+  check.require(t.max_steps >= 0, "train.max_steps", "must be >= 0 (0 = no limit)");
+  check.require(t.epochs > 0 || t.max_steps > 0, "train.epochs",
+                "train.epochs and train.max_steps are both 0: there is nothing to train");
+  check.require(t.log_every > 0, "train.log_every", "must be a positive number of steps");
+  check.require(t.eval_every_epochs >= 0, "train.eval_every_epochs", "must be >= 0");
+
+  const OptimizerSpec& o = spec.optimizer;
+  check.require(o.lr > 0, "optimizer.lr", "must be > 0, got " + std::to_string(o.lr));
+  check.require(o.momentum >= 0 && o.momentum < 1, "optimizer.momentum", "must be in [0, 1)");
+  check.require(!o.nesterov || o.momentum > 0, "optimizer.nesterov",
+                "needs optimizer.momentum > 0");
+  check.require(o.weight_decay >= 0, "optimizer.weight_decay", "must be >= 0");
+  check.require(o.beta1 >= 0 && o.beta1 < 1, "optimizer.beta1", "must be in [0, 1)");
+  check.require(o.beta2 >= 0 && o.beta2 < 1, "optimizer.beta2", "must be in [0, 1)");
+  check.require(o.eps > 0, "optimizer.eps", "must be > 0");
+  check.require(o.warmup_epochs >= 0, "optimizer.warmup_epochs", "must be >= 0");
+  for (std::size_t i = 0; i < o.milestones.size(); ++i)
+    check.require(o.milestones[i] > 0 && (i == 0 || o.milestones[i] > o.milestones[i - 1]),
+                  "optimizer.milestones", "must be increasing positive epoch numbers");
+  check.require(o.schedule != ScheduleKind::kStep || !o.milestones.empty(), "optimizer.schedule",
+                "step needs at least one milestone epoch in optimizer.milestones");
+  check.require(o.gamma > 0 && o.gamma <= 1, "optimizer.gamma", "must be in (0, 1]");
+  check.require(o.min_lr >= 0 && o.min_lr < o.lr, "optimizer.min_lr",
+                "must be in [0, optimizer.lr)");
+
+  const DistributedSpec& ds = spec.distributed;
+  check.require(ds.bucket_mb >= 0, "distributed.bucket_mb", "must be >= 0 (0 = one bucket)");
+  check.require(ds.ranks_per_node >= 0, "distributed.ranks_per_node",
+                "must be 'auto' or a positive integer");
+  check.require(ds.timeout_s > 0, "distributed.timeout_s", "must be > 0 seconds");
+  check.require(ds.stall_warning_s > 0, "distributed.stall_warning_s", "must be > 0 seconds");
+  check.require(ds.check_every_steps >= 0, "distributed.check_every_steps",
+                "must be >= 0 (0 = off)");
+
+  const CheckpointSpec& c = spec.checkpoint;
+  check.require(c.every_steps >= 0, "checkpoint.every_steps", "must be >= 0 (0 = only at the end)");
+  check.require(c.keep_last >= 1, "checkpoint.keep_last", "must be >= 1");
+  check.require(!c.resume.empty(), "checkpoint.resume", "must be auto, never or a checkpoint path");
+}
+
+}  // namespace sdp

@@ -1,0 +1,15 @@
+// The model names a job spec accepts (model.name). Header-only so that models/registry.cpp,
+// which registers a builder for each, can check against it at compile time (a static_assert
+// there) without lib/config linking models/ or models/ linking lib/config.
+#pragma once
+
+#include <array>
+#include <string_view>
+
+namespace sdp {
+
+inline constexpr std::array<std::string_view, 9> kModelNames = {"mlp",      "lenet5",   "resnet20",
+                                                                "resnet32", "resnet44", "resnet56",
+                                                                "resnet18", "resnet34", "resnet50"};
+
+}  // namespace sdp
