@@ -25,10 +25,11 @@
 #include <vector>
 
 #include "distributed/communicator.hpp"
-#include "distributed/shared_arena.hpp"
+#include "distributed/comm_backend.hpp"
 
 namespace sdp {
 
+class SharedArena;
 class World;
 
 class AllreduceAlgorithm {
@@ -119,10 +120,12 @@ struct AllreduceSetup {
   std::string compression = "none";  // none | fp16 | bf16
   // Node-shared memory holding the buffers (the gradient arena), or null.
   std::shared_ptr<SharedArena> arena;
+  CommBackend backend = CommBackend::kMpi;  // of the world, intra and inter communicators
 };
 
-// Builds the algorithm named in `setup` over the world's communicators (world, intra,
-// inter). `world` must outlive the result. Throws InputError for an unknown name.
+// Builds the algorithm named in `setup` over communicators of the world's groups (world,
+// intra, inter) made by make_communicator. `world` must outlive the result. Throws
+// InputError for an unknown name or a backend this build lacks.
 std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const AllreduceSetup& setup);
 const std::vector<std::string>& allreduce_algorithm_names();  // without "auto"
 // "none" -> kF32, "fp16" -> kF16, "bf16" -> kBF16; InputError otherwise.

@@ -13,7 +13,8 @@
 #include "distributed/allreduce.hpp"
 #include "distributed/gradient_reducer.hpp"
 #include "distributed/local_communicator.hpp"
-#include "distributed/mpi_communicator.hpp"
+#include "distributed/communicator_factory.hpp"
+#include "distributed/shared_arena.hpp"
 #include "distributed/world.hpp"
 
 namespace sdp {
@@ -75,7 +76,7 @@ void run_steps(const World& world, float* arena, int64_t arena_count, const std:
                GradientReducerOptions options, const std::string& algorithm_name, bool shuffle, bool skip_some,
                std::shared_ptr<SharedArena> shm) {
   std::shared_ptr<AllreduceAlgorithm> algorithm = make_allreduce(world, {algorithm_name, "none", shm});
-  FlatAllreduce reference(std::make_shared<MpiCommunicator>(world.comm()));
+  FlatAllreduce reference(make_communicator(CommBackend::kMpi, world.comm()));
   GradientReducer reducer(CommBuffer::host(arena, arena_count), params, algorithm, options);
   std::vector<float> expected(arena_count);
   std::mt19937 rng(world.rank() + 1);  // a different hook order on every rank
