@@ -17,6 +17,7 @@
 #include "distributed/agreement.hpp"
 #include "distributed/allreduce.hpp"
 #include "distributed/collectives.hpp"
+#include "distributed/communicator_factory.hpp"
 #include "distributed/gradient_reducer.hpp"
 #include "distributed/replica_check.hpp"
 #include "distributed/shared_arena.hpp"
@@ -106,11 +107,11 @@ struct EvalResult {
   double loss = 0, accuracy = 0;
 };
 
-EvalResult evaluate(nn::Model& model, const Dataset& test, const JobSpec& spec, const World& world) {
+EvalResult evaluate(nn::Model& model, const Dataset& test, const JobSpec& spec, const World& world,
+                    Communicator& comm) {
   // BatchNorm running statistics were gathered from each rank's own batches; their mean
   // is what the global model has seen, and it keeps the replicas identical.
-  Tensor buffers = model.store().buffer_arena();
-  allreduce_mean(world.comm(), buffers.data<float>(), buffers.numel());
+  comm.allreduce(CommBuffer::of(model.store().buffer_arena()), {ReduceOp::kAvg})->wait();
 
   EvalLoader loader(test, spec.data.batch_size, world.rank(), world.size(), spec.data.prefetch);
   loader.start();
@@ -270,8 +271,10 @@ TrainResult train(JobSetup& setup) {
       throw InputError("rank " + std::to_string(r) + " built a different model than rank 0 "
                        "(parameter names or shapes differ); all ranks must run the same job spec");
     });
-  broadcast(world.comm(), store.param_arena().data<float>(), store.param_arena().numel(), 0);
-  broadcast(world.comm(), store.buffer_arena().data<float>(), store.buffer_arena().numel(), 0);
+  // Model state moves over a Communicator (the gradients' backend), not the control plane.
+  const std::shared_ptr<Communicator> world_comm = make_communicator(CommBackend::kMpi, world.comm());
+  world_comm->broadcast(CommBuffer::of(store.param_arena()), {0})->wait();
+  world_comm->broadcast(CommBuffer::of(store.buffer_arena()), {0})->wait();
   DataParallel parallel(*model, spec.distributed, world);
 
   int64_t total_steps = steps_per_epoch * spec.train.epochs;
@@ -344,7 +347,7 @@ TrainResult train(JobSetup& setup) {
     const bool last = epoch + 1 == epochs;
     evaluated_last = spec.train.eval_every_epochs > 0 && ((epoch + 1) % spec.train.eval_every_epochs == 0 || last);
     if (evaluated_last) {
-      EvalResult eval = evaluate(*model, data.test, spec, world);
+      EvalResult eval = evaluate(*model, data.test, spec, world, *world_comm);
       result.test_loss = eval.loss;
       result.test_accuracy = eval.accuracy;
       metrics.emit("eval", "epoch " + std::to_string(epoch + 1),
@@ -355,8 +358,7 @@ TrainResult train(JobSetup& setup) {
     }
   }
   if (!evaluated_last) {  // keep buffers averaged (and the replicas identical) for the saved model
-    Tensor buffers = store.buffer_arena();
-    allreduce_mean(world.comm(), buffers.data<float>(), buffers.numel());
+    world_comm->allreduce(CommBuffer::of(store.buffer_arena()), {ReduceOp::kAvg})->wait();
   }
   result.steps = step;
   result.images_per_sec = result.train_seconds > 0 ? static_cast<double>(step * global_batch) / result.train_seconds : 0;
