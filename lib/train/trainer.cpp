@@ -197,7 +197,7 @@ class DataParallel {
     if (drifted.empty()) return;
     std::string ranks;
     for (int r : drifted) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-    throw CollectiveFailure(static_cast<int>(ExitCode::kRuntime),
+    throw CollectiveFailure(ExitCode::kRuntime,
                             "step " + std::to_string(step) + ": the parameters of rank(s) " + ranks +
                                 " differ from rank 0's: the replicas drifted apart",
                             world_.rank() == 0);
@@ -317,7 +317,7 @@ TrainResult train(JobSetup& setup) {
       double loss_sum = loss;
       if (world.size() > 1) allreduce_sum(world.comm(), &loss_sum, 1);
       if (!std::isfinite(loss_sum))
-        throw CollectiveFailure(static_cast<int>(ExitCode::kRuntime),
+        throw CollectiveFailure(ExitCode::kRuntime,
                                 "step " + std::to_string(step) + " (epoch " + std::to_string(epoch) +
                                     "): the training loss is not finite (lr " + std::to_string(lr) +
                                     "); lower optimizer.lr or add warm-up",
