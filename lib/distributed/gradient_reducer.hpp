@@ -19,8 +19,8 @@
 // in bucket order through the watchdog, which polls them and reports a bucket that stalls.
 //
 // The communication thread runs the AllreduceAlgorithm (blocking on host backends: MPI's
-// blocking collectives are its fastest). A device backend (NCCL) plugs in unchanged: the
-// thread then waits the bucket's GradReadyEvents on the communicator's stream, enqueues,
+// blocking collectives are its fastest). A device backend (NCCL) plugs in at run_bucket:
+// the thread then waits the bucket's GradReadyEvents on the communicator's stream, enqueues,
 // and completes the bucket's Work when the device Work is (communicator.hpp's contract).
 //
 // Thread level: the communication thread is the only one driving the communicators between
