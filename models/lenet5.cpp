@@ -9,8 +9,7 @@
 // conv2 keeps its activations in NHWC: with 6 input channels oneDNN's blocked layouts send
 // its weight gradient to a slower AVX2 kernel behind two reorders. pool1 (hand-written, see
 // nn/direct_max_pool.hpp) reads conv1's blocked output and writes NHWC for conv2 directly.
-#include <stdexcept>
-
+#include "core/error.hpp"
 #include "models/builders.hpp"
 #include "nn/conv2d.hpp"
 #include "nn/flatten.hpp"
@@ -33,7 +32,7 @@ std::unique_ptr<nn::Model> build_lenet5(const ModelOptions& o) {
   model->add<nn::Flatten>("flatten");
   // Spatial size after conv1 (same), pool, conv2 (valid 5x5), pool.
   const int h = ((o.height / 2) - 4) / 2, w = ((o.width / 2) - 4) / 2;
-  if (h < 1 || w < 1) throw std::invalid_argument("input must be at least 12x12");
+  if (h < 1 || w < 1) throw InputError("model " + o.name + ": input must be at least 12x12");
   model->add<nn::Linear>("fc1", nn::LinearOptions{16 * h * w, 120, true});
   model->add<nn::ReLU>("fc1.relu");
   model->add<nn::Linear>("fc2", nn::LinearOptions{120, 84, true});

@@ -59,7 +59,9 @@ std::unique_ptr<nn::Model> make_model(const ModelOptions& options) {
     try {
       return entry.build(options);
     } catch (const std::invalid_argument& e) {
-      // Layer shape checks: an input too small for the architecture, bad widths, ...
+      // The boundary where user options meet nn/'s contract checks: a layer that rejects its
+      // input shape (too small for the architecture, bad widths) was given the user's data
+      // shape or model options, so it is an input error here.
       throw InputError("model " + options.name + ": " + e.what());
     }
   }

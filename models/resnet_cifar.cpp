@@ -14,7 +14,7 @@
 namespace sdp::models {
 
 std::unique_ptr<nn::Model> build_resnet_cifar(const ModelOptions& o, int depth) {
-  if ((depth - 2) % 6 != 0) throw std::invalid_argument("CIFAR ResNet depth must be 6n+2");
+  if ((depth - 2) % 6 != 0) throw std::logic_error("CIFAR ResNet depth must be 6n+2");  // the registry fixes depths
   const int n = (depth - 2) / 6;
   auto model = std::make_unique<nn::Model>(o.name, Shape{o.in_channels, o.height, o.width},
                                            o.num_classes, o.seed, o.device);

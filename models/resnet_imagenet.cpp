@@ -30,7 +30,7 @@ std::unique_ptr<nn::Model> build_resnet_imagenet(const ModelOptions& o, int dept
       bottleneck = true;
       break;
     default:
-      throw std::invalid_argument("unsupported ResNet depth " + std::to_string(depth));
+      throw std::logic_error("unsupported ResNet depth " + std::to_string(depth));
   }
   const int expansion = bottleneck ? 4 : 1;
   auto model = std::make_unique<nn::Model>(o.name, Shape{o.in_channels, o.height, o.width},

@@ -33,6 +33,20 @@ void print_error(const std::string& message) {
   std::fflush(stderr);
 }
 
+// This rank alone failed: the others may be inside a collective, so end the whole job.
+// Before MPI runs (init_mpi failed) there is no job to end.
+void fail_this_rank(int exit_code, const std::string& message) {
+  if (!sdp::mpi_is_initialized()) {
+    print_error(message);
+    return;
+  }
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  print_error((size > 1 ? "rank " + std::to_string(rank) + ": " : std::string()) + message);
+  if (size > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+}
+
 // The options every job command takes.
 void add_job_options(CLI::App& cmd, sdp::JobSources& sources, bool config_required) {
   auto* config = cmd.add_option("-c,--config", sources.config_path, "YAML job spec");
@@ -185,11 +199,6 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   try {
     sdp::init_mpi(&argc, &argv);
-  } catch (const sdp::Error& e) {
-    print_error(e.what());
-    return static_cast<int>(e.code());
-  }
-  try {
     if (bench_allreduce->parsed()) {
       // CLI11 has checked the word; this cannot throw.
       allreduce_options.compression = sdp::parse_choice<sdp::Compression>(compression);
@@ -200,19 +209,18 @@ int main(int argc, char** argv) {
       exit_code = run_env(env_sources);
     else
       exit_code = run_train(train->parsed() ? train_sources : top_sources);
-  } catch (const sdp::CollectiveFailure& failure) {
-    // Every rank got here together: report once, then leave MPI in order.
-    if (failure.report_here()) print_error(failure.what());
-    exit_code = failure.exit_code();
+  } catch (const sdp::Error& e) {
+    exit_code = static_cast<int>(e.code());
+    if (const auto* agreed = dynamic_cast<const sdp::CollectiveFailure*>(&e)) {
+      // Every rank got here together: report once, then leave MPI in order.
+      if (agreed->report_here()) print_error(e.what());
+    } else {
+      fail_this_rank(exit_code, e.what());
+    }
   } catch (const std::exception& e) {
-    // This rank alone failed: the others may be inside a collective, so end the whole job.
-    int rank = 0, size = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    const auto* error = dynamic_cast<const sdp::Error*>(&e);
-    exit_code = error ? static_cast<int>(error->code()) : static_cast<int>(ExitCode::kRuntime);
-    print_error((size > 1 ? "rank " + std::to_string(rank) + ": " : std::string()) + e.what());
-    if (size > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+    // Not an sdp::Error: a broken internal contract or the system (bad_alloc).
+    exit_code = static_cast<int>(ExitCode::kRuntime);
+    fail_this_rank(exit_code, e.what());
   }
   sdp::finalize_mpi();
   return exit_code;

@@ -1,6 +1,14 @@
 // One error idiom for the whole project: exceptions that carry their exit status and a
 // message with full context (file, key, rank, step). They are caught once, in main, which
 // prints "sdp-train: error: <message>" and ends the job with code() (DESIGN.md §11).
+//
+// The rule: whatever a user, a file, the machine or a peer can cause is an sdp::Error
+// (InputError, RuntimeError, TimeoutError; CollectiveFailure in distributed/agreement.hpp
+// when every rank throws it together). std::logic_error (and std::invalid_argument inside
+// nn/) is for broken contracts between our own modules, i.e. bugs; where user input can
+// reach such a check, the module boundary that received the input converts it (as
+// models::make_model does for layer shape checks). Nothing else catches to convert, and
+// main reports anything that is not an sdp::Error as a runtime failure (exit 1).
 #pragma once
 
 #include <stdexcept>

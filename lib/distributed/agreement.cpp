@@ -18,7 +18,7 @@ void check_all_ranks(MPI_Comm comm, std::exception_ptr local) {
   int failed_here = local ? 1 : 0, failed_count = 0;
   SDP_MPI_CHECK(MPI_Allreduce(&failed_here, &failed_count, 1, MPI_INT, MPI_SUM, comm));
 
-  int code = static_cast<int>(ExitCode::kRuntime);
+  int code = static_cast<int>(ExitCode::kRuntime);  // not an sdp::Error: a bug, or the system
   std::string message;
   if (local) {
     try {
@@ -40,7 +40,7 @@ void check_all_ranks(MPI_Comm comm, std::exception_ptr local) {
     message = "rank " + std::to_string(rank) + ": " + message;
     if (failed_count > 1) message += " (and " + std::to_string(failed_count - 1) + " other ranks)";
   }
-  throw CollectiveFailure(code, message, rank == first);
+  throw CollectiveFailure(static_cast<ExitCode>(code), message, rank == first);
 }
 
 }  // namespace sdp

@@ -2,6 +2,8 @@
 // error it met (or none). If any rank failed, every rank throws CollectiveFailure with the
 // first failing rank's exit code, and only that rank holds the message to print, so an
 // error is printed once and no rank is left waiting in a later collective.
+//
+// Control plane: this runs over MPI directly (a few ints), never through a Communicator.
 #pragma once
 
 #include <mpi.h>
@@ -9,20 +11,21 @@
 #include <exception>
 #include <string>
 
+#include "core/error.hpp"
+
 namespace sdp {
 
-class CollectiveFailure : public std::exception {
+// An sdp::Error every rank throws together (the job is ending in order, no MPI_Abort
+// needed). Exactly one rank reports it: main prints what() where report_here() is true.
+class CollectiveFailure : public Error {
  public:
-  CollectiveFailure(int exit_code, std::string message, bool report_here)
-      : exit_code_(exit_code), message_(std::move(message)), report_here_(report_here) {}
-  int exit_code() const { return exit_code_; }
+  CollectiveFailure(ExitCode code, const std::string& message, bool report_here)
+      : Error(code, message), report_here_(report_here) {}
+  int exit_code() const { return static_cast<int>(code()); }
   // True on the one rank that must print the message.
   bool report_here() const { return report_here_; }
-  const char* what() const noexcept override { return message_.c_str(); }
 
  private:
-  int exit_code_;
-  std::string message_;
   bool report_here_;
 };
 

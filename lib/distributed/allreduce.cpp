@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "distributed/mpi_communicator.hpp"
+#include "core/error.hpp"
+#include "distributed/communicator_factory.hpp"
 #include "distributed/reduce_kernels.hpp"
+#include "distributed/shared_arena.hpp"
 #include "distributed/shm_collectives.hpp"
 #include "distributed/world.hpp"
 
@@ -158,7 +160,12 @@ DType compression_wire_type(Compression compression) {
 
 std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const AllreduceSetup& setup) {
   const DType wire = compression_wire_type(setup.compression);
-  auto world_comm = std::make_shared<MpiCommunicator>(world.comm(), "world");
+  auto communicator = [&](MPI_Comm group, const char* label) {
+    CommunicatorOptions options;
+    options.label = label;
+    return make_communicator(setup.backend, group, options);
+  };
+  std::shared_ptr<Communicator> world_comm = communicator(world.comm(), "world");
   auto compressed = [&](std::unique_ptr<AllreduceAlgorithm> inner) -> std::unique_ptr<AllreduceAlgorithm> {
     if (wire == DType::kF32 || world.size() == 1) return inner;
     return std::make_unique<CompressedAllreduce>(std::move(inner), wire, world.size());
@@ -167,9 +174,8 @@ std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const All
     // An arena of another group (e.g. made before a ranks_per_node override) is not used.
     std::shared_ptr<SharedArena> arena =
         setup.arena && setup.arena->local_size() == world.local_size() ? setup.arena : nullptr;
-    return std::make_unique<HierarchicalAllreduce>(std::make_shared<MpiCommunicator>(world.intra(), "intra"),
-                                                   std::make_shared<MpiCommunicator>(world.inter(), "inter"), arena,
-                                                   wire);
+    return std::make_unique<HierarchicalAllreduce>(communicator(world.intra(), "intra"),
+                                                   communicator(world.inter(), "inter"), arena, wire);
   };
   switch (setup.algorithm) {
     case AllreduceKind::kFlat:

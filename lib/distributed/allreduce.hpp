@@ -26,10 +26,11 @@
 
 #include "config/choices.hpp"
 #include "distributed/communicator.hpp"
-#include "distributed/shared_arena.hpp"
+#include "distributed/comm_backend.hpp"
 
 namespace sdp {
 
+class SharedArena;
 class World;
 
 class AllreduceAlgorithm {
@@ -120,10 +121,12 @@ struct AllreduceSetup {
   Compression compression = Compression::kNone;
   // Node-shared memory holding the buffers (the gradient arena), or null.
   std::shared_ptr<SharedArena> arena;
+  CommBackend backend = CommBackend::kMpi;  // of the world, intra and inter communicators
 };
 
-// Builds the algorithm `setup` names over the world's communicators (world, intra, inter).
-// `world` must outlive the result.
+// Builds the algorithm named in `setup` over communicators of the world's groups (world,
+// intra, inter) made by make_communicator. `world` must outlive the result. Throws
+// InputError for an unknown name or a backend this build lacks.
 std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const AllreduceSetup& setup);
 // kNone -> kF32, kFp16 -> kF16, kBf16 -> kBF16.
 DType compression_wire_type(Compression compression);

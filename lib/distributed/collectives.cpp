@@ -1,7 +1,5 @@
 #include "distributed/collectives.hpp"
 
-#include <algorithm>
-#include <climits>
 #include <cstring>
 #include <vector>
 
@@ -9,32 +7,8 @@
 
 namespace sdp {
 
-namespace {
-// MPI counts are int: larger buffers go in chunks.
-constexpr int64_t kMaxChunk = INT_MAX / 2;
-}  // namespace
-
-void allreduce_mean(MPI_Comm comm, float* data, int64_t count) {
-  int size = 1;
-  SDP_MPI_CHECK(MPI_Comm_size(comm, &size));
-  if (size == 1) return;
-  for (int64_t begin = 0; begin < count; begin += kMaxChunk) {
-    int n = static_cast<int>(std::min(kMaxChunk, count - begin));
-    SDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + begin, n, MPI_FLOAT, MPI_SUM, comm));
-  }
-  const float scale = 1.0f / static_cast<float>(size);
-  for (int64_t i = 0; i < count; ++i) data[i] *= scale;
-}
-
 void allreduce_sum(MPI_Comm comm, double* data, int64_t count) {
   SDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, comm));
-}
-
-void broadcast(MPI_Comm comm, float* data, int64_t count, int root) {
-  for (int64_t begin = 0; begin < count; begin += kMaxChunk) {
-    int n = static_cast<int>(std::min(kMaxChunk, count - begin));
-    SDP_MPI_CHECK(MPI_Bcast(data + begin, n, MPI_FLOAT, root, comm));
-  }
 }
 
 std::vector<int> allgather_ints(MPI_Comm comm, int value) {

@@ -1,6 +1,8 @@
-// Blocking float collectives over MPI used by the training loop. The bucketed, overlapped
-// gradient AllReduce (flat / ring / hierarchical) is built on top of these ideas in the
-// data-parallel engine; these are the plain, always-correct versions.
+// Control-plane collectives over MPI: small values the ranks must agree on (loss and
+// evaluation sums, topology integers, host names, fingerprints). They stay raw MPI on
+// purpose: MPI is the control plane under every backend (DESIGN.md; STYLE.md 6).
+// Model data (gradients, parameters, buffers) never goes through here: it moves through a
+// Communicator (communicator_factory.hpp), so it follows the backend (NCCL: device memory).
 #pragma once
 
 #include <mpi.h>
@@ -11,10 +13,8 @@
 
 namespace sdp {
 
-// In-place sum over `comm`, then multiplied by 1/size: the mean on every rank.
-void allreduce_mean(MPI_Comm comm, float* data, int64_t count);
+// In-place sum of a few doubles over `comm`.
 void allreduce_sum(MPI_Comm comm, double* data, int64_t count);
-void broadcast(MPI_Comm comm, float* data, int64_t count, int root);
 // Every rank's value, indexed by rank in `comm`. Strings are cut at 255 bytes.
 std::vector<int> allgather_ints(MPI_Comm comm, int value);
 std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& value);

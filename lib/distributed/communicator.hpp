@@ -15,12 +15,14 @@
 //   allgather(buffer, counts): MY part is the input; afterwards every part holds its owner's.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/tensor.hpp"
 
 namespace sdp {
 
@@ -36,6 +38,8 @@ struct CommBuffer {
   Device device = Device::cpu();
 
   static CommBuffer host(float* data, int64_t count) { return {data, count, DType::kF32, Device::cpu()}; }
+  // The whole of `tensor`, with its dtype and device (model state: parameters, buffers).
+  static CommBuffer of(const Tensor& tensor) { return {tensor.raw(), tensor.numel(), tensor.dtype(), tensor.device()}; }
   int64_t element_size() const { return static_cast<int64_t>(dtype_size(dtype)); }
   int64_t nbytes() const { return count * element_size(); }
   char* bytes() const { return static_cast<char*>(data); }
@@ -44,20 +48,49 @@ struct CommBuffer {
   }
 };
 
-// Handle to an asynchronous operation (c10d's Work). wait() blocks until it is complete and
-// throws if it failed; test() never blocks. A Work must be waited on before its buffer is
-// reused; dropping an incomplete Work is a programming error that the backend may detect.
+// An opaque device stream (a cudaStream_t under CUDA; null = no stream, host work). Kept
+// opaque so no CUDA type leaks into headers of host code.
+using StreamHandle = void*;
+
+// Handle to an asynchronous operation (c10d's Work). A Work must be complete (wait() returned,
+// or wait(timeout) / test() returned true) before its buffer is reused or freed; dropping an
+// incomplete Work is a programming error that the backend may detect.
+//
+// Completion, per kind of backend:
+//   host backends (MPI, local, a host thread running a collective): complete means the
+//     operation has finished and its results are in host memory, visible to the thread that
+//     observed completion. There are no streams: block_stream() is a no-op.
+//   device backends (NCCL): the operation was enqueued on the communicator's stream and the
+//     Work holds an event recorded after it. Complete means the DEVICE work has finished:
+//     test() is cudaEventQuery(event) == cudaSuccess, wait(timeout) polls that query until
+//     the timeout, wait() is cudaEventSynchronize. block_stream(s) is cudaStreamWaitEvent(s,
+//     event): work later enqueued on `s` (e.g. the optimizer on the compute stream) sees the
+//     result, and the host does not block (llm.c zero.cuh; c10d's ProcessGroupNCCL::WorkNCCL).
+// A failed operation throws its error (sdp::Error) from wait() and from the wait(timeout) /
+// test() call that observes the failure.
+// Threads: test() and wait(timeout) must be cheap and never block past the timeout; only the
+// thread that drives the communicator may call them for MPI request-backed Works (MPI is
+// SERIALIZED), while Works completed by another thread (HostWork) or by a device event may be
+// polled from any thread.
 class Work {
  public:
   virtual ~Work() = default;
+  // Blocks until complete.
   virtual void wait() = 0;
+  // Blocks at most `timeout`; true when complete (then as wait()).
+  virtual bool wait(std::chrono::nanoseconds timeout) = 0;
+  // Never blocks; true when complete.
   virtual bool test() = 0;
+  // Orders work later enqueued on `stream` after this operation, without blocking the host.
+  // Host backends: nothing to order (the result is in host memory once complete).
+  virtual void block_stream(StreamHandle /*stream*/) {}
 };
 
 // A Work that completed when it was created (blocking backends, empty operations).
 class CompletedWork final : public Work {
  public:
   void wait() override {}
+  bool wait(std::chrono::nanoseconds) override { return true; }
   bool test() override { return true; }
 };
 std::shared_ptr<Work> completed_work();

@@ -1,14 +1,11 @@
 #include "distributed/gradient_reducer.hpp"
 
-#include <mpi.h>
-
 #include <chrono>
 #include <stdexcept>
 #include <string>
 
 #include "core/error.hpp"
 #include "core/parameter_store.hpp"
-#include "distributed/world.hpp"
 
 namespace sdp {
 
@@ -69,20 +66,14 @@ GradientReducer::GradientReducer(CommBuffer arena, std::vector<ParamExtent> para
     for (int i = buckets_[k].first_param; i <= buckets_[k].last_param; ++i) bucket_of_[i] = static_cast<int>(k);
   pending_.resize(buckets_.size());
   param_ready_.assign(params_.size(), 0);
+  ready_events_.assign(params_.size(), nullptr);
   reductions_.assign(buckets_.size(), 0);
-  for (std::size_t k = 0; k < buckets_.size(); ++k) pending_[k] = buckets_[k].last_param - buckets_[k].first_param + 1;
-  if (options_.overlap) {
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (initialized) {
-      int provided = 0;
-      MPI_Query_thread(&provided);
-      if (provided < MPI_THREAD_SERIALIZED)
-        throw RuntimeError("overlapped gradient AllReduce needs MPI_THREAD_SERIALIZED, but MPI provides level " +
-                           std::to_string(provided));
-    }
-    thread_ = std::thread([this] { comm_loop(); });
+  tickets_.resize(buckets_.size());
+  for (std::size_t k = 0; k < buckets_.size(); ++k) {
+    pending_[k] = buckets_[k].last_param - buckets_[k].first_param + 1;
+    work_.push_back(std::make_unique<HostWork>());
   }
+  thread_ = std::thread([this] { comm_loop(); });
 }
 
 GradientReducer::~GradientReducer() {
@@ -91,7 +82,7 @@ GradientReducer::~GradientReducer() {
     stop_ = true;
   }
   cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
+  thread_.join();
 }
 
 void GradientReducer::begin_step(int64_t step) {
@@ -99,13 +90,14 @@ void GradientReducer::begin_step(int64_t step) {
   step_ = step;
 }
 
-void GradientReducer::on_grad_ready(int param_index) {
+void GradientReducer::on_grad_ready(int param_index, const GradReadyEvent* ready) {
   if (param_index < 0 || param_index >= static_cast<int>(params_.size()))
     throw std::logic_error("GradientReducer: no parameter " + std::to_string(param_index));
   std::lock_guard<std::mutex> lock(mutex_);
   if (param_ready_[param_index]) throw std::logic_error("GradientReducer: parameter " + std::to_string(param_index) +
                                                         " reported ready twice in one step");
   param_ready_[param_index] = 1;
+  ready_events_[param_index] = ready;
   --pending_[bucket_of_[param_index]];
   if (options_.overlap) launch_ready_locked();
 }
@@ -114,6 +106,8 @@ void GradientReducer::launch_ready_locked() {
   // Strictly in bucket order, so every rank issues the same sequence of collectives.
   bool launched = false;
   while (next_launch_ < static_cast<int>(buckets_.size()) && pending_[next_launch_] == 0) {
+    // The watchdog's clock starts here: queueing behind earlier buckets counts as waiting.
+    if (watchdog_) tickets_[next_launch_] = watchdog_->issue(step_, next_launch_, "allreduce");
     queue_.push_back(next_launch_++);
     launched = true;
   }
@@ -122,7 +116,8 @@ void GradientReducer::launch_ready_locked() {
 
 void GradientReducer::run_bucket(int k) {
   const GradientBucket& b = buckets_[k];
-  Watchdog::Scope guard(watchdog_, step_, k, "allreduce");
+  for (int i = b.first_param; i <= b.last_param; ++i)
+    if (ready_events_[i]) ready_events_[i]->wait();
   const auto t0 = std::chrono::steady_clock::now();
   algorithm_->run(arena_.slice(b.begin, b.count), options_.op);
   comm_s_ += seconds_since(t0);
@@ -136,58 +131,65 @@ void GradientReducer::comm_loop() {
     if (stop_) return;
     const int k = queue_.front();
     queue_.pop_front();
-    if (!error_) {
-      lock.unlock();  // backward keeps reporting gradients while this bucket is on the wire
+    lock.unlock();  // backward keeps reporting gradients while this bucket is on the wire
+    std::exception_ptr error;
+    if (!comm_failed_) {  // after a failure the ranks are out of step: issue nothing more
       try {
         run_bucket(k);
       } catch (...) {
-        lock.lock();
-        error_ = std::current_exception();
-        ++completed_;
-        cv_.notify_all();
-        continue;
+        error = std::current_exception();
+        comm_failed_ = true;
       }
-      lock.lock();
     }
-    ++completed_;
-    cv_.notify_all();
+    work_[k]->complete(error);
+    lock.lock();
   }
+}
+
+void GradientReducer::wait_bucket(int k) {
+  if (watchdog_)
+    watchdog_->wait(*work_[k], tickets_[k]);
+  else
+    work_[k]->wait();
 }
 
 void GradientReducer::wait_all() {
   const auto t0 = std::chrono::steady_clock::now();
   const int total = static_cast<int>(buckets_.size());
-  std::exception_ptr error;
   {
-    std::unique_lock<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(mutex_);
     // Buckets with parameters that never reported (unused this step) are reduced now: the
     // other ranks reduce them too, and an unused gradient is zero.
     std::fill(pending_.begin(), pending_.end(), 0);
-    if (options_.overlap) {
-      launch_ready_locked();
-      cv_.wait(lock, [&] { return completed_ == total; });
-    } else {
-      lock.unlock();
-      try {
-        for (int k = 0; k < total; ++k) run_bucket(k);
-      } catch (...) {
-        error_ = std::current_exception();
-      }
-      lock.lock();
+    launch_ready_locked();
+  }
+  // In bucket order: the first bucket that stalls is the one the watchdog names. Every
+  // bucket is waited for, even after an error, so the communication thread is idle (and
+  // owns no communicator) when this returns.
+  std::exception_ptr error;
+  for (int k = 0; k < total; ++k) {
+    try {
+      wait_bucket(k);
+    } catch (...) {
+      if (!error) error = std::current_exception();
     }
-    last_.step = step_;
-    last_.buckets = total;
-    last_.comm_s = comm_s_;
-    last_.exposed_s = seconds_since(t0);
-    // Ready for the next step.
-    error = error_;
-    error_ = nullptr;
-    comm_s_ = 0.0;
-    completed_ = 0;
-    next_launch_ = 0;
-    ++step_;
-    std::fill(param_ready_.begin(), param_ready_.end(), 0);
-    for (int k = 0; k < total; ++k) pending_[k] = buckets_[k].last_param - buckets_[k].first_param + 1;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  // The buckets' Works completed after the comm thread's last writes: its counters are ours.
+  last_.step = step_;
+  last_.buckets = total;
+  last_.comm_s = comm_s_;
+  last_.exposed_s = seconds_since(t0);
+  // Ready for the next step.
+  comm_s_ = 0.0;
+  comm_failed_ = false;
+  next_launch_ = 0;
+  ++step_;
+  std::fill(param_ready_.begin(), param_ready_.end(), 0);
+  std::fill(ready_events_.begin(), ready_events_.end(), nullptr);
+  for (int k = 0; k < total; ++k) {
+    pending_[k] = buckets_[k].last_param - buckets_[k].first_param + 1;
+    work_[k]->reset();
   }
   if (error) std::rethrow_exception(error);
 }

@@ -9,23 +9,31 @@
 //
 // Per step (the training loop, one thread):
 //   begin_step(step)            optional; names the step for the watchdog
-//   on_grad_ready(i) ...        from backward, as parameter i's gradient becomes final
+//   on_grad_ready(i[, event])   from backward, as parameter i's gradient becomes final
+//                               (event: grad_ready.hpp; none = already written, host)
 //   wait_all()                  before the optimizer; reduces what is not started yet
-// A bucket whose parameters are all ready is handed to the communication thread at once,
-// in bucket order: bucket k starts only after buckets 0..k-1 (every rank must issue the
-// collectives in the same order, whatever order its hooks fire in).
+// A bucket whose parameters are all ready is issued at once, in bucket order: bucket k
+// starts only after buckets 0..k-1 (every rank must issue the collectives in the same order,
+// whatever order its hooks fire in). Each bucket has a Work (a HostWork, reused every step:
+// no allocation per bucket) that the communication thread completes; wait_all waits on them
+// in bucket order through the watchdog, which polls them and reports a bucket that stalls.
 //
-// MPI thread level: the communication thread is the only one calling MPI between the first
-// on_grad_ready and wait_all's return; the training loop must not call MPI in that window.
-// That is MPI_THREAD_SERIALIZED (checked at construction), which Open MPI serves without
-// the locking cost of MPI_THREAD_MULTIPLE. The hand-over through the reducer's mutex gives
-// the happens-before the standard asks of SERIALIZED callers.
+// The communication thread runs the AllreduceAlgorithm (blocking on host backends: MPI's
+// blocking collectives are its fastest). A device backend (NCCL) plugs in at run_bucket:
+// the thread then waits the bucket's GradReadyEvents on the communicator's stream, enqueues,
+// and completes the bucket's Work when the device Work is (communicator.hpp's contract).
+//
+// Thread level: the communication thread is the only one driving the communicators between
+// the first on_grad_ready and wait_all's return; the training loop must not use them (nor
+// MPI) in that window. Under MPI that is MPI_THREAD_SERIALIZED (MpiCommunicator checks it),
+// which Open MPI serves without the locking cost of MPI_THREAD_MULTIPLE; the hand-over
+// through the reducer's mutex and the buckets' Works gives the happens-before the standard
+// asks of SERIALIZED callers.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <exception>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -33,6 +41,8 @@
 
 #include "distributed/allreduce.hpp"
 #include "distributed/communicator.hpp"
+#include "distributed/grad_ready.hpp"
+#include "distributed/host_work.hpp"
 #include "distributed/watchdog.hpp"
 
 namespace sdp {
@@ -58,7 +68,7 @@ struct GradientReducerOptions {
   double bucket_mb = 25.0;       // distributed.bucket_mb; 0 = one bucket
   double first_bucket_mb = 0.0;  // PyTorch uses 1; 0 = bucket_mb
   ReduceOp op = ReduceOp::kAvg;
-  bool overlap = true;  // false: buckets run inside wait_all on the caller's thread
+  bool overlap = true;  // false: buckets start only in wait_all (no overlap with backward)
 };
 
 struct ReducerStepStats {
@@ -87,7 +97,8 @@ class GradientReducer {
   int bucket_of(int param_index) const { return bucket_of_[param_index]; }
 
   void begin_step(int64_t step);
-  void on_grad_ready(int param_index);
+  // `ready` (optional) must stay valid until wait_all returns (see grad_ready.hpp).
+  void on_grad_ready(int param_index, const GradReadyEvent* ready = nullptr);
   // Blocks until every bucket of this step is reduced; rethrows a communication error.
   // Afterwards the reducer is ready for the next step (step + 1).
   void wait_all();
@@ -99,6 +110,7 @@ class GradientReducer {
   void launch_ready_locked();
   void run_bucket(int k);
   void comm_loop();
+  void wait_bucket(int k);
 
   CommBuffer arena_;
   std::vector<ParamExtent> params_;
@@ -112,10 +124,12 @@ class GradientReducer {
   std::condition_variable cv_;
   std::vector<int> pending_;        // per bucket: params not yet ready this step
   std::vector<char> param_ready_;   // per param, this step
+  std::vector<const GradReadyEvent*> ready_events_;  // per param, this step (null: host)
   int next_launch_ = 0;             // buckets [0, next_launch_) handed to the comm thread
-  int completed_ = 0;               // buckets reduced this step
   std::deque<int> queue_;
-  std::exception_ptr error_;
+  std::vector<std::unique_ptr<HostWork>> work_;  // per bucket, completed by the comm thread
+  std::vector<WatchTicket> tickets_;             // per bucket, when it was issued this step
+  bool comm_failed_ = false;        // comm thread: a bucket failed this step, skip the rest
   bool stop_ = false;
   int64_t step_ = 0;
   double comm_s_ = 0.0;

@@ -1,9 +1,11 @@
 #include "distributed/mpi_communicator.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 #include "distributed/mpi_check.hpp"
 #include "distributed/reduce_kernels.hpp"
@@ -53,6 +55,15 @@ class MpiRequestWork final : public Work {
     SDP_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
     requests_.clear();
   }
+  bool wait(std::chrono::nanoseconds timeout) override {
+    // MPI has no timed wait: poll, yielding the core between tests.
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!test()) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::yield();
+    }
+    return true;
+  }
   bool test() override {
     if (requests_.empty()) return true;
     int done = 0;
@@ -70,6 +81,13 @@ class MpiRequestWork final : public Work {
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)) {
   SDP_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   SDP_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  // Collectives run on a communication thread while the training thread computes
+  // (gradient_reducer.hpp): one thread at a time, which MPI allows from SERIALIZED up.
+  int provided = 0;
+  SDP_MPI_CHECK(MPI_Query_thread(&provided));
+  if (provided < MPI_THREAD_SERIALIZED)
+    throw RuntimeError("MpiCommunicator needs MPI_THREAD_SERIALIZED (collectives run on a communication "
+                       "thread), but MPI provides level " + std::to_string(provided) + "; start MPI with init_mpi");
 }
 
 std::shared_ptr<Work> MpiCommunicator::allreduce(const CommBuffer& buffer, const AllreduceOptions& options) {
@@ -133,26 +151,27 @@ std::shared_ptr<Work> MpiCommunicator::barrier() {
 }
 
 std::shared_ptr<Work> MpiCommunicator::send(const CommBuffer& buffer, int peer, const PointToPointOptions& options) {
-  check_host(buffer, "send");
-  std::vector<MPI_Request> requests;
-  for (int64_t begin = 0; begin < buffer.count || begin == 0; begin += kMaxChunk) {
-    const int n = static_cast<int>(std::min(kMaxChunk, buffer.count - begin));
-    requests.emplace_back();
-    SDP_MPI_CHECK(MPI_Isend(buffer.slice(begin, n).data, n, mpi_datatype(buffer.dtype), peer, options.tag, comm_,
-                            &requests.back()));
-    if (buffer.count == 0) break;
-  }
-  return std::make_shared<MpiRequestWork>(std::move(requests));
+  return point_to_point(buffer, peer, options, /*sending=*/true);
 }
 
 std::shared_ptr<Work> MpiCommunicator::recv(const CommBuffer& buffer, int peer, const PointToPointOptions& options) {
-  check_host(buffer, "recv");
+  return point_to_point(buffer, peer, options, /*sending=*/false);
+}
+
+std::shared_ptr<Work> MpiCommunicator::point_to_point(const CommBuffer& buffer, int peer,
+                                                      const PointToPointOptions& options, bool sending) {
+  check_host(buffer, sending ? "send" : "recv");
+  // One message per chunk (at least one, so an empty message still pairs with its peer's);
+  // both sides chunk the same count the same way, so the pieces match in order.
   std::vector<MPI_Request> requests;
   for (int64_t begin = 0; begin < buffer.count || begin == 0; begin += kMaxChunk) {
     const int n = static_cast<int>(std::min(kMaxChunk, buffer.count - begin));
+    void* data = buffer.slice(begin, n).data;
     requests.emplace_back();
-    SDP_MPI_CHECK(MPI_Irecv(buffer.slice(begin, n).data, n, mpi_datatype(buffer.dtype), peer, options.tag, comm_,
-                            &requests.back()));
+    if (sending)
+      SDP_MPI_CHECK(MPI_Isend(data, n, mpi_datatype(buffer.dtype), peer, options.tag, comm_, &requests.back()));
+    else
+      SDP_MPI_CHECK(MPI_Irecv(data, n, mpi_datatype(buffer.dtype), peer, options.tag, comm_, &requests.back()));
     if (buffer.count == 0) break;
   }
   return std::make_shared<MpiRequestWork>(std::move(requests));

@@ -6,7 +6,8 @@
 // collectives on a communication thread (gradient_reducer.hpp), not from these handles.
 // send/recv are truly non-blocking (MPI_Isend/MPI_Irecv); ring algorithms pipeline on them.
 //
-// Thread level: one thread at a time drives MPI (MPI_THREAD_SERIALIZED, see init_mpi).
+// Thread level: one thread at a time drives MPI (MPI_THREAD_SERIALIZED, see init_mpi; checked
+// at construction). Made by make_communicator (communicator_factory.hpp), not directly.
 #pragma once
 
 #include <mpi.h>
@@ -36,6 +37,9 @@ class MpiCommunicator final : public Communicator {
   std::shared_ptr<Work> recv(const CommBuffer& buffer, int peer, const PointToPointOptions& options = {}) override;
 
  private:
+  // send and recv differ only in the MPI call: one path for both.
+  std::shared_ptr<Work> point_to_point(const CommBuffer& buffer, int peer, const PointToPointOptions& options,
+                                       bool sending);
   MPI_Comm comm_;
   std::string name_;
   int rank_ = 0, size_ = 1;

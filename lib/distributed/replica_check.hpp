@@ -1,6 +1,7 @@
 // Replica check (distributed.check_every_steps): data-parallel replicas must hold bitwise
 // equal parameters after every step. Each rank hashes its parameter arena; rank 0's hash
-// is the reference, and every rank learns which ranks differ.
+// is the reference, and every rank learns which ranks differ. Control plane: only the
+// hashes cross (raw MPI); the parameters themselves never move here.
 #pragma once
 
 #include <mpi.h>

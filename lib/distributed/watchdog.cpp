@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 
 #include "core/log.hpp"
 #include "distributed/mpi_check.hpp"
+#include "distributed/shared_arena.hpp"
 #include "distributed/world.hpp"
 
 namespace sdp {
@@ -97,82 +99,57 @@ Watchdog::Watchdog(WatchdogOptions options, int rank, std::shared_ptr<ProgressBo
     const double timeout = options_.timeout_s;
     on_timeout_ = [timeout](const StallReport& r) { abort_on_timeout(r, timeout); };
   }
-  thread_ = std::thread([this] { monitor(); });
-}
-
-Watchdog::~Watchdog() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
-  }
-  wake_.notify_all();
-  thread_.join();
-}
-
-void Watchdog::enter(int64_t step, int bucket, const std::string& what) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++entered_;
-    active_ = true;
-    step_ = step;
-    bucket_ = bucket;
-    what_ = what;
-    since_ = std::chrono::steady_clock::now();
-    next_warning_s_ = options_.stall_warning_s;
-    timed_out_ = false;
-  }
-  // Published after the local bookkeeping; peers only read it when THEY are stalled.
-  if (board_) board_->publish(entered_, step, bucket);
-  wake_.notify_all();
-}
-
-void Watchdog::leave() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  active_ = false;
-}
-
-StallReport Watchdog::report_locked(double waited_s) const {
-  StallReport r;
-  r.rank = rank_;
-  r.step = step_;
-  r.bucket = bucket_;
-  r.what = what_;
-  r.waited_s = waited_s;
-  r.sequence = entered_;
-  if (board_) {
-    r.missing_ranks = board_->behind(entered_);
-    for (int n = 0; n < board_->nodes(); ++n)
-      if (n != board_->node()) r.unchecked_nodes.push_back(n);
-  }
-  return r;
-}
-
-void Watchdog::monitor() {
-  using namespace std::chrono;
   // Poll often enough to be within ~5% of either limit (at most every second).
   double shortest = 1.0;
   for (double limit : {options_.stall_warning_s, options_.timeout_s})
     if (limit > 0) shortest = std::min(shortest, limit / 20);
-  const auto period = duration<double>(std::max(shortest, 0.001));
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (!stop_) {
-    wake_.wait_for(lock, period);
-    if (stop_ || !active_ || timed_out_) continue;
-    const double waited = duration<double>(steady_clock::now() - since_).count();
+  poll_period_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(std::max(shortest, 0.001)));
+}
+
+WatchTicket Watchdog::issue(int64_t step, int bucket, const char* what) {
+  WatchTicket ticket;
+  ticket.sequence = ++issued_;
+  ticket.step = step;
+  ticket.bucket = bucket;
+  ticket.what = what;
+  ticket.issued = std::chrono::steady_clock::now();
+  // Peers only read this when THEY are stalled.
+  if (board_) board_->publish(ticket.sequence, step, bucket);
+  return ticket;
+}
+
+void Watchdog::wait(Work& work, const WatchTicket& ticket) {
+  double next_warning_s = options_.stall_warning_s;
+  bool timed_out = false;
+  while (!work.wait(poll_period_)) {
+    if (timed_out) continue;
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - ticket.issued).count();
     if (options_.timeout_s > 0 && waited >= options_.timeout_s) {
-      timed_out_ = true;
-      StallReport report = report_locked(waited);
-      lock.unlock();  // the handler may log, abort, or (in tests) call back into us
-      on_timeout_(report);
-      lock.lock();
-    } else if (options_.stall_warning_s > 0 && waited >= next_warning_s_) {
-      next_warning_s_ += options_.stall_warning_s;
-      StallReport report = report_locked(waited);
-      lock.unlock();
-      on_warning_(report);
-      lock.lock();
+      timed_out = true;
+      on_timeout_(report(ticket, waited));
+    } else if (options_.stall_warning_s > 0 && waited >= next_warning_s) {
+      // The next warning one period later, even if this poll came late.
+      while (next_warning_s <= waited) next_warning_s += options_.stall_warning_s;
+      on_warning_(report(ticket, waited));
     }
   }
+}
+
+StallReport Watchdog::report(const WatchTicket& ticket, double waited_s) const {
+  StallReport r;
+  r.rank = rank_;
+  r.step = ticket.step;
+  r.bucket = ticket.bucket;
+  r.what = ticket.what;
+  r.waited_s = waited_s;
+  r.sequence = ticket.sequence;
+  if (board_) {
+    r.missing_ranks = board_->behind(ticket.sequence);
+    for (int n = 0; n < board_->nodes(); ++n)
+      if (n != board_->node()) r.unchecked_nodes.push_back(n);
+  }
+  return r;
 }
 
 void abort_on_timeout(const StallReport& report, double timeout_s) {

@@ -1,34 +1,39 @@
 // Watchdog: turns a hung collective into a clear message and a prompt abort (DESIGN.md §5,
-// Horovod's stall inspector). The thread that runs a collective brackets it with enter() /
-// leave() (or a Watchdog::Scope); a monitor thread checks the open collective's age:
+// Horovod's stall inspector). It watches Work, not calls: a collective is issue()d when it
+// starts (a host backend) or is enqueued (a device backend, where the call returns at once
+// and timing it would say nothing), and the thread that needs its result waits through
+// wait(work, ticket), which polls the Work (Work::wait with a short timeout, so a completion
+// is seen at once) and checks the ticket's age between polls:
 //   past stall_warning_s: on_warning (default: log_warn "rank R step S bucket B: allreduce
 //     has waited 61.0 s ...", repeated every stall_warning_s);
 //   past timeout_s: on_timeout, once (default: abort_on_timeout: print
 //     "sdp-train: error: ..." and MPI_Abort(MPI_COMM_WORLD, 3): exit status 3).
-// Which ranks never arrived: every rank publishes how many collectives it has entered in a
+// The polled Work must be safe to test from the waiting thread: a HostWork completed by the
+// communication thread, or a device event (never an MPI request driven by another thread).
+// Which ranks never arrived: every rank publishes how many collectives it has issued in a
 // ProgressBoard, a tiny shared-memory window per node. A stalled rank compares: peers of
 // its node behind it are named; ranks on other nodes cannot be read without their
 // cooperation (a one-sided read of a stalled process may itself hang), so the message says
 // so and names those nodes instead.
 //
-// The monitor never calls MPI, except MPI_Abort when the job is ending anyway: the MPI
+// The watchdog never calls MPI, except MPI_Abort when the job is ending anyway: the MPI
 // thread level stays SERIALIZED.
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "distributed/shared_arena.hpp"
+#include "distributed/communicator.hpp"
 
 namespace sdp {
 
+class SharedArena;
 class World;
 
 struct WatchdogOptions {
@@ -42,14 +47,14 @@ struct StallReport {
   int bucket = -1;         // -1: not a gradient bucket
   std::string what;        // "allreduce", "barrier", ...
   double waited_s = 0.0;
-  int64_t sequence = 0;    // index of this collective among those this rank entered
+  int64_t sequence = 0;    // index of this collective among those this rank issued
   std::vector<int> missing_ranks;      // world ranks known not to have reached it
   std::vector<int> unchecked_nodes;    // nodes whose ranks could not be inspected
   // "rank 1 step 7 bucket 2: allreduce has waited 12.0 s; ranks that never arrived: 3"
   std::string message() const;
 };
 
-// One slot per rank of the node: (collectives entered, step, bucket), in shared memory.
+// One slot per rank of the node: (collectives issued, step, bucket), in shared memory.
 class ProgressBoard {
  public:
   // Collective over the world (every rank calls it). Returns null when the ranks of a
@@ -69,6 +74,15 @@ class ProgressBoard {
   int nodes_ = 1, node_ = 0;
 };
 
+// A collective as the watchdog knows it: which one, and when it was issued.
+struct WatchTicket {
+  int64_t sequence = 0;  // 1 for the first collective this rank issued
+  int64_t step = 0;
+  int bucket = -1;
+  const char* what = "";  // a string literal: "allreduce", "barrier", ...
+  std::chrono::steady_clock::time_point issued;
+};
+
 class Watchdog {
  public:
   using Handler = std::function<void(const StallReport&)>;
@@ -76,50 +90,26 @@ class Watchdog {
   // `board` may be null. Empty handlers mean the defaults (log_warn / abort_on_timeout).
   Watchdog(WatchdogOptions options, int rank, std::shared_ptr<ProgressBoard> board = nullptr,
            Handler on_warning = {}, Handler on_timeout = {});
-  ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // Called by the thread that runs the collective, right before and after it. Every rank
-  // enters the same collectives in the same order (their sequence numbers must agree).
-  void enter(int64_t step, int bucket, const std::string& what);
-  void leave();
-
-  class Scope {
-   public:
-    Scope(Watchdog* dog, int64_t step, int bucket, const std::string& what) : dog_(dog) {
-      if (dog_) dog_->enter(step, bucket, what);
-    }
-    ~Scope() {
-      if (dog_) dog_->leave();
-    }
-    Scope(const Scope&) = delete;
-    Scope& operator=(const Scope&) = delete;
-
-   private:
-    Watchdog* dog_;
-  };
+  // A collective starts (or is enqueued) now. Every rank issues the same collectives in the
+  // same order (their sequence numbers must agree); one thread at a time issues.
+  WatchTicket issue(int64_t step, int bucket, const char* what);
+  // Returns once `work` is complete (rethrowing its error), reporting a stall as the ticket
+  // ages. After a timeout whose handler returns (tests), it keeps waiting, silent.
+  void wait(Work& work, const WatchTicket& ticket);
+  // How long one poll waits: ~5% of the shorter limit, at most 1 s, at least 1 ms.
+  std::chrono::nanoseconds poll_period() const { return poll_period_; }
 
  private:
-  void monitor();
-  StallReport report_locked(double waited_s) const;
+  StallReport report(const WatchTicket& ticket, double waited_s) const;
   WatchdogOptions options_;
   int rank_;
   std::shared_ptr<ProgressBoard> board_;
   Handler on_warning_, on_timeout_;
-
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  bool stop_ = false;
-  bool active_ = false;
-  int64_t entered_ = 0;
-  int64_t step_ = 0;
-  int bucket_ = -1;
-  std::string what_;
-  std::chrono::steady_clock::time_point since_;
-  double next_warning_s_ = 0.0;
-  bool timed_out_ = false;
-  std::thread thread_;
+  std::chrono::nanoseconds poll_period_;
+  std::atomic<int64_t> issued_{0};
 };
 
 // Default timeout handler: prints "sdp-train: error: <report>; aborting (distributed.timeout_s

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "nn/onednn.hpp"
 
 namespace sdp::nn {
@@ -20,7 +21,7 @@ double measure_sgemm_gflops(int n) {
     const dnnl_status_t status =
         dnnl_sgemm('N', 'N', n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (status != dnnl_success) throw std::runtime_error("measure_sgemm_gflops: dnnl_sgemm failed");
+    if (status != dnnl_success) throw RuntimeError("measure_sgemm_gflops: dnnl_sgemm failed");
     if (rep > 0 && s > 0) best = std::max(best, 2.0 * n * n * n / s * 1e-9);
   }
   return best;

@@ -20,7 +20,7 @@ DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const 
   ParameterStore& store = model.store();
   auto shared = SharedArena::create(world.intra(), static_cast<int64_t>(store.grad_arena().nbytes()));
   store.rebind_grad_arena(shared->owner(), shared->data());
-  std::shared_ptr<AllreduceAlgorithm> algorithm = make_allreduce(world, {spec.allreduce, spec.compression, shared});
+  std::shared_ptr<AllreduceAlgorithm> algorithm = make_allreduce(world, {spec.allreduce, spec.compression, shared, spec.backend});
   watchdog_ = std::make_unique<Watchdog>(WatchdogOptions{spec.stall_warning_s, spec.timeout_s}, world.rank(),
                                          ProgressBoard::create(world));
   GradientReducerOptions options;
@@ -60,7 +60,7 @@ void DataParallel::check_replicas(int64_t step) {
   if (drifted.empty()) return;
   std::string ranks;
   for (int r : drifted) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-  throw CollectiveFailure(static_cast<int>(ExitCode::kRuntime),
+  throw CollectiveFailure(ExitCode::kRuntime,
                           "step " + std::to_string(step) + ": the parameters of rank(s) " + ranks +
                               " differ from rank 0's: the replicas drifted apart",
                           world_.rank() == 0);

@@ -5,13 +5,13 @@
 
 namespace sdp {
 
-void average_buffers(nn::Model& model, const World& world) {
-  Tensor buffers = model.store().buffer_arena();
-  allreduce_mean(world.comm(), buffers.data<float>(), buffers.numel());
+void average_buffers(nn::Model& model, Communicator& comm) {
+  comm.allreduce(CommBuffer::of(model.store().buffer_arena()), {ReduceOp::kAvg})->wait();
 }
 
-EvalResult evaluate(nn::Model& model, const Dataset& test, const JobSpec& spec, const World& world) {
-  average_buffers(model, world);
+EvalResult evaluate(nn::Model& model, const Dataset& test, const JobSpec& spec, const World& world,
+                    Communicator& comm) {
+  average_buffers(model, comm);
 
   EvalLoader loader(test, spec.data.batch_size, world.rank(), world.size(), spec.data.prefetch);
   loader.start();

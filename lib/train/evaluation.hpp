@@ -4,6 +4,7 @@
 
 #include "config/job_spec.hpp"
 #include "data/dataset.hpp"
+#include "distributed/communicator.hpp"
 #include "distributed/world.hpp"
 #include "nn/model.hpp"
 
@@ -13,11 +14,13 @@ struct EvalResult {
   double loss = 0, accuracy = 0;  // over the whole test split (all ranks)
 };
 
-// Collective: the mean test loss and top-1 accuracy; averages the buffers first.
-EvalResult evaluate(nn::Model& model, const Dataset& test, const JobSpec& spec, const World& world);
+// Collective: the mean test loss and top-1 accuracy; averages the buffers first (over `comm`,
+// the world's communicator).
+EvalResult evaluate(nn::Model& model, const Dataset& test, const JobSpec& spec, const World& world,
+                    Communicator& comm);
 
 // Collective: BatchNorm running statistics were gathered from each rank's own batches; their
 // mean is what the global model has seen, and it keeps the replicas identical.
-void average_buffers(nn::Model& model, const World& world);
+void average_buffers(nn::Model& model, Communicator& comm);
 
 }  // namespace sdp

@@ -9,6 +9,7 @@
 #include "core/log.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/collectives.hpp"
+#include "distributed/communicator_factory.hpp"
 #include "distributed/watchdog.hpp"
 #include "nn/threads.hpp"
 #include "train/evaluation.hpp"
@@ -67,8 +68,12 @@ void Trainer::start_replicas() {
       throw InputError("rank " + std::to_string(r) + " built a different model than rank 0 "
                        "(parameter names or shapes differ); all ranks must run the same job spec");
     });
-  broadcast(world_.comm(), store.param_arena().data<float>(), store.param_arena().numel(), 0);
-  broadcast(world_.comm(), store.buffer_arena().data<float>(), store.buffer_arena().numel(), 0);
+  // Model state moves over a Communicator (the gradients' backend), not the control plane.
+  CommunicatorOptions options;
+  options.device = store.device();
+  world_comm_ = make_communicator(spec_.distributed.backend, world_.comm(), options);
+  world_comm_->broadcast(CommBuffer::of(store.param_arena()), {0})->wait();
+  world_comm_->broadcast(CommBuffer::of(store.buffer_arena()), {0})->wait();
   parallel_ = std::make_unique<DataParallel>(*parts_.model, spec_.distributed, world_);
 }
 
@@ -113,7 +118,7 @@ double Trainer::train_step(const Batch& batch, int64_t epoch, double lr) {
   double loss_sum = loss;
   if (world_.size() > 1) allreduce_sum(world_.comm(), &loss_sum, 1);
   if (!std::isfinite(loss_sum))
-    throw CollectiveFailure(static_cast<int>(ExitCode::kRuntime),
+    throw CollectiveFailure(ExitCode::kRuntime,
                             "step " + std::to_string(step_) + " (epoch " + std::to_string(epoch) +
                                 "): the training loss is not finite (lr " + std::to_string(lr) +
                                 "); lower optimizer.lr or add warm-up",
@@ -131,7 +136,7 @@ void Trainer::evaluate_after_epoch(int64_t epoch) {
   const bool last = epoch + 1 == epochs_;
   evaluated_last_ = spec_.train.eval_every_epochs > 0 && ((epoch + 1) % spec_.train.eval_every_epochs == 0 || last);
   if (!evaluated_last_) return;
-  const EvalResult eval = evaluate(*parts_.model, parts_.data->test, spec_, world_);
+  const EvalResult eval = evaluate(*parts_.model, parts_.data->test, spec_, world_, *world_comm_);
   result_.test_loss = eval.loss;
   result_.test_accuracy = eval.accuracy;
   log_.eval(epoch, step_, eval);
@@ -139,7 +144,7 @@ void Trainer::evaluate_after_epoch(int64_t epoch) {
 
 void Trainer::finish() {
   // Keep buffers averaged (and the replicas identical) for the saved model.
-  if (!evaluated_last_) average_buffers(*parts_.model, world_);
+  if (!evaluated_last_) average_buffers(*parts_.model, *world_comm_);
   result_.steps = step_;
   result_.images_per_sec =
       result_.train_seconds > 0 ? static_cast<double>(step_ * log_.global_batch()) / result_.train_seconds : 0;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "distributed/communicator.hpp"
 #include "train/data_parallel.hpp"
 #include "train/job_setup.hpp"
 #include "train/step_log.hpp"
@@ -54,6 +55,7 @@ class Trainer {
   TrainingParts parts_;
   int64_t steps_per_epoch_ = 0, total_steps_ = 0, epochs_ = 0;
   std::unique_ptr<LrSchedule> schedule_;
+  std::shared_ptr<Communicator> world_comm_;  // parameter broadcast, buffer averaging
   std::unique_ptr<DataParallel> parallel_;
   StepLog log_;
   TrainResult result_;

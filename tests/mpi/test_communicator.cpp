@@ -1,22 +1,141 @@
-// Communicator backends and the kernels under them: LocalCommunicator (no MPI), the MPI
-// backend's in-place collectives with uneven parts, point-to-point, and the 16-bit
-// conversions used by compression.
+// Communicator backends and the kernels under them: the factory, LocalCommunicator (no MPI),
+// the MPI backend's in-place collectives with uneven parts, point-to-point, Work completion
+// (wait with a timeout, test), the model-state broadcast, and the 16-bit conversions used by
+// compression.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
+#include <stdexcept>
+#include <thread>
 #include <vector>
 
+#include "core/error.hpp"
+#include "core/tensor.hpp"
+#include "distributed/communicator_factory.hpp"
+#include "distributed/host_work.hpp"
 #include "distributed/local_communicator.hpp"
-#include "distributed/mpi_communicator.hpp"
 #include "distributed/reduce_kernels.hpp"
 
 namespace sdp {
 namespace {
 
+using namespace std::chrono_literals;
+
 float value(int rank, int64_t i) { return static_cast<float>((i * 5 + rank * 3) % 11 - 5); }
+
+// The MPI backend over the whole world, made the way the product makes it.
+std::shared_ptr<Communicator> mpi_world() { return make_communicator(CommBackend::kMpi, MPI_COMM_WORLD); }
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no InputError)";
+}
+
+TEST(CommunicatorFactory, MakesTheMpiBackendByName) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  CommunicatorOptions options;
+  options.label = "intra";
+  auto comm = make_communicator("mpi", MPI_COMM_WORLD, options);
+  ASSERT_NE(comm, nullptr);
+  EXPECT_EQ(comm->rank(), rank);
+  EXPECT_EQ(comm->size(), size);
+  EXPECT_EQ(comm->name(), "intra");
+  EXPECT_TRUE(comm->device().is_cpu());
+  EXPECT_TRUE(comm_backend_built(CommBackend::kMpi));
+  EXPECT_EQ(parse_comm_backend(comm_backend_name(CommBackend::kNccl)), CommBackend::kNccl);
+}
+
+TEST(CommunicatorFactory, UnknownBackendNameIsAClearInputError) {
+  const std::string message = error_of([] { make_communicator("gloo", MPI_COMM_WORLD); });
+  EXPECT_NE(message.find("unknown communicator backend 'gloo'"), std::string::npos) << message;
+  EXPECT_NE(message.find("mpi or nccl"), std::string::npos) << message;
+  EXPECT_THROW(parse_comm_backend("MPI"), InputError);  // names are exact
+}
+
+TEST(CommunicatorFactory, NcclWithoutItInTheBuildSaysItIsNotBuilt) {
+  if (comm_backend_built(CommBackend::kNccl)) GTEST_SKIP() << "this build has the NCCL backend";
+  const std::string message = error_of([] { make_communicator(CommBackend::kNccl, MPI_COMM_WORLD); });
+  EXPECT_NE(message.find("'nccl' is not built"), std::string::npos) << message;
+  EXPECT_NE(message.find("distributed.backend: mpi"), std::string::npos) << message;
+  // MPI reaches host memory only: asking it to drive a GPU is refused up front.
+  CommunicatorOptions on_gpu;
+  on_gpu.device = Device::cuda(0);
+  EXPECT_THROW(make_communicator(CommBackend::kMpi, MPI_COMM_WORLD, on_gpu), InputError);
+}
+
+TEST(Work, CompletedAndHostWorkFollowTheContract) {
+  auto done = completed_work();
+  EXPECT_TRUE(done->test());
+  EXPECT_TRUE(done->wait(0ns));
+  done->block_stream(nullptr);  // host work: nothing to order
+
+  HostWork work;
+  EXPECT_FALSE(work.test());
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_FALSE(work.wait(20ms));  // gives up after the timeout, not before
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 20ms);
+  std::thread runner([&] {
+    std::this_thread::sleep_for(10ms);
+    work.complete();
+  });
+  EXPECT_TRUE(work.wait(10s));  // returns on completion, long before the timeout
+  runner.join();
+  EXPECT_TRUE(work.test());
+  work.wait();
+
+  work.reset();  // reusable: pending again, and a failure reaches every waiter
+  EXPECT_FALSE(work.test());
+  work.complete(std::make_exception_ptr(RuntimeError("bucket 2 failed")));
+  EXPECT_THROW(work.test(), RuntimeError);
+  EXPECT_THROW(work.wait(1ms), RuntimeError);
+  EXPECT_THROW(work.wait(), RuntimeError);
+}
+
+TEST(Work, MpiReceiveIsIncompleteUntilItsMessageArrives) {
+  auto comm = mpi_world();
+  const int n = comm->size(), r = comm->rank();
+  if (n == 1) GTEST_SKIP() << "needs a peer";
+  float in = -1, out = static_cast<float>(r);
+  auto recv = comm->recv(CommBuffer::host(&in, 1), (r + n - 1) % n, {11});
+  // Nobody sends before the barrier below: the receive cannot be complete yet.
+  EXPECT_FALSE(recv->test());
+  EXPECT_FALSE(recv->wait(5ms));
+  comm->barrier()->wait();
+  auto send = comm->send(CommBuffer::host(&out, 1), (r + 1) % n, {11});
+  EXPECT_TRUE(recv->wait(30s));
+  EXPECT_TRUE(send->wait(30s));
+  EXPECT_TRUE(recv->test());
+  EXPECT_EQ(in, (r + n - 1) % n);
+}
+
+// The trainer's start: rank 0's parameters and buffers reach every rank through the
+// Communicator (CommBuffer::of a tensor), whatever the world size.
+TEST(MpiCommunicator, BroadcastsModelStateFromRankZero) {
+  auto comm = mpi_world();
+  const int r = comm->rank();
+  for (int64_t count : {0, 1, 1000, 300001}) {
+    Tensor state({count});
+    for (int64_t i = 0; i < count; ++i) state.data<float>()[i] = r == 0 ? value(7, i) : -1.0f;
+    comm->broadcast(CommBuffer::of(state), {0})->wait();
+    for (int64_t i = 0; i < count; ++i) ASSERT_EQ(state.data<float>()[i], value(7, i)) << count << " " << i;
+    // BatchNorm buffers: the mean over the ranks, the same on every rank.
+    for (int64_t i = 0; i < count; ++i) state.data<float>()[i] = static_cast<float>(r);
+    comm->allreduce(CommBuffer::of(state), {ReduceOp::kAvg})->wait();
+    const float mean = static_cast<float>(comm->size() - 1) / 2;
+    for (int64_t i = 0; i < count; ++i) ASSERT_FLOAT_EQ(state.data<float>()[i], mean) << i;
+  }
+}
 
 TEST(SplitCounts, CoversTheRangeExactlyAndAlignsBoundaries) {
   for (int64_t count : {0, 1, 7, 31, 32, 33, 1000003}) {
@@ -52,7 +171,8 @@ TEST(LocalCommunicator, EveryCollectiveIsTheIdentity) {
 }
 
 TEST(MpiCommunicator, AllreduceSumAndAverage) {
-  MpiCommunicator comm(MPI_COMM_WORLD);
+  auto owner = mpi_world();
+  Communicator& comm = *owner;
   const int n = comm.size(), r = comm.rank();
   for (int64_t count : {0, 1, 7, 1001}) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAvg}) {
@@ -69,7 +189,8 @@ TEST(MpiCommunicator, AllreduceSumAndAverage) {
 }
 
 TEST(MpiCommunicator, InPlaceReduceScatterAndAllgatherWithUnevenParts) {
-  MpiCommunicator comm(MPI_COMM_WORLD);
+  auto owner = mpi_world();
+  Communicator& comm = *owner;
   const int n = comm.size(), r = comm.rank();
   for (int64_t count : {0, 1, 7, 1001}) {
     const auto counts = split_counts(count, n);
@@ -92,7 +213,8 @@ TEST(MpiCommunicator, InPlaceReduceScatterAndAllgatherWithUnevenParts) {
 }
 
 TEST(MpiCommunicator, BroadcastFromTheLastRankAndRingExchange) {
-  MpiCommunicator comm(MPI_COMM_WORLD);
+  auto owner = mpi_world();
+  Communicator& comm = *owner;
   const int n = comm.size(), r = comm.rank();
   std::vector<float> data(5, static_cast<float>(r));
   comm.broadcast(CommBuffer::host(data.data(), 5), {n - 1})->wait();
@@ -109,7 +231,8 @@ TEST(MpiCommunicator, BroadcastFromTheLastRankAndRingExchange) {
 }
 
 TEST(MpiCommunicator, SixteenBitSumsUseTheirOwnOps) {
-  MpiCommunicator comm(MPI_COMM_WORLD);
+  auto owner = mpi_world();
+  Communicator& comm = *owner;
   const int n = comm.size();
   for (DType dtype : {DType::kF16, DType::kBF16}) {
     std::vector<uint16_t> data(9);

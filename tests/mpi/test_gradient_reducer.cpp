@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -14,7 +16,8 @@
 #include "distributed/allreduce.hpp"
 #include "distributed/gradient_reducer.hpp"
 #include "distributed/local_communicator.hpp"
-#include "distributed/mpi_communicator.hpp"
+#include "distributed/communicator_factory.hpp"
+#include "distributed/shared_arena.hpp"
 #include "distributed/world.hpp"
 
 namespace sdp {
@@ -77,7 +80,7 @@ void run_steps(const World& world, float* arena, int64_t arena_count, const std:
                std::shared_ptr<SharedArena> shm) {
   std::shared_ptr<AllreduceAlgorithm> algorithm =
       make_allreduce(world, {parse_choice<AllreduceKind>(algorithm_name), Compression::kNone, shm});
-  FlatAllreduce reference(std::make_shared<MpiCommunicator>(world.comm()));
+  FlatAllreduce reference(make_communicator(CommBackend::kMpi, world.comm()));
   GradientReducer reducer(CommBuffer::host(arena, arena_count), params, algorithm, options);
   std::vector<float> expected(arena_count);
   std::mt19937 rng(world.rank() + 1);  // a different hook order on every rank
@@ -142,6 +145,57 @@ TEST(GradientReducer, RejectsDoubleReports) {
   EXPECT_EQ(arena[0], 1.0f);  // an average over one rank
   reducer.on_grad_ready(1);  // the next step starts clean
   reducer.wait_all();
+}
+
+// A device-style readiness event: the gradient counts as produced only once released, as a
+// CUDA event completes after the kernels recorded before it.
+class GatedReady final : public GradReadyEvent {
+ public:
+  void wait() const override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    ++waits_;
+    released_cv_.wait(lock, [&] { return released_; });
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    released_ = true;
+    released_cv_.notify_all();
+  }
+  int waits() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return waits_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable released_cv_;
+  mutable int waits_ = 0;
+  bool released_ = false;
+};
+
+TEST(GradientReducer, WaitsForEachGradientsReadyEventBeforeItsBucket) {
+  // Two params, one bucket each (tiny cap): bucket 0 holds param 1, bucket 1 param 0.
+  auto algorithm = std::make_shared<FlatAllreduce>(std::make_shared<LocalCommunicator>());
+  std::vector<float> arena(64, 1.0f);
+  GradientReducerOptions options;
+  options.bucket_mb = 1e-6;
+  GradientReducer reducer(CommBuffer::host(arena.data(), 64), {{0, 10}, {16, 10}}, algorithm, options);
+  ASSERT_EQ(reducer.buckets().size(), 2u);
+  GatedReady gate;
+  HostGradReady host;
+  reducer.on_grad_ready(1, &gate);  // bucket 0 launches, and waits on the gate
+  reducer.on_grad_ready(0, &host);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(reducer.reductions_per_bucket()[0], 0);  // not reduced before its gradient is ready
+  EXPECT_EQ(gate.waits(), 1);
+  gate.release();
+  reducer.wait_all();
+  EXPECT_EQ(reducer.reductions_per_bucket()[0], 1);
+  EXPECT_EQ(reducer.reductions_per_bucket()[1], 1);
+  EXPECT_EQ(gate.waits(), 1);  // once per step
+  reducer.on_grad_ready(1);    // events are per step: the next step may report none
+  reducer.wait_all();
+  EXPECT_EQ(gate.waits(), 1);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// Watchdog and replica check. The timeout path is tested through a handler that records the
-// report instead of aborting; the default handler (MPI_Abort, exit 3) is exercised by the
+// Watchdog and replica check. The watchdog polls a Work (here a HostWork another thread
+// completes after a delay, as the communication thread does a bucket's). The timeout path
+// is tested through a handler that records the report instead of aborting; the default handler (MPI_Abort, exit 3) is exercised by the
 // trainer's end-to-end test with SDP_TEST_STALL_RANK.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -12,12 +13,25 @@
 #include <thread>
 #include <vector>
 
+#include "distributed/host_work.hpp"
 #include "distributed/replica_check.hpp"
 #include "distributed/watchdog.hpp"
 #include "distributed/world.hpp"
 
 namespace sdp {
 namespace {
+
+// Issues a collective on `dog` and waits for a Work that completes after `ms` milliseconds.
+void wait_for_collective(Watchdog& dog, int64_t step, int bucket, const char* what, int ms) {
+  HostWork work;
+  const WatchTicket ticket = dog.issue(step, bucket, what);
+  std::thread runner([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    work.complete();
+  });
+  dog.wait(work, ticket);
+  runner.join();
+}
 
 struct Recorder {
   std::mutex mutex;
@@ -40,11 +54,8 @@ TEST(Watchdog, WarnsWithRankStepAndBucketAndStaysQuietForFastCollectives) {
   Recorder rec;
   {
     Watchdog dog({0.05, 10.0}, 3, nullptr, rec.warn(), rec.timeout());
-    {
-      Watchdog::Scope fast(&dog, 1, 0, "allreduce");
-    }
-    Watchdog::Scope slow(&dog, 5, 2, "allreduce");
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    dog.wait(*completed_work(), dog.issue(1, 0, "allreduce"));  // fast
+    wait_for_collective(dog, 5, 2, "allreduce", 150);             // slow
   }
   ASSERT_GE(rec.warnings.size(), 1u);
   EXPECT_TRUE(rec.timeouts.empty());
@@ -63,10 +74,8 @@ TEST(Watchdog, TimeoutNamesTheRankThatNeverArrived) {
   Recorder rec;
   {
     Watchdog dog({0.05, 0.2}, world.rank(), board, rec.warn(), rec.timeout());
-    if (world.rank() != stalled) {
-      Watchdog::Scope wait(&dog, 7, 1, "allreduce");  // "stuck" waiting for the stalled rank
-      std::this_thread::sleep_for(std::chrono::milliseconds(400));
-    }
+    if (world.rank() != stalled)
+      wait_for_collective(dog, 7, 1, "allreduce", 400);  // "stuck" waiting for the stalled rank
     MPI_Barrier(MPI_COMM_WORLD);  // the stalled rank catches up
   }
   if (world.rank() == stalled) {
@@ -86,8 +95,7 @@ TEST(Watchdog, SaysWhatItCannotKnowAboutOtherNodes) {
   Recorder rec;
   {
     Watchdog dog({0, 0.05}, world.rank(), board, rec.warn(), rec.timeout());
-    Watchdog::Scope wait(&dog, 0, -1, "barrier");
-    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    wait_for_collective(dog, 0, -1, "barrier", 150);
   }
   ASSERT_EQ(rec.timeouts.size(), 1u);
   EXPECT_TRUE(rec.warnings.empty());  // stall_warning_s = 0: never warn

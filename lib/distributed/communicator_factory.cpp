@@ -1,0 +1,62 @@
+#include "distributed/communicator_factory.hpp"
+
+#include "core/error.hpp"
+#include "distributed/mpi_communicator.hpp"
+
+namespace sdp {
+
+const char* comm_backend_name(CommBackend backend) {
+  switch (backend) {
+    case CommBackend::kAuto: return "auto";
+    case CommBackend::kMpi: return "mpi";
+    case CommBackend::kNccl: return "nccl";
+  }
+  return "?";
+}
+
+const std::vector<std::string>& comm_backend_names() {
+  static const std::vector<std::string> names = {"mpi", "nccl"};
+  return names;
+}
+
+CommBackend parse_comm_backend(const std::string& name) {
+  if (name == "mpi") return CommBackend::kMpi;
+  if (name == "nccl") return CommBackend::kNccl;
+  throw InputError("unknown communicator backend '" + name + "' (expected mpi or nccl)");
+}
+
+bool comm_backend_built(CommBackend backend) {
+  // nccl: true once nccl_communicator_cuda.cpp exists and is built under SDP_HAVE_NCCL.
+  return backend != CommBackend::kNccl;
+}
+
+CommBackend resolve_comm_backend(CommBackend backend, const Device& device) {
+  if (backend != CommBackend::kAuto) return backend;
+  return !device.is_cpu() && comm_backend_built(CommBackend::kNccl) ? CommBackend::kNccl : CommBackend::kMpi;
+}
+
+std::shared_ptr<Communicator> make_communicator(CommBackend backend, MPI_Comm group,
+                                                const CommunicatorOptions& options) {
+  switch (resolve_comm_backend(backend, options.device)) {
+    case CommBackend::kAuto:  // resolved above
+    case CommBackend::kMpi:
+      if (!options.device.is_cpu())
+        throw InputError("communicator backend 'mpi' reaches host memory only, not " +
+                         options.device.str());
+      return std::make_shared<MpiCommunicator>(group, options.label);
+    case CommBackend::kNccl:
+      // The NCCL backend plugs in here: return make_nccl_communicator(group, options);
+      break;
+  }
+  throw InputError(
+      std::string("communicator backend '") + comm_backend_name(backend) +
+      "' is not built into this sdp-train (it needs the CUDA backend with NCCL; see `sdp-train "
+      "--version`); use distributed.backend: mpi");
+}
+
+std::shared_ptr<Communicator> make_communicator(const std::string& backend, MPI_Comm group,
+                                                const CommunicatorOptions& options) {
+  return make_communicator(parse_comm_backend(backend), group, options);
+}
+
+}  // namespace sdp
