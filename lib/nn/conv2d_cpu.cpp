@@ -82,9 +82,7 @@ memory::desc Conv2dCpu::configure_md(const memory::desc& src_md, bool training) 
 const memory& Conv2dCpu::forward_md(const memory& src) {
   auto& s = stream();
   src_ = src_fwd_.convert(s, src);
-  ArgMap args = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}};
-  weights_.add_forward_args(s, args);
-  fwd_.execute(s, args);
+  weights_.execute_forward(s, fwd_, src_, dst_);
   return dst_;
 }
 

@@ -28,14 +28,16 @@ void OneDnnWeights::configure_backward_data(const memory::desc& bwd_weights_md) 
   weights_bwd_.configure(weights_user_.get_desc(), bwd_weights_md);
 }
 
-void OneDnnWeights::add_forward_args(dnnl::stream& stream, ArgMap& args) {
+void OneDnnWeights::execute_forward(dnnl::stream& stream, const dnnl::primitive& forward,
+                                    const memory& src, const memory& dst) {
   weights_user_.set_data_handle(weight_->value.raw());
   weights_fwd_mem_ = weights_fwd_.convert(stream, weights_user_);
-  args[DNNL_ARG_WEIGHTS] = weights_fwd_mem_;
+  ArgMap args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}, {DNNL_ARG_WEIGHTS, weights_fwd_mem_}};
   if (bias_) {
     bias_user_.set_data_handle(bias_->value.raw());
     args[DNNL_ARG_BIAS] = bias_user_;
   }
+  forward.execute(stream, args);
 }
 
 void OneDnnWeights::add_backward_weights_args(ArgMap& args) {

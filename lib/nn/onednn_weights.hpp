@@ -23,8 +23,9 @@ class OneDnnWeights {
   void configure_backward_weights(const memory::desc& diff_weights_md);
   void configure_backward_data(const memory::desc& bwd_weights_md);
 
-  // WEIGHTS (and BIAS) for the forward primitive.
-  void add_forward_args(dnnl::stream& stream, ArgMap& args);
+  // Runs the forward primitive on SRC, DST and the weights (WEIGHTS, and BIAS when set).
+  void execute_forward(dnnl::stream& stream, const dnnl::primitive& forward, const memory& src,
+                       const memory& dst);
   // DIFF_WEIGHTS (and DIFF_BIAS) for the backward-weights primitive; after it ran,
   // finish_backward_weights() moves the gradient into the arena when layouts differ.
   void add_backward_weights_args(ArgMap& args);
