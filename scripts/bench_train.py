@@ -51,7 +51,7 @@ threads: {threads}
 data:
   format: synthetic
   batch_size: {batch}
-  synthetic: {{train_samples: {batch * (steps + WARMUP + 1)}, test_samples: {batch}, channels: {c}, height: {h}, width: {w}}}
+  synthetic: {{train_samples: {batch * ranks * (steps + WARMUP + 1)}, test_samples: {batch}, channels: {c}, height: {h}, width: {w}}}
 train: {{epochs: 1, max_steps: {steps + WARMUP}, log_every: 1, eval_every_epochs: 0}}
 optimizer: {{name: sgd, lr: 0.01, momentum: 0.9}}
 checkpoint: {{dir: {tmp}/ckpt, every_steps: 0}}
