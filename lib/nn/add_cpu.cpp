@@ -10,14 +10,16 @@ TensorDesc AddCpu::configure(const TensorDesc& a, const TensorDesc& b) {
                                 shape_str(b.shape) + " differ");
   const memory::desc a_md = to_md(a), b_md = to_md(b);
   const auto& eng = cpu_engine();
-  b_to_a_.configure(b_md, a_md);
-  diff_b_.configure(a_md, b_md);
+  const bool gradient = output_ == AddOutput::kGradient;
+  b_to_a_.configure(b_md, a_md, gradient);
+  diff_b_.configure(a_md, b_md, /*planned=*/true);
   const dnnl::binary::primitive_desc pd({dnnl::algorithm::binary_add, a_md, a_md, a_md}, eng);
   add_ = dnnl::binary(pd);
-  dst_ = memory(pd.dst_desc(), eng);
+  dst_.configure(pd.dst_desc());
+  if (!gradient) dst_.get();  // an activation: its own storage, kept until backward
   a_port_.configure(a);
   b_port_.configure(b);
-  out_ = {to_tensor_desc(pd.dst_desc()), dst_.get_data_handle()};
+  out_ = {to_tensor_desc(pd.dst_desc()), nullptr};
   out_.desc.device = a.device;
   diff_port_.configure(out_.desc);
   diff_b_out_.desc = b;
@@ -28,13 +30,33 @@ const TensorRef& AddCpu::forward(const TensorRef& a, const TensorRef& b) {
   auto& s = onednn_stream(ctx_);
   add_.execute(s, {{DNNL_ARG_SRC_0, a_port_.bind(a)},
                    {DNNL_ARG_SRC_1, b_to_a_.convert(s, b_port_.bind(b))},
-                   {DNNL_ARG_DST, dst_}});
+                   {DNNL_ARG_DST, dst_.get()}});
+  out_.data = dst_.get().get_data_handle();
   return out_;
 }
 
 const TensorRef& AddCpu::backward_b(const TensorRef& diff_dst) {
   diff_b_out_.data = diff_b_.convert(onednn_stream(ctx_), diff_port_.bind(diff_dst)).get_data_handle();
   return diff_b_out_;
+}
+
+GradientPlan::Buffer* AddCpu::plan_backward_b(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
+  plan.read(diff_dst);
+  GradientPlan::Buffer* out = diff_b_.plan(plan, diff_dst);
+  plan.next();
+  return out;
+}
+
+GradientPlan::Buffer* AddCpu::plan_forward(GradientPlan& plan, GradientPlan::Buffer* a,
+                                           GradientPlan::Buffer* b) {
+  if (output_ != AddOutput::kGradient)
+    throw std::logic_error("Add: only a gradient sum is planned");
+  plan.read(a);
+  plan.read(b);
+  b_to_a_.plan(plan, b);
+  GradientPlan::Buffer* out = dst_.write(plan);
+  plan.next();
+  return out;
 }
 
 }  // namespace sdp::nn

@@ -10,7 +10,7 @@ ResidualBlock::ResidualBlock(Context& ctx, std::string name)
     : Layer(ctx, std::move(name)),
       add_(Add::create(ctx)),
       relu_(ReLU::create(ctx, name_ + ".relu")),
-      sum_grads_(Add::create(ctx)) {}
+      sum_grads_(Add::create(ctx, AddOutput::kGradient)) {}
 
 void ResidualBlock::init_parameters(std::mt19937_64& rng) {
   for (auto& l : branch_) l->init_parameters(rng);
@@ -56,6 +56,21 @@ const TensorRef& ResidualBlock::backward(const TensorRef& diff_dst) {
   for (auto it = branch_.rbegin(); it != branch_.rend(); ++it) db = &(*it)->backward(*db);
   if (!needs_input_grad_) return empty_;
   return sum_grads_->forward(*db, *ds);
+}
+
+// Exactly backward()'s sequence. d_sum is read by the shortcut (through backward_b) and
+// again by the branch's last layer, so it stays alive across the whole shortcut backward;
+// the shortcut's result stays alive across the whole branch until the sum reads it.
+GradientPlan::Buffer* ResidualBlock::plan_backward(GradientPlan& plan,
+                                                   GradientPlan::Buffer* diff_dst) {
+  GradientPlan::Buffer* d_sum = relu_->plan_backward(plan, diff_dst);
+  GradientPlan::Buffer* ds = add_->plan_backward_b(plan, d_sum);
+  for (auto it = shortcut_.rbegin(); it != shortcut_.rend(); ++it)
+    ds = (*it)->plan_backward(plan, ds);
+  GradientPlan::Buffer* db = d_sum;  // backward_a hands diff_dst through
+  for (auto it = branch_.rbegin(); it != branch_.rend(); ++it) db = (*it)->plan_backward(plan, db);
+  if (!needs_input_grad_) return nullptr;
+  return sum_grads_->plan_forward(plan, db, ds);
 }
 
 namespace {
