@@ -5,8 +5,8 @@
 
 namespace sdp::nn {
 
-std::unique_ptr<Add> Add::create(Context& ctx, AddOutput output) {
-  return make_for_device<Add, AddCpu>(ctx, "Add", output);
+std::unique_ptr<Add> Add::create(Context& ctx) {
+  return make_for_device<Add, AddCpu>(ctx, "Add");
 }
 
 }  // namespace sdp::nn

@@ -11,16 +11,21 @@
 
 namespace sdp::nn {
 
-// What an Add's output is: an activation (allocated at configure, kept until backward) or a
-// sum of gradients inside backward (placed by the GradientPlan, see plan_forward).
-enum class AddOutput { kActivation, kGradient };
+// Where an Add's output goes.
+enum class AddOutput {
+  kActivation,  // its own buffer, allocated at configure and kept until backward
+  kInPlace,     // over a: for an a whose producer's backward does not read it and that
+                // nobody else reads (a residual branch's last output)
+  kGradient,    // a sum of gradients inside backward, placed by the GradientPlan
+};
 
 class Add {
  public:
-  static std::unique_ptr<Add> create(Context& ctx, AddOutput output = AddOutput::kActivation);
+  static std::unique_ptr<Add> create(Context& ctx);
   virtual ~Add() = default;
 
-  virtual TensorDesc configure(const TensorDesc& a, const TensorDesc& b) = 0;
+  virtual TensorDesc configure(const TensorDesc& a, const TensorDesc& b,
+                               AddOutput output = AddOutput::kActivation) = 0;
   virtual const TensorRef& forward(const TensorRef& a, const TensorRef& b) = 0;
   // Gradient w.r.t. a (in a's layout) and w.r.t. b (in b's layout).
   const TensorRef& backward_a(const TensorRef& diff_dst) const { return diff_dst; }

@@ -4,19 +4,21 @@
 
 namespace sdp::nn {
 
-TensorDesc AddCpu::configure(const TensorDesc& a, const TensorDesc& b) {
+TensorDesc AddCpu::configure(const TensorDesc& a, const TensorDesc& b, AddOutput output) {
   if (a.shape != b.shape)
     throw std::invalid_argument("Add: operand shapes " + shape_str(a.shape) + " and " +
                                 shape_str(b.shape) + " differ");
   const memory::desc a_md = to_md(a), b_md = to_md(b);
   const auto& eng = cpu_engine();
+  output_ = output;
   const bool gradient = output_ == AddOutput::kGradient;
   b_to_a_.configure(b_md, a_md, gradient);
   diff_b_.configure(a_md, b_md, /*planned=*/true);
   const dnnl::binary::primitive_desc pd({dnnl::algorithm::binary_add, a_md, a_md, a_md}, eng);
   add_ = dnnl::binary(pd);
-  dst_.configure(pd.dst_desc());
-  if (!gradient) dst_.get();  // an activation: its own storage, kept until backward
+  dst_.reset();
+  if (output_ != AddOutput::kInPlace) dst_.configure(pd.dst_desc());
+  if (output_ == AddOutput::kActivation) dst_.get();  // its own storage, kept until backward
   a_port_.configure(a);
   b_port_.configure(b);
   out_ = {to_tensor_desc(pd.dst_desc()), nullptr};
@@ -28,10 +30,13 @@ TensorDesc AddCpu::configure(const TensorDesc& a, const TensorDesc& b) {
 
 const TensorRef& AddCpu::forward(const TensorRef& a, const TensorRef& b) {
   auto& s = onednn_stream(ctx_);
-  add_.execute(s, {{DNNL_ARG_SRC_0, a_port_.bind(a)},
+  const memory& a_mem = a_port_.bind(a);
+  // oneDNN's binary runs in place when dst is src0 (same descriptor by construction).
+  const memory& dst = output_ == AddOutput::kInPlace ? a_mem : dst_.get();
+  add_.execute(s, {{DNNL_ARG_SRC_0, a_mem},
                    {DNNL_ARG_SRC_1, b_to_a_.convert(s, b_port_.bind(b))},
-                   {DNNL_ARG_DST, dst_.get()}});
-  out_.data = dst_.get().get_data_handle();
+                   {DNNL_ARG_DST, dst}});
+  out_.data = dst.get_data_handle();
   return out_;
 }
 
@@ -50,7 +55,7 @@ GradientPlan::Buffer* AddCpu::plan_backward_b(GradientPlan& plan, GradientPlan::
 GradientPlan::Buffer* AddCpu::plan_forward(GradientPlan& plan, GradientPlan::Buffer* a,
                                            GradientPlan::Buffer* b) {
   if (output_ != AddOutput::kGradient)
-    throw std::logic_error("Add: only a gradient sum is planned");
+    throw std::logic_error("Add: only a gradient sum (AddOutput::kGradient) is planned");
   plan.read(a);
   plan.read(b);
   b_to_a_.plan(plan, b);

@@ -8,9 +8,9 @@ namespace sdp::nn {
 
 class AddCpu final : public Add {
  public:
-  AddCpu(Context& ctx, AddOutput output) : ctx_(ctx), output_(output) {}
+  explicit AddCpu(Context& ctx) : ctx_(ctx) {}
 
-  TensorDesc configure(const TensorDesc& a, const TensorDesc& b) override;
+  TensorDesc configure(const TensorDesc& a, const TensorDesc& b, AddOutput output) override;
   const TensorRef& forward(const TensorRef& a, const TensorRef& b) override;
   const TensorRef& backward_b(const TensorRef& diff_dst) override;
   GradientPlan::Buffer* plan_backward_b(GradientPlan& plan,
@@ -20,7 +20,7 @@ class AddCpu final : public Add {
 
  private:
   Context& ctx_;
-  AddOutput output_;
+  AddOutput output_ = AddOutput::kActivation;
   dnnl::binary add_;
   LayoutAdapter b_to_a_, diff_b_;
   OneDnnPort a_port_, b_port_, diff_port_;

@@ -54,6 +54,10 @@ class Layer {
   virtual void init_parameters(std::mt19937_64& /*rng*/) {}
 
   virtual bool has_parameters() const { return !params_.empty(); }
+  // Whether backward reads this layer's own forward output. When false, the one consumer of
+  // that output may overwrite it after reading it (ResidualBlock adds the shortcut in place
+  // over the branch's last output), which saves an activation-sized buffer.
+  virtual bool backward_reads_output() const { return true; }
   bool needs_input_grad() const { return needs_input_grad_; }
   virtual void set_needs_input_grad(bool value) { needs_input_grad_ = value; }
 

@@ -14,7 +14,8 @@ memory::desc ReLUCpu::configure_md(const memory::desc& src_md, bool training) {
        0.f},
       eng);
   fwd_ = dnnl::eltwise_forward(fwd_pd);
-  dst_ = memory(fwd_pd.dst_desc(), eng);
+  // oneDNN's eltwise runs in place when src and dst are one memory.
+  dst_ = in_place_ ? memory() : memory(fwd_pd.dst_desc(), eng);
   diff_src_.reset();
   if (training && needs_input_grad_) {
     const dnnl::eltwise_backward::primitive_desc bwd_pd({alg, src_md, src_md, 0.f, 0.f}, eng,
@@ -26,6 +27,7 @@ memory::desc ReLUCpu::configure_md(const memory::desc& src_md, bool training) {
 }
 
 const memory& ReLUCpu::forward_md(const memory& src) {
+  if (in_place_) dst_ = src;  // a handle copy: backward reads the output from here
   fwd_.execute(stream(), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst_}});
   return dst_;
 }

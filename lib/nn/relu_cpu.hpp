@@ -20,7 +20,7 @@ class ReLUCpu final : public OneDnnLayer<ReLU> {
  private:
   dnnl::eltwise_forward fwd_;
   dnnl::eltwise_backward bwd_;
-  memory dst_;
+  memory dst_;  // in place: the input of the last forward
   PlannedMemory diff_src_;
 };
 

@@ -10,7 +10,7 @@ ResidualBlock::ResidualBlock(Context& ctx, std::string name)
     : Layer(ctx, std::move(name)),
       add_(Add::create(ctx)),
       relu_(ReLU::create(ctx, name_ + ".relu")),
-      sum_grads_(Add::create(ctx, AddOutput::kGradient)) {}
+      sum_grads_(Add::create(ctx)) {}
 
 void ResidualBlock::init_parameters(std::mt19937_64& rng) {
   for (auto& l : branch_) l->init_parameters(rng);
@@ -35,8 +35,15 @@ TensorDesc ResidualBlock::configure(const TensorDesc& src, bool training) {
   TensorDesc branch = src, shortcut = src;
   for (auto& l : branch_) branch = l->configure(branch, training);
   for (auto& l : shortcut_) shortcut = l->configure(shortcut, training);
-  const TensorDesc out = relu_->configure(add_->configure(branch, shortcut), training);
-  if (training && needs_input_grad_) sum_grads_->configure(src, src);
+  // The branch's last output is read only by the sum, and the sum only by the ReLU: both
+  // run in place over that output when the branch's backward does not read it (BN's
+  // does not), which saves two activations per block.
+  const bool in_place = !branch_.empty() && !branch_.back()->backward_reads_output();
+  relu_->set_in_place(true);
+  const TensorDesc sum =
+      add_->configure(branch, shortcut, in_place ? AddOutput::kInPlace : AddOutput::kActivation);
+  const TensorDesc out = relu_->configure(sum, training);
+  if (training && needs_input_grad_) sum_grads_->configure(src, src, AddOutput::kGradient);
   return out;
 }
 
