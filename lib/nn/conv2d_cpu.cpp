@@ -121,6 +121,7 @@ GradientPlan::Buffer* Conv2dCpu::plan_backward_md(GradientPlan& plan,
   GradientPlan::Buffer* g = options_.fuse_relu ? diff_pre_relu_.write(plan) : diff_dst;
   src_bwd_weights_.plan(plan, nullptr);
   diff_dst_bwd_weights_.plan(plan, g);
+  weights_.plan_backward(plan);
   if (!needs_input_grad_) return nullptr;
   diff_dst_bwd_data_.plan(plan, g);
   return diff_src_out_.plan(plan, diff_src_.write(plan));

@@ -71,6 +71,7 @@ const memory& LinearCpu::backward_md(const memory& diff_dst) {
 
 GradientPlan::Buffer* LinearCpu::plan_backward_md(GradientPlan& plan,
                                                   GradientPlan::Buffer* /*diff_dst*/) {
+  weights_.plan_backward(plan);
   return needs_input_grad_ ? diff_src_.write(plan) : nullptr;
 }
 
