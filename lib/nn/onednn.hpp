@@ -84,7 +84,7 @@ class OneDnnPort {
 void reorder(dnnl::stream& stream, const memory& src, const memory& dst);
 
 // A buffer backward writes, whose storage a GradientPlan may share with buffers of disjoint
-// lifetime (nn/gradient_plan.hpp). configure() makes it unbound; plan() declares it to the
+// lifetime (nn/gradient_plan.hpp). configure() makes it unbound; write() declares it to the
 // plan, which binds it in allocate(); get() gives it its own storage when no plan did (a
 // layer used on its own), so the layer works either way.
 class PlannedMemory {
