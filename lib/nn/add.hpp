@@ -7,19 +7,36 @@
 #include <memory>
 
 #include "nn/context.hpp"
+#include "nn/gradient_plan.hpp"
 
 namespace sdp::nn {
+
+// Where an Add's output goes.
+enum class AddOutput {
+  kActivation,  // its own buffer, allocated at configure and kept until backward
+  kInPlace,     // over a: for an a whose producer's backward does not read it and that
+                // nobody else reads (a residual branch's last output)
+  kGradient,    // a sum of gradients inside backward, placed by the GradientPlan
+};
 
 class Add {
  public:
   static std::unique_ptr<Add> create(Context& ctx);
   virtual ~Add() = default;
 
-  virtual TensorDesc configure(const TensorDesc& a, const TensorDesc& b) = 0;
+  virtual TensorDesc configure(const TensorDesc& a, const TensorDesc& b,
+                               AddOutput output = AddOutput::kActivation) = 0;
   virtual const TensorRef& forward(const TensorRef& a, const TensorRef& b) = 0;
   // Gradient w.r.t. a (in a's layout) and w.r.t. b (in b's layout).
   const TensorRef& backward_a(const TensorRef& diff_dst) const { return diff_dst; }
   virtual const TensorRef& backward_b(const TensorRef& diff_dst) = 0;
+
+  // GradientPlan declarations (nn/gradient_plan.hpp), one operation each: backward_b, and the
+  // forward of a kGradient add. Each returns the planned buffer of its result.
+  virtual GradientPlan::Buffer* plan_backward_b(GradientPlan& plan,
+                                                GradientPlan::Buffer* diff_dst) = 0;
+  virtual GradientPlan::Buffer* plan_forward(GradientPlan& plan, GradientPlan::Buffer* a,
+                                             GradientPlan::Buffer* b) = 0;
 };
 
 }  // namespace sdp::nn

@@ -24,6 +24,8 @@ class BatchNorm2d : public Layer {
                                              const BatchNorm2dOptions& options);
 
   void init_parameters(std::mt19937_64& rng) override;
+  // Batch-norm backward reads x, the batch statistics and (fused ReLU) a workspace, never y.
+  bool backward_reads_output() const override { return false; }
   Param& weight() { return *weight_; }
   Param& bias() { return *bias_; }
   Buffer& running_mean() { return *running_mean_; }

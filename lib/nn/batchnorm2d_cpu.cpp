@@ -28,6 +28,7 @@ memory::desc BatchNorm2dCpu::configure_md(const memory::desc& src_md, bool train
       {prop, src_md, options_.eps, flags}, eng);
   fwd_ = dnnl::batch_normalization_forward(fwd_pd);
   dst_ = memory(fwd_pd.dst_desc(), eng);
+  diff_src_.reset();
   if (!training) return fwd_pd.dst_desc();
 
   mean_ = memory(fwd_pd.mean_desc(), eng);
@@ -36,7 +37,7 @@ memory::desc BatchNorm2dCpu::configure_md(const memory::desc& src_md, bool train
   const dnnl::batch_normalization_backward::primitive_desc bwd_pd(
       {prop_kind::backward, fwd_pd.dst_desc(), src_md, options_.eps, flags}, eng, fwd_pd);
   bwd_ = dnnl::batch_normalization_backward(bwd_pd);
-  diff_src_ = memory(bwd_pd.diff_src_desc(), eng);
+  diff_src_.configure(bwd_pd.diff_src_desc());
   return fwd_pd.dst_desc();
 }
 
@@ -77,14 +78,21 @@ const memory& BatchNorm2dCpu::backward_md(const memory& diff_dst) {
                                           {DNNL_ARG_DIFF_DST, diff_dst},
                                           {DNNL_ARG_SCALE, scale_},
                                           {DNNL_ARG_SHIFT, shift_},  // oneDNN 2.6 requires it
-                                          {DNNL_ARG_DIFF_SRC, diff_src_},
+                                          {DNNL_ARG_DIFF_SRC, diff_src_.get()},
                                           {DNNL_ARG_DIFF_SCALE, diff_scale_},
                                           {DNNL_ARG_DIFF_SHIFT, diff_shift_}};
   if (options_.fuse_relu) args[DNNL_ARG_WORKSPACE] = workspace_;
   bwd_.execute(stream(), args);
   grads_ready();
   // oneDNN computes the input gradient together with the parameter gradients.
-  return needs_input_grad_ ? diff_src_ : empty_;
+  return needs_input_grad_ ? diff_src_.get() : empty_;
+}
+
+GradientPlan::Buffer* BatchNorm2dCpu::plan_backward_md(GradientPlan& plan,
+                                                       GradientPlan::Buffer* /*diff_dst*/) {
+  // Written even when nobody needs it: oneDNN computes it with the parameter gradients.
+  GradientPlan::Buffer* diff_src = diff_src_.write(plan);
+  return needs_input_grad_ ? diff_src : nullptr;
 }
 
 }  // namespace sdp::nn

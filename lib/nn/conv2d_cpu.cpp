@@ -42,6 +42,8 @@ memory::desc Conv2dCpu::configure_md(const memory::desc& src_md, bool training) 
   weights_.configure_forward(*weight_, bias_, fwd_pd.weights_desc());
   dst_ = memory(fwd_pd.dst_desc(), eng);
   const memory::desc dst_md = fwd_pd.dst_desc();
+  diff_pre_relu_.reset();
+  diff_src_.reset();
   if (!training) return dst_md;
 
   if (o.fuse_relu) {
@@ -51,7 +53,7 @@ memory::desc Conv2dCpu::configure_md(const memory::desc& src_md, bool training) 
         eng);
     relu_bwd_ = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(
         {algorithm::eltwise_relu_use_dst_for_bwd, dst_md, dst_md, 0.f, 0.f}, eng, relu_hint));
-    diff_pre_relu_ = memory(dst_md, eng);
+    diff_pre_relu_.configure(dst_md);
   }
 
   auto bww_desc = o.bias ? dnnl::convolution_backward_weights::desc(
@@ -62,8 +64,8 @@ memory::desc Conv2dCpu::configure_md(const memory::desc& src_md, bool training) 
                                                                     dst_act, strides, pad, pad);
   const dnnl::convolution_backward_weights::primitive_desc bww_pd(bww_desc, eng, fwd_pd);
   bwd_weights_ = dnnl::convolution_backward_weights(bww_pd);
-  src_bwd_weights_.configure(fwd_pd.src_desc(), bww_pd.src_desc());
-  diff_dst_bwd_weights_.configure(dst_md, bww_pd.diff_dst_desc());
+  src_bwd_weights_.configure(fwd_pd.src_desc(), bww_pd.src_desc(), /*planned=*/true);
+  diff_dst_bwd_weights_.configure(dst_md, bww_pd.diff_dst_desc(), true);
   weights_.configure_backward_weights(bww_pd.diff_weights_desc());
 
   if (needs_input_grad_) {
@@ -72,9 +74,9 @@ memory::desc Conv2dCpu::configure_md(const memory::desc& src_md, bool training) 
         eng, fwd_pd);
     bwd_data_ = dnnl::convolution_backward_data(bwd_pd);
     weights_.configure_backward_data(bwd_pd.weights_desc());
-    diff_dst_bwd_data_.configure(dst_md, bwd_pd.diff_dst_desc());
-    diff_src_ = memory(bwd_pd.diff_src_desc(), eng);
-    diff_src_out_.configure(bwd_pd.diff_src_desc(), src_md);
+    diff_dst_bwd_data_.configure(dst_md, bwd_pd.diff_dst_desc(), true);
+    diff_src_.configure(bwd_pd.diff_src_desc());
+    diff_src_out_.configure(bwd_pd.diff_src_desc(), src_md, true);
   }
   return dst_md;
 }
@@ -91,10 +93,10 @@ const memory& Conv2dCpu::backward_md(const memory& diff_dst) {
   auto& s = stream();
   const memory* g = &diff_dst;
   if (options_.fuse_relu) {
-    relu_bwd_.execute(
-        s,
-        {{DNNL_ARG_DST, dst_}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_pre_relu_}});
-    g = &diff_pre_relu_;
+    relu_bwd_.execute(s, {{DNNL_ARG_DST, dst_},
+                          {DNNL_ARG_DIFF_DST, diff_dst},
+                          {DNNL_ARG_DIFF_SRC, diff_pre_relu_.get()}});
+    g = &diff_pre_relu_.get();
   }
 
   // Weight gradient first so the hook can start reducing it while the input gradient runs.
@@ -108,8 +110,19 @@ const memory& Conv2dCpu::backward_md(const memory& diff_dst) {
   if (!needs_input_grad_) return empty_;
   bwd_data_.execute(s, {{DNNL_ARG_DIFF_DST, diff_dst_bwd_data_.convert(s, *g)},
                         {DNNL_ARG_WEIGHTS, weights_.backward_data_weights(s)},
-                        {DNNL_ARG_DIFF_SRC, diff_src_}});
-  return diff_src_out_.convert(s, diff_src_);
+                        {DNNL_ARG_DIFF_SRC, diff_src_.get()}});
+  return diff_src_out_.convert(s, diff_src_.get());
+}
+
+GradientPlan::Buffer* Conv2dCpu::plan_backward_md(GradientPlan& plan,
+                                                  GradientPlan::Buffer* diff_dst) {
+  GradientPlan::Buffer* g = options_.fuse_relu ? diff_pre_relu_.write(plan) : diff_dst;
+  src_bwd_weights_.plan(plan, nullptr);
+  diff_dst_bwd_weights_.plan(plan, g);
+  weights_.plan_backward(plan);
+  if (!needs_input_grad_) return nullptr;
+  diff_dst_bwd_data_.plan(plan, g);
+  return diff_src_out_.plan(plan, diff_src_.write(plan));
 }
 
 }  // namespace sdp::nn

@@ -18,6 +18,8 @@ class Conv2dCpu final : public OneDnnLayer<Conv2d> {
   memory::desc configure_md(const memory::desc& src_md, bool training) override;
   const memory& forward_md(const memory& src) override;
   const memory& backward_md(const memory& diff_dst) override;
+  GradientPlan::Buffer* plan_backward_md(GradientPlan& plan,
+                                         GradientPlan::Buffer* diff_dst) override;
 
  private:
   bool training_ = false;
@@ -25,10 +27,11 @@ class Conv2dCpu final : public OneDnnLayer<Conv2d> {
   dnnl::convolution_backward_data bwd_data_;
   dnnl::convolution_backward_weights bwd_weights_;
   dnnl::eltwise_backward relu_bwd_;
-  memory dst_, diff_src_, diff_pre_relu_;
+  memory dst_;
+  PlannedMemory diff_src_, diff_pre_relu_;
   OneDnnWeights weights_;
-  LayoutAdapter src_fwd_, diff_dst_bwd_data_, src_bwd_weights_, diff_dst_bwd_weights_,
-      diff_src_out_;
+  LayoutAdapter src_fwd_;
+  LayoutAdapter diff_dst_bwd_data_, src_bwd_weights_, diff_dst_bwd_weights_, diff_src_out_;
   memory src_;  // input kept for the weight gradient
 };
 

@@ -15,9 +15,12 @@ class DropoutCpu final : public OneDnnLayer<Dropout> {
   memory::desc configure_md(const memory::desc& src_md, bool training) override;
   const memory& forward_md(const memory& src) override;
   const memory& backward_md(const memory& diff_dst) override;
+  GradientPlan::Buffer* plan_backward_md(GradientPlan& plan,
+                                         GradientPlan::Buffer* diff_dst) override;
 
  private:
-  memory dst_, diff_src_;
+  memory dst_;
+  PlannedMemory diff_src_;
 };
 
 }  // namespace sdp::nn

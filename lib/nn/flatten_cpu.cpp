@@ -9,7 +9,7 @@ memory::desc FlattenCpu::configure_md(const memory::desc& src_md, bool /*trainin
   plain_src_md_ = plain_md(in);
   dst_md_ = plain_md({in[0], features});
   to_plain_.configure(src_md, plain_src_md_);
-  from_plain_.configure(plain_src_md_, src_md);
+  from_plain_.configure(plain_src_md_, src_md, /*planned=*/true);
   dst_ = memory(dst_md_, cpu_engine(), nullptr);
   diff_src_plain_ = memory(plain_src_md_, cpu_engine(), nullptr);
   return dst_md_;
@@ -25,6 +25,12 @@ const memory& FlattenCpu::backward_md(const memory& diff_dst) {
   if (!needs_input_grad_) return empty_;
   diff_src_plain_.set_data_handle(diff_dst.get_data_handle());
   return from_plain_.convert(stream(), diff_src_plain_);
+}
+
+GradientPlan::Buffer* FlattenCpu::plan_backward_md(GradientPlan& plan,
+                                                   GradientPlan::Buffer* diff_dst) {
+  // The plain input gradient is diff_dst itself; only a reorder back writes a new buffer.
+  return needs_input_grad_ ? from_plain_.plan(plan, diff_dst) : nullptr;
 }
 
 }  // namespace sdp::nn

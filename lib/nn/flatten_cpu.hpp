@@ -14,6 +14,8 @@ class FlattenCpu final : public OneDnnLayer<Flatten> {
   memory::desc configure_md(const memory::desc& src_md, bool training) override;
   const memory& forward_md(const memory& src) override;
   const memory& backward_md(const memory& diff_dst) override;
+  GradientPlan::Buffer* plan_backward_md(GradientPlan& plan,
+                                         GradientPlan::Buffer* diff_dst) override;
 
  private:
   LayoutAdapter to_plain_, from_plain_;

@@ -17,6 +17,11 @@
 //    gradients of this layer's parameters, reports each to the grad-ready hook in reverse
 //    registration order, and returns the input gradient in src's layout (an empty TensorRef
 //    when needs_input_grad() is false, e.g. for the first layer of a model).
+//  * plan_backward(plan, diff_dst) mirrors backward() on a GradientPlan (nn/gradient_plan.hpp)
+//    after a training configure: it declares the buffers backward will read and write and
+//    returns the planned buffer the input gradient will leave in (nullptr: one the plan does
+//    not manage). A planned input gradient is valid only until the consumer's backward
+//    returns — the plan reuses its memory afterwards. Without a plan, layers own everything.
 #pragma once
 
 #include <random>
@@ -25,6 +30,7 @@
 
 #include "core/tensor_desc.hpp"
 #include "nn/context.hpp"
+#include "nn/gradient_plan.hpp"
 
 namespace sdp::nn {
 
@@ -41,11 +47,17 @@ class Layer {
   virtual TensorDesc configure(const TensorDesc& src, bool training) = 0;
   virtual const TensorRef& forward(const TensorRef& src) = 0;
   virtual const TensorRef& backward(const TensorRef& diff_dst) = 0;
+  virtual GradientPlan::Buffer* plan_backward(GradientPlan& plan,
+                                              GradientPlan::Buffer* diff_dst) = 0;
   // Fills this layer's parameters and buffers; called in registration order with one
   // generator so equal seeds give bit-identical models on every rank.
   virtual void init_parameters(std::mt19937_64& /*rng*/) {}
 
   virtual bool has_parameters() const { return !params_.empty(); }
+  // Whether backward reads this layer's own forward output. When false, the one consumer of
+  // that output may overwrite it after reading it (ResidualBlock adds the shortcut in place
+  // over the branch's last output), which saves an activation-sized buffer.
+  virtual bool backward_reads_output() const { return true; }
   bool needs_input_grad() const { return needs_input_grad_; }
   virtual void set_needs_input_grad(bool value) { needs_input_grad_ = value; }
 

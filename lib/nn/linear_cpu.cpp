@@ -24,6 +24,7 @@ memory::desc LinearCpu::configure_md(const memory::desc& src_md, bool training) 
   src_fwd_.configure(src_md, fwd_pd.src_desc());
   weights_.configure_forward(*weight_, bias_, fwd_pd.weights_desc());
   dst_ = memory(fwd_pd.dst_desc(), eng);
+  diff_src_.reset();
   if (!training) return fwd_pd.dst_desc();
 
   auto bww_desc = bias_ ? dnnl::inner_product_backward_weights::desc(
@@ -38,7 +39,7 @@ memory::desc LinearCpu::configure_md(const memory::desc& src_md, bool training) 
         {src_md, any_md(w_dims), fwd_pd.dst_desc()}, eng, fwd_pd);
     bwd_data_ = dnnl::inner_product_backward_data(bwd_pd);
     weights_.configure_backward_data(bwd_pd.weights_desc());
-    diff_src_ = memory(bwd_pd.diff_src_desc(), eng);
+    diff_src_.configure(bwd_pd.diff_src_desc());
   }
   return fwd_pd.dst_desc();
 }
@@ -62,8 +63,14 @@ const memory& LinearCpu::backward_md(const memory& diff_dst) {
   if (!needs_input_grad_) return empty_;
   bwd_data_.execute(s, {{DNNL_ARG_DIFF_DST, diff_dst},
                         {DNNL_ARG_WEIGHTS, weights_.backward_data_weights(s)},
-                        {DNNL_ARG_DIFF_SRC, diff_src_}});
-  return diff_src_;
+                        {DNNL_ARG_DIFF_SRC, diff_src_.get()}});
+  return diff_src_.get();
+}
+
+GradientPlan::Buffer* LinearCpu::plan_backward_md(GradientPlan& plan,
+                                                  GradientPlan::Buffer* /*diff_dst*/) {
+  weights_.plan_backward(plan);
+  return needs_input_grad_ ? diff_src_.write(plan) : nullptr;
 }
 
 }  // namespace sdp::nn

@@ -55,9 +55,18 @@ void Model::configure(int64_t batch, bool training) {
   Shape shape = {batch};
   shape.insert(shape.end(), input_shape_.begin(), input_shape_.end());
   input_ = {TensorDesc::plain(shape, ctx_.device), nullptr};
+  // The old arena goes first, so it and the new one are never resident together.
+  plan_.clear();
   TensorDesc desc = input_.desc;
   for (auto& layer : layers_) desc = layer->configure(desc, training);
   loss_->configure(desc, num_classes_);
+  if (training && plan_enabled_) {
+    // The walk backward() takes; the loss's gradient is its own buffer (nullptr).
+    GradientPlan::Buffer* grad = nullptr;
+    for (auto it = layers_.rbegin(); it != layers_.rend(); ++it)
+      grad = (*it)->plan_backward(plan_, grad);
+    plan_.allocate(ctx_.device);
+  }
   configured_batch_ = batch;
   configured_training_ = training;
 }

@@ -11,6 +11,8 @@
 //  * backward() after forward(training=true) OVERWRITES every parameter gradient in the
 //    gradient arena and calls the grad-ready hook once per Param, in reverse registration
 //    order, as soon as that gradient is final (data parallelism starts AllReduce there).
+//  * A training configure plans backward's buffers (nn/gradient_plan.hpp): input gradients
+//    share one arena, allocated once per configure; gradient_plan() reports its size.
 #pragma once
 
 #include <functional>
@@ -21,6 +23,7 @@
 #include "core/parameter_store.hpp"
 #include "core/tensor.hpp"
 #include "nn/context.hpp"
+#include "nn/gradient_plan.hpp"
 #include "nn/layer.hpp"
 #include "nn/softmax_cross_entropy.hpp"
 
@@ -59,6 +62,14 @@ class Model {
   // Finalizes the store and initializes every layer's parameters in registration order.
   void build();
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  // Backward's buffers for the current configuration (empty unless configured for training).
+  const GradientPlan& gradient_plan() const { return plan_; }
+  // false: every backward buffer gets its own storage, as with no plan (the reference the
+  // plan is tested against). Takes effect at the next configure.
+  void set_gradient_plan_enabled(bool enabled) {
+    plan_enabled_ = enabled;
+    configured_batch_ = -1;
+  }
 
  private:
   void configure(int64_t batch, bool training);
@@ -71,6 +82,8 @@ class Model {
   Context ctx_;  // after store_: it refers to it
   std::vector<std::unique_ptr<Layer>> layers_;
   std::unique_ptr<SoftmaxCrossEntropy> loss_;
+  GradientPlan plan_;
+  bool plan_enabled_ = true;
   bool built_ = false;
 
   int64_t configured_batch_ = -1;

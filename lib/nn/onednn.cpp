@@ -123,22 +123,43 @@ void reorder(dnnl::stream& stream, const memory& src, const memory& dst) {
   dnnl::reorder(src, dst).execute(stream, const_cast<memory&>(src), const_cast<memory&>(dst));
 }
 
-void LayoutAdapter::configure(const memory::desc& from, const memory::desc& to) {
+void PlannedMemory::configure(const memory::desc& md) {
+  mem_ = memory(md, cpu_engine(), nullptr);
+  buffer_.bytes = md.get_size();
+  // set_data_handle zero-fills a blocked layout's padding: once here, never per step.
+  buffer_.bind = [this](void* p) { mem_.set_data_handle(p); };
+}
+
+void PlannedMemory::reset() {
+  mem_ = memory();
+  buffer_.bytes = 0;
+  buffer_.bind = nullptr;
+}
+
+const memory& PlannedMemory::get() {
+  // Unplanned use (a layer on its own): its own storage, once.
+  if (mem_ && mem_.get_data_handle() == nullptr) mem_ = memory(mem_.get_desc(), cpu_engine());
+  return mem_;
+}
+
+void LayoutAdapter::configure(const memory::desc& from, const memory::desc& to, bool planned) {
   to_ = to;
   needed_ = !(from == to);
   if (needed_) {
-    buffer_ = memory(to, cpu_engine());
+    buffer_.configure(to);
+    if (!planned) buffer_.get();  // forward adapters keep their output until backward
     reorder_ = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to));
   } else {
-    buffer_ = memory();
+    buffer_.reset();
     reorder_ = dnnl::reorder();
   }
 }
 
 const memory& LayoutAdapter::convert(dnnl::stream& stream, const memory& src) {
   if (!needed_) return src;
-  reorder_.execute(stream, const_cast<memory&>(src), buffer_);
-  return buffer_;
+  const memory& dst = buffer_.get();
+  reorder_.execute(stream, const_cast<memory&>(src), const_cast<memory&>(dst));
+  return dst;
 }
 
 }  // namespace sdp::nn

@@ -11,6 +11,7 @@
 #include "core/tensor.hpp"
 #include "core/tensor_desc.hpp"
 #include "nn/context.hpp"
+#include "nn/gradient_plan.hpp"
 
 namespace sdp::nn {
 
@@ -82,26 +83,49 @@ class OneDnnPort {
 // Copies `src` into `dst` (possibly different layouts of the same logical tensor).
 void reorder(dnnl::stream& stream, const memory& src, const memory& dst);
 
-// Converts between a fixed pair of layouts. configure() allocates the target buffer only
-// when the layouts differ; convert() then reorders into it, or returns the input as is.
+// A buffer backward writes, whose storage a GradientPlan may share with buffers of disjoint
+// lifetime (nn/gradient_plan.hpp). configure() makes it unbound; write() declares it to the
+// plan, which binds it in allocate(); get() gives it its own storage when no plan did (a
+// layer used on its own), so the layer works either way.
+class PlannedMemory {
+ public:
+  void configure(const memory::desc& md);
+  void reset();  // no buffer at all
+  explicit operator bool() const { return static_cast<bool>(mem_); }
+  const memory& get();
+  // Declares a write of this buffer in the current operation; returns what the plan tracks.
+  GradientPlan::Buffer* write(GradientPlan& plan) { return plan.write(&buffer_); }
+
+ private:
+  memory mem_;
+  GradientPlan::Buffer buffer_;
+};
+
+// Converts between a fixed pair of layouts. configure() prepares the target buffer only when
+// the layouts differ; convert() then reorders into it, or returns the input as is. A planned
+// adapter (one used in backward) takes its buffer from the GradientPlan: declare it with
+// plan(), which returns the buffer its output lives in (`input` when no conversion is needed).
 class LayoutAdapter {
  public:
-  void configure(const memory::desc& from, const memory::desc& to);
+  void configure(const memory::desc& from, const memory::desc& to, bool planned = false);
   const memory& convert(dnnl::stream& stream, const memory& src);
   bool needed() const { return needed_; }
   const memory::desc& target() const { return to_; }
+  GradientPlan::Buffer* plan(GradientPlan& plan, GradientPlan::Buffer* input) {
+    return needed_ ? buffer_.write(plan) : input;
+  }
 
  private:
   bool needed_ = false;
   memory::desc to_;
-  memory buffer_;
+  PlannedMemory buffer_;
   dnnl::reorder reorder_;
 };
 
 // The device-neutral Layer contract (configure/forward/backward on TensorDesc/TensorRef)
 // implemented over oneDNN memories: a CPU layer derives from OneDnnLayer<Kind> and writes
-// configure_md/forward_md/backward_md with the same contract in oneDNN terms (an empty
-// memory from backward_md when no input gradient is needed).
+// configure_md/forward_md/backward_md/plan_backward_md with the same contract in oneDNN
+// terms (an empty memory from backward_md when no input gradient is needed).
 template <class Kind>
 class OneDnnLayer : public Kind {
  public:
@@ -125,11 +149,22 @@ class OneDnnLayer : public Kind {
     diff_src_.data = g ? g.get_data_handle() : nullptr;
     return diff_src_;
   }
+  GradientPlan::Buffer* plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) final {
+    plan.read(diff_dst);
+    GradientPlan::Buffer* diff_src = plan_backward_md(plan, diff_dst);
+    plan.next();
+    return diff_src;
+  }
 
  protected:
   virtual memory::desc configure_md(const memory::desc& src_md, bool training) = 0;
   virtual const memory& forward_md(const memory& src) = 0;
   virtual const memory& backward_md(const memory& diff_dst) = 0;
+  // plan_backward in one operation: declares every planned buffer backward_md writes (its
+  // temporaries too) and returns the one it returns (diff_dst when it passes it through;
+  // nullptr when it returns nothing or its own storage).
+  virtual GradientPlan::Buffer* plan_backward_md(GradientPlan& plan,
+                                                 GradientPlan::Buffer* diff_dst) = 0;
   dnnl::stream& stream() { return onednn_stream(this->ctx_); }
 
   const memory empty_;

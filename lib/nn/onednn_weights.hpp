@@ -32,13 +32,18 @@ class OneDnnWeights {
   void finish_backward_weights(dnnl::stream& stream);
   // WEIGHTS for the backward-data primitive (after a forward of the same step).
   const memory& backward_data_weights(dnnl::stream& stream);
+  // Declares the backward temporaries (the weight gradient in the primitive's layout, the
+  // weights reordered for backward-data) in the owner's backward operation.
+  void plan_backward(GradientPlan& plan);
 
  private:
   Param* weight_ = nullptr;
   Param* bias_ = nullptr;
   memory weights_user_, bias_user_, diff_weights_user_, diff_bias_user_;
   memory weights_fwd_mem_;  // weights in the forward primitive's layout (this step)
-  memory diff_weights_;     // primitive-layout weight gradient (== user memory when plain)
+  // The primitive-layout weight gradient when it differs from the arena's (else the arena's
+  // user memory is written directly): a temporary of backward, moved to the arena at once.
+  PlannedMemory diff_weights_tmp_;
   dnnl::reorder diff_weights_reorder_;
   LayoutAdapter weights_fwd_, weights_bwd_;
 };

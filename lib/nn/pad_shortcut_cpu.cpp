@@ -14,9 +14,10 @@ memory::desc PadShortcutCpu::configure_md(const memory::desc& src_md, bool train
   const auto& eng = cpu_engine();
   src_to_plain_.configure(src_md, plain_md(in_dims_));
   dst_ = memory(plain_md(out_dims_), eng);  // zero channels are written once per forward
+  diff_src_plain_.reset();
   if (training && needs_input_grad_) {
-    diff_src_plain_ = memory(plain_md(in_dims_), eng);
-    diff_to_src_.configure(plain_md(in_dims_), src_md);
+    diff_src_plain_.configure(plain_md(in_dims_));
+    diff_to_src_.configure(plain_md(in_dims_), src_md, /*planned=*/true);
   }
   return dst_.get_desc();
 }
@@ -47,7 +48,7 @@ const memory& PadShortcutCpu::forward_md(const memory& src) {
 const memory& PadShortcutCpu::backward_md(const memory& diff_dst) {
   if (!needs_input_grad_) return empty_;
   const float* dy = static_cast<const float*>(diff_dst.get_data_handle());
-  float* dx = static_cast<float*>(diff_src_plain_.get_data_handle());
+  float* dx = static_cast<float*>(diff_src_plain_.get().get_data_handle());
   const int64_t n = in_dims_[0], c = in_dims_[1], h = in_dims_[2], w = in_dims_[3];
   const int64_t oc = out_dims_[1], oh = out_dims_[2], ow = out_dims_[3];
   const int64_t pad = (oc - c) / 2;
@@ -59,7 +60,15 @@ const memory& PadShortcutCpu::backward_md(const memory& diff_dst) {
       for (int64_t r = 0; r < oh; ++r)
         for (int64_t q = 0; q < ow; ++q) dxp[r * stride_ * w + q * stride_] = dyp[r * ow + q];
     }
-  return diff_to_src_.convert(stream(), diff_src_plain_);
+  return diff_to_src_.convert(stream(), diff_src_plain_.get());
+}
+
+GradientPlan::Buffer* PadShortcutCpu::plan_backward_md(GradientPlan& plan,
+                                                       GradientPlan::Buffer* /*diff_dst*/) {
+  // Every element of the plain gradient is written (zeroed first when strided), so a
+  // shared buffer's old contents never leak through.
+  if (!needs_input_grad_) return nullptr;
+  return diff_to_src_.plan(plan, diff_src_plain_.write(plan));
 }
 
 }  // namespace sdp::nn

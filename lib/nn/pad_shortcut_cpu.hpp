@@ -15,11 +15,14 @@ class PadShortcutCpu final : public OneDnnLayer<PadShortcut> {
   memory::desc configure_md(const memory::desc& src_md, bool training) override;
   const memory& forward_md(const memory& src) override;
   const memory& backward_md(const memory& diff_dst) override;
+  GradientPlan::Buffer* plan_backward_md(GradientPlan& plan,
+                                         GradientPlan::Buffer* diff_dst) override;
 
  private:
   Dims in_dims_, out_dims_;
   LayoutAdapter src_to_plain_, diff_to_src_;
-  memory dst_, diff_src_plain_;
+  memory dst_;
+  PlannedMemory diff_src_plain_;
 };
 
 }  // namespace sdp::nn

@@ -38,6 +38,9 @@ memory::desc Pool2dCpu::configure_md(const memory::desc& src_md, bool training) 
   const std::optional<ActivationLayout> src_layout = activation_layout(src_md);
   direct_.reset();
   argmax_.clear();
+  diff_src_.reset();
+  diff_pre_relu_.reset();
+  direct_diff_src_ = memory();
   if (options_.kind == PoolKind::kMax && options_.kernel == options_.stride &&
       options_.padding == 0 && options_.kernel <= kMaxDirectPoolKernel && src_layout)
     return configure_direct(src_md, *src_layout, out, training);
@@ -60,14 +63,14 @@ memory::desc Pool2dCpu::configure_md(const memory::desc& src_md, bool training) 
     if (training && needs_input_grad_) {
       relu_bwd_ = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(
           {algorithm::eltwise_relu_use_dst_for_bwd, dst_md, dst_md, 0.f, 0.f}, eng, relu_pd));
-      diff_pre_relu_ = memory(dst_md, eng);
+      diff_pre_relu_.configure(dst_md);
     }
   }
   if (training && needs_input_grad_) {
     const dnnl::pooling_backward::primitive_desc bwd_pd(
         {alg, src_md, fwd_pd.dst_desc(), strides, kernel, pad_l, pad_r}, eng, fwd_pd);
     bwd_ = dnnl::pooling_backward(bwd_pd);
-    diff_src_ = memory(bwd_pd.diff_src_desc(), eng);
+    diff_src_.configure(bwd_pd.diff_src_desc());
   }
   return fwd_pd.dst_desc();
 }
@@ -92,8 +95,7 @@ memory::desc Pool2dCpu::configure_direct(const memory::desc& src_md,
   dst_ = zeroed_memory(dst_md);
   argmax_.assign(training ? static_cast<std::size_t>(out[0] * out[1] * out[2] * out[3]) : 0, 0);
   workspace_ = memory();
-  diff_src_ = memory();
-  if (training && needs_input_grad_) diff_src_ = zeroed_memory(src_md);
+  if (training && needs_input_grad_) direct_diff_src_ = zeroed_memory(src_md);
   return dst_md;
 }
 
@@ -117,20 +119,29 @@ const memory& Pool2dCpu::backward_md(const memory& diff_dst) {
   if (!needs_input_grad_) return empty_;
   if (direct_) {
     direct_->backward(static_cast<const float*>(diff_dst.get_data_handle()), argmax_.data(),
-                      static_cast<float*>(diff_src_.get_data_handle()));
-    return diff_src_;
+                      static_cast<float*>(direct_diff_src_.get_data_handle()));
+    return direct_diff_src_;
   }
   const memory* g = &diff_dst;
   if (options_.fuse_relu) {
-    relu_bwd_.execute(
-        stream(),
-        {{DNNL_ARG_DST, dst_}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_SRC, diff_pre_relu_}});
-    g = &diff_pre_relu_;
+    relu_bwd_.execute(stream(), {{DNNL_ARG_DST, dst_},
+                                 {DNNL_ARG_DIFF_DST, diff_dst},
+                                 {DNNL_ARG_DIFF_SRC, diff_pre_relu_.get()}});
+    g = &diff_pre_relu_.get();
   }
-  std::unordered_map<int, memory> args = {{DNNL_ARG_DIFF_DST, *g}, {DNNL_ARG_DIFF_SRC, diff_src_}};
+  // oneDNN's pooling backward clears diff_src before scattering: a shared buffer is fine.
+  std::unordered_map<int, memory> args = {{DNNL_ARG_DIFF_DST, *g},
+                                          {DNNL_ARG_DIFF_SRC, diff_src_.get()}};
   if (workspace_) args[DNNL_ARG_WORKSPACE] = workspace_;
   bwd_.execute(stream(), args);
-  return diff_src_;
+  return diff_src_.get();
+}
+
+GradientPlan::Buffer* Pool2dCpu::plan_backward_md(GradientPlan& plan,
+                                                  GradientPlan::Buffer* /*diff_dst*/) {
+  if (!needs_input_grad_ || direct_) return nullptr;  // direct: its own buffer
+  if (options_.fuse_relu) diff_pre_relu_.write(plan);
+  return diff_src_.write(plan);
 }
 
 }  // namespace sdp::nn

@@ -20,6 +20,8 @@ class Pool2dCpu final : public OneDnnLayer<Pool2d> {
   memory::desc configure_md(const memory::desc& src_md, bool training) override;
   const memory& forward_md(const memory& src) override;
   const memory& backward_md(const memory& diff_dst) override;
+  GradientPlan::Buffer* plan_backward_md(GradientPlan& plan,
+                                         GradientPlan::Buffer* diff_dst) override;
 
  private:
   memory::desc configure_direct(const memory::desc& src_md, const ActivationLayout& src_layout,
@@ -31,7 +33,11 @@ class Pool2dCpu final : public OneDnnLayer<Pool2d> {
   dnnl::pooling_backward bwd_;
   dnnl::eltwise_forward relu_fwd_;  // fuse_relu
   dnnl::eltwise_backward relu_bwd_;
-  memory dst_, diff_src_, workspace_, diff_pre_relu_;
+  memory dst_, workspace_;
+  PlannedMemory diff_src_, diff_pre_relu_;
+  // The direct kernels write only the window maxima: their gradient buffer is this layer's
+  // own, zeroed once (never shared: other buffers would leave garbage in the rest).
+  memory direct_diff_src_;
 };
 
 }  // namespace sdp::nn

@@ -35,8 +35,15 @@ TensorDesc ResidualBlock::configure(const TensorDesc& src, bool training) {
   TensorDesc branch = src, shortcut = src;
   for (auto& l : branch_) branch = l->configure(branch, training);
   for (auto& l : shortcut_) shortcut = l->configure(shortcut, training);
-  const TensorDesc out = relu_->configure(add_->configure(branch, shortcut), training);
-  if (training && needs_input_grad_) sum_grads_->configure(src, src);
+  // The branch's last output is read only by the sum, and the sum only by the ReLU: both
+  // run in place over that output when the branch's backward does not read it (BN's
+  // does not), which saves two activations per block.
+  const bool in_place = !branch_.empty() && !branch_.back()->backward_reads_output();
+  relu_->set_in_place(true);
+  const TensorDesc sum =
+      add_->configure(branch, shortcut, in_place ? AddOutput::kInPlace : AddOutput::kActivation);
+  const TensorDesc out = relu_->configure(sum, training);
+  if (training && needs_input_grad_) sum_grads_->configure(src, src, AddOutput::kGradient);
   return out;
 }
 
@@ -56,6 +63,21 @@ const TensorRef& ResidualBlock::backward(const TensorRef& diff_dst) {
   for (auto it = branch_.rbegin(); it != branch_.rend(); ++it) db = &(*it)->backward(*db);
   if (!needs_input_grad_) return empty_;
   return sum_grads_->forward(*db, *ds);
+}
+
+// Exactly backward()'s sequence. d_sum is read by the shortcut (through backward_b) and
+// again by the branch's last layer, so it stays alive across the whole shortcut backward;
+// the shortcut's result stays alive across the whole branch until the sum reads it.
+GradientPlan::Buffer* ResidualBlock::plan_backward(GradientPlan& plan,
+                                                   GradientPlan::Buffer* diff_dst) {
+  GradientPlan::Buffer* d_sum = relu_->plan_backward(plan, diff_dst);
+  GradientPlan::Buffer* ds = add_->plan_backward_b(plan, d_sum);
+  for (auto it = shortcut_.rbegin(); it != shortcut_.rend(); ++it)
+    ds = (*it)->plan_backward(plan, ds);
+  GradientPlan::Buffer* db = d_sum;  // backward_a hands diff_dst through
+  for (auto it = branch_.rbegin(); it != branch_.rend(); ++it) db = (*it)->plan_backward(plan, db);
+  if (!needs_input_grad_) return nullptr;
+  return sum_grads_->plan_forward(plan, db, ds);
 }
 
 namespace {

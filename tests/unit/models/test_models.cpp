@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iostream>
 #include <random>
 
@@ -255,6 +256,53 @@ TEST(Training, Resnet20LossDecreasesWithPlainSgd) {
     m->forward(b.x, b.labels.data(), true);
   }
   EXPECT_LT(m->forward(b.x, b.labels.data(), true), 0.7f * first);
+}
+
+// The gradient plan (nn/gradient_plan.hpp) shares backward's buffers between layers; the
+// same model with every buffer separate must give bit-identical gradients, step after step
+// (a buffer reused while still needed would change them), with far fewer bytes.
+void expect_plan_matches_separate_buffers(const ModelOptions& o, int batch, double max_ratio) {
+  auto planned = make_model(o);
+  auto separate = make_model(o);
+  separate->set_gradient_plan_enabled(false);
+  for (int step = 0; step < 2; ++step) {
+    const Batch b = random_batch(*planned, batch, 40 + step);
+    const float loss_planned = planned->forward(b.x, b.labels.data(), true);
+    const float loss_separate = separate->forward(b.x, b.labels.data(), true);
+    EXPECT_EQ(loss_planned, loss_separate) << o.name << " step " << step;
+    planned->backward();
+    separate->backward();
+    const Tensor& gp = planned->store().grad_arena();
+    const Tensor& gs = separate->store().grad_arena();
+    ASSERT_EQ(gp.numel(), gs.numel());
+    EXPECT_EQ(0, std::memcmp(gp.raw(), gs.raw(), gp.nbytes())) << o.name << " step " << step;
+  }
+  const nn::GradientPlan& plan = planned->gradient_plan();
+  EXPECT_EQ(separate->gradient_plan().arena_bytes(), 0u);
+  EXPECT_GT(plan.buffer_count(), 2u);
+  std::cout << "  " << o.name << ": planned " << plan.arena_bytes() << " of "
+            << plan.separate_bytes() << " bytes\n";
+  EXPECT_LT(static_cast<double>(plan.arena_bytes()), max_ratio * plan.separate_bytes())
+      << o.name << ": " << plan.arena_bytes() << " of " << plan.separate_bytes() << " bytes";
+}
+
+TEST(GradientPlan, Resnet20SharesBuffersBitIdentical) {
+  expect_plan_matches_separate_buffers(options("resnet20", 10, 3, 16, 16), 4, 0.2);
+}
+
+TEST(GradientPlan, Resnet18ProjectionShortcutsBitIdentical) {
+  expect_plan_matches_separate_buffers(options("resnet18", 10, 3, 32, 32), 2, 0.35);
+}
+
+TEST(GradientPlan, Resnet50BottlenecksBitIdentical) {
+  expect_plan_matches_separate_buffers(options("resnet50", 10, 3, 32, 32), 2, 0.2);
+}
+
+TEST(GradientPlan, Lenet5AndMlpBitIdentical) {
+  expect_plan_matches_separate_buffers(options("lenet5", 10, 1, 28, 28), 8, 1.0);
+  ModelOptions o = options("mlp", 10, 1, 6, 6);
+  o.hidden = {16, 12};
+  expect_plan_matches_separate_buffers(o, 3, 1.0);
 }
 
 }  // namespace
