@@ -10,18 +10,23 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
-unset SM_CHANNEL_TRAINING SM_HOSTS SM_CURRENT_HOST
+unset SM_CHANNEL_TRAINING SM_HOSTS SM_CURRENT_HOST SM_CHECKPOINT_DIR SM_MODEL_DIR
 HANG_LIMIT=${HANG_LIMIT:-60}
 
 fail() { echo "FAIL [$CASE]: $*"; echo "--- output ---"; cat "$WORK/out" 2>/dev/null; exit 1; }
 
 # run NP ARGS...: runs the binary on NP ranks (NP=0: without mpirun), output in $WORK/out.
+# Each run starts in a fresh directory: outputs a job spec names relatively (checkpoints
+# with checkpoint.resume: auto above all) never leak from one run or case into another.
+RUNS=0
 run() {
   local np=$1; shift
+  RUNS=$((RUNS + 1))
+  mkdir -p "$WORK/run$RUNS"
   if [ "$np" = 0 ]; then
-    timeout $HANG_LIMIT "$BIN" "$@" >"$WORK/out" 2>&1
+    (cd "$WORK/run$RUNS" && timeout $HANG_LIMIT "$BIN" "$@") >"$WORK/out" 2>&1
   else
-    timeout $HANG_LIMIT mpirun -np "$np" --oversubscribe "$BIN" "$@" >"$WORK/out" 2>&1
+    (cd "$WORK/run$RUNS" && timeout $HANG_LIMIT mpirun -np "$np" --oversubscribe "$BIN" "$@") >"$WORK/out" 2>&1
   fi
   STATUS=$?
   [ $STATUS -eq 124 ] && fail "hung: no exit within ${HANG_LIMIT}s"

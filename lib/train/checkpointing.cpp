@@ -1,0 +1,236 @@
+#include "train/checkpointing.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "config/job_spec_yaml.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "distributed/agreement.hpp"
+#include "distributed/collectives.hpp"
+
+namespace sdp {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string hex(uint64_t v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+std::string num(double v) {
+  std::ostringstream out;
+  out.precision(17);
+  out << v;
+  return out.str();
+}
+
+const char* kOptimizerPrefix = "optimizer.";
+
+// The optimizer's state views grouped by arena (state_tensors() lists arena after arena).
+std::vector<ArenaViews> optimizer_groups(const Optimizer& optimizer, const ParameterStore& store) {
+  std::vector<ArenaViews> groups;
+  const std::vector<NamedTensor> views = optimizer.state_tensors();
+  const std::size_t per_arena = store.params().size();
+  for (std::size_t a = 0; a < optimizer.state_arenas().size(); ++a) {
+    ArenaViews g{optimizer.state_arenas()[a].tensor, {}};
+    for (std::size_t i = 0; i < per_arena; ++i) {
+      const NamedTensor& v = views[a * per_arena + i];
+      g.views.push_back({kOptimizerPrefix + v.name, v.tensor});
+    }
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+// Every tensor the job's state consists of, by checkpoint name (live views).
+std::map<std::string, Tensor> live_tensors(nn::Model& model, const Optimizer& optimizer) {
+  std::map<std::string, Tensor> all;
+  for (const Param& p : model.store().params()) all[p.name] = p.value;
+  for (const Buffer& b : model.store().buffers()) all[b.name] = b.value;
+  for (const ArenaViews& g : optimizer_groups(optimizer, model.store()))
+    for (const NamedTensor& v : g.views) all[v.name] = v.tensor;
+  return all;
+}
+
+std::string cannot_resume(const Checkpoint& c) {
+  return c.path + ": cannot resume from this checkpoint: ";
+}
+const char* kWayOut = "; use another checkpoint.dir, or checkpoint.resume: never to start afresh";
+
+// Rank 0: the checkpoint belongs to this job's model and optimizer; copies its tensors into
+// the live arenas. Throws InputError (exit 2) otherwise.
+void restore_on_rank0(const Checkpoint& c, const JobSpec& spec, nn::Model& model,
+                      Optimizer& optimizer) {
+  if (c.meta("model") != spec.model.name)
+    throw InputError(cannot_resume(c) + "it holds model '" + c.meta("model") +
+                     "' but key 'model.name' is '" + spec.model.name + "'" + kWayOut);
+  if (c.meta("fingerprint") != hex(model.store().fingerprint()))
+    throw InputError(
+        cannot_resume(c) + "its " + c.meta("model") +
+        " has other parameter names or shapes than this job's (model.hidden, model.num_classes or "
+        "the data's image size changed?)" +
+        kWayOut);
+  if (c.meta("optimizer") != optimizer.name())
+    throw InputError(cannot_resume(c) + "it holds the state of optimizer '" + c.meta("optimizer") +
+                     "' but key 'optimizer.name' is '" + optimizer.name() + "'" + kWayOut);
+  std::map<std::string, const Tensor*> stored;
+  for (const NamedTensor& t : c.tensors) stored[t.name] = &t.tensor;
+  for (auto& [name, live] : live_tensors(model, optimizer)) {
+    auto it = stored.find(name);
+    if (it == stored.end())
+      throw InputError(cannot_resume(c) + "it lacks tensor '" + name + "'" + kWayOut);
+    const Tensor& t = *it->second;
+    if (t.shape() != live.shape() || t.dtype() != live.dtype())
+      throw InputError(cannot_resume(c) + "tensor '" + name + "' is " + shape_str(t.shape()) +
+                       ", the job's is " + shape_str(live.shape()) + kWayOut);
+    live.copy_from(t);
+  }
+}
+
+}  // namespace
+
+Checkpointer::Checkpointer(const JobSpec& spec, const World& world, nn::Model& model,
+                           Optimizer& optimizer)
+    : spec_(spec), world_(world), model_(model), optimizer_(optimizer) {
+  if (world.rank() == 0) writer_ = std::make_unique<CheckpointWriter>();
+}
+
+void Checkpointer::save(const TrainPosition& at, const LrSchedule& schedule,
+                        int64_t steps_per_epoch, int64_t total_steps, bool wait) {
+  last_saved_step_ = at.step;
+  if (!writer_) return;
+  const auto start = Clock::now();
+  CheckpointSnapshot snapshot;
+  snapshot.dir = spec_.checkpoint.dir;
+  snapshot.step = at.step;
+  snapshot.keep_last = spec_.checkpoint.keep_last;
+  const ParameterStore& store = model_.store();
+  const int64_t global_batch = static_cast<int64_t>(spec_.data.batch_size) * world_.size();
+  snapshot.metadata = {
+      {"format", kCheckpointFormat},
+      {"version", SDP_VERSION},
+      {"model", spec_.model.name},
+      {"fingerprint", hex(store.fingerprint())},
+      {"step", std::to_string(at.step)},
+      {"epoch", std::to_string(at.cursor.epoch)},
+      {"cursor_epoch", std::to_string(at.cursor.epoch)},
+      {"cursor_offset", std::to_string(at.cursor.offset)},
+      {"world_size", std::to_string(world_.size())},
+      {"batch_size", std::to_string(spec_.data.batch_size)},
+      {"global_batch", std::to_string(global_batch)},
+      {"steps_per_epoch", std::to_string(steps_per_epoch)},
+      {"total_steps", std::to_string(total_steps)},
+      {"optimizer", optimizer_.name()},
+      {"optimizer_steps", std::to_string(optimizer_.step_count())},
+      {"lr_next", num(schedule.lr_at(at.step))},
+      {"peak_lr", num(schedule.peak_lr())},
+      {"seed", std::to_string(spec_.seed)},
+      // Nothing else draws random numbers that a resume must continue: the data order and
+      // augmentation are functions of (seed, epoch, sample). Dropout masks are not saved.
+      {"rng", "none"},
+      {"job_spec", job_spec_to_yaml(spec_)},
+  };
+  {
+    ArenaViews params{store.param_arena(), {}};
+    for (const Param& p : store.params()) params.views.push_back({p.name, p.value});
+    add_to_snapshot(snapshot, params);
+  }
+  if (!store.buffers().empty()) {
+    ArenaViews buffers{store.buffer_arena(), {}};
+    for (const Buffer& b : store.buffers()) buffers.views.push_back({b.name, b.value});
+    add_to_snapshot(snapshot, buffers);
+  }
+  for (const ArenaViews& g : optimizer_groups(optimizer_, store)) add_to_snapshot(snapshot, g);
+  writer_->submit(std::move(snapshot));
+  if (wait) writer_->wait();
+  blocked_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+void Checkpointer::wait() {
+  if (writer_) writer_->wait();
+}
+
+std::string Checkpointer::last_path() const {
+  return writer_ ? writer_->last_written() : std::string();
+}
+
+std::optional<ResumePoint> Checkpointer::resume(Communicator& comm, int64_t steps_per_epoch) {
+  const std::string& mode = spec_.checkpoint.resume;
+  if (mode == "never") return std::nullopt;
+  std::string chosen;  // rank 0: the checkpoint's metadata as JSON; "" = start afresh
+  run_on_all_ranks(world_.comm(), [&] {
+    if (world_.rank() != 0) return;
+    std::optional<Checkpoint> c;
+    if (mode == "auto") {
+      std::vector<std::string> skipped;
+      c = find_newest_checkpoint(spec_.checkpoint.dir, &skipped);
+      for (const std::string& s : skipped) log_warn("skipping checkpoint " + s);
+    } else {
+      try {
+        c = read_checkpoint(mode);
+      } catch (const InputError& e) {
+        throw InputError("key 'checkpoint.resume': " + std::string(e.what()));
+      }
+    }
+    if (!c) return;
+    restore_on_rank0(*c, spec_, model_, optimizer_);
+    nlohmann::json meta = c->metadata;
+    meta["path"] = c->path;
+    meta.erase("job_spec");  // not needed by the other ranks
+    chosen = meta.dump();
+  });
+  chosen = broadcast_string(world_.comm(), chosen, 0);
+  if (chosen.empty()) return std::nullopt;
+  const auto meta = nlohmann::json::parse(chosen).get<std::map<std::string, std::string>>();
+  auto get = [&](const char* key) { return std::stoll(meta.at(key)); };
+
+  // Parameters and buffers reach the other ranks with every run's start-up broadcast
+  // (Trainer::start_replicas); the optimizer state goes here, from the same rank 0.
+  for (const NamedTensor& arena : optimizer_.state_arenas())
+    comm.broadcast(CommBuffer::of(arena.tensor), {0})->wait();
+  optimizer_.set_step_count(get("optimizer_steps"));
+
+  ResumePoint point;
+  point.path = meta.at("path");
+  point.checkpoint_step = get("step");
+  point.position.cursor = SampleCursor{get("cursor_epoch"), get("cursor_offset")};
+  const int64_t old_global = get("global_batch");
+  const int64_t new_global = static_cast<int64_t>(spec_.data.batch_size) * world_.size();
+  if (old_global == new_global && get("steps_per_epoch") == steps_per_epoch) {
+    point.position.step = point.checkpoint_step;
+  } else {
+    // The step count is in global batches, which changed: count the steps this run would
+    // have taken to reach the same sample cursor (the LR schedule is a function of it).
+    point.position.step =
+        point.position.cursor.epoch * steps_per_epoch + point.position.cursor.offset / new_global;
+  }
+  if (world_.rank() == 0) {
+    std::string line = "resuming from " + point.path + ": step " +
+                       std::to_string(point.checkpoint_step) + ", epoch " +
+                       std::to_string(point.position.cursor.epoch + 1) + " at sample " +
+                       std::to_string(point.position.cursor.offset) +
+                       " of its permutation, optimizer update " + meta.at("optimizer_steps");
+    if (point.position.step != point.checkpoint_step || get("world_size") != world_.size() ||
+        old_global != new_global)
+      line +=
+          "; re-derived for this run: world size " + meta.at("world_size") + " -> " +
+          std::to_string(world_.size()) + ", global batch " + std::to_string(old_global) + " -> " +
+          std::to_string(new_global) + ", steps per epoch " + meta.at("steps_per_epoch") + " -> " +
+          std::to_string(steps_per_epoch) + ", peak LR " + meta.at("peak_lr") + " -> " +
+          num(spec_.optimizer.lr_scaling.scaled(spec_.optimizer.lr, world_.size())) + ", step " +
+          std::to_string(point.checkpoint_step) + " -> " + std::to_string(point.position.step);
+    log_info(line);
+  }
+  return point;
+}
+
+}  // namespace sdp
