@@ -95,7 +95,13 @@ void add_to_snapshot(CheckpointSnapshot& snapshot, const ArenaViews& group) {
 
 std::string write_checkpoint(const CheckpointSnapshot& snapshot) {
   const std::string path = checkpoint_path(snapshot.dir, snapshot.step);
-  save_safetensors(path, snapshot.tensors, snapshot.metadata);
+  try {
+    save_safetensors(path, snapshot.tensors, snapshot.metadata);
+  } catch (const RuntimeError& e) {
+    throw RuntimeError("the checkpoint of step " + std::to_string(snapshot.step) +
+                       " was not written (earlier checkpoints are kept): " + e.what() +
+                       "; free space there or choose another checkpoint.dir");
+  }
   // Only now, with the new checkpoint complete on disk, may older ones go.
   if (snapshot.keep_last > 0) {
     const auto all = list_checkpoints(snapshot.dir);

@@ -1,10 +1,10 @@
 #include "train/checkpointing.hpp"
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,11 +26,11 @@ std::string hex(uint64_t v) {
   return text;
 }
 
+// The shortest text that reads back as the same double (0.04, not 0.040000000000000001).
 std::string num(double v) {
-  std::ostringstream out;
-  out.precision(17);
-  out << v;
-  return out.str();
+  char text[64];
+  const auto result = std::to_chars(text, text + sizeof text, v);
+  return std::string(text, result.ptr);
 }
 
 const char* kOptimizerPrefix = "optimizer.";

@@ -105,9 +105,9 @@ TrainResult Trainer::run() {
     result_.interrupted = true;
     result_.checkpoint_blocked_seconds = checkpointer_->blocked_seconds();
     if (world_.rank() == 0)
-      log_info("interrupted by signal " + std::to_string(interruption_signal()) + " at step " + std::to_string(step_) +
-               ": checkpoint " + checkpoint_path(spec_.checkpoint.dir, step_) +
-               " written; run the same job again to continue (checkpoint.resume: auto)");
+      log_info("interrupted (SIGTERM or SIGINT on at least one rank): stopped at step " + std::to_string(step_) +
+               " with checkpoint " + checkpoint_path(spec_.checkpoint.dir, step_) +
+               "; every rank exits 0; run the same job again to continue (checkpoint.resume: auto)");
     return result_;
   }
   finish();
