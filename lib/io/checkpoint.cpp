@@ -77,8 +77,14 @@ std::optional<Checkpoint> find_newest_checkpoint(const std::string& dir,
   return std::nullopt;
 }
 
-void add_to_snapshot(CheckpointSnapshot& snapshot, const ArenaViews& group) {
-  Tensor copy(group.arena.shape(), group.arena.dtype(), Device::cpu());
+void add_to_snapshot(CheckpointSnapshot& snapshot, const ArenaViews& group, Tensor* reuse) {
+  Tensor copy;
+  if (reuse != nullptr && reuse->defined() && reuse->nbytes() == group.arena.nbytes() &&
+      reuse->dtype() == group.arena.dtype() && reuse->device().is_cpu())
+    copy = *reuse;  // shares the buffer
+  else
+    copy = Tensor(group.arena.shape(), group.arena.dtype(), Device::cpu());
+  if (reuse != nullptr) *reuse = copy;
   copy.copy_from(group.arena);
   const char* live = static_cast<const char*>(group.arena.raw());
   auto owner = std::make_shared<Tensor>(copy);

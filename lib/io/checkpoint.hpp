@@ -74,8 +74,12 @@ struct ArenaViews {
   std::vector<NamedTensor> views;  // each lies inside `arena`
 };
 
-// Copies every arena to host memory and points the snapshot's tensors at the copies.
-void add_to_snapshot(CheckpointSnapshot& snapshot, const ArenaViews& group);
+// Copies the arena to host memory and points the snapshot's tensors at the copy. With
+// `reuse`, the copy goes into *reuse when it has the arena's size (else a new buffer is made
+// and kept there): fresh memory costs its page faults on every checkpoint (ResNet-50: 110 ms
+// of a 140 ms snapshot), reused memory only the copy. The caller must not reuse a buffer
+// while a write from it is in flight (CheckpointWriter::wait first).
+void add_to_snapshot(CheckpointSnapshot& snapshot, const ArenaViews& group, Tensor* reuse = nullptr);
 
 // Writes the snapshot atomically and removes the oldest checkpoints beyond keep_last.
 // Returns the path written. Throws RuntimeError naming the path on failure.

@@ -51,6 +51,20 @@ std::vector<ArenaViews> optimizer_groups(const Optimizer& optimizer, const Param
   return groups;
 }
 
+// The job's state, arena by arena: parameters, buffers, optimizer state (live views).
+std::vector<ArenaViews> state_groups(const nn::Model& model, const Optimizer& optimizer) {
+  const ParameterStore& store = model.store();
+  std::vector<ArenaViews> groups;
+  groups.push_back({store.param_arena(), {}});
+  for (const Param& p : store.params()) groups.back().views.push_back({p.name, p.value});
+  if (!store.buffers().empty()) {
+    groups.push_back({store.buffer_arena(), {}});
+    for (const Buffer& b : store.buffers()) groups.back().views.push_back({b.name, b.value});
+  }
+  for (ArenaViews& g : optimizer_groups(optimizer, store)) groups.push_back(std::move(g));
+  return groups;
+}
+
 // Every tensor the job's state consists of, by checkpoint name (live views).
 std::map<std::string, Tensor> live_tensors(nn::Model& model, const Optimizer& optimizer) {
   std::map<std::string, Tensor> all;
@@ -101,7 +115,12 @@ void restore_on_rank0(const Checkpoint& c, const JobSpec& spec, nn::Model& model
 Checkpointer::Checkpointer(const JobSpec& spec, const World& world, nn::Model& model,
                            Optimizer& optimizer)
     : spec_(spec), world_(world), model_(model), optimizer_(optimizer) {
-  if (world.rank() == 0) writer_ = std::make_unique<CheckpointWriter>();
+  if (world.rank() != 0) return;
+  writer_ = std::make_unique<CheckpointWriter>();
+  // The host copies are made (and their pages touched) now, before step 0, so that no
+  // checkpoint pays for fresh memory in the step loop.
+  for (const ArenaViews& g : state_groups(model_, optimizer_))
+    copies_.emplace_back(g.arena.shape(), g.arena.dtype(), Device::cpu());
 }
 
 void Checkpointer::save(const TrainPosition& at, const LrSchedule& schedule,
@@ -109,6 +128,8 @@ void Checkpointer::save(const TrainPosition& at, const LrSchedule& schedule,
   last_saved_step_ = at.step;
   if (!writer_) return;
   const auto start = Clock::now();
+  // The previous write reads from copies_: it must be done before they are overwritten.
+  writer_->wait();
   CheckpointSnapshot snapshot;
   snapshot.dir = spec_.checkpoint.dir;
   snapshot.step = at.step;
@@ -139,17 +160,9 @@ void Checkpointer::save(const TrainPosition& at, const LrSchedule& schedule,
       {"rng", "none"},
       {"job_spec", job_spec_to_yaml(spec_)},
   };
-  {
-    ArenaViews params{store.param_arena(), {}};
-    for (const Param& p : store.params()) params.views.push_back({p.name, p.value});
-    add_to_snapshot(snapshot, params);
-  }
-  if (!store.buffers().empty()) {
-    ArenaViews buffers{store.buffer_arena(), {}};
-    for (const Buffer& b : store.buffers()) buffers.views.push_back({b.name, b.value});
-    add_to_snapshot(snapshot, buffers);
-  }
-  for (const ArenaViews& g : optimizer_groups(optimizer_, store)) add_to_snapshot(snapshot, g);
+  const std::vector<ArenaViews> groups = state_groups(model_, optimizer_);
+  copies_.resize(groups.size());
+  for (std::size_t i = 0; i < groups.size(); ++i) add_to_snapshot(snapshot, groups[i], &copies_[i]);
   writer_->submit(std::move(snapshot));
   if (wait) writer_->wait();
   blocked_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();

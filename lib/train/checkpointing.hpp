@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config/job_spec.hpp"
 #include "data/sampler.hpp"
@@ -71,6 +72,9 @@ class Checkpointer {
   nn::Model& model_;
   Optimizer& optimizer_;
   std::unique_ptr<CheckpointWriter> writer_;  // rank 0 only
+  // Rank 0: host copies of the arenas, kept between checkpoints (see add_to_snapshot):
+  // one model's parameters, buffers and optimizer state of host memory for the whole run.
+  std::vector<Tensor> copies_;
   double blocked_seconds_ = 0;
   int64_t last_saved_step_ = -1;
 };
