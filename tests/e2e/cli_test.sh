@@ -131,10 +131,10 @@ resume_bitwise() {
 
 
 # signal_run NP rank|mpirun ARGS...: starts the job on NP ranks, waits for its first [step]
-# line, sends SIGTERM to rank 1's process (rank) or to mpirun, and waits. Only processes this
-# script started are signalled (mpirun's own children).
+# line, sends $SIGNAL (default TERM) to rank 1's process (rank) or to mpirun, and waits. Only
+# processes this script started are signalled (mpirun's own children).
 signal_run() {
-  local np=$1 target=$2; shift 2
+  local np=$1 target=$2 sig=${SIGNAL:-TERM}; shift 2
   RUNS=$((RUNS + 1)); mkdir -p "$WORK/run$RUNS"
   (cd "$WORK/run$RUNS" && exec mpirun -np "$np" --oversubscribe "$BIN" "$@") >"$WORK/out" 2>&1 &
   local mp=$! i
@@ -143,10 +143,11 @@ signal_run() {
   if [ "$target" = rank ]; then
     local ranks=($(pgrep -P $mp))
     [ ${#ranks[@]} -eq "$np" ] || { kill -KILL $mp; fail "expected $np rank processes under mpirun, found ${ranks[*]}"; }
-    kill -TERM "${ranks[1]}"
+    kill -"$sig" "${ranks[1]}"
   else
-    kill -TERM $mp
+    kill -"$sig" $mp
   fi
+  SIGNALLED_AT=$(date +%s)
   local waited=0
   while kill -0 $mp 2>/dev/null && [ $waited -lt $((HANG_LIMIT * 10)) ]; do sleep 0.1; waited=$((waited + 1)); done
   kill -0 $mp 2>/dev/null && { kill -KILL $mp; fail "hung after SIGTERM"; }
@@ -434,6 +435,18 @@ PY
     check_interrupted
     expect_ok 2 "${job[@]}"
     grep -q '^\[done\] steps=3000 ' "$WORK/out" || fail "the restarted job did not end at step 3000" ;;
+  ckpt_kill9_rank)
+    # kill -9 of one rank: the job ends promptly and non-zero; the newest checkpoint loads.
+    ckpt_args
+    job=("${CKPT_ARGS[@]}" --set train.log_every=50 --set train.max_steps=3000 --set train.epochs=1000
+         --set checkpoint.every_steps=20 --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m")
+    SIGNAL=KILL signal_run 2 rank "${job[@]}"
+    took=$(( $(date +%s) - SIGNALLED_AT ))
+    [ $STATUS -ne 0 ] || fail "exit status 0 after kill -9 of a rank"
+    [ $took -le 10 ] || fail "took ${took}s to end after kill -9 of a rank"
+    echo "exit status $STATUS ${took}s after kill -9"
+    expect_ok 0 "${job[@]}" --set train.max_steps=100
+    grep -qE 'resuming from .*ckpt-0+[1-9][0-9]*.safetensors' "$WORK/out" || fail "the newest checkpoint did not load" ;;
   preflight_unwritable_model_dir)
     expect_error 2 "key 'output.model_dir': cannot write to '/proc/x'" --config "$SRC/configs/quickstart.yaml" --set output.model_dir=/proc/x
     grep -q '^\[step' "$WORK/out" && fail "trained before failing"
