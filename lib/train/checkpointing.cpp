@@ -124,8 +124,20 @@ Checkpointer::Checkpointer(const JobSpec& spec, const World& world, nn::Model& m
 }
 
 void Checkpointer::save(const TrainPosition& at, const LrSchedule& schedule,
-                        int64_t steps_per_epoch, int64_t total_steps, bool wait) {
+                        int64_t steps_per_epoch, int64_t total_steps, bool wait,
+                        Communicator& comm) {
   last_saved_step_ = at.step;
+  // First, before anything on rank 0 may throw: the collective part. Every rank's buffer
+  // arena reaches rank 0 (an allgather: small, BatchNorm statistics only).
+  const ParameterStore& live = model_.store();
+  Tensor all_buffers;
+  if (world_.size() > 1 && !live.buffers().empty()) {
+    const int64_t count = live.buffer_arena().numel();
+    all_buffers = Tensor({count * world_.size()}, live.buffer_arena().dtype(), live.device());
+    all_buffers.slice(count * world_.rank(), count).copy_from(live.buffer_arena());
+    comm.allgather(CommBuffer::of(all_buffers), std::vector<int64_t>(world_.size(), count))
+        ->wait();
+  }
   if (!writer_) return;
   const auto start = Clock::now();
   // The previous write reads from copies_: it must be done before they are overwritten.
@@ -163,6 +175,16 @@ void Checkpointer::save(const TrainPosition& at, const LrSchedule& schedule,
   const std::vector<ArenaViews> groups = state_groups(model_, optimizer_);
   copies_.resize(groups.size());
   for (std::size_t i = 0; i < groups.size(); ++i) add_to_snapshot(snapshot, groups[i], &copies_[i]);
+  if (all_buffers.defined() && all_buffers.numel() > 0) {
+    const int64_t count = live.buffer_arena().numel();
+    ArenaViews others{all_buffers, {}};
+    for (int r = 1; r < world_.size(); ++r)
+      for (const Buffer& b : live.buffers())
+        others.views.push_back(
+            {"ranks." + std::to_string(r) + "." + b.name,
+             all_buffers.slice(r * count + b.offset, shape_numel(b.shape)).reshaped(b.shape)});
+    add_to_snapshot(snapshot, others);
+  }
   writer_->submit(std::move(snapshot));
   if (wait) writer_->wait();
   blocked_seconds_ += std::chrono::duration<double>(Clock::now() - start).count();
@@ -170,6 +192,38 @@ void Checkpointer::save(const TrainPosition& at, const LrSchedule& schedule,
 
 void Checkpointer::wait() {
   if (writer_) writer_->wait();
+}
+
+bool Checkpointer::stash_rank_buffers(const Checkpoint& c) {
+  const ParameterStore& store = model_.store();
+  if (world_.size() == 1 || store.buffers().empty() || c.meta_int("world_size") != world_.size())
+    return false;
+  std::map<std::string, const Tensor*> stored;
+  for (const NamedTensor& t : c.tensors) stored[t.name] = &t.tensor;
+  const int64_t count = store.buffer_arena().numel();
+  Tensor all({count * world_.size()}, store.buffer_arena().dtype(), Device::cpu());
+  for (int r = 1; r < world_.size(); ++r)
+    for (const Buffer& b : store.buffers()) {
+      auto it = stored.find("ranks." + std::to_string(r) + "." + b.name);
+      if (it == stored.end() || it->second->shape() != b.shape) return false;  // rank 0's for all
+      all.slice(r * count + b.offset, shape_numel(b.shape)).copy_from(*it->second);
+    }
+  rank_buffers_ = all;
+  return true;
+}
+
+void Checkpointer::restore_rank_buffers(Communicator& comm) {
+  if (!rank_buffers_pending_) return;
+  rank_buffers_pending_ = false;
+  const ParameterStore& store = model_.store();
+  const int64_t count = store.buffer_arena().numel();
+  Tensor all({count * world_.size()}, store.buffer_arena().dtype(), store.device());
+  if (world_.rank() == 0) all.copy_from(rank_buffers_);
+  comm.broadcast(CommBuffer::of(all), {0})->wait();
+  // Rank 0's own slot was never filled: it keeps the buffers it restored.
+  Tensor mine = store.buffer_arena();  // a view: copying into it restores the live buffers
+  if (world_.rank() != 0) mine.copy_from(all.slice(count * world_.rank(), count));
+  rank_buffers_ = Tensor();
 }
 
 std::string Checkpointer::last_path() const {
@@ -197,6 +251,7 @@ std::optional<ResumePoint> Checkpointer::resume(Communicator& comm, int64_t step
     if (!c) return;
     restore_on_rank0(*c, spec_, model_, optimizer_);
     nlohmann::json meta = c->metadata;
+    if (stash_rank_buffers(*c)) meta["rank_buffers"] = "1";
     meta["path"] = c->path;
     meta.erase("job_spec");  // not needed by the other ranks
     chosen = meta.dump();
@@ -204,6 +259,7 @@ std::optional<ResumePoint> Checkpointer::resume(Communicator& comm, int64_t step
   chosen = broadcast_string(world_.comm(), chosen, 0);
   if (chosen.empty()) return std::nullopt;
   const auto meta = nlohmann::json::parse(chosen).get<std::map<std::string, std::string>>();
+  rank_buffers_pending_ = meta.count("rank_buffers") > 0;
   auto get = [&](const char* key) { return std::stoll(meta.at(key)); };
 
   // Parameters and buffers reach the other ranks with every run's start-up broadcast

@@ -86,6 +86,7 @@ void Trainer::start_replicas() {
   }
   world_comm_->broadcast(CommBuffer::of(store.param_arena()), {0})->wait();
   world_comm_->broadcast(CommBuffer::of(store.buffer_arena()), {0})->wait();
+  checkpointer_->restore_rank_buffers(*world_comm_);  // each rank's own BatchNorm statistics
   parallel_ = std::make_unique<DataParallel>(*parts_.model, spec_.distributed, world_);
 }
 
@@ -178,7 +179,7 @@ void Trainer::save_checkpoint(bool wait) {
   // every rank together with its message instead of an abort.
   const double blocked_before = checkpointer_->blocked_seconds();
   run_on_all_ranks(world_.comm(), [&] {
-    checkpointer_->save(position(), *schedule_, steps_per_epoch_, total_steps_, wait);
+    checkpointer_->save(position(), *schedule_, steps_per_epoch_, total_steps_, wait, *world_comm_);
   });
   if (world_.rank() == 0)
     log_info("checkpoint at step " + std::to_string(step_) + ": " + checkpoint_path(spec_.checkpoint.dir, step_) +

@@ -111,10 +111,11 @@ assert not bad, bad
 print(f"{len(a)} tensors bitwise identical")
 PY
 }
-# resume_bitwise NP: 40 steps at once vs 15 steps, then the same job resumed to 40 steps.
+# resume_bitwise NP [ARGS...]: 40 steps at once vs 15 steps, then the same job resumed to 40.
 resume_bitwise() {
-  local np=$1
+  local np=$1; shift
   ckpt_args
+  CKPT_ARGS+=("$@")
   expect_ok "$np" "${CKPT_ARGS[@]}" --set train.max_steps=40 --set checkpoint.dir="$WORK/ckA" --set output.model_dir="$WORK/mA"
   step_losses >"$WORK/once.txt"
   expect_ok "$np" "${CKPT_ARGS[@]}" --set train.max_steps=15 --set checkpoint.dir="$WORK/ckB" --set output.model_dir="$WORK/mB"
@@ -365,6 +366,10 @@ PY
     resume_bitwise 0 ;;
   ckpt_resume_bitwise_np2)
     resume_bitwise 2 ;;
+  ckpt_resume_bitwise_batchnorm_np2)
+    # ResNet-20: each rank's own BatchNorm running statistics come back too (final model).
+    resume_bitwise 2 --set model.name=resnet20 --set data.synthetic.channels=3 --set data.synthetic.height=16 \
+      --set data.synthetic.width=16 --set data.batch_size=16 ;;
   ckpt_resume_other_world_size)
     # 2 ranks stop at step 10 (global batch 128 = 1280 samples); 1 rank continues from the
     # same sample cursor with batch 64: step 20 of its count, 44 steps to go to 64.
