@@ -96,6 +96,12 @@ void restore_on_rank0(const Checkpoint& c, const JobSpec& spec, nn::Model& model
   if (c.meta("optimizer") != optimizer.name())
     throw InputError(cannot_resume(c) + "it holds the state of optimizer '" + c.meta("optimizer") +
                      "' but key 'optimizer.name' is '" + optimizer.name() + "'" + kWayOut);
+  // Every rank reads these after the broadcast: they must be present and numbers now, while
+  // a bad file is still rank 0's agreed error.
+  for (const char* key : {"step", "cursor_epoch", "cursor_offset", "world_size", "global_batch",
+                          "steps_per_epoch", "optimizer_steps"})
+    if (c.meta_int(key) < 0)
+      throw InputError(c.path + ": checkpoint metadata '" + key + "' is negative");
   std::map<std::string, const Tensor*> stored;
   for (const NamedTensor& t : c.tensors) stored[t.name] = &t.tensor;
   for (auto& [name, live] : live_tensors(model, optimizer)) {

@@ -40,6 +40,9 @@ Device model_device(const DeviceAssignment& assignment, int rank) {
 }  // namespace
 
 TrainResult train(JobSetup& setup) {
+  // From here a signal no longer kills the process: it stops the run at the first step
+  // boundary it reaches (one that comes while the data loads stops the run after step 1).
+  install_interruption_handlers();
   // Before the data is read: an unwritable output location must not cost a whole run.
   check_output_locations(setup.spec, *setup.world);
   return Trainer(setup).run();
@@ -91,8 +94,6 @@ void Trainer::start_replicas() {
 }
 
 TrainResult Trainer::run() {
-  // From here a signal no longer kills the process: it stops the run at a step boundary.
-  install_interruption_handlers();
   start_replicas();
   log_.start(*schedule_, steps_per_epoch_, total_steps_, parts_.model->store().num_parameters());
   for (int64_t epoch = cursor_.epoch; epoch < epochs_; ++epoch) {
