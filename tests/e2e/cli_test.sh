@@ -499,6 +499,20 @@ PY
     grep -q 'peak_lr=0.1 ' "$WORK/out" || fail "LR not scaled to 2 x 0.05"
     echo "1 rank: $one, 2 ranks: $two"
     python3 -c "import sys; sys.exit(0 if float('$two') >= float('$one') - 0.003 else 1)" || fail "2 ranks $two vs 1 rank $one" ;;
+  mnist_lenet5_resume_2_to_1)
+    # 2 ranks stop after 400 steps (global batch 128); 1 rank resumes from the same sample
+    # and finishes the 3 epochs: test accuracy within 0.3% of the uninterrupted 1-rank run.
+    need_data mnist; mnist=$DATA
+    args=(--config "$SRC/configs/lenet-mnist.yaml" --set train.epochs=3 --set threads=1 --set output.metrics=
+          --set output.model_dir="$WORK/model" --set data.train="$mnist" --set data.test="$mnist")
+    expect_ok 0 "${args[@]}" --set checkpoint.dir="$WORK/ck1"
+    one=$(final_accuracy)
+    expect_ok 2 "${args[@]}" --set checkpoint.dir="$WORK/ck" --set train.max_steps=400 --set optimizer.warmup_epochs=1
+    expect_ok 0 "${args[@]}" --set checkpoint.dir="$WORK/ck"
+    grep -q 'world size 2 -> 1, global batch 128 -> 64, steps per epoch 468 -> 937' "$WORK/out" || fail "no re-derivation logged"
+    resumed=$(final_accuracy)
+    echo "1 rank: $one, 2 ranks then 1: $resumed"
+    python3 -c "import sys; sys.exit(0 if float('$resumed') >= float('$one') - 0.003 else 1)" || fail "resumed $resumed vs $one" ;;
   mnist_lenet5_pytorch_recipe)
     # PyTorch 1.13 reaches 98.3-98.5% with this recipe here: LeNet-5, SGD lr 0.01 momentum 0.9,
     # batch 64, constant LR, 3 epochs. sdp-train must be within 0.3%.
