@@ -54,7 +54,11 @@ wait_for_hosts() {
   done
 }
 
+# A spot reclaim gives 120 s after SIGTERM. Open MPI 4's mpirun passes SIGTERM on to the
+# ranks only after odls_base_sigkill_timeout seconds and SIGKILLs them as long again later
+# (default 1 s each): 30 s lets the ranks finish the step and write their checkpoint.
 cmd=(mpirun --allow-run-as-root -np "$TOTAL" -H "$HOST_LIST" --bind-to none
+     --mca odls_base_sigkill_timeout "${SDP_SIGKILL_TIMEOUT:-30}"
      -x PATH -x LD_LIBRARY_PATH -x OMP_NUM_THREADS)
 if [ -n "$NETWORK_INTERFACE" ]; then
   cmd+=(--mca btl_tcp_if_include "$NETWORK_INTERFACE" --mca oob_tcp_if_include "$NETWORK_INTERFACE"
@@ -70,7 +74,7 @@ if [ "${SDP_DRY_RUN:-0}" = 1 ]; then
 fi
 
 if [ "${#HOSTS[@]}" -eq 1 ]; then
-  exec mpirun --allow-run-as-root -np "$PROCS_PER_HOST" --bind-to none "$SDP_TRAIN" --resource-config "$RESOURCE_CONFIG" "$@"
+  exec mpirun --allow-run-as-root -np "$PROCS_PER_HOST" --bind-to none --mca odls_base_sigkill_timeout "${SDP_SIGKILL_TIMEOUT:-30}" "$SDP_TRAIN" --resource-config "$RESOURCE_CONFIG" "$@"
 fi
 if [ "$CURRENT_HOST" = "$LEADER" ]; then
   wait_for_hosts

@@ -44,6 +44,15 @@ void JobSpecLoader::apply_yaml_file(const std::string& path) {
   if (!in) throw InputError("config file '" + path + "' not found or not readable");
   std::stringstream buffer;
   buffer << in.rdbuf();
+  // An empty file (or comments only) is almost always a mistake (a failed copy, the wrong
+  // path): training the defaults silently would hide it. Empty text from elsewhere (tests)
+  // keeps every default; malformed YAML is reported with its line by apply_yaml_text.
+  bool empty = false;
+  try {
+    empty = YAML::Load(buffer.str()).IsNull();
+  } catch (const YAML::Exception&) {
+  }
+  if (empty) throw InputError("config file '" + path + "' is empty (no keys): give at least one key, e.g. model: {name: mlp}");
   apply_yaml_text(buffer.str(), path);
 }
 

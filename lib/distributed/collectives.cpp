@@ -32,6 +32,15 @@ std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& val
   return out;
 }
 
+std::string broadcast_string(MPI_Comm comm, const std::string& value, int root) {
+  uint64_t size = value.size();
+  SDP_MPI_CHECK(MPI_Bcast(&size, 1, MPI_UINT64_T, root, comm));
+  std::string out = value;
+  out.resize(size);
+  if (size > 0) SDP_MPI_CHECK(MPI_Bcast(out.data(), static_cast<int>(size), MPI_CHAR, root, comm));
+  return out;
+}
+
 int first_rank_differing(MPI_Comm comm, uint64_t value) {
   int size = 1;
   SDP_MPI_CHECK(MPI_Comm_size(comm, &size));

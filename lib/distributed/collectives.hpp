@@ -18,6 +18,8 @@ void allreduce_sum(MPI_Comm comm, double* data, int64_t count);
 // Every rank's value, indexed by rank in `comm`. Strings are cut at 255 bytes.
 std::vector<int> allgather_ints(MPI_Comm comm, int value);
 std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& value);
+// `value` of rank `root` on every rank (any length: checkpoint metadata, a few KB).
+std::string broadcast_string(MPI_Comm comm, const std::string& value, int root = 0);
 
 // Same 64-bit value on every rank? Returns the lowest rank whose value differs from rank 0's,
 // or -1 when all agree.

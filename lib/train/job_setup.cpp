@@ -120,7 +120,12 @@ std::string describe_plan(const JobSetup& setup) {
   out << "  training     : " << s.train.epochs << " epoch(s)";
   if (s.train.max_steps > 0) out << ", at most " << s.train.max_steps << " steps";
   out << "\n";
-  out << "  outputs      : model " << s.output.model_dir << ", checkpoints " << s.checkpoint.dir;
+  out << "  outputs      : model " << s.output.model_dir << ", checkpoints " << s.checkpoint.dir
+      << " ("
+      << (s.checkpoint.every_steps > 0 ? "every " + std::to_string(s.checkpoint.every_steps) +
+                                             " steps and at the end"
+                                       : std::string("at the end"))
+      << ", keep " << s.checkpoint.keep_last << ", resume " << s.checkpoint.resume << ")";
   if (!s.output.metrics.empty()) out << ", metrics " << s.output.metrics;
   out << "\n";
   return out.str();

@@ -1,5 +1,6 @@
 #include "train/trainer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -13,7 +14,9 @@
 #include "distributed/watchdog.hpp"
 #include "nn/threads.hpp"
 #include "train/evaluation.hpp"
+#include "train/interruption.hpp"
 #include "train/model_output.hpp"
+#include "train/output_check.hpp"
 
 namespace sdp {
 
@@ -37,6 +40,11 @@ Device model_device(const DeviceAssignment& assignment, int rank) {
 }  // namespace
 
 TrainResult train(JobSetup& setup) {
+  // From here a signal no longer kills the process: it stops the run at the first step
+  // boundary it reaches (one that comes while the data loads stops the run after step 1).
+  install_interruption_handlers();
+  // Before the data is read: an unwritable output location must not cost a whole run.
+  check_output_locations(setup.spec, *setup.world);
   return Trainer(setup).run();
 }
 
@@ -52,6 +60,7 @@ Trainer::Trainer(JobSetup& setup)
   epochs_ = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
   schedule_ = std::make_unique<LrSchedule>(
       make_schedule(spec_.optimizer, world_.size(), steps_per_epoch_, total_steps_));
+  checkpointer_ = std::make_unique<Checkpointer>(spec_, world_, *parts_.model, *parts_.optimizer);
 }
 
 void Trainer::start_replicas() {
@@ -72,17 +81,36 @@ void Trainer::start_replicas() {
   CommunicatorOptions options;
   options.device = store.device();
   world_comm_ = make_communicator(spec_.distributed.backend, world_.comm(), options);
+  // Resume before the broadcasts below: they carry rank 0's restored weights and buffers.
+  if (auto point = checkpointer_->resume(*world_comm_, steps_per_epoch_)) {
+    step_ = point->position.step;
+    cursor_ = point->position.cursor;
+    if (step_ == point->checkpoint_step) checkpointer_->note_on_disk(step_);
+  }
   world_comm_->broadcast(CommBuffer::of(store.param_arena()), {0})->wait();
   world_comm_->broadcast(CommBuffer::of(store.buffer_arena()), {0})->wait();
+  checkpointer_->restore_rank_buffers(*world_comm_);  // each rank's own BatchNorm statistics
   parallel_ = std::make_unique<DataParallel>(*parts_.model, spec_.distributed, world_);
 }
 
 TrainResult Trainer::run() {
   start_replicas();
   log_.start(*schedule_, steps_per_epoch_, total_steps_, parts_.model->store().num_parameters());
-  for (int64_t epoch = 0; epoch < epochs_; ++epoch) {
+  for (int64_t epoch = cursor_.epoch; epoch < epochs_; ++epoch) {
     run_epoch(epoch);
+    if (stop_agreed_) break;
     evaluate_after_epoch(epoch);
+  }
+  if (stop_agreed_) {
+    // The checkpoint of this step is on disk (after_step); no evaluation, no final model.
+    result_.steps = step_;
+    result_.interrupted = true;
+    result_.checkpoint_blocked_seconds = checkpointer_->blocked_seconds();
+    if (world_.rank() == 0)
+      log_info("interrupted (SIGTERM or SIGINT on at least one rank): stopped at step " + std::to_string(step_) +
+               " with checkpoint " + checkpoint_path(spec_.checkpoint.dir, step_) +
+               "; every rank exits 0; run the same job again to continue (checkpoint.resume: auto)");
+    return result_;
   }
   finish();
   return result_;
@@ -90,7 +118,10 @@ TrainResult Trainer::run() {
 
 void Trainer::run_epoch(int64_t epoch) {
   TrainLoader& loader = *parts_.loader;
-  loader.start(SampleCursor{epoch, 0}, std::min(steps_per_epoch_, total_steps_ - step_));
+  if (cursor_.epoch < epoch) cursor_ = SampleCursor{epoch, 0};  // the dropped tail of the last epoch
+  const int64_t steps = std::min(loader.sampler().steps_left(cursor_), total_steps_ - step_);
+  if (steps <= 0) return;
+  loader.start(cursor_, steps);
   while (const Batch* batch = loader.next()) {
     const auto step_start = Clock::now();
     const double lr = schedule_->lr_at(step_);
@@ -99,7 +130,9 @@ void Trainer::run_epoch(int64_t epoch) {
     result_.train_seconds += step_seconds;
     log_.record_step(loss, step_seconds, parallel_->exposed_comm_seconds());
     ++step_;
+    cursor_ = batch->next_cursor;
     after_step(epoch, lr);
+    if (stop_agreed_) break;
   }
 }
 
@@ -114,9 +147,12 @@ double Trainer::train_step(const Batch& batch, int64_t epoch, double lr) {
   const float loss = model.forward(batch.images, batch.labels.data(), /*training=*/true);
   model.backward();
   parallel_->finish_step();  // every gradient bucket averaged over the ranks
-  // Every rank learns whether any rank's loss went bad, so all stop at the same step.
-  double loss_sum = loss;
-  if (world_.size() > 1) allreduce_sum(world_.comm(), &loss_sum, 1);
+  // Every rank learns whether any rank's loss went bad, so all stop at the same step; the
+  // same allreduce carries the interruption flags, so agreeing on a stop costs nothing extra.
+  double agreed[2] = {loss, interruption_requested() ? 1.0 : 0.0};
+  if (world_.size() > 1) allreduce_sum(world_.comm(), agreed, 2);
+  const double loss_sum = agreed[0];
+  stop_agreed_ = agreed[1] > 0;
   if (!std::isfinite(loss_sum))
     throw CollectiveFailure(ExitCode::kRuntime,
                             "step " + std::to_string(step_) + " (epoch " + std::to_string(epoch) +
@@ -130,6 +166,26 @@ double Trainer::train_step(const Batch& batch, int64_t epoch, double lr) {
 
 void Trainer::after_step(int64_t epoch, double lr) {
   log_.maybe_emit(step_, epoch, lr, total_steps_);
+  if (stop_agreed_) {
+    save_checkpoint(/*wait=*/true);  // the process ends next: the file must be on disk
+    return;
+  }
+  // The last step's checkpoint is written by finish(), after waiting for this one.
+  const int64_t every = spec_.checkpoint.every_steps;
+  if (every > 0 && step_ % every == 0 && step_ < total_steps_) save_checkpoint(/*wait=*/false);
+}
+
+void Trainer::save_checkpoint(bool wait) {
+  // Agreed, so that rank 0's failure to write (now, or the previous background write) ends
+  // every rank together with its message instead of an abort.
+  const double blocked_before = checkpointer_->blocked_seconds();
+  run_on_all_ranks(world_.comm(), [&] {
+    checkpointer_->save(position(), *schedule_, steps_per_epoch_, total_steps_, wait, *world_comm_);
+  });
+  if (world_.rank() == 0)
+    log_info("checkpoint at step " + std::to_string(step_) + ": " + checkpoint_path(spec_.checkpoint.dir, step_) +
+             (wait ? " written" : " being written in the background") + "; the step loop waited " +
+             std::to_string((checkpointer_->blocked_seconds() - blocked_before) * 1e3) + " ms");
 }
 
 void Trainer::evaluate_after_epoch(int64_t epoch) {
@@ -143,6 +199,13 @@ void Trainer::evaluate_after_epoch(int64_t epoch) {
 }
 
 void Trainer::finish() {
+  // The checkpoint of the last step (before the buffer averaging below, like every other
+  // checkpoint, so a later run with more steps continues exactly as an uninterrupted one).
+  if (checkpointer_->last_saved_step() != step_)
+    save_checkpoint(/*wait=*/true);
+  else
+    run_on_all_ranks(world_.comm(), [&] { checkpointer_->wait(); });
+  result_.checkpoint_blocked_seconds = checkpointer_->blocked_seconds();
   // Keep buffers averaged (and the replicas identical) for the saved model.
   if (!evaluated_last_) average_buffers(*parts_.model, *world_comm_);
   result_.steps = step_;

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "distributed/communicator.hpp"
+#include "train/checkpointing.hpp"
 #include "train/data_parallel.hpp"
 #include "train/job_setup.hpp"
 #include "train/step_log.hpp"
@@ -27,10 +28,13 @@ struct TrainResult {
   double images_per_sec = 0;  // global, over the whole run
   double test_loss = 0;
   double test_accuracy = 0;   // fraction in [0, 1]
+  bool interrupted = false;   // stopped by SIGTERM/SIGINT after a checkpoint (exit 0)
+  double checkpoint_blocked_seconds = 0;  // step loop waiting on rank 0's checkpoint snapshots
 };
 
-// Collective. Bad data or model options throw CollectiveFailure (reported once);
-// a non-finite loss stops every rank at the same step with RuntimeError.
+// Collective. Checks the output locations first (train/output_check.hpp). Bad data or model
+// options throw CollectiveFailure (reported once); a non-finite loss stops every rank at the
+// same step with RuntimeError.
 TrainResult train(JobSetup& setup);
 
 class Trainer {
@@ -40,12 +44,17 @@ class Trainer {
   TrainResult run();
 
  private:
-  // Agreement before step 0: same steps per epoch, same model, rank 0's weights and buffers.
+  // Agreement before step 0: same steps per epoch, same model; the checkpoint to resume
+  // from (if any) restored; rank 0's weights, buffers and optimizer state on every rank.
   void start_replicas();
   void run_epoch(int64_t epoch);
   // forward, backward, gradient mean, update; returns the loss averaged over the ranks.
+  // Also agrees whether any rank was interrupted (stop_agreed_).
   double train_step(const Batch& batch, int64_t epoch, double lr);
+  // The step boundary: metric lines, periodic checkpoints, the agreed stop on a signal.
   void after_step(int64_t epoch, double lr);
+  TrainPosition position() const { return {step_, cursor_}; }
+  void save_checkpoint(bool wait);
   void evaluate_after_epoch(int64_t epoch);
   void finish();
 
@@ -59,7 +68,10 @@ class Trainer {
   std::unique_ptr<DataParallel> parallel_;
   StepLog log_;
   TrainResult result_;
+  std::unique_ptr<Checkpointer> checkpointer_;
   int64_t step_ = 0;
+  SampleCursor cursor_;       // the first sample of the next step
+  bool stop_agreed_ = false;  // every rank saw a signal flag at the last step's allreduce
   bool evaluated_last_ = false;
 };
 

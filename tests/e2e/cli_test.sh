@@ -10,18 +10,23 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
-unset SM_CHANNEL_TRAINING SM_HOSTS SM_CURRENT_HOST
+unset SM_CHANNEL_TRAINING SM_HOSTS SM_CURRENT_HOST SM_CHECKPOINT_DIR SM_MODEL_DIR
 HANG_LIMIT=${HANG_LIMIT:-60}
 
 fail() { echo "FAIL [$CASE]: $*"; echo "--- output ---"; cat "$WORK/out" 2>/dev/null; exit 1; }
 
 # run NP ARGS...: runs the binary on NP ranks (NP=0: without mpirun), output in $WORK/out.
+# Each run starts in a fresh directory: outputs a job spec names relatively (checkpoints
+# with checkpoint.resume: auto above all) never leak from one run or case into another.
+RUNS=0
 run() {
   local np=$1; shift
+  RUNS=$((RUNS + 1))
+  mkdir -p "$WORK/run$RUNS"
   if [ "$np" = 0 ]; then
-    timeout $HANG_LIMIT "$BIN" "$@" >"$WORK/out" 2>&1
+    (cd "$WORK/run$RUNS" && timeout $HANG_LIMIT "$BIN" "$@") >"$WORK/out" 2>&1
   else
-    timeout $HANG_LIMIT mpirun -np "$np" --oversubscribe "$BIN" "$@" >"$WORK/out" 2>&1
+    (cd "$WORK/run$RUNS" && timeout $HANG_LIMIT mpirun -np "$np" --oversubscribe "$BIN" "$@") >"$WORK/out" 2>&1
   fi
   STATUS=$?
   [ $STATUS -eq 124 ] && fail "hung: no exit within ${HANG_LIMIT}s"
@@ -77,6 +82,89 @@ expect_accuracy() {
   [ -n "$acc" ] || fail "no test_accuracy line"
   python3 -c "import sys; sys.exit(0 if float('$acc') >= $1 else 1)" || fail "test_accuracy $acc < $1"
   echo "test_accuracy=$acc (>= $1)"
+}
+
+
+# Checkpoint cases: a short constant-LR quickstart job (the cosine schedule depends on the
+# total step count, which the stop-and-resume runs change), one loss line per step.
+ckpt_args() {
+  CKPT_ARGS=(--config "$SRC/configs/quickstart.yaml" --set threads=1 --set train.log_every=1
+             --set train.eval_every_epochs=0 --set optimizer.schedule=constant --set output.metrics=
+             --set data.synthetic.train_samples=2048)
+}
+# step_losses: the "[step N] ... train_loss=X" pairs of the run's output.
+step_losses() { grep -oE '^\[step [0-9]+\].*train_loss=[0-9.e+-]+' "$WORK/out" | sed -E 's/ epoch=[0-9]+//'; }
+# same_tensors A B: the two safetensors files hold the same tensors, bit for bit (the
+# metadata differs: step counts, the job spec).
+same_tensors() {
+  python3 - "$1" "$2" <<'PY' || fail "tensors of $1 and $2 differ"
+import json, struct, sys
+def tensors(path):
+    data = open(path, 'rb').read()
+    n = struct.unpack('<Q', data[:8])[0]
+    header = json.loads(data[8:8 + n]); header.pop('__metadata__', None)
+    return {k: data[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]] for k, v in header.items()}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+assert a.keys() == b.keys(), (sorted(a), sorted(b))
+bad = [k for k in a if a[k] != b[k]]
+assert not bad, bad
+print(f"{len(a)} tensors bitwise identical")
+PY
+}
+# resume_bitwise NP [ARGS...]: 40 steps at once vs 15 steps, then the same job resumed to 40.
+resume_bitwise() {
+  local np=$1; shift
+  ckpt_args
+  CKPT_ARGS+=("$@")
+  expect_ok "$np" "${CKPT_ARGS[@]}" --set train.max_steps=40 --set checkpoint.dir="$WORK/ckA" --set output.model_dir="$WORK/mA"
+  step_losses >"$WORK/once.txt"
+  expect_ok "$np" "${CKPT_ARGS[@]}" --set train.max_steps=15 --set checkpoint.dir="$WORK/ckB" --set output.model_dir="$WORK/mB"
+  step_losses >"$WORK/resumed.txt"
+  [ -f "$WORK/ckB/ckpt-000000015.safetensors" ] || fail "no checkpoint at step 15"
+  expect_ok "$np" "${CKPT_ARGS[@]}" --set train.max_steps=40 --set checkpoint.dir="$WORK/ckB" --set output.model_dir="$WORK/mB"
+  grep -q "resuming from $WORK/ckB/ckpt-000000015.safetensors: step 15" "$WORK/out" || fail "did not resume from step 15"
+  step_losses >>"$WORK/resumed.txt"
+  [ "$(wc -l <"$WORK/once.txt")" -eq 40 ] || fail "expected 40 loss lines"
+  diff "$WORK/once.txt" "$WORK/resumed.txt" || fail "per-step losses differ after the resume"
+  same_tensors "$WORK/mA/model.safetensors" "$WORK/mB/model.safetensors"
+  same_tensors "$WORK/ckA/ckpt-000000040.safetensors" "$WORK/ckB/ckpt-000000040.safetensors"
+}
+
+
+# signal_run NP rank|mpirun ARGS...: starts the job on NP ranks, waits for its first [step]
+# line, sends $SIGNAL (default TERM) to rank 1's process (rank) or to mpirun, and waits. Only
+# processes this script started are signalled (mpirun's own children).
+signal_run() {
+  local np=$1 target=$2 sig=${SIGNAL:-TERM}; shift 2
+  RUNS=$((RUNS + 1)); mkdir -p "$WORK/run$RUNS"
+  (cd "$WORK/run$RUNS" && exec mpirun -np "$np" --oversubscribe "$BIN" "$@") >"$WORK/out" 2>&1 &
+  local mp=$! i
+  for i in $(seq 300); do grep -q '^\[step' "$WORK/out" && break; sleep 0.1; done
+  grep -q '^\[step' "$WORK/out" || { kill -KILL $mp; fail "no [step] line within 30 s"; }
+  if [ "$target" = rank ]; then
+    local ranks=($(pgrep -P $mp))
+    [ ${#ranks[@]} -eq "$np" ] || { kill -KILL $mp; fail "expected $np rank processes under mpirun, found ${ranks[*]}"; }
+    kill -"$sig" "${ranks[1]}"
+  else
+    kill -"$sig" $mp
+  fi
+  SIGNALLED_AT=$(date +%s)
+  local waited=0
+  while kill -0 $mp 2>/dev/null && [ $waited -lt $((HANG_LIMIT * 10)) ]; do sleep 0.1; waited=$((waited + 1)); done
+  kill -0 $mp 2>/dev/null && { kill -KILL $mp; fail "hung after SIGTERM"; }
+  wait $mp
+  STATUS=$?
+}
+# check_interrupted: the run stopped at a step with a checkpoint of that step; sets STOPPED.
+check_interrupted() {
+  STOPPED=$(grep -oE 'interrupted .*stopped at step [0-9]+' "$WORK/out" | grep -oE '[0-9]+$')
+  [ -n "$STOPPED" ] || fail "no 'interrupted ... stopped at step N' line"
+  local file
+  file=$(printf '%s/ck/ckpt-%09d.safetensors' "$WORK" "$STOPPED")
+  [ -f "$file" ] || fail "no checkpoint of step $STOPPED"
+  grep -q '^sdp-train: error' "$WORK/out" && fail "an error was printed"
+  [ "$STOPPED" -lt 3000 ] || fail "the job ended before the signal"
+  echo "stopped at step $STOPPED with $file"
 }
 
 case $CASE in
@@ -274,6 +362,130 @@ PY
     grep -q '^sdp-train: error: .*step 3' "$WORK/out" || fail "abort message does not name the step"
     grep -qE 'never arrived: .*1' "$WORK/out" || fail "abort message does not name rank 1"
     grep -qiE 'warning: .*(waited|stall)' "$WORK/out" || fail "no stall warning before the abort" ;;
+  ckpt_resume_bitwise_np1)
+    resume_bitwise 0 ;;
+  ckpt_resume_bitwise_np2)
+    resume_bitwise 2 ;;
+  ckpt_resume_bitwise_batchnorm_np2)
+    # ResNet-20: each rank's own BatchNorm running statistics come back too (final model).
+    resume_bitwise 2 --set model.name=resnet20 --set data.synthetic.channels=3 --set data.synthetic.height=16 \
+      --set data.synthetic.width=16 --set data.batch_size=16 ;;
+  ckpt_resume_other_world_size)
+    # 2 ranks stop at step 10 (global batch 128 = 1280 samples); 1 rank continues from the
+    # same sample cursor with batch 64: step 20 of its count, 44 steps to go to 64.
+    ckpt_args
+    expect_ok 2 "${CKPT_ARGS[@]}" --set train.max_steps=10 --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
+    expect_ok 0 "${CKPT_ARGS[@]}" --set train.max_steps=64 --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
+    grep -q 'resuming from .*ckpt-000000010.safetensors: step 10, epoch 1 at sample 1280' "$WORK/out" || fail "no resume line"
+    grep -q 'world size 2 -> 1, global batch 128 -> 64, steps per epoch 16 -> 32, peak LR 0.04 -> 0.02, step 10 -> 20' "$WORK/out" || fail "changes not logged"
+    [ "$(step_losses | wc -l)" -eq 44 ] || fail "expected 44 steps after the resume"
+    grep -q '^\[step 64\]' "$WORK/out" || fail "did not reach step 64" ;;
+  ckpt_incompatible_model)
+    ckpt_args
+    expect_ok 0 "${CKPT_ARGS[@]}" --set train.max_steps=3 --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
+    expect_error 2 "ckpt-000000003.safetensors: cannot resume from this checkpoint: .*other parameter names or shapes.*checkpoint.resume: never" \
+      "${CKPT_ARGS[@]}" --set model.hidden=[32] --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
+    expect_error 2 "cannot resume from this checkpoint: it holds the state of optimizer 'sgd' but key 'optimizer.name' is 'adam'" \
+      "${CKPT_ARGS[@]}" --set optimizer.name=adam --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
+    expect_ok 0 "${CKPT_ARGS[@]}" --set model.hidden=[32] --set checkpoint.dir="$WORK/ck" --set checkpoint.resume=never \
+      --set train.max_steps=2 --set output.model_dir="$WORK/m" ;;
+  ckpt_skip_corrupt)
+    # The newest checkpoint is truncated: skipped with a warning naming it, the previous used.
+    ckpt_args
+    expect_ok 0 "${CKPT_ARGS[@]}" --set train.max_steps=20 --set checkpoint.every_steps=10 --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
+    truncate -s -100 "$WORK/ck/ckpt-000000020.safetensors"
+    expect_ok 0 "${CKPT_ARGS[@]}" --set train.max_steps=25 --set checkpoint.every_steps=10 --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
+    grep -qE 'warning: skipping checkpoint .*ckpt-000000020.safetensors' "$WORK/out" || fail "no warning naming the damaged file"
+    grep -q 'resuming from .*ckpt-000000010.safetensors: step 10' "$WORK/out" || fail "did not fall back to step 10"
+    [ "$(step_losses | wc -l)" -eq 15 ] || fail "expected 15 steps after the resume"
+    expect_error 2 "key 'checkpoint.resume': .*ckpt-000000099.safetensors" "${CKPT_ARGS[@]}" \
+      --set checkpoint.resume="$WORK/ck/ckpt-000000099.safetensors" --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m" ;;
+  ckpt_python_loader)
+    python3 -c 'import numpy' 2>/dev/null || { echo "SKIP [$CASE]: NumPy is not installed (pip install numpy)"; exit 77; }
+    ckpt_args
+    expect_ok 0 "${CKPT_ARGS[@]}" --set train.max_steps=5 --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
+    python3 - "$SRC/scripts" "$WORK/ck/ckpt-000000005.safetensors" <<'PY' || fail "load_checkpoint.py failed"
+import sys
+sys.path.insert(0, sys.argv[1])
+from load_checkpoint import load_checkpoint
+t, meta = load_checkpoint(sys.argv[2])
+assert meta["format"] == "sdp-train checkpoint" and meta["step"] == "5" and meta["model"] == "mlp", meta
+assert meta["cursor_epoch"] == "0" and meta["cursor_offset"] == "320" and meta["optimizer_steps"] == "5", meta
+w = [k for k in t if not k.startswith("optimizer.") and k.endswith(".weight")][0]
+assert t["optimizer." + w + ".momentum_buffer"].shape == t[w].shape
+assert "mlp" in meta["job_spec"]
+print(len(t), "arrays", sorted(t)[:3])
+PY
+    ;;
+  ckpt_sigterm_rank)
+    # SIGTERM to one rank: all ranks agree at the next step, rank 0 writes the checkpoint,
+    # every rank exits 0 (so mpirun does); the same job restarted ends at the same step.
+    ckpt_args
+    job=("${CKPT_ARGS[@]}" --set train.log_every=50 --set train.max_steps=3000 --set train.epochs=1000
+         --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m")
+    signal_run 2 rank "${job[@]}"
+    [ $STATUS -eq 0 ] || fail "exit status $STATUS after SIGTERM to rank 1, expected 0"
+    check_interrupted
+    expect_ok 2 "${job[@]}"
+    grep -q "resuming from .*ckpt-0*$STOPPED.safetensors: step $STOPPED" "$WORK/out" || fail "did not resume from step $STOPPED"
+    grep -q '^\[done\] steps=3000 ' "$WORK/out" || fail "the restarted job did not end at step 3000" ;;
+  ckpt_sigterm_mpirun)
+    # SIGTERM to mpirun: Open MPI 4.1 passes it on to the ranks one second later and
+    # SIGKILLs them one more second later (odls_base_sigkill_timeout); mpirun itself exits 1
+    # whatever the ranks do. The ranks stop at the next step with a checkpoint in that second.
+    ckpt_args
+    job=("${CKPT_ARGS[@]}" --set train.log_every=50 --set train.max_steps=3000 --set train.epochs=1000
+         --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m")
+    signal_run 2 mpirun "${job[@]}"
+    check_interrupted
+    expect_ok 2 "${job[@]}"
+    grep -q '^\[done\] steps=3000 ' "$WORK/out" || fail "the restarted job did not end at step 3000" ;;
+  ckpt_kill9_rank)
+    # kill -9 of one rank: the job ends promptly and non-zero; the newest checkpoint loads.
+    ckpt_args
+    job=("${CKPT_ARGS[@]}" --set train.log_every=50 --set train.max_steps=3000 --set train.epochs=1000
+         --set checkpoint.every_steps=20 --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m")
+    SIGNAL=KILL signal_run 2 rank "${job[@]}"
+    took=$(( $(date +%s) - SIGNALLED_AT ))
+    [ $STATUS -ne 0 ] || fail "exit status 0 after kill -9 of a rank"
+    [ $took -le 10 ] || fail "took ${took}s to end after kill -9 of a rank"
+    echo "exit status $STATUS ${took}s after kill -9"
+    expect_ok 0 "${job[@]}" --set train.max_steps=100
+    grep -qE 'resuming from .*ckpt-0+[1-9][0-9]*.safetensors' "$WORK/out" || fail "the newest checkpoint did not load" ;;
+  preflight_unwritable_model_dir)
+    expect_error 2 "key 'output.model_dir': cannot write to '/proc/x'" --config "$SRC/configs/quickstart.yaml" --set output.model_dir=/proc/x
+    grep -q '^\[step' "$WORK/out" && fail "trained before failing"
+    expect_error 2 "key 'checkpoint.dir': cannot write to '/proc/y'" --config "$SRC/configs/quickstart.yaml" --set checkpoint.dir=/proc/y
+    expect_error 2 "key 'output.metrics': cannot write to '/proc/z'" --config "$SRC/configs/quickstart.yaml" --set output.metrics=/proc/z/m.jsonl
+    grep -q '^\[step' "$WORK/out" && fail "trained before failing"
+    true ;;
+  err_empty_spec)
+    : >"$WORK/empty.yaml"
+    expect_error 2 "config file '$WORK/empty.yaml' is empty" --config "$WORK/empty.yaml"
+    printf '# only a comment\n' >"$WORK/comment.yaml"
+    expect_error 2 "config file '$WORK/comment.yaml' is empty" validate --config "$WORK/comment.yaml" ;;
+  ckpt_full_disk)
+    # A write that fails for want of space is a clear error and the previous checkpoint stays.
+    # Needs a tiny tmpfs (root with CAP_SYS_ADMIN); skipped otherwise.
+    mkdir -p "$WORK/small"
+    if ! mount -t tmpfs -o size=1600k tmpfs "$WORK/small" 2>/dev/null; then
+      echo "SKIP [$CASE]: cannot mount a tmpfs here (needs root with CAP_SYS_ADMIN)"; exit 77
+    fi
+    trap 'umount "$WORK/small" 2>/dev/null; rm -rf "$WORK"' EXIT
+    ckpt_args  # one checkpoint of the MLP is ~2.2 MB: params + momentum; use a smaller one
+    args=("${CKPT_ARGS[@]}" --set model.hidden=[128] --set checkpoint.dir="$WORK/small" --set output.model_dir="$WORK/m")
+    expect_ok 0 "${args[@]}" --set train.max_steps=2
+    [ -f "$WORK/small/ckpt-000000002.safetensors" ] || fail "first checkpoint not written"
+    cp "$WORK/small/ckpt-000000002.safetensors" "$WORK/ref.safetensors"
+    # Leave 128 KB: the pre-flight probe fits, the next checkpoint does not.
+    avail=$(df --output=avail -k "$WORK/small" | tail -1)
+    dd if=/dev/zero of="$WORK/small/filler" bs=1k count=$((avail - 128)) 2>/dev/null
+    run 0 "${args[@]}" --set train.max_steps=4
+    [ $STATUS -eq 1 ] || fail "exit status $STATUS on a full disk, expected 1"
+    grep -qE '^sdp-train: error: .*ckpt-000000004.safetensors.*No space left' "$WORK/out" || fail "no clear error"
+    cmp "$WORK/small/ckpt-000000002.safetensors" "$WORK/ref.safetensors" || fail "previous checkpoint changed"
+    ls "$WORK/small" | grep -q tmp && fail "temporary file left behind"
+    true ;;
   mnist_lenet5_two_ranks)
     # LeNet-5 on real MNIST on 2 ranks (linear LR scaling to 2x, 1 epoch warm-up) is within
     # 0.3% of the 1-rank run of the same config (3 epochs of configs/lenet-mnist.yaml).
@@ -287,6 +499,20 @@ PY
     grep -q 'peak_lr=0.1 ' "$WORK/out" || fail "LR not scaled to 2 x 0.05"
     echo "1 rank: $one, 2 ranks: $two"
     python3 -c "import sys; sys.exit(0 if float('$two') >= float('$one') - 0.003 else 1)" || fail "2 ranks $two vs 1 rank $one" ;;
+  mnist_lenet5_resume_2_to_1)
+    # 2 ranks stop after 400 steps (global batch 128); 1 rank resumes from the same sample
+    # and finishes the 3 epochs: test accuracy within 0.3% of the uninterrupted 1-rank run.
+    need_data mnist; mnist=$DATA
+    args=(--config "$SRC/configs/lenet-mnist.yaml" --set train.epochs=3 --set threads=1 --set output.metrics=
+          --set output.model_dir="$WORK/model" --set data.train="$mnist" --set data.test="$mnist")
+    expect_ok 0 "${args[@]}" --set checkpoint.dir="$WORK/ck1"
+    one=$(final_accuracy)
+    expect_ok 2 "${args[@]}" --set checkpoint.dir="$WORK/ck" --set train.max_steps=400 --set optimizer.warmup_epochs=1
+    expect_ok 0 "${args[@]}" --set checkpoint.dir="$WORK/ck"
+    grep -q 'world size 2 -> 1, global batch 128 -> 64, steps per epoch 468 -> 937' "$WORK/out" || fail "no re-derivation logged"
+    resumed=$(final_accuracy)
+    echo "1 rank: $one, 2 ranks then 1: $resumed"
+    python3 -c "import sys; sys.exit(0 if float('$resumed') >= float('$one') - 0.003 else 1)" || fail "resumed $resumed vs $one" ;;
   mnist_lenet5_pytorch_recipe)
     # PyTorch 1.13 reaches 98.3-98.5% with this recipe here: LeNet-5, SGD lr 0.01 momentum 0.9,
     # batch 64, constant LR, 3 epochs. sdp-train must be within 0.3%.
