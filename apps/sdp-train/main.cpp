@@ -22,6 +22,7 @@
 #include "nn/gemm_peak.hpp"
 #include "nn/threads.hpp"
 #include "train/job_setup.hpp"
+#include "train/model_evaluation.hpp"
 #include "train/trainer.hpp"
 
 namespace {
@@ -95,6 +96,12 @@ int run_bench_allreduce(const sdp::JobSources& sources, sdp::AllreduceBenchOptio
   return 0;
 }
 
+int run_evaluate(const sdp::JobSources& sources, const std::string& model_path) {
+  sdp::JobSetup setup = sdp::set_up_job(sources);
+  sdp::evaluate_model_file(setup, model_path);
+  return 0;
+}
+
 int run_train(const sdp::JobSources& sources) {
   sdp::JobSetup setup = sdp::set_up_job(sources);
   std::string plan = sdp::describe_plan(setup);
@@ -138,6 +145,7 @@ int main(int argc, char** argv) {
       "  sdp-train --config configs/quickstart.yaml                 train on one rank\n"
       "  mpirun -np 2 sdp-train --config configs/lenet-mnist.yaml   train on 2 ranks\n"
       "  sdp-train validate --config job.yaml --set optimizer.lr=0.1\n"
+      "  sdp-train evaluate --config job.yaml --model out/model/model.safetensors\n"
       "  mpirun -np 4 sdp-train env --set distributed.ranks_per_node=2\n"
       "Exit status: 0 ok, 1 runtime failure, 2 bad input, 3 watchdog timeout.");
   app.set_version_flag("--version", version_text());
@@ -171,6 +179,12 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(sdp::choice_names<sdp::Compression>()));
   bench_allreduce->add_flag("!--no-shared-memory", allreduce_options.shared_memory,
                             "keep buffers in private memory (no node-shared window)");
+  sdp::JobSources evaluate_sources;
+  std::string evaluate_model;
+  auto* evaluate = app.add_subcommand(
+      "evaluate", "test loss and accuracy of a saved model (final model or checkpoint) on the job's test data");
+  add_job_options(*evaluate, evaluate_sources, true);
+  evaluate->add_option("--model", evaluate_model, "model.safetensors or a checkpoint file")->required();
   auto* env = app.add_subcommand("env", "print ranks, topology, devices and the SageMaker cluster as JSON");
   add_job_options(*env, env_sources, false);
 
@@ -178,7 +192,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     if (app.get_subcommands().empty() && top_sources.config_path.empty())
-      throw CLI::RequiredError("--config (or a command: train, validate, env)");
+      throw CLI::RequiredError("--config (or a command: train, validate, evaluate, env)");
   } catch (const CLI::Success& e) {  // --help, --version
     if (pre_mpi_rank <= 0) app.exit(e);
     return 0;
@@ -207,6 +221,8 @@ int main(int argc, char** argv) {
       exit_code = run_validate(validate_sources);
     else if (env->parsed())
       exit_code = run_env(env_sources);
+    else if (evaluate->parsed())
+      exit_code = run_evaluate(evaluate_sources, evaluate_model);
     else
       exit_code = run_train(train->parsed() ? train_sources : top_sources);
   } catch (const sdp::Error& e) {

@@ -13,8 +13,6 @@
 
 namespace sdp {
 
-namespace {
-
 DataSplits load_data(const JobSpec& spec) {
   const DataSpec& d = spec.data;
   if (d.format == DataFormat::kMnist)
@@ -50,6 +48,8 @@ std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const Dataset& data,
   options.device = device;
   return models::make_model(options);
 }
+
+namespace {
 
 OptimizerOptions optimizer_options(const OptimizerSpec& o) {
   OptimizerOptions options;

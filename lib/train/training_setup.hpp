@@ -28,6 +28,11 @@ struct TrainingParts {
   std::unique_ptr<TrainLoader> loader;
 };
 
+// The train and test splits data.format names (not collective: wrap in run_on_all_ranks).
+DataSplits load_data(const JobSpec& spec);
+// The model.name model for `data`'s image shape on `device` (not collective).
+std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const Dataset& data, const Device& device);
+
 // Keys the spec accepts whose feature has not landed yet: refused loudly (exit 2) rather
 // than training differently from what the user asked for. Collective.
 void reject_unimplemented(const JobSpec& spec, const World& world);

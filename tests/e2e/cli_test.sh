@@ -538,6 +538,25 @@ PY
     need_data mnist; mnist=$DATA
     SDP_DATA_DIR=$(dirname "$mnist") expect_ok 0 --config "$SRC/configs/mlp-mnist.yaml" --set threads=1 --set output.model_dir="$WORK/model" --set output.metrics=
     expect_accuracy 0.980 ;;
+  evaluate_final_model_and_checkpoint)
+    # `evaluate` on 2 ranks reproduces the test accuracy the 1-rank training reported for the
+    # final model, and for the checkpoint written at the end.
+    expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set threads=1 --set train.epochs=1 --set output.model_dir="$WORK/model" --set output.metrics= --set checkpoint.dir="$WORK/ckpt"
+    trained=$(final_accuracy)
+    [ -n "$trained" ] || fail "training printed no accuracy"
+    expect_ok 2 evaluate --config "$SRC/configs/quickstart.yaml" --set threads=1 --model "$WORK/model/model.safetensors"
+    [ "$(grep -c '^\[eval\]' "$WORK/out")" -eq 1 ] || fail "expected one [eval] line"
+    evaluated=$(grep -oE '^\[eval\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
+    [ "$evaluated" = "$trained" ] || fail "evaluate says $evaluated, training said $trained"
+    ckpt=$(ls "$WORK/ckpt"/ckpt-*.safetensors | tail -1)
+    [ -n "$ckpt" ] || fail "no checkpoint written"
+    expect_ok 0 evaluate --config "$SRC/configs/quickstart.yaml" --set threads=1 --model "$ckpt"
+    evaluated=$(grep -oE '^\[eval\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
+    [ "$evaluated" = "$trained" ] || fail "evaluate of the checkpoint says $evaluated, training said $trained" ;;
+  err_evaluate_model_mismatch)
+    expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set threads=1 --set train.max_steps=2 --set output.model_dir="$WORK/model" --set output.metrics= --set checkpoint.dir="$WORK/ckpt"
+    expect_error 2 "model.safetensors: tensor 'conv1.weight' of the job's model is missing" evaluate --config "$SRC/configs/quickstart.yaml" --set model.name=lenet5 --model "$WORK/model/model.safetensors"
+    expect_error 2 "no/such/model.safetensors" evaluate --config "$SRC/configs/quickstart.yaml" --model "$WORK/no/such/model.safetensors" ;;
   *)
     echo "unknown case $CASE"; exit 1 ;;
 esac
