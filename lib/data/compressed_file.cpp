@@ -80,6 +80,25 @@ void CompressedFile::read_exact(void* dst, int64_t n, const std::string& what) {
                      " (" + std::to_string(before + got) + " bytes of data in total)");
 }
 
+void CompressedFile::read_exact_into(std::vector<uint8_t>& out, int64_t n, const std::string& what) {
+  constexpr int64_t kChunk = 16 << 20;
+  const int64_t before = consumed_;
+  int64_t got = 0;
+  while (got < n) {
+    const int64_t want = std::min(kChunk, n - got);
+    const std::size_t old = out.size();
+    out.resize(old + static_cast<std::size_t>(want));
+    const int64_t chunk = read(out.data() + old, want);
+    got += chunk;
+    if (chunk < want) {
+      out.resize(old + static_cast<std::size_t>(chunk));
+      throw InputError(path_ + ": truncated: expected " + std::to_string(n) + " bytes of " + what +
+                       " at offset " + std::to_string(before) + ", found " + std::to_string(got) +
+                       " (" + std::to_string(before + got) + " bytes of data in total)");
+    }
+  }
+}
+
 std::vector<uint8_t> CompressedFile::read_all() {
   std::vector<uint8_t> data;
   constexpr int64_t kChunk = 8 << 20;

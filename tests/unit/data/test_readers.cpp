@@ -92,6 +92,33 @@ TEST(Mnist, Truncated) {
                      {dir.file("lbl"), "truncated"});
 }
 
+// Fuzzing finding (docs/robustness.md): a header claiming 2^28 images of 4096x4096 made the
+// reader allocate the whole 4 PiB before reading a pixel (std::bad_alloc, not exit 2). The
+// pixels are now read as they come, so it is a truncation error after the file's few bytes.
+TEST(Mnist, HugeHeaderCountIsTruncationNotAllocation) {
+  TempDir dir;
+  for (bool gz : {false, true}) {
+    std::vector<uint8_t> img;
+    testing::put_be32(img, 0x803);
+    testing::put_be32(img, 1u << 28);
+    testing::put_be32(img, 4096);
+    testing::put_be32(img, 4096);
+    img.insert(img.end(), 100, 7);
+    std::vector<uint8_t> lbl;
+    testing::put_be32(lbl, 0x801);
+    testing::put_be32(lbl, 0xffffffffu);
+    const std::string suffix = gz ? ".gz" : "";
+    (gz ? testing::write_gz : testing::write_raw)(dir.file("img" + suffix), img);
+    (gz ? testing::write_gz : testing::write_raw)(dir.file("lbl" + suffix), lbl);
+    expect_input_error([&] { load_mnist_files(dir.file("img" + suffix), dir.file("lbl" + suffix)); },
+                       {dir.file("img" + suffix), "truncated", "found 100"});
+    // The label file's count is checked against the images before anything is allocated.
+    testing::write_raw(dir.file("img"), testing::idx_images(2, 2, 2));
+    expect_input_error([&] { load_mnist_files(dir.file("img"), dir.file("lbl" + suffix)); },
+                       {dir.file("lbl" + suffix), "does not match"});
+  }
+}
+
 TEST(Mnist, TrailingBytes) {
   TempDir dir;
   auto img = testing::idx_images(3, 2, 2);
