@@ -34,10 +34,11 @@ done
 
 B=build-fuzz
 if [ ! -f "$B/build.ninja" ]; then
+  mkdir -p "$B"
   CC=clang CXX=clang++ cmake -S . -B "$B" -G Ninja -DSDP_FUZZ=ON -DSDP_WITH_CUDA=OFF \
     -DSDP_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >"$B.configure.log" 2>&1 ||
-    { cat "$B.configure.log"; exit 1; }
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >"$B/configure.log" 2>&1 ||
+    { cat "$B/configure.log"; exit 1; }
 fi
 cmake --build "$B" --target fuzz_all -j2
 

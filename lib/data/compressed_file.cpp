@@ -99,15 +99,20 @@ void CompressedFile::read_exact_into(std::vector<uint8_t>& out, int64_t n, const
   }
 }
 
-std::vector<uint8_t> CompressedFile::read_all() {
+std::vector<uint8_t> CompressedFile::read_all(int64_t limit) {
   std::vector<uint8_t> data;
   constexpr int64_t kChunk = 8 << 20;
   for (;;) {
     std::size_t old = data.size();
-    data.resize(old + kChunk);
-    int64_t got = read(data.data() + old, kChunk);
+    // One byte past the limit tells "exactly the limit" from "more than the limit".
+    const int64_t want = std::min<int64_t>(kChunk, limit + 1 - static_cast<int64_t>(old));
+    data.resize(old + want);
+    int64_t got = read(data.data() + old, want);
     data.resize(old + got);
-    if (got < kChunk) break;
+    if (static_cast<int64_t>(data.size()) > limit)
+      throw InputError(path_ + ": more than " + std::to_string(limit) +
+                       " bytes of data (uncompressed), more than any file of this kind holds");
+    if (got < want) break;
   }
   return data;
 }

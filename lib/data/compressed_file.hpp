@@ -30,8 +30,9 @@ class CompressedFile {
   // arrives (in chunks of at most 16 MiB), so a corrupt header claiming terabytes costs
   // no more memory than the file really holds before the truncation is reported.
   void read_exact_into(std::vector<uint8_t>& out, int64_t n, const std::string& what);
-  // Reads everything that is left.
-  std::vector<uint8_t> read_all();
+  // Reads everything that is left; more than `limit` bytes throws InputError (a gzip
+  // stream expands up to ~1000x: a small corrupt or hostile file must not take the memory).
+  std::vector<uint8_t> read_all(int64_t limit);
   // True when no byte is left (used to reject trailing garbage).
   bool at_end();
 

@@ -56,8 +56,11 @@ Dataset load_mnist_files(const std::string& images_path, const std::string& labe
     uint32_t count = read_be32(file, "IDX header");
     uint32_t rows = read_be32(file, "IDX header");
     uint32_t cols = read_be32(file, "IDX header");
-    // Bounds keep a corrupt header from asking for terabytes before we notice.
-    if (rows == 0 || cols == 0 || rows > 4096 || cols > 4096 || count > (1u << 28))
+    // The pixels are read as they arrive (read_exact_into), so a header alone allocates
+    // nothing; the total cap keeps a gzip bomb behind a plausible header from filling memory
+    // (MNIST is 47 MB, EMNIST 0.6 GB).
+    if (rows == 0 || cols == 0 || rows > 4096 || cols > 4096 || count > (1u << 28) ||
+        uint64_t{count} * rows * cols > (uint64_t{4} << 30))
       throw InputError(images_path + ": implausible IDX dimensions " + std::to_string(count) +
                        " x " + std::to_string(rows) + " x " + std::to_string(cols));
     ds.count = count;
