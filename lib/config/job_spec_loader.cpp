@@ -73,6 +73,12 @@ void JobSpecLoader::apply_yaml_text(const std::string& text, const std::string& 
   walk = [&](const YAML::Node& map, const std::string& prefix) {
     std::set<std::string> seen;
     for (const auto& item : map) {
+      // YAML allows any node as a key; ours are names. as<std::string>() of a list or a
+      // mapping would throw yaml-cpp's BadConversion, which is not an InputError.
+      if (!item.first.IsScalar() && !item.first.IsNull())
+        throw InputError(source + ":" + std::to_string(item.first.Mark().line + 1) + ": " +
+                         (prefix.empty() ? std::string("a top-level key") : "a key under '" + prefix + "'") +
+                         " is not a key name (a list or a mapping is used as a key)");
       const std::string key = item.first.as<std::string>();
       const std::string path = prefix.empty() ? key : prefix + "." + key;
       const std::string where = source + ":" + std::to_string(item.first.Mark().line + 1);

@@ -36,7 +36,8 @@ Dataset load_cifar10_files(const std::vector<std::string>& paths, const std::str
   ds.normalization = Normalization::cifar10();
 
   for (const std::string& path : paths) {
-    std::vector<uint8_t> raw = CompressedFile(path).read_all();
+    // A standard batch is 10000 records (30 MB); 1 GiB is far beyond any real one.
+    std::vector<uint8_t> raw = CompressedFile(path).read_all(int64_t{1} << 30);
     if (raw.empty() || raw.size() % kCifarRecordBytes != 0)
       throw InputError(path + ": size " + std::to_string(raw.size()) +
                        " bytes (uncompressed) is not a positive multiple of the " +

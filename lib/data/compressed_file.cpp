@@ -80,15 +80,39 @@ void CompressedFile::read_exact(void* dst, int64_t n, const std::string& what) {
                      " (" + std::to_string(before + got) + " bytes of data in total)");
 }
 
-std::vector<uint8_t> CompressedFile::read_all() {
+void CompressedFile::read_exact_into(std::vector<uint8_t>& out, int64_t n, const std::string& what) {
+  constexpr int64_t kChunk = 16 << 20;
+  const int64_t before = consumed_;
+  int64_t got = 0;
+  while (got < n) {
+    const int64_t want = std::min(kChunk, n - got);
+    const std::size_t old = out.size();
+    out.resize(old + static_cast<std::size_t>(want));
+    const int64_t chunk = read(out.data() + old, want);
+    got += chunk;
+    if (chunk < want) {
+      out.resize(old + static_cast<std::size_t>(chunk));
+      throw InputError(path_ + ": truncated: expected " + std::to_string(n) + " bytes of " + what +
+                       " at offset " + std::to_string(before) + ", found " + std::to_string(got) +
+                       " (" + std::to_string(before + got) + " bytes of data in total)");
+    }
+  }
+}
+
+std::vector<uint8_t> CompressedFile::read_all(int64_t limit) {
   std::vector<uint8_t> data;
   constexpr int64_t kChunk = 8 << 20;
   for (;;) {
     std::size_t old = data.size();
-    data.resize(old + kChunk);
-    int64_t got = read(data.data() + old, kChunk);
+    // One byte past the limit tells "exactly the limit" from "more than the limit".
+    const int64_t want = std::min<int64_t>(kChunk, limit + 1 - static_cast<int64_t>(old));
+    data.resize(old + want);
+    int64_t got = read(data.data() + old, want);
     data.resize(old + got);
-    if (got < kChunk) break;
+    if (static_cast<int64_t>(data.size()) > limit)
+      throw InputError(path_ + ": more than " + std::to_string(limit) +
+                       " bytes of data (uncompressed), more than any file of this kind holds");
+    if (got < want) break;
   }
   return data;
 }

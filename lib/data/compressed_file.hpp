@@ -26,8 +26,13 @@ class CompressedFile {
   int64_t read(void* dst, int64_t n);
   // Reads exactly n bytes or throws InputError "<path>: truncated: <what> ...".
   void read_exact(void* dst, int64_t n, const std::string& what);
-  // Reads everything that is left.
-  std::vector<uint8_t> read_all();
+  // Appends exactly n bytes to `out` or throws like read_exact. `out` grows as the data
+  // arrives (in chunks of at most 16 MiB), so a corrupt header claiming terabytes costs
+  // no more memory than the file really holds before the truncation is reported.
+  void read_exact_into(std::vector<uint8_t>& out, int64_t n, const std::string& what);
+  // Reads everything that is left; more than `limit` bytes throws InputError (a gzip
+  // stream expands up to ~1000x: a small corrupt or hostile file must not take the memory).
+  std::vector<uint8_t> read_all(int64_t limit);
   // True when no byte is left (used to reject trailing garbage).
   bool at_end();
 

@@ -56,17 +56,20 @@ Dataset load_mnist_files(const std::string& images_path, const std::string& labe
     uint32_t count = read_be32(file, "IDX header");
     uint32_t rows = read_be32(file, "IDX header");
     uint32_t cols = read_be32(file, "IDX header");
-    // Bounds keep a corrupt header from asking for terabytes before we notice.
-    if (rows == 0 || cols == 0 || rows > 4096 || cols > 4096 || count > (1u << 28))
+    // The pixels are read as they arrive (read_exact_into), so a header alone allocates
+    // nothing; the total cap keeps a gzip bomb behind a plausible header from filling memory
+    // (MNIST is 47 MB, EMNIST 0.6 GB).
+    if (rows == 0 || cols == 0 || rows > 4096 || cols > 4096 || count > (1u << 28) ||
+        uint64_t{count} * rows * cols > (uint64_t{4} << 30))
       throw InputError(images_path + ": implausible IDX dimensions " + std::to_string(count) +
                        " x " + std::to_string(rows) + " x " + std::to_string(cols));
     ds.count = count;
     ds.height = static_cast<int>(rows);
     ds.width = static_cast<int>(cols);
-    ds.images.resize(static_cast<std::size_t>(count) * rows * cols);
-    file.read_exact(ds.images.data(), static_cast<int64_t>(ds.images.size()),
-                    std::to_string(count) + " images of " + std::to_string(rows) + "x" +
-                        std::to_string(cols) + " pixels");
+    // Not resized up front: the header's count is untrusted until the pixels are there.
+    file.read_exact_into(ds.images, static_cast<int64_t>(count) * rows * cols,
+                         std::to_string(count) + " images of " + std::to_string(rows) + "x" +
+                             std::to_string(cols) + " pixels");
     check_no_trailing_bytes(file);
   }
 
@@ -78,8 +81,8 @@ Dataset load_mnist_files(const std::string& images_path, const std::string& labe
       throw InputError(labels_path + ": label count " + std::to_string(count) +
                        " does not match the image count " + std::to_string(ds.count) + " of " +
                        images_path);
-    std::vector<uint8_t> raw(count);
-    file.read_exact(raw.data(), count, std::to_string(count) + " labels");
+    std::vector<uint8_t> raw;
+    file.read_exact_into(raw, count, std::to_string(count) + " labels");
     check_no_trailing_bytes(file);
     ds.labels.resize(count);
     for (uint32_t i = 0; i < count; ++i) {

@@ -62,17 +62,23 @@ SafetensorsContent load_safetensors(const std::string& path) {
   uint64_t header_size = 0;
   if (file_size < 8 || !in.read(reinterpret_cast<char*>(&header_size), 8))
     throw InputError(path + ": not a safetensors file (shorter than its 8-byte header length)");
-  if (header_size > file_size - 8 || header_size > (100u << 20))
+  // The cap bounds what parsing may cost: a JSON document of nested empty arrays takes ~30x
+  // its size in memory. Our headers are kilobytes (ResNet-50 with its job spec: ~40 KB).
+  constexpr uint64_t kMaxHeader = 16u << 20;
+  if (header_size > file_size - 8 || header_size > kMaxHeader)
     throw InputError(path + ": corrupt safetensors header length " + std::to_string(header_size) +
-                     " for a file of " + std::to_string(file_size) + " bytes");
+                     " for a file of " + std::to_string(file_size) + " bytes (at most " +
+                     std::to_string(kMaxHeader) + ")");
   std::string text(header_size, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(header_size));
+  if (!in.read(text.data(), static_cast<std::streamsize>(header_size)))
+    throw InputError(path + ": truncated while reading the safetensors header");
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
     throw InputError(path + ": corrupt safetensors header: " + e.what());
   }
+  if (!header.is_object()) throw InputError(path + ": corrupt safetensors header: not a JSON object");
   const uint64_t data_size = file_size - 8 - header_size;
   SafetensorsContent content;
   struct Entry {
@@ -82,30 +88,72 @@ SafetensorsContent load_safetensors(const std::string& path) {
     uint64_t begin, end;
   };
   std::vector<Entry> entries;
-  try {
-    for (auto it = header.begin(); it != header.end(); ++it) {
-      if (it.key() == "__metadata__") {
-        for (auto m = it->begin(); m != it->end(); ++m) content.metadata[m.key()] = m->get<std::string>();
-        continue;
+  // Every value is type-checked before it is converted: nlohmann's get<int64_t>() of 1e300 or
+  // get<uint64_t>() of -1 converts silently (the first is undefined behaviour).
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string where = path + ": tensor '" + it.key() + "'";
+    if (it.key() == "__metadata__") {
+      if (!it->is_object()) throw InputError(path + ": safetensors __metadata__ is not a JSON object");
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string())
+          throw InputError(path + ": safetensors __metadata__ '" + m.key() + "' is not a string");
+        content.metadata[m.key()] = m->get<std::string>();
       }
-      Entry e;
-      e.name = it.key();
-      if (!parse_dtype(it->at("dtype").get<std::string>(), e.dtype))
-        throw InputError(path + ": tensor '" + e.name + "' has unsupported dtype " + it->at("dtype").dump());
-      e.shape = it->at("shape").get<Shape>();
-      auto offsets = it->at("data_offsets").get<std::vector<uint64_t>>();
-      if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size)
-        throw InputError(path + ": tensor '" + e.name + "' has data offsets outside the file (truncated?)");
-      e.begin = offsets[0];
-      e.end = offsets[1];
-      if (e.end - e.begin != static_cast<uint64_t>(shape_numel(e.shape)) * dtype_size(e.dtype))
-        throw InputError(path + ": tensor '" + e.name + "' size does not match its shape " + shape_str(e.shape));
-      entries.push_back(std::move(e));
+      continue;
     }
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(path + ": malformed safetensors header: " + e.what());
+    if (!it->is_object()) throw InputError(where + " is not a JSON object");
+    Entry e;
+    e.name = it.key();
+    const auto dtype = it->find("dtype");
+    if (dtype == it->end() || !dtype->is_string() || !parse_dtype(dtype->get<std::string>(), e.dtype))
+      throw InputError(where + " has a missing or unsupported dtype" +
+                       (dtype == it->end() ? std::string() : " " + dtype->dump()));
+    const auto shape = it->find("shape");
+    if (shape == it->end() || !shape->is_array())
+      throw InputError(where + " has no shape (a list of dimensions)");
+    // The element count, overflow-checked: dimensions whose product wraps could otherwise
+    // pass the size check below with a small byte range.
+    uint64_t numel = 1;
+    bool too_big = false;
+    for (const auto& d : *shape) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        throw InputError(where + " has a shape that is not a list of non-negative integers: " + shape->dump());
+      e.shape.push_back(d.get<int64_t>());
+      too_big = too_big || __builtin_mul_overflow(numel, static_cast<uint64_t>(d.get<int64_t>()), &numel);
+    }
+    uint64_t nbytes = 0;
+    too_big = too_big || __builtin_mul_overflow(numel, uint64_t{dtype_size(e.dtype)}, &nbytes);
+    const auto offsets = it->find("data_offsets");
+    if (offsets == it->end() || !offsets->is_array() || offsets->size() != 2 ||
+        !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned())
+      throw InputError(where + " has no data_offsets [begin, end] of non-negative integers");
+    e.begin = (*offsets)[0].get<uint64_t>();
+    e.end = (*offsets)[1].get<uint64_t>();
+    if (e.begin > e.end || e.end > data_size)
+      throw InputError(where + " has data offsets [" + std::to_string(e.begin) + ", " +
+                       std::to_string(e.end) + "] outside the " + std::to_string(data_size) +
+                       " bytes of data (truncated?)");
+    if (too_big || e.end - e.begin != nbytes)
+      throw InputError(where + " size " + std::to_string(e.end - e.begin) +
+                       " bytes does not match its shape " + shape->dump() + " and dtype " +
+                       dtype_tag(e.dtype));
+    entries.push_back(std::move(e));
   }
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  // As the safetensors format requires: the tensors tile the data exactly, no overlap (two
+  // tensors sharing bytes) and no hole (bytes no tensor owns, room for a polyglot file).
+  uint64_t covered = 0;
+  for (const Entry& e : entries) {
+    if (e.begin != covered)
+      throw InputError(path + ": tensor '" + e.name + "' at data offset " + std::to_string(e.begin) +
+                       (e.begin < covered ? " overlaps the tensor before it (which ends at "
+                                          : " leaves a hole after the tensor before it (which ends at ") +
+                       std::to_string(covered) + ")");
+    covered = e.end;
+  }
+  if (covered != data_size)
+    throw InputError(path + ": " + std::to_string(data_size - covered) +
+                     " bytes after the last tensor belong to no tensor (corrupt or not safetensors)");
   for (const Entry& e : entries) {
     Tensor t(e.shape, e.dtype);
     in.seekg(static_cast<std::streamoff>(8 + header_size + e.begin));

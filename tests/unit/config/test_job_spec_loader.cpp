@@ -115,6 +115,16 @@ TEST(JobSpecLoader, MalformedYamlGivesLineNumber) {
   EXPECT_NE(msg.find("malformed YAML"), std::string::npos) << msg;
 }
 
+// A key that is a list or a mapping (`? [a, b]`, `{x: 1}: 2`) is not a name: found by
+// fuzzing (docs/robustness.md), it escaped as yaml-cpp's BadConversion instead of exit 2.
+TEST(JobSpecLoader, KeysThatAreNotNamesAreInputErrors) {
+  for (const char* text : {"? [a, b]\n: 1\n", "{x: 1}: 2\n", "model:\n  ? [name]\n  : mlp\n"}) {
+    std::string msg = input_error_of([&] { JobSpecLoader().apply_yaml_text(text, "job.yaml"); });
+    EXPECT_NE(msg.find("job.yaml:"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("is not a key name"), std::string::npos) << msg;
+  }
+}
+
 TEST(JobSpecLoader, UnknownKeySuggestsTheClosestOne) {
   std::string msg = input_error_of(
       [] { JobSpecLoader().apply_yaml_text("optimizer:\n  lr: 0.1\n  momentun: 0.9\n", "job.yaml"); });

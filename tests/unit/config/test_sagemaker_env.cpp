@@ -48,6 +48,10 @@ TEST(ResourceConfig, ParsesSageMakerFileWithExtraFields) {
 TEST(ResourceConfig, RejectsEveryMalformedShape) {
   EXPECT_NE(load_error(R"({"current_host": "algo-1", "hosts": ["algo-1")").find("malformed JSON"), std::string::npos);
   EXPECT_NE(load_error(R"(["algo-1"])").find("expected a JSON object"), std::string::npos);
+  // Fuzzing finding (docs/robustness.md): a number beyond double's range is nlohmann's
+  // out_of_range, not a parse_error, and escaped read_json_file as an uncaught exception.
+  EXPECT_NE(load_error(R"({"current_host": "algo-1", "hosts": ["algo-1"], "x": 1e999})").find("malformed JSON"),
+            std::string::npos);
   EXPECT_NE(load_error(R"({"hosts": ["algo-1"]})").find("'current_host' is missing"), std::string::npos);
   EXPECT_NE(load_error(R"({"current_host": "algo-1"})").find("'hosts' is missing"), std::string::npos);
   EXPECT_NE(load_error(R"({"current_host": 1, "hosts": ["algo-1"]})").find("must be a string"), std::string::npos);

@@ -6,6 +6,7 @@
 
 #include "core/error.hpp"
 #include "data/cifar10.hpp"
+#include "data/compressed_file.hpp"
 #include "data/mnist.hpp"
 #include "temp_dir.hpp"
 
@@ -90,6 +91,48 @@ TEST(Mnist, Truncated) {
   testing::write_raw(dir.file("lbl"), lbl);
   expect_input_error([&] { load_mnist_files(dir.file("img"), dir.file("lbl")); },
                      {dir.file("lbl"), "truncated"});
+}
+
+// Fuzzing finding (docs/robustness.md): a header claiming 2^28 images of 4096x4096 made the
+// reader allocate the whole 4 PiB before reading a pixel (std::bad_alloc, not exit 2). Such a
+// header is now implausible, and a plausible one (4 GiB) is read as the pixels arrive, so a
+// short file is a truncation error after its few bytes, not a 4 GiB allocation.
+TEST(Mnist, HugeHeaderCountsAllocateNothing) {
+  TempDir dir;
+  auto header = [](uint32_t count, uint32_t rows, uint32_t cols) {
+    std::vector<uint8_t> img;
+    testing::put_be32(img, 0x803);
+    testing::put_be32(img, count);
+    testing::put_be32(img, rows);
+    testing::put_be32(img, cols);
+    img.insert(img.end(), 100, 7);
+    return img;
+  };
+  std::vector<uint8_t> lbl;
+  testing::put_be32(lbl, 0x801);
+  testing::put_be32(lbl, 0xffffffffu);
+  for (bool gz : {false, true}) {
+    const std::string suffix = gz ? ".gz" : "";
+    const std::string img = dir.file("img" + suffix), lbls = dir.file("lbl" + suffix);
+    auto write = gz ? testing::write_gz : testing::write_raw;
+    write(lbls, lbl);
+    write(img, header(1u << 28, 4096, 4096));
+    expect_input_error([&] { load_mnist_files(img, lbls); }, {img, "implausible IDX dimensions"});
+    write(img, header(1u << 20, 64, 64));  // exactly the 4 GiB cap
+    expect_input_error([&] { load_mnist_files(img, lbls); }, {img, "truncated", "found 100"});
+    // The label file's count is checked against the images before anything is allocated.
+    testing::write_raw(dir.file("ok"), testing::idx_images(2, 2, 2));
+    expect_input_error([&] { load_mnist_files(dir.file("ok"), lbls); }, {lbls, "does not match"});
+  }
+}
+
+// A gzip stream expands ~1000x: read_all stops at its limit instead of taking the memory.
+TEST(CompressedFile, ReadAllStopsAtItsLimit) {
+  TempDir dir;
+  testing::write_gz(dir.file("z.gz"), std::vector<uint8_t>(5000, 0));
+  EXPECT_EQ(CompressedFile(dir.file("z.gz")).read_all(5000).size(), 5000u);
+  expect_input_error([&] { CompressedFile(dir.file("z.gz")).read_all(4999); },
+                     {dir.file("z.gz"), "more than 4999 bytes"});
 }
 
 TEST(Mnist, TrailingBytes) {

@@ -1,0 +1,119 @@
+// Writes the small binary seed corpora of the fuzz targets (valid tiny files, so the fuzzer
+// starts past the magic numbers and headers): make_fuzz_seeds <corpus dir>. Makes
+// <dir>/{safetensors,idx,cifar10}/; scripts/fuzz.sh adds the YAML and JSON seeds from configs/.
+// Generated rather than committed so the tree holds no binary blobs.
+#include <zlib.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "io/checkpoint.hpp"
+#include "io/safetensors.hpp"
+
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+namespace fs = std::filesystem;
+
+void write(const fs::path& path, const Bytes& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+
+Bytes gzip(const Bytes& raw) {
+  // gzip framing (windowBits 16 + 15), as `gzip` writes it.
+  z_stream zs{};
+  deflateInit2(&zs, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + 15, 8, Z_DEFAULT_STRATEGY);
+  Bytes out(deflateBound(&zs, raw.size()) + 32);
+  zs.next_in = const_cast<uint8_t*>(raw.data());
+  zs.avail_in = static_cast<uInt>(raw.size());
+  zs.next_out = out.data();
+  zs.avail_out = static_cast<uInt>(out.size());
+  deflate(&zs, Z_FINISH);
+  out.resize(zs.total_out);
+  deflateEnd(&zs);
+  return out;
+}
+
+void put_be32(Bytes& v, uint32_t x) {
+  for (int s = 24; s >= 0; s -= 8) v.push_back(static_cast<uint8_t>(x >> s));
+}
+
+// The idx target's framing: flags, little-endian image length, images, labels.
+Bytes idx_input(bool gz, const Bytes& images, const Bytes& labels) {
+  Bytes v{static_cast<uint8_t>(gz ? 1 : 0), static_cast<uint8_t>(images.size() & 0xff),
+          static_cast<uint8_t>(images.size() >> 8)};
+  v.insert(v.end(), images.begin(), images.end());
+  v.insert(v.end(), labels.begin(), labels.end());
+  return v;
+}
+
+void idx_seeds(const fs::path& dir) {
+  for (uint32_t count : {1u, 3u}) {
+    Bytes images, labels;
+    put_be32(images, 0x803);
+    put_be32(images, count);
+    put_be32(images, 4);
+    put_be32(images, 5);
+    for (uint32_t i = 0; i < count * 20; ++i) images.push_back(static_cast<uint8_t>(i * 13));
+    put_be32(labels, 0x801);
+    put_be32(labels, count);
+    for (uint32_t i = 0; i < count; ++i) labels.push_back(static_cast<uint8_t>(i % 10));
+    const std::string n = std::to_string(count);
+    write(dir / ("raw-" + n), idx_input(false, images, labels));
+    write(dir / ("gz-" + n), idx_input(true, gzip(images), gzip(labels)));
+  }
+}
+
+void cifar_seeds(const fs::path& dir) {
+  for (int count : {1, 2}) {
+    Bytes records;
+    for (int r = 0; r < count; ++r) {
+      records.push_back(static_cast<uint8_t>(r + 3));
+      for (int k = 0; k < 3072; ++k) records.push_back(static_cast<uint8_t>((r * 3 + k) % 256));
+    }
+    Bytes raw{0}, gz{1};
+    raw.insert(raw.end(), records.begin(), records.end());
+    const Bytes z = gzip(records);
+    gz.insert(gz.end(), z.begin(), z.end());
+    write(dir / ("raw-" + std::to_string(count)), raw);
+    write(dir / ("gz-" + std::to_string(count)), gz);
+  }
+}
+
+void safetensors_seeds(const fs::path& dir) {
+  using sdp::Tensor;
+  Tensor w({2, 3}, sdp::DType::kF32);
+  for (int i = 0; i < 6; ++i) w.data<float>()[i] = 0.5f * static_cast<float>(i);
+  Tensor b({3}, sdp::DType::kF16);
+  Tensor m({2, 1, 2}, sdp::DType::kBF16);
+  Tensor s(sdp::Shape{}, sdp::DType::kF32);  // a scalar: rank 0, one element
+  const std::map<std::string, std::string> meta{
+      {"format", sdp::kCheckpointFormat}, {"step", "7"}, {"epoch", "1"}};
+  sdp::save_safetensors((dir / "checkpoint").string(),
+                        {{"fc.weight", w}, {"fc.bias", b}, {"optimizer.fc.weight.momentum", m},
+                         {"step_scalar", s}},
+                        meta);
+  sdp::save_safetensors((dir / "model").string(), {{"fc.weight", w}}, {});
+  sdp::save_safetensors((dir / "empty").string(), {}, meta);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_fuzz_seeds <corpus dir>\n");
+    return 2;
+  }
+  const fs::path root = argv[1];
+  for (const char* sub : {"safetensors", "idx", "cifar10"}) fs::create_directories(root / sub);
+  safetensors_seeds(root / "safetensors");
+  idx_seeds(root / "idx");
+  cifar_seeds(root / "cifar10");
+  return 0;
+}
