@@ -17,8 +17,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t* labels = images + image_len;
   const size_t label_len = size - 3 - image_len;
   const std::string suffix = gz ? ".gz" : "";
-  const std::string image_path = sdp::fuzz::write_file("images-idx3-ubyte" + suffix, images, image_len);
-  const std::string label_path = sdp::fuzz::write_file("labels-idx1-ubyte" + suffix, labels, label_len);
+  const std::string image_path =
+      sdp::fuzz::write_file("images-idx3-ubyte" + suffix, images, image_len);
+  const std::string label_path =
+      sdp::fuzz::write_file("labels-idx1-ubyte" + suffix, labels, label_len);
   try {
     sdp::Dataset ds = sdp::load_mnist_files(image_path, label_path);
     if (ds.images.size() != static_cast<size_t>(ds.count) * ds.height * ds.width ||

@@ -21,9 +21,9 @@ namespace fs = std::filesystem;
 
 void write(const fs::path& path, const Bytes& bytes) {
   std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
-
 
 Bytes gzip(const Bytes& raw) {
   // gzip framing (windowBits 16 + 15), as `gzip` writes it.
@@ -95,10 +95,10 @@ void safetensors_seeds(const fs::path& dir) {
   Tensor s(sdp::Shape{}, sdp::DType::kF32);  // a scalar: rank 0, one element
   const std::map<std::string, std::string> meta{
       {"format", sdp::kCheckpointFormat}, {"step", "7"}, {"epoch", "1"}};
-  sdp::save_safetensors((dir / "checkpoint").string(),
-                        {{"fc.weight", w}, {"fc.bias", b}, {"optimizer.fc.weight.momentum", m},
-                         {"step_scalar", s}},
-                        meta);
+  sdp::save_safetensors(
+      (dir / "checkpoint").string(),
+      {{"fc.weight", w}, {"fc.bias", b}, {"optimizer.fc.weight.momentum", m}, {"step_scalar", s}},
+      meta);
   sdp::save_safetensors((dir / "model").string(), {{"fc.weight", w}}, {});
   sdp::save_safetensors((dir / "empty").string(), {}, meta);
 }
