@@ -11,13 +11,11 @@
 
 namespace sdp {
 
-const char* comm_backend_name(CommBackend backend);
 // "mpi" -> kMpi, "nccl" -> kNccl; InputError naming the known backends otherwise.
 CommBackend parse_comm_backend(const std::string& name);
 // Whether this build contains the backend (nccl: only with CUDA and NCCL found).
 bool comm_backend_built(CommBackend backend);
 // What `auto` means for buffers on `device`: nccl for GPU memory when built, mpi otherwise.
 CommBackend resolve_comm_backend(CommBackend backend, const Device& device);
-const std::vector<std::string>& comm_backend_names();
 
 }  // namespace sdp

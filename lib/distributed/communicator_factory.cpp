@@ -5,20 +5,6 @@
 
 namespace sdp {
 
-const char* comm_backend_name(CommBackend backend) {
-  switch (backend) {
-    case CommBackend::kAuto: return "auto";
-    case CommBackend::kMpi: return "mpi";
-    case CommBackend::kNccl: return "nccl";
-  }
-  return "?";
-}
-
-const std::vector<std::string>& comm_backend_names() {
-  static const std::vector<std::string> names = {"mpi", "nccl"};
-  return names;
-}
-
 CommBackend parse_comm_backend(const std::string& name) {
   if (name == "mpi") return CommBackend::kMpi;
   if (name == "nccl") return CommBackend::kNccl;
@@ -49,7 +35,7 @@ std::shared_ptr<Communicator> make_communicator(CommBackend backend, MPI_Comm gr
       break;
   }
   throw InputError(
-      std::string("communicator backend '") + comm_backend_name(backend) +
+      "communicator backend '" + to_string(backend) +
       "' is not built into this sdp-train (it needs the CUDA backend with NCCL; see `sdp-train "
       "--version`); use distributed.backend: mpi");
 }

@@ -53,7 +53,7 @@ TEST(CommunicatorFactory, MakesTheMpiBackendByName) {
   EXPECT_EQ(comm->name(), "intra");
   EXPECT_TRUE(comm->device().is_cpu());
   EXPECT_TRUE(comm_backend_built(CommBackend::kMpi));
-  EXPECT_EQ(parse_comm_backend(comm_backend_name(CommBackend::kNccl)), CommBackend::kNccl);
+  EXPECT_EQ(parse_comm_backend(to_string(CommBackend::kNccl)), CommBackend::kNccl);
 }
 
 TEST(CommunicatorFactory, UnknownBackendNameIsAClearInputError) {
