@@ -52,6 +52,21 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
   return found;
 }
 
+std::vector<std::string> remove_interrupted_checkpoint_writes(const std::string& dir) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return removed;
+  static const std::regex name(R"(ckpt-[0-9]{1,18}\.safetensors\.tmp\.[0-9]+)");
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string file = entry.path().filename().string();
+    if (!std::regex_match(file, name)) continue;
+    std::error_code removing;
+    if (fs::remove(entry.path(), removing)) removed.push_back(entry.path().string());
+  }
+  std::sort(removed.begin(), removed.end());
+  return removed;
+}
+
 Checkpoint read_checkpoint(const std::string& path) {
   SafetensorsContent content = load_safetensors(path);
   Checkpoint c;

@@ -53,6 +53,11 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
 // Reads and validates one checkpoint. Throws InputError naming the file.
 Checkpoint read_checkpoint(const std::string& path);
 
+// Removes the temporary files ("ckpt-N.safetensors.tmp.<pid>") that a write cut short by a
+// crash or kill -9 left in `dir`, and returns their paths. Call only while no write into
+// `dir` is in progress (before the job's first checkpoint): the directory is the job's own.
+std::vector<std::string> remove_interrupted_checkpoint_writes(const std::string& dir);
+
 // The newest checkpoint of `dir` that reads completely; every newer one that does not is
 // appended to `skipped` as "path: reason". nullopt when there is none.
 std::optional<Checkpoint> find_newest_checkpoint(const std::string& dir,
@@ -79,7 +84,8 @@ struct ArenaViews {
 // and kept there): fresh memory costs its page faults on every checkpoint (ResNet-50: 110 ms
 // of a 140 ms snapshot), reused memory only the copy. The caller must not reuse a buffer
 // while a write from it is in flight (CheckpointWriter::wait first).
-void add_to_snapshot(CheckpointSnapshot& snapshot, const ArenaViews& group, Tensor* reuse = nullptr);
+void add_to_snapshot(CheckpointSnapshot& snapshot, const ArenaViews& group,
+                     Tensor* reuse = nullptr);
 
 // Writes the snapshot atomically and removes the oldest checkpoints beyond keep_last.
 // Returns the path written. Throws RuntimeError naming the path on failure.

@@ -30,13 +30,21 @@ std::shared_ptr<Stream> make_stream(const Device& device);
 
 struct Context {
   Context(ParameterStore& store_ref, Device device_value = Device::cpu(), uint64_t seed_value = 42)
-      : store(store_ref), device(device_value), stream(make_stream(device_value)), seed(seed_value) {}
+      : store(store_ref),
+        device(device_value),
+        stream(make_stream(device_value)),
+        seed(seed_value) {}
 
   ParameterStore& store;
   Device device;
   std::shared_ptr<Stream> stream;
   GradReadyHook grad_ready_hook;  // may be empty
   uint64_t seed;                  // base seed for stochastic layers (dropout)
+  // Where stochastic layers are in their random stream: each draws from a generator seeded
+  // by (seed, layer, random_stream, random_step), so a resumed run continues the same masks
+  // with no generator state in the checkpoint. The trainer sets stream = rank, step = step.
+  uint64_t random_stream = 0;
+  int64_t random_step = 0;
 };
 
 // Copies `src` into `dst`: the same logical tensor (shape, dtype) in possibly different

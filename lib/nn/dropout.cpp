@@ -13,9 +13,21 @@ std::unique_ptr<Dropout> Dropout::create(Context& ctx, std::string name, float p
 }
 
 Dropout::Dropout(Context& ctx, std::string name, float p)
-    : Layer(ctx, std::move(name)), p_(p), rng_(ctx.seed ^ std::hash<std::string>{}(name_)) {
+    : Layer(ctx, std::move(name)), p_(p), layer_seed_(ctx.seed ^ std::hash<std::string>{}(name_)) {
   if (!(p >= 0.0f && p < 1.0f))
     throw std::invalid_argument("Dropout " + name_ + ": p must be in [0, 1)");
+}
+
+void Dropout::follow_random_position() {
+  if (ctx_.random_step == seeded_step_ && ctx_.random_stream == seeded_stream_) return;
+  seeded_step_ = ctx_.random_step;
+  seeded_stream_ = ctx_.random_stream;
+  const uint64_t step = static_cast<uint64_t>(seeded_step_);
+  std::seed_seq seq{
+      static_cast<uint32_t>(layer_seed_),    static_cast<uint32_t>(layer_seed_ >> 32),
+      static_cast<uint32_t>(seeded_stream_), static_cast<uint32_t>(seeded_stream_ >> 32),
+      static_cast<uint32_t>(step),           static_cast<uint32_t>(step >> 32)};
+  rng_.seed(seq);
 }
 
 }  // namespace sdp::nn

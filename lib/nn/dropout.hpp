@@ -1,6 +1,8 @@
 // Dropout with inverted scaling: in training each element is kept with probability 1 - p
-// and scaled by 1 / (1 - p); inference is the identity. The mask comes from a generator
-// seeded from the model seed and the layer name, so runs are reproducible.
+// and scaled by 1 / (1 - p); inference is the identity. The masks come from a generator
+// reseeded from (model seed, layer name, ctx.random_stream, ctx.random_step) whenever the
+// position moves, so runs are reproducible and a resumed run draws the masks the
+// uninterrupted one would have drawn (counter-based, like JAX's keys).
 #pragma once
 
 #include <memory>
@@ -20,12 +22,17 @@ class Dropout : public Layer {
 
  protected:
   Dropout(Context& ctx, std::string name, float p);
+  // Reseeds rng_ when the context's random position differs from the last one drawn at.
+  void follow_random_position();
 
   float p_;
   bool training_ = false;
   bool fixed_mask_ = false;
   bool mask_ready_ = false;
   std::mt19937_64 rng_;
+  uint64_t layer_seed_;
+  uint64_t seeded_stream_ = 0;
+  int64_t seeded_step_ = -1;
   std::vector<float> mask_;  // 0 or 1 / (1 - p), one per stored element (layout padding too)
 };
 

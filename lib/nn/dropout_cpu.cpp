@@ -21,6 +21,7 @@ memory::desc DropoutCpu::configure_md(const memory::desc& src_md, bool training)
 const memory& DropoutCpu::forward_md(const memory& src) {
   if (!training_ || p_ == 0.0f) return src;
   if (!fixed_mask_ || !mask_ready_) {
+    follow_random_position();
     const float scale = 1.0f / (1.0f - p_);
     // Compare raw 53-bit draws against a threshold: cheaper than a distribution object.
     const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(p_) * 9007199254740992.0);

@@ -47,6 +47,11 @@ class Model {
   float forward(const Tensor& x, const int32_t* labels, bool training, int64_t* correct = nullptr);
   void backward();
   void set_grad_ready_hook(std::function<void(const Param&)> hook);
+  // Positions stochastic layers (dropout) in their random stream; see Context::random_step.
+  void set_random_position(uint64_t stream, int64_t step) {
+    ctx_.random_stream = stream;
+    ctx_.random_step = step;
+  }
 
   // --- building (models/ use these; the training loop does not) ---
   // Adds a layer of kind L made by L::create for this model's device.

@@ -122,6 +122,9 @@ Checkpointer::Checkpointer(const JobSpec& spec, const World& world, nn::Model& m
                            Optimizer& optimizer)
     : spec_(spec), world_(world), model_(model), optimizer_(optimizer) {
   if (world.rank() != 0) return;
+  for (const std::string& path : remove_interrupted_checkpoint_writes(spec.checkpoint.dir))
+    log_warn("removed " + path +
+             ": the unfinished write of a checkpoint by an earlier run that was killed");
   writer_ = std::make_unique<CheckpointWriter>();
   // The host copies are made (and their pages touched) now, before step 0, so that no
   // checkpoint pays for fresh memory in the step loop.
@@ -141,8 +144,7 @@ void Checkpointer::save(const TrainPosition& at, const LrSchedule& schedule,
     const int64_t count = live.buffer_arena().numel();
     all_buffers = Tensor({count * world_.size()}, live.buffer_arena().dtype(), live.device());
     all_buffers.slice(count * world_.rank(), count).copy_from(live.buffer_arena());
-    comm.allgather(CommBuffer::of(all_buffers), std::vector<int64_t>(world_.size(), count))
-        ->wait();
+    comm.allgather(CommBuffer::of(all_buffers), std::vector<int64_t>(world_.size(), count))->wait();
   }
   if (!writer_) return;
   const auto start = Clock::now();
@@ -173,9 +175,9 @@ void Checkpointer::save(const TrainPosition& at, const LrSchedule& schedule,
       {"lr_next", num(schedule.lr_at(at.step))},
       {"peak_lr", num(schedule.peak_lr())},
       {"seed", std::to_string(spec_.seed)},
-      // Nothing else draws random numbers that a resume must continue: the data order and
-      // augmentation are functions of (seed, epoch, sample). Dropout masks are not saved.
-      {"rng", "none"},
+      // No generator state to save: the data order and augmentation are functions of
+      // (seed, epoch, sample), dropout masks of (seed, layer, rank, step).
+      {"rng", "counter-based: data (seed, epoch, sample), dropout (seed, layer, rank, step)"},
       {"job_spec", job_spec_to_yaml(spec_)},
   };
   const std::vector<ArenaViews> groups = state_groups(model_, optimizer_);

@@ -144,6 +144,7 @@ double Trainer::train_step(const Batch& batch, int64_t epoch, double lr) {
   }
   nn::Model& model = *parts_.model;
   parallel_->begin_step(step_);
+  model.set_random_position(static_cast<uint64_t>(world_.rank()), step_);
   const float loss = model.forward(batch.images, batch.labels.data(), /*training=*/true);
   model.backward();
   parallel_->finish_step();  // every gradient bucket averaged over the ranks

@@ -450,8 +450,34 @@ PY
     [ $STATUS -ne 0 ] || fail "exit status 0 after kill -9 of a rank"
     [ $took -le 10 ] || fail "took ${took}s to end after kill -9 of a rank"
     echo "exit status $STATUS ${took}s after kill -9"
+    # What a write cut short by kill -9 leaves behind goes at the next start, with a warning.
+    leftover="$WORK/ck/ckpt-000009999.safetensors.tmp.4242"
+    echo partial >"$leftover"
     expect_ok 0 "${job[@]}" --set train.max_steps=100
-    grep -qE 'resuming from .*ckpt-0+[1-9][0-9]*.safetensors' "$WORK/out" || fail "the newest checkpoint did not load" ;;
+    grep -qE 'resuming from .*ckpt-0+[1-9][0-9]*.safetensors' "$WORK/out" || fail "the newest checkpoint did not load"
+    [ ! -e "$leftover" ] || fail "the leftover temporary file is still there"
+    grep -q "removed $leftover: the unfinished write" "$WORK/out" || fail "no warning about the leftover" ;;
+  ckpt_second_signal)
+    # The first SIGTERM asks for a stop at the next step boundary; a rank stalled inside a
+    # step never gets there, so the second SIGTERM must end it at once (128 + 15).
+    ckpt_args
+    (cd "$WORK" && SDP_TEST_STALL_RANK=0 SDP_TEST_STALL_STEP=3 exec "$BIN" "${CKPT_ARGS[@]}" \
+       --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m") >"$WORK/out" 2>&1 &
+    pid=$!
+    for i in $(seq 300); do grep -q 'stops taking part' "$WORK/out" && break; sleep 0.1; done
+    grep -q 'stops taking part' "$WORK/out" || { kill -KILL $pid; fail "the stall hook did not trigger"; }
+    kill -TERM $pid; sleep 1
+    kill -0 $pid 2>/dev/null || fail "the first SIGTERM ended the process inside a step"
+    kill -TERM $pid; start=$(date +%s%N)
+    for i in $(seq 50); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+    kill -0 $pid 2>/dev/null && { kill -KILL $pid; fail "still running 5 s after the second SIGTERM"; }
+    wait $pid; STATUS=$?
+    [ $STATUS -eq 143 ] || fail "exit status $STATUS after the second SIGTERM, expected 143"
+    grep -q 'second signal: exiting at once' "$WORK/out" || fail "no 'second signal' message"
+    echo "exited $STATUS $(( ($(date +%s%N) - start) / 1000000 )) ms after the second SIGTERM" ;;
+  ckpt_resume_bitwise_dropout_np2)
+    # Dropout masks are drawn at (seed, layer, rank, step): a resumed run draws the same ones.
+    resume_bitwise 2 --set model.dropout=0.3 ;;
   preflight_unwritable_model_dir)
     expect_error 2 "key 'output.model_dir': cannot write to '/proc/x'" --config "$SRC/configs/quickstart.yaml" --set output.model_dir=/proc/x
     grep -q '^\[step' "$WORK/out" && fail "trained before failing"
@@ -513,6 +539,21 @@ PY
     resumed=$(final_accuracy)
     echo "1 rank: $one, 2 ranks then 1: $resumed"
     python3 -c "import sys; sys.exit(0 if float('$resumed') >= float('$one') - 0.003 else 1)" || fail "resumed $resumed vs $one" ;;
+  mnist_lenet5_resume_1_to_2)
+    # 1 rank stops after 800 steps (global batch 64); 2 ranks resume from the same sample and
+    # finish the 3 epochs: test accuracy within 0.3% of the uninterrupted 2-rank run.
+    need_data mnist; mnist=$DATA
+    args=(--config "$SRC/configs/lenet-mnist.yaml" --set train.epochs=3 --set threads=1 --set output.metrics=
+          --set output.model_dir="$WORK/model" --set data.train="$mnist" --set data.test="$mnist"
+          --set optimizer.warmup_epochs=1)
+    expect_ok 2 "${args[@]}" --set checkpoint.dir="$WORK/ck2"
+    two=$(final_accuracy)
+    expect_ok 0 "${args[@]}" --set checkpoint.dir="$WORK/ck" --set train.max_steps=800
+    expect_ok 2 "${args[@]}" --set checkpoint.dir="$WORK/ck"
+    grep -q 'world size 1 -> 2, global batch 64 -> 128, steps per epoch 937 -> 468' "$WORK/out" || fail "no re-derivation logged"
+    resumed=$(final_accuracy)
+    echo "2 ranks: $two, 1 rank then 2: $resumed"
+    python3 -c "import sys; sys.exit(0 if float('$resumed') >= float('$two') - 0.003 else 1)" || fail "resumed $resumed vs $two" ;;
   mnist_lenet5_pytorch_recipe)
     # PyTorch 1.13 reaches 98.3-98.5% with this recipe here: LeNet-5, SGD lr 0.01 momentum 0.9,
     # batch 64, constant LR, 3 epochs. sdp-train must be within 0.3%.

@@ -192,6 +192,19 @@ TEST(Checkpoint, NewestCompleteSkipsTruncatedBadHeaderAndBadJson) {
   EXPECT_NE(skipped[3].find("not an sdp-train checkpoint"), std::string::npos) << skipped[3];
 }
 
+TEST(Checkpoint, LeftoversOfAKilledWriteAreRemovedAndNothingElse) {
+  TempDir dir;
+  write_checkpoint(snapshot_of(dir.str(), 10, sample_tensors()));
+  const std::string leftover = dir.str() + "/ckpt-000000020.safetensors.tmp.4242";
+  const std::string users_file = dir.str() + "/notes.tmp.1";
+  for (const std::string& p : {leftover, users_file}) std::ofstream(p) << "partial";
+  EXPECT_EQ(remove_interrupted_checkpoint_writes(dir.str()), std::vector<std::string>{leftover});
+  EXPECT_FALSE(fs::exists(leftover));
+  EXPECT_TRUE(fs::exists(users_file));
+  EXPECT_TRUE(fs::exists(checkpoint_path(dir.str(), 10)));
+  EXPECT_TRUE(remove_interrupted_checkpoint_writes(dir.str() + "/absent").empty());
+}
+
 TEST(Checkpoint, NoDirectoryOrNoCheckpointIsNone) {
   TempDir dir;
   EXPECT_FALSE(find_newest_checkpoint(dir.str() + "/absent", nullptr).has_value());

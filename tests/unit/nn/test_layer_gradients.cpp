@@ -334,6 +334,31 @@ TEST_P(DropoutGrad, FixedMask) {
   h.check_all({});
 }
 
+// Masks are a function of the random position (stream = rank, step): a new step or another
+// rank draws a new mask, and returning to a position draws its mask again (what a resumed
+// run relies on); two forwards within one step continue the stream (accumulation).
+TEST_P(DropoutGrad, MaskFollowsTheRandomPosition) {
+  LayerHarness h(GetParam());
+  h.make<Dropout>(0.5f);
+  h.configure({4, 3, 2, 5}, true);
+  h.input().assign(h.input().size(), 1.0f);
+  auto mask_at = [&](uint64_t stream, int64_t step) {
+    h.ctx().random_stream = stream;
+    h.ctx().random_step = step;
+    return h.forward();
+  };
+  const auto step0 = mask_at(0, 0);
+  const auto step0_again = h.forward();
+  const auto step1 = mask_at(0, 1);
+  const auto rank1 = mask_at(1, 0);
+  EXPECT_NE(step0, step0_again);
+  EXPECT_NE(step0, step1);
+  EXPECT_NE(step0, rank1);
+  EXPECT_EQ(mask_at(0, 0), step0);
+  EXPECT_EQ(h.forward(), step0_again);
+  EXPECT_EQ(mask_at(0, 1), step1);
+}
+
 TEST_P(DropoutGrad, InferenceIsIdentity) {
   LayerHarness h(GetParam());
   h.make<Dropout>(0.5f);
