@@ -56,6 +56,8 @@ SDP_SPELLING(AllreduceKind, {{AllreduceKind::kAuto, "auto"},
 SDP_SPELLING(Compression, {{Compression::kNone, "none"},
                            {Compression::kFp16, "fp16"},
                            {Compression::kBf16, "bf16"}});
+SDP_SPELLING(OnNonfinite, {{OnNonfinite::kAbort, "abort"}, {OnNonfinite::kSkip, "skip"}});
+SDP_SPELLING(OnDivergence, {{OnDivergence::kWarn, "warn"}, {OnDivergence::kAbort, "abort"}});
 
 #undef SDP_SPELLING
 
@@ -102,6 +104,8 @@ SDP_CHOICE(ScheduleKind)
 SDP_CHOICE(CommBackend)
 SDP_CHOICE(AllreduceKind)
 SDP_CHOICE(Compression)
+SDP_CHOICE(OnNonfinite)
+SDP_CHOICE(OnDivergence)
 
 #undef SDP_CHOICE
 

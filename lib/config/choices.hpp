@@ -22,6 +22,8 @@ enum class ScheduleKind { kConstant, kStep, kCosine };            // optimizer.s
 enum class CommBackend { kAuto, kMpi, kNccl };                    // distributed.backend
 enum class AllreduceKind { kAuto, kFlat, kRing, kHierarchical };  // distributed.allreduce
 enum class Compression { kNone, kFp16, kBf16 };                   // distributed.compression
+enum class OnNonfinite { kAbort, kSkip };                         // train.on_nonfinite
+enum class OnDivergence { kWarn, kAbort };                        // train.on_divergence
 
 // The words an enum accepts, in documentation order.
 template <typename E>
@@ -43,6 +45,8 @@ std::string to_string(ScheduleKind value);
 std::string to_string(CommBackend value);
 std::string to_string(AllreduceKind value);
 std::string to_string(Compression value);
+std::string to_string(OnNonfinite value);
+std::string to_string(OnDivergence value);
 
 // optimizer.lr_scaling: linear | sqrt | none, or an explicit factor written as a positive
 // number (1.5) or as {factor: 1.5}. The YAML form is the loader's; this takes the text.

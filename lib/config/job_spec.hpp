@@ -45,6 +45,8 @@ struct TrainSpec {
   int64_t max_steps = 0;  // 0 = no limit
   int log_every = 50;
   int eval_every_epochs = 1;  // 0 = evaluate only at the end
+  OnNonfinite on_nonfinite = OnNonfinite::kAbort;
+  OnDivergence on_divergence = OnDivergence::kWarn;
 };
 
 struct OptimizerSpec {
@@ -67,12 +69,12 @@ struct OptimizerSpec {
 struct DistributedSpec {
   CommBackend backend = CommBackend::kAuto;
   AllreduceKind allreduce = AllreduceKind::kAuto;
-  double bucket_mb = 25.0;         // 0 = one bucket
+  double bucket_mb = 25.0;  // 0 = one bucket
   Compression compression = Compression::kNone;
-  int ranks_per_node = 0;          // 0 = auto (detected topology)
+  int ranks_per_node = 0;  // 0 = auto (detected topology)
   double timeout_s = 600.0;
   double stall_warning_s = 60.0;
-  int64_t check_every_steps = 0;   // replica checksum comparison; 0 = off
+  int64_t check_every_steps = 0;  // replica checksum comparison; 0 = off
 };
 
 struct CheckpointSpec {
@@ -93,7 +95,7 @@ struct JobSpec {
   uint64_t seed = 42;
   DevicePreference device = DevicePreference::kAuto;
   Precision precision = Precision::kFp32;
-  int threads = 0;                 // CPU threads per rank; 0 = cores / ranks per node
+  int threads = 0;  // CPU threads per rank; 0 = cores / ranks per node
   ModelSpec model;
   DataSpec data;
   TrainSpec train;

@@ -42,7 +42,9 @@ class Tensor {
 
   void* raw() const { return data_; }
   template <typename T>
-  T* data() const { return static_cast<T*>(data_); }
+  T* data() const {
+    return static_cast<T*>(data_);
+  }
 
   // Same storage, new shape with the same number of elements.
   Tensor reshaped(Shape shape) const;
@@ -50,7 +52,8 @@ class Tensor {
   Tensor slice(int64_t begin, int64_t count) const;
 
   void zero();
-  void fill(float value);  // f32 on the CPU only
+  void fill(float value);               // f32 on the CPU only
+  bool all_finite() const;              // no NaN or infinity; f32 on the CPU only
   void copy_from(const Tensor& other);  // same numel and dtype; across devices too
 
  private:

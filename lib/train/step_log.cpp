@@ -1,5 +1,6 @@
 #include "train/step_log.hpp"
 
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,7 +29,10 @@ void StepLog::start(const LrSchedule& schedule, int64_t steps_per_epoch, int64_t
 }
 
 void StepLog::record_step(double loss, double seconds, double exposed_comm_seconds) {
-  window_loss_ += loss;
+  if (std::isfinite(loss)) {  // a skipped update (on_nonfinite: skip) has no loss to average
+    window_loss_ += loss;
+    ++window_loss_steps_;
+  }
   window_seconds_ += seconds;
   window_exposed_comm_ += exposed_comm_seconds;
   ++window_steps_;
@@ -39,12 +43,15 @@ void StepLog::maybe_emit(int64_t step, int64_t epoch, double lr, int64_t total_s
   std::vector<std::pair<std::string, double>> values = {
       {"epoch", static_cast<double>(epoch + 1)},
       {"step", static_cast<double>(step)},
-      {"train_loss", window_loss_ / window_steps_},
       {"lr", lr},
       {"images_per_sec", static_cast<double>(window_steps_ * global_batch_) / window_seconds_}};
-  if (world_.size() > 1) values.push_back({"exposed_comm_ms", 1e3 * window_exposed_comm_ / window_steps_});
+  // A window of skipped updates only (on_nonfinite: skip) has no loss: the key is left out.
+  if (window_loss_steps_ > 0)
+    values.insert(values.begin() + 2, {"train_loss", window_loss_ / window_loss_steps_});
+  if (world_.size() > 1)
+    values.push_back({"exposed_comm_ms", 1e3 * window_exposed_comm_ / window_steps_});
   metrics_.emit("train", "step " + std::to_string(step), values);
-  window_steps_ = 0;
+  window_steps_ = window_loss_steps_ = 0;
   window_loss_ = window_seconds_ = window_exposed_comm_ = 0;
 }
 
@@ -57,9 +64,12 @@ void StepLog::eval(int64_t epoch, int64_t step, const EvalResult& result) {
 }
 
 void StepLog::done(const TrainResult& result, bool evaluated_last) {
-  std::vector<std::pair<std::string, double>> summary = {{"steps", static_cast<double>(result.steps)},
-                                                         {"train_seconds", result.train_seconds},
-                                                         {"images_per_sec", result.images_per_sec}};
+  std::vector<std::pair<std::string, double>> summary = {
+      {"steps", static_cast<double>(result.steps)},
+      {"train_seconds", result.train_seconds},
+      {"images_per_sec", result.images_per_sec}};
+  if (spec_.train.on_nonfinite == OnNonfinite::kSkip)
+    summary.push_back({"skipped_steps", static_cast<double>(result.skipped_steps)});
   if (evaluated_last) summary.push_back({"test_accuracy", result.test_accuracy});
   metrics_.emit("done", "done", summary);
 }

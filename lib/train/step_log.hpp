@@ -35,7 +35,7 @@ class StepLog {
   const World& world_;
   MetricsLog metrics_;
   int64_t global_batch_;
-  int64_t window_steps_ = 0;
+  int64_t window_steps_ = 0, window_loss_steps_ = 0;
   double window_loss_ = 0, window_seconds_ = 0, window_exposed_comm_ = 0;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -37,6 +38,14 @@ Device model_device(const DeviceAssignment& assignment, int rank) {
   return Device::cpu();
 }
 
+// Test hook: SDP_TEST_NAN_RANK=r and SDP_TEST_NAN_STEP=s make rank r's input NaN at step s
+// (0-based), so its loss and gradients are not finite there, as after a bad batch.
+bool test_nan_requested(int rank, int64_t step) {
+  const char* r = std::getenv("SDP_TEST_NAN_RANK");
+  const char* s = std::getenv("SDP_TEST_NAN_STEP");
+  return r != nullptr && s != nullptr && std::atoi(r) == rank && std::atoll(s) == step;
+}
+
 }  // namespace
 
 TrainResult train(JobSetup& setup) {
@@ -66,15 +75,18 @@ Trainer::Trainer(JobSetup& setup)
 void Trainer::start_replicas() {
   if (int r = first_rank_differing(world_.comm(), static_cast<uint64_t>(steps_per_epoch_)); r >= 0)
     run_on_all_ranks(world_.comm(), [&] {
-      throw InputError("rank " + std::to_string(r) + " computed a different number of steps per epoch than "
-                       "rank 0 (" + std::to_string(steps_per_epoch_) + "): all ranks must read the same data");
+      throw InputError("rank " + std::to_string(r) +
+                       " computed a different number of steps per epoch than "
+                       "rank 0 (" +
+                       std::to_string(steps_per_epoch_) + "): all ranks must read the same data");
     });
   // Every rank must have built the same model, or the gradient mean mixes unrelated
   // tensors; then all start from rank 0's weights (and buffers).
   ParameterStore& store = parts_.model->store();
   if (int r = first_rank_differing(world_.comm(), store.fingerprint()); r >= 0)
     run_on_all_ranks(world_.comm(), [&] {
-      throw InputError("rank " + std::to_string(r) + " built a different model than rank 0 "
+      throw InputError("rank " + std::to_string(r) +
+                       " built a different model than rank 0 "
                        "(parameter names or shapes differ); all ranks must run the same job spec");
     });
   // Model state moves over a Communicator (the gradients' backend), not the control plane.
@@ -91,6 +103,9 @@ void Trainer::start_replicas() {
   world_comm_->broadcast(CommBuffer::of(store.buffer_arena()), {0})->wait();
   checkpointer_->restore_rank_buffers(*world_comm_);  // each rank's own BatchNorm statistics
   parallel_ = std::make_unique<DataParallel>(*parts_.model, spec_.distributed, world_);
+  divergence_ =
+      std::make_unique<DivergenceGuard>(spec_.model.num_classes, schedule_->options().warmup_steps,
+                                        steps_per_epoch_, /*from_start=*/step_ == 0);
 }
 
 TrainResult Trainer::run() {
@@ -107,9 +122,11 @@ TrainResult Trainer::run() {
     result_.interrupted = true;
     result_.checkpoint_blocked_seconds = checkpointer_->blocked_seconds();
     if (world_.rank() == 0)
-      log_info("interrupted (SIGTERM or SIGINT on at least one rank): stopped at step " + std::to_string(step_) +
-               " with checkpoint " + checkpoint_path(spec_.checkpoint.dir, step_) +
-               "; every rank exits 0; run the same job again to continue (checkpoint.resume: auto)");
+      log_info(
+          "interrupted (SIGTERM or SIGINT on at least one rank): stopped at step " +
+          std::to_string(step_) + " with checkpoint " +
+          checkpoint_path(spec_.checkpoint.dir, step_) +
+          "; every rank exits 0; run the same job again to continue (checkpoint.resume: auto)");
     return result_;
   }
   finish();
@@ -118,19 +135,22 @@ TrainResult Trainer::run() {
 
 void Trainer::run_epoch(int64_t epoch) {
   TrainLoader& loader = *parts_.loader;
-  if (cursor_.epoch < epoch) cursor_ = SampleCursor{epoch, 0};  // the dropped tail of the last epoch
+  if (cursor_.epoch < epoch)
+    cursor_ = SampleCursor{epoch, 0};  // the dropped tail of the last epoch
   const int64_t steps = std::min(loader.sampler().steps_left(cursor_), total_steps_ - step_);
   if (steps <= 0) return;
   loader.start(cursor_, steps);
   while (const Batch* batch = loader.next()) {
     const auto step_start = Clock::now();
     const double lr = schedule_->lr_at(step_);
-    const double loss = train_step(*batch, epoch, lr);
+    const double loss = train_step(*batch, epoch, lr);  // NaN: a skipped update
     const double step_seconds = seconds_since(step_start);
     result_.train_seconds += step_seconds;
     log_.record_step(loss, step_seconds, parallel_->exposed_comm_seconds());
     ++step_;
     cursor_ = batch->next_cursor;
+    if (std::isfinite(loss))
+      if (auto diagnosis = divergence_->after_step(step_, loss, lr)) diverged(*diagnosis);
     after_step(epoch, lr);
     if (stop_agreed_) break;
   }
@@ -138,11 +158,12 @@ void Trainer::run_epoch(int64_t epoch) {
 
 double Trainer::train_step(const Batch& batch, int64_t epoch, double lr) {
   if (test_stall_requested(world_.rank(), step_)) {
-    log_warn("test hook SDP_TEST_STALL_RANK: rank " + std::to_string(world_.rank()) + " stops taking part at step " +
-             std::to_string(step_));
+    log_warn("test hook SDP_TEST_STALL_RANK: rank " + std::to_string(world_.rank()) +
+             " stops taking part at step " + std::to_string(step_));
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   nn::Model& model = *parts_.model;
+  if (test_nan_requested(world_.rank(), step_)) batch.images.data<float>()[0] = std::nanf("");
   parallel_->begin_step(step_);
   model.set_random_position(static_cast<uint64_t>(world_.rank()), step_);
   const float loss = model.forward(batch.images, batch.labels.data(), /*training=*/true);
@@ -154,12 +175,27 @@ double Trainer::train_step(const Batch& batch, int64_t epoch, double lr) {
   if (world_.size() > 1) allreduce_sum(world_.comm(), agreed, 2);
   const double loss_sum = agreed[0];
   stop_agreed_ = agreed[1] > 0;
-  if (!std::isfinite(loss_sum))
-    throw CollectiveFailure(ExitCode::kRuntime,
-                            "step " + std::to_string(step_) + " (epoch " + std::to_string(epoch) +
-                                "): the training loss is not finite (lr " + std::to_string(lr) +
-                                "); lower optimizer.lr or add warm-up",
-                            world_.rank() == 0);
+  // The gradients too: a NaN input can leave the loss finite (ReLU maps NaN to 0) and still
+  // poison the weights, after which the network is dead at a finite loss. The averaged
+  // gradients are the same on every rank, so each checks its own copy and all agree.
+  const bool finite_loss = std::isfinite(loss_sum);
+  if (!finite_loss || !model.store().grad_arena().all_finite()) {
+    const bool skip_nonfinite = spec_.train.on_nonfinite == OnNonfinite::kSkip;
+    const std::string what =
+        "step " + std::to_string(step_) + " (epoch " + std::to_string(epoch) + "): the training " +
+        (finite_loss ? "loss is finite but a gradient is not" : "loss is not finite") + " (lr " +
+        std::to_string(lr) + ")";
+    if (!skip_nonfinite)
+      throw CollectiveFailure(
+          ExitCode::kRuntime,
+          what + "; lower optimizer.lr or add warm-up (or train.on_nonfinite: skip)",
+          world_.rank() == 0);
+    ++result_.skipped_steps;
+    if (world_.rank() == 0)
+      log_warn(what + ": the update is skipped on every rank (train.on_nonfinite: skip; " +
+               std::to_string(result_.skipped_steps) + " skipped so far)");
+    return std::nan("");
+  }
   parts_.optimizer->step(static_cast<float>(lr));
   parallel_->check_replicas(step_ + 1);
   return loss_sum / world_.size();
@@ -184,19 +220,32 @@ void Trainer::save_checkpoint(bool wait) {
     checkpointer_->save(position(), *schedule_, steps_per_epoch_, total_steps_, wait, *world_comm_);
   });
   if (world_.rank() == 0)
-    log_info("checkpoint at step " + std::to_string(step_) + ": " + checkpoint_path(spec_.checkpoint.dir, step_) +
+    log_info("checkpoint at step " + std::to_string(step_) + ": " +
+             checkpoint_path(spec_.checkpoint.dir, step_) +
              (wait ? " written" : " being written in the background") + "; the step loop waited " +
              std::to_string((checkpointer_->blocked_seconds() - blocked_before) * 1e3) + " ms");
 }
 
 void Trainer::evaluate_after_epoch(int64_t epoch) {
   const bool last = epoch + 1 == epochs_;
-  evaluated_last_ = spec_.train.eval_every_epochs > 0 && ((epoch + 1) % spec_.train.eval_every_epochs == 0 || last);
+  evaluated_last_ = spec_.train.eval_every_epochs > 0 &&
+                    ((epoch + 1) % spec_.train.eval_every_epochs == 0 || last);
   if (!evaluated_last_) return;
   const EvalResult eval = evaluate(*parts_.model, parts_.data->test, spec_, world_, *world_comm_);
   result_.test_loss = eval.loss;
   result_.test_accuracy = eval.accuracy;
   log_.eval(epoch, step_, eval);
+  if (auto diagnosis = divergence_->after_eval(step_, eval.accuracy,
+                                               schedule_->lr_at(std::max<int64_t>(step_ - 1, 0))))
+    diverged(*diagnosis);
+}
+
+void Trainer::diverged(const std::string& diagnosis) {
+  if (spec_.train.on_divergence == OnDivergence::kAbort)
+    throw CollectiveFailure(ExitCode::kRuntime, diagnosis + " (train.on_divergence: abort)",
+                            world_.rank() == 0);
+  if (world_.rank() == 0)
+    log_warn(diagnosis + " (train.on_divergence: abort would end the run here)");
 }
 
 void Trainer::finish() {
@@ -211,7 +260,9 @@ void Trainer::finish() {
   if (!evaluated_last_) average_buffers(*parts_.model, *world_comm_);
   result_.steps = step_;
   result_.images_per_sec =
-      result_.train_seconds > 0 ? static_cast<double>(step_ * log_.global_batch()) / result_.train_seconds : 0;
+      result_.train_seconds > 0
+          ? static_cast<double>(step_ * log_.global_batch()) / result_.train_seconds
+          : 0;
   if (world_.rank() == 0) save_model(*parts_.model, spec_, world_, result_, epochs_);
   log_.done(result_, evaluated_last_);
 }

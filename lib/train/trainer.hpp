@@ -16,6 +16,7 @@
 #include "distributed/communicator.hpp"
 #include "train/checkpointing.hpp"
 #include "train/data_parallel.hpp"
+#include "train/divergence.hpp"
 #include "train/job_setup.hpp"
 #include "train/step_log.hpp"
 #include "train/training_setup.hpp"
@@ -27,8 +28,10 @@ struct TrainResult {
   double train_seconds = 0;   // step loop only (evaluation excluded)
   double images_per_sec = 0;  // global, over the whole run
   double test_loss = 0;
-  double test_accuracy = 0;   // fraction in [0, 1]
-  bool interrupted = false;   // stopped by SIGTERM/SIGINT after a checkpoint (exit 0)
+  double test_accuracy = 0;  // fraction in [0, 1]
+  bool interrupted = false;  // stopped by SIGTERM/SIGINT after a checkpoint (exit 0)
+  int64_t skipped_steps =
+      0;  // updates skipped for a non-finite loss or gradient (on_nonfinite: skip)
   double checkpoint_blocked_seconds = 0;  // step loop waiting on rank 0's checkpoint snapshots
 };
 
@@ -57,6 +60,9 @@ class Trainer {
   void save_checkpoint(bool wait);
   void evaluate_after_epoch(int64_t epoch);
   void finish();
+  // A diagnosis from the DivergenceGuard: a warning on rank 0, or with on_divergence: abort
+  // the end of the run on every rank (the guard reads agreed values, so all get here).
+  void diverged(const std::string& diagnosis);
 
   JobSetup& setup_;
   const JobSpec& spec_;
@@ -69,6 +75,7 @@ class Trainer {
   StepLog log_;
   TrainResult result_;
   std::unique_ptr<Checkpointer> checkpointer_;
+  std::unique_ptr<DivergenceGuard> divergence_;  // made once the first step is known
   int64_t step_ = 0;
   SampleCursor cursor_;       // the first sample of the next step
   bool stop_agreed_ = false;  // every rank saw a signal flag at the last step's allreduce

@@ -478,6 +478,50 @@ PY
   ckpt_resume_bitwise_dropout_np2)
     # Dropout masks are drawn at (seed, layer, rank, step): a resumed run draws the same ones.
     resume_bitwise 2 --set model.dropout=0.3 ;;
+  nonfinite_skip_np2)
+    # Rank 1's input has a NaN at step 5 (0-based). ReLU turns it into 0, so the loss stays
+    # finite, but the first layer's weight gradient is NaN: every rank skips that update (the
+    # replica check after every step would stop the job at the first drift), the run goes on.
+    ckpt_args
+    SDP_TEST_NAN_RANK=1 SDP_TEST_NAN_STEP=5 expect_ok 2 "${CKPT_ARGS[@]}" --set train.max_steps=20 \
+      --set train.on_nonfinite=skip --set distributed.check_every_steps=1 --set output.model_dir="$WORK/m" \
+      --set checkpoint.dir="$WORK/ck"
+    [ "$(grep -c 'the update is skipped on every rank' "$WORK/out")" -eq 1 ] || fail "expected one skip warning"
+    grep -q 'step 5 (epoch 0): the training loss is finite but a gradient is not .*1 skipped so far' "$WORK/out" || fail "warning does not name step 5"
+    grep -qE '^\[step 6\] epoch=1 step=6 lr=' "$WORK/out" || fail "the step-6 line should have no train_loss"
+    grep -qE '^\[step 7\].*train_loss=' "$WORK/out" || fail "no loss after the skipped step"
+    grep -qE '^\[done\] steps=20 .*skipped_steps=1' "$WORK/out" || fail "[done] does not count the skipped step"
+    python3 - "$WORK/ck/ckpt-000000020.safetensors" <<'PY' || fail "optimizer steps in the checkpoint"
+import json, struct, sys
+data = open(sys.argv[1], 'rb').read()
+meta = json.loads(data[8:8 + struct.unpack('<Q', data[:8])[0]])['__metadata__']
+assert meta['step'] == '20' and meta['optimizer_steps'] == '19', meta
+PY
+    ;;
+  nonfinite_abort_np2)
+    ckpt_args
+    SDP_TEST_NAN_RANK=1 SDP_TEST_NAN_STEP=5 run 2 "${CKPT_ARGS[@]}" --set train.max_steps=20 --set output.model_dir="$WORK/m"
+    [ $STATUS -eq 1 ] || fail "exit status $STATUS, expected 1"
+    [ "$(grep -c '^sdp-train: error:' "$WORK/out")" -eq 1 ] || fail "expected the error once"
+    grep -q '^sdp-train: error: step 5 (epoch 0): the training loss is finite but a gradient is not .*train.on_nonfinite: skip' "$WORK/out" || fail "error does not name the step and the option" ;;
+  divergence_warns_and_aborts)
+    # LR 1 (x 2 ranks) kills the quickstart MLP (no NaN: a dead network at chance level): a warning
+    # naming the step and the LR by default; exit 1 on every rank with on_divergence: abort.
+    ckpt_args
+    dead=(--config "$SRC/configs/quickstart.yaml" --set threads=1 --set output.metrics= --set optimizer.lr=1
+          --set train.epochs=2 --set output.model_dir="$WORK/m" --set checkpoint.dir="$WORK/ck")
+    expect_ok 2 "${dead[@]}"
+    [ "$(grep -c 'the run has diverged or stalled' "$WORK/out")" -eq 1 ] || fail "expected one divergence warning"
+    grep -qE 'warning: step [0-9]+, lr [0-9.e+-]+: the (training loss|test accuracy)' "$WORK/out" || fail "the warning names no step and LR"
+    run 2 "${dead[@]}" --set train.on_divergence=abort --set checkpoint.dir="$WORK/ck_abort"
+    [ $STATUS -eq 1 ] || fail "exit status $STATUS under on_divergence: abort, expected 1"
+    grep -q '^sdp-train: error: step [0-9]*, lr .*the run has diverged or stalled.*(train.on_divergence: abort)' "$WORK/out" || fail "no abort error"
+    grep -q '^\[done\]' "$WORK/out" && fail "finished despite on_divergence: abort"
+    # The quickstart itself is healthy: no warning.
+    expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set threads=1 --set output.metrics= --set output.model_dir="$WORK/m2" \
+      --set checkpoint.dir="$WORK/ck2"
+    grep -q 'diverged or stalled' "$WORK/out" && fail "a healthy run was flagged"
+    true ;;
   preflight_unwritable_model_dir)
     expect_error 2 "key 'output.model_dir': cannot write to '/proc/x'" --config "$SRC/configs/quickstart.yaml" --set output.model_dir=/proc/x
     grep -q '^\[step' "$WORK/out" && fail "trained before failing"
@@ -554,6 +598,17 @@ PY
     resumed=$(final_accuracy)
     echo "2 ranks: $two, 1 rank then 2: $resumed"
     python3 -c "import sys; sys.exit(0 if float('$resumed') >= float('$two') - 0.003 else 1)" || fail "resumed $resumed vs $two" ;;
+  mnist_lenet5_dead_lr)
+    # The shipped recipe with optimizer.lr=0.4 kills LeNet-5 (11.35 %, the share of the most
+    # common digit): the run says so, and ends with exit 1 under on_divergence: abort.
+    need_data mnist; mnist=$DATA
+    args=(--config "$SRC/configs/lenet-mnist.yaml" --set train.epochs=2 --set threads=1 --set output.metrics=
+          --set data.train="$mnist" --set data.test="$mnist" --set optimizer.lr=0.4)
+    expect_ok 0 "${args[@]}" --set output.model_dir="$WORK/m1" --set checkpoint.dir="$WORK/ck1"
+    grep -q 'warning: step [0-9]*, lr .*the run has diverged or stalled' "$WORK/out" || fail "no divergence warning"
+    run 0 "${args[@]}" --set output.model_dir="$WORK/m2" --set checkpoint.dir="$WORK/ck2" --set train.on_divergence=abort
+    [ $STATUS -eq 1 ] || fail "exit status $STATUS under on_divergence: abort, expected 1"
+    grep '^sdp-train: error:' "$WORK/out" ;;
   mnist_lenet5_pytorch_recipe)
     # PyTorch 1.13 reaches 98.3-98.5% with this recipe here: LeNet-5, SGD lr 0.01 momentum 0.9,
     # batch 64, constant LR, 3 epochs. sdp-train must be within 0.3%.

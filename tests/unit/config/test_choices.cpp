@@ -31,6 +31,8 @@ TEST(Choices, EveryWordRoundTrips) {
   expect_round_trip<CommBackend>({"auto", "mpi", "nccl"});
   expect_round_trip<AllreduceKind>({"auto", "flat", "ring", "hierarchical"});
   expect_round_trip<Compression>({"none", "fp16", "bf16"});
+  expect_round_trip<OnNonfinite>({"abort", "skip"});
+  expect_round_trip<OnDivergence>({"warn", "abort"});
 }
 
 TEST(Choices, EveryEnumeratorHasAWord) {
@@ -55,6 +57,8 @@ TEST(Choices, EveryEnumeratorHasAWord) {
     EXPECT_NE(to_string(v), "?");
   for (auto v : {Compression::kNone, Compression::kFp16, Compression::kBf16})
     EXPECT_NE(to_string(v), "?");
+  for (auto v : {OnNonfinite::kAbort, OnNonfinite::kSkip}) EXPECT_NE(to_string(v), "?");
+  for (auto v : {OnDivergence::kWarn, OnDivergence::kAbort}) EXPECT_NE(to_string(v), "?");
 }
 
 std::string error_of(const std::function<void()>& fn) {
@@ -210,6 +214,8 @@ TEST(Docs, JobSpecReferenceListsEveryWord) {
   expect_listed("distributed.backend", choice_names<CommBackend>());
   expect_listed("distributed.allreduce", choice_names<AllreduceKind>());
   expect_listed("distributed.compression", choice_names<Compression>());
+  expect_listed("train.on_nonfinite", choice_names<OnNonfinite>());
+  expect_listed("train.on_divergence", choice_names<OnDivergence>());
   expect_listed("optimizer.lr_scaling", {"linear", "sqrt", "none"});
 }
 

@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 
-#include "core/parameter_store.hpp"
+#include <cmath>
+#include <limits>
+
 #include "core/error.hpp"
+#include "core/parameter_store.hpp"
 #include "core/tensor.hpp"
 #include "core/tensor_desc.hpp"
 
@@ -64,6 +67,20 @@ TEST(ParameterStore, FingerprintChangesWithShapes) {
   c.add_parameter("w", {4, 3});
   EXPECT_EQ(a.fingerprint(), b.fingerprint());
   EXPECT_NE(a.fingerprint(), c.fingerprint());
+}
+
+TEST(Tensor, AllFiniteFindsNaNAndInfinityAnywhere) {
+  Tensor t({1000});
+  t.fill(1e30f);
+  EXPECT_TRUE(t.all_finite());
+  for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()})
+    for (int64_t at : {0, 517, 999}) {
+      t.fill(-3.5f);
+      t.data<float>()[at] = bad;
+      EXPECT_FALSE(t.all_finite()) << bad << " at " << at;
+    }
+  EXPECT_TRUE(Tensor({0}).all_finite());
 }
 
 TEST(Tensor, HelpersRefuseADeviceTheyCannotTouch) {
