@@ -262,8 +262,11 @@ PY
     cfg=$(yaml bad.yaml 'model: {name: resnet21}\n')
     expect_error 2 "bad.yaml:1: key 'model.name': unknown value 'resnet21'.*did you mean" validate --config "$cfg" ;;
   err_unknown_optimizer)
-    cfg=$(yaml bad.yaml 'optimizer: {name: lamb}\n')
-    expect_error 2 "key 'optimizer.name': unknown value 'lamb' \(expected one of: sgd, adam, adamw\)" train --config "$cfg" ;;
+    cfg=$(yaml bad.yaml 'optimizer: {name: lion}\n')
+    expect_error 2 "key 'optimizer.name': unknown value 'lion' \(expected one of: sgd, adam, adamw, lars, lamb\)" train --config "$cfg" ;;
+  err_trust_coefficient)
+    expect_error 2 "--set: key 'optimizer.trust_coefficient': must be > 0" validate --config "$SRC/configs/quickstart.yaml" \
+      --set optimizer.name=lars --set optimizer.trust_coefficient=0 ;;
   err_unknown_format)
     cfg=$(yaml bad.yaml 'data: {format: imagenet}\n')
     expect_error 2 "key 'data.format': unknown value 'imagenet'" train --config "$cfg" ;;

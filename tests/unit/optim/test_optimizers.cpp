@@ -527,11 +527,11 @@ TEST(Optimizer, LarsAndLambStateRoundTrips) {
 TEST(OptimizerFactory, BuildsByName) {
   Model m;
   OptimizerOptions spec;
-  for (const char* name : {"sgd", "adam", "adamw"}) {
+  for (const char* name : {"sgd", "adam", "adamw", "lars", "lamb"}) {
     spec.kind = parse_choice<OptimizerKind>(name);
     EXPECT_STREQ(make_optimizer(spec, m.store)->name(), name);
   }
-  EXPECT_THROW(parse_choice<OptimizerKind>("lamb"),
+  EXPECT_THROW(parse_choice<OptimizerKind>("lion"),
                InputError);  // unknown names stop at the loader
 }
 
