@@ -42,7 +42,9 @@ SDP_SPELLING(Augmentation, {{Augmentation::kAuto, "auto"},
                             {Augmentation::kCropFlip, "crop-flip"}});
 SDP_SPELLING(OptimizerKind, {{OptimizerKind::kSgd, "sgd"},
                              {OptimizerKind::kAdam, "adam"},
-                             {OptimizerKind::kAdamW, "adamw"}});
+                             {OptimizerKind::kAdamW, "adamw"},
+                             {OptimizerKind::kLars, "lars"},
+                             {OptimizerKind::kLamb, "lamb"}});
 SDP_SPELLING(ScheduleKind, {{ScheduleKind::kConstant, "constant"},
                             {ScheduleKind::kStep, "step"},
                             {ScheduleKind::kCosine, "cosine"}});

@@ -17,7 +17,7 @@ enum class Precision { kFp32, kAmpFp16, kAmpBf16 };               // precision
 enum class DataFormat { kMnist, kCifar10, kSynthetic };           // data.format
 enum class DataShard { kRank, kHost };                            // data.shard
 enum class Augmentation { kAuto, kNone, kCropFlip };              // data.augment
-enum class OptimizerKind { kSgd, kAdam, kAdamW };                 // optimizer.name
+enum class OptimizerKind { kSgd, kAdam, kAdamW, kLars, kLamb };   // optimizer.name
 enum class ScheduleKind { kConstant, kStep, kCosine };            // optimizer.schedule
 enum class CommBackend { kAuto, kMpi, kNccl };                    // distributed.backend
 enum class AllreduceKind { kAuto, kFlat, kRing, kHierarchical };  // distributed.allreduce

@@ -58,6 +58,7 @@ struct OptimizerSpec {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;
+  double trust_coefficient = 0.001;  // lars
   LrScaling lr_scaling = LrScaling::linear();
   double warmup_epochs = 0.0;
   ScheduleKind schedule = ScheduleKind::kConstant;

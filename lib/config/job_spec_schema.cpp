@@ -235,6 +235,7 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("optimizer.beta1", optimizer.beta1));
     f.push_back(SDP_FIELD("optimizer.beta2", optimizer.beta2));
     f.push_back(SDP_FIELD("optimizer.eps", optimizer.eps));
+    f.push_back(SDP_FIELD("optimizer.trust_coefficient", optimizer.trust_coefficient));
     f.push_back(SDP_FIELD("optimizer.lr_scaling", optimizer.lr_scaling));
     f.push_back(SDP_FIELD("optimizer.warmup_epochs", optimizer.warmup_epochs));
     f.push_back(SDP_FIELD("optimizer.schedule", optimizer.schedule));

@@ -66,10 +66,14 @@ void validate_job_spec(const JobSpec& spec, const std::map<std::string, std::str
   check.require(o.momentum >= 0 && o.momentum < 1, "optimizer.momentum", "must be in [0, 1)");
   check.require(!o.nesterov || o.momentum > 0, "optimizer.nesterov",
                 "needs optimizer.momentum > 0");
+  // Adam-like optimizers ignore momentum and nesterov; LARS has momentum, but not Nesterov's.
+  check.require(!o.nesterov || o.name != OptimizerKind::kLars, "optimizer.nesterov",
+                "lars has no Nesterov variant; set it to false");
   check.require(o.weight_decay >= 0, "optimizer.weight_decay", "must be >= 0");
   check.require(o.beta1 >= 0 && o.beta1 < 1, "optimizer.beta1", "must be in [0, 1)");
   check.require(o.beta2 >= 0 && o.beta2 < 1, "optimizer.beta2", "must be in [0, 1)");
   check.require(o.eps > 0, "optimizer.eps", "must be > 0");
+  check.require(o.trust_coefficient > 0, "optimizer.trust_coefficient", "must be > 0");
   check.require(o.warmup_epochs >= 0, "optimizer.warmup_epochs", "must be >= 0");
   for (std::size_t i = 0; i < o.milestones.size(); ++i)
     check.require(o.milestones[i] > 0 && (i == 0 || o.milestones[i] > o.milestones[i - 1]),

@@ -25,7 +25,7 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  virtual const char* name() const = 0;  // "sgd", "adam", "adamw"
+  virtual const char* name() const = 0;  // "sgd", "adam", "adamw", "lars", "lamb"
 
   // One update with learning rate `lr`; then step_count() grows by one.
   void step(float lr);

@@ -3,6 +3,8 @@
 #include <stdexcept>
 
 #include "optim/adam.hpp"
+#include "optim/lamb.hpp"
+#include "optim/lars.hpp"
 #include "optim/sgd.hpp"
 
 namespace sdp {
@@ -28,6 +30,22 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& spec, Paramete
       o.decoupled = spec.kind == OptimizerKind::kAdamW;
       o.decay_all = spec.decay_all;
       return std::make_unique<Adam>(store, o);
+    }
+    case OptimizerKind::kLars: {
+      LarsOptions o;
+      o.momentum = spec.momentum;
+      o.weight_decay = spec.weight_decay;
+      o.trust_coefficient = spec.trust_coefficient;
+      o.eps = spec.eps;
+      return std::make_unique<Lars>(store, o);
+    }
+    case OptimizerKind::kLamb: {
+      LambOptions o;
+      o.beta1 = spec.beta1;
+      o.beta2 = spec.beta2;
+      o.eps = spec.eps;
+      o.weight_decay = spec.weight_decay;
+      return std::make_unique<Lamb>(store, o);
     }
   }
   throw std::logic_error("make_optimizer: unhandled OptimizerKind");

@@ -60,6 +60,7 @@ OptimizerOptions optimizer_options(const OptimizerSpec& o) {
   options.beta2 = static_cast<float>(o.beta2);
   options.eps = static_cast<float>(o.eps);
   options.weight_decay = static_cast<float>(o.weight_decay);
+  options.trust_coefficient = static_cast<float>(o.trust_coefficient);
   return options;
 }
 

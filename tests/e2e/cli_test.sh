@@ -262,8 +262,11 @@ PY
     cfg=$(yaml bad.yaml 'model: {name: resnet21}\n')
     expect_error 2 "bad.yaml:1: key 'model.name': unknown value 'resnet21'.*did you mean" validate --config "$cfg" ;;
   err_unknown_optimizer)
-    cfg=$(yaml bad.yaml 'optimizer: {name: lamb}\n')
-    expect_error 2 "key 'optimizer.name': unknown value 'lamb' \(expected one of: sgd, adam, adamw\)" train --config "$cfg" ;;
+    cfg=$(yaml bad.yaml 'optimizer: {name: lion}\n')
+    expect_error 2 "key 'optimizer.name': unknown value 'lion' \(expected one of: sgd, adam, adamw, lars, lamb\)" train --config "$cfg" ;;
+  err_trust_coefficient)
+    expect_error 2 "--set: key 'optimizer.trust_coefficient': must be > 0" validate --config "$SRC/configs/quickstart.yaml" \
+      --set optimizer.name=lars --set optimizer.trust_coefficient=0 ;;
   err_unknown_format)
     cfg=$(yaml bad.yaml 'data: {format: imagenet}\n')
     expect_error 2 "key 'data.format': unknown value 'imagenet'" train --config "$cfg" ;;
@@ -366,6 +369,14 @@ PY
     resume_bitwise 0 ;;
   ckpt_resume_bitwise_np2)
     resume_bitwise 2 ;;
+  ckpt_resume_bitwise_lars)
+    # LARS's momentum buffers and LAMB's moments + update count come back: the same bits.
+    resume_bitwise 0 --set optimizer.name=lars --set optimizer.lr=0.5 --set optimizer.trust_coefficient=0.01 \
+      --set optimizer.weight_decay=5e-4
+    grep -aq '"optimizer\.[^"]*\.momentum_buffer"' "$WORK/ckB/ckpt-000000040.safetensors" || fail "no momentum buffers in the checkpoint" ;;
+  ckpt_resume_bitwise_lamb)
+    resume_bitwise 0 --set optimizer.name=lamb --set optimizer.lr=0.005 --set optimizer.weight_decay=0.01
+    grep -aq '"optimizer\.[^"]*\.exp_avg_sq"' "$WORK/ckB/ckpt-000000040.safetensors" || fail "no exp_avg_sq in the checkpoint" ;;
   ckpt_resume_bitwise_batchnorm_np2)
     # ResNet-20: each rank's own BatchNorm running statistics come back too (final model).
     resume_bitwise 2 --set model.name=resnet20 --set data.synthetic.channels=3 --set data.synthetic.height=16 \

@@ -26,7 +26,7 @@ TEST(Choices, EveryWordRoundTrips) {
   expect_round_trip<DataFormat>({"mnist", "cifar10", "synthetic"});
   expect_round_trip<DataShard>({"rank", "host"});
   expect_round_trip<Augmentation>({"auto", "none", "crop-flip"});
-  expect_round_trip<OptimizerKind>({"sgd", "adam", "adamw"});
+  expect_round_trip<OptimizerKind>({"sgd", "adam", "adamw", "lars", "lamb"});
   expect_round_trip<ScheduleKind>({"constant", "step", "cosine"});
   expect_round_trip<CommBackend>({"auto", "mpi", "nccl"});
   expect_round_trip<AllreduceKind>({"auto", "flat", "ring", "hierarchical"});
@@ -46,7 +46,8 @@ TEST(Choices, EveryEnumeratorHasAWord) {
   for (auto v : {DataShard::kRank, DataShard::kHost}) EXPECT_NE(to_string(v), "?");
   for (auto v : {Augmentation::kAuto, Augmentation::kNone, Augmentation::kCropFlip})
     EXPECT_NE(to_string(v), "?");
-  for (auto v : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW})
+  for (auto v : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW,
+                 OptimizerKind::kLars, OptimizerKind::kLamb})
     EXPECT_NE(to_string(v), "?");
   for (auto v : {ScheduleKind::kConstant, ScheduleKind::kStep, ScheduleKind::kCosine})
     EXPECT_NE(to_string(v), "?");

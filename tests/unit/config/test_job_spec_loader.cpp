@@ -158,6 +158,13 @@ TEST(JobSpecLoader, OutOfRangeValuesAreRejectedWithTheirSource) {
       {"optimizer: {lr: 0}", "optimizer.lr", "must be > 0"},
       {"optimizer: {lr: -0.1}", "optimizer.lr", "must be > 0"},
       {"optimizer: {momentum: 1.5}", "optimizer.momentum", "[0, 1)"},
+      {"optimizer: {trust_coefficient: 0}", "optimizer.trust_coefficient", "must be > 0"},
+      {"optimizer: {trust_coefficient: -0.01}", "optimizer.trust_coefficient", "must be > 0"},
+      {"optimizer: {trust_coefficient: .inf}", "optimizer.trust_coefficient",
+       "expected a finite number"},
+      {"optimizer: {trust_coefficient: high}", "optimizer.trust_coefficient", "expected a number"},
+      {"optimizer: {name: lars, nesterov: true}", "optimizer.nesterov", "no Nesterov variant"},
+      {"optimizer: {name: lamb, eps: 0}", "optimizer.eps", "must be > 0"},
       {"optimizer: {lr_scaling: cubic}", "optimizer.lr_scaling", "unknown value 'cubic'"},
       {"optimizer: {schedule: step}", "optimizer.schedule", "needs at least one milestone"},
       {"train: {epochs: 0, max_steps: 0}", "train.epochs", "nothing to train"},
@@ -181,6 +188,8 @@ TEST(JobSpecLoader, UnknownNamesOfModelsOptimizersAndFormats) {
   for (const auto& [yaml, expect] : std::vector<std::pair<std::string, std::string>>{
            {"model: {name: lenet7}", "did you mean 'lenet5'"},
            {"optimizer: {name: sgdd}", "did you mean 'sgd'"},
+           {"optimizer: {name: lamd}", "did you mean 'lamb'"},
+           {"optimizer: {name: lrs}", "did you mean 'lars'"},
            {"data: {format: imagenet}", "expected one of: mnist, cifar10, synthetic"},
            {"device: tpu", "expected one of: auto, cpu, cuda"}}) {
     std::string msg = input_error_of([&] { JobSpecLoader().apply_yaml_text(yaml, "job.yaml"); });
