@@ -21,6 +21,7 @@ if [ "${1:-}" = "--bench" ]; then
   # Debian's torch does its matrix products through libblas.so.3: without OpenBLAS that is
   # the reference BLAS, ~20x slower, which would make PyTorch an unfair peer.
   packages+=(python3-torch libopenblas0-pthread)
+  packages+=(python3-matplotlib)  # the plots of scripts/plot_*.py
 fi
 
 missing=()

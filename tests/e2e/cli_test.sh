@@ -300,7 +300,7 @@ PY
   err_cuda_ranks_exceed_gpus)
     gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
     if [ "${gpus:-0}" -ge 2 ]; then echo "SKIP: this machine has $gpus GPUs, 2 ranks fit"; exit 0; fi
-    expect_error 2 "device: cuda (needs one GPU per rank, but node .* runs 2 ranks and has [0-9]+ GPU|, but this sdp-train was built without)" validate --config "$SRC/configs/quickstart.yaml" --set device=cuda ;;
+    expect_error 2 "device: cuda( needs one GPU per rank, but node .* runs 2 ranks and has [0-9]+ GPU|, but this sdp-train was built without)" validate --config "$SRC/configs/quickstart.yaml" --set device=cuda ;;
   sagemaker_entrypoint_plan)
     cp "$SRC/configs/resourceconfig-example.json" "$WORK/rc.json"
     SDP_DRY_RUN=1 SDP_RESOURCE_CONFIG="$WORK/rc.json" SM_NUM_GPUS=8 SM_MODEL_DIR=/opt/ml/model \
