@@ -59,7 +59,7 @@ Trainer::Trainer(JobSetup& setup)
     total_steps_ = spec_.train.max_steps;
   epochs_ = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
   schedule_ = std::make_unique<LrSchedule>(
-      make_schedule(spec_.optimizer, world_.size(), steps_per_epoch_, total_steps_));
+      make_schedule(spec_, world_.size(), steps_per_epoch_, total_steps_));
   checkpointer_ = std::make_unique<Checkpointer>(spec_, world_, *parts_.model, *parts_.optimizer);
 }
 
@@ -82,7 +82,7 @@ void Trainer::start_replicas() {
   options.device = store.device();
   world_comm_ = make_communicator(spec_.distributed.backend, world_.comm(), options);
   // Resume before the broadcasts below: they carry rank 0's restored weights and buffers.
-  if (auto point = checkpointer_->resume(*world_comm_, steps_per_epoch_)) {
+  if (auto point = checkpointer_->resume(*world_comm_, steps_per_epoch_, *schedule_)) {
     step_ = point->position.step;
     cursor_ = point->position.cursor;
     if (step_ == point->checkpoint_step) checkpointer_->note_on_disk(step_);

@@ -10,6 +10,7 @@
 #include "distributed/agreement.hpp"
 #include "models/registry.hpp"
 #include "optim/optimizer_factory.hpp"
+#include "train/global_batch.hpp"
 
 namespace sdp {
 
@@ -74,6 +75,7 @@ void reject_unimplemented(const JobSpec& spec, const World& world) {
     if (spec.data.shard != DataShard::kRank) refuse("data.shard", to_string(spec.data.shard));
     if (spec.distributed.backend == CommBackend::kNccl) refuse("distributed.backend", "nccl");
     if (!spec.output.timeline.empty()) refuse("output.timeline", "a timeline");
+    if (spec.train.accumulate_steps > 1) refuse("train.accumulate_steps", "gradient accumulation");
   });
 }
 
@@ -103,11 +105,14 @@ TrainingParts build_training_parts(const JobSpec& spec, const World& world, cons
   return parts;
 }
 
-LrSchedule make_schedule(const OptimizerSpec& o, int world_size, int64_t steps_per_epoch, int64_t total_steps) {
+LrSchedule make_schedule(const JobSpec& spec, int world_size, int64_t steps_per_epoch,
+                         int64_t total_steps) {
+  const OptimizerSpec& o = spec.optimizer;
   LrScheduleOptions options;
   options.base_lr = o.lr;
   options.scaling = o.lr_scaling;
-  options.world_size = world_size;
+  options.global_batch = global_batch(spec, world_size).size();
+  options.reference_batch = reference_batch(spec);
   options.warmup_steps = std::llround(o.warmup_epochs * static_cast<double>(steps_per_epoch));
   options.kind = o.schedule;
   options.milestones.assign(o.milestones.begin(), o.milestones.end());
@@ -117,6 +122,5 @@ LrSchedule make_schedule(const OptimizerSpec& o, int world_size, int64_t steps_p
   options.total_steps = total_steps;
   return LrSchedule(options);
 }
-
 
 }  // namespace sdp

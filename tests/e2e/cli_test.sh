@@ -183,7 +183,7 @@ case $CASE in
     grep -q '^# valid' "$WORK/out" || fail "no '# valid'"
     grep -q 'batch_size: 32' "$WORK/out" || fail "resolved spec lacks the override"
     grep -q '32 per rank, 64 global' "$WORK/out" || fail "plan lacks per-rank/global batch"
-    grep -qE 'learning rate: 0.02 base x 2 \(linear' "$WORK/out" || fail "plan lacks the scaled LR"
+    grep -qF 'learning rate: global batch 64 (32 x 2 ranks x 1), lr 0.02 @ 32 -> 0.04 (linear)' "$WORK/out" || fail "plan lacks the scaled LR"
     [ "$(grep -c '^# valid' "$WORK/out")" -eq 1 ] || fail "printed by more than one rank" ;;
   validate_precedence)
     cfg=$(yaml job.yaml 'optimizer: {lr: 0.05, momentum: 0.5}\ntrain: {epochs: 2}\n')
