@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -90,7 +91,8 @@ void Trainer::start_replicas() {
   world_comm_->broadcast(CommBuffer::of(store.param_arena()), {0})->wait();
   world_comm_->broadcast(CommBuffer::of(store.buffer_arena()), {0})->wait();
   checkpointer_->restore_rank_buffers(*world_comm_);  // each rank's own BatchNorm statistics
-  parallel_ = std::make_unique<DataParallel>(*parts_.model, spec_.distributed, world_);
+  parallel_ = std::make_unique<DataParallel>(*parts_.model, spec_.distributed, world_,
+                                             spec_.train.accumulate_steps);
 }
 
 TrainResult Trainer::run() {
@@ -122,21 +124,22 @@ void Trainer::run_epoch(int64_t epoch) {
   const int64_t steps = std::min(loader.sampler().steps_left(cursor_), total_steps_ - step_);
   if (steps <= 0) return;
   loader.start(cursor_, steps);
-  while (const Batch* batch = loader.next()) {
+  while (const Batch* batch = loader.next()) {  // the first micro-batch of a step
     const auto step_start = Clock::now();
     const double lr = schedule_->lr_at(step_);
+    const SampleCursor next_cursor = batch->next_cursor;  // train_step moves the loader on
     const double loss = train_step(*batch, epoch, lr);
     const double step_seconds = seconds_since(step_start);
     result_.train_seconds += step_seconds;
     log_.record_step(loss, step_seconds, parallel_->exposed_comm_seconds());
     ++step_;
-    cursor_ = batch->next_cursor;
+    cursor_ = next_cursor;
     after_step(epoch, lr);
     if (stop_agreed_) break;
   }
 }
 
-double Trainer::train_step(const Batch& batch, int64_t epoch, double lr) {
+double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
   if (test_stall_requested(world_.rank(), step_)) {
     log_warn("test hook SDP_TEST_STALL_RANK: rank " + std::to_string(world_.rank()) + " stops taking part at step " +
              std::to_string(step_));
@@ -144,9 +147,20 @@ double Trainer::train_step(const Batch& batch, int64_t epoch, double lr) {
   }
   nn::Model& model = *parts_.model;
   parallel_->begin_step(step_);
-  const float loss = model.forward(batch.images, batch.labels.data(), /*training=*/true);
-  model.backward();
-  parallel_->finish_step();  // every gradient bucket averaged over the ranks
+  // train.accumulate_steps micro-batches: DataParallel sums their gradients and reduces over
+  // the ranks during the last one's backward.
+  const int micro_batches = spec_.train.accumulate_steps;
+  double loss = 0;
+  const Batch* batch = &first;
+  for (int micro = 0; micro < micro_batches; ++micro) {
+    if (micro > 0 && (batch = parts_.loader->next()) == nullptr)
+      throw std::logic_error("the loader ended in the middle of step " + std::to_string(step_));
+    parallel_->begin_micro_batch(micro);
+    loss += model.forward(batch->images, batch->labels.data(), /*training=*/true);
+    model.backward();
+  }
+  loss /= micro_batches;
+  parallel_->finish_step();  // every gradient averaged over the micro-batches and the ranks
   // Every rank learns whether any rank's loss went bad, so all stop at the same step; the
   // same allreduce carries the interruption flags, so agreeing on a stop costs nothing extra.
   double agreed[2] = {loss, interruption_requested() ? 1.0 : 0.0};

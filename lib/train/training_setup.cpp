@@ -75,7 +75,6 @@ void reject_unimplemented(const JobSpec& spec, const World& world) {
     if (spec.data.shard != DataShard::kRank) refuse("data.shard", to_string(spec.data.shard));
     if (spec.distributed.backend == CommBackend::kNccl) refuse("distributed.backend", "nccl");
     if (!spec.output.timeline.empty()) refuse("output.timeline", "a timeline");
-    if (spec.train.accumulate_steps > 1) refuse("train.accumulate_steps", "gradient accumulation");
   });
 }
 
@@ -89,6 +88,7 @@ TrainingParts build_training_parts(const JobSpec& spec, const World& world, cons
     parts.optimizer = make_optimizer(optimizer_options(spec.optimizer), parts.model->store());
     LoaderOptions loader_options;
     loader_options.batch_size = spec.data.batch_size;
+    loader_options.accumulate = spec.train.accumulate_steps;
     loader_options.seed = spec.seed;
     loader_options.rank = world.rank();
     loader_options.world = world.size();
@@ -96,10 +96,15 @@ TrainingParts build_training_parts(const JobSpec& spec, const World& world, cons
     loader_options.augment.enabled =
         spec.data.augment == Augmentation::kCropFlip ||
         (spec.data.augment == Augmentation::kAuto && spec.data.format == DataFormat::kCifar10);
-    if (data.train.count < static_cast<int64_t>(spec.data.batch_size) * world.size())
-      throw InputError("key 'data.batch_size': " + std::to_string(spec.data.batch_size) + " x " +
-                       std::to_string(world.size()) + " rank(s) is more than the " +
-                       std::to_string(data.train.count) + " training samples: not one step per epoch");
+    const GlobalBatch batch = global_batch(spec, world.size());
+    if (data.train.count < batch.size())
+      throw InputError("key 'data.batch_size': " + std::to_string(batch.per_rank) + " x " +
+                       std::to_string(batch.ranks) + " rank(s)" +
+                       (batch.accumulate > 1 ? " x " + std::to_string(batch.accumulate) +
+                                                   " micro-batches (train.accumulate_steps)"
+                                             : std::string()) +
+                       " is more than the " + std::to_string(data.train.count) +
+                       " training samples: not one step per epoch");
     parts.loader = std::make_unique<TrainLoader>(data.train, loader_options);
   });
   return parts;
