@@ -33,7 +33,7 @@ struct DataSpec {
   DataFormat format = DataFormat::kSynthetic;
   std::string train = "${SM_CHANNEL_TRAINING:-data}";
   std::string test = "${SM_CHANNEL_TEST:-data}";
-  int batch_size = 64;  // per rank; global batch = batch_size * world size
+  int batch_size = 64;  // per rank; global batch = batch_size * world size * train.accumulate_steps
   DataShard shard = DataShard::kRank;
   int prefetch = 2;
   Augmentation augment = Augmentation::kAuto;  // auto = crop+flip for cifar10
@@ -43,6 +43,7 @@ struct DataSpec {
 struct TrainSpec {
   int epochs = 1;
   int64_t max_steps = 0;  // 0 = no limit
+  int accumulate_steps = 1;  // micro-batches of data.batch_size per optimizer step
   int log_every = 50;
   int eval_every_epochs = 1;  // 0 = evaluate only at the end
   OnNonfinite on_nonfinite = OnNonfinite::kAbort;
@@ -51,7 +52,10 @@ struct TrainSpec {
 
 struct OptimizerSpec {
   OptimizerKind name = OptimizerKind::kSgd;
-  double lr = 0.01;  // base learning rate for ONE rank
+  double lr = 0.01;  // the learning rate for a global batch of reference_batch samples
+  // The global batch `lr` is stated for; 0 = unset: data.batch_size (lr is the LR of one rank
+  // with one micro-batch, so it scales with world size x accumulate_steps).
+  int64_t reference_batch = 0;
   double momentum = 0.9;
   bool nesterov = false;
   double weight_decay = 0.0;

@@ -223,12 +223,14 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("data.synthetic.noise", data.synthetic.noise));
     f.push_back(SDP_FIELD("train.epochs", train.epochs));
     f.push_back(SDP_FIELD("train.max_steps", train.max_steps));
+    f.push_back(SDP_FIELD("train.accumulate_steps", train.accumulate_steps));
     f.push_back(SDP_FIELD("train.log_every", train.log_every));
     f.push_back(SDP_FIELD("train.eval_every_epochs", train.eval_every_epochs));
     f.push_back(SDP_FIELD("train.on_nonfinite", train.on_nonfinite));
     f.push_back(SDP_FIELD("train.on_divergence", train.on_divergence));
     f.push_back(SDP_FIELD("optimizer.name", optimizer.name));
     f.push_back(SDP_FIELD("optimizer.lr", optimizer.lr));
+    f.push_back(SDP_FIELD("optimizer.reference_batch", optimizer.reference_batch));
     f.push_back(SDP_FIELD("optimizer.momentum", optimizer.momentum));
     f.push_back(SDP_FIELD("optimizer.nesterov", optimizer.nesterov));
     f.push_back(SDP_FIELD("optimizer.weight_decay", optimizer.weight_decay));

@@ -58,11 +58,18 @@ void validate_job_spec(const JobSpec& spec, const std::map<std::string, std::str
   check.require(t.max_steps >= 0, "train.max_steps", "must be >= 0 (0 = no limit)");
   check.require(t.epochs > 0 || t.max_steps > 0, "train.epochs",
                 "train.epochs and train.max_steps are both 0: there is nothing to train");
+  check.require(t.accumulate_steps >= 1, "train.accumulate_steps",
+                "must be >= 1 (micro-batches of data.batch_size per optimizer step), got " +
+                    std::to_string(t.accumulate_steps));
   check.require(t.log_every > 0, "train.log_every", "must be a positive number of steps");
   check.require(t.eval_every_epochs >= 0, "train.eval_every_epochs", "must be >= 0");
 
   const OptimizerSpec& o = spec.optimizer;
   check.require(o.lr > 0, "optimizer.lr", "must be > 0, got " + std::to_string(o.lr));
+  check.require(o.reference_batch >= 0, "optimizer.reference_batch",
+                "must be a positive integer (the global batch optimizer.lr is stated for) or 0 "
+                "(unset: data.batch_size), got " +
+                    std::to_string(o.reference_batch));
   check.require(o.momentum >= 0 && o.momentum < 1, "optimizer.momentum", "must be in [0, 1)");
   check.require(!o.nesterov || o.momentum > 0, "optimizer.nesterov",
                 "needs optimizer.momentum > 0");

@@ -5,14 +5,14 @@
 
 namespace sdp {
 
-double LrScaling::multiplier(int world_size) const {
+double LrScaling::multiplier(double batch_ratio) const {
   switch (kind) {
     case Kind::kNone:
       return 1.0;
     case Kind::kLinear:
-      return world_size;
+      return batch_ratio;
     case Kind::kSqrt:
-      return std::sqrt(static_cast<double>(world_size));
+      return std::sqrt(batch_ratio);
     case Kind::kFactor:
       return factor;
   }

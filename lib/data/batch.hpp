@@ -14,7 +14,8 @@ struct Batch {
   std::vector<int32_t> labels;   // B
   std::vector<int64_t> indices;  // B dataset indices, in batch order
   int64_t step = 0;              // 0-based position in the current iteration
-  SampleCursor cursor;           // training: where this global batch starts
+  int micro = 0;                 // training: micro-batch of its step (train.accumulate_steps)
+  SampleCursor cursor;           // training: where this step's global batch starts
   SampleCursor next_cursor;      // training: checkpoint this after the step succeeded
   Tensor storage;                // reused across batches; grows, never shrinks
 

@@ -15,26 +15,33 @@ AugmentOptions seeded(AugmentOptions augment, uint64_t seed) {
 
 TrainLoader::TrainLoader(const Dataset& dataset, const LoaderOptions& options)
     : assembler_(dataset, seeded(options.augment, options.seed)),
-      sampler_(dataset.count, options.seed, options.rank, options.world, options.batch_size),
+      sampler_(dataset.count, options.seed, options.rank, options.world, options.batch_size,
+               options.accumulate),
       prefetcher_(options.prefetch) {}
 
-void TrainLoader::start(const SampleCursor& from, int64_t max_batches) {
+void TrainLoader::start(const SampleCursor& from, int64_t max_steps) {
   prefetcher_.stop();  // the worker reads the state below
   cursor_ = from;
   produced_ = 0;
+  micro_ = 0;
   limit_ = sampler_.steps_left(from);
-  if (max_batches >= 0) limit_ = std::min(limit_, max_batches);
+  if (max_steps >= 0) limit_ = std::min(limit_, max_steps);
   prefetcher_.start([this](Batch& batch) { return produce(batch); });
 }
 
 bool TrainLoader::produce(Batch& batch) {
   if (produced_ >= limit_) return false;
-  sampler_.batch_indices(cursor_, indices_);
+  sampler_.batch_indices(cursor_, micro_, indices_);
   assembler_.assemble(indices_, cursor_.epoch, batch);
-  batch.step = produced_++;
+  batch.step = produced_;
+  batch.micro = micro_;
   batch.cursor = cursor_;
-  cursor_ = sampler_.advance(cursor_);
-  batch.next_cursor = cursor_;
+  batch.next_cursor = sampler_.advance(cursor_);
+  if (++micro_ == sampler_.accumulate()) {
+    micro_ = 0;
+    ++produced_;
+    cursor_ = batch.next_cursor;
+  }
   return true;
 }
 

@@ -1,9 +1,10 @@
 // Loaders: a Dataset + an index order + a BatchAssembler behind a Prefetcher.
 //
 // TrainLoader walks one epoch of the ShardedSampler from a SampleCursor (the start of an
-// epoch, or a resumed mid-epoch position) to the end of that epoch; each Batch carries
-// its cursor and the cursor after it for checkpoints. EvalLoader reads every sample of
-// the split once (this rank's share: r, r + world, ...), last partial batch included.
+// epoch, or a resumed mid-epoch position) to the end of that epoch, one step after the other,
+// each step as `accumulate` micro-batches (Batch::micro 0, 1, ...); each Batch carries the
+// cursor of its step and the cursor after that step for checkpoints. EvalLoader reads every sample
+// of the split once (this rank's share: r, r + world, ...), last partial batch included.
 //
 // The Dataset must outlive the loader. Loader methods are called from one thread;
 // the worker thread is internal.
@@ -21,7 +22,8 @@
 namespace sdp {
 
 struct LoaderOptions {
-  int64_t batch_size = 64;  // per rank
+  int64_t batch_size = 64;  // per rank and micro-batch
+  int accumulate = 1;       // micro-batches per step (train.accumulate_steps)
   uint64_t seed = 42;       // keys the shuffle and the augmentation
   int rank = 0;
   int world = 1;
@@ -38,11 +40,12 @@ class TrainLoader {
   const ShardedSampler& sampler() const { return sampler_; }
   int64_t steps_per_epoch() const { return sampler_.steps_per_epoch(); }
 
-  // Starts iterating at `from` until the end of its epoch, or after `max_batches`
-  // batches when >= 0. Any iteration in progress is abandoned.
-  void start(const SampleCursor& from, int64_t max_batches = -1);
+  // Starts iterating at `from` until the end of its epoch, or after `max_steps` steps
+  // (of `accumulate` micro-batches each) when >= 0. Any iteration in progress is abandoned.
+  void start(const SampleCursor& from, int64_t max_steps = -1);
   void start_epoch(int64_t epoch) { start(SampleCursor{epoch, 0}); }
-  // The next batch (valid until the next call), or nullptr at the end.
+  // The next micro-batch (valid until the next call), or nullptr at the end (always after
+  // the last micro-batch of a step).
   const Batch* next() { return prefetcher_.next(); }
   double wait_seconds() const { return prefetcher_.wait_seconds(); }
 
@@ -53,7 +56,8 @@ class TrainLoader {
   ShardedSampler sampler_;
   // Worker-side iteration state; written by start() only while no worker runs.
   SampleCursor cursor_;
-  int64_t produced_ = 0, limit_ = 0;
+  int64_t produced_ = 0, limit_ = 0;  // steps
+  int micro_ = 0;                     // the next micro-batch of step `produced_`
   std::vector<int64_t> indices_;
   Prefetcher prefetcher_;  // last: destroyed (joined) before the state it uses
 };

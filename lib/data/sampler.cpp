@@ -18,16 +18,21 @@ std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) 
   return perm;
 }
 
-ShardedSampler::ShardedSampler(int64_t n, uint64_t seed, int rank, int world, int64_t batch)
-    : n_(n), seed_(seed), rank_(rank), world_(world), batch_(batch) {
+ShardedSampler::ShardedSampler(int64_t n, uint64_t seed, int rank, int world, int64_t batch,
+                               int accumulate)
+    : n_(n), seed_(seed), rank_(rank), world_(world), batch_(batch), accumulate_(accumulate) {
   if (world < 1 || rank < 0 || rank >= world)
     throw InputError("sampler: rank " + std::to_string(rank) + " outside world size " +
                      std::to_string(world));
   if (batch < 1) throw InputError("sampler: batch size must be >= 1, got " + std::to_string(batch));
+  if (accumulate < 1)
+    throw InputError("sampler: micro-batches per step must be >= 1, got " +
+                     std::to_string(accumulate));
   if (n < global_batch())
-    throw InputError("sampler: " + std::to_string(n) +
-                     " samples are fewer than one global batch (" + std::to_string(world) +
-                     " ranks x " + std::to_string(batch) + ")");
+    throw InputError(
+        "sampler: " + std::to_string(n) + " samples are fewer than one global batch (" +
+        std::to_string(world) + " ranks x " + std::to_string(batch) +
+        (accumulate > 1 ? " x " + std::to_string(accumulate) + " micro-batches" : "") + ")");
 }
 
 int64_t ShardedSampler::steps_left(const SampleCursor& at) const {
@@ -42,18 +47,25 @@ const std::vector<int64_t>& ShardedSampler::permutation(int64_t epoch) const {
   return cached_perm_;
 }
 
-void ShardedSampler::batch_indices(const SampleCursor& at, std::vector<int64_t>& out) const {
+void ShardedSampler::batch_indices(const SampleCursor& at, int micro,
+                                   std::vector<int64_t>& out) const {
   if (at.offset < 0 || steps_left(at) < 1)
     throw std::out_of_range("sampler: no full global batch left at epoch " +
                             std::to_string(at.epoch) + " offset " + std::to_string(at.offset));
+  if (micro < 0 || micro >= accumulate_)
+    throw std::out_of_range("sampler: no micro-batch " + std::to_string(micro) + " in a step of " +
+                            std::to_string(accumulate_));
   const std::vector<int64_t>& perm = permutation(at.epoch);
-  const int64_t begin = at.offset + int64_t{rank_} * batch_;
+  const int64_t begin = at.offset + (int64_t{micro} * world_ + rank_) * batch_;
   out.assign(perm.begin() + begin, perm.begin() + begin + batch_);
 }
 
 std::vector<int64_t> ShardedSampler::batch_indices(int64_t epoch, int64_t step) const {
-  std::vector<int64_t> out;
-  batch_indices(SampleCursor{epoch, step * global_batch()}, out);
+  std::vector<int64_t> out, micro_batch;
+  for (int micro = 0; micro < accumulate_; ++micro) {
+    batch_indices(SampleCursor{epoch, step * global_batch()}, micro, micro_batch);
+    out.insert(out.end(), micro_batch.begin(), micro_batch.end());
+  }
   return out;
 }
 

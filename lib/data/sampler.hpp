@@ -2,10 +2,11 @@
 //
 // Contract (all ranks): every epoch is one permutation of [0, N) computed from
 // (seed, epoch) alone, identical on every rank and every standard library. Training
-// walks that permutation in global batches of world * batch positions; rank r takes
-// the r-th block of `batch` positions of each global batch. So shards are disjoint,
-// all ranks run the same number of steps, and a global batch is a contiguous range of
-// the permutation, independent of how it is split over ranks.
+// walks that permutation in global batches of accumulate * world * batch positions, one per
+// optimizer step; micro-batch m of rank r is the (m * world + r)-th block of `batch`
+// positions of it. So shards are disjoint, all ranks run the same number of steps, and a
+// global batch is a contiguous range of the permutation, independent of how it is split over
+// ranks and micro-batches (2 ranks x 4 micro-batches read the samples of 8 ranks x 1).
 //
 // Progress is a SampleCursor (epoch, samples of that epoch consumed by all ranks
 // together), not a per-rank position: a job checkpointed at a cursor resumes on any
@@ -29,24 +30,28 @@ struct SampleCursor {
 
 class ShardedSampler {
  public:
-  // Throws InputError when there is not even one global batch (n < world * batch).
-  ShardedSampler(int64_t n, uint64_t seed, int rank, int world, int64_t batch);
+  // Throws InputError when there is not even one global batch (n < accumulate * world * batch).
+  ShardedSampler(int64_t n, uint64_t seed, int rank, int world, int64_t batch, int accumulate = 1);
 
   int64_t size() const { return n_; }
   int rank() const { return rank_; }
   int world() const { return world_; }
   int64_t batch() const { return batch_; }
-  int64_t global_batch() const { return int64_t{world_} * batch_; }
+  int accumulate() const { return accumulate_; }
+  // Samples of one optimizer step over all ranks and micro-batches.
+  int64_t global_batch() const { return int64_t{accumulate_} * world_ * batch_; }
 
   // Full steps of an epoch started from its beginning; the tail of fewer than
-  // world * batch samples is dropped (a different tail each epoch, since it is shuffled).
+  // global_batch() samples is dropped (a different tail each epoch, since it is shuffled).
   int64_t steps_per_epoch() const { return n_ / global_batch(); }
   // Full steps left in the epoch of `at`.
   int64_t steps_left(const SampleCursor& at) const;
 
-  // This rank's `batch` sample indices of the global batch starting at `at`.
+  // This rank's `batch` sample indices of micro-batch `micro` (0 .. accumulate - 1) of the
+  // global batch starting at `at`.
   // Not thread-safe (caches the permutation of the last epoch asked for).
-  void batch_indices(const SampleCursor& at, std::vector<int64_t>& out) const;
+  void batch_indices(const SampleCursor& at, int micro, std::vector<int64_t>& out) const;
+  // This rank's samples of step `step` of `epoch`: its micro-batches one after the other.
   std::vector<int64_t> batch_indices(int64_t epoch, int64_t step) const;
 
   // The cursor after the global batch starting at `at`; the first position of the
@@ -63,6 +68,7 @@ class ShardedSampler {
   uint64_t seed_;
   int rank_, world_;
   int64_t batch_;
+  int accumulate_;
   mutable int64_t cached_epoch_ = -1;
   mutable std::vector<int64_t> cached_perm_;
 };

@@ -38,13 +38,18 @@ std::string format_value(const std::string& key, double v) {
 }  // namespace
 
 void MetricsLog::emit(const std::string& kind, const std::string& tag,
-                      const std::vector<std::pair<std::string, double>>& values) {
+                      const std::vector<std::pair<std::string, double>>& values,
+                      const std::vector<std::pair<std::string, std::string>>& words) {
   if (!enabled_) return;
   std::string line = "[" + tag + "]";
   nlohmann::json record = {{"event", kind}};
   for (const auto& [key, value] : values) {
     line += " " + key + "=" + format_value(key, value);
     record[key] = value;
+  }
+  for (const auto& [key, word] : words) {
+    line += " " + key + "=" + word;
+    record[key] = word;
   }
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);

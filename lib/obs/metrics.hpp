@@ -20,8 +20,10 @@ class MetricsLog {
   MetricsLog& operator=(const MetricsLog&) = delete;
 
   // `tag` prefixes the line ("step 300", "epoch 2", "done"); `kind` names the event in JSON.
+  // `words` (values that are names, e.g. lr_scaling=linear; no spaces) follow the numbers.
   void emit(const std::string& kind, const std::string& tag,
-            const std::vector<std::pair<std::string, double>>& values);
+            const std::vector<std::pair<std::string, double>>& values,
+            const std::vector<std::pair<std::string, std::string>>& words = {});
 
  private:
   bool enabled_;

@@ -7,9 +7,18 @@
 
 namespace sdp {
 
-LrSchedule::LrSchedule(const LrScheduleOptions& options)
-    : options_(options), peak_(options.scaling.scaled(options.base_lr, options.world_size)) {
-  if (options.world_size < 1) throw InputError("lr schedule: world size must be >= 1");
+double scaled_lr(double base_lr, const LrScaling& scaling, int64_t global_batch,
+                 int64_t reference_batch) {
+  return scaling.scaled(base_lr,
+                        static_cast<double>(global_batch) / static_cast<double>(reference_batch));
+}
+
+LrSchedule::LrSchedule(const LrScheduleOptions& options) : options_(options) {
+  if (options.global_batch < 1) throw InputError("lr schedule: the global batch must be >= 1");
+  if (options.reference_batch < 1)
+    throw InputError("lr schedule: the reference batch must be >= 1");
+  peak_ =
+      scaled_lr(options.base_lr, options.scaling, options.global_batch, options.reference_batch);
   if (options.warmup_steps < 0) throw InputError("lr schedule: warmup steps must be >= 0");
   if (options.steps_per_epoch < 1) throw InputError("lr schedule: steps per epoch must be >= 1");
   if (options.kind == LrScheduleOptions::Kind::kCosine && options.total_steps <= 0)

@@ -1,15 +1,16 @@
 // LrSchedule: the learning rate of every global step, as a pure function of the step.
 //
-//   peak = scaling.scaled(base_lr, world_size)
+//   peak = base_lr * scaling.multiplier(global_batch / reference_batch)
 //   step < warmup_steps:  base_lr + (peak - base_lr) * step / warmup_steps
-//                         (gradual warm-up from the 1-rank LR, Goyal et al. 2017)
+//                         (gradual warm-up from the reference batch's LR, Goyal et al. 2017)
 //   then constant: peak
 //        step:     peak * gamma^(number of milestones m with step >= m * steps_per_epoch)
 //        cosine:   min_lr + (peak - min_lr) * (1 + cos(pi * s / S)) / 2,
 //                  s = step - warmup_steps, S = total_steps - warmup_steps, s clamped to S
 //
 // Being a function of the global step alone, a resumed job recomputes the same LR;
-// after a resume on a different world size, peak (and so the LR) is re-derived.
+// after a resume with another global batch (world size, accumulate_steps), peak (and so the
+// LR) is re-derived by the same rule.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +23,10 @@ namespace sdp {
 
 struct LrScheduleOptions {
   using Kind = ScheduleKind;
-  double base_lr = 0.01;  // for ONE rank
+  double base_lr = 0.01;  // for a global batch of reference_batch samples
   LrScaling scaling;
-  int world_size = 1;
+  int64_t global_batch = 1;     // samples per optimizer step, over all ranks and micro-batches
+  int64_t reference_batch = 1;  // the global batch base_lr is right for
   int64_t warmup_steps = 0;
   Kind kind = Kind::kConstant;
   std::vector<int64_t> milestones;  // kStep: epochs
@@ -33,6 +35,10 @@ struct LrScheduleOptions {
   int64_t steps_per_epoch = 1;
   int64_t total_steps = 0;  // kCosine: required
 };
+
+// The peak LR of the rule above: base_lr x scaling.multiplier(global_batch / reference_batch).
+double scaled_lr(double base_lr, const LrScaling& scaling, int64_t global_batch,
+                 int64_t reference_batch);
 
 class LrSchedule {
  public:

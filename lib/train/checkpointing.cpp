@@ -13,6 +13,7 @@
 #include "core/log.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/collectives.hpp"
+#include "train/global_batch.hpp"
 
 namespace sdp {
 
@@ -155,7 +156,7 @@ void Checkpointer::save(const TrainPosition& at, const LrSchedule& schedule,
   snapshot.step = at.step;
   snapshot.keep_last = spec_.checkpoint.keep_last;
   const ParameterStore& store = model_.store();
-  const int64_t global_batch = static_cast<int64_t>(spec_.data.batch_size) * world_.size();
+  const GlobalBatch batch = global_batch(spec_, world_.size());
   snapshot.metadata = {
       {"format", kCheckpointFormat},
       {"version", SDP_VERSION},
@@ -167,7 +168,9 @@ void Checkpointer::save(const TrainPosition& at, const LrSchedule& schedule,
       {"cursor_offset", std::to_string(at.cursor.offset)},
       {"world_size", std::to_string(world_.size())},
       {"batch_size", std::to_string(spec_.data.batch_size)},
-      {"global_batch", std::to_string(global_batch)},
+      {"accumulate_steps", std::to_string(batch.accumulate)},
+      {"global_batch", std::to_string(batch.size())},
+      {"reference_batch", std::to_string(reference_batch(spec_))},
       {"steps_per_epoch", std::to_string(steps_per_epoch)},
       {"total_steps", std::to_string(total_steps)},
       {"optimizer", optimizer_.name()},
@@ -238,7 +241,8 @@ std::string Checkpointer::last_path() const {
   return writer_ ? writer_->last_written() : std::string();
 }
 
-std::optional<ResumePoint> Checkpointer::resume(Communicator& comm, int64_t steps_per_epoch) {
+std::optional<ResumePoint> Checkpointer::resume(Communicator& comm, int64_t steps_per_epoch,
+                                                const LrSchedule& schedule) {
   const std::string& mode = spec_.checkpoint.resume;
   if (mode == "never") return std::nullopt;
   std::string chosen;  // rank 0: the checkpoint's metadata as JSON; "" = start afresh
@@ -281,12 +285,13 @@ std::optional<ResumePoint> Checkpointer::resume(Communicator& comm, int64_t step
   point.checkpoint_step = get("step");
   point.position.cursor = SampleCursor{get("cursor_epoch"), get("cursor_offset")};
   const int64_t old_global = get("global_batch");
-  const int64_t new_global = static_cast<int64_t>(spec_.data.batch_size) * world_.size();
+  const int64_t new_global = global_batch(spec_, world_.size()).size();
   if (old_global == new_global && get("steps_per_epoch") == steps_per_epoch) {
     point.position.step = point.checkpoint_step;
   } else {
-    // The step count is in global batches, which changed: count the steps this run would
-    // have taken to reach the same sample cursor (the LR schedule is a function of it).
+    // The step count is in global batches (optimizer steps), which changed: count the steps
+    // this run would have taken to reach the same sample cursor (the LR schedule is a function
+    // of it).
     point.position.step =
         point.position.cursor.epoch * steps_per_epoch + point.position.cursor.offset / new_global;
   }
@@ -296,15 +301,22 @@ std::optional<ResumePoint> Checkpointer::resume(Communicator& comm, int64_t step
                        std::to_string(point.position.cursor.epoch + 1) + " at sample " +
                        std::to_string(point.position.cursor.offset) +
                        " of its permutation, optimizer update " + meta.at("optimizer_steps");
+    // Checkpoints written before gradient accumulation existed have no accumulate_steps: 1.
+    const std::string old_accumulate =
+        meta.count("accumulate_steps") ? meta.at("accumulate_steps") : "1";
+    const std::string new_accumulate = std::to_string(spec_.train.accumulate_steps);
     if (point.position.step != point.checkpoint_step || get("world_size") != world_.size() ||
-        old_global != new_global)
-      line +=
-          "; re-derived for this run: world size " + meta.at("world_size") + " -> " +
-          std::to_string(world_.size()) + ", global batch " + std::to_string(old_global) + " -> " +
-          std::to_string(new_global) + ", steps per epoch " + meta.at("steps_per_epoch") + " -> " +
-          std::to_string(steps_per_epoch) + ", peak LR " + meta.at("peak_lr") + " -> " +
-          num(spec_.optimizer.lr_scaling.scaled(spec_.optimizer.lr, world_.size())) + ", step " +
-          std::to_string(point.checkpoint_step) + " -> " + std::to_string(point.position.step);
+        old_global != new_global || old_accumulate != new_accumulate)
+      line += "; re-derived for this run: world size " + meta.at("world_size") + " -> " +
+              std::to_string(world_.size()) +
+              (old_accumulate != new_accumulate
+                   ? ", accumulate_steps " + old_accumulate + " -> " + new_accumulate
+                   : std::string()) +
+              ", global batch " + std::to_string(old_global) + " -> " + std::to_string(new_global) +
+              ", steps per epoch " + meta.at("steps_per_epoch") + " -> " +
+              std::to_string(steps_per_epoch) + ", peak LR " + meta.at("peak_lr") + " -> " +
+              num(schedule.peak_lr()) + ", step " + std::to_string(point.checkpoint_step) + " -> " +
+              std::to_string(point.position.step);
     log_info(line);
   }
   return point;

@@ -7,7 +7,8 @@
 // resume on the same world size gives each its own back), and metadata: the step, the global sample
 // cursor (epoch + offset in the epoch's global permutation: not per-rank positions, so a job
 // resumes on any world size), the optimizer's update count, the LR schedule position, world
-// size, global batch, model name + parameter fingerprint, the resolved job spec, the version.
+// size, accumulate_steps, global and reference batch, model name + parameter fingerprint, the
+// resolved job spec, the version.
 //
 // Rank 0 alone writes: it copies the arenas (the only time the step loop waits) and a
 // background thread writes the copy. Resume is collective: rank 0 reads the file and every
@@ -65,9 +66,11 @@ class Checkpointer {
   // checkpoint checkpoint.resume names (auto: the newest complete one in checkpoint.dir,
   // skipping unreadable ones with a warning), restores parameters, buffers and optimizer
   // state on every rank (rank 0 reads, `comm` carries it) and returns where to continue.
-  // `steps_per_epoch`: this run's (it changes with the world size). No checkpoint: nullopt.
-  // Another model or optimizer: InputError on every rank (exit 2).
-  std::optional<ResumePoint> resume(Communicator& comm, int64_t steps_per_epoch);
+  // `steps_per_epoch` and `schedule`: this run's (they change with the global batch: world
+  // size, accumulate_steps). No checkpoint: nullopt. Another model or optimizer: InputError on
+  // every rank (exit 2).
+  std::optional<ResumePoint> resume(Communicator& comm, int64_t steps_per_epoch,
+                                    const LrSchedule& schedule);
   // Collective, after rank 0's parameters and buffers were broadcast: on the checkpoint's world
   // size, gives every rank its own saved buffers back (else nothing to do).
   void restore_rank_buffers(Communicator& comm);

@@ -11,30 +11,41 @@
 #include "distributed/replica_check.hpp"
 #include "distributed/shared_arena.hpp"
 #include "distributed/watchdog.hpp"
+#include "train/gradient_accumulator.hpp"
 
 namespace sdp {
 
-DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const World& world)
+DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const World& world,
+                           int accumulate_steps)
     : world_(world), check_every_(spec.check_every_steps) {
-  if (world.size() == 1) return;
   ParameterStore& store = model.store();
-  auto shared = SharedArena::create(world.intra(), static_cast<int64_t>(store.grad_arena().nbytes()));
-  store.rebind_grad_arena(shared->owner(), shared->data());
-  std::shared_ptr<AllreduceAlgorithm> algorithm = make_allreduce(world, {spec.allreduce, spec.compression, shared, spec.backend});
-  watchdog_ = std::make_unique<Watchdog>(WatchdogOptions{spec.stall_warning_s, spec.timeout_s}, world.rank(),
-                                         ProgressBoard::create(world));
-  GradientReducerOptions options;
-  options.bucket_mb = spec.bucket_mb;
-  Tensor grads = store.grad_arena();
-  reducer_ = std::make_unique<GradientReducer>(CommBuffer::host(grads.data<float>(), grads.numel()),
-                                               param_extents(store), algorithm, options, watchdog_.get());
+  if (world.size() > 1) {
+    auto shared =
+        SharedArena::create(world.intra(), static_cast<int64_t>(store.grad_arena().nbytes()));
+    store.rebind_grad_arena(shared->owner(), shared->data());
+    std::shared_ptr<AllreduceAlgorithm> algorithm =
+        make_allreduce(world, {spec.allreduce, spec.compression, shared, spec.backend});
+    watchdog_ = std::make_unique<Watchdog>(WatchdogOptions{spec.stall_warning_s, spec.timeout_s},
+                                           world.rank(), ProgressBoard::create(world));
+    GradientReducerOptions options;
+    options.bucket_mb = spec.bucket_mb;
+    Tensor grads = store.grad_arena();
+    reducer_ = std::make_unique<GradientReducer>(
+        CommBuffer::host(grads.data<float>(), grads.numel()), param_extents(store), algorithm,
+        options, watchdog_.get());
+    params_ = store.param_arena();
+    shared_ = std::move(shared);
+  }
+  if (accumulate_steps > 1)
+    accumulator_ = std::make_unique<GradientAccumulator>(store, accumulate_steps);
+  if (!reducer_ && !accumulator_) return;
   std::unordered_map<const Param*, int> index;
   for (const Param& p : store.params()) index.emplace(&p, static_cast<int>(index.size()));
   model.set_grad_ready_hook([this, index = std::move(index)](const Param& p) {
-    reducer_->on_grad_ready(index.at(&p));
+    // Before the last micro-batch a gradient only joins the sum: nothing to communicate yet.
+    if (accumulator_ && !accumulator_->add(p)) return;
+    if (reducer_) reducer_->on_grad_ready(index.at(&p));
   });
-  params_ = store.param_arena();
-  shared_ = std::move(shared);
 }
 
 DataParallel::~DataParallel() {
@@ -46,8 +57,13 @@ void DataParallel::begin_step(int64_t step) {
   if (reducer_) reducer_->begin_step(step);
 }
 
+void DataParallel::begin_micro_batch(int micro) {
+  if (accumulator_) accumulator_->begin_micro_batch(micro);
+}
+
 void DataParallel::finish_step() {
   if (reducer_) reducer_->wait_all();
+  if (accumulator_) accumulator_->check_complete();
 }
 
 double DataParallel::exposed_comm_seconds() const {

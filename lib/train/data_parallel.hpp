@@ -5,10 +5,16 @@
 // in reverse layer order) start their AllReduce on the communication thread as soon as
 // backward has produced them; a watchdog reports and ends collectives that never finish.
 //
-// Contract for the training loop, once per step: begin_step(step) before forward, then
-// backward (the model's grad-ready hook feeds the reducer), then finish_step(), after which
-// every gradient holds the mean over the ranks; check_replicas(step) after the update.
-// With one rank it does nothing and costs nothing.
+// Gradient accumulation (train.accumulate_steps = k, gradient_accumulator.hpp): k forward and
+// backward passes per step, their gradients summed in a second arena and averaged; only the
+// last micro-batch's backward hands gradients to the reducer, so the ranks communicate once
+// per step, overlapped with that backward.
+//
+// Contract for the training loop, once per step: begin_step(step), then for each micro-batch
+// m = 0 .. k-1: begin_micro_batch(m), forward, backward (the model's grad-ready hook feeds the
+// accumulator and the reducer); then finish_step(), after which every gradient holds the mean
+// over the micro-batches and the ranks; check_replicas(step) after the update.
+// With one rank and k = 1 it does nothing and costs nothing.
 #pragma once
 
 #include <cstdint>
@@ -21,18 +27,23 @@
 
 namespace sdp {
 
+class GradientAccumulator;
 class GradientReducer;
 class SharedArena;
 class Watchdog;
 
 class DataParallel {
  public:
-  DataParallel(nn::Model& model, const DistributedSpec& spec, const World& world);
+  // `accumulate_steps`: micro-batches per step (train.accumulate_steps).
+  DataParallel(nn::Model& model, const DistributedSpec& spec, const World& world,
+               int accumulate_steps = 1);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
   void begin_step(int64_t step);
+  // Before micro-batch `micro`'s forward (0 .. accumulate_steps - 1).
+  void begin_micro_batch(int micro);
   // Until this returns the communication thread owns MPI (MPI_THREAD_SERIALIZED).
   void finish_step();
   // Communication not hidden behind backward in the last step.
@@ -47,6 +58,7 @@ class DataParallel {
   std::shared_ptr<SharedArena> shared_;
   std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<GradientReducer> reducer_;
+  std::unique_ptr<GradientAccumulator> accumulator_;
 };
 
 }  // namespace sdp

@@ -14,6 +14,7 @@
 #include "distributed/agreement.hpp"
 #include "distributed/collectives.hpp"
 #include "distributed/mpi_check.hpp"
+#include "train/global_batch.hpp"
 
 namespace sdp {
 
@@ -105,11 +106,11 @@ std::string describe_plan(const JobSetup& setup) {
   if (s.data.format != DataFormat::kSynthetic)
     out << " (train " << s.data.train << ", test " << s.data.test << ")";
   out << "\n";
-  out << "  batch        : " << s.data.batch_size << " per rank, " << s.data.batch_size * w.size()
-      << " global\n";
-  const LrScaling& scaling = s.optimizer.lr_scaling;
-  out << "  learning rate: " << s.optimizer.lr << " base x " << scaling.multiplier(w.size()) << " ("
-      << scaling.str() << " scaling for " << w.size() << " rank(s)) = " << scaling.scaled(s.optimizer.lr, w.size());
+  const GlobalBatch batch = global_batch(s, w.size());
+  out << "  batch        : " << batch.per_rank << " per rank, " << batch.size() << " global ("
+      << batch.per_rank << " x " << batch.ranks << " rank(s) x " << batch.accumulate
+      << " micro-batch(es) per step)\n";
+  out << "  learning rate: " << describe_lr_rule(s, w.size());
   if (s.optimizer.warmup_epochs > 0) out << ", warm-up " << s.optimizer.warmup_epochs << " epoch(s) from " << s.optimizer.lr;
   out << ", schedule " << to_string(s.optimizer.schedule) << "\n";
   out << "  optimizer    : " << to_string(s.optimizer.name) << "\n";

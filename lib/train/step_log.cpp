@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "train/global_batch.hpp"
 #include "train/trainer.hpp"
 
 namespace sdp {
@@ -13,19 +14,22 @@ StepLog::StepLog(const JobSpec& spec, const World& world)
     : spec_(spec),
       world_(world),
       metrics_(world.rank() == 0, spec.output.metrics),
-      global_batch_(static_cast<int64_t>(spec.data.batch_size) * world.size()) {}
+      global_batch_(sdp::global_batch(spec, world.size()).size()) {}
 
 void StepLog::start(const LrSchedule& schedule, int64_t steps_per_epoch, int64_t total_steps,
                     int64_t parameters) {
   metrics_.emit("start", "start",
                 {{"world_size", world_.size()},
                  {"batch_per_rank", spec_.data.batch_size},
+                 {"accumulate_steps", spec_.train.accumulate_steps},
                  {"global_batch", static_cast<double>(global_batch_)},
+                 {"reference_batch", static_cast<double>(reference_batch(spec_))},
                  {"base_lr", spec_.optimizer.lr},
                  {"peak_lr", schedule.peak_lr()},
                  {"steps_per_epoch", static_cast<double>(steps_per_epoch)},
                  {"total_steps", static_cast<double>(total_steps)},
-                 {"parameters", static_cast<double>(parameters)}});
+                 {"parameters", static_cast<double>(parameters)}},
+                {{"lr_scaling", to_string(spec_.optimizer.lr_scaling)}});
 }
 
 void StepLog::record_step(double loss, double seconds, double exposed_comm_seconds) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -68,7 +69,7 @@ Trainer::Trainer(JobSetup& setup)
     total_steps_ = spec_.train.max_steps;
   epochs_ = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
   schedule_ = std::make_unique<LrSchedule>(
-      make_schedule(spec_.optimizer, world_.size(), steps_per_epoch_, total_steps_));
+      make_schedule(spec_, world_.size(), steps_per_epoch_, total_steps_));
   checkpointer_ = std::make_unique<Checkpointer>(spec_, world_, *parts_.model, *parts_.optimizer);
 }
 
@@ -94,7 +95,7 @@ void Trainer::start_replicas() {
   options.device = store.device();
   world_comm_ = make_communicator(spec_.distributed.backend, world_.comm(), options);
   // Resume before the broadcasts below: they carry rank 0's restored weights and buffers.
-  if (auto point = checkpointer_->resume(*world_comm_, steps_per_epoch_)) {
+  if (auto point = checkpointer_->resume(*world_comm_, steps_per_epoch_, *schedule_)) {
     step_ = point->position.step;
     cursor_ = point->position.cursor;
     if (step_ == point->checkpoint_step) checkpointer_->note_on_disk(step_);
@@ -102,7 +103,8 @@ void Trainer::start_replicas() {
   world_comm_->broadcast(CommBuffer::of(store.param_arena()), {0})->wait();
   world_comm_->broadcast(CommBuffer::of(store.buffer_arena()), {0})->wait();
   checkpointer_->restore_rank_buffers(*world_comm_);  // each rank's own BatchNorm statistics
-  parallel_ = std::make_unique<DataParallel>(*parts_.model, spec_.distributed, world_);
+  parallel_ = std::make_unique<DataParallel>(*parts_.model, spec_.distributed, world_,
+                                             spec_.train.accumulate_steps);
   divergence_ =
       std::make_unique<DivergenceGuard>(spec_.model.num_classes, schedule_->options().warmup_steps,
                                         steps_per_epoch_, /*from_start=*/step_ == 0);
@@ -140,15 +142,16 @@ void Trainer::run_epoch(int64_t epoch) {
   const int64_t steps = std::min(loader.sampler().steps_left(cursor_), total_steps_ - step_);
   if (steps <= 0) return;
   loader.start(cursor_, steps);
-  while (const Batch* batch = loader.next()) {
+  while (const Batch* batch = loader.next()) {  // the first micro-batch of a step
     const auto step_start = Clock::now();
     const double lr = schedule_->lr_at(step_);
-    const double loss = train_step(*batch, epoch, lr);  // NaN: a skipped update
+    const SampleCursor next_cursor = batch->next_cursor;  // train_step moves the loader on
+    const double loss = train_step(*batch, epoch, lr);    // NaN: a skipped update
     const double step_seconds = seconds_since(step_start);
     result_.train_seconds += step_seconds;
     log_.record_step(loss, step_seconds, parallel_->exposed_comm_seconds());
     ++step_;
-    cursor_ = batch->next_cursor;
+    cursor_ = next_cursor;
     if (std::isfinite(loss))
       if (auto diagnosis = divergence_->after_step(step_, loss, lr)) diverged(*diagnosis);
     after_step(epoch, lr);
@@ -156,19 +159,31 @@ void Trainer::run_epoch(int64_t epoch) {
   }
 }
 
-double Trainer::train_step(const Batch& batch, int64_t epoch, double lr) {
+double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
   if (test_stall_requested(world_.rank(), step_)) {
     log_warn("test hook SDP_TEST_STALL_RANK: rank " + std::to_string(world_.rank()) +
              " stops taking part at step " + std::to_string(step_));
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   nn::Model& model = *parts_.model;
-  if (test_nan_requested(world_.rank(), step_)) batch.images.data<float>()[0] = std::nanf("");
+  if (test_nan_requested(world_.rank(), step_)) first.images.data<float>()[0] = std::nanf("");
   parallel_->begin_step(step_);
+  // Dropout masks follow (rank, step); the micro-batches of a step continue that stream.
   model.set_random_position(static_cast<uint64_t>(world_.rank()), step_);
-  const float loss = model.forward(batch.images, batch.labels.data(), /*training=*/true);
-  model.backward();
-  parallel_->finish_step();  // every gradient bucket averaged over the ranks
+  // train.accumulate_steps micro-batches: DataParallel sums their gradients and reduces over
+  // the ranks during the last one's backward.
+  const int micro_batches = spec_.train.accumulate_steps;
+  double loss = 0;
+  const Batch* batch = &first;
+  for (int micro = 0; micro < micro_batches; ++micro) {
+    if (micro > 0 && (batch = parts_.loader->next()) == nullptr)
+      throw std::logic_error("the loader ended in the middle of step " + std::to_string(step_));
+    parallel_->begin_micro_batch(micro);
+    loss += model.forward(batch->images, batch->labels.data(), /*training=*/true);
+    model.backward();
+  }
+  loss /= micro_batches;
+  parallel_->finish_step();  // every gradient averaged over the micro-batches and the ranks
   // Every rank learns whether any rank's loss went bad, so all stop at the same step; the
   // same allreduce carries the interruption flags, so agreeing on a stop costs nothing extra.
   double agreed[2] = {loss, interruption_requested() ? 1.0 : 0.0};

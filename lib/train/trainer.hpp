@@ -51,9 +51,10 @@ class Trainer {
   // from (if any) restored; rank 0's weights, buffers and optimizer state on every rank.
   void start_replicas();
   void run_epoch(int64_t epoch);
-  // forward, backward, gradient mean, update; returns the loss averaged over the ranks.
-  // Also agrees whether any rank was interrupted (stop_agreed_).
-  double train_step(const Batch& batch, int64_t epoch, double lr);
+  // forward and backward of each micro-batch (`first`, then the loader's next
+  // train.accumulate_steps - 1), gradient mean, update; returns the loss averaged over the
+  // micro-batches and the ranks. Also agrees whether any rank was interrupted (stop_agreed_).
+  double train_step(const Batch& first, int64_t epoch, double lr);
   // The step boundary: metric lines, periodic checkpoints, the agreed stop on a signal.
   void after_step(int64_t epoch, double lr);
   TrainPosition position() const { return {step_, cursor_}; }

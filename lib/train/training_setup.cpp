@@ -10,6 +10,7 @@
 #include "distributed/agreement.hpp"
 #include "models/registry.hpp"
 #include "optim/optimizer_factory.hpp"
+#include "train/global_batch.hpp"
 
 namespace sdp {
 
@@ -88,6 +89,7 @@ TrainingParts build_training_parts(const JobSpec& spec, const World& world, cons
     parts.optimizer = make_optimizer(optimizer_options(spec.optimizer), parts.model->store());
     LoaderOptions loader_options;
     loader_options.batch_size = spec.data.batch_size;
+    loader_options.accumulate = spec.train.accumulate_steps;
     loader_options.seed = spec.seed;
     loader_options.rank = world.rank();
     loader_options.world = world.size();
@@ -95,20 +97,28 @@ TrainingParts build_training_parts(const JobSpec& spec, const World& world, cons
     loader_options.augment.enabled =
         spec.data.augment == Augmentation::kCropFlip ||
         (spec.data.augment == Augmentation::kAuto && spec.data.format == DataFormat::kCifar10);
-    if (data.train.count < static_cast<int64_t>(spec.data.batch_size) * world.size())
-      throw InputError("key 'data.batch_size': " + std::to_string(spec.data.batch_size) + " x " +
-                       std::to_string(world.size()) + " rank(s) is more than the " +
-                       std::to_string(data.train.count) + " training samples: not one step per epoch");
+    const GlobalBatch batch = global_batch(spec, world.size());
+    if (data.train.count < batch.size())
+      throw InputError("key 'data.batch_size': " + std::to_string(batch.per_rank) + " x " +
+                       std::to_string(batch.ranks) + " rank(s)" +
+                       (batch.accumulate > 1 ? " x " + std::to_string(batch.accumulate) +
+                                                   " micro-batches (train.accumulate_steps)"
+                                             : std::string()) +
+                       " is more than the " + std::to_string(data.train.count) +
+                       " training samples: not one step per epoch");
     parts.loader = std::make_unique<TrainLoader>(data.train, loader_options);
   });
   return parts;
 }
 
-LrSchedule make_schedule(const OptimizerSpec& o, int world_size, int64_t steps_per_epoch, int64_t total_steps) {
+LrSchedule make_schedule(const JobSpec& spec, int world_size, int64_t steps_per_epoch,
+                         int64_t total_steps) {
+  const OptimizerSpec& o = spec.optimizer;
   LrScheduleOptions options;
   options.base_lr = o.lr;
   options.scaling = o.lr_scaling;
-  options.world_size = world_size;
+  options.global_batch = global_batch(spec, world_size).size();
+  options.reference_batch = reference_batch(spec);
   options.warmup_steps = std::llround(o.warmup_epochs * static_cast<double>(steps_per_epoch));
   options.kind = o.schedule;
   options.milestones.assign(o.milestones.begin(), o.milestones.end());
@@ -118,6 +128,5 @@ LrSchedule make_schedule(const OptimizerSpec& o, int world_size, int64_t steps_p
   options.total_steps = total_steps;
   return LrSchedule(options);
 }
-
 
 }  // namespace sdp

@@ -40,7 +40,8 @@ void reject_unimplemented(const JobSpec& spec, const World& world);
 // Collective.
 TrainingParts build_training_parts(const JobSpec& spec, const World& world, const Device& device);
 
-LrSchedule make_schedule(const OptimizerSpec& optimizer, int world_size, int64_t steps_per_epoch,
+// The LR of every optimizer step on `world_size` ranks (the rule of train/global_batch.hpp).
+LrSchedule make_schedule(const JobSpec& spec, int world_size, int64_t steps_per_epoch,
                          int64_t total_steps);
 
 }  // namespace sdp

@@ -43,6 +43,8 @@ TEST(JobSpecLoader, DefaultsWhenNothingIsGiven) {
   EXPECT_DOUBLE_EQ(spec.optimizer.lr, 0.01);
   EXPECT_EQ(spec.distributed.ranks_per_node, 0);
   EXPECT_DOUBLE_EQ(spec.distributed.timeout_s, 600.0);
+  EXPECT_EQ(spec.train.accumulate_steps, 1);
+  EXPECT_EQ(spec.optimizer.reference_batch, 0);  // unset: data.batch_size
 }
 
 TEST(JobSpecLoader, YamlSetsNestedKeysAndRecordsTheirLine) {
@@ -170,6 +172,11 @@ TEST(JobSpecLoader, OutOfRangeValuesAreRejectedWithTheirSource) {
       {"train: {epochs: 0, max_steps: 0}", "train.epochs", "nothing to train"},
       {"distributed: {ranks_per_node: -2}", "distributed.ranks_per_node", "auto"},
       {"checkpoint: {keep_last: 0}", "checkpoint.keep_last", ">= 1"},
+      {"train: {accumulate_steps: 0}", "train.accumulate_steps", "must be >= 1"},
+      {"optimizer: {reference_batch: -1}", "optimizer.reference_batch",
+       "must be a positive integer"},
+      {"optimizer: {reference_batch: 256.5}", "optimizer.reference_batch", "expected an integer"},
+      {"train: {accumulate_steps: [2]}", "train.accumulate_steps", "expected an integer"},
   };
   for (const Case& c : cases) {
     // Words are checked as they are read, numbers' ranges at finish(): either may throw.
@@ -220,6 +227,17 @@ TEST(JobSpecLoader, RanksPerNodeAcceptsAutoOrAnInteger) {
   loader.apply_override("distributed.ranks_per_node=auto");
   EXPECT_EQ(loader.finish().distributed.ranks_per_node, 0);
   EXPECT_THROW(loader.apply_override("distributed.ranks_per_node=two"), InputError);
+}
+
+TEST(JobSpecLoader, AccumulationAndReferenceBatch) {
+  JobSpecLoader loader;
+  loader.apply_yaml_text(
+      "train: {accumulate_steps: 4}\noptimizer: {lr: 0.1, reference_batch: 256}\n", "job.yaml");
+  JobSpec spec = loader.finish();
+  EXPECT_EQ(spec.train.accumulate_steps, 4);
+  EXPECT_EQ(spec.optimizer.reference_batch, 256);
+  loader.apply_override("train.accumulate_steps=2");
+  EXPECT_EQ(loader.finish().train.accumulate_steps, 2);
 }
 
 TEST(JobSpecLoader, MissingFileIsAnInputError) {

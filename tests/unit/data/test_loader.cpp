@@ -87,8 +87,38 @@ TEST(TrainLoader, StartAtACursorContinuesTheEpoch) {
   auto rest = drain(loader);
   ASSERT_EQ(rest.size(), full.size() - 4);
   for (std::size_t i = 0; i < rest.size(); ++i) EXPECT_TRUE(same_batch(rest[i], full[i + 4]));
-  loader.start(SampleCursor{2, 0}, /*max_batches=*/2);
+  loader.start(SampleCursor{2, 0}, /*max_steps=*/2);
   EXPECT_EQ(drain(loader).size(), 2u);
+}
+
+TEST(TrainLoader, MicroBatchesOfAStepShareItsCursors) {
+  // 2 ranks x 3 micro-batches of 10: 4 steps of 60 samples (250 - 240 dropped), 12 batches.
+  Dataset ds = small_synthetic();
+  LoaderOptions opt;
+  opt.batch_size = 10;
+  opt.rank = 1;
+  opt.world = 2;
+  opt.accumulate = 3;
+  TrainLoader loader(ds, opt);
+  EXPECT_EQ(loader.steps_per_epoch(), 4);
+  loader.start_epoch(1);
+  auto batches = drain(loader);
+  ASSERT_EQ(batches.size(), 12u);
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    const int64_t step = static_cast<int64_t>(i) / 3;
+    EXPECT_EQ(batches[i].step, step);
+    EXPECT_EQ(batches[i].micro, static_cast<int>(i % 3));
+    EXPECT_EQ(batches[i].cursor, (SampleCursor{1, step * 60}));
+    std::vector<int64_t> want;
+    loader.sampler().batch_indices(batches[i].cursor, batches[i].micro, want);
+    EXPECT_EQ(batches[i].indices, want);
+  }
+  EXPECT_EQ(batches.back().next_cursor, (SampleCursor{2, 0}));
+  // Resumed after step 1; max_steps counts steps, not micro-batches.
+  loader.start(batches[3].next_cursor, /*max_steps=*/1);
+  auto rest = drain(loader);
+  ASSERT_EQ(rest.size(), 3u);
+  for (std::size_t i = 0; i < rest.size(); ++i) EXPECT_TRUE(same_batch(rest[i], batches[i + 6]));
 }
 
 TEST(TrainLoader, DestroyedMidEpochWithoutHanging) {

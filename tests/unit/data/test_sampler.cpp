@@ -85,7 +85,8 @@ TEST(ShardedSampler, CursorAdvancesAndWrapsToTheNextEpoch) {
   EXPECT_EQ(c, (SampleCursor{1, 0}));
   EXPECT_EQ(s.cursor_at_step(4), (SampleCursor{1, 32}));
   std::vector<int64_t> out;
-  EXPECT_THROW(s.batch_indices(SampleCursor{0, 70}, out), std::out_of_range);
+  EXPECT_THROW(s.batch_indices(SampleCursor{0, 70}, 0, out), std::out_of_range);
+  EXPECT_THROW(s.batch_indices(SampleCursor{0, 0}, 1, out), std::out_of_range);  // 1 micro-batch
 }
 
 TEST(ShardedSampler, ResumeAtCursorOnADifferentWorldSize) {
@@ -110,7 +111,7 @@ TEST(ShardedSampler, ResumeAtCursorOnADifferentWorldSize) {
   std::vector<int64_t> idx;
   for (int64_t step = 0; step < left; ++step) {
     for (const auto& s : resumed) {
-      s.batch_indices(cursor, idx);
+      s.batch_indices(cursor, 0, idx);
       read.insert(read.end(), idx.begin(), idx.end());
     }
     cursor = resumed[0].advance(cursor);
@@ -122,10 +123,44 @@ TEST(ShardedSampler, ResumeAtCursorOnADifferentWorldSize) {
   EXPECT_TRUE(std::equal(read.begin(), read.end(), perm.begin()));
 }
 
+TEST(ShardedSampler, MicroBatchesReadTheSamplesOfMoreRanks) {
+  // 2 ranks x 4 micro-batches of 8: micro-batch m of rank r is what rank 2m + r of an 8-rank
+  // job reads, at every step, in the same order; steps, cursors and the tail are the same.
+  const int64_t n = 1000;
+  for (int r = 0; r < 2; ++r) {
+    ShardedSampler acc(n, 7, r, 2, 8, 4);
+    EXPECT_EQ(acc.global_batch(), 64);
+    EXPECT_EQ(acc.steps_per_epoch(), 15);
+    SampleCursor c{0, 0};
+    std::vector<int64_t> mine, theirs;
+    for (int64_t step = 0; step < 15; ++step) {
+      for (int m = 0; m < 4; ++m) {
+        ShardedSampler wide(n, 7, 2 * m + r, 8, 8);
+        EXPECT_EQ(wide.steps_per_epoch(), 15);
+        acc.batch_indices(c, m, mine);
+        wide.batch_indices(c, 0, theirs);
+        EXPECT_EQ(mine, theirs) << "rank " << r << " step " << step << " micro-batch " << m;
+      }
+      EXPECT_EQ(acc.advance(c), ShardedSampler(n, 7, 0, 8, 8).advance(c));
+      c = acc.advance(c);
+    }
+    EXPECT_EQ(c, (SampleCursor{1, 0}));  // 1000 - 15 x 64 = 40 samples dropped
+  }
+  // This rank's samples of a step: its micro-batches in order.
+  ShardedSampler acc(n, 7, 1, 2, 8, 4);
+  std::vector<int64_t> all = acc.batch_indices(0, 3), micro;
+  ASSERT_EQ(all.size(), 32u);
+  acc.batch_indices(SampleCursor{0, 3 * 64}, 2, micro);
+  EXPECT_TRUE(std::equal(micro.begin(), micro.end(), all.begin() + 16));
+}
+
 TEST(ShardedSampler, RejectsBadShapes) {
   EXPECT_THROW(ShardedSampler(10, 0, 0, 2, 8), InputError);  // fewer than one global batch
   EXPECT_THROW(ShardedSampler(100, 0, 2, 2, 8), InputError);
   EXPECT_THROW(ShardedSampler(100, 0, 0, 1, 0), InputError);
+  EXPECT_THROW(ShardedSampler(100, 0, 0, 1, 8, 0), InputError);
+  EXPECT_THROW(ShardedSampler(100, 0, 0, 2, 8, 7), InputError);  // 112 > 100
+  EXPECT_NO_THROW(ShardedSampler(100, 0, 0, 2, 8, 6));
 }
 
 TEST(EvalIndices, EverySampleOnceStridedByRank) {

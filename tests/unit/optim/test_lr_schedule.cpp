@@ -27,7 +27,8 @@ LrScheduleOptions base_options() {
   LrScheduleOptions o;
   o.base_lr = 0.1;
   o.scaling = LrScaling::linear();
-  o.world_size = 8;  // peak 0.8
+  o.global_batch = 8 * 64;  // 8 ranks x 64 at a reference of 64: peak 0.8
+  o.reference_batch = 64;
   o.steps_per_epoch = 100;
   o.total_steps = 1000;
   return o;
@@ -76,7 +77,7 @@ TEST(LrSchedule, CosineAfterWarmup) {
 
 TEST(LrSchedule, SqrtAndNoneScalingWarmup) {
   LrScheduleOptions o = base_options();
-  o.world_size = 4;
+  o.global_batch = 4 * 64;
   o.warmup_steps = 10;
   o.scaling = LrScaling::sqrt();
   EXPECT_DOUBLE_EQ(LrSchedule(o).lr_at(10), 0.2);
@@ -86,10 +87,33 @@ TEST(LrSchedule, SqrtAndNoneScalingWarmup) {
   EXPECT_DOUBLE_EQ(LrSchedule(o).lr_at(5), 0.1);
 }
 
+TEST(LrSchedule, ScalesByGlobalOverReferenceBatch) {
+  // Goyal et al.: 0.1 x global / 256; ResNet-50 at 8k: 3.2, warm-up from 0.1.
+  LrScheduleOptions o = base_options();
+  o.global_batch = 8192;
+  o.reference_batch = 256;
+  o.warmup_steps = 100;
+  LrSchedule s(o);
+  EXPECT_DOUBLE_EQ(s.peak_lr(), 3.2);
+  EXPECT_DOUBLE_EQ(s.lr_at(0), 0.1);
+  EXPECT_DOUBLE_EQ(s.lr_at(50), 1.65);
+  // A global batch below the reference lowers the LR; sqrt of 1/4 halves it.
+  o.global_batch = 64;
+  EXPECT_DOUBLE_EQ(LrSchedule(o).peak_lr(), 0.025);
+  o.scaling = LrScaling::sqrt();
+  EXPECT_DOUBLE_EQ(LrSchedule(o).peak_lr(), 0.05);
+  o.scaling = LrScaling::explicit_factor(1.5);  // a factor ignores the batches
+  EXPECT_DOUBLE_EQ(LrSchedule(o).peak_lr(), 0.15);
+  EXPECT_DOUBLE_EQ(scaled_lr(0.1, LrScaling::linear(), 512, 256), 0.2);
+}
+
 TEST(LrSchedule, RejectsInconsistentOptions) {
   LrScheduleOptions o = base_options();
   o.kind = LrScheduleOptions::Kind::kCosine;
   o.total_steps = 0;
+  EXPECT_THROW(LrSchedule{o}, InputError);
+  o = base_options();
+  o.reference_batch = 0;
   EXPECT_THROW(LrSchedule{o}, InputError);
   EXPECT_EQ(parse_choice<ScheduleKind>("cosine"), LrScheduleOptions::Kind::kCosine);
   EXPECT_THROW(parse_choice<ScheduleKind>("linear"), InputError);
