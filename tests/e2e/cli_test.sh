@@ -92,6 +92,12 @@ ckpt_args() {
              --set train.eval_every_epochs=0 --set optimizer.schedule=constant --set output.metrics=
              --set data.synthetic.train_samples=2048)
 }
+# The SGD recipe configs/lenet-mnist.yaml had before it moved to LAMB. The MNIST cases that
+# test a mechanism (resume, ranks vs accumulation, a dead LR) pin it, so that a change of the
+# shipped recipe does not change what they test; the recipe cases use the file as shipped.
+LENET_SGD=(--set optimizer.name=sgd --set optimizer.lr=0.05 --set optimizer.nesterov=true
+           --set optimizer.weight_decay=5e-4 --set optimizer.eps=1e-8 --set optimizer.lr_scaling=linear
+           --set optimizer.reference_batch=0 --set optimizer.warmup_epochs=0)
 # step_losses: the "[step N] ... train_loss=X" pairs of the run's output.
 step_losses() { grep -oE '^\[step [0-9]+\].*train_loss=[0-9.e+-]+' "$WORK/out" | sed -E 's/ epoch=[0-9]+//'; }
 # same_tensors A B: the two safetensors files hold the same tensors, bit for bit (the
@@ -636,7 +642,7 @@ PY
     # LeNet-5 on real MNIST on 2 ranks (linear LR scaling to 2x, 1 epoch warm-up) is within
     # 0.3% of the 1-rank run of the same config (3 epochs of configs/lenet-mnist.yaml).
     need_data mnist; mnist=$DATA
-    args=(--config "$SRC/configs/lenet-mnist.yaml" --set train.epochs=3 --set threads=1 --set output.metrics=
+    args=(--config "$SRC/configs/lenet-mnist.yaml" "${LENET_SGD[@]}" --set train.epochs=3 --set threads=1 --set output.metrics=
           --set output.model_dir="$WORK/model" --set data.train="$mnist" --set data.test="$mnist")
     expect_ok 0 "${args[@]}"
     one=$(final_accuracy)
@@ -653,7 +659,7 @@ PY
     # mean of each 39-step window (3 per epoch): within max(0.01, 10%) of each other, measured
     # 0.0066 (3.9%) at most; the final test accuracies within 0.3% (measured 0.9838 vs 0.9842).
     need_data mnist; mnist=$DATA
-    args=(--config "$SRC/configs/lenet-mnist.yaml" --set train.epochs=3 --set threads=1 --set output.metrics=
+    args=(--config "$SRC/configs/lenet-mnist.yaml" "${LENET_SGD[@]}" --set train.epochs=3 --set threads=1 --set output.metrics=
           --set output.model_dir="$WORK/model" --set data.train="$mnist" --set data.test="$mnist"
           --set optimizer.reference_batch=256 --set optimizer.warmup_epochs=1 --set train.log_every=39)
     expect_ok 2 "${args[@]}" --set train.accumulate_steps=4
@@ -680,7 +686,7 @@ PY
     # 2 ranks stop after 400 steps (global batch 128); 1 rank resumes from the same sample
     # and finishes the 3 epochs: test accuracy within 0.3% of the uninterrupted 1-rank run.
     need_data mnist; mnist=$DATA
-    args=(--config "$SRC/configs/lenet-mnist.yaml" --set train.epochs=3 --set threads=1 --set output.metrics=
+    args=(--config "$SRC/configs/lenet-mnist.yaml" "${LENET_SGD[@]}" --set train.epochs=3 --set threads=1 --set output.metrics=
           --set output.model_dir="$WORK/model" --set data.train="$mnist" --set data.test="$mnist")
     expect_ok 0 "${args[@]}" --set checkpoint.dir="$WORK/ck1"
     one=$(final_accuracy)
@@ -694,7 +700,7 @@ PY
     # 1 rank stops after 800 steps (global batch 64); 2 ranks resume from the same sample and
     # finish the 3 epochs: test accuracy within 0.3% of the uninterrupted 2-rank run.
     need_data mnist; mnist=$DATA
-    args=(--config "$SRC/configs/lenet-mnist.yaml" --set train.epochs=3 --set threads=1 --set output.metrics=
+    args=(--config "$SRC/configs/lenet-mnist.yaml" "${LENET_SGD[@]}" --set train.epochs=3 --set threads=1 --set output.metrics=
           --set output.model_dir="$WORK/model" --set data.train="$mnist" --set data.test="$mnist"
           --set optimizer.warmup_epochs=1)
     expect_ok 2 "${args[@]}" --set checkpoint.dir="$WORK/ck2"
@@ -706,10 +712,10 @@ PY
     echo "2 ranks: $two, 1 rank then 2: $resumed"
     python3 -c "import sys; sys.exit(0 if float('$resumed') >= float('$two') - 0.003 else 1)" || fail "resumed $resumed vs $two" ;;
   mnist_lenet5_dead_lr)
-    # The shipped recipe with optimizer.lr=0.4 kills LeNet-5 (11.35 %, the share of the most
+    # The SGD recipe with optimizer.lr=0.4 kills LeNet-5 (11.35 %, the share of the most
     # common digit): the run says so, and ends with exit 1 under on_divergence: abort.
     need_data mnist; mnist=$DATA
-    args=(--config "$SRC/configs/lenet-mnist.yaml" --set train.epochs=2 --set threads=1 --set output.metrics=
+    args=(--config "$SRC/configs/lenet-mnist.yaml" "${LENET_SGD[@]}" --set train.epochs=2 --set threads=1 --set output.metrics=
           --set data.train="$mnist" --set data.test="$mnist" --set optimizer.lr=0.4)
     expect_ok 0 "${args[@]}" --set output.model_dir="$WORK/m1" --set checkpoint.dir="$WORK/ck1"
     grep -q 'warning: step [0-9]*, lr .*the run has diverged or stalled' "$WORK/out" || fail "no divergence warning"
@@ -732,6 +738,14 @@ PY
   mnist_lenet5_config)
     need_data mnist; mnist=$DATA
     SDP_DATA_DIR=$(dirname "$mnist") expect_ok 0 --config "$SRC/configs/lenet-mnist.yaml" --set threads=1 --set output.model_dir="$WORK/model" --set output.metrics=
+    expect_accuracy 0.990 ;;
+  mnist_lenet5_config_8_ranks|mnist_lenet5_config_16_ranks)
+    # The shipped recipe holds at 8 ranks (global batch 512) and 16 (1024), oversubscribed.
+    need_data mnist; mnist=$DATA
+    np=${CASE#mnist_lenet5_config_}; np=${np%_ranks}
+    SDP_DATA_DIR=$(dirname "$mnist") expect_ok "$np" --config "$SRC/configs/lenet-mnist.yaml" --set threads=1 --set output.model_dir="$WORK/model" --set output.metrics=
+    grep -q "global_batch=$((64 * np)) " "$WORK/out" || fail "not $np ranks x 64"
+    grep -q 'diverged or stalled' "$WORK/out" && fail "divergence warning"
     expect_accuracy 0.990 ;;
   mnist_lenet5_config_3_epochs)
     need_data mnist; mnist=$DATA
