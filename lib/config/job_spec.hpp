@@ -65,6 +65,7 @@ struct OptimizerSpec {
   double trust_coefficient = 0.001;  // lars
   LrScaling lr_scaling = LrScaling::linear();
   double warmup_epochs = 0.0;
+  int64_t warmup_steps = 0;  // an alternative to warmup_epochs (optimizer steps); not both
   ScheduleKind schedule = ScheduleKind::kConstant;
   std::vector<int> milestones;  // epochs, for schedule: step
   double gamma = 0.1;

@@ -240,6 +240,7 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("optimizer.trust_coefficient", optimizer.trust_coefficient));
     f.push_back(SDP_FIELD("optimizer.lr_scaling", optimizer.lr_scaling));
     f.push_back(SDP_FIELD("optimizer.warmup_epochs", optimizer.warmup_epochs));
+    f.push_back(SDP_FIELD("optimizer.warmup_steps", optimizer.warmup_steps));
     f.push_back(SDP_FIELD("optimizer.schedule", optimizer.schedule));
     f.push_back(SDP_FIELD("optimizer.milestones", optimizer.milestones));
     f.push_back(SDP_FIELD("optimizer.gamma", optimizer.gamma));

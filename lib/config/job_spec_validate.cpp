@@ -82,6 +82,9 @@ void validate_job_spec(const JobSpec& spec, const std::map<std::string, std::str
   check.require(o.eps > 0, "optimizer.eps", "must be > 0");
   check.require(o.trust_coefficient > 0, "optimizer.trust_coefficient", "must be > 0");
   check.require(o.warmup_epochs >= 0, "optimizer.warmup_epochs", "must be >= 0");
+  check.require(o.warmup_steps >= 0, "optimizer.warmup_steps", "must be >= 0");
+  check.require(o.warmup_steps == 0 || o.warmup_epochs == 0, "optimizer.warmup_steps",
+                "set either optimizer.warmup_epochs or optimizer.warmup_steps, not both");
   for (std::size_t i = 0; i < o.milestones.size(); ++i)
     check.require(o.milestones[i] > 0 && (i == 0 || o.milestones[i] > o.milestones[i - 1]),
                   "optimizer.milestones", "must be increasing positive epoch numbers");

@@ -112,6 +112,7 @@ std::string describe_plan(const JobSetup& setup) {
       << " micro-batch(es) per step)\n";
   out << "  learning rate: " << describe_lr_rule(s, w.size());
   if (s.optimizer.warmup_epochs > 0) out << ", warm-up " << s.optimizer.warmup_epochs << " epoch(s) from " << s.optimizer.lr;
+  if (s.optimizer.warmup_steps > 0) out << ", warm-up " << s.optimizer.warmup_steps << " step(s) from " << s.optimizer.lr;
   out << ", schedule " << to_string(s.optimizer.schedule) << "\n";
   out << "  optimizer    : " << to_string(s.optimizer.name) << "\n";
   out << "  allreduce    : " << resolved_allreduce(s.distributed, w)

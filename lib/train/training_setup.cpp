@@ -33,10 +33,12 @@ DataSplits load_data(const JobSpec& spec) {
   return {std::move(train), make_synthetic(s, Split::kTest)};
 }
 
-std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const Dataset& data, const Device& device) {
+std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const Dataset& data,
+                                       const Device& device) {
   if (data.num_classes > spec.model.num_classes)
-    throw InputError("key 'model.num_classes' is " + std::to_string(spec.model.num_classes) + " but the " +
-                     data.name + " data has " + std::to_string(data.num_classes) + " classes");
+    throw InputError("key 'model.num_classes' is " + std::to_string(spec.model.num_classes) +
+                     " but the " + data.name + " data has " + std::to_string(data.num_classes) +
+                     " classes");
   models::ModelOptions options;
   options.name = spec.model.name;
   options.num_classes = spec.model.num_classes;
@@ -70,7 +72,8 @@ OptimizerOptions optimizer_options(const OptimizerSpec& o) {
 void reject_unimplemented(const JobSpec& spec, const World& world) {
   run_on_all_ranks(world.comm(), [&] {
     auto refuse = [](const std::string& key, const std::string& value) {
-      throw InputError("key '" + key + "': " + value + " is not implemented in this version of sdp-train");
+      throw InputError("key '" + key + "': " + value +
+                       " is not implemented in this version of sdp-train");
     };
     if (spec.device == DevicePreference::kCuda) refuse("device", "cuda training");
     if (spec.data.shard != DataShard::kRank) refuse("data.shard", to_string(spec.data.shard));
@@ -78,7 +81,6 @@ void reject_unimplemented(const JobSpec& spec, const World& world) {
     if (!spec.output.timeline.empty()) refuse("output.timeline", "a timeline");
   });
 }
-
 
 TrainingParts build_training_parts(const JobSpec& spec, const World& world, const Device& device) {
   TrainingParts parts;
@@ -119,7 +121,9 @@ LrSchedule make_schedule(const JobSpec& spec, int world_size, int64_t steps_per_
   options.scaling = o.lr_scaling;
   options.global_batch = global_batch(spec, world_size).size();
   options.reference_batch = reference_batch(spec);
-  options.warmup_steps = std::llround(o.warmup_epochs * static_cast<double>(steps_per_epoch));
+  options.warmup_steps = o.warmup_steps > 0
+                             ? o.warmup_steps
+                             : std::llround(o.warmup_epochs * static_cast<double>(steps_per_epoch));
   options.kind = o.schedule;
   options.milestones.assign(o.milestones.begin(), o.milestones.end());
   options.gamma = o.gamma;

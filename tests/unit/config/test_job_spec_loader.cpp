@@ -177,6 +177,10 @@ TEST(JobSpecLoader, OutOfRangeValuesAreRejectedWithTheirSource) {
        "must be a positive integer"},
       {"optimizer: {reference_batch: 256.5}", "optimizer.reference_batch", "expected an integer"},
       {"train: {accumulate_steps: [2]}", "train.accumulate_steps", "expected an integer"},
+      {"optimizer: {warmup_steps: -5}", "optimizer.warmup_steps", "must be >= 0"},
+      {"optimizer: {warmup_steps: 100, warmup_epochs: 1}", "optimizer.warmup_steps", "not both"},
+      {"train: {on_nonfinite: ignore}", "train.on_nonfinite", "unknown value 'ignore'"},
+      {"train: {on_divergence: abrot}", "train.on_divergence", "did you mean 'abort'"},
   };
   for (const Case& c : cases) {
     // Words are checked as they are read, numbers' ranges at finish(): either may throw.

@@ -115,6 +115,19 @@ TEST(LrRule, UnsetReferenceScalesByWorldSizeAsBeforeAndTimesAccumulation) {
   for (int64_t step = 0; step < 585; ++step) ASSERT_EQ(sa.lr_at(step), sb.lr_at(step)) << step;
 }
 
+TEST(LrRule, WarmupInStepsEqualsTheSameWarmupInEpochs) {
+  // 1.5 epochs of 12 steps = 18 steps: the two spellings give the same LR at every step.
+  JobSpec in_epochs = spec_of({8, 2, 256, LrScaling::linear(), ScheduleKind::kCosine, 1.5});
+  JobSpec in_steps = in_epochs;
+  in_steps.optimizer.warmup_epochs = 0;
+  in_steps.optimizer.warmup_steps = 18;
+  const LrSchedule a = make_schedule(in_epochs, 8, 12, 72), b = make_schedule(in_steps, 8, 12, 72);
+  EXPECT_EQ(b.options().warmup_steps, 18);
+  for (int64_t step = 0; step < 80; ++step) ASSERT_EQ(a.lr_at(step), b.lr_at(step)) << step;
+  EXPECT_DOUBLE_EQ(b.lr_at(0), 0.05);  // from the reference batch's LR
+  EXPECT_DOUBLE_EQ(b.lr_at(18), 0.05 * 1024 / 256);
+}
+
 TEST(LrRule, DescribedAsGlobalBatchReferenceAndPeak) {
   JobSpec spec = spec_of({8, 1, 256, LrScaling::linear(), ScheduleKind::kConstant, 0});
   EXPECT_EQ(global_batch(spec, 8).size(), 512);
