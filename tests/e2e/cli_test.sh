@@ -84,6 +84,26 @@ expect_accuracy() {
   echo "test_accuracy=$acc (>= $1)"
 }
 
+# need_matplotlib: sets PLOT_PY to a Python that imports matplotlib (python3, else the system
+# /usr/bin/python3 where scripts/install-deps.sh --bench puts it), or exits 77 (skipped).
+need_matplotlib() {
+  for PLOT_PY in python3 /usr/bin/python3; do
+    "$PLOT_PY" -c 'import matplotlib' 2>/dev/null && return 0
+  done
+  echo "SKIP [$CASE]: matplotlib is not importable by python3 or /usr/bin/python3 (scripts/install-deps.sh --bench installs it)"
+  exit 77
+}
+# is_png FILE: a non-empty PNG (the 8 signature bytes, then more).
+is_png() {
+  [ -s "$1" ] || fail "no PNG written at $1"
+  [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] || fail "$1 is not a PNG"
+  [ "$(wc -c <"$1")" -gt 1000 ] || fail "$1 is suspiciously small"
+}
+# A short quickstart job (a few seconds on one thread) with its metrics in $WORK/m.jsonl.
+SHORT_TRAIN=(--config "$SRC/configs/quickstart.yaml" --set threads=1 --set train.epochs=2
+             --set data.synthetic.train_samples=4096 --set train.log_every=8
+             --set output.model_dir="$WORK/model" --set checkpoint.dir="$WORK/ckpt" --set output.metrics="$WORK/m.jsonl")
+
 
 # Checkpoint cases: a short constant-LR quickstart job (the cosine schedule depends on the
 # total step count, which the stop-and-resume runs change), one loss line per step.
@@ -755,6 +775,47 @@ PY
     need_data mnist; mnist=$DATA
     SDP_DATA_DIR=$(dirname "$mnist") expect_ok 0 --config "$SRC/configs/mlp-mnist.yaml" --set threads=1 --set output.model_dir="$WORK/model" --set output.metrics=
     expect_accuracy 0.980 ;;
+  sagemaker_metric_definitions)
+    # The regexes of docs/sagemaker-metric-definitions.json, applied as SageMaker does (each
+    # log line, first capture group), find every metric in a real run's output, and each
+    # value equals its metrics.jsonl record to the printed precision.
+    expect_ok 0 "${SHORT_TRAIN[@]}"
+    python3 - "$SRC/docs/sagemaker-metric-definitions.json" "$WORK/out" "$WORK/m.jsonl" <<'PY' || fail "metric definitions do not match the output"
+import json, re, sys
+defs = json.load(open(sys.argv[1]))
+lines = open(sys.argv[2]).read().splitlines()
+records = [json.loads(l) for l in open(sys.argv[3]) if l.strip()]
+# The metric each definition must capture: (metrics.jsonl event, key).
+source = {"train:loss": ("train", "train_loss"), "train:lr": ("train", "lr"),
+          "train:images_per_sec": ("train", "images_per_sec"),
+          "test:loss": ("eval", "test_loss"), "test:accuracy": ("eval", "test_accuracy")}
+assert [d["Name"] for d in defs] == list(source), [d["Name"] for d in defs]
+assert all(set(d) == {"Name", "Regex"} and 0 < len(d["Regex"]) <= 500 for d in defs), defs
+# Metric lines of stdout and metrics.jsonl records, in the same order.
+events = {"start": "start", "step": "train", "epoch": "eval", "done": "done"}
+tagged = [(i, events[m.group(1)]) for i, l in enumerate(lines) if (m := re.match(r"\[(start|step|epoch|done)\b", l))]
+assert [e for _, e in tagged] == [r["event"] for r in records], ([e for _, e in tagged], [r["event"] for r in records])
+record_of_line = {i: r for (i, _), r in zip(tagged, records)}
+for d in defs:
+    event, key = source[d["Name"]]
+    regex = re.compile(d["Regex"])
+    found = 0
+    for i, line in enumerate(lines):
+        m = regex.search(line)
+        r = record_of_line.get(i)
+        expected = r is not None and r["event"] == event and key in r
+        assert bool(m) == expected, f"{d['Name']}: {'matched' if m else 'missed'} line {i + 1}: {line}"
+        if not m:
+            continue
+        value = float(m.group(1))
+        # %.6g: within 5e-6 relative; images_per_sec is printed with %.1f.
+        tol = 5e-6 * abs(r[key]) + (0.05 if key == "images_per_sec" else 0) + 1e-12
+        assert abs(value - r[key]) <= tol, f"{d['Name']}: {value} on line {i + 1}, {r[key]} in metrics.jsonl"
+        found += 1
+    assert found > 0, f"{d['Name']}: no match"
+    print(f"{d['Name']}: {found} value(s), all equal to metrics.jsonl")
+PY
+    ;;
   evaluate_final_model_and_checkpoint)
     # `evaluate` on 2 ranks reproduces the test accuracy the 1-rank training reported for the
     # final model, and for the checkpoint written at the end.
