@@ -816,6 +816,41 @@ for d in defs:
     print(f"{d['Name']}: {found} value(s), all equal to metrics.jsonl")
 PY
     ;;
+  plot_metrics_png)
+    # scripts/plot_metrics.py turns a real metrics.jsonl into a PNG; a malformed line is
+    # refused with exit 2, naming the file and line, and no PNG.
+    need_matplotlib
+    expect_ok 0 "${SHORT_TRAIN[@]}"
+    "$PLOT_PY" "$SRC/scripts/plot_metrics.py" "$WORK/m.jsonl" -o "$WORK/m.png" >"$WORK/plot.out" 2>&1 || fail "plot_metrics.py failed: $(cat "$WORK/plot.out")"
+    is_png "$WORK/m.png"
+    cat "$WORK/plot.out"
+    { head -3 "$WORK/m.jsonl"; echo '{"event": "train", "step": 9, "lr": "fast"}'; } >"$WORK/bad.jsonl"
+    "$PLOT_PY" "$SRC/scripts/plot_metrics.py" "$WORK/bad.jsonl" -o "$WORK/bad.png" >"$WORK/plot.out" 2>&1
+    [ $? -eq 2 ] || fail "malformed metrics.jsonl: exit status not 2: $(cat "$WORK/plot.out")"
+    grep -qF "$WORK/bad.jsonl:4: \"lr\" is not a number" "$WORK/plot.out" || fail "no file:line error: $(cat "$WORK/plot.out")"
+    [ ! -e "$WORK/bad.png" ] || fail "a PNG was written for malformed input" ;;
+  plot_bench_png)
+    # `sdp-train bench allreduce` on 2 ranks (small sizes, < 1 s) piped into
+    # scripts/plot_bench.py gives a PNG with every algorithm; a malformed row is refused with
+    # exit 2, naming the line.
+    need_matplotlib
+    mkdir -p "$WORK/bench"
+    (cd "$WORK/bench" && timeout $HANG_LIMIT mpirun -np 2 --oversubscribe "$BIN" bench allreduce \
+       --min-bytes 4096 --max-bytes 262144 --factor 4 --iters 5 --warmup 1 2>"$WORK/bench.err") |
+      tee "$WORK/out" | "$PLOT_PY" "$SRC/scripts/plot_bench.py" -o "$WORK/b.png" >"$WORK/plot.out" 2>&1
+    status=("${PIPESTATUS[@]}")
+    [ "${status[0]}" -eq 0 ] || fail "bench allreduce exit ${status[0]}: $(cat "$WORK/bench.err")"
+    [ "${status[2]}" -eq 0 ] || fail "plot_bench.py exit ${status[2]}: $(cat "$WORK/plot.out")"
+    grep -qE '^ +4096 +1024 +ring ' "$WORK/out" || fail "no 4096-byte ring row in the bench table"
+    grep -qF '(mpi, flat, ring, hierarchical, auto; 4 sizes)' "$WORK/plot.out" || fail "not every algorithm and size drawn: $(cat "$WORK/plot.out")"
+    is_png "$WORK/b.png"
+    cat "$WORK/plot.out"
+    bad=$(($(wc -l <"$WORK/out") + 1))
+    { cat "$WORK/out"; echo '          8192          2048 ring               fast        1.00        1.00'; } |
+      "$PLOT_PY" "$SRC/scripts/plot_bench.py" -o "$WORK/bad.png" >"$WORK/plot.out" 2>&1
+    [ "${PIPESTATUS[1]}" -eq 2 ] || fail "malformed table: exit status not 2: $(cat "$WORK/plot.out")"
+    grep -qF "<stdin>:$bad: expected 'size(B) count(elems) algorithm" "$WORK/plot.out" || fail "no line-numbered error: $(cat "$WORK/plot.out")"
+    [ ! -e "$WORK/bad.png" ] || fail "a PNG was written for malformed input" ;;
   evaluate_final_model_and_checkpoint)
     # `evaluate` on 2 ranks reproduces the test accuracy the 1-rank training reported for the
     # final model, and for the checkpoint written at the end.
