@@ -142,8 +142,13 @@ for b in batches:
     print(f'| {b} | ' + ' | '.join(out) + ' |')
 PY
 echo "table: $csv"
-if python3 -c 'import matplotlib' 2>/dev/null; then
-  python3 "$here/plot_scale_accuracy.py" "$csv" "${csv%.csv}.png" && echo "plot: ${csv%.csv}.png"
+# The first Python that has matplotlib (a pyenv or venv python3 may lack Debian's package).
+plot_python=""
+for py in python3 /usr/bin/python3; do
+  if "$py" -c 'import matplotlib' 2>/dev/null; then plot_python=$py; break; fi
+done
+if [ -n "$plot_python" ]; then
+  "$plot_python" "$here/plot_scale_accuracy.py" "$csv" "${csv%.csv}.png" && echo "plot: ${csv%.csv}.png"
 else
   echo "no matplotlib (scripts/install-deps.sh --bench installs it): no plot"
 fi
