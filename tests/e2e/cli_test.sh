@@ -742,6 +742,21 @@ PY
     run 0 "${args[@]}" --set output.model_dir="$WORK/m2" --set checkpoint.dir="$WORK/ck2" --set train.on_divergence=abort
     [ $STATUS -eq 1 ] || fail "exit status $STATUS under on_divergence: abort, expected 1"
     grep '^sdp-train: error:' "$WORK/out" ;;
+  mnist_bench_scale_accuracy)
+    # scripts/bench-scale-accuracy.sh end to end, cut to 1 epoch, 2 batches, 2 methods: the
+    # runs happen (global batch as batch x accumulation), the table and the CSV come out.
+    need_data mnist; mnist=$DATA
+    bash "$SRC/scripts/bench-scale-accuracy.sh" --model lenet5 --epochs 1 --batches "64 256" --methods "linear lamb" \
+      --threads 1 --data "$(dirname "$mnist")" --bin "$BIN" --out "$WORK/bsa" >"$WORK/out" 2>&1 || fail "the script failed"
+    grep -qE '^\| 256 \| [0-9.]+\*? \| [0-9.]+\*? \|$' "$WORK/out" || fail "no table row for 256"
+    python3 - "$WORK/bsa/scale-accuracy-lenet5.csv" <<'PY' || fail "CSV"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert [(r['method'], r['global_batch']) for r in rows] == [('linear', '64'), ('linear', '256'), ('lamb', '64'), ('lamb', '256')], rows
+assert all(float(r['test_accuracy']) > 0.9 for r in rows if r['method'] == 'lamb'), rows
+assert rows[3]['peak_lr'] == '0.01', rows[3]  # 0.02 x sqrt(256 / 1024)
+PY
+    ;;
   mnist_lenet5_pytorch_recipe)
     # PyTorch 1.13 reaches 98.3-98.5% with this recipe here: LeNet-5, SGD lr 0.01 momentum 0.9,
     # batch 64, constant LR, 3 epochs. sdp-train must be within 0.3%.
