@@ -16,6 +16,7 @@ struct ModelOptions {
   int in_channels = 1, height = 28, width = 28;
   std::vector<int> hidden = {512, 512};  // mlp widths
   float dropout = 0.0f;                  // mlp: after each hidden ReLU
+  bool zero_init_residual = false;       // resnets: each block's last BN gamma starts at 0
   uint64_t seed = 42;
   Device device = Device::cpu();  // where the layers compute and the arenas live
 };

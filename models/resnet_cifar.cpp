@@ -27,7 +27,7 @@ std::unique_ptr<nn::Model> build_resnet_cifar(const ModelOptions& o, int depth) 
       const int stride = (stage > 0 && b == 0) ? 2 : 1;
       const std::string name = "layer" + std::to_string(stage + 1) + "." + std::to_string(b);
       model->add(nn::make_basic_block(model->context(), name, in, widths[stage], stride,
-                                      nn::ShortcutKind::kPad));
+                                      nn::ShortcutKind::kPad, o.zero_init_residual));
       in = widths[stage];
     }
   }

@@ -45,10 +45,11 @@ std::unique_ptr<nn::Model> build_resnet_imagenet(const ModelOptions& o, int dept
       const int stride = (stage > 0 && b == 0) ? 2 : 1;
       const std::string name = "layer" + std::to_string(stage + 1) + "." + std::to_string(b);
       if (bottleneck)
-        model->add(nn::make_bottleneck_block(model->context(), name, in, planes, stride));
+        model->add(nn::make_bottleneck_block(model->context(), name, in, planes, stride,
+                                                  o.zero_init_residual));
       else
         model->add(nn::make_basic_block(model->context(), name, in, planes, stride,
-                                        nn::ShortcutKind::kProjection));
+                                        nn::ShortcutKind::kProjection, o.zero_init_residual));
       in = planes * expansion;
     }
   }

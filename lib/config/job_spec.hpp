@@ -18,6 +18,7 @@ struct ModelSpec {
   int num_classes = 10;
   std::vector<int> hidden = {512, 512};  // mlp layer widths
   double dropout = 0.0;
+  bool zero_init_residual = false;  // resnets only
 };
 
 struct SyntheticDataSpec {
@@ -44,6 +45,7 @@ struct TrainSpec {
   int epochs = 1;
   int64_t max_steps = 0;  // 0 = no limit
   int accumulate_steps = 1;  // micro-batches of data.batch_size per optimizer step
+  double label_smoothing = 0.0;  // of the loss's one-hot target, in [0, 1)
   int log_every = 50;
   int eval_every_epochs = 1;  // 0 = evaluate only at the end
   OnNonfinite on_nonfinite = OnNonfinite::kAbort;

@@ -208,6 +208,7 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("model.num_classes", model.num_classes));
     f.push_back(SDP_FIELD("model.hidden", model.hidden));
     f.push_back(SDP_FIELD("model.dropout", model.dropout));
+    f.push_back(SDP_FIELD("model.zero_init_residual", model.zero_init_residual));
     f.push_back(SDP_FIELD("data.format", data.format));
     f.push_back(SDP_FIELD("data.train", data.train));
     f.push_back(SDP_FIELD("data.test", data.test));
@@ -224,6 +225,7 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("train.epochs", train.epochs));
     f.push_back(SDP_FIELD("train.max_steps", train.max_steps));
     f.push_back(SDP_FIELD("train.accumulate_steps", train.accumulate_steps));
+    f.push_back(SDP_FIELD("train.label_smoothing", train.label_smoothing));
     f.push_back(SDP_FIELD("train.log_every", train.log_every));
     f.push_back(SDP_FIELD("train.eval_every_epochs", train.eval_every_epochs));
     f.push_back(SDP_FIELD("train.on_nonfinite", train.on_nonfinite));

@@ -37,6 +37,8 @@ void validate_job_spec(const JobSpec& spec, const std::map<std::string, std::str
   check.require(!m.hidden.empty(), "model.hidden", "must list at least one layer width");
   for (int w : m.hidden) check.require(w > 0, "model.hidden", "layer widths must be positive");
   check.require(m.dropout >= 0 && m.dropout < 1, "model.dropout", "must be in [0, 1)");
+  check.require(!m.zero_init_residual || m.name.rfind("resnet", 0) == 0,
+                "model.zero_init_residual", "applies to the resnet models only, not " + m.name);
 
   const DataSpec& d = spec.data;
   check.require(d.batch_size > 0, "data.batch_size",
@@ -61,6 +63,8 @@ void validate_job_spec(const JobSpec& spec, const std::map<std::string, std::str
   check.require(t.accumulate_steps >= 1, "train.accumulate_steps",
                 "must be >= 1 (micro-batches of data.batch_size per optimizer step), got " +
                     std::to_string(t.accumulate_steps));
+  check.require(t.label_smoothing >= 0 && t.label_smoothing < 1, "train.label_smoothing",
+                "must be in [0, 1), got " + std::to_string(t.label_smoothing));
   check.require(t.log_every > 0, "train.log_every", "must be a positive number of steps");
   check.require(t.eval_every_epochs >= 0, "train.eval_every_epochs", "must be >= 0");
 

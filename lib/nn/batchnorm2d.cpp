@@ -24,7 +24,7 @@ BatchNorm2d::BatchNorm2d(Context& ctx, std::string name, const BatchNorm2dOption
 }
 
 void BatchNorm2d::init_parameters(std::mt19937_64& /*rng*/) {
-  constant(weight_->value, 1.0f);
+  constant(weight_->value, options_.gamma_init);
   constant(bias_->value, 0.0f);
   constant(running_mean_->value, 0.0f);
   constant(running_var_->value, 1.0f);

@@ -16,6 +16,9 @@ struct BatchNorm2dOptions {
   float eps = 1e-5f;
   float momentum = 0.1f;
   bool fuse_relu = false;
+  // 0 for the last BN of a residual branch (Goyal et al. 2017, §5.1): each block starts as
+  // the identity, which trains large batches more stably.
+  float gamma_init = 1.0f;
 };
 
 class BatchNorm2d : public Layer {

@@ -69,6 +69,8 @@ class Model {
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
   // Backward's buffers for the current configuration (empty unless configured for training).
   const GradientPlan& gradient_plan() const { return plan_; }
+  // Label smoothing of the loss, in [0, 1) (0: plain cross-entropy).
+  void set_label_smoothing(float e) { loss_->set_label_smoothing(e); }
   // false: every backward buffer gets its own storage, as with no plan (the reference the
   // plan is tested against). Takes effect at the next configure.
   void set_gradient_plan_enabled(bool enabled) {

@@ -90,22 +90,23 @@ Conv2dOptions conv(int in, int out, int kernel, int stride) {
   o.padding = kernel / 2;
   return o;
 }
-BatchNorm2dOptions bn(int channels, bool fuse_relu) {
+BatchNorm2dOptions bn(int channels, bool fuse_relu, float gamma_init = 1.0f) {
   BatchNorm2dOptions o;
   o.channels = channels;
   o.fuse_relu = fuse_relu;
+  o.gamma_init = gamma_init;
   return o;
 }
 }  // namespace
 
 std::unique_ptr<ResidualBlock> make_basic_block(Context& ctx, const std::string& name,
                                                 int in_channels, int planes, int stride,
-                                                ShortcutKind shortcut) {
+                                                ShortcutKind shortcut, bool zero_init_residual) {
   auto block = std::make_unique<ResidualBlock>(ctx, name);
   block->add_branch<Conv2d>("conv1", conv(in_channels, planes, 3, stride));
   block->add_branch<BatchNorm2d>("bn1", bn(planes, /*fuse_relu=*/true));
   block->add_branch<Conv2d>("conv2", conv(planes, planes, 3, 1));
-  block->add_branch<BatchNorm2d>("bn2", bn(planes, false));
+  block->add_branch<BatchNorm2d>("bn2", bn(planes, false, zero_init_residual ? 0.0f : 1.0f));
   if (stride != 1 || in_channels != planes) {
     if (shortcut == ShortcutKind::kPad) {
       block->add_shortcut<PadShortcut>("shortcut", in_channels, planes, stride);
@@ -118,7 +119,8 @@ std::unique_ptr<ResidualBlock> make_basic_block(Context& ctx, const std::string&
 }
 
 std::unique_ptr<ResidualBlock> make_bottleneck_block(Context& ctx, const std::string& name,
-                                                     int in_channels, int planes, int stride) {
+                                                     int in_channels, int planes, int stride,
+                                                     bool zero_init_residual) {
   const int out_channels = planes * 4;
   auto block = std::make_unique<ResidualBlock>(ctx, name);
   block->add_branch<Conv2d>("conv1", conv(in_channels, planes, 1, 1));
@@ -126,7 +128,7 @@ std::unique_ptr<ResidualBlock> make_bottleneck_block(Context& ctx, const std::st
   block->add_branch<Conv2d>("conv2", conv(planes, planes, 3, stride));
   block->add_branch<BatchNorm2d>("bn2", bn(planes, true));
   block->add_branch<Conv2d>("conv3", conv(planes, out_channels, 1, 1));
-  block->add_branch<BatchNorm2d>("bn3", bn(out_channels, false));
+  block->add_branch<BatchNorm2d>("bn3", bn(out_channels, false, zero_init_residual ? 0.0f : 1.0f));
   if (stride != 1 || in_channels != out_channels) {
     block->add_shortcut<Conv2d>("downsample.0", conv(in_channels, out_channels, 1, stride));
     block->add_shortcut<BatchNorm2d>("downsample.1", bn(out_channels, false));

@@ -62,8 +62,12 @@ class ResidualBlock : public Layer {
 
 std::unique_ptr<ResidualBlock> make_basic_block(Context& ctx, const std::string& name,
                                                 int in_channels, int planes, int stride,
-                                                ShortcutKind shortcut);
+                                                ShortcutKind shortcut,
+                                                bool zero_init_residual = false);
+// zero_init_residual: the branch's last BatchNorm starts with gamma 0, so the block starts
+// as its shortcut.
 std::unique_ptr<ResidualBlock> make_bottleneck_block(Context& ctx, const std::string& name,
-                                                     int in_channels, int planes, int stride);
+                                                     int in_channels, int planes, int stride,
+                                                     bool zero_init_residual = false);
 
 }  // namespace sdp::nn

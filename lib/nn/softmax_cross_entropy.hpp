@@ -1,6 +1,7 @@
 // SoftmaxCrossEntropy: the loss head. forward() returns the mean over the batch of
-// -log softmax(logits)[label] and counts top-1 hits; backward() returns
-// d(loss)/d(logits) = (softmax - onehot) / N in the logits' layout. Labels are host memory.
+// -sum_j q_j log softmax(logits)_j and counts top-1 hits, where q is the target: one-hot,
+// or with label smoothing e, (1 - e) one-hot + e / K (Szegedy et al. 2016); backward()
+// returns d(loss)/d(logits) = (softmax - q) / N in the logits' layout. Labels are host memory.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,13 @@ class SoftmaxCrossEntropy {
   virtual void configure(const TensorDesc& logits, int num_classes) = 0;
   virtual float forward(const TensorRef& logits, const int32_t* labels, int64_t* correct) = 0;
   virtual const TensorRef& backward() = 0;
+
+  // e in [0, 1); 0 (the default) is plain cross-entropy.
+  void set_label_smoothing(float e) { label_smoothing_ = e; }
+  float label_smoothing() const { return label_smoothing_; }
+
+ protected:
+  float label_smoothing_ = 0.0f;
 };
 
 }  // namespace sdp::nn

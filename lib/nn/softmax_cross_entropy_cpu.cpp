@@ -29,6 +29,9 @@ float SoftmaxCrossEntropyCpu::forward(const TensorRef& logits, const int32_t* la
   float* dz = static_cast<float*>(diff_plain_.get_data_handle());
   const int k = num_classes_;
   const float inv_n = 1.0f / static_cast<float>(batch_);
+  // Target weights: off the label e / K, on it 1 - e + e / K.
+  const float off = label_smoothing_ / static_cast<float>(k);
+  const float on = 1.0f - label_smoothing_ + off;
   double loss = 0.0;
   int64_t hits = 0;
   for (int64_t i = 0; i < batch_; ++i) {
@@ -48,10 +51,17 @@ float SoftmaxCrossEntropyCpu::forward(const TensorRef& logits, const int32_t* la
       grad[j] = std::exp(row[j] - max);
       sum += grad[j];
     }
-    loss += std::log(sum) - static_cast<double>(row[label] - max);
+    // -sum_j q_j (z_j - max - log sum) with sum_j q_j = 1.
+    double target_dot = static_cast<double>(row[label] - max);
+    if (off > 0.0f) {
+      double all = 0.0;
+      for (int j = 0; j < k; ++j) all += static_cast<double>(row[j] - max);
+      target_dot = double{on - off} * target_dot + double{off} * all;
+    }
+    loss += std::log(sum) - target_dot;
     const float scale = static_cast<float>(1.0 / sum) * inv_n;
-    for (int j = 0; j < k; ++j) grad[j] *= scale;
-    grad[label] -= inv_n;
+    for (int j = 0; j < k; ++j) grad[j] = grad[j] * scale - off * inv_n;
+    grad[label] -= (on - off) * inv_n;
     hits += argmax == label;
   }
   if (correct) *correct = hits;

@@ -47,9 +47,12 @@ std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const Dataset& data,
   options.width = data.width;
   options.hidden = spec.model.hidden;
   options.dropout = static_cast<float>(spec.model.dropout);
+  options.zero_init_residual = spec.model.zero_init_residual;
   options.seed = spec.seed;
   options.device = device;
-  return models::make_model(options);
+  std::unique_ptr<nn::Model> model = models::make_model(options);
+  model->set_label_smoothing(static_cast<float>(spec.train.label_smoothing));
+  return model;
 }
 
 namespace {

@@ -181,6 +181,11 @@ TEST(JobSpecLoader, OutOfRangeValuesAreRejectedWithTheirSource) {
       {"optimizer: {warmup_steps: 100, warmup_epochs: 1}", "optimizer.warmup_steps", "not both"},
       {"train: {on_nonfinite: ignore}", "train.on_nonfinite", "unknown value 'ignore'"},
       {"train: {on_divergence: abrot}", "train.on_divergence", "did you mean 'abort'"},
+      {"train: {label_smoothing: 1}", "train.label_smoothing", "must be in [0, 1)"},
+      {"train: {label_smoothing: -0.1}", "train.label_smoothing", "must be in [0, 1)"},
+      {"model: {name: lenet5, zero_init_residual: true}", "model.zero_init_residual",
+       "resnet models only"},
+      {"model: {zero_init_residual: yes please}", "model.zero_init_residual", "expected"},
   };
   for (const Case& c : cases) {
     // Words are checked as they are read, numbers' ranges at finish(): either may throw.

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <iostream>
 #include <random>
+#include <tuple>
 
 #include "config/model_names.hpp"
 #include "core/error.hpp"
@@ -109,6 +110,36 @@ TEST(Determinism, SameSeedSameParametersDifferentSeedDifferent) {
     o.seed = 124;
     EXPECT_NE(a, params_of(*make_model(o))) << name;
     EXPECT_EQ(make_model(o)->store().fingerprint(), make_model(o)->store().fingerprint());
+  }
+}
+
+// Goyal et al.'s zero-gamma init: exactly the last BN of each residual branch starts at 0
+// (resnet20: bn2 of 9 blocks; resnet50: bn3 of 16), every other BN gamma at 1.
+TEST(ZeroInitResidual, OnlyEachBranchsLastBatchNormStartsAtZero) {
+  for (auto [name, last_bn, blocks] : {std::tuple{"resnet20", ".bn2.weight", 9},
+                                       std::tuple{"resnet50", ".bn3.weight", 16}}) {
+    ModelOptions o = std::string(name) == "resnet20" ? options(name, 10, 3, 32, 32)
+                                                     : options(name, 10, 3, 64, 64);
+    o.zero_init_residual = true;
+    const auto model = make_model(o);
+    int zeroed = 0;
+    for (const Param& p : model->store().params()) {
+      const bool is_last_bn = p.name.size() > std::strlen(last_bn) &&
+                              p.name.compare(p.name.size() - std::strlen(last_bn),
+                                             std::string::npos, last_bn) == 0;
+      const bool is_bn_gamma = p.name.find("bn") != std::string::npos &&
+                               p.name.find(".weight") != std::string::npos;
+      if (!is_bn_gamma) continue;
+      const float* v = p.value.data<float>();
+      const float expected = is_last_bn ? 0.0f : 1.0f;
+      for (int64_t i = 0; i < p.value.numel(); ++i) ASSERT_EQ(v[i], expected) << name << " " << p.name;
+      zeroed += is_last_bn;
+    }
+    EXPECT_EQ(zeroed, blocks) << name;
+    o.zero_init_residual = false;
+    const auto plain = make_model(o);
+    for (const Param& p : plain->store().params())
+      if (p.name.find(last_bn) != std::string::npos) EXPECT_EQ(p.value.data<float>()[0], 1.0f);
   }
 }
 

@@ -244,6 +244,31 @@ TEST_P(SoftmaxCrossEntropyForward, KnownLogits) {
   EXPECT_NEAR(g[3], 1.0 / 6, 1e-6);
 }
 
+// Label smoothing e = 0.3 over K = 3: target q = (0.1, 0.1, 0.8) for label 2, loss
+// -sum q_j log p_j, gradient (p - q) / N.
+TEST_P(SoftmaxCrossEntropyForward, LabelSmoothingTargets) {
+  testing::LayerHarness h(GetParam());
+  std::unique_ptr<SoftmaxCrossEntropy> ce = SoftmaxCrossEntropy::create(h.ctx());
+  ce->set_label_smoothing(0.3f);
+  const TensorRef zm = h.device_buffer(TensorDesc::plain({2, 3}, GetParam()));
+  ce->configure(zm.desc, 3);
+  h.from_host({1, 2, 3, 1, 1, 1}, zm);
+  const int32_t labels[2] = {2, 1};
+  int64_t correct = -1;
+  const float loss = ce->forward(zm, labels, &correct);
+  const double lse0 = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
+  const double row0 = -(0.1 * (1 - lse0) + 0.1 * (2 - lse0) + 0.8 * (3 - lse0));
+  const double row1 = std::log(3.0);  // uniform p: every target gives log K
+  EXPECT_NEAR(loss, (row0 + row1) / 2, 1e-6);
+  EXPECT_EQ(correct, 1);
+  const std::vector<float> g = h.to_host(ce->backward());
+  const double p02 = std::exp(3.0 - lse0), p00 = std::exp(1.0 - lse0);
+  EXPECT_NEAR(g[2], (p02 - 0.8) / 2, 1e-6);
+  EXPECT_NEAR(g[0], (p00 - 0.1) / 2, 1e-6);
+  EXPECT_NEAR(g[3], (1.0 / 3 - 0.1) / 2, 1e-6);
+  EXPECT_NEAR(g[4], (1.0 / 3 - 0.8) / 2, 1e-6);
+}
+
 TEST_P(SoftmaxCrossEntropyForward, RejectsBadLabel) {
   testing::LayerHarness h(GetParam());
   std::unique_ptr<SoftmaxCrossEntropy> ce = SoftmaxCrossEntropy::create(h.ctx());

@@ -436,6 +436,10 @@ TEST_P(SoftmaxCrossEntropyGrad, Logits) {
   loss();
   testing::check_gradient("d/dlogits", loss, z.data(), h.to_host(ce->backward()),
                           {1e-2f, 1e-2, 1e-4});
+  ce->set_label_smoothing(0.2f);
+  loss();
+  testing::check_gradient("d/dlogits, label smoothing 0.2", loss, z.data(),
+                          h.to_host(ce->backward()), {1e-2f, 1e-2, 1e-4});
 }
 
 TEST_P(ResidualBlockGrad, BasicBlockPadShortcut) {
