@@ -18,6 +18,7 @@
 #include "core/error.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/allreduce_bench.hpp"
+#include "distributed/device_assignment.hpp"
 #include "distributed/world.hpp"
 #include "nn/gemm_peak.hpp"
 #include "nn/threads.hpp"
@@ -120,23 +121,26 @@ std::string version_text() {
 // main(). Spinning between parallel regions suits a training step of many short kernels:
 // measured on 2 cores, quickstart MLP 45k vs 35k images/s (active vs passive), LeNet-5
 // 12.4k vs 10.9k; with another process on the cores the default policy collapsed to ~400
-// images/s. So unless the user chose a policy, start once more with it set, before MPI
-// or any thread exists.
-void reexec_with_active_omp_wait_policy(char** argv) {
+// images/s. But when the ranks of a machine ask for more threads than it has cores,
+// spinning threads steal the cores the working ones need (LeNet-5 on 2 ranks x 2 threads,
+// 2 cores: 45k -> 4.5k images/s), and passive is the policy that does not spin. So unless
+// the user chose a policy, start once more with the right one set, before MPI or any
+// thread exists.
+void reexec_with_omp_wait_policy(char** argv, int requested_threads) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
   // The resolved path, not /proc/self/exe itself, so ps and top still say "sdp-train".
   char self[4096];
   const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return;
   self[n] = '\0';
-  ::setenv("OMP_WAIT_POLICY", "active", 1);
+  const bool oversubscribed = sdp::threads_oversubscribe_before_mpi(requested_threads);
+  ::setenv("OMP_WAIT_POLICY", oversubscribed ? "passive" : "active", 1);
   ::execv(self, argv);  // returns only on failure: then run as we are
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  reexec_with_active_omp_wait_policy(argv);
   CLI::App app{"sdp-train: synchronous data-parallel training of convolutional networks, "
                "launched by MPI (one process per GPU or CPU share)."};
   app.name("sdp-train");
@@ -201,6 +205,17 @@ int main(int argc, char** argv) {
       print_error(std::string(e.what()) + " (run `sdp-train --help` for usage)");
     }
     return static_cast<int>(ExitCode::kUsage);
+  }
+
+  {
+    // validate and env too, so that the plan they print is the one training would run.
+    const sdp::JobSources* job = train->parsed()      ? &train_sources
+                                 : evaluate->parsed() ? &evaluate_sources
+                                 : validate->parsed() ? &validate_sources
+                                 : env->parsed()      ? &env_sources
+                                 : app.get_subcommands().empty() ? &top_sources
+                                                                 : nullptr;
+    reexec_with_omp_wait_policy(argv, job ? sdp::requested_threads_before_mpi(*job) : 0);
   }
 
   if (bench_gemm->parsed()) {

@@ -3,6 +3,9 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <thread>
 
 #ifdef SDP_HAVE_CUDA
@@ -51,6 +54,44 @@ int cpu_affinity_count() {
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) != 0) return cpu_core_count();
   return CPU_COUNT(&set);
+}
+
+std::vector<int> cpu_affinity_list() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) {
+    for (int c = 0; c < cpu_core_count(); ++c) cpus.push_back(c);
+    return cpus;
+  }
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+int cgroup_cpu_quota() {
+  // cgroup v2: "max 100000" (no limit) or "<quota> <period>" in microseconds.
+  std::ifstream in("/sys/fs/cgroup/cpu.max");
+  std::string quota;
+  long long period = 0;
+  if (!(in >> quota >> period) || quota == "max" || period <= 0) return 0;
+  char* end = nullptr;
+  const long long q = std::strtoll(quota.c_str(), &end, 10);
+  if (end == quota.c_str() || q <= 0) return 0;
+  return static_cast<int>((q + period - 1) / period);
+}
+
+int usable_cpu_count() {
+  const int affinity = cpu_affinity_count();
+  const int quota = cgroup_cpu_quota();
+  return quota > 0 ? std::min(affinity, quota) : affinity;
+}
+
+std::string machine_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (in >> id && !id.empty()) return id;
+  return host_name();
 }
 
 std::string host_name() {

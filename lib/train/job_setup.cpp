@@ -3,6 +3,7 @@
 #include <mpi.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iomanip>
 #include <sstream>
@@ -39,6 +40,29 @@ std::string resolved_allreduce(const DistributedSpec& distributed, const World& 
   return world.local_size() > 1 ? "hierarchical" : "flat";
 }
 
+JobSpec load_job_spec(const JobSources& sources, std::string* hyperparameters_path) {
+  JobSpecLoader loader;
+  if (!sources.config_path.empty()) loader.apply_yaml_file(sources.config_path);
+  std::string hyperparameters = sources.hyperparameters_path;
+  if (hyperparameters.empty() && file_exists(kDefaultHyperparametersPath))
+    hyperparameters = kDefaultHyperparametersPath;
+  if (!hyperparameters.empty()) loader.apply_hyperparameters_file(hyperparameters);
+  for (const auto& o : sources.overrides) loader.apply_override(o);
+  if (hyperparameters_path) *hyperparameters_path = hyperparameters;
+  return loader.finish();
+}
+
+int requested_threads_before_mpi(const JobSources& sources) {
+  try {
+    const int threads = load_job_spec(sources, nullptr).threads;
+    if (threads > 0) return threads;
+  } catch (const std::exception&) {
+    return 0;  // set_up_job reports it, on every rank
+  }
+  const char* omp = std::getenv("OMP_NUM_THREADS");
+  return omp ? std::max(0, std::atoi(omp)) : 0;
+}
+
 JobSetup set_up_job(const JobSources& sources) {
   JobSetup setup;
   run_on_all_ranks(MPI_COMM_WORLD, [&] {
@@ -49,14 +73,7 @@ JobSetup set_up_job(const JobSources& sources) {
     else
       setup.resource_config = resource_config_from_env();
 
-    JobSpecLoader loader;
-    if (!sources.config_path.empty()) loader.apply_yaml_file(sources.config_path);
-    setup.hyperparameters_path = sources.hyperparameters_path;
-    if (setup.hyperparameters_path.empty() && file_exists(kDefaultHyperparametersPath))
-      setup.hyperparameters_path = kDefaultHyperparametersPath;
-    if (!setup.hyperparameters_path.empty()) loader.apply_hyperparameters_file(setup.hyperparameters_path);
-    for (const auto& o : sources.overrides) loader.apply_override(o);
-    setup.spec = loader.finish();
+    setup.spec = load_job_spec(sources, &setup.hyperparameters_path);
   });
 
   run_on_all_ranks(MPI_COMM_WORLD, [&] {
@@ -66,19 +83,27 @@ JobSetup set_up_job(const JobSources& sources) {
     setup.world = std::make_unique<World>(World::create(topology));
   });
 
+  MachineShare share;
+  run_on_all_ranks(MPI_COMM_WORLD, [&] { share = share_machine(setup.world->comm()); });
   run_on_all_ranks(MPI_COMM_WORLD, [&] {
-    setup.device = assign_device(setup.spec.device, setup.spec.threads, *setup.world);
+    setup.device = assign_device(setup.spec.device, setup.spec.threads, *setup.world, share);
   });
+  warn_if_cpus_oversubscribed(setup.world->comm(), share, setup.device.threads);
 
   // SageMaker names the network interface the hosts talk over; NCCL must use it too.
   if (setup.resource_config && !setup.resource_config->network_interface_name.empty())
     setenv("NCCL_SOCKET_IFNAME", setup.resource_config->network_interface_name.c_str(), 0);
 
-  if (setup.device.device.is_cpu() && cpu_affinity_count() < setup.device.threads)
-    log_warn("this rank may run on " + std::to_string(cpu_affinity_count()) +
-             " core(s) (the launcher's binding) but uses " + std::to_string(setup.device.threads) +
-             " threads; launch with `mpirun --bind-to none` or `--map-by slot:PE=" +
-             std::to_string(setup.device.threads) + "` for full speed");
+  // The default follows the launcher's binding; say when unbinding would give more threads.
+  const int unbound_threads = std::max(1, cpu_core_count() / std::max(1, share.machine_ranks));
+  if (setup.device.device.is_cpu() && setup.spec.threads <= 0 &&
+      setup.device.threads_source == "CPUs / ranks sharing them" &&
+      setup.device.threads < unbound_threads)
+    log_warn("this rank is bound to " + std::to_string(share.usable_cpus) +
+             " CPU(s) by the launcher, so it uses " + std::to_string(setup.device.threads) +
+             " thread(s); launch with `mpirun --bind-to none` or `--map-by slot:PE=" +
+             std::to_string(unbound_threads) + "` to give each rank " +
+             std::to_string(unbound_threads));
   return setup;
 }
 

@@ -32,6 +32,14 @@ struct JobSetup {
   DeviceAssignment device;
 };
 
+// The job spec from its sources (YAML, SageMaker hyperparameters, --set), without MPI.
+// Throws InputError. `hyperparameters_path` (optional) gets the hyperparameters file applied.
+JobSpec load_job_spec(const JobSources& sources, std::string* hyperparameters_path);
+
+// The CPU threads the job asks for (`threads`, else OMP_NUM_THREADS), 0 when it leaves them
+// to the default or cannot be read; for the launch-time wait-policy choice, before MPI_Init.
+int requested_threads_before_mpi(const JobSources& sources);
+
 JobSetup set_up_job(const JobSources& sources);
 
 // The AllReduce algorithm `auto` resolves to on this world.

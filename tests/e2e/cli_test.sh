@@ -235,6 +235,34 @@ case $CASE in
     expect_ok 4 env --set distributed.ranks_per_node=2
     json_check 'd["size"] == 4 and d["nodes"] == 2 and d["local_size"] == 2'
     json_check '[(r["node"], r["local_rank"]) for r in d["ranks"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]' ;;
+  threads_follow_the_machine)
+    # Two logical nodes on one machine: each rank gets half the CPUs, not all of them
+    # (issue #11: 2 ranks x 2 threads on 2 cores ran LeNet-5 10x slower).
+    cpus=$(nproc)
+    want=$(( cpus / 2 > 0 ? cpus / 2 : 1 ))
+    OMPI_MCA_hwloc_base_binding_policy=none expect_ok 2 env --set distributed.ranks_per_node=1
+    json_check "d['nodes'] == 2 and [r['threads'] for r in d['ranks']] == [$want, $want]"
+    grep -q 'warning: machine' "$WORK/out" && fail "warned of oversubscription although the default fits"
+    # Bound by the launcher to one core each: one thread each, and a hint to unbind.
+    OMPI_MCA_hwloc_base_binding_policy=core expect_ok 1 env
+    json_check "[r['threads'] for r in d['ranks']] == [1]"
+    if [ "$cpus" -gt 1 ]; then
+      grep -q 'bound to 1 CPU(s) by the launcher.*--bind-to none' "$WORK/out" || fail "no hint to unbind"
+    fi ;;
+  threads_oversubscribed_wait_passively)
+    # Ranks asking for more threads than the machine has: said once, and OpenMP threads
+    # do not spin (sdp-train picks OMP_WAIT_POLICY=passive before it starts).
+    cpus=$(nproc)
+    OMPI_MCA_hwloc_base_binding_policy=none expect_ok 2 "${SHORT_TRAIN[@]}" --set threads=$cpus --set train.max_steps=3
+    [ "$(grep -c 'warning: machine' "$WORK/out")" -eq 1 ] || fail "expected one oversubscription warning"
+    grep -q "with $((2 * cpus)) CPU threads in all on $cpus CPU(s).*OMP_WAIT_POLICY=passive" "$WORK/out" ||
+      fail "the warning does not say the threads wait passively"
+    # A policy the user chose is kept, and the warning says what it costs.
+    OMP_WAIT_POLICY=active OMPI_MCA_hwloc_base_binding_policy=none expect_ok 2 "${SHORT_TRAIN[@]}" --set threads=$cpus --set train.max_steps=3
+    grep -q 'OMP_WAIT_POLICY=active spinning threads slow every step' "$WORK/out" || fail "no warning under the user's active policy"
+    # Threads that fit: no warning.
+    OMPI_MCA_hwloc_base_binding_policy=none expect_ok 2 "${SHORT_TRAIN[@]}" --set train.max_steps=3
+    grep -q 'warning: machine' "$WORK/out" && fail "warned although the default threads fit" ;;
   env_shared_memory)
     expect_ok 3 env
     json_check 'd["size"] == 3 and d["nodes"] == 1 and [r["local_rank"] for r in d["ranks"]] == [0, 1, 2]' ;;
