@@ -263,6 +263,48 @@ case $CASE in
     # Threads that fit: no warning.
     OMPI_MCA_hwloc_base_binding_policy=none expect_ok 2 "${SHORT_TRAIN[@]}" --set train.max_steps=3
     grep -q 'warning: machine' "$WORK/out" && fail "warned although the default threads fit" ;;
+  docs_job_spec_in_sync)
+    # docs/job-spec.md lists every key `sdp-train validate` prints, with the default it
+    # prints, and no key it does not know.
+    expect_ok 0 validate --config "$(yaml empty.yaml '{}\n')"
+    python3 - "$WORK/out" "$SRC/docs/job-spec.md" <<'PY' || fail "docs/job-spec.md is out of sync with sdp-train validate"
+import re, sys
+printed, stack = {}, []
+for line in open(sys.argv[1]).read().split("\n# plan")[0].splitlines():
+    m = re.match(r"^( *)([a-z_0-9]+):(?: (.*))?$", line)
+    if not m:
+        continue
+    depth = len(m.group(1)) // 2
+    stack[depth:] = [m.group(2)]
+    if m.group(3) is not None:
+        printed[".".join(stack)] = m.group(3).strip('"')
+documented = {}
+for line in open(sys.argv[2]):
+    cells = [c.strip() for c in line.split("|")]
+    if len(cells) < 4 or not cells[1].startswith("`") or "." not in cells[1] and cells[1].strip("`") not in printed:
+        continue
+    keys = re.findall(r"`([^`]+)`", cells[1])
+    values = re.findall(r"`([^`]*)`", cells[2])
+    if len(keys) != len(values):
+        continue
+    parent = keys[0].rsplit(".", 1)[0]
+    for k, v in zip(keys, values):
+        documented[parent + k if k.startswith(".") else k] = v
+def same(doc, shown):
+    doc = re.sub(r"^\$\{[A-Z_]+:-(.*)\}$", r"\1", doc)  # ${SM_X:-default}: the default
+    doc = doc.strip('"')
+    try:
+        return float(doc) == float(shown)
+    except ValueError:
+        return doc == shown
+bad = [f"{k}: printed {v!r}, documented {documented.get(k)!r}" for k, v in printed.items()
+       if k not in documented or not same(documented[k], v)]
+bad += [f"{k}: documented but not a key sdp-train prints" for k in documented
+        if k not in printed and "." in k]
+print("\n".join(bad) if bad else f"{len(printed)} keys in sync")
+sys.exit(1 if bad else 0)
+PY
+    ;;
   env_shared_memory)
     expect_ok 3 env
     json_check 'd["size"] == 3 and d["nodes"] == 1 and [r["local_rank"] for r in d["ranks"]] == [0, 1, 2]' ;;
