@@ -155,6 +155,7 @@ void Trainer::run_epoch(int64_t epoch) {
     if (std::isfinite(loss))
       if (auto diagnosis = divergence_->after_step(step_, loss, lr)) diverged(*diagnosis);
     after_step(epoch, lr);
+    log_.progress(step_, epoch, epochs_, total_steps_);
     if (stop_agreed_) break;
   }
 }
