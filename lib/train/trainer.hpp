@@ -10,10 +10,12 @@
 // the step boundary (after_step), resume in start_replicas, a timeline around train_step.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 
 #include "distributed/communicator.hpp"
+#include "obs/timeline.hpp"
 #include "train/checkpointing.hpp"
 #include "train/data_parallel.hpp"
 #include "train/divergence.hpp"
@@ -61,6 +63,11 @@ class Trainer {
   void save_checkpoint(bool wait);
   void evaluate_after_epoch(int64_t epoch);
   void finish();
+  // The next batch from the loader; its wait is the timeline's data_wait (from `since`).
+  const Batch* next_batch(std::chrono::steady_clock::time_point since);
+  // output.timeline (collective): every rank writes its own trace, rank 0 gathers them into
+  // the merged file.
+  void write_timeline();
   // A diagnosis from the DivergenceGuard: a warning on rank 0, or with on_divergence: abort
   // the end of the run on every rank (the guard reads agreed values, so all get here).
   void diverged(const std::string& diagnosis);
@@ -74,6 +81,7 @@ class Trainer {
   std::shared_ptr<Communicator> world_comm_;  // parameter broadcast, buffer averaging
   std::unique_ptr<DataParallel> parallel_;
   StepLog log_;
+  std::unique_ptr<Timeline> timeline_;  // output.timeline; null (the usual case): not traced
   TrainResult result_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<DivergenceGuard> divergence_;  // made once the first step is known

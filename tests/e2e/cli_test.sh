@@ -273,6 +273,30 @@ case $CASE in
     grep -qE '^\[done\] steps=64 ' "$WORK/out" || fail "no [done] line under mpirun"
     expect_ok 0 "${quick[@]}" --set output.progress=bar
     grep -q $'\repoch 1/1 \[' "$WORK/out" || fail "output.progress: bar drew no bar" ;;
+  timeline_np2)
+    # output.timeline from the command line: both ranks' files and the merged one, which
+    # names both ranks and every phase; the run says where it is.
+    expect_ok 2 --config "$SRC/configs/quickstart.yaml" --set threads=1 --set train.max_steps=5 --set output.metrics= --set checkpoint.dir=ck --set output.model_dir=model --set output.timeline=tl/trace.json --set distributed.bucket_mb=0.25
+    grep -q 'info: timeline: tl/trace.json' "$WORK/out" || fail "the run did not say where the timeline is"
+    python3 - "$WORK/run$RUNS/tl" <<'PY' || fail "timeline files not as expected"
+import json, sys, collections
+d = sys.argv[1]
+merged = json.load(open(f"{d}/trace.json"))
+for r in (0, 1):
+    own = json.load(open(f"{d}/trace.rank{r}.json"))
+    assert {e["pid"] for e in own["traceEvents"]} == {r}, r
+ev = [e for e in merged["traceEvents"] if e["ph"] == "X"]
+assert {e["pid"] for e in ev} == {0, 1}
+names = {e["name"] for e in ev}
+want = {"step", "data_wait", "forward", "backward", "gradient_wait", "optimizer", "allreduce", "evaluation", "checkpoint"}
+assert want <= names, want - names
+per_step = collections.Counter()
+for e in ev:
+    if e["name"] == "allreduce":
+        per_step[(e["pid"], e["args"]["step"])] += e["args"]["bytes"]
+assert len(per_step) == 10 and set(per_step.values()) == {merged["otherData"]["gradient_bytes"]}, per_step
+PY
+    ;;
   help)
     expect_ok 0 --help
     grep -q 'validate' "$WORK/out" && grep -q 'Examples:' "$WORK/out" || fail "help lacks commands/examples" ;;
