@@ -79,9 +79,11 @@ class Trainer {
   int64_t steps_per_epoch_ = 0, total_steps_ = 0, epochs_ = 0;
   std::unique_ptr<LrSchedule> schedule_;
   std::shared_ptr<Communicator> world_comm_;  // parameter broadcast, buffer averaging
+  // output.timeline; null (the usual case): not traced. Declared before parallel_ so it
+  // outlives the communication thread that records into it.
+  std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<DataParallel> parallel_;
   StepLog log_;
-  std::unique_ptr<Timeline> timeline_;  // output.timeline; null (the usual case): not traced
   TrainResult result_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<DivergenceGuard> divergence_;  // made once the first step is known
