@@ -35,14 +35,17 @@ std::size_t Timeline::dropped() const {
 
 namespace {
 
-void append_metadata(std::string& out, int pid, int tid, const char* what, const std::string& name,
+// A metadata event naming a process or thread ("process_name", "thread_name") and the one
+// ordering it in the viewer ("process_sort_index", "thread_sort_index").
+void append_metadata(std::string& out, int pid, int tid, const char* kind, const std::string& name,
                      int sort_index) {
-  char buffer[256];
-  std::snprintf(buffer, sizeof buffer,
-                "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"args\":{\"name\":\"%s\"}},\n"
-                "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s_sort_index\",\"args\":{\"sort_"
-                "index\":%d}}",
-                pid, tid, what, name.c_str(), pid, tid, what, sort_index);
+  char buffer[320];
+  std::snprintf(
+      buffer, sizeof buffer,
+      "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s_name\",\"args\":{\"name\":\"%s\"}},\n"
+      "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s_sort_index\",\"args\":{"
+      "\"sort_index\":%d}}",
+      pid, tid, kind, name.c_str(), pid, tid, kind, sort_index);
   if (!out.empty()) out += ",\n";
   out += buffer;
 }
@@ -51,9 +54,9 @@ void append_metadata(std::string& out, int pid, int tid, const char* what, const
 
 std::string Timeline::events_json() const {
   std::string out;
-  append_metadata(out, rank_, 0, "process_name", "rank " + std::to_string(rank_), rank_);
+  append_metadata(out, rank_, 0, "process", "rank " + std::to_string(rank_), rank_);
   for (int t = 0; t < kTraceTracks; ++t)
-    append_metadata(out, rank_, t, "thread_name", to_string(static_cast<TraceTrack>(t)), t);
+    append_metadata(out, rank_, t, "thread", to_string(static_cast<TraceTrack>(t)), t);
   for (int t = 0; t < kTraceTracks; ++t) {
     std::vector<TraceEvent> events = this->events(static_cast<TraceTrack>(t));
     // By start; at equal starts the longer (enclosing) event first.

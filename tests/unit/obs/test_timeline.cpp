@@ -57,10 +57,13 @@ TEST(Timeline, WritesValidChromeTraceJson) {
   ASSERT_TRUE(events.is_array());
   int complete = 0;
   bool named_process = false;
+  std::set<std::string> metadata;
   for (const auto& e : events) {
     EXPECT_EQ(e["pid"], 3);
     if (e["ph"] == "M") {
+      metadata.insert(e["name"].get<std::string>());
       if (e["name"] == "process_name") named_process = e["args"]["name"] == "rank 3";
+      if (e["name"] == "thread_name") EXPECT_EQ(e["args"]["name"], e["tid"] == 0 ? "main" : "comm");
       continue;
     }
     ASSERT_EQ(e["ph"], "X");
@@ -74,6 +77,9 @@ TEST(Timeline, WritesValidChromeTraceJson) {
   }
   EXPECT_EQ(complete, 7);
   EXPECT_TRUE(named_process);
+  // The Trace Event Format's metadata names, no others (viewers ignore unknown ones).
+  EXPECT_EQ(metadata, (std::set<std::string>{"process_name", "process_sort_index", "thread_name",
+                                             "thread_sort_index"}));
 }
 
 TEST(Timeline, EventsAreSortedAndNested) {
