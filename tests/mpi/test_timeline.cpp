@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "distributed/collectives.hpp"
 #include "obs/timeline.hpp"
@@ -37,6 +38,9 @@ void check_trace(const nlohmann::json& trace, const std::set<int>& pids) {
   std::map<int, std::set<std::string>> names;        // per pid
   std::map<std::pair<int, int64_t>, int64_t> bytes;  // per (pid, step)
   std::map<int, int> steps;                          // "step" events per pid
+  // Per (pid, tid), the ends of the open enclosing events: in file order every event must
+  // lie inside or after each of them (a viewer nests events; a partial overlap breaks it).
+  std::map<std::pair<int, int>, std::vector<double>> open;
   for (const auto& e : trace["traceEvents"]) {
     ASSERT_TRUE(e.contains("ph") && e.contains("pid")) << e;
     seen_pids.insert(e["pid"].get<int>());
@@ -44,6 +48,11 @@ void check_trace(const nlohmann::json& trace, const std::set<int>& pids) {
     const int pid = e["pid"];
     names[pid].insert(e["name"].get<std::string>());
     EXPECT_GE(e["dur"].get<double>(), 0.0) << e;
+    const double begin = e["ts"], end = begin + e["dur"].get<double>();
+    std::vector<double>& stack = open[{pid, e["tid"].get<int>()}];
+    while (!stack.empty() && stack.back() <= begin) stack.pop_back();
+    if (!stack.empty()) EXPECT_LE(end, stack.back() + 1e-3) << "overlaps its parent: " << e;
+    stack.push_back(end);
     if (e["name"] == "step") ++steps[pid];
     if (e["name"] == "allreduce") {
       EXPECT_EQ(e["tid"], static_cast<int>(TraceTrack::kComm)) << e;
