@@ -117,12 +117,17 @@ void Trainer::start_replicas() {
                                              spec_.train.accumulate_steps, timeline_.get());
   if (timeline_) {
     // Room for every event of the run, allocated now: the step path never allocates. Per
-    // step: step, data wait, forward and backward per micro-batch, gradient wait, optimizer;
-    // per epoch a few (evaluation, checkpoints); one allreduce per bucket per step.
+    // step: step, gradient wait, optimizer, and data wait, forward, backward per micro-batch;
+    // the periodic checkpoints; per epoch a few (evaluation); one allreduce per bucket and step.
     const auto steps = static_cast<std::size_t>(std::max<int64_t>(total_steps_ - step_, 0));
     const auto micro = static_cast<std::size_t>(spec_.train.accumulate_steps);
     const auto capped = [](std::size_t n) { return std::min<std::size_t>(n, kMaxTraceEvents); };
-    timeline_->reserve(TraceTrack::kMain, capped(steps * (4 + 3 * micro) + 16 * (epochs_ + 4)));
+    const std::size_t checkpoints =
+        spec_.checkpoint.every_steps > 0
+            ? steps / static_cast<std::size_t>(spec_.checkpoint.every_steps)
+            : 0;
+    timeline_->reserve(TraceTrack::kMain,
+                       capped(steps * (4 + 3 * micro) + checkpoints + 16 * (epochs_ + 4)));
     timeline_->reserve(TraceTrack::kComm,
                        capped(steps * static_cast<std::size_t>(parallel_->bucket_count())));
   }
