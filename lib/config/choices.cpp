@@ -60,6 +60,9 @@ SDP_SPELLING(Compression, {{Compression::kNone, "none"},
                            {Compression::kBf16, "bf16"}});
 SDP_SPELLING(OnNonfinite, {{OnNonfinite::kAbort, "abort"}, {OnNonfinite::kSkip, "skip"}});
 SDP_SPELLING(OnDivergence, {{OnDivergence::kWarn, "warn"}, {OnDivergence::kAbort, "abort"}});
+SDP_SPELLING(ProgressMode, {{ProgressMode::kAuto, "auto"},
+                            {ProgressMode::kBar, "bar"},
+                            {ProgressMode::kLines, "lines"}});
 
 #undef SDP_SPELLING
 
@@ -108,6 +111,7 @@ SDP_CHOICE(AllreduceKind)
 SDP_CHOICE(Compression)
 SDP_CHOICE(OnNonfinite)
 SDP_CHOICE(OnDivergence)
+SDP_CHOICE(ProgressMode)
 
 #undef SDP_CHOICE
 

@@ -24,6 +24,7 @@ enum class AllreduceKind { kAuto, kFlat, kRing, kHierarchical };  // distributed
 enum class Compression { kNone, kFp16, kBf16 };                   // distributed.compression
 enum class OnNonfinite { kAbort, kSkip };                         // train.on_nonfinite
 enum class OnDivergence { kWarn, kAbort };                        // train.on_divergence
+enum class ProgressMode { kAuto, kBar, kLines };                  // output.progress
 
 // The words an enum accepts, in documentation order.
 template <typename E>
@@ -47,6 +48,7 @@ std::string to_string(AllreduceKind value);
 std::string to_string(Compression value);
 std::string to_string(OnNonfinite value);
 std::string to_string(OnDivergence value);
+std::string to_string(ProgressMode value);
 
 // optimizer.lr_scaling: linear | sqrt | none, or an explicit factor written as a positive
 // number (1.5) or as {factor: 1.5}. The YAML form is the loader's; this takes the text.

@@ -96,6 +96,7 @@ struct OutputSpec {
   std::string model_dir = "${SM_MODEL_DIR:-out/model}";
   std::string metrics = "out/metrics.jsonl";  // "" = none
   std::string timeline = "";                  // Chrome trace path; "" = none
+  ProgressMode progress = ProgressMode::kAuto;  // live bar on a terminal, else metric lines
 };
 
 struct JobSpec {

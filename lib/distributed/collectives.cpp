@@ -1,5 +1,6 @@
 #include "distributed/collectives.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -38,6 +39,35 @@ std::string broadcast_string(MPI_Comm comm, const std::string& value, int root) 
   std::string out = value;
   out.resize(size);
   if (size > 0) SDP_MPI_CHECK(MPI_Bcast(out.data(), static_cast<int>(size), MPI_CHAR, root, comm));
+  return out;
+}
+
+std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& value, int root) {
+  constexpr uint64_t kPiece = uint64_t{1} << 30;
+  constexpr int kTag = 7301;
+  int rank = 0, size = 1;
+  SDP_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  SDP_MPI_CHECK(MPI_Comm_size(comm, &size));
+  uint64_t mine = value.size();
+  std::vector<uint64_t> sizes(rank == root ? size : 0);
+  SDP_MPI_CHECK(MPI_Gather(&mine, 1, MPI_UINT64_T, sizes.data(), 1, MPI_UINT64_T, root, comm));
+  if (rank != root) {
+    for (uint64_t at = 0; at < mine; at += kPiece)
+      SDP_MPI_CHECK(MPI_Send(value.data() + at, static_cast<int>(std::min(kPiece, mine - at)),
+                             MPI_CHAR, root, kTag, comm));
+    return {};
+  }
+  std::vector<std::string> out(size);
+  for (int r = 0; r < size; ++r) {
+    if (r == root) {
+      out[r] = value;
+      continue;
+    }
+    out[r].resize(sizes[r]);
+    for (uint64_t at = 0; at < sizes[r]; at += kPiece)
+      SDP_MPI_CHECK(MPI_Recv(out[r].data() + at, static_cast<int>(std::min(kPiece, sizes[r] - at)),
+                             MPI_CHAR, r, kTag, comm, MPI_STATUS_IGNORE));
+  }
   return out;
 }
 

@@ -21,6 +21,10 @@ std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& val
 // `value` of rank `root` on every rank (any length: checkpoint metadata, a few KB).
 std::string broadcast_string(MPI_Comm comm, const std::string& value, int root = 0);
 
+// Every rank's `value` on rank `root`, indexed by rank (other ranks get an empty vector).
+// Any length (a timeline: MBs per rank): sent in pieces below MPI's int count limit.
+std::vector<std::string> gather_strings(MPI_Comm comm, const std::string& value, int root = 0);
+
 // Same 64-bit value on every rank? Returns the lowest rank whose value differs from rank 0's,
 // or -1 when all agree.
 int first_rank_differing(MPI_Comm comm, uint64_t value);

@@ -120,8 +120,12 @@ void GradientReducer::run_bucket(int k) {
     if (ready_events_[i]) ready_events_[i]->wait();
   const auto t0 = std::chrono::steady_clock::now();
   algorithm_->run(arena_.slice(b.begin, b.count), options_.op);
-  comm_s_ += seconds_since(t0);
+  const auto t1 = std::chrono::steady_clock::now();
+  comm_s_ += std::chrono::duration<double>(t1 - t0).count();
   ++reductions_[k];
+  // step_ is stable here: wait_all moves it on only after every bucket's Work completed.
+  if (options_.on_bucket_reduced)
+    options_.on_bucket_reduced({step_, k, b.count * arena_.element_size(), t0, t1});
 }
 
 void GradientReducer::comm_loop() {

@@ -31,9 +31,11 @@
 // asks of SERIALIZED callers.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -64,11 +66,22 @@ struct GradientBucket {
   int last_param = 0;   // highest (bucket k holds params last_param down to first_param)
 };
 
+// One bucket's AllReduce as it ran, for a timeline (obs/timeline.hpp).
+struct BucketReduction {
+  int64_t step = 0;
+  int bucket = 0;
+  int64_t bytes = 0;  // the bucket's gradient bytes (before any wire compression)
+  std::chrono::steady_clock::time_point start, end;
+};
+
 struct GradientReducerOptions {
   double bucket_mb = 25.0;       // distributed.bucket_mb; 0 = one bucket
   double first_bucket_mb = 0.0;  // PyTorch uses 1; 0 = bucket_mb
   ReduceOp op = ReduceOp::kAvg;
   bool overlap = true;  // false: buckets start only in wait_all (no overlap with backward)
+  // Called on the communication thread after each bucket's AllReduce; must not block or
+  // throw. Empty (the default): not called, and nothing is timed for it.
+  std::function<void(const BucketReduction&)> on_bucket_reduced;
 };
 
 struct ReducerStepStats {

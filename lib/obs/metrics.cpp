@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 
 namespace sdp {
 
@@ -51,8 +52,12 @@ void MetricsLog::emit(const std::string& kind, const std::string& tag,
     line += " " + key + "=" + word;
     record[key] = word;
   }
-  std::printf("%s\n", line.c_str());
-  std::fflush(stdout);
+  {
+    auto lock = terminal_lock();
+    erase_status_line();  // the progress bar, if one is drawn: redrawn at its next update
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+  }
   if (jsonl_) {
     std::string text = record.dump() + "\n";
     std::fwrite(text.data(), 1, text.size(), jsonl_);

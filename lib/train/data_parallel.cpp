@@ -11,12 +11,13 @@
 #include "distributed/replica_check.hpp"
 #include "distributed/shared_arena.hpp"
 #include "distributed/watchdog.hpp"
+#include "obs/timeline.hpp"
 #include "train/gradient_accumulator.hpp"
 
 namespace sdp {
 
 DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const World& world,
-                           int accumulate_steps)
+                           int accumulate_steps, Timeline* timeline)
     : world_(world), check_every_(spec.check_every_steps) {
   ParameterStore& store = model.store();
   if (world.size() > 1) {
@@ -29,6 +30,10 @@ DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const 
                                            world.rank(), ProgressBoard::create(world));
     GradientReducerOptions options;
     options.bucket_mb = spec.bucket_mb;
+    if (timeline)
+      options.on_bucket_reduced = [timeline](const BucketReduction& r) {
+        timeline->record(TraceTrack::kComm, "allreduce", r.start, r.end, r.step, r.bytes, r.bucket);
+      };
     Tensor grads = store.grad_arena();
     reducer_ = std::make_unique<GradientReducer>(
         CommBuffer::host(grads.data<float>(), grads.numel()), param_extents(store), algorithm,
@@ -68,6 +73,10 @@ void DataParallel::finish_step() {
 
 double DataParallel::exposed_comm_seconds() const {
   return reducer_ ? reducer_->last_step().exposed_s : 0.0;
+}
+
+int DataParallel::bucket_count() const {
+  return reducer_ ? static_cast<int>(reducer_->buckets().size()) : 0;
 }
 
 void DataParallel::check_replicas(int64_t step) {

@@ -30,13 +30,15 @@ namespace sdp {
 class GradientAccumulator;
 class GradientReducer;
 class SharedArena;
+class Timeline;
 class Watchdog;
 
 class DataParallel {
  public:
-  // `accumulate_steps`: micro-batches per step (train.accumulate_steps).
+  // `accumulate_steps`: micro-batches per step (train.accumulate_steps). `timeline`
+  // (optional, must outlive this): each bucket's AllReduce is recorded on its comm track.
   DataParallel(nn::Model& model, const DistributedSpec& spec, const World& world,
-               int accumulate_steps = 1);
+               int accumulate_steps = 1, Timeline* timeline = nullptr);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
@@ -48,6 +50,8 @@ class DataParallel {
   void finish_step();
   // Communication not hidden behind backward in the last step.
   double exposed_comm_seconds() const;
+  // Gradient buckets reduced per step (0 with one rank).
+  int bucket_count() const;
   // distributed.check_every_steps: replicas must hold bitwise equal parameters.
   void check_replicas(int64_t step);
 

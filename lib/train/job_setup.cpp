@@ -15,6 +15,7 @@
 #include "distributed/agreement.hpp"
 #include "distributed/collectives.hpp"
 #include "distributed/mpi_check.hpp"
+#include "obs/timeline.hpp"
 #include "train/global_batch.hpp"
 
 namespace sdp {
@@ -154,6 +155,9 @@ std::string describe_plan(const JobSetup& setup) {
                                        : std::string("at the end"))
       << ", keep " << s.checkpoint.keep_last << ", resume " << s.checkpoint.resume << ")";
   if (!s.output.metrics.empty()) out << ", metrics " << s.output.metrics;
+  if (!s.output.timeline.empty())
+    out << ", timeline " << s.output.timeline << " (and " << rank_trace_path(s.output.timeline, 0)
+        << ", ... per rank)";
   out << "\n";
   return out.str();
 }

@@ -58,6 +58,7 @@ void check_output_locations(const JobSpec& spec, const World& world) {
     check_directory("output.model_dir", spec.output.model_dir);
     check_directory("checkpoint.dir", spec.checkpoint.dir);
     if (!spec.output.metrics.empty()) check_file("output.metrics", spec.output.metrics);
+    if (!spec.output.timeline.empty()) check_file("output.timeline", spec.output.timeline);
   });
 }
 

@@ -14,6 +14,7 @@ StepLog::StepLog(const JobSpec& spec, const World& world)
     : spec_(spec),
       world_(world),
       metrics_(world.rank() == 0, spec.output.metrics),
+      bar_(progress_bar_wanted(spec.output.progress, world.rank() == 0)),
       global_batch_(sdp::global_batch(spec, world.size()).size()) {}
 
 void StepLog::start(const LrSchedule& schedule, int64_t steps_per_epoch, int64_t total_steps,
@@ -40,6 +41,30 @@ void StepLog::record_step(double loss, double seconds, double exposed_comm_secon
   window_seconds_ += seconds;
   window_exposed_comm_ += exposed_comm_seconds;
   ++window_steps_;
+  if (!bar_.enabled()) return;
+  eta_.add_step(seconds);
+  if (std::isfinite(loss)) {
+    last_loss_ = loss;
+    have_loss_ = true;
+  }
+}
+
+void StepLog::progress(int64_t step, int64_t epoch, int64_t epochs, int64_t total_steps) {
+  if (!bar_.enabled()) return;
+  ProgressState state;
+  state.epoch = epoch + 1;
+  state.epochs = epochs;
+  state.step = step;
+  state.total_steps = total_steps;
+  // The window's mean (what the next [step] line will print), else the last known loss.
+  if (window_loss_steps_ > 0)
+    state.loss = window_loss_ / window_loss_steps_;
+  else if (have_loss_)
+    state.loss = last_loss_;
+  if (eta_.seconds_per_step() > 0)
+    state.images_per_sec = static_cast<double>(global_batch_) / eta_.seconds_per_step();
+  state.eta_seconds = eta_.eta(total_steps - step);
+  bar_.update(state);
 }
 
 void StepLog::maybe_emit(int64_t step, int64_t epoch, double lr, int64_t total_steps) {
@@ -68,6 +93,7 @@ void StepLog::eval(int64_t epoch, int64_t step, const EvalResult& result) {
 }
 
 void StepLog::done(const TrainResult& result, bool evaluated_last) {
+  bar_.finish();
   std::vector<std::pair<std::string, double>> summary = {
       {"steps", static_cast<double>(result.steps)},
       {"train_seconds", result.train_seconds},

@@ -1,6 +1,7 @@
 // StepLog: the training run's metric lines on rank 0 (obs/metrics.hpp) — the [start] line
 // with the plan's numbers, a [step] line every train.log_every steps averaging the window
-// since the last one, an [epoch] line per evaluation and the [done] summary.
+// since the last one, an [epoch] line per evaluation and the [done] summary — and, on a
+// terminal (output.progress), the live progress bar between them (obs/progress.hpp).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 #include "config/job_spec.hpp"
 #include "distributed/world.hpp"
 #include "obs/metrics.hpp"
+#include "obs/progress.hpp"
 #include "optim/lr_schedule.hpp"
 #include "train/evaluation.hpp"
 
@@ -25,6 +27,8 @@ class StepLog {
   void record_step(double loss, double seconds, double exposed_comm_seconds);
   // Emits the [step] line when `step` (1-based count of steps done) is due.
   void maybe_emit(int64_t step, int64_t epoch, double lr, int64_t total_steps);
+  // Redraws the progress bar (throttled; nothing when there is none). `epoch` 0-based.
+  void progress(int64_t step, int64_t epoch, int64_t epochs, int64_t total_steps);
   void eval(int64_t epoch, int64_t step, const EvalResult& result);
   void done(const TrainResult& result, bool evaluated_last);
 
@@ -34,6 +38,10 @@ class StepLog {
   const JobSpec& spec_;
   const World& world_;
   MetricsLog metrics_;
+  ProgressBar bar_;
+  EtaEstimator eta_;
+  double last_loss_ = 0;
+  bool have_loss_ = false;
   int64_t global_batch_;
   int64_t window_steps_ = 0, window_loss_steps_ = 0;
   double window_loss_ = 0, window_seconds_ = 0, window_exposed_comm_ = 0;

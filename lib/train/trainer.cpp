@@ -26,6 +26,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A track's timeline buffer holds at most this many events (48 MB); a longer run keeps its
+// first ones and reports how many it dropped.
+constexpr std::size_t kMaxTraceEvents = std::size_t{1} << 20;
+
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -103,8 +107,30 @@ void Trainer::start_replicas() {
   world_comm_->broadcast(CommBuffer::of(store.param_arena()), {0})->wait();
   world_comm_->broadcast(CommBuffer::of(store.buffer_arena()), {0})->wait();
   checkpointer_->restore_rank_buffers(*world_comm_);  // each rank's own BatchNorm statistics
+  if (!spec_.output.timeline.empty()) {
+    // Time 0 of every rank's trace right after a barrier: the ranks' traces line up to within
+    // the barrier's skew, even across hosts whose clocks are not comparable.
+    MPI_Barrier(world_.comm());
+    timeline_ = std::make_unique<Timeline>(world_.rank(), Clock::now());
+  }
   parallel_ = std::make_unique<DataParallel>(*parts_.model, spec_.distributed, world_,
-                                             spec_.train.accumulate_steps);
+                                             spec_.train.accumulate_steps, timeline_.get());
+  if (timeline_) {
+    // Room for every event of the run, allocated now: the step path never allocates. Per
+    // step: step, gradient wait, optimizer, and data wait, forward, backward per micro-batch;
+    // the periodic checkpoints; per epoch a few (evaluation); one allreduce per bucket and step.
+    const auto steps = static_cast<std::size_t>(std::max<int64_t>(total_steps_ - step_, 0));
+    const auto micro = static_cast<std::size_t>(spec_.train.accumulate_steps);
+    const auto capped = [](std::size_t n) { return std::min<std::size_t>(n, kMaxTraceEvents); };
+    const std::size_t checkpoints =
+        spec_.checkpoint.every_steps > 0
+            ? steps / static_cast<std::size_t>(spec_.checkpoint.every_steps)
+            : 0;
+    timeline_->reserve(TraceTrack::kMain,
+                       capped(steps * (4 + 3 * micro) + checkpoints + 16 * (epochs_ + 4)));
+    timeline_->reserve(TraceTrack::kComm,
+                       capped(steps * static_cast<std::size_t>(parallel_->bucket_count())));
+  }
   divergence_ =
       std::make_unique<DivergenceGuard>(spec_.model.num_classes, schedule_->options().warmup_steps,
                                         steps_per_epoch_, /*from_start=*/step_ == 0);
@@ -129,9 +155,11 @@ TrainResult Trainer::run() {
           std::to_string(step_) + " with checkpoint " +
           checkpoint_path(spec_.checkpoint.dir, step_) +
           "; every rank exits 0; run the same job again to continue (checkpoint.resume: auto)");
+    write_timeline();
     return result_;
   }
   finish();
+  write_timeline();
   return result_;
 }
 
@@ -142,12 +170,16 @@ void Trainer::run_epoch(int64_t epoch) {
   const int64_t steps = std::min(loader.sampler().steps_left(cursor_), total_steps_ - step_);
   if (steps <= 0) return;
   loader.start(cursor_, steps);
-  while (const Batch* batch = loader.next()) {  // the first micro-batch of a step
+  for (;;) {
+    const auto wait_start = timeline_ ? Clock::now() : Clock::time_point{};
+    const Batch* batch = next_batch(wait_start);  // the first micro-batch of a step
+    if (batch == nullptr) break;
     const auto step_start = Clock::now();
     const double lr = schedule_->lr_at(step_);
     const SampleCursor next_cursor = batch->next_cursor;  // train_step moves the loader on
     const double loss = train_step(*batch, epoch, lr);    // NaN: a skipped update
     const double step_seconds = seconds_since(step_start);
+    if (timeline_) timeline_->record(TraceTrack::kMain, "step", wait_start, Clock::now(), step_);
     result_.train_seconds += step_seconds;
     log_.record_step(loss, step_seconds, parallel_->exposed_comm_seconds());
     ++step_;
@@ -155,8 +187,16 @@ void Trainer::run_epoch(int64_t epoch) {
     if (std::isfinite(loss))
       if (auto diagnosis = divergence_->after_step(step_, loss, lr)) diverged(*diagnosis);
     after_step(epoch, lr);
+    log_.progress(step_, epoch, epochs_, total_steps_);
     if (stop_agreed_) break;
   }
+}
+
+const Batch* Trainer::next_batch(Clock::time_point since) {
+  const Batch* batch = parts_.loader->next();
+  if (timeline_ && batch != nullptr)
+    timeline_->record(TraceTrack::kMain, "data_wait", since, Clock::now(), step_);
+  return batch;
 }
 
 double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
@@ -176,14 +216,23 @@ double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
   double loss = 0;
   const Batch* batch = &first;
   for (int micro = 0; micro < micro_batches; ++micro) {
-    if (micro > 0 && (batch = parts_.loader->next()) == nullptr)
+    if (micro > 0 &&
+        (batch = next_batch(timeline_ ? Clock::now() : Clock::time_point{})) == nullptr)
       throw std::logic_error("the loader ended in the middle of step " + std::to_string(step_));
     parallel_->begin_micro_batch(micro);
-    loss += model.forward(batch->images, batch->labels.data(), /*training=*/true);
+    {
+      TraceScope trace(timeline_.get(), "forward", step_);
+      loss += model.forward(batch->images, batch->labels.data(), /*training=*/true);
+    }
+    TraceScope trace(timeline_.get(), "backward", step_);
     model.backward();
   }
   loss /= micro_batches;
-  parallel_->finish_step();  // every gradient averaged over the micro-batches and the ranks
+  {
+    // The communication backward did not hide (the comm track shows each bucket).
+    TraceScope trace(timeline_.get(), "gradient_wait", step_);
+    parallel_->finish_step();  // every gradient averaged over the micro-batches and the ranks
+  }
   // Every rank learns whether any rank's loss went bad, so all stop at the same step; the
   // same allreduce carries the interruption flags, so agreeing on a stop costs nothing extra.
   double agreed[2] = {loss, interruption_requested() ? 1.0 : 0.0};
@@ -211,7 +260,10 @@ double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
                std::to_string(result_.skipped_steps) + " skipped so far)");
     return std::nan("");
   }
-  parts_.optimizer->step(static_cast<float>(lr));
+  {
+    TraceScope trace(timeline_.get(), "optimizer", step_);
+    parts_.optimizer->step(static_cast<float>(lr));
+  }
   parallel_->check_replicas(step_ + 1);
   return loss_sum / world_.size();
 }
@@ -230,6 +282,7 @@ void Trainer::after_step(int64_t epoch, double lr) {
 void Trainer::save_checkpoint(bool wait) {
   // Agreed, so that rank 0's failure to write (now, or the previous background write) ends
   // every rank together with its message instead of an abort.
+  TraceScope trace(timeline_.get(), "checkpoint", step_);
   const double blocked_before = checkpointer_->blocked_seconds();
   run_on_all_ranks(world_.comm(), [&] {
     checkpointer_->save(position(), *schedule_, steps_per_epoch_, total_steps_, wait, *world_comm_);
@@ -246,6 +299,7 @@ void Trainer::evaluate_after_epoch(int64_t epoch) {
   evaluated_last_ = spec_.train.eval_every_epochs > 0 &&
                     ((epoch + 1) % spec_.train.eval_every_epochs == 0 || last);
   if (!evaluated_last_) return;
+  TraceScope trace(timeline_.get(), "evaluation", step_);
   const EvalResult eval = evaluate(*parts_.model, parts_.data->test, spec_, world_, *world_comm_);
   result_.test_loss = eval.loss;
   result_.test_accuracy = eval.accuracy;
@@ -278,8 +332,43 @@ void Trainer::finish() {
       result_.train_seconds > 0
           ? static_cast<double>(step_ * log_.global_batch()) / result_.train_seconds
           : 0;
-  if (world_.rank() == 0) save_model(*parts_.model, spec_, world_, result_, epochs_);
+  if (world_.rank() == 0) {
+    TraceScope trace(timeline_.get(), "save_model", step_);
+    save_model(*parts_.model, spec_, world_, result_, epochs_);
+  }
   log_.done(result_, evaluated_last_);
+}
+
+void Trainer::write_timeline() {
+  if (!timeline_) return;
+  const std::string& path = spec_.output.timeline;
+  const std::string events = timeline_->events_json();
+  // Facts a reader needs to check the trace (the tests do): bytes reduced per step.
+  const std::string other =
+      "{\"world_size\":" + std::to_string(world_.size()) + ",\"steps\":" + std::to_string(step_) +
+      ",\"gradient_bytes\":" + std::to_string(parts_.model->store().grad_arena().nbytes()) +
+      ",\"buckets\":" + std::to_string(parallel_->bucket_count()) + "}";
+  // Each rank's own file first (useful alone, and there even if the merge fails), then the
+  // merged one from rank 0, over MPI rather than through the files: ranks on other hosts
+  // need not share a file system.
+  run_on_all_ranks(world_.comm(), [&] {
+    write_trace_file(rank_trace_path(path, world_.rank()), {events}, other);
+  });
+  const std::vector<std::string> all = gather_strings(world_.comm(), events, 0);
+  run_on_all_ranks(world_.comm(), [&] {
+    if (world_.rank() == 0) write_trace_file(path, all, other);
+  });
+  const auto dropped = static_cast<double>(timeline_->dropped());
+  double dropped_sum = dropped;
+  if (world_.size() > 1) allreduce_sum(world_.comm(), &dropped_sum, 1);
+  if (world_.rank() != 0) return;
+  log_info("timeline: " + path + " (all " + std::to_string(world_.size()) +
+           " ranks; each rank's alone in " + rank_trace_path(path, 0) +
+           " and the like); open it in https://ui.perfetto.dev or chrome://tracing");
+  if (dropped_sum > 0)
+    log_warn("timeline: " + std::to_string(static_cast<int64_t>(dropped_sum)) +
+             " events left out: the buffer holds " + std::to_string(kMaxTraceEvents) +
+             " per track and rank; trace fewer steps (train.max_steps)");
 }
 
 }  // namespace sdp

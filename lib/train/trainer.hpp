@@ -10,10 +10,12 @@
 // the step boundary (after_step), resume in start_replicas, a timeline around train_step.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 
 #include "distributed/communicator.hpp"
+#include "obs/timeline.hpp"
 #include "train/checkpointing.hpp"
 #include "train/data_parallel.hpp"
 #include "train/divergence.hpp"
@@ -61,6 +63,11 @@ class Trainer {
   void save_checkpoint(bool wait);
   void evaluate_after_epoch(int64_t epoch);
   void finish();
+  // The next batch from the loader; its wait is the timeline's data_wait (from `since`).
+  const Batch* next_batch(std::chrono::steady_clock::time_point since);
+  // output.timeline (collective): every rank writes its own trace, rank 0 gathers them into
+  // the merged file.
+  void write_timeline();
   // A diagnosis from the DivergenceGuard: a warning on rank 0, or with on_divergence: abort
   // the end of the run on every rank (the guard reads agreed values, so all get here).
   void diverged(const std::string& diagnosis);
@@ -72,6 +79,9 @@ class Trainer {
   int64_t steps_per_epoch_ = 0, total_steps_ = 0, epochs_ = 0;
   std::unique_ptr<LrSchedule> schedule_;
   std::shared_ptr<Communicator> world_comm_;  // parameter broadcast, buffer averaging
+  // output.timeline; null (the usual case): not traced. Declared before parallel_ so it
+  // outlives the communication thread that records into it.
+  std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<DataParallel> parallel_;
   StepLog log_;
   TrainResult result_;

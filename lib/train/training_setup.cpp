@@ -81,7 +81,6 @@ void reject_unimplemented(const JobSpec& spec, const World& world) {
     if (spec.device == DevicePreference::kCuda) refuse("device", "cuda training");
     if (spec.data.shard != DataShard::kRank) refuse("data.shard", to_string(spec.data.shard));
     if (spec.distributed.backend == CommBackend::kNccl) refuse("distributed.backend", "nccl");
-    if (!spec.output.timeline.empty()) refuse("output.timeline", "a timeline");
   });
 }
 

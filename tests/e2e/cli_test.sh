@@ -206,7 +206,97 @@ check_interrupted() {
   echo "stopped at step $STOPPED with $file"
 }
 
+# run_tty NP ARGS...: like run, under a pseudo-terminal (util-linux `script`; skipped, exit
+# 77, where there is none), as an interactive user sees it: output in $WORK/out, raw.
+run_tty() {
+  command -v script >/dev/null || { echo "SKIP [$CASE]: no 'script' (util-linux) for a pseudo-terminal"; exit 77; }
+  local np=$1; shift
+  local cmd
+  if [ "$np" = 0 ]; then cmd=$(printf '%q ' "$BIN" "$@"); else cmd=$(printf '%q ' mpirun -np "$np" --oversubscribe "$BIN" "$@"); fi
+  RUNS=$((RUNS + 1))
+  mkdir -p "$WORK/run$RUNS"
+  (cd "$WORK/run$RUNS" && TERM=xterm timeout $HANG_LIMIT script -qfec "$cmd" /dev/null) >"$WORK/out" 2>&1 </dev/null
+  STATUS=$?
+  [ $STATUS -eq 124 ] && fail "hung: no exit within ${HANG_LIMIT}s"
+  return 0
+}
+
+# check_tty_lines MIN_BARS: the terminal output in $WORK/out drew the progress bar at least
+# MIN_BARS times, and every line as the terminal shows it (what follows the last \r, the
+# erase sequence dropped) is whole: the metric lines match their form, no bar is left.
+check_tty_lines() {
+  python3 - "$WORK/out" "$1" <<'PY' || fail "progress bar or lines not as expected"
+import re, sys
+raw = open(sys.argv[1], 'rb').read().decode('utf-8', 'replace').replace('\r\n', '\n')
+bars = len(re.findall(r'\repoch \d+/\d+ \[[#-]+\] \d+/\d+.*?ETA [0-9:-]+\x1b\[K', raw))
+if bars < int(sys.argv[2]):
+    sys.exit(f"{bars} progress bar draws, expected at least {sys.argv[2]}")
+visible = [line.split('\r')[-1].replace('\x1b[K', '') for line in raw.split('\n')]
+metric = re.compile(r'^\[(step \d+|epoch \d+|done|start)\]( [a-z_]+=[^ ]+)+$')
+bad = [l for l in visible if 'ETA' in l or (l.startswith('[') and not l.startswith('[sdp-train') and not metric.match(l))]
+if bad:
+    sys.exit(f"broken lines: {bad[:3]}")
+if not any(l.startswith('[done] ') for l in visible):
+    sys.exit("no [done] line")
+if not visible[-1] == '' and not visible[-1].startswith('['):
+    sys.exit(f"output ends with {visible[-1]!r}")
+PY
+}
+
 case $CASE in
+  progress_bar_tty)
+    # On a terminal rank 0 draws a live bar (\r, erased before each line): one rank directly,
+    # and two under mpirun (whose ranks always get a pseudo-terminal, even when mpirun's own
+    # output is a file: the bar follows mpirun's). The metric lines stay whole.
+    quick=(--config "$SRC/configs/quickstart.yaml" --set threads=1 --set train.epochs=1 --set output.metrics= --set checkpoint.dir=ck --set output.model_dir=model)
+    run_tty 0 "${quick[@]}"
+    [ $STATUS -eq 0 ] || fail "exit status $STATUS"
+    check_tty_lines 2
+    [ "$(tr '\r' '\n' <"$WORK/out" | sed 's/\x1b\[K//g' | grep -c '^\[step [0-9]*\] ')" -eq 4 ] || fail "expected 4 [step] lines (128 steps, log_every 32)"
+    run_tty 2 "${quick[@]}"
+    [ $STATUS -eq 0 ] || fail "exit status $STATUS under mpirun"
+    check_tty_lines 2
+    # output.progress: lines turns the bar off on a terminal.
+    run_tty 0 "${quick[@]}" --set output.progress=lines
+    [ $STATUS -eq 0 ] || fail "exit status $STATUS with output.progress=lines"
+    grep -q 'ETA' "$WORK/out" && fail "a bar was drawn with output.progress: lines"
+    check_tty_lines 0 ;;
+  progress_lines_not_tty)
+    # Output to a file (a log, CloudWatch): the plain metric lines, not one \r, also under
+    # mpirun; output.progress: bar forces the bar anyway.
+    quick=(--config "$SRC/configs/quickstart.yaml" --set threads=1 --set train.epochs=1 --set output.metrics= --set checkpoint.dir=ck --set output.model_dir=model)
+    expect_ok 0 "${quick[@]}"
+    grep -q $'\r' "$WORK/out" && fail "a carriage return in the output of a run without a terminal"
+    grep -qE '^\[done\] steps=128 ' "$WORK/out" || fail "no [done] line"
+    expect_ok 2 "${quick[@]}"
+    grep -q $'\r' "$WORK/out" && fail "a carriage return in the output of mpirun without a terminal"
+    grep -qE '^\[done\] steps=64 ' "$WORK/out" || fail "no [done] line under mpirun"
+    expect_ok 0 "${quick[@]}" --set output.progress=bar
+    grep -q $'\repoch 1/1 \[' "$WORK/out" || fail "output.progress: bar drew no bar" ;;
+  timeline_np2)
+    # output.timeline from the command line: both ranks' files and the merged one, which
+    # names both ranks and every phase; the run says where it is.
+    expect_ok 2 --config "$SRC/configs/quickstart.yaml" --set threads=1 --set train.max_steps=5 --set output.metrics= --set checkpoint.dir=ck --set output.model_dir=model --set output.timeline=tl/trace.json --set distributed.bucket_mb=0.25
+    grep -q 'info: timeline: tl/trace.json' "$WORK/out" || fail "the run did not say where the timeline is"
+    python3 - "$WORK/run$RUNS/tl" <<'PY' || fail "timeline files not as expected"
+import json, sys, collections
+d = sys.argv[1]
+merged = json.load(open(f"{d}/trace.json"))
+for r in (0, 1):
+    own = json.load(open(f"{d}/trace.rank{r}.json"))
+    assert {e["pid"] for e in own["traceEvents"]} == {r}, r
+ev = [e for e in merged["traceEvents"] if e["ph"] == "X"]
+assert {e["pid"] for e in ev} == {0, 1}
+names = {e["name"] for e in ev}
+want = {"step", "data_wait", "forward", "backward", "gradient_wait", "optimizer", "allreduce", "evaluation", "checkpoint"}
+assert want <= names, want - names
+per_step = collections.Counter()
+for e in ev:
+    if e["name"] == "allreduce":
+        per_step[(e["pid"], e["args"]["step"])] += e["args"]["bytes"]
+assert len(per_step) == 10 and set(per_step.values()) == {merged["otherData"]["gradient_bytes"]}, per_step
+PY
+    ;;
   help)
     expect_ok 0 --help
     grep -q 'validate' "$WORK/out" && grep -q 'Examples:' "$WORK/out" || fail "help lacks commands/examples" ;;

@@ -33,6 +33,7 @@ TEST(Choices, EveryWordRoundTrips) {
   expect_round_trip<Compression>({"none", "fp16", "bf16"});
   expect_round_trip<OnNonfinite>({"abort", "skip"});
   expect_round_trip<OnDivergence>({"warn", "abort"});
+  expect_round_trip<ProgressMode>({"auto", "bar", "lines"});
 }
 
 TEST(Choices, EveryEnumeratorHasAWord) {
@@ -60,6 +61,8 @@ TEST(Choices, EveryEnumeratorHasAWord) {
     EXPECT_NE(to_string(v), "?");
   for (auto v : {OnNonfinite::kAbort, OnNonfinite::kSkip}) EXPECT_NE(to_string(v), "?");
   for (auto v : {OnDivergence::kWarn, OnDivergence::kAbort}) EXPECT_NE(to_string(v), "?");
+  for (auto v : {ProgressMode::kAuto, ProgressMode::kBar, ProgressMode::kLines})
+    EXPECT_NE(to_string(v), "?");
 }
 
 std::string error_of(const std::function<void()>& fn) {
@@ -217,6 +220,7 @@ TEST(Docs, JobSpecReferenceListsEveryWord) {
   expect_listed("distributed.compression", choice_names<Compression>());
   expect_listed("train.on_nonfinite", choice_names<OnNonfinite>());
   expect_listed("train.on_divergence", choice_names<OnDivergence>());
+  expect_listed("output.progress", choice_names<ProgressMode>());
   expect_listed("optimizer.lr_scaling", {"linear", "sqrt", "none"});
 }
 
