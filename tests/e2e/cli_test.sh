@@ -360,6 +360,20 @@ PY
   err_hyperparameter_type)
     echo '{"train.epochs": "ten"}' >"$WORK/hp.json"
     expect_error 2 "hp.json: key 'train.epochs': expected an integer, got 'ten'" validate --config "$SRC/configs/quickstart.yaml" --hyperparameters "$WORK/hp.json" ;;
+  err_hyperparameter_config)
+    # A `config` hyperparameter is the image entry point's to resolve; sdp-train says so.
+    echo '{"config": "\"lenet-mnist.yaml\"", "train.epochs": "1"}' >"$WORK/hp.json"
+    expect_error 2 "hp.json: key 'config' names a job spec file, which sdp-train takes only as --config FILE; .*sagemaker-entrypoint.sh" \
+      validate --hyperparameters "$WORK/hp.json" ;;
+  validate_hyperparameters_only)
+    # SageMaker hyperparameters alone (JSON strings, as the SDK sends them) describe a job.
+    echo '{"train.epochs": "2", "optimizer.name": "\"lamb\"", "model.hidden": "[32, 16]", "sagemaker_region": "\"eu-west-1\""}' >"$WORK/hp.json"
+    expect_ok 0 validate --hyperparameters "$WORK/hp.json"
+    grep -q '^# resolved job spec (defaults < - < .*hp.json < --set)' "$WORK/out" || fail "sources not named"
+    grep -q 'epochs: 2$' "$WORK/out" || fail "train.epochs not applied"
+    grep -q 'name: "\?lamb"\?$' "$WORK/out" || fail "optimizer.name not applied"
+    grep -qF 'hidden: [32, 16]' "$WORK/out" || fail "model.hidden not applied"
+    expect_error 0 "--config \(or --hyperparameters FILE for a job from hyperparameters alone\) is required" train ;;
   err_set_unknown_key)
     expect_error 2 "--set: unknown key 'optimizer.learning_rate'" validate --config "$SRC/configs/quickstart.yaml" --set optimizer.learning_rate=0.1 ;;
   err_ranks_per_node)
