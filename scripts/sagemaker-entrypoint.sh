@@ -37,6 +37,10 @@
 #                          next to this script's scripts/ directory)
 #   SDP_HOSTS_TIMEOUT_S, SDP_WORKER_TIMEOUT_S, SDP_PROBE_TIMEOUT_S (10), SDP_SIGKILL_TIMEOUT (30)
 set -euo pipefail
+# As a container's PID 1, bash ignores the signals it has no trap for: `docker stop` would
+# wait for its SIGKILL. The leader and the workers set their own below.
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 OPT_ML=${SDP_OPT_ML:-/opt/ml}
 RESOURCE_CONFIG=${SDP_RESOURCE_CONFIG:-$OPT_ML/input/config/resourceconfig.json}
