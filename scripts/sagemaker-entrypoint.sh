@@ -190,8 +190,9 @@ HOST_LIST=$(printf "%s:$PROCS_PER_HOST," "${HOSTS[@]}"); HOST_LIST=${HOST_LIST%,
 # ranks only after odls_base_sigkill_timeout seconds and SIGKILLs them as long again later
 # (default 1 s each): 30 s lets the ranks finish the step and write their checkpoint.
 cmd=(mpirun --allow-run-as-root -np "$TOTAL" -H "$HOST_LIST" --bind-to none
-     --mca odls_base_sigkill_timeout "$SIGKILL_TIMEOUT"
-     -x PATH -x LD_LIBRARY_PATH -x OMP_NUM_THREADS)
+     --mca odls_base_sigkill_timeout "$SIGKILL_TIMEOUT")
+# Only the variables set: mpirun warns of the others.
+for var in PATH LD_LIBRARY_PATH OMP_NUM_THREADS; do [ -z "${!var:-}" ] || cmd+=(-x "$var"); done
 [ -n "${SDP_RSH_AGENT:-}" ] && cmd+=(--mca plm_rsh_agent "$SDP_RSH_AGENT")
 if [ -n "$NETWORK_INTERFACE" ]; then
   cmd+=(--mca btl_tcp_if_include "$NETWORK_INTERFACE" --mca oob_tcp_if_include "$NETWORK_INTERFACE"
@@ -258,16 +259,31 @@ if [ "$CURRENT_HOST" = "$LEADER" ]; then
   fi
   reach_workers || fail 1 "$REACH_ERROR"
   log "all ${#HOSTS[@]} hosts reached; ${cmd[*]}"
-  # Not exec: the workers are told how the job ended. SIGTERM (spot reclaim, docker stop)
-  # goes to mpirun, which passes it on to every rank.
+  # Not exec: the workers are told how the job ended.
   "${cmd[@]}" &
   MPIRUN_PID=$!
-  trap 'kill -TERM $MPIRUN_PID 2>/dev/null || true' TERM INT
-  status=0
-  while :; do
-    wait $MPIRUN_PID && status=0 || status=$?
-    kill -0 $MPIRUN_PID 2>/dev/null || break  # wait returned for a signal, not the exit
+  # SIGTERM (spot reclaim, docker stop) goes to this host's ranks at once, as on the workers:
+  # they stop at the next step with a checkpoint and exit 0, and so does mpirun. Given to
+  # mpirun instead, it would pass it on only after SDP_SIGKILL_TIMEOUT and, with the daemons
+  # of the other hosts, take 4 times that to end (measured with 5 s: 20 s), past the
+  # 120 s SageMaker waits with the default 30. mpirun gets it when the ranks have not ended SDP_SIGKILL_TIMEOUT later,
+  # or at a second signal.
+  TERM_AT=0 MPIRUN_TERMED=0
+  term_mpirun() { [ $MPIRUN_TERMED = 1 ] || { MPIRUN_TERMED=1; kill -TERM $MPIRUN_PID 2>/dev/null || true; }; }
+  on_term() {
+    if [ $TERM_AT = 0 ]; then
+      TERM_AT=$(date +%s)
+      pkill -TERM -x -P $MPIRUN_PID sdp-train 2>/dev/null || term_mpirun
+    else
+      term_mpirun
+    fi
+  }
+  trap on_term TERM INT
+  while kill -0 $MPIRUN_PID 2>/dev/null; do
+    if [ $TERM_AT != 0 ] && [ $(( $(date +%s) - TERM_AT )) -ge "$SIGKILL_TIMEOUT" ]; then term_mpirun; fi
+    sleep 1 & wait $! || true
   done
+  wait $MPIRUN_PID && status=0 || status=$?
   tell_workers $status
   [ $status -eq 0 ] || fail $status "the job ended with exit status $status (mpirun; the ranks' errors are above)"
   exit 0
