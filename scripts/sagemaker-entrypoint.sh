@@ -188,9 +188,13 @@ HOST_LIST=$(printf "%s:$PROCS_PER_HOST," "${HOSTS[@]}"); HOST_LIST=${HOST_LIST%,
 
 # A spot reclaim gives 120 s after SIGTERM. Open MPI 4's mpirun passes SIGTERM on to the
 # ranks only after odls_base_sigkill_timeout seconds and SIGKILLs them as long again later
-# (default 1 s each): 30 s lets the ranks finish the step and write their checkpoint.
+# (default 1 s each): on one host, where mpirun is the entry point, 30 s lets the ranks
+# finish the step and write their checkpoint. mpirun also waits that long when a rank fails,
+# and over several hosts its daemons wait again: 4 x 30 s before a failed job ends. So there
+# the leader signals the ranks itself (below) and mpirun gets 3 s.
+MPIRUN_KILL_S=3
 cmd=(mpirun --allow-run-as-root -np "$TOTAL" -H "$HOST_LIST" --bind-to none
-     --mca odls_base_sigkill_timeout "$SIGKILL_TIMEOUT")
+     --mca odls_base_sigkill_timeout "$MPIRUN_KILL_S")
 # Only the variables set: mpirun warns of the others.
 for var in PATH LD_LIBRARY_PATH OMP_NUM_THREADS; do [ -z "${!var:-}" ] || cmd+=(-x "$var"); done
 [ -n "${SDP_RSH_AGENT:-}" ] && cmd+=(--mca plm_rsh_agent "$SDP_RSH_AGENT")
@@ -263,11 +267,9 @@ if [ "$CURRENT_HOST" = "$LEADER" ]; then
   "${cmd[@]}" &
   MPIRUN_PID=$!
   # SIGTERM (spot reclaim, docker stop) goes to this host's ranks at once, as on the workers:
-  # they stop at the next step with a checkpoint and exit 0, and so does mpirun. Given to
-  # mpirun instead, it would pass it on only after SDP_SIGKILL_TIMEOUT and, with the daemons
-  # of the other hosts, take 4 times that to end (measured with 5 s: 20 s), past the
-  # 120 s SageMaker waits with the default 30. mpirun gets it when the ranks have not ended SDP_SIGKILL_TIMEOUT later,
-  # or at a second signal.
+  # they stop at the next step with a checkpoint and exit 0, and so does mpirun. When they
+  # have not ended SDP_SIGKILL_TIMEOUT later, or at a second signal, mpirun gets it and ends
+  # the job its way (SIGTERM, SIGKILL): 4 x 3 s more at most, within SageMaker's 120 s.
   TERM_AT=0 MPIRUN_TERMED=0
   term_mpirun() { [ $MPIRUN_TERMED = 1 ] || { MPIRUN_TERMED=1; kill -TERM $MPIRUN_PID 2>/dev/null || true; }; }
   on_term() {

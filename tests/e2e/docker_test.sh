@@ -61,10 +61,10 @@ case "$CASE" in
   leader_fails_early)
     # A bad hyperparameter: the ranks stop with the binary's error (exit 2), and the worker
     # is told and ends with the same status instead of waiting for its bound.
-    job -n 2 --env SDP_SIGKILL_TIMEOUT=2 --env SDP_WORKER_TIMEOUT_S=300 \
+    job -n 2 --env SDP_WORKER_TIMEOUT_S=300 \
       --hyperparameters '{"config": "quickstart.yaml", "threads": "1", "train.epochs": "ten"}'
     [ $STATUS -eq 2 ] || fail "exit status $STATUS, expected 2"
-    [ $SECONDS_TAKEN -le 120 ] || fail "took ${SECONDS_TAKEN}s; the worker waited for its bound?"
+    [ $SECONDS_TAKEN -le 60 ] || fail "took ${SECONDS_TAKEN}s; mpirun or the worker waited for a bound?"
     grep -q "sdp-train: error: .*hyperparameters.json: key 'train.epochs': expected an integer, got 'ten'" "$WORK/out" || fail "no clear error"
     grep -q "algo-2 exited with status 2" "$WORK/out" || fail "the worker did not end with the job's status"
     grep -q '^\[algo-2\] sdp-train: error: the job ended with exit status 2 on the leader algo-1' "$WORK/out" || fail "the worker does not say why" ;;
