@@ -16,6 +16,10 @@ fail() { echo "FAIL [$CASE]: $*"; echo "--- output ---"; cat "$WORK/out" 2>/dev/
 docker info >/dev/null 2>&1 || skip "no Docker daemon answers (docker info)"
 docker image inspect "$IMAGE" >/dev/null 2>&1 ||
   skip "no image $IMAGE (build it: scripts/sagemaker-local.sh --build-only, or docker build -t $IMAGE --build-arg BASE_IMAGE=debian:bookworm .)"
+# An image built before the entry point last changed would test old code.
+docker run --rm --entrypoint cat "$IMAGE" /opt/sdp-train/scripts/sagemaker-entrypoint.sh 2>/dev/null |
+  cmp -s - "$SRC/scripts/sagemaker-entrypoint.sh" ||
+  skip "image $IMAGE holds another scripts/sagemaker-entrypoint.sh than this tree: rebuild it (scripts/sagemaker-local.sh --build-only)"
 need_mnist() {
   MNIST="${SDP_DATA_DIR:-$SRC/../shared/data}/mnist"
   [ -d "$MNIST" ] || skip "no MNIST at $MNIST (set SDP_DATA_DIR to a directory with mnist/)"
