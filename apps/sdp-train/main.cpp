@@ -68,7 +68,8 @@ void add_job_options(CLI::App& cmd, sdp::JobSources& sources) {
 // key has a default); with neither, the defaults are almost surely not what was meant.
 void require_job_spec(const sdp::JobSources& sources, const std::string& what) {
   if (sources.config_path.empty() && sources.hyperparameters_path.empty())
-    throw CLI::RequiredError(what + " (or --hyperparameters FILE for a job from hyperparameters alone)");
+    throw CLI::RequiredError(what +
+                             " (or --hyperparameters FILE for a job from hyperparameters alone)");
 }
 
 int run_validate(const sdp::JobSources& sources) {
@@ -205,7 +206,8 @@ int main(int argc, char** argv) {
       require_job_spec(top_sources, "--config (or a command: train, validate, evaluate, env)");
     if (train->parsed()) require_job_spec(train_sources, "--config");
     if (validate->parsed()) require_job_spec(validate_sources, "--config");
-    if (evaluate->parsed() && evaluate_sources.config_path.empty()) throw CLI::RequiredError("--config");
+    if (evaluate->parsed() && evaluate_sources.config_path.empty())
+      throw CLI::RequiredError("--config");
   } catch (const CLI::Success& e) {  // --help, --version
     if (pre_mpi_rank <= 0) app.exit(e);
     return 0;
