@@ -223,7 +223,9 @@ fi
 remote() { timeout "$PROBE_TIMEOUT_S" "${RSH[@]}" "$1" "$2" </dev/null; }
 
 # reach_workers: every worker resolves, accepts the agent, and learns it was contacted
-# (touches its contacted file). Returns 1 with REACH_ERROR set when one did not in time.
+# (touches its contacted file); REACHED lists those that did. Returns 1 with REACH_ERROR set
+# when one did not in time.
+REACHED=()
 reach_workers() {
   local deadline=$(( $(date +%s) + HOSTS_TIMEOUT_S )) h err
   for h in "${HOSTS[@]:1}"; do
@@ -241,14 +243,17 @@ reach_workers() {
       fi
       sleep 1
     done
+    REACHED+=("$h")
   done
 }
 
-# tell_workers STATUS: the job ended with STATUS; each worker exits with it.
+# tell_workers STATUS [HOST...]: the job ended with STATUS; each worker (default: all)
+# exits with it.
 tell_workers() {
-  local h
-  for h in "${HOSTS[@]:1}"; do
-    remote "$h" "mkdir -p '$RUN_DIR/$h' && echo $1 >'$RUN_DIR/$h/done.tmp' && mv '$RUN_DIR/$h/done.tmp' '$RUN_DIR/$h/done'" >/dev/null 2>&1 ||
+  local status=$1 h; shift
+  [ $# -gt 0 ] || set -- "${HOSTS[@]:1}"
+  for h in "$@"; do
+    remote "$h" "mkdir -p '$RUN_DIR/$h' && echo $status >'$RUN_DIR/$h/done.tmp' && mv '$RUN_DIR/$h/done.tmp' '$RUN_DIR/$h/done'" >/dev/null 2>&1 ||
       log "could not tell $h that the job ended (it exits on its own)"
   done
 }
@@ -258,10 +263,13 @@ if [ "$CURRENT_HOST" = "$LEADER" ]; then
   if [ -n "$EARLY_ERROR" ]; then
     echo "sdp-train: error: $EARLY_ERROR" >&2
     reach_workers || log "$REACH_ERROR"
-    tell_workers 2
+    [ ${#REACHED[@]} -eq 0 ] || tell_workers 2 "${REACHED[@]}"
     die "$EARLY_ERROR"
   fi
-  reach_workers || fail 1 "$REACH_ERROR"
+  if ! reach_workers; then
+    [ ${#REACHED[@]} -eq 0 ] || tell_workers 1 "${REACHED[@]}"
+    fail 1 "$REACH_ERROR"
+  fi
   log "all ${#HOSTS[@]} hosts reached; ${cmd[*]}"
   # Not exec: the workers are told how the job ended.
   "${cmd[@]}" &

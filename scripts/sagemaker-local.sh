@@ -21,6 +21,7 @@
 #     --absent HOST          list HOST in the resourceconfig but start no container for it
 #     --env NAME=VALUE       an extra variable for every container (repeatable), e.g.
 #                            SDP_HOSTS_TIMEOUT_S=20
+#     --host-env HOST:NAME=VALUE  a variable for HOST's container only (repeatable)
 #     --cpus N               CPU quota per container (docker --cpus)
 #     --stop-after S         `docker stop` every container S seconds after the start (SIGTERM,
 #                            then SIGKILL after --stop-grace, default 120: a spot reclaim)
@@ -33,7 +34,7 @@ cd "$(dirname "$0")/.."
 
 HOSTS_N=2 IMAGE=sdp-train:test BASE_IMAGE=debian:bookworm BUILD=0 HP='{}' OUT="" JOB=sdp-local-$$
 STOP_AFTER="" STOP_GRACE=120 TIMEOUT=3600 KEEP=0 CPUS=""
-CHANNELS=() ABSENT=() ENVS=() TRAIN_ARGS=()
+CHANNELS=() ABSENT=() ENVS=() HOST_ENVS=() TRAIN_ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) HOSTS_N=$2; shift 2 ;;
@@ -46,6 +47,7 @@ while [ $# -gt 0 ]; do
     --out) OUT=$2; shift 2 ;;
     --absent) ABSENT+=("$2"); shift 2 ;;
     --env) ENVS+=(-e "$2"); shift 2 ;;
+    --host-env) HOST_ENVS+=("$2"); shift 2 ;;
     --cpus) CPUS=$2; shift 2 ;;
     --stop-after) STOP_AFTER=$2; shift 2 ;;
     --stop-grace) STOP_GRACE=$2; shift 2 ;;
@@ -99,11 +101,13 @@ for h in "${HOSTS[@]}"; do
   is_absent "$h" && { say "$h: listed, not started (--absent)"; continue; }
   mounts=(-v "$dir/input/config:/opt/ml/input/config:ro" -v "$dir/model:/opt/ml/model"
           -v "$dir/checkpoints:/opt/ml/checkpoints" -v "$dir/output:/opt/ml/output")
+  host_envs=()
+  for e in "${HOST_ENVS[@]}"; do [ "${e%%:*}" != "$h" ] || host_envs+=(-e "${e#*:}"); done
   for c in "${CHANNELS[@]}"; do mounts+=(-v "$(readlink -f "${c#*=}"):/opt/ml/input/data/${c%%=*}:ro"); done
   docker run -d --name "$JOB-$h" --hostname "$h" --network "$JOB" --network-alias "$h" \
     ${CPUS:+--cpus "$CPUS"} --stop-timeout "$STOP_GRACE" \
     -e TRAINING_JOB_NAME="$JOB" -e TRAINING_JOB_ARN="arn:aws:sagemaker:local:000000000000:training-job/$JOB" \
-    "${ENVS[@]}" "${mounts[@]}" "$IMAGE" train "${TRAIN_ARGS[@]}" >/dev/null
+    "${ENVS[@]}" "${host_envs[@]}" "${mounts[@]}" "$IMAGE" train "${TRAIN_ARGS[@]}" >/dev/null
   STARTED+=("$JOB-$h")
   docker logs -f "$JOB-$h" 2>&1 | sed -u "s/^/[$h] /" &
   LOG_PIDS+=($!)

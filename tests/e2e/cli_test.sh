@@ -510,6 +510,26 @@ PY
     [ $STATUS -eq 1 ] || fail "exit status $STATUS, expected 1"
     grep -q "^sdp-train: error: host 'localhost' resolves but did not accept .*/agent within 2s (last attempt: ssh: connect to host localhost port 22: Connection refused)" "$WORK/out" ||
       fail "no clear error for a host that does not accept ssh" ;;
+  sagemaker_leader_gives_up_ends_workers)
+    # The leader gives up on one host: the workers it did reach end with its status at once.
+    # The "remote" shell runs here: the worker reached is localhost.
+    fake_opt_ml localhost algo-1 localhost sdp-no-such-host.invalid
+    printf '#!/bin/sh\nshift; exec sh -c "$*"\n' >"$WORK/agent"; chmod +x "$WORK/agent"
+    (cd "$WORK" && SDP_OPT_ML="$OPT_ML" SDP_RUN_DIR="$WORK/run" SDP_RSH_AGENT="$WORK/agent" SDP_WORKER_TIMEOUT_S=60 \
+       timeout $HANG_LIMIT bash "$SRC/scripts/sagemaker-entrypoint.sh" train >"$WORK/worker.out" 2>&1; echo $? >"$WORK/worker.status") &
+    worker=$!
+    sleep 1
+    cp -r "$OPT_ML" "$WORK/leader-opt-ml"
+    OPT_ML=$WORK/leader-opt-ml
+    sed -i 's/"current_host": "localhost"/"current_host": "algo-1"/' "$OPT_ML/input/config/resourceconfig.json"
+    start=$(date +%s)
+    SDP_RSH_AGENT="$WORK/agent" SDP_HOSTS_TIMEOUT_S=2 entrypoint
+    [ $STATUS -eq 1 ] || fail "leader: exit status $STATUS, expected 1"
+    grep -q "host 'sdp-no-such-host.invalid' .* did not resolve within 2s" "$WORK/out" || fail "leader: no clear error"
+    wait $worker
+    [ "$(cat "$WORK/worker.status")" = 1 ] || { cat "$WORK/worker.out"; fail "worker: exit status $(cat "$WORK/worker.status"), expected 1"; }
+    [ $(( $(date +%s) - start )) -le 15 ] || fail "the worker took $(( $(date +%s) - start ))s to end"
+    grep -q "^sdp-train: error: the job ended with exit status 1 on the leader algo-1" "$WORK/worker.out" || { cat "$WORK/worker.out"; fail "worker: no clear error"; } ;;
   sagemaker_leader_failure_ends_workers)
     # A leader that fails before the job starts (its config is nowhere) still tells the worker,
     # which exits with the job's status instead of waiting for its bound. The "remote" shell

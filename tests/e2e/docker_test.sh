@@ -62,6 +62,15 @@ case "$CASE" in
     grep -q "^\[algo-1\] sdp-train: error: host 'algo-2' from /opt/ml/input/config/resourceconfig.json did not resolve within 10s" "$WORK/out" ||
       fail "no clear error naming the host"
     grep -q "did not resolve" "$WORK/ml/algo-1/output/failure" || fail "no failure reason in /opt/ml/output/failure" ;;
+  worker_without_sshd)
+    # algo-2 runs and resolves but serves no ssh (told that another agent reaches it, it
+    # starts no sshd): the leader's error names it and ssh's own, within the bound.
+    job -n 2 --env SDP_HOSTS_TIMEOUT_S=10 --host-env algo-2:SDP_RSH_AGENT=false --host-env algo-2:SDP_WORKER_TIMEOUT_S=15 \
+      --hyperparameters '{"config": "quickstart.yaml"}'
+    [ $STATUS -eq 1 ] || fail "exit status $STATUS, expected 1"
+    [ $SECONDS_TAKEN -le 60 ] || fail "took ${SECONDS_TAKEN}s for a 10 s bound"
+    grep -q "^\[algo-1\] sdp-train: error: host 'algo-2' resolves but did not accept ssh within 10s (last attempt: .*algo-2.*)" "$WORK/out" ||
+      fail "no clear error naming the host" ;;
   leader_fails_early)
     # A bad hyperparameter: the ranks stop with the binary's error (exit 2), and the worker
     # is told and ends with the same status instead of waiting for its bound.
