@@ -50,9 +50,8 @@ void fail_this_rank(int exit_code, const std::string& message) {
 }
 
 // The options every job command takes.
-void add_job_options(CLI::App& cmd, sdp::JobSources& sources, bool config_required) {
-  auto* config = cmd.add_option("-c,--config", sources.config_path, "YAML job spec");
-  if (config_required) config->required();
+void add_job_options(CLI::App& cmd, sdp::JobSources& sources) {
+  cmd.add_option("-c,--config", sources.config_path, "YAML job spec");
   cmd.add_option("--resource-config", sources.resource_config_path,
                  std::string("SageMaker resourceconfig.json (default: ") + sdp::kDefaultResourceConfigPath +
                      " when it exists)");
@@ -63,6 +62,14 @@ void add_job_options(CLI::App& cmd, sdp::JobSources& sources, bool config_requir
       ->type_name("KEY=VALUE")
       ->take_all()
       ->allow_extra_args(false);
+}
+
+// A job is described by a YAML file, or, on SageMaker, by its hyperparameters alone (every
+// key has a default); with neither, the defaults are almost surely not what was meant.
+void require_job_spec(const sdp::JobSources& sources, const std::string& what) {
+  if (sources.config_path.empty() && sources.hyperparameters_path.empty())
+    throw CLI::RequiredError(what +
+                             " (or --hyperparameters FILE for a job from hyperparameters alone)");
 }
 
 int run_validate(const sdp::JobSources& sources) {
@@ -156,11 +163,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
 
   sdp::JobSources top_sources, train_sources, validate_sources, env_sources;
-  add_job_options(app, top_sources, /*config_required=*/false);
+  add_job_options(app, top_sources);
   auto* train = app.add_subcommand("train", "train the job (the default when no command is given)");
-  add_job_options(*train, train_sources, true);
+  add_job_options(*train, train_sources);
   auto* validate = app.add_subcommand("validate", "print the fully resolved job and the plan, then exit");
-  add_job_options(*validate, validate_sources, true);
+  add_job_options(*validate, validate_sources);
   auto* bench = app.add_subcommand("bench", "micro-benchmarks (see scripts/bench-*.sh for full comparisons)");
   bench->require_subcommand(1);
   int gemm_size = 2048, gemm_threads = 0;
@@ -172,7 +179,7 @@ int main(int argc, char** argv) {
   std::string algorithms_csv, compression = "none";
   auto* bench_allreduce = bench->add_subcommand(
       "allreduce", "AllReduce busbw of every algorithm next to MPI_Allreduce (nccl-tests table; run under mpirun)");
-  add_job_options(*bench_allreduce, bench_sources, false);
+  add_job_options(*bench_allreduce, bench_sources);
   bench_allreduce->add_option("--min-bytes", allreduce_options.min_bytes, "smallest message")->check(CLI::PositiveNumber);
   bench_allreduce->add_option("--max-bytes", allreduce_options.max_bytes, "largest message")->check(CLI::PositiveNumber);
   bench_allreduce->add_option("--factor", allreduce_options.factor, "size step between rows")->check(CLI::Range(2, 1024));
@@ -187,16 +194,20 @@ int main(int argc, char** argv) {
   std::string evaluate_model;
   auto* evaluate = app.add_subcommand(
       "evaluate", "test loss and accuracy of a saved model (final model or checkpoint) on the job's test data");
-  add_job_options(*evaluate, evaluate_sources, true);
+  add_job_options(*evaluate, evaluate_sources);
   evaluate->add_option("--model", evaluate_model, "model.safetensors or a checkpoint file")->required();
   auto* env = app.add_subcommand("env", "print ranks, topology, devices and the SageMaker cluster as JSON");
-  add_job_options(*env, env_sources, false);
+  add_job_options(*env, env_sources);
 
   const int pre_mpi_rank = sdp::launcher_rank();
   try {
     app.parse(argc, argv);
-    if (app.get_subcommands().empty() && top_sources.config_path.empty())
-      throw CLI::RequiredError("--config (or a command: train, validate, evaluate, env)");
+    if (app.get_subcommands().empty())
+      require_job_spec(top_sources, "--config (or a command: train, validate, evaluate, env)");
+    if (train->parsed()) require_job_spec(train_sources, "--config");
+    if (validate->parsed()) require_job_spec(validate_sources, "--config");
+    if (evaluate->parsed() && evaluate_sources.config_path.empty())
+      throw CLI::RequiredError("--config");
   } catch (const CLI::Success& e) {  // --help, --version
     if (pre_mpi_rank <= 0) app.exit(e);
     return 0;

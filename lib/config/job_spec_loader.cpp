@@ -154,6 +154,12 @@ void JobSpecLoader::apply_hyperparameters_file(const std::string& path) {
     for (auto it = obj.begin(); it != obj.end(); ++it) {
       const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
       if (prefix.empty() && key.rfind("sagemaker_", 0) == 0) continue;
+      // The image's entry point turns {"config": "job.yaml"} into --config and drops it.
+      if (prefix.empty() && key == "config")
+        throw InputError(path +
+                         ": key 'config' names a job spec file, which sdp-train takes only as "
+                         "--config FILE; the SageMaker image's `train` entry point "
+                         "(scripts/sagemaker-entrypoint.sh) resolves it");
       if (it->is_object()) {
         visit(*it, key);
         continue;

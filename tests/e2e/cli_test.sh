@@ -104,6 +104,27 @@ SHORT_TRAIN=(--config "$SRC/configs/quickstart.yaml" --set threads=1 --set train
              --set data.synthetic.train_samples=4096 --set train.log_every=8
              --set output.model_dir="$WORK/model" --set checkpoint.dir="$WORK/ckpt" --set output.metrics="$WORK/m.jsonl")
 
+# SageMaker's /opt/ml as a bring-your-own-container image gets it, under $WORK/opt/ml:
+# fake_opt_ml CURRENT_HOST HOST... writes input/config/resourceconfig.json and an empty
+# hyperparameters.json. The entry point runs on it with SDP_OPT_ML/SDP_RUN_DIR pointing here.
+fake_opt_ml() {
+  local current=$1; shift
+  OPT_ML=$WORK/opt/ml
+  mkdir -p "$OPT_ML/input/config" "$OPT_ML/input/data" "$OPT_ML/output"
+  python3 -c 'import json, sys; print(json.dumps({"current_host": sys.argv[1], "hosts": sys.argv[2:], "network_interface_name": "eth0"}))' \
+    "$current" "$@" >"$OPT_ML/input/config/resourceconfig.json"
+  echo '{}' >"$OPT_ML/input/config/hyperparameters.json"
+}
+# entrypoint ARGS...: the entry point (`train`) on the fake /opt/ml, output in $WORK/out,
+# status in $STATUS; SDP_* variables of the caller pass through.
+entrypoint() {
+  (cd "$WORK" && SDP_OPT_ML="$OPT_ML" SDP_RUN_DIR="$WORK/run" SDP_TRAIN="$BIN" \
+     timeout $HANG_LIMIT bash "$SRC/scripts/sagemaker-entrypoint.sh" train "$@") >"$WORK/out" 2>&1
+  STATUS=$?
+  [ $STATUS -eq 124 ] && fail "the entry point hung: no exit within ${HANG_LIMIT}s"
+  return 0
+}
+
 
 # Checkpoint cases: a short constant-LR quickstart job (the cosine schedule depends on the
 # total step count, which the stop-and-resume runs change), one loss line per step.
@@ -492,6 +513,20 @@ PY
   err_hyperparameter_type)
     echo '{"train.epochs": "ten"}' >"$WORK/hp.json"
     expect_error 2 "hp.json: key 'train.epochs': expected an integer, got 'ten'" validate --config "$SRC/configs/quickstart.yaml" --hyperparameters "$WORK/hp.json" ;;
+  err_hyperparameter_config)
+    # A `config` hyperparameter is the image entry point's to resolve; sdp-train says so.
+    echo '{"config": "\"lenet-mnist.yaml\"", "train.epochs": "1"}' >"$WORK/hp.json"
+    expect_error 2 "hp.json: key 'config' names a job spec file, which sdp-train takes only as --config FILE; .*sagemaker-entrypoint.sh" \
+      validate --hyperparameters "$WORK/hp.json" ;;
+  validate_hyperparameters_only)
+    # SageMaker hyperparameters alone (JSON strings, as the SDK sends them) describe a job.
+    echo '{"train.epochs": "2", "optimizer.name": "\"lamb\"", "model.hidden": "[32, 16]", "sagemaker_region": "\"eu-west-1\""}' >"$WORK/hp.json"
+    expect_ok 0 validate --hyperparameters "$WORK/hp.json"
+    grep -q '^# resolved job spec (defaults < - < .*hp.json < --set)' "$WORK/out" || fail "sources not named"
+    grep -q 'epochs: 2$' "$WORK/out" || fail "train.epochs not applied"
+    grep -q 'name: "\?lamb"\?$' "$WORK/out" || fail "optimizer.name not applied"
+    grep -qF 'hidden: [32, 16]' "$WORK/out" || fail "model.hidden not applied"
+    expect_error 0 "--config \(or --hyperparameters FILE for a job from hyperparameters alone\) is required" train ;;
   err_set_unknown_key)
     expect_error 2 "--set: unknown key 'optimizer.learning_rate'" validate --config "$SRC/configs/quickstart.yaml" --set optimizer.learning_rate=0.1 ;;
   err_ranks_per_node)
@@ -514,6 +549,141 @@ PY
     SDP_DRY_RUN=1 SDP_RESOURCE_CONFIG="$WORK/bad.json" bash "$SRC/scripts/sagemaker-entrypoint.sh" >"$WORK/out" 2>&1
     [ $? -eq 2 ] || fail "bad resourceconfig did not exit 2"
     grep -q "current_host 'algo-7' is not in hosts" "$WORK/out" || fail "no clear error" ;;
+  sagemaker_entrypoint_env)
+    # A bring-your-own-container image gets no SM_* variable: the entry point derives them
+    # from /opt/ml (channels from input/data and inputdataconfig.json).
+    fake_opt_ml algo-1 algo-1 algo-2
+    mkdir -p "$OPT_ML/input/data/training" "$OPT_ML/input/data/test-set"
+    echo '{"training": {}, "test-set": {}, "stream": {"TrainingInputMode": "Pipe"}}' >"$OPT_ML/input/config/inputdataconfig.json"
+    echo '{"train.epochs": "3", "sagemaker_job_name": "\"x\""}' >"$OPT_ML/input/config/hyperparameters.json"
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+    SDP_DRY_RUN=1 entrypoint
+    [ $STATUS -eq 0 ] || fail "exit status $STATUS"
+    for v in "SM_CHANNEL_TRAINING=$OPT_ML/input/data/training" "SM_CHANNEL_TEST_SET=$OPT_ML/input/data/test-set" \
+             "SM_CHANNEL_STREAM=$OPT_ML/input/data/stream" "SM_MODEL_DIR=$OPT_ML/model" \
+             "SM_CHECKPOINT_DIR=$OPT_ML/checkpoints" "SM_OUTPUT_DATA_DIR=$OPT_ML/output/data" "SM_NUM_GPUS=${gpus:-0}"; do
+      grep -qxF "$v" "$WORK/out" || fail "not derived: $v"
+    done
+    grep -q -- "-x SM_CHANNEL_TRAINING .*-x SM_MODEL_DIR" "$WORK/out" || fail "SM_* not passed to the ranks"
+    grep -q -- "sdp-train --hyperparameters $WORK/run/hyperparameters.json --resource-config $OPT_ML/input/config/resourceconfig.json$" "$WORK/out" ||
+      fail "wrong sdp-train command"
+    python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1])) != {"train.epochs": "3", "sagemaker_job_name": "\"x\""})' \
+      "$WORK/run/hyperparameters.json" || fail "hyperparameters not passed on as they were"
+    # What the job sets itself wins.
+    SM_MODEL_DIR=/elsewhere SM_NUM_GPUS=4 SDP_DRY_RUN=1 entrypoint
+    grep -qxF "SM_MODEL_DIR=/elsewhere" "$WORK/out" || fail "SM_MODEL_DIR overridden"
+    grep -q -- "-np 8 -H algo-1:4,algo-2:4" "$WORK/out" || fail "SM_NUM_GPUS not followed" ;;
+  sagemaker_entrypoint_config_hyperparameter)
+    # `train` without --config: the hyperparameter `config` names the job spec, looked up in
+    # the channels, then the image's configs/; it is not passed on to sdp-train.
+    fake_opt_ml algo-1 algo-1
+    mkdir -p "$OPT_ML/input/data/code" "$OPT_ML/input/data/training"
+    echo 'name: from-channel' >"$OPT_ML/input/data/code/job.yaml"
+    echo '{"config": "\"job.yaml\"", "train.epochs": "1"}' >"$OPT_ML/input/config/hyperparameters.json"
+    SDP_DRY_RUN=1 entrypoint
+    [ $STATUS -eq 0 ] || fail "exit status $STATUS"
+    grep -q -- "--config $OPT_ML/input/data/code/job.yaml$" "$WORK/out" || fail "config not found in the channel"
+    python3 -c 'import json, sys; sys.exit(json.load(open(sys.argv[1])) != {"train.epochs": "1"})' "$WORK/run/hyperparameters.json" ||
+      fail "config still in the hyperparameters sdp-train reads"
+    echo '{"config": "quickstart.yaml"}' >"$OPT_ML/input/config/hyperparameters.json"
+    SDP_DRY_RUN=1 entrypoint
+    grep -q -- "--config $(readlink -f "$SRC/configs")/quickstart.yaml$" "$WORK/out" || fail "config not found in the image's configs/"
+    SDP_DRY_RUN=1 entrypoint --config /my/job.yaml
+    grep -q "hyperparameter config=quickstart.yaml ignored: --config was given" "$WORK/out" || fail "no word that --config wins"
+    grep -q -- "--resource-config [^ ]* --config /my/job.yaml$" "$WORK/out" || fail "--config did not win"
+    echo '{"config": "\"nope.yaml\""}' >"$OPT_ML/input/config/hyperparameters.json"
+    SDP_DRY_RUN=1 entrypoint
+    [ $STATUS -eq 2 ] || fail "exit status $STATUS for a config found nowhere, expected 2"
+    grep -q "^sdp-train: error: .*hyperparameters.json: key 'config': 'nope.yaml' is in none of the channels or the image's configs (looked in $OPT_ML/input/data/code, $OPT_ML/input/data/training, .*/configs)" "$WORK/out" ||
+      fail "no clear error"
+    grep -q "key 'config': 'nope.yaml'" "$OPT_ML/output/failure" || fail "no failure reason for SageMaker in output/failure" ;;
+  sagemaker_entrypoint_train)
+    # One host, as SageMaker runs it: the config named by a hyperparameter, values as JSON
+    # strings; the model lands in /opt/ml/model, the checkpoint in /opt/ml/checkpoints.
+    fake_opt_ml algo-1 algo-1
+    echo '{"config": "\"quickstart.yaml\"", "threads": "1", "train.epochs": "1", "train.max_steps": "6",
+           "train.log_every": "2", "output.metrics": "\"\"", "sagemaker_program": "\"unused\""}' >"$OPT_ML/input/config/hyperparameters.json"
+    entrypoint
+    [ $STATUS -eq 0 ] || fail "exit status $STATUS"
+    grep -q "^\[step 6\]" "$WORK/out" || fail "did not train 6 steps"
+    [ -s "$OPT_ML/model/model.safetensors" ] || fail "no model in SageMaker's model dir"
+    ls "$OPT_ML/checkpoints"/ckpt-000000006.safetensors >/dev/null || fail "no checkpoint in SageMaker's checkpoint dir"
+    # Hyperparameters alone: the defaults (an MLP on synthetic data) and the overrides.
+    rm -rf "$OPT_ML/model" "$OPT_ML/checkpoints"
+    echo '{"threads": "1", "train.max_steps": "3", "data.synthetic.train_samples": "512", "output.metrics": ""}' >"$OPT_ML/input/config/hyperparameters.json"
+    entrypoint
+    [ $STATUS -eq 0 ] || fail "hyperparameters-only job: exit status $STATUS"
+    grep -q "plan for job 'job'" "$WORK/out" || fail "not the default job"
+    [ -s "$OPT_ML/model/model.safetensors" ] || fail "hyperparameters-only job: no model in SageMaker's model dir"
+    # A bad value: the binary's error, exit 2. (A failed job ends 2 x SDP_SIGKILL_TIMEOUT
+    # later: Open MPI's mpirun waits that long to kill the ranks left.)
+    echo '{"config": "quickstart.yaml", "train.epochs": "ten"}' >"$OPT_ML/input/config/hyperparameters.json"
+    SDP_SIGKILL_TIMEOUT=1 entrypoint
+    [ $STATUS -eq 2 ] || fail "bad hyperparameter: exit status $STATUS, expected 2"
+    grep -q "^sdp-train: error: .*hyperparameters.json: key 'train.epochs': expected an integer, got 'ten'" "$WORK/out" || fail "no clear error" ;;
+  sagemaker_worker_never_contacted)
+    # A worker whose leader never comes: an error within its bound, never a hang.
+    fake_opt_ml algo-2 algo-1 algo-2
+    start=$(date +%s)
+    SDP_RSH_AGENT=false SDP_WORKER_TIMEOUT_S=2 entrypoint
+    [ $STATUS -eq 1 ] || fail "exit status $STATUS, expected 1"
+    [ $(( $(date +%s) - start )) -le 10 ] || fail "took $(( $(date +%s) - start ))s for a 2 s bound"
+    grep -q "^sdp-train: error: worker algo-2: the leader algo-1 did not contact this host within 2s" "$WORK/out" || fail "no clear error" ;;
+  sagemaker_leader_waits_for_hosts)
+    # The leader waits, bounded, for every host to resolve and to accept the remote shell,
+    # and names the one that did not.
+    fake_opt_ml algo-1 algo-1 sdp-no-such-host.invalid
+    SDP_HOSTS_TIMEOUT_S=2 entrypoint
+    [ $STATUS -eq 1 ] || fail "exit status $STATUS, expected 1"
+    grep -q "^sdp-train: error: host 'sdp-no-such-host.invalid' from .*resourceconfig.json did not resolve within 2s" "$WORK/out" || fail "no clear error for a name that never resolves"
+    printf '#!/bin/sh\necho "ssh: connect to host $1 port 22: Connection refused" >&2\nexit 255\n' >"$WORK/agent"; chmod +x "$WORK/agent"
+    fake_opt_ml algo-1 algo-1 localhost
+    SDP_RSH_AGENT="$WORK/agent" SDP_HOSTS_TIMEOUT_S=2 entrypoint
+    [ $STATUS -eq 1 ] || fail "exit status $STATUS, expected 1"
+    grep -q "^sdp-train: error: host 'localhost' resolves but did not accept .*/agent within 2s (last attempt: ssh: connect to host localhost port 22: Connection refused)" "$WORK/out" ||
+      fail "no clear error for a host that does not accept ssh" ;;
+  sagemaker_leader_gives_up_ends_workers)
+    # The leader gives up on one host: the workers it did reach end with its status at once.
+    # The "remote" shell runs here: the worker reached is localhost.
+    fake_opt_ml localhost algo-1 localhost sdp-no-such-host.invalid
+    printf '#!/bin/sh\nshift; exec sh -c "$*"\n' >"$WORK/agent"; chmod +x "$WORK/agent"
+    (cd "$WORK" && SDP_OPT_ML="$OPT_ML" SDP_RUN_DIR="$WORK/run" SDP_RSH_AGENT="$WORK/agent" SDP_WORKER_TIMEOUT_S=60 \
+       timeout $HANG_LIMIT bash "$SRC/scripts/sagemaker-entrypoint.sh" train >"$WORK/worker.out" 2>&1; echo $? >"$WORK/worker.status") &
+    worker=$!
+    sleep 1
+    cp -r "$OPT_ML" "$WORK/leader-opt-ml"
+    OPT_ML=$WORK/leader-opt-ml
+    sed -i 's/"current_host": "localhost"/"current_host": "algo-1"/' "$OPT_ML/input/config/resourceconfig.json"
+    start=$(date +%s)
+    SDP_RSH_AGENT="$WORK/agent" SDP_HOSTS_TIMEOUT_S=2 entrypoint
+    [ $STATUS -eq 1 ] || fail "leader: exit status $STATUS, expected 1"
+    grep -q "host 'sdp-no-such-host.invalid' .* did not resolve within 2s" "$WORK/out" || fail "leader: no clear error"
+    wait $worker
+    [ "$(cat "$WORK/worker.status")" = 1 ] || { cat "$WORK/worker.out"; fail "worker: exit status $(cat "$WORK/worker.status"), expected 1"; }
+    [ $(( $(date +%s) - start )) -le 15 ] || fail "the worker took $(( $(date +%s) - start ))s to end"
+    grep -q "^sdp-train: error: the job ended with exit status 1 on the leader algo-1" "$WORK/worker.out" || { cat "$WORK/worker.out"; fail "worker: no clear error"; } ;;
+  sagemaker_leader_failure_ends_workers)
+    # A leader that fails before the job starts (its config is nowhere) still tells the worker,
+    # which exits with the job's status instead of waiting for its bound. The "remote" shell
+    # runs here: the worker is localhost.
+    fake_opt_ml localhost algo-1 localhost
+    echo '{"config": "nope.yaml"}' >"$OPT_ML/input/config/hyperparameters.json"
+    printf '#!/bin/sh\nshift; exec sh -c "$*"\n' >"$WORK/agent"; chmod +x "$WORK/agent"
+    (cd "$WORK" && SDP_OPT_ML="$OPT_ML" SDP_RUN_DIR="$WORK/run" SDP_RSH_AGENT="$WORK/agent" SDP_WORKER_TIMEOUT_S=60 \
+       timeout $HANG_LIMIT bash "$SRC/scripts/sagemaker-entrypoint.sh" train >"$WORK/worker.out" 2>&1; echo $? >"$WORK/worker.status") &
+    worker=$!
+    sleep 1
+    cp -r "$OPT_ML" "$WORK/leader-opt-ml"
+    OPT_ML=$WORK/leader-opt-ml
+    sed -i 's/"current_host": "localhost"/"current_host": "algo-1"/' "$OPT_ML/input/config/resourceconfig.json"
+    start=$(date +%s)
+    SDP_RSH_AGENT="$WORK/agent" SDP_HOSTS_TIMEOUT_S=20 entrypoint
+    [ $STATUS -eq 2 ] || fail "leader: exit status $STATUS, expected 2"
+    grep -q "key 'config': 'nope.yaml' is in none" "$WORK/out" || fail "leader: no clear error"
+    wait $worker
+    [ "$(cat "$WORK/worker.status")" = 2 ] || { cat "$WORK/worker.out"; fail "worker: exit status $(cat "$WORK/worker.status"), expected 2"; }
+    [ $(( $(date +%s) - start )) -le 15 ] || fail "the worker took $(( $(date +%s) - start ))s to end"
+    grep -q "^sdp-train: error: the job ended with exit status 2 on the leader algo-1" "$WORK/worker.out" || { cat "$WORK/worker.out"; fail "worker: no clear error"; } ;;
   dp_matches_single_rank)
     # 2 ranks x batch 32 follow the same loss curve as 1 rank x batch 64 on the same data
     # order (MLP: no BatchNorm, no dropout; unscaled constant LR), up to float rounding.

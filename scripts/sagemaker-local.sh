@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Runs the SageMaker image as SageMaker runs a training job, on this machine's Docker:
+# N containers algo-1..algo-N on one network, each given only what SageMaker gives a
+# bring-your-own-container image (its resourceconfig.json, hyperparameters.json,
+# inputdataconfig.json, the channels under /opt/ml/input/data/<name>, /opt/ml/model,
+# /opt/ml/checkpoints, /opt/ml/output, TRAINING_JOB_NAME/ARN), started as `docker run IMAGE
+# train`. Prints every container's log prefixed with its host, and exits with the job's
+# exit status (the leader's, algo-1's).
+#
+#   scripts/sagemaker-local.sh [options]
+#     -n N                   hosts (default 2)
+#     --image IMAGE          the image (default sdp-train:test); built from this tree when
+#                            absent, or always with --build
+#     --base-image IMAGE     BASE_IMAGE to build on (default debian:bookworm; the CUDA image
+#                            is the Dockerfile's default)
+#     --build-only           build the image, run nothing
+#     --hyperparameters JSON hyperparameters.json, e.g. '{"config": "lenet-mnist.yaml"}' (default {})
+#     --channel NAME=DIR     mount DIR at /opt/ml/input/data/NAME, read-only (repeatable)
+#     --out DIR              each host's /opt/ml (config, model, checkpoints, output) goes to
+#                            DIR/algo-<i> (default: a new temporary directory, printed)
+#     --absent HOST          list HOST in the resourceconfig but start no container for it
+#     --env NAME=VALUE       an extra variable for every container (repeatable), e.g.
+#                            SDP_HOSTS_TIMEOUT_S=20
+#     --host-env HOST:NAME=VALUE  a variable for HOST's container only (repeatable)
+#     --cpus N               CPU quota per container (docker --cpus)
+#     --stop-after S         `docker stop` every container S seconds after the start (SIGTERM,
+#                            then SIGKILL after --stop-grace, default 120: a spot reclaim)
+#     --timeout S            stop everything after S seconds and exit 124 (default 3600)
+#     --job NAME             job name: containers NAME-algo-<i>, network NAME (default sdp-local-$$)
+#     --keep                 keep the containers and the network
+#     -- ARGS                appended to `train` (the entry point's sdp-train arguments)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+HOSTS_N=2 IMAGE=sdp-train:test BASE_IMAGE=debian:bookworm BUILD=0 HP='{}' OUT="" JOB=sdp-local-$$
+STOP_AFTER="" STOP_GRACE=120 TIMEOUT=3600 KEEP=0 CPUS=""
+CHANNELS=() ABSENT=() ENVS=() HOST_ENVS=() TRAIN_ARGS=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -n) HOSTS_N=$2; shift 2 ;;
+    --image) IMAGE=$2; shift 2 ;;
+    --base-image) BASE_IMAGE=$2; shift 2 ;;
+    --build) BUILD=1; shift ;;
+    --build-only) BUILD=2; shift ;;
+    --hyperparameters) HP=$2; shift 2 ;;
+    --channel) CHANNELS+=("$2"); shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --absent) ABSENT+=("$2"); shift 2 ;;
+    --env) ENVS+=(-e "$2"); shift 2 ;;
+    --host-env) HOST_ENVS+=("$2"); shift 2 ;;
+    --cpus) CPUS=$2; shift 2 ;;
+    --stop-after) STOP_AFTER=$2; shift 2 ;;
+    --stop-grace) STOP_GRACE=$2; shift 2 ;;
+    --timeout) TIMEOUT=$2; shift 2 ;;
+    --job) JOB=$2; shift 2 ;;
+    --keep) KEEP=1; shift ;;
+    --) shift; TRAIN_ARGS=("$@"); break ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "sagemaker-local: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+say() { echo "sagemaker-local: $*" >&2; }
+
+docker info >/dev/null 2>&1 || { say "no Docker daemon answers (docker info)"; exit 2; }
+if [ $BUILD != 0 ] || ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
+  say "building $IMAGE on $BASE_IMAGE"
+  docker build -t "$IMAGE" --build-arg BASE_IMAGE="$BASE_IMAGE" .
+fi
+[ $BUILD != 2 ] || exit 0
+python3 -c "import json, sys; json.loads(sys.argv[1])" "$HP" || { say "--hyperparameters is not JSON: $HP"; exit 2; }
+
+[ -n "$OUT" ] || OUT=$(mktemp -d /tmp/sagemaker-local.XXXXXX)
+mkdir -p "$OUT"; OUT=$(readlink -f "$OUT")
+HOSTS=()
+for i in $(seq 1 "$HOSTS_N"); do HOSTS+=("algo-$i"); done
+hosts_json=$(printf '"%s",' "${HOSTS[@]}"); hosts_json="[${hosts_json%,}]"
+channels_json=$(for c in "${CHANNELS[@]}"; do printf '"%s": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"},' "${c%%=*}"; done)
+channels_json="{${channels_json%,}}"
+
+STARTED=()
+cleanup() {
+  [ ${#LOG_PIDS[@]} -eq 0 ] || kill "${LOG_PIDS[@]}" 2>/dev/null || true
+  if [ $KEEP = 0 ]; then
+    [ ${#STARTED[@]} -eq 0 ] || docker rm -f "${STARTED[@]}" >/dev/null 2>&1 || true
+    docker network rm "$JOB" >/dev/null 2>&1 || true
+  fi
+}
+LOG_PIDS=()
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+docker network create "$JOB" >/dev/null
+
+is_absent() { local a; for a in "${ABSENT[@]}"; do [ "$a" = "$1" ] && return 0; done; return 1; }
+for h in "${HOSTS[@]}"; do
+  dir=$OUT/$h
+  mkdir -p "$dir/input/config" "$dir/model" "$dir/checkpoints" "$dir/output/data"
+  printf '{"current_host": "%s", "hosts": %s, "network_interface_name": "eth0", "current_instance_type": "local", "current_group_name": "homogeneousCluster", "instance_groups": [{"instance_group_name": "homogeneousCluster", "instance_type": "local", "hosts": %s}]}\n' \
+    "$h" "$hosts_json" "$hosts_json" >"$dir/input/config/resourceconfig.json"
+  printf '%s\n' "$HP" >"$dir/input/config/hyperparameters.json"
+  printf '%s\n' "$channels_json" >"$dir/input/config/inputdataconfig.json"
+  is_absent "$h" && { say "$h: listed, not started (--absent)"; continue; }
+  mounts=(-v "$dir/input/config:/opt/ml/input/config:ro" -v "$dir/model:/opt/ml/model"
+          -v "$dir/checkpoints:/opt/ml/checkpoints" -v "$dir/output:/opt/ml/output")
+  host_envs=()
+  for e in "${HOST_ENVS[@]}"; do [ "${e%%:*}" != "$h" ] || host_envs+=(-e "${e#*:}"); done
+  for c in "${CHANNELS[@]}"; do mounts+=(-v "$(readlink -f "${c#*=}"):/opt/ml/input/data/${c%%=*}:ro"); done
+  docker run -d --name "$JOB-$h" --hostname "$h" --network "$JOB" --network-alias "$h" \
+    ${CPUS:+--cpus "$CPUS"} --stop-timeout "$STOP_GRACE" \
+    -e TRAINING_JOB_NAME="$JOB" -e TRAINING_JOB_ARN="arn:aws:sagemaker:local:000000000000:training-job/$JOB" \
+    "${ENVS[@]}" "${host_envs[@]}" "${mounts[@]}" "$IMAGE" train "${TRAIN_ARGS[@]}" >/dev/null
+  STARTED+=("$JOB-$h")
+  docker logs -f "$JOB-$h" 2>&1 | sed -u "s/^/[$h] /" &
+  LOG_PIDS+=($!)
+done
+say "job $JOB: ${#STARTED[@]} of ${#HOSTS[@]} host(s) started, /opt/ml of each in $OUT/<host>"
+
+start=$(date +%s) stopped=0
+while :; do
+  running=$(docker ps -q --filter "network=$JOB" | wc -l)
+  [ "$running" -gt 0 ] || break
+  elapsed=$(( $(date +%s) - start ))
+  if [ -n "$STOP_AFTER" ] && [ $stopped = 0 ] && [ $elapsed -ge "$STOP_AFTER" ]; then
+    say "docker stop (SIGTERM, SIGKILL after ${STOP_GRACE}s) of every container, as a spot reclaim"
+    docker stop -t "$STOP_GRACE" "${STARTED[@]}" >/dev/null &
+    stopped=1
+  fi
+  if [ $elapsed -ge "$TIMEOUT" ]; then
+    say "timed out after ${TIMEOUT}s; stopping"
+    docker stop -t 5 "${STARTED[@]}" >/dev/null
+    exit 124
+  fi
+  sleep 1
+done
+wait "${LOG_PIDS[@]}" 2>/dev/null || true
+LOG_PIDS=()
+status=""
+for c in "${STARTED[@]}"; do
+  s=$(docker inspect -f '{{.State.ExitCode}}' "$c")
+  say "${c#"$JOB-"} exited with status $s"
+  [ "$c" = "$JOB-${HOSTS[0]}" ] && status=$s
+done
+[ -n "$status" ] || { say "the leader ${HOSTS[0]} was not started"; exit 1; }
+say "job $JOB: exit status $status (the leader's) after $(( $(date +%s) - start ))s; model: $OUT/${HOSTS[0]}/model"
+exit "$status"

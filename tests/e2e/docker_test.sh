@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Container tests of the SageMaker image: `docker_test.sh SOURCE_DIR CASE`. Each case runs a
+# job through scripts/sagemaker-local.sh (containers algo-1..algo-N on one Docker network,
+# started as SageMaker starts them: `docker run IMAGE train`, nothing but /opt/ml given).
+# Skipped (exit 77) without a Docker daemon, without the image ($SDP_IMAGE, default
+# sdp-train:test; build it with `scripts/sagemaker-local.sh --build-only`), or without MNIST.
+set -u
+SRC=$1
+CASE=$2
+IMAGE=${SDP_IMAGE:-sdp-train:test}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+skip() { echo "SKIP [$CASE]: $*"; exit 77; }
+fail() { echo "FAIL [$CASE]: $*"; echo "--- output ---"; cat "$WORK/out" 2>/dev/null; exit 1; }
+docker info >/dev/null 2>&1 || skip "no Docker daemon answers (docker info)"
+docker image inspect "$IMAGE" >/dev/null 2>&1 ||
+  skip "no image $IMAGE (build it: scripts/sagemaker-local.sh --build-only, or docker build -t $IMAGE --build-arg BASE_IMAGE=debian:bookworm .)"
+# An image built before the entry point last changed would test old code.
+docker run --rm --entrypoint cat "$IMAGE" /opt/sdp-train/scripts/sagemaker-entrypoint.sh 2>/dev/null |
+  cmp -s - "$SRC/scripts/sagemaker-entrypoint.sh" ||
+  skip "image $IMAGE holds another scripts/sagemaker-entrypoint.sh than this tree: rebuild it (scripts/sagemaker-local.sh --build-only)"
+need_mnist() {
+  MNIST="${SDP_DATA_DIR:-$SRC/../shared/data}/mnist"
+  [ -d "$MNIST" ] || skip "no MNIST at $MNIST (set SDP_DATA_DIR to a directory with mnist/)"
+}
+
+# job ARGS...: scripts/sagemaker-local.sh with the job's /opt/ml trees in $WORK/ml, output
+# in $WORK/out, exit status in $STATUS, seconds in $SECONDS_TAKEN.
+job() {
+  local start
+  start=$(date +%s)
+  bash "$SRC/scripts/sagemaker-local.sh" --image "$IMAGE" --out "$WORK/ml" --job "sdp-test-$$-$CASE" "$@" >"$WORK/out" 2>&1
+  STATUS=$?
+  SECONDS_TAKEN=$(( $(date +%s) - start ))
+  echo "[$CASE] job $* -> exit status $STATUS in ${SECONDS_TAKEN}s"
+}
+
+case "$CASE" in
+  two_hosts_lenet)
+    # Two containers train LeNet-5 for one epoch through the entry point; the model lands in
+    # the leader's /opt/ml/model only, the metrics line says 2 ranks.
+    need_mnist
+    job -n 2 --channel "training=$MNIST" --hyperparameters "{\"config\": \"lenet-mnist.yaml\", \"threads\": \"1\", \"train.epochs\": \"1\", \"train.log_every\": \"100\"}"
+    [ $STATUS -eq 0 ] || fail "exit status $STATUS"
+    grep -q '^\[algo-1\] \[start\] world_size=2 ' "$WORK/out" || fail "not 2 ranks"
+    grep -q '^\[algo-1\] .*all 2 hosts reached' "$WORK/out" || fail "the leader did not report reaching the worker"
+    grep -q '^\[algo-2\] sagemaker-entrypoint: worker algo-2: the leader.s job ended with exit status 0' "$WORK/out" || fail "the worker was not told the job ended"
+    acc=$(grep -oE '^\[algo-1\] \[epoch 1\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
+    python3 -c "import sys; sys.exit(0 if float('${acc:-0}') >= 0.9 else 1)" || fail "test_accuracy ${acc:-none} < 0.9"
+    [ -s "$WORK/ml/algo-1/model/model.safetensors" ] || fail "no model in the leader's /opt/ml/model"
+    [ ! -e "$WORK/ml/algo-2/model/model.safetensors" ] || fail "a worker wrote the model"
+    ls "$WORK/ml/algo-1/checkpoints"/ckpt-*.safetensors >/dev/null 2>&1 || fail "no checkpoint in the leader's /opt/ml/checkpoints"
+    grep -q 'exited with status 0' "$WORK/out" || fail "no container status"
+    echo "test_accuracy=$acc" ;;
+  worker_never_up)
+    # algo-2 is in the resourceconfig but never starts: the leader gives up after its bound
+    # with an error naming it.
+    job -n 2 --absent algo-2 --env SDP_HOSTS_TIMEOUT_S=10 --hyperparameters '{"config": "quickstart.yaml"}'
+    [ $STATUS -eq 1 ] || fail "exit status $STATUS, expected 1"
+    [ $SECONDS_TAKEN -le 60 ] || fail "took ${SECONDS_TAKEN}s for a 10 s bound"
+    grep -q "^\[algo-1\] sdp-train: error: host 'algo-2' from /opt/ml/input/config/resourceconfig.json did not resolve within 10s" "$WORK/out" ||
+      fail "no clear error naming the host"
+    grep -q "did not resolve" "$WORK/ml/algo-1/output/failure" || fail "no failure reason in /opt/ml/output/failure" ;;
+  worker_without_sshd)
+    # algo-2 runs and resolves but serves no ssh (told that another agent reaches it, it
+    # starts no sshd): the leader's error names it and ssh's own, within the bound.
+    job -n 2 --env SDP_HOSTS_TIMEOUT_S=10 --host-env algo-2:SDP_RSH_AGENT=false --host-env algo-2:SDP_WORKER_TIMEOUT_S=15 \
+      --hyperparameters '{"config": "quickstart.yaml"}'
+    [ $STATUS -eq 1 ] || fail "exit status $STATUS, expected 1"
+    [ $SECONDS_TAKEN -le 60 ] || fail "took ${SECONDS_TAKEN}s for a 10 s bound"
+    grep -q "^\[algo-1\] sdp-train: error: host 'algo-2' resolves but did not accept ssh within 10s (last attempt: .*algo-2.*)" "$WORK/out" ||
+      fail "no clear error naming the host" ;;
+  leader_fails_early)
+    # A bad hyperparameter: the ranks stop with the binary's error (exit 2), and the worker
+    # is told and ends with the same status instead of waiting for its bound.
+    job -n 2 --env SDP_WORKER_TIMEOUT_S=300 \
+      --hyperparameters '{"config": "quickstart.yaml", "threads": "1", "train.epochs": "ten"}'
+    [ $STATUS -eq 2 ] || fail "exit status $STATUS, expected 2"
+    [ $SECONDS_TAKEN -le 60 ] || fail "took ${SECONDS_TAKEN}s; mpirun or the worker waited for a bound?"
+    grep -q "sdp-train: error: .*hyperparameters.json: key 'train.epochs': expected an integer, got 'ten'" "$WORK/out" || fail "no clear error"
+    grep -q "algo-2 exited with status 2" "$WORK/out" || fail "the worker did not end with the job's status"
+    grep -q '^\[algo-2\] sdp-train: error: the job ended with exit status 2 on the leader algo-1' "$WORK/out" || fail "the worker does not say why" ;;
+  spot_interruption)
+    # `docker stop` of every container (SIGTERM, SIGKILL after the grace) is a spot reclaim:
+    # the job stops at a step and leaves a checkpoint in the leader's /opt/ml/checkpoints;
+    # the same job started again on the same /opt/ml continues from it.
+    need_mnist
+    hp="{\"config\": \"lenet-mnist.yaml\", \"threads\": \"1\", \"train.epochs\": \"2\", \"train.log_every\": \"50\", \"checkpoint.every_steps\": \"0\"}"
+    job -n 2 --channel "training=$MNIST" --stop-after 10 --stop-grace 90 --hyperparameters "$hp"
+    cp "$WORK/out" "$WORK/first.out"
+    ckpt=$(ls "$WORK/ml/algo-1/checkpoints"/ckpt-*.safetensors 2>/dev/null | tail -1)
+    [ -n "$ckpt" ] || fail "no checkpoint after the interruption"
+    grep -q '\[done\]' "$WORK/out" && fail "the job finished before the interruption; nothing tested"
+    echo "interrupted: exit status $STATUS, checkpoint $(basename "$ckpt")"
+    [ $STATUS -eq 0 ] || fail "interrupted: exit status $STATUS, expected 0 (stopped with a checkpoint)"
+    [ $SECONDS_TAKEN -le 60 ] || fail "interrupted: the containers took ${SECONDS_TAKEN}s to end after a stop at 10 s"
+    grep -q "algo-2 exited with status 0" "$WORK/out" || fail "interrupted: the worker did not exit 0"
+    job -n 2 --channel "training=$MNIST" --hyperparameters "$hp"
+    [ $STATUS -eq 0 ] || fail "the resumed job: exit status $STATUS"
+    grep -qi "resum" "$WORK/out" || fail "the second run did not resume"
+    [ -s "$WORK/ml/algo-1/model/model.safetensors" ] || fail "no model after the resumed run" ;;
+  *)
+    echo "unknown case $CASE"; exit 1 ;;
+esac
+echo "PASS [$CASE]"
