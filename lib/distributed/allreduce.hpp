@@ -5,7 +5,10 @@
 //   hierarchical  Horovod's NCCLHierarchicalAllreduce on CPU: reduce-scatter inside the node,
 //                 allreduce of my part across nodes (ranks with my local_rank), allgather
 //                 inside the node. When the buffer lies in a SharedArena the intra phases run
-//                 in shared memory (shm_collectives.hpp), else over the intra communicator;
+//                 in shared memory (shm_collectives.hpp), else over the intra communicator.
+//                 Built by make_allreduce, the inter-node phase runs over TCP sockets
+//                 (socket_ring.hpp: the link stays busy while ranks wait for a core)
+//                 unless SDP_INTER_TRANSPORT=mpi;
 //   auto          hierarchical when the node phase can use shared memory (buffer in the
 //                 arena) or nodes > 1 with local_size > 1; flat otherwise (measured: see
 //                 scripts/bench-allreduce.sh).
@@ -31,6 +34,7 @@
 namespace sdp {
 
 class SharedArena;
+class SocketRing;
 class World;
 
 class AllreduceAlgorithm {
@@ -71,14 +75,21 @@ class HierarchicalAllreduce final : public AllreduceAlgorithm {
   // element type of the inter-node phase (kF32, or kF16 / kBF16 to compress it).
   HierarchicalAllreduce(std::shared_ptr<Communicator> intra, std::shared_ptr<Communicator> inter,
                         std::shared_ptr<SharedArena> arena = nullptr, DType wire = DType::kF32);
+  ~HierarchicalAllreduce() override;
   std::string name() const override { return "hierarchical"; }
   void run(const CommBuffer& buffer, ReduceOp op) override;
   // True when run(buffer) would take the shared-memory node phase.
   bool uses_shared_memory(const CommBuffer& buffer) const;
+  // Runs the inter-node phase over `sockets` (socket_ring.hpp) instead of inter's allreduce.
+  void use_sockets(std::unique_ptr<SocketRing> sockets);
+  // "sockets" or "mpi": how the inter-node phase travels.
+  std::string inter_transport() const { return sockets_ ? "sockets" : "mpi"; }
 
  private:
   void reduce_across_nodes(const CommBuffer& part, ReduceOp op);
+  void sum_across_nodes(const CommBuffer& part);
   std::shared_ptr<Communicator> intra_, inter_;
+  std::unique_ptr<SocketRing> sockets_;
   std::shared_ptr<SharedArena> arena_;
   DType wire_;
   std::vector<uint16_t> scratch_;
