@@ -69,11 +69,18 @@ void check_algorithm(AllreduceAlgorithm& algorithm, float* data, const World& wo
 
 class AllreduceTopologies : public ::testing::Test {
  protected:
-  // ranks_per_node values that divide the world: 4 ranks -> 1x4, 2x2, 4x1.
+  // ranks_per_node values that divide the ranks sharing memory with me (on one machine,
+  // the world: 4 ranks -> 1x4, 2x2, 4x1; across hosts, as on scripts/simcluster.sh, a node
+  // cannot span hosts: 2 hosts x 2 ranks -> 4x1, 2x2).
   std::vector<int> topologies() const {
+    MPI_Comm shared;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &shared);
+    int machine = 1;
+    MPI_Comm_size(shared, &machine);
+    MPI_Comm_free(&shared);
     std::vector<int> out;
-    for (int rpn = 1; rpn <= world_size(); ++rpn)
-      if (world_size() % rpn == 0) out.push_back(rpn);
+    for (int rpn = 1; rpn <= machine; ++rpn)
+      if (machine % rpn == 0) out.push_back(rpn);
     return out;
   }
 };
