@@ -65,10 +65,10 @@ for topo in ${topologies//,/ }; do
     bytes=$((mib << 20))
     for alg in ${algorithms//,/ }; do
       for ((run = 1; run <= runs; run++)); do
-        before=$("$SIM" counters | awk '{s += $2} END {print s}')
+        before=$("$SIM" counters | awk '{s += $2} END {printf "%d\n", s}')
         mpirun -np $((hosts * slots)) "${mpiargs[@]}" "$BIN" bench allreduce --min-bytes $bytes --max-bytes $bytes \
           --warmup $warmup --iters $iters --algorithms "$alg" >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
-        after=$("$SIM" counters | awk '{s += $2} END {print s}')
+        after=$("$SIM" counters | awk '{s += $2} END {printf "%d\n", s}')
         row=$(awk -v a="$alg" '$3 ~ "^"a {print $3, $4, $7}' "$tmp/out")
         echo "$topo $mib $alg $row $(( (after - before) / hosts ))" >>"$tmp/rows"
       done
