@@ -154,6 +154,7 @@ void CompressedAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
 }
 
 AllreduceAlgorithm& AutoAllreduce::choose(const CommBuffer& buffer) const {
+  if (multi_node_ && buffer.nbytes() < kAutoFlatBelowBytes) return *flat_;
   if (hierarchical_->uses_shared_memory(buffer) || multi_) return *hierarchical_;
   return *flat_;
 }
@@ -203,7 +204,7 @@ std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const All
     case AllreduceKind::kAuto:
       return std::make_unique<AutoAllreduce>(
           compressed(std::make_unique<FlatAllreduce>(world_comm)), hierarchical(),
-          world.nodes() > 1 && world.local_size() > 1);
+          world.nodes() > 1 && world.local_size() > 1, world.nodes() > 1);
   }
   throw std::logic_error("make_allreduce: unhandled AllreduceKind");
 }

@@ -9,7 +9,10 @@
 //                 Built by make_allreduce, the inter-node phase runs over TCP sockets
 //                 (socket_ring.hpp: the link stays busy while ranks wait for a core)
 //                 unless SDP_INTER_TRANSPORT=mpi;
-//   auto          hierarchical when the node phase can use shared memory (buffer in the
+//   auto          across nodes, flat for buffers under kAutoFlatBelowBytes (latency-bound:
+//                 one MPI call beats two node phases and socket round trips; measured on
+//                 scripts/simcluster.sh, see scripts/bench-simcluster.sh); otherwise
+//                 hierarchical when the node phase can use shared memory (buffer in the
 //                 arena) or nodes > 1 with local_size > 1; flat otherwise (measured: see
 //                 scripts/bench-allreduce.sh).
 // Compression (fp16 / bf16) converts to the 16-bit wire type scaled by 1/size BEFORE the sum
@@ -110,11 +113,17 @@ class CompressedAllreduce final : public AllreduceAlgorithm {
   std::vector<uint16_t> scratch_;
 };
 
+// 2 simulated hosts x 2 ranks, 1 Gbit/s links: flat 34 us vs hierarchical 190 us at 4 KiB,
+// 225 vs 800-1200 us at 32 KiB; from 256 KiB on hierarchical wins or ties (2-3 ms), at
+// 1 MiB 8.8 vs 19 ms.
+constexpr int64_t kAutoFlatBelowBytes = 256 << 10;
+
 class AutoAllreduce final : public AllreduceAlgorithm {
  public:
   AutoAllreduce(std::unique_ptr<AllreduceAlgorithm> flat, std::unique_ptr<HierarchicalAllreduce> hierarchical,
-                bool multi_node_multi_local)
-      : flat_(std::move(flat)), hierarchical_(std::move(hierarchical)), multi_(multi_node_multi_local) {}
+                bool multi_node_multi_local, bool multi_node = false)
+      : flat_(std::move(flat)), hierarchical_(std::move(hierarchical)), multi_(multi_node_multi_local),
+        multi_node_(multi_node) {}
   std::string name() const override { return "auto"; }
   void run(const CommBuffer& buffer, ReduceOp op) override { choose(buffer).run(buffer, op); }
   // The algorithm auto runs for `buffer` ("flat" or "hierarchical"), for the plan printout.
@@ -125,6 +134,7 @@ class AutoAllreduce final : public AllreduceAlgorithm {
   std::unique_ptr<AllreduceAlgorithm> flat_;
   std::unique_ptr<HierarchicalAllreduce> hierarchical_;
   bool multi_;
+  bool multi_node_;
 };
 
 struct AllreduceSetup {
