@@ -52,6 +52,12 @@ SIM=scripts/simcluster.sh
 tmp=$(mktemp -d)
 trap '"$SIM" down >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
 warmup=1
+# Bytes all hosts have sent: summed in bash (64-bit; mawk's printf %d stops at 2^31).
+sent_total() {
+  local total=0 v
+  for v in $("$SIM" counters | awk '{print $2}'); do total=$((total + v)); done
+  echo $total
+}
 
 echo "# bench-simcluster: links $rate each way; $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# $BIN bench allreduce --warmup $warmup --iters $iters, one algorithm and size per launch, $runs launch(es) per row"
@@ -65,10 +71,10 @@ for topo in ${topologies//,/ }; do
     bytes=$((mib << 20))
     for alg in ${algorithms//,/ }; do
       for ((run = 1; run <= runs; run++)); do
-        before=$("$SIM" counters | awk '{s += $2} END {printf "%d\n", s}')
+        before=$(sent_total)
         mpirun -np $((hosts * slots)) "${mpiargs[@]}" "$BIN" bench allreduce --min-bytes $bytes --max-bytes $bytes \
           --warmup $warmup --iters $iters --algorithms "$alg" >"$tmp/out" 2>&1 || { cat "$tmp/out"; exit 1; }
-        after=$("$SIM" counters | awk '{s += $2} END {printf "%d\n", s}')
+        after=$(sent_total)
         row=$(awk -v a="$alg" '$3 ~ "^"a {print $3, $4, $7}' "$tmp/out")
         echo "$topo $mib $alg $row $(( (after - before) / hosts ))" >>"$tmp/rows"
       done
