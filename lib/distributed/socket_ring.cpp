@@ -124,8 +124,10 @@ std::string inter_transport_from_env() {
 }
 
 std::unique_ptr<SocketRing> SocketRing::create(MPI_Comm inter, MPI_Comm world) {
-  // Every rank reads the same environment (mpirun exports it to all): no agreement needed.
-  if (inter_transport_from_env() == "mpi") return nullptr;
+  // Sockets only when every rank wants them (SDP_INTER_TRANSPORT may differ between hosts).
+  int wanted = inter_transport_from_env() == "sockets", all_want = 0;
+  SDP_MPI_CHECK(MPI_Allreduce(&wanted, &all_want, 1, MPI_INT, MPI_MIN, world));
+  if (!all_want) return nullptr;
   std::unique_ptr<SocketRing> ring(new SocketRing());
   SDP_MPI_CHECK(MPI_Comm_rank(inter, &ring->rank_));
   SDP_MPI_CHECK(MPI_Comm_size(inter, &ring->size_));

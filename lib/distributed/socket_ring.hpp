@@ -23,7 +23,7 @@
 // as NCCL_SOCKET_IFNAME), else of the first interface that is up and not loopback nor a
 // container bridge (docker*, br-*, veth*, virbr*), else 127.0.0.1. create() is collective over
 // `world`; it returns null on every rank when any rank could not connect (the caller keeps
-// MPI) or SDP_INTER_TRANSPORT=mpi.
+// MPI) or SDP_INTER_TRANSPORT=mpi on any rank.
 #pragma once
 
 #include <mpi.h>
