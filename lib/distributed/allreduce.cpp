@@ -8,6 +8,7 @@
 #include "distributed/reduce_kernels.hpp"
 #include "distributed/shared_arena.hpp"
 #include "distributed/shm_collectives.hpp"
+#include "distributed/socket_ring.hpp"
 #include "distributed/world.hpp"
 
 namespace sdp {
@@ -76,6 +77,10 @@ HierarchicalAllreduce::HierarchicalAllreduce(std::shared_ptr<Communicator> intra
     throw std::logic_error("HierarchicalAllreduce: the SharedArena spans a different group than intra");
 }
 
+HierarchicalAllreduce::~HierarchicalAllreduce() = default;
+
+void HierarchicalAllreduce::use_sockets(std::unique_ptr<SocketRing> sockets) { sockets_ = std::move(sockets); }
+
 bool HierarchicalAllreduce::uses_shared_memory(const CommBuffer& buffer) const {
   return arena_ && buffer.device.is_cpu() && arena_->holds(buffer.data, buffer.nbytes());
 }
@@ -118,15 +123,22 @@ void HierarchicalAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
     intra_->allgather(buffer, counts)->wait();
 }
 
+void HierarchicalAllreduce::sum_across_nodes(const CommBuffer& part) {
+  if (sockets_)
+    sockets_->allreduce(part);
+  else
+    inter_->allreduce(part)->wait();
+}
+
 void HierarchicalAllreduce::reduce_across_nodes(const CommBuffer& part, ReduceOp op) {
   if (wire_ == DType::kF32 || part.dtype != DType::kF32) {
-    inter_->allreduce(part)->wait();  // SUM; the caller applies any average
+    sum_across_nodes(part);  // SUM; the caller applies any average
     return;
   }
   const float total = static_cast<float>(intra_->size()) * static_cast<float>(inter_->size());
   scratch_.resize(static_cast<std::size_t>(part.count));
   convert_from_f32(wire_, scratch_.data(), static_cast<const float*>(part.data), part.count, 1.0f);
-  inter_->allreduce({scratch_.data(), part.count, wire_, part.device})->wait();
+  sum_across_nodes({scratch_.data(), part.count, wire_, part.device});
   convert_to_f32(wire_, static_cast<float*>(part.data), scratch_.data(), part.count,
                  op == ReduceOp::kSum ? total : 1.0f);
 }
@@ -142,6 +154,7 @@ void CompressedAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
 }
 
 AllreduceAlgorithm& AutoAllreduce::choose(const CommBuffer& buffer) const {
+  if (multi_node_ && buffer.nbytes() < kAutoFlatBelowBytes) return *flat_;
   if (hierarchical_->uses_shared_memory(buffer) || multi_) return *hierarchical_;
   return *flat_;
 }
@@ -174,8 +187,12 @@ std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const All
     // An arena of another group (e.g. made before a ranks_per_node override) is not used.
     std::shared_ptr<SharedArena> arena =
         setup.arena && setup.arena->local_size() == world.local_size() ? setup.arena : nullptr;
-    return std::make_unique<HierarchicalAllreduce>(communicator(world.intra(), "intra"),
-                                                   communicator(world.inter(), "inter"), arena, wire);
+    auto algorithm = std::make_unique<HierarchicalAllreduce>(communicator(world.intra(), "intra"),
+                                                             communicator(world.inter(), "inter"), arena, wire);
+    // Host buffers across nodes: the inter-node phase over sockets (socket_ring.hpp).
+    if (world.nodes() > 1 && setup.backend == CommBackend::kMpi)
+      algorithm->use_sockets(SocketRing::create(world.inter(), world.comm()));
+    return algorithm;
   };
   switch (setup.algorithm) {
     case AllreduceKind::kFlat:
@@ -187,7 +204,7 @@ std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const All
     case AllreduceKind::kAuto:
       return std::make_unique<AutoAllreduce>(
           compressed(std::make_unique<FlatAllreduce>(world_comm)), hierarchical(),
-          world.nodes() > 1 && world.local_size() > 1);
+          world.nodes() > 1 && world.local_size() > 1, world.nodes() > 1);
   }
   throw std::logic_error("make_allreduce: unhandled AllreduceKind");
 }

@@ -5,8 +5,14 @@
 //   hierarchical  Horovod's NCCLHierarchicalAllreduce on CPU: reduce-scatter inside the node,
 //                 allreduce of my part across nodes (ranks with my local_rank), allgather
 //                 inside the node. When the buffer lies in a SharedArena the intra phases run
-//                 in shared memory (shm_collectives.hpp), else over the intra communicator;
-//   auto          hierarchical when the node phase can use shared memory (buffer in the
+//                 in shared memory (shm_collectives.hpp), else over the intra communicator.
+//                 Built by make_allreduce, the inter-node phase runs over TCP sockets
+//                 (socket_ring.hpp: the link stays busy while ranks wait for a core)
+//                 unless SDP_INTER_TRANSPORT=mpi;
+//   auto          across nodes, flat for buffers under kAutoFlatBelowBytes (latency-bound:
+//                 one MPI call beats two node phases and socket round trips; measured on
+//                 scripts/simcluster.sh, see scripts/bench-simcluster.sh); otherwise
+//                 hierarchical when the node phase can use shared memory (buffer in the
 //                 arena) or nodes > 1 with local_size > 1; flat otherwise (measured: see
 //                 scripts/bench-allreduce.sh).
 // Compression (fp16 / bf16) converts to the 16-bit wire type scaled by 1/size BEFORE the sum
@@ -31,6 +37,7 @@
 namespace sdp {
 
 class SharedArena;
+class SocketRing;
 class World;
 
 class AllreduceAlgorithm {
@@ -71,14 +78,21 @@ class HierarchicalAllreduce final : public AllreduceAlgorithm {
   // element type of the inter-node phase (kF32, or kF16 / kBF16 to compress it).
   HierarchicalAllreduce(std::shared_ptr<Communicator> intra, std::shared_ptr<Communicator> inter,
                         std::shared_ptr<SharedArena> arena = nullptr, DType wire = DType::kF32);
+  ~HierarchicalAllreduce() override;
   std::string name() const override { return "hierarchical"; }
   void run(const CommBuffer& buffer, ReduceOp op) override;
   // True when run(buffer) would take the shared-memory node phase.
   bool uses_shared_memory(const CommBuffer& buffer) const;
+  // Runs the inter-node phase over `sockets` (socket_ring.hpp) instead of inter's allreduce.
+  void use_sockets(std::unique_ptr<SocketRing> sockets);
+  // "sockets" or "mpi": how the inter-node phase travels.
+  std::string inter_transport() const { return sockets_ ? "sockets" : "mpi"; }
 
  private:
   void reduce_across_nodes(const CommBuffer& part, ReduceOp op);
+  void sum_across_nodes(const CommBuffer& part);
   std::shared_ptr<Communicator> intra_, inter_;
+  std::unique_ptr<SocketRing> sockets_;
   std::shared_ptr<SharedArena> arena_;
   DType wire_;
   std::vector<uint16_t> scratch_;
@@ -99,11 +113,17 @@ class CompressedAllreduce final : public AllreduceAlgorithm {
   std::vector<uint16_t> scratch_;
 };
 
+// 2 simulated hosts x 2 ranks, 1 Gbit/s links: flat 34 us vs hierarchical 190 us at 4 KiB,
+// 225 vs 800-1200 us at 32 KiB; from 256 KiB on hierarchical wins or ties (2-3 ms), at
+// 1 MiB 8.8 vs 19 ms.
+constexpr int64_t kAutoFlatBelowBytes = 256 << 10;
+
 class AutoAllreduce final : public AllreduceAlgorithm {
  public:
   AutoAllreduce(std::unique_ptr<AllreduceAlgorithm> flat, std::unique_ptr<HierarchicalAllreduce> hierarchical,
-                bool multi_node_multi_local)
-      : flat_(std::move(flat)), hierarchical_(std::move(hierarchical)), multi_(multi_node_multi_local) {}
+                bool multi_node_multi_local, bool multi_node = false)
+      : flat_(std::move(flat)), hierarchical_(std::move(hierarchical)), multi_(multi_node_multi_local),
+        multi_node_(multi_node) {}
   std::string name() const override { return "auto"; }
   void run(const CommBuffer& buffer, ReduceOp op) override { choose(buffer).run(buffer, op); }
   // The algorithm auto runs for `buffer` ("flat" or "hierarchical"), for the plan printout.
@@ -114,6 +134,7 @@ class AutoAllreduce final : public AllreduceAlgorithm {
   std::unique_ptr<AllreduceAlgorithm> flat_;
   std::unique_ptr<HierarchicalAllreduce> hierarchical_;
   bool multi_;
+  bool multi_node_;
 };
 
 struct AllreduceSetup {

@@ -1,0 +1,229 @@
+#include "distributed/socket_ring.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include "core/error.hpp"
+#include "distributed/mpi_check.hpp"
+#include "distributed/reduce_kernels.hpp"
+
+namespace sdp {
+
+namespace {
+
+// Incoming data is added in segments of this size, while the next ones arrive.
+constexpr int64_t kSegmentBytes = 256 << 10;
+constexpr int kAddressWidth = 64;
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+std::string pick_address() {
+  const char* wanted = std::getenv("SDP_SOCKET_IFNAME");
+  struct ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "127.0.0.1";
+  std::string found;
+  for (struct ifaddrs* p = list; p && found.empty(); p = p->ifa_next) {
+    if (!p->ifa_addr || p->ifa_addr->sa_family != AF_INET || !(p->ifa_flags & IFF_UP)) continue;
+    const std::string name = p->ifa_name;
+    if (wanted && *wanted) {
+      if (!starts_with(name, wanted)) continue;
+    } else if ((p->ifa_flags & IFF_LOOPBACK) || starts_with(name, "docker") || starts_with(name, "br-") ||
+               starts_with(name, "veth") || starts_with(name, "virbr")) {
+      continue;
+    }
+    char ip[INET_ADDRSTRLEN] = {0};
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(p->ifa_addr)->sin_addr, ip, sizeof ip);
+    found = ip;
+  }
+  freeifaddrs(list);
+  return found.empty() ? "127.0.0.1" : found;
+}
+
+void tune(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);  // segments go out at once
+}
+
+// Connects with a timeout; -1 on failure.
+int connect_to(const std::string& ip, int port, int timeout_ms) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, ip.c_str(), &address.sin_addr) != 1) return -1;
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 && errno != EINPROGRESS) {
+    close(fd);
+    return -1;
+  }
+  pollfd p{fd, POLLOUT, 0};
+  int error = 0;
+  socklen_t len = sizeof error;
+  if (poll(&p, 1, timeout_ms) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) != 0 || error != 0) {
+    close(fd);
+    return -1;
+  }
+  // Back to blocking: the transfers block by design (the kernel wakes us when data comes).
+  if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+[[noreturn]] void fail(const std::string& what, int error) {
+  throw RuntimeError("inter-node sockets: " + what + ": " + std::strerror(error) +
+                     " (a rank on another node failed or the network dropped; SDP_INTER_TRANSPORT=mpi uses MPI instead)");
+}
+
+// 0, or the errno of the failure (no throw: it runs on the sender thread too).
+int send_bytes(int fd, const char* data, int64_t bytes) noexcept {
+  while (bytes > 0) {
+    const ssize_t n = send(fd, data, static_cast<std::size_t>(bytes), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n == 0 ? ECONNRESET : errno;
+    data += n;
+    bytes -= n;
+  }
+  return 0;
+}
+
+void send_all(int fd, const char* data, int64_t bytes) {
+  if (const int error = send_bytes(fd, data, bytes)) fail("send", error);
+}
+
+void recv_all(int fd, char* data, int64_t bytes) {
+  while (bytes > 0) {
+    const ssize_t n = recv(fd, data, static_cast<std::size_t>(bytes), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail("recv", n == 0 ? ECONNRESET : errno);
+    data += n;
+    bytes -= n;
+  }
+}
+
+}  // namespace
+
+std::string inter_transport_from_env() {
+  const char* v = std::getenv("SDP_INTER_TRANSPORT");
+  return v && std::string(v) == "mpi" ? "mpi" : "sockets";
+}
+
+std::unique_ptr<SocketRing> SocketRing::create(MPI_Comm inter, MPI_Comm world) {
+  // Sockets only when every rank wants them (SDP_INTER_TRANSPORT may differ between hosts).
+  int wanted = inter_transport_from_env() == "sockets", all_want = 0;
+  SDP_MPI_CHECK(MPI_Allreduce(&wanted, &all_want, 1, MPI_INT, MPI_MIN, world));
+  if (!all_want) return nullptr;
+  std::unique_ptr<SocketRing> ring(new SocketRing());
+  SDP_MPI_CHECK(MPI_Comm_rank(inter, &ring->rank_));
+  SDP_MPI_CHECK(MPI_Comm_size(inter, &ring->size_));
+  const int n = ring->size_, r = ring->rank_;
+
+  // Listen on an ephemeral port of my address; the kernel completes connections to it
+  // from its backlog, so every rank can connect before anyone calls accept().
+  const std::string ip = pick_address();
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  inet_pton(AF_INET, ip.c_str(), &address.sin_addr);
+  socklen_t len = sizeof address;
+  int port = 0;
+  if (listener >= 0 && bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+      listen(listener, 4) == 0 && getsockname(listener, reinterpret_cast<sockaddr*>(&address), &len) == 0)
+    port = ntohs(address.sin_port);
+  ring->address_ = ip + ":" + std::to_string(port);
+
+  char mine[kAddressWidth] = {0};
+  std::strncpy(mine, ring->address_.c_str(), kAddressWidth - 1);
+  std::vector<char> all(static_cast<std::size_t>(kAddressWidth) * n);
+  SDP_MPI_CHECK(MPI_Allgather(mine, kAddressWidth, MPI_CHAR, all.data(), kAddressWidth, MPI_CHAR, inter));
+  const std::string right(&all[static_cast<std::size_t>((r + 1) % n) * kAddressWidth]);
+  const std::size_t colon = right.rfind(':');
+  const int right_port = std::atoi(right.c_str() + colon + 1);
+  int ok = port > 0 && right_port > 0;
+  if (ok) ring->right_fd_ = connect_to(right.substr(0, colon), right_port, 10000);
+  ok = ok && ring->right_fd_ >= 0;
+  if (ok) {  // introduce myself, so the acceptor can check who connected
+    const int32_t me = r;
+    send_all(ring->right_fd_, reinterpret_cast<const char*>(&me), sizeof me);
+  }
+  int all_ok = 0;
+  SDP_MPI_CHECK(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world));
+  if (all_ok) {
+    ring->left_fd_ = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    int32_t who = -1;
+    if (ring->left_fd_ >= 0) recv_all(ring->left_fd_, reinterpret_cast<char*>(&who), sizeof who);
+    ok = who == (r + n - 1) % n;
+    SDP_MPI_CHECK(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world));
+  }
+  if (listener >= 0) close(listener);
+  if (!all_ok) return nullptr;  // the destructor closes what was opened
+  tune(ring->right_fd_);
+  tune(ring->left_fd_);
+  return ring;
+}
+
+SocketRing::~SocketRing() {
+  if (right_fd_ >= 0) close(right_fd_);
+  if (left_fd_ >= 0) close(left_fd_);
+}
+
+void SocketRing::allreduce(const CommBuffer& buffer) {
+  const int n = size_, r = rank_;
+  if (n == 1 || buffer.count == 0) return;
+  if (!buffer.device.is_cpu()) throw std::logic_error("SocketRing::allreduce: host buffers only");
+  const std::vector<int64_t> counts = split_counts(buffer.count, n);
+  const std::vector<int64_t> offsets = part_offsets(counts);
+  const int64_t esize = buffer.element_size();
+  const int64_t segment = std::max<int64_t>(1, kSegmentBytes / esize);
+  scratch_.resize(static_cast<std::size_t>(segment * esize));
+
+  // One ring step: my part `send_part` goes right while part `recv_part` comes from the
+  // left, added into mine (reduce) or stored in place (gather) segment by segment.
+  auto step = [&](int send_part, int recv_part, bool reduce) {
+    const char* out = buffer.slice(offsets[send_part], 0).bytes();
+    const int64_t out_bytes = counts[send_part] * esize;
+    int send_error = 0;
+    std::thread sender([&] { send_error = send_bytes(right_fd_, out, out_bytes); });
+    try {
+      for (int64_t i = 0; i < counts[recv_part]; i += segment) {
+        const int64_t k = std::min(segment, counts[recv_part] - i);
+        char* dst = buffer.slice(offsets[recv_part] + i, 0).bytes();
+        if (reduce) {
+          recv_all(left_fd_, scratch_.data(), k * esize);
+          add_into(buffer.dtype, dst, scratch_.data(), k);
+        } else {
+          recv_all(left_fd_, dst, k * esize);
+        }
+      }
+    } catch (...) {
+      shutdown(right_fd_, SHUT_RDWR);  // unblocks the sender; the ring is unusable now
+      sender.join();
+      throw;
+    }
+    sender.join();
+    if (send_error) fail("send", send_error);
+    bytes_sent_ += out_bytes;
+  };
+  // Reduce-scatter: at step s I pass part (r - s) right and add part (r - s - 1) from the
+  // left into mine; afterwards part (r + 1) holds the full sum here.
+  for (int s = 0; s < n - 1; ++s) step((r - s + 2 * n) % n, (r - s - 1 + 2 * n) % n, true);
+  // Allgather: at step s I pass part (r + 1 - s) on and receive part (r - s) in place.
+  for (int s = 0; s < n - 1; ++s) step((r + 1 - s + 2 * n) % n, (r - s + 2 * n) % n, false);
+}
+
+}  // namespace sdp

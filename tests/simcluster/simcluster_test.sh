@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Multi-host tests on the simulated cluster (scripts/simcluster.sh): 2 hosts x 2 ranks as
+# network namespaces, MPI between hosts over TCP on a private subnet.
+#   simcluster_test.sh BUILD_DIR SOURCE_DIR CASE
+# Cases:
+#   allreduce_exact  the MPI test binary of the collectives (every algorithm, compression,
+#                    shared memory; exact sums, replicas bitwise identical) across hosts
+#   bytes            bytes leaving each host per AllReduce of S bytes, from the hosts'
+#                    /sys/class/net/eth0/statistics/tx_bytes, against each algorithm's
+#                    theory (2 hosts: hierarchical S, ring 1.5 S, flat/mpi at least S);
+#                    asserts bytes, never time
+#   train            sdp-train on quickstart.yaml (synthetic data) with each algorithm, the
+#                    replica check after every step
+# Exits 77 (skipped) without root or network namespaces. Uses its own cluster (prefix sdpt,
+# subnet 10.214.0) and removes it at exit; CTest runs the cases one at a time (RESOURCE_LOCK).
+set -u
+BUILD=$(cd "$1" && pwd)
+SRC=$(cd "$2" && pwd)
+CASE=$3
+export SIMCLUSTER_PREFIX=sdpt SIMCLUSTER_NET=10.214.0
+SIM="$SRC/scripts/simcluster.sh"
+WORK=$(mktemp -d)
+trap '"$SIM" down >/dev/null 2>&1; rm -rf "$WORK"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset SM_CHANNEL_TRAINING SM_HOSTS SM_CURRENT_HOST SM_CHECKPOINT_DIR SM_MODEL_DIR
+HOSTS=2
+SLOTS=2
+NP=$((HOSTS * SLOTS))
+
+fail() { echo "FAIL [$CASE]: $*"; echo "--- output ---"; cat "$WORK/out" 2>/dev/null; exit 1; }
+
+"$SIM" up $HOSTS --slots $SLOTS >"$WORK/up" 2>&1
+status=$?
+if [ $status -eq 77 ]; then cat "$WORK/up"; exit 77; fi
+[ $status -eq 0 ] || { cat "$WORK/up"; fail "simcluster up failed"; }
+read -r -a MPIARGS <<<"$("$SIM" mpirun-args)"
+
+# mpirun_hosts ARGS...: NP ranks spread over the hosts, output in $WORK/out.
+mpirun_hosts() {
+  mkdir -p "$WORK/run"
+  (cd "$WORK/run" && timeout 120 mpirun -np $NP "${MPIARGS[@]}" "$@") >"$WORK/out" 2>&1
+  STATUS=$?
+  [ $STATUS -eq 124 ] && fail "hung: no exit within 120 s"
+  return 0
+}
+
+tx_bytes() { "$SIM" counters | awk '{print $2}'; }
+
+case "$CASE" in
+  allreduce_exact)
+    mpirun_hosts "$BUILD/tests/mpi/test_mpi_collectives" --gtest_brief=1
+    [ $STATUS -eq 0 ] || fail "exit status $STATUS"
+    grep -q "PASSED" "$WORK/out" || fail "no PASSED line" ;;
+  bytes)
+    S=$((4 << 20))
+    CALLS=6  # bench: --warmup 1 + --iters 4 + the checked run
+    for alg in hierarchical ring flat mpi; do
+      mapfile -t before < <(tx_bytes)
+      mpirun_hosts "$BUILD/sdp-train" bench allreduce --min-bytes $S --max-bytes $S --warmup 1 --iters 4 --algorithms $alg
+      [ $STATUS -eq 0 ] || fail "$alg: exit status $STATUS"
+      mapfile -t after < <(tx_bytes)
+      grep -q "($HOSTS nodes x $SLOTS)" "$WORK/out" || fail "$alg: not $HOSTS nodes x $SLOTS ranks"
+      err=$(awk -v a=$alg '$3 == a {print $7}' "$WORK/out")
+      [ "$err" = 0 ] || fail "$alg: max_err '$err', expected 0"
+      for h in $(seq 0 $((HOSTS - 1))); do
+        sent=$((after[h] - before[h]))
+        # theory, per AllReduce of S bytes on H hosts of L ranks (n = H L):
+        #   hierarchical: every rank sends 2(H-1)/H of its S/L part -> 2(H-1)/H S per host;
+        #   ring: one ring edge leaves each host, carrying 2(n-1)/n S;
+        #   flat, mpi: Open MPI's choice; no algorithm sends less than 2(H-1)/H S.
+        python3 - "$alg" "$sent" "$S" "$CALLS" "$HOSTS" "$NP" <<'PY' || fail "$alg host $((h + 1)): bytes out of range (see above)"
+import sys
+alg, sent, S, calls, H, n = sys.argv[1], *map(int, sys.argv[2:])
+optimal = 2 * (H - 1) / H * S * calls
+theory = {"hierarchical": optimal, "ring": 2 * (n - 1) / n * S * calls}.get(alg)
+# Overhead: TCP/IP headers and ACKs, MPI wire-up and the benchmark's own small messages.
+slack = 0.02 * optimal + (256 << 10)
+print(f"{alg}: {sent} B out of the host = {sent / (S * calls):.4f} S per AllReduce"
+      + (f" (theory {theory / (S * calls):.4f} S)" if theory else f" (lower bound {optimal / (S * calls):.4f} S)"))
+lo, hi = (theory, theory + slack) if theory else (optimal, float("inf"))
+sys.exit(0 if lo <= sent <= hi else 1)
+PY
+      done
+    done ;;
+  train)
+    for alg in hierarchical ring flat; do
+      mpirun_hosts "$BUILD/sdp-train" --config "$SRC/configs/quickstart.yaml" --set train.max_steps=20 \
+        --set distributed.allreduce=$alg --set distributed.check_every_steps=1 --set distributed.bucket_mb=0.25 \
+        --set output.metrics= --set output.model_dir="$WORK/model"
+      [ $STATUS -eq 0 ] || fail "$alg: exit status $STATUS"
+      grep -q "allreduce    : $alg" "$WORK/out" || fail "algorithm $alg not used"
+      grep -qE "$HOSTS nodes?" "$WORK/out" || fail "$alg: not spread over $HOSTS hosts"
+      grep -q "^\[done\]" "$WORK/out" || fail "$alg: no [done] line"
+    done ;;
+  *) echo "unknown case $CASE"; exit 2 ;;
+esac
+echo "PASS [$CASE]"
