@@ -1,5 +1,7 @@
 #include "distributed/socket_ring.hpp"
 
+#include "core/log.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -18,6 +20,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "distributed/mpi_check.hpp"
 #include "distributed/reduce_kernels.hpp"
 
@@ -171,7 +174,15 @@ std::unique_ptr<SocketRing> SocketRing::create(MPI_Comm inter, MPI_Comm world) {
     SDP_MPI_CHECK(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, world));
   }
   if (listener >= 0) close(listener);
-  if (!all_ok) return nullptr;  // the destructor closes what was opened
+  if (!all_ok) {  // the destructor closes what was opened
+    int world_rank = 0;
+    MPI_Comm_rank(world, &world_rank);
+    if (world_rank == 0)
+      log_warn("the inter-node sockets of the hierarchical AllReduce could not connect; it "
+               "uses MPI_Allreduce between nodes instead (slower on TCP: set "
+               "SDP_SOCKET_IFNAME to the interface the hosts share)");
+    return nullptr;
+  }
   tune(ring->right_fd_);
   tune(ring->left_fd_);
   return ring;
