@@ -1174,6 +1174,18 @@ PY
     [ $? -eq 2 ] || fail "malformed metrics.jsonl: exit status not 2: $(cat "$WORK/plot.out")"
     grep -qF "$WORK/bad.jsonl:4: \"lr\" is not a number" "$WORK/plot.out" || fail "no file:line error: $(cat "$WORK/plot.out")"
     [ ! -e "$WORK/bad.png" ] || fail "a PNG was written for malformed input" ;;
+  plot_simcluster_png)
+    # scripts/plot_simcluster.py draws the measured simulated-cluster tables of
+    # docs/benchmarks.md (one panel per topology and size); input without such rows: exit 2.
+    need_matplotlib
+    "$PLOT_PY" "$SRC/scripts/plot_simcluster.py" "$SRC/docs/benchmarks.md" -o "$WORK/sim.png" >"$WORK/out" 2>&1 ||
+      fail "plot_simcluster.py failed"
+    grep -qE 'plot_simcluster: [0-9]+ rows, [0-9]+ panels' "$WORK/out" || fail "no summary line"
+    is_png "$WORK/sim.png"
+    echo "no table here" >"$WORK/none.md"
+    "$PLOT_PY" "$SRC/scripts/plot_simcluster.py" "$WORK/none.md" -o "$WORK/none.png" >"$WORK/out" 2>&1
+    [ $? -eq 2 ] || fail "a file without rows did not exit 2"
+    grep -q 'no simulated-cluster rows' "$WORK/out" || fail "no message for a file without rows" ;;
   plot_bench_png)
     # `sdp-train bench allreduce` on 2 ranks (small sizes, < 1 s) piped into
     # scripts/plot_bench.py gives a PNG with every algorithm; a malformed row is refused with
