@@ -110,8 +110,16 @@ cmd_up() {
   need_root
   # Namespaces must work here (a container may forbid them): try before changing anything.
   if ! ns_exists "$PREFIX-h1"; then
-    ip netns add "$PREFIX-probe$$" 2>/dev/null || skip "cannot create network namespaces (ip netns add failed)"
-    ip netns del "$PREFIX-probe$$"
+    local probe=$PREFIX-probe$$
+    ip netns add "$probe" 2>/dev/null || skip "cannot create network namespaces (ip netns add failed)"
+    # veth pairs and a UTS namespace per host too (a container may allow one but not these).
+    if ! ip -n "$probe" link add p0 type veth peer name p1 2>/dev/null; then
+      ip netns del "$probe"; skip "cannot create veth links in a network namespace"
+    fi
+    if ! ip netns exec "$probe" unshare --uts true 2>/dev/null; then
+      ip netns del "$probe"; skip "cannot create UTS namespaces (unshare --uts failed)"
+    fi
+    ip netns del "$probe"
   fi
   # A different host count: start over (hosts beyond N would linger otherwise).
   if [ -n "$(hosts)" ] && [ "$(hosts | wc -l)" -ne "$n" ]; then cmd_down >/dev/null; fi
