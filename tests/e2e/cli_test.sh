@@ -84,6 +84,29 @@ expect_accuracy() {
   echo "test_accuracy=$acc (>= $1)"
 }
 
+# start_local_worker_then_lead: runs the entry point as the worker in the background (its
+# "remote" shell runs here, so the worker is localhost), then points OPT_ML at a copy in which
+# this host is the leader algo-1. Sets WORKER_PID and START.
+start_local_worker_then_lead() {
+  printf '#!/bin/sh\nshift; exec sh -c "$*"\n' >"$WORK/agent"; chmod +x "$WORK/agent"
+  (cd "$WORK" && SDP_OPT_ML="$OPT_ML" SDP_RUN_DIR="$WORK/run" SDP_RSH_AGENT="$WORK/agent" SDP_WORKER_TIMEOUT_S=60 \
+     timeout $HANG_LIMIT bash "$SRC/scripts/sagemaker-entrypoint.sh" train >"$WORK/worker.out" 2>&1; echo $? >"$WORK/worker.status") &
+  WORKER_PID=$!
+  sleep 1
+  cp -r "$OPT_ML" "$WORK/leader-opt-ml"
+  OPT_ML=$WORK/leader-opt-ml
+  sed -i 's/"current_host": "localhost"/"current_host": "algo-1"/' "$OPT_ML/input/config/resourceconfig.json"
+  START=$(date +%s)
+}
+# expect_worker_ended STATUS: that worker exited with the leader's STATUS within 15 s of START,
+# saying so.
+expect_worker_ended() {
+  wait "$WORKER_PID"
+  [ "$(cat "$WORK/worker.status")" = "$1" ] || { cat "$WORK/worker.out"; fail "worker: exit status $(cat "$WORK/worker.status"), expected $1"; }
+  [ $(( $(date +%s) - START )) -le 15 ] || fail "the worker took $(( $(date +%s) - START ))s to end"
+  grep -q "^sdp-train: error: the job ended with exit status $1 on the leader algo-1" "$WORK/worker.out" || { cat "$WORK/worker.out"; fail "worker: no clear error"; }
+}
+
 # need_matplotlib: sets PLOT_PY to a Python that imports matplotlib (python3, else the system
 # /usr/bin/python3 where scripts/install-deps.sh --bench puts it), or exits 77 (skipped).
 need_matplotlib() {
@@ -646,44 +669,22 @@ PY
     # The leader gives up on one host: the workers it did reach end with its status at once.
     # The "remote" shell runs here: the worker reached is localhost.
     fake_opt_ml localhost algo-1 localhost sdp-no-such-host.invalid
-    printf '#!/bin/sh\nshift; exec sh -c "$*"\n' >"$WORK/agent"; chmod +x "$WORK/agent"
-    (cd "$WORK" && SDP_OPT_ML="$OPT_ML" SDP_RUN_DIR="$WORK/run" SDP_RSH_AGENT="$WORK/agent" SDP_WORKER_TIMEOUT_S=60 \
-       timeout $HANG_LIMIT bash "$SRC/scripts/sagemaker-entrypoint.sh" train >"$WORK/worker.out" 2>&1; echo $? >"$WORK/worker.status") &
-    worker=$!
-    sleep 1
-    cp -r "$OPT_ML" "$WORK/leader-opt-ml"
-    OPT_ML=$WORK/leader-opt-ml
-    sed -i 's/"current_host": "localhost"/"current_host": "algo-1"/' "$OPT_ML/input/config/resourceconfig.json"
-    start=$(date +%s)
+    start_local_worker_then_lead
     SDP_RSH_AGENT="$WORK/agent" SDP_HOSTS_TIMEOUT_S=2 entrypoint
     [ $STATUS -eq 1 ] || fail "leader: exit status $STATUS, expected 1"
     grep -q "host 'sdp-no-such-host.invalid' .* did not resolve within 2s" "$WORK/out" || fail "leader: no clear error"
-    wait $worker
-    [ "$(cat "$WORK/worker.status")" = 1 ] || { cat "$WORK/worker.out"; fail "worker: exit status $(cat "$WORK/worker.status"), expected 1"; }
-    [ $(( $(date +%s) - start )) -le 15 ] || fail "the worker took $(( $(date +%s) - start ))s to end"
-    grep -q "^sdp-train: error: the job ended with exit status 1 on the leader algo-1" "$WORK/worker.out" || { cat "$WORK/worker.out"; fail "worker: no clear error"; } ;;
+    expect_worker_ended 1 ;;
   sagemaker_leader_failure_ends_workers)
     # A leader that fails before the job starts (its config is nowhere) still tells the worker,
     # which exits with the job's status instead of waiting for its bound. The "remote" shell
     # runs here: the worker is localhost.
     fake_opt_ml localhost algo-1 localhost
     echo '{"config": "nope.yaml"}' >"$OPT_ML/input/config/hyperparameters.json"
-    printf '#!/bin/sh\nshift; exec sh -c "$*"\n' >"$WORK/agent"; chmod +x "$WORK/agent"
-    (cd "$WORK" && SDP_OPT_ML="$OPT_ML" SDP_RUN_DIR="$WORK/run" SDP_RSH_AGENT="$WORK/agent" SDP_WORKER_TIMEOUT_S=60 \
-       timeout $HANG_LIMIT bash "$SRC/scripts/sagemaker-entrypoint.sh" train >"$WORK/worker.out" 2>&1; echo $? >"$WORK/worker.status") &
-    worker=$!
-    sleep 1
-    cp -r "$OPT_ML" "$WORK/leader-opt-ml"
-    OPT_ML=$WORK/leader-opt-ml
-    sed -i 's/"current_host": "localhost"/"current_host": "algo-1"/' "$OPT_ML/input/config/resourceconfig.json"
-    start=$(date +%s)
+    start_local_worker_then_lead
     SDP_RSH_AGENT="$WORK/agent" SDP_HOSTS_TIMEOUT_S=20 entrypoint
     [ $STATUS -eq 2 ] || fail "leader: exit status $STATUS, expected 2"
     grep -q "key 'config': 'nope.yaml' is in none" "$WORK/out" || fail "leader: no clear error"
-    wait $worker
-    [ "$(cat "$WORK/worker.status")" = 2 ] || { cat "$WORK/worker.out"; fail "worker: exit status $(cat "$WORK/worker.status"), expected 2"; }
-    [ $(( $(date +%s) - start )) -le 15 ] || fail "the worker took $(( $(date +%s) - start ))s to end"
-    grep -q "^sdp-train: error: the job ended with exit status 2 on the leader algo-1" "$WORK/worker.out" || { cat "$WORK/worker.out"; fail "worker: no clear error"; } ;;
+    expect_worker_ended 2 ;;
   dp_matches_single_rank)
     # 2 ranks x batch 32 follow the same loss curve as 1 rank x batch 64 on the same data
     # order (MLP: no BatchNorm, no dropout; unscaled constant LR), up to float rounding.
