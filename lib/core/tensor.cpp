@@ -76,11 +76,14 @@ bool Tensor::all_finite() const {
                                 device_.str());
   // A float is NaN or infinite exactly when its exponent bits are all ones. An integer OR
   // reduction over that test vectorizes (a float sum would not: without -ffast-math the
-  // compiler keeps its order, one add at a time), so the pass runs at memory speed: it runs
-  // on the gradients every training step.
+  // compiler keeps its order, one add at a time), and an OR does not depend on the order the
+  // threads combine in, so the pass runs at the memory speed of all threads: it runs on the
+  // gradients every training step (11.7M of them for ResNet-18).
   const float* p = data<float>();
+  const int64_t n = numel();
   uint32_t non_finite = 0;
-  for (int64_t i = 0, n = numel(); i < n; ++i) {
+#pragma omp parallel for simd schedule(static) reduction(| : non_finite) if (n >= (1 << 18))
+  for (int64_t i = 0; i < n; ++i) {
     uint32_t bits;
     std::memcpy(&bits, p + i, sizeof bits);
     non_finite |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);

@@ -70,16 +70,19 @@ TEST(ParameterStore, FingerprintChangesWithShapes) {
 }
 
 TEST(Tensor, AllFiniteFindsNaNAndInfinityAnywhere) {
-  Tensor t({1000});
-  t.fill(1e30f);
-  EXPECT_TRUE(t.all_finite());
-  for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity(),
-                    -std::numeric_limits<float>::infinity()})
-    for (int64_t at : {0, 517, 999}) {
-      t.fill(-3.5f);
-      t.data<float>()[at] = bad;
-      EXPECT_FALSE(t.all_finite()) << bad << " at " << at;
-    }
+  // 1000 elements: one thread; 3M: every thread, each its own part (the last one too).
+  for (int64_t n : {int64_t{1000}, int64_t{3000017}}) {
+    Tensor t({n});
+    t.fill(1e30f);
+    EXPECT_TRUE(t.all_finite()) << n;
+    for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity(),
+                      -std::numeric_limits<float>::infinity()})
+      for (int64_t at : {int64_t{0}, n / 2 + 1, n - 1}) {
+        t.fill(-3.5f);
+        t.data<float>()[at] = bad;
+        EXPECT_FALSE(t.all_finite()) << bad << " at " << at << " of " << n;
+      }
+  }
   EXPECT_TRUE(Tensor({0}).all_finite());
 }
 
