@@ -8,63 +8,6 @@
 
 namespace sdp {
 
-uint16_t float_to_half(float value) {
-  uint32_t x;
-  std::memcpy(&x, &value, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u));
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past 65504
-  if (abs < 0x38800000u) {
-    // Subnormal half (or zero): value = m * 2^-24, rounded to nearest even.
-    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
-    const uint32_t exp = abs >> 23;
-    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - exp;  // 14..24
-    uint32_t half = mant >> shift;
-    const uint32_t rest = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
-    if (rest > mid || (rest == mid && (half & 1u))) ++half;
-    return static_cast<uint16_t>(sign | half);
-  }
-  uint32_t half = ((abs - 0x38000000u) >> 13);
-  const uint32_t rest = abs & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;
-  return static_cast<uint16_t>(sign | half);
-}
-
-float half_to_float(uint16_t bits) {
-  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
-  const uint32_t exp = (bits >> 10) & 0x1fu, mant = bits & 0x3ffu;
-  uint32_t x;
-  if (exp == 0) {
-    const float v = std::ldexp(static_cast<float>(mant), -24);
-    std::memcpy(&x, &v, 4);
-    x |= sign;
-  } else if (exp == 31) {
-    x = sign | 0x7f800000u | (mant << 13);
-  } else {
-    x = sign | ((exp + 112) << 23) | (mant << 13);
-  }
-  float out;
-  std::memcpy(&out, &x, 4);
-  return out;
-}
-
-uint16_t float_to_bfloat16(float value) {
-  uint32_t x;
-  std::memcpy(&x, &value, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
-  x += 0x7fffu + ((x >> 16) & 1u);  // round to nearest even
-  return static_cast<uint16_t>(x >> 16);
-}
-
-float bfloat16_to_float(uint16_t bits) {
-  const uint32_t x = static_cast<uint32_t>(bits) << 16;
-  float out;
-  std::memcpy(&out, &x, 4);
-  return out;
-}
-
 namespace {
 
 template <typename Load, typename Store>

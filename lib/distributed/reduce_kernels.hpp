@@ -11,13 +11,10 @@
 #include <cstdint>
 
 #include "core/dtype.hpp"
+#include "core/half_float.hpp"  // float_to_half & co., shared with the CUDA casts
 
 namespace sdp {
 
-uint16_t float_to_half(float value);
-float half_to_float(uint16_t bits);
-uint16_t float_to_bfloat16(float value);
-float bfloat16_to_float(uint16_t bits);
 
 // dst[i] += src[i]
 void add_into(DType dtype, void* dst, const void* src, int64_t count);

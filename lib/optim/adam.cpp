@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "optim/update_rules.hpp"
 
 namespace sdp {
 
@@ -21,8 +22,8 @@ void Adam::update_cpu(float lr, int64_t t) {
   const float* __restrict g_all = store_.grad_arena().data<float>();
   const float b1 = options_.beta1, b2 = options_.beta2, eps = options_.eps;
   // Scalars in double like PyTorch's Python-side arithmetic, then used as float.
-  const double bias1 = 1.0 - std::pow(double{b1}, double(t));
-  const double bias2 = 1.0 - std::pow(double{b2}, double(t));
+  const double bias1 = update_rules::bias_correction(b1, t);
+  const double bias2 = update_rules::bias_correction(b2, t);
   const float step_size = static_cast<float>(lr / bias1);
   const float bias2_sqrt = static_cast<float>(std::sqrt(bias2));
   for (const Segment& seg : segments_) {
@@ -35,16 +36,26 @@ void Adam::update_cpu(float lr, int64_t t) {
     const float l2 = options_.decoupled ? 0.0f : seg.weight_decay;
     if (options_.decoupled && seg.weight_decay != 0) {
       const float shrink = 1.0f - lr * seg.weight_decay;
-      for (int64_t i = 0; i < n; ++i) p[i] *= shrink;
+      for (int64_t i = 0; i < n; ++i) p[i] = update_rules::decoupled_decay(p[i], shrink);
     }
     for (int64_t i = 0; i < n; ++i) {
-      const float gi = g[i] + l2 * p[i];
-      m[i] = b1 * m[i] + (1.0f - b1) * gi;
-      v[i] = b2 * v[i] + (1.0f - b2) * gi * gi;
-      // Same operation order as PyTorch's addcdiv_(m, sqrt(v) / bias2_sqrt + eps).
-      p[i] += -step_size * (m[i] / (std::sqrt(v[i]) / bias2_sqrt + eps));
+      const float gi = update_rules::decayed(g[i], p[i], l2);
+      m[i] = update_rules::first_moment(m[i], gi, b1);
+      v[i] = update_rules::second_moment(v[i], gi, b2);
+      p[i] = update_rules::adam_step(p[i], m[i], v[i], step_size, bias2_sqrt, eps);
     }
   }
 }
+
+#ifdef SDP_HAVE_CUDA
+void Adam::update_cuda(float lr, int64_t t) {
+  // The per-step scalars exactly as update_cpu computes them.
+  const double bias1 = update_rules::bias_correction(options_.beta1, t);
+  const double bias2 = update_rules::bias_correction(options_.beta2, t);
+  cuda_updates::adam(segment_table(), store_.param_arena().data<float>(), store_.grad_arena().data<float>(), exp_avg_,
+                     exp_avg_sq_, lr, options_.beta1, options_.beta2, options_.eps, static_cast<float>(lr / bias1),
+                     static_cast<float>(std::sqrt(bias2)), options_.decoupled, device_stream_);
+}
+#endif
 
 }  // namespace sdp

@@ -25,6 +25,9 @@ class Adam : public Optimizer {
 
  private:
   void update_cpu(float lr, int64_t t) override;
+#ifdef SDP_HAVE_CUDA
+  void update_cuda(float lr, int64_t t) override;
+#endif
 
   AdamOptions options_;
   float* exp_avg_ = nullptr;

@@ -34,6 +34,9 @@ class Lamb : public Optimizer {
 
  private:
   void update_cpu(float lr, int64_t t) override;
+#ifdef SDP_HAVE_CUDA
+  void update_cuda(float lr, int64_t t) override;
+#endif
 
   LambOptions options_;
   float* exp_avg_ = nullptr;

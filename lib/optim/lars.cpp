@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "optim/norms.hpp"
+#include "optim/update_rules.hpp"
 
 namespace sdp {
 
@@ -33,19 +34,23 @@ void Lars::update_cpu(float lr, int64_t /*t*/) {
     float wd = 0.0f;
     if (param.weight_decay) {
       wd = options_.weight_decay;
-      const double w_norm = l2_norm(p, n);
-      const double g_norm = l2_norm(g, n);
-      if (w_norm > 0 && g_norm > 0) {
-        const double local_lr = double{options_.trust_coefficient} * w_norm /
-                                (g_norm + double{wd} * w_norm + double{options_.eps});
-        scale = static_cast<float>(double{lr} * local_lr);
-      }
+      const double local_lr = update_rules::lars_local_lr(l2_norm(p, n), l2_norm(g, n),
+                                                          options_.trust_coefficient, wd, options_.eps);
+      scale = static_cast<float>(double{lr} * local_lr);
     }
     for (int64_t i = 0; i < n; ++i) {
-      v[i] = mu * v[i] + scale * (g[i] + wd * p[i]);
+      v[i] = update_rules::lars_velocity(v[i], g[i], p[i], mu, scale, wd);
       p[i] -= v[i];
     }
   }
 }
+
+#ifdef SDP_HAVE_CUDA
+void Lars::update_cuda(float lr, int64_t /*t*/) {
+  cuda_updates::lars(parameter_table(options_.weight_decay), store_.param_arena().data<float>(),
+                     store_.grad_arena().data<float>(), momentum_, lr, options_.momentum, options_.trust_coefficient,
+                     options_.eps, device_stream_);
+}
+#endif
 
 }  // namespace sdp

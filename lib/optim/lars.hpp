@@ -39,6 +39,9 @@ class Lars : public Optimizer {
 
  private:
   void update_cpu(float lr, int64_t t) override;
+#ifdef SDP_HAVE_CUDA
+  void update_cuda(float lr, int64_t t) override;
+#endif
 
   LarsOptions options_;
   float* momentum_ = nullptr;  // "momentum_buffer" arena (always, even with momentum 0)

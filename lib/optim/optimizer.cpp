@@ -37,10 +37,42 @@ void Optimizer::step(float lr) {
     update_cpu(lr, step_count_ + 1);
   } else {
     require_device(device, name());
-    throw InputError(std::string("optimizer ") + name() + " has no update for device " + device.str() +
-                     " in this build of sdp-train");
+    update_cuda(lr, step_count_ + 1);
   }
   ++step_count_;
+}
+
+void Optimizer::update_cuda(float /*lr*/, int64_t /*t*/) {
+  throw InputError(std::string("optimizer ") + name() + " has no update for device " + store_.device().str() +
+                   " in this build of sdp-train");
+}
+
+const cuda_updates::RangeTable& Optimizer::segment_table() {
+#ifdef SDP_HAVE_CUDA
+  if (!segment_table_) {
+    std::vector<cuda_updates::Range> ranges;
+    for (const Segment& seg : segments_) ranges.push_back({seg.begin, seg.count, seg.weight_decay, 0});
+    segment_table_ = cuda_updates::make_range_table(ranges, store_.device().index);
+  }
+  return *segment_table_;
+#else
+  throw std::logic_error("Optimizer::segment_table: built without the CUDA backend");
+#endif
+}
+
+const cuda_updates::RangeTable& Optimizer::parameter_table(float weight_decay) {
+#ifdef SDP_HAVE_CUDA
+  if (!parameter_table_) {
+    std::vector<cuda_updates::Range> ranges;
+    for (const Param& p : store_.params())
+      ranges.push_back({p.offset, shape_numel(p.shape), p.weight_decay ? weight_decay : 0.0f, p.weight_decay ? 1 : 0});
+    parameter_table_ = cuda_updates::make_range_table(ranges, store_.device().index);
+  }
+  return *parameter_table_;
+#else
+  (void)weight_decay;
+  throw std::logic_error("Optimizer::parameter_table: built without the CUDA backend");
+#endif
 }
 
 float* Optimizer::add_state(const std::string& kind) {

@@ -11,11 +11,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/parameter_store.hpp"
 #include "core/tensor.hpp"
+#include "optim/cuda_updates.hpp"
 
 namespace sdp {
 
@@ -40,6 +42,10 @@ class Optimizer {
   // "conv1.weight.exp_avg"), for checkpoints. Writing to them restores the state.
   std::vector<NamedTensor> state_tensors() const;
 
+  // Where the update is enqueued when the arenas live on a GPU: the rank's compute stream (a
+  // cudaStream_t, opaque here); null is CUDA's default stream. Ignored on the CPU.
+  void set_device_stream(void* stream) { device_stream_ = stream; }
+
  protected:
   Optimizer(ParameterStore& store, float weight_decay, bool decay_all);
 
@@ -50,16 +56,28 @@ class Optimizer {
     float weight_decay = 0;
   };
 
-  // `t` is the 1-based number of this update; the arenas are host memory. A device twin
-  // (update_cuda) joins with the CUDA backend; step() picks by the store's device.
+  // `t` is the 1-based number of this update. update_cpu: the arenas are host memory.
+  // update_cuda: they are on a GPU; it only enqueues kernels on device_stream_ (built with the
+  // CUDA backend; the default says the optimizer has no device twin). step() picks by the
+  // store's device. Both run update_rules.hpp's arithmetic.
   virtual void update_cpu(float lr, int64_t t) = 0;
+  virtual void update_cuda(float lr, int64_t t);
+
+  // segments_ (SGD, Adam) or one range per parameter (LARS, LAMB: `adapt` = the parameter
+  // takes weight decay and the trust ratio), copied to the GPU on first use.
+  const cuda_updates::RangeTable& segment_table();
+  const cuda_updates::RangeTable& parameter_table(float weight_decay);
   // A zero-filled state arena with the parameter arena's layout, on the store's device.
   float* add_state(const std::string& kind);
 
   ParameterStore& store_;
   std::vector<Segment> segments_;
 
+  void* device_stream_ = nullptr;
+
  private:
+  std::shared_ptr<const cuda_updates::RangeTable> segment_table_;
+  std::shared_ptr<const cuda_updates::RangeTable> parameter_table_;
   std::vector<NamedTensor> state_;
   int64_t step_count_ = 0;
 };

@@ -1,6 +1,7 @@
 #include "optim/sgd.hpp"
 
 #include "core/error.hpp"
+#include "optim/update_rules.hpp"
 
 namespace sdp {
 
@@ -24,22 +25,29 @@ void Sgd::update_cpu(float lr, int64_t t) {
     const float wd = seg.weight_decay;
     const int64_t n = seg.count;
     if (momentum_ == nullptr) {
-      for (int64_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + wd * p[i]);
+      for (int64_t i = 0; i < n; ++i) p[i] = update_rules::sgd(p[i], g[i], lr, wd);
       continue;
     }
     float* __restrict buf = momentum_ + seg.begin;
     // Branches hoisted out of the loops so each loop vectorizes.
     if (t == 1) {
-      for (int64_t i = 0; i < n; ++i) buf[i] = g[i] + wd * p[i];  // PyTorch: buf = clone(g')
+      for (int64_t i = 0; i < n; ++i) buf[i] = update_rules::sgd_momentum_first(g[i], p[i], wd);
     } else {
-      for (int64_t i = 0; i < n; ++i) buf[i] = mu * buf[i] + keep * (g[i] + wd * p[i]);
+      for (int64_t i = 0; i < n; ++i) buf[i] = update_rules::sgd_momentum(buf[i], g[i], p[i], mu, keep, wd);
     }
     if (options_.nesterov) {
-      for (int64_t i = 0; i < n; ++i) p[i] -= lr * ((g[i] + wd * p[i]) + mu * buf[i]);
+      for (int64_t i = 0; i < n; ++i) p[i] = update_rules::sgd_nesterov(p[i], g[i], buf[i], lr, mu, wd);
     } else {
-      for (int64_t i = 0; i < n; ++i) p[i] -= lr * buf[i];
+      for (int64_t i = 0; i < n; ++i) p[i] = update_rules::sgd_heavy_ball(p[i], buf[i], lr);
     }
   }
 }
+
+#ifdef SDP_HAVE_CUDA
+void Sgd::update_cuda(float lr, int64_t t) {
+  cuda_updates::sgd(segment_table(), store_.param_arena().data<float>(), store_.grad_arena().data<float>(), momentum_,
+                    lr, options_.momentum, 1.0f - options_.dampening, t == 1, options_.nesterov, device_stream_);
+}
+#endif
 
 }  // namespace sdp

@@ -26,6 +26,9 @@ class Sgd : public Optimizer {
 
  private:
   void update_cpu(float lr, int64_t t) override;
+#ifdef SDP_HAVE_CUDA
+  void update_cuda(float lr, int64_t t) override;
+#endif
 
   SgdOptions options_;
   float* momentum_ = nullptr;  // "momentum_buffer" arena, when momentum != 0

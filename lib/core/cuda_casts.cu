@@ -1,0 +1,103 @@
+// CUDA kernels of cuda_casts.hpp: grid-stride loops over half_float.hpp's conversions.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/cuda_casts.hpp"
+#include "core/error.hpp"
+#include "core/half_float.hpp"
+
+namespace sdp::cuda_casts {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 4096;
+
+unsigned blocks_for(int64_t count) {
+  return static_cast<unsigned>(std::clamp<int64_t>((count + kThreads - 1) / kThreads, 1, kMaxBlocks));
+}
+
+void check_launch(const char* what) {
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess)
+    throw RuntimeError(std::string("cast on the GPU: ") + what + " launch failed: " + cudaGetErrorString(status));
+}
+
+cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+#define SDP_GRID_STRIDE(i, n) \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); i += int64_t{gridDim.x} * blockDim.x)
+
+__global__ void scale_f32_kernel(float* dst, const float* src, int64_t n, float scale) {
+  SDP_GRID_STRIDE(i, n) dst[i] = src[i] * scale;
+}
+__global__ void f32_to_half_kernel(uint16_t* dst, const float* src, int64_t n, float scale) {
+  SDP_GRID_STRIDE(i, n) dst[i] = float_to_half(src[i] * scale);
+}
+__global__ void f32_to_bf16_kernel(uint16_t* dst, const float* src, int64_t n, float scale) {
+  SDP_GRID_STRIDE(i, n) dst[i] = float_to_bfloat16(src[i] * scale);
+}
+__global__ void half_to_f32_kernel(float* dst, const uint16_t* src, int64_t n, float scale) {
+  SDP_GRID_STRIDE(i, n) dst[i] = half_to_float(src[i]) * scale;
+}
+__global__ void bf16_to_f32_kernel(float* dst, const uint16_t* src, int64_t n, float scale) {
+  SDP_GRID_STRIDE(i, n) dst[i] = bfloat16_to_float(src[i]) * scale;
+}
+__global__ void flag_nonfinite_kernel(const float* data, int64_t n, int* flag) {
+  bool bad = false;
+  SDP_GRID_STRIDE(i, n) bad = bad || !is_finite_float(data[i]);
+  // A flag, not a count: the outcome is the same whatever order the blocks write in.
+  if (__syncthreads_or(bad) && threadIdx.x == 0) atomicOr(flag, 1);
+}
+
+}  // namespace
+
+void from_f32(DType dtype, void* dst, const float* src, int64_t count, float scale, void* stream) {
+  if (count <= 0) return;
+  const unsigned blocks = blocks_for(count);
+  switch (dtype) {
+    case DType::kF32:
+      scale_f32_kernel<<<blocks, kThreads, 0, as_stream(stream)>>>(static_cast<float*>(dst), src, count, scale);
+      break;
+    case DType::kF16:
+      f32_to_half_kernel<<<blocks, kThreads, 0, as_stream(stream)>>>(static_cast<uint16_t*>(dst), src, count, scale);
+      break;
+    case DType::kBF16:
+      f32_to_bf16_kernel<<<blocks, kThreads, 0, as_stream(stream)>>>(static_cast<uint16_t*>(dst), src, count, scale);
+      break;
+    default:
+      throw RuntimeError(std::string("cast on the GPU: no cast from f32 to ") + dtype_name(dtype));
+  }
+  check_launch("f32 cast");
+}
+
+void to_f32(DType dtype, float* dst, const void* src, int64_t count, float scale, void* stream) {
+  if (count <= 0) return;
+  const unsigned blocks = blocks_for(count);
+  switch (dtype) {
+    case DType::kF32:
+      scale_f32_kernel<<<blocks, kThreads, 0, as_stream(stream)>>>(dst, static_cast<const float*>(src), count, scale);
+      break;
+    case DType::kF16:
+      half_to_f32_kernel<<<blocks, kThreads, 0, as_stream(stream)>>>(dst, static_cast<const uint16_t*>(src), count,
+                                                                     scale);
+      break;
+    case DType::kBF16:
+      bf16_to_f32_kernel<<<blocks, kThreads, 0, as_stream(stream)>>>(dst, static_cast<const uint16_t*>(src), count,
+                                                                     scale);
+      break;
+    default:
+      throw RuntimeError(std::string("cast on the GPU: no cast from ") + dtype_name(dtype) + " to f32");
+  }
+  check_launch("f32 cast");
+}
+
+void flag_nonfinite(const float* data, int64_t count, int* flag, void* stream) {
+  if (count <= 0) return;
+  flag_nonfinite_kernel<<<blocks_for(count), kThreads, 0, as_stream(stream)>>>(data, count, flag);
+  check_launch("non-finite check");
+}
+
+}  // namespace sdp::cuda_casts

@@ -1,0 +1,22 @@
+// Casts between f32 and the 16-bit formats on a GPU, and the overflow check of loss scaling
+// (issue #12), with half_float.hpp's arithmetic: a value cast on the GPU has the bits the CPU
+// (reduce_kernels.hpp's convert_from_f32 / convert_to_f32) gives it. No CUDA type here; the
+// functions exist only in a build with the CUDA backend (SDP_HAVE_CUDA). Each enqueues on
+// `stream` (a cudaStream_t; null = the default stream) and returns without waiting.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.hpp"
+
+namespace sdp::cuda_casts {
+
+// dst[i] = dtype(src[i] * scale); dtype f32, f16 or bf16. Device pointers.
+void from_f32(DType dtype, void* dst, const float* src, int64_t count, float scale, void* stream);
+// dst[i] = f32(src[i]) * scale.
+void to_f32(DType dtype, float* dst, const void* src, int64_t count, float scale, void* stream);
+// *flag (a device int) becomes nonzero when any of data[0..count) is NaN or infinite; it is
+// never cleared here, so one flag can collect every bucket of a step.
+void flag_nonfinite(const float* data, int64_t count, int* flag, void* stream);
+
+}  // namespace sdp::cuda_casts
