@@ -47,7 +47,8 @@ SDP_SPELLING(OptimizerKind, {{OptimizerKind::kSgd, "sgd"},
                              {OptimizerKind::kLamb, "lamb"}});
 SDP_SPELLING(ScheduleKind, {{ScheduleKind::kConstant, "constant"},
                             {ScheduleKind::kStep, "step"},
-                            {ScheduleKind::kCosine, "cosine"}});
+                            {ScheduleKind::kCosine, "cosine"},
+                            {ScheduleKind::kLinear, "linear"}});
 SDP_SPELLING(CommBackend, {{CommBackend::kAuto, "auto"},
                            {CommBackend::kMpi, "mpi"},
                            {CommBackend::kNccl, "nccl"}});

@@ -18,7 +18,7 @@ enum class DataFormat { kMnist, kCifar10, kSynthetic };           // data.format
 enum class DataShard { kRank, kHost };                            // data.shard
 enum class Augmentation { kAuto, kNone, kCropFlip };              // data.augment
 enum class OptimizerKind { kSgd, kAdam, kAdamW, kLars, kLamb };   // optimizer.name
-enum class ScheduleKind { kConstant, kStep, kCosine };            // optimizer.schedule
+enum class ScheduleKind { kConstant, kStep, kCosine, kLinear };          // optimizer.schedule
 enum class CommBackend { kAuto, kMpi, kNccl };                    // distributed.backend
 enum class AllreduceKind { kAuto, kFlat, kRing, kHierarchical };  // distributed.allreduce
 enum class Compression { kNone, kFp16, kBf16 };                   // distributed.compression

@@ -21,8 +21,9 @@ LrSchedule::LrSchedule(const LrScheduleOptions& options) : options_(options) {
       scaled_lr(options.base_lr, options.scaling, options.global_batch, options.reference_batch);
   if (options.warmup_steps < 0) throw InputError("lr schedule: warmup steps must be >= 0");
   if (options.steps_per_epoch < 1) throw InputError("lr schedule: steps per epoch must be >= 1");
-  if (options.kind == LrScheduleOptions::Kind::kCosine && options.total_steps <= 0)
-    throw InputError("lr schedule: cosine needs the total number of steps");
+  if ((options.kind == LrScheduleOptions::Kind::kCosine || options.kind == LrScheduleOptions::Kind::kLinear) &&
+      options.total_steps <= 0)
+    throw InputError("lr schedule: cosine and linear decay need the total number of steps");
   if (options.kind == LrScheduleOptions::Kind::kStep && !(options.gamma > 0))
     throw InputError("lr schedule: step gamma must be > 0");
 }
@@ -40,11 +41,14 @@ double LrSchedule::lr_at(int64_t step) const {
         if (step >= m * o.steps_per_epoch) ++passed;
       return peak_ * std::pow(o.gamma, passed);
     }
-    case LrScheduleOptions::Kind::kCosine: {
+    case LrScheduleOptions::Kind::kCosine:
+    case LrScheduleOptions::Kind::kLinear: {
       const int64_t span = std::max<int64_t>(1, o.total_steps - o.warmup_steps);
       const double s = static_cast<double>(std::min(step - o.warmup_steps, span));
       constexpr double kPi = 3.14159265358979323846;
-      return o.min_lr + (peak_ - o.min_lr) * 0.5 * (1.0 + std::cos(kPi * s / span));
+      const double left = o.kind == LrScheduleOptions::Kind::kCosine ? 0.5 * (1.0 + std::cos(kPi * s / span))
+                                                                      : 1.0 - s / static_cast<double>(span);
+      return o.min_lr + (peak_ - o.min_lr) * left;
     }
   }
   return peak_;

@@ -7,6 +7,8 @@
 //        step:     peak * gamma^(number of milestones m with step >= m * steps_per_epoch)
 //        cosine:   min_lr + (peak - min_lr) * (1 + cos(pi * s / S)) / 2,
 //                  s = step - warmup_steps, S = total_steps - warmup_steps, s clamped to S
+//        linear:   min_lr + (peak - min_lr) * (1 - s / S)   (same s and S; the decay that
+//                  suits short budgets best in Li et al. 2020, "Budgeted training")
 //
 // Being a function of the global step alone, a resumed job recomputes the same LR;
 // after a resume with another global batch (world size, accumulate_steps), peak (and so the
@@ -31,9 +33,9 @@ struct LrScheduleOptions {
   Kind kind = Kind::kConstant;
   std::vector<int64_t> milestones;  // kStep: epochs
   double gamma = 0.1;               // kStep
-  double min_lr = 0.0;              // kCosine: floor reached at total_steps
+  double min_lr = 0.0;              // kCosine, kLinear: floor reached at total_steps
   int64_t steps_per_epoch = 1;
-  int64_t total_steps = 0;  // kCosine: required
+  int64_t total_steps = 0;  // kCosine, kLinear: required
 };
 
 // The peak LR of the rule above: base_lr x scaling.multiplier(global_batch / reference_batch).

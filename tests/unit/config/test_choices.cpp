@@ -27,7 +27,7 @@ TEST(Choices, EveryWordRoundTrips) {
   expect_round_trip<DataShard>({"rank", "host"});
   expect_round_trip<Augmentation>({"auto", "none", "crop-flip"});
   expect_round_trip<OptimizerKind>({"sgd", "adam", "adamw", "lars", "lamb"});
-  expect_round_trip<ScheduleKind>({"constant", "step", "cosine"});
+  expect_round_trip<ScheduleKind>({"constant", "step", "cosine", "linear"});
   expect_round_trip<CommBackend>({"auto", "mpi", "nccl"});
   expect_round_trip<AllreduceKind>({"auto", "flat", "ring", "hierarchical"});
   expect_round_trip<Compression>({"none", "fp16", "bf16"});
@@ -50,7 +50,7 @@ TEST(Choices, EveryEnumeratorHasAWord) {
   for (auto v : {OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdamW,
                  OptimizerKind::kLars, OptimizerKind::kLamb})
     EXPECT_NE(to_string(v), "?");
-  for (auto v : {ScheduleKind::kConstant, ScheduleKind::kStep, ScheduleKind::kCosine})
+  for (auto v : {ScheduleKind::kConstant, ScheduleKind::kStep, ScheduleKind::kCosine, ScheduleKind::kLinear})
     EXPECT_NE(to_string(v), "?");
   for (auto v : {CommBackend::kAuto, CommBackend::kMpi, CommBackend::kNccl})
     EXPECT_NE(to_string(v), "?");

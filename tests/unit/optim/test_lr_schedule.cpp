@@ -75,6 +75,24 @@ TEST(LrSchedule, CosineAfterWarmup) {
   EXPECT_NEAR(floor.lr_at(600), 0.405, 1e-12);
 }
 
+TEST(LrSchedule, LinearDecayAfterWarmup) {
+  LrScheduleOptions o = base_options();
+  o.kind = LrScheduleOptions::Kind::kLinear;
+  o.warmup_steps = 200;
+  LrSchedule s(o);
+  EXPECT_DOUBLE_EQ(s.lr_at(200), 0.8);     // starts at the peak
+  EXPECT_NEAR(s.lr_at(400), 0.6, 1e-12);   // a quarter of the 800 decay steps
+  EXPECT_NEAR(s.lr_at(600), 0.4, 1e-12);
+  EXPECT_NEAR(s.lr_at(1000), 0.0, 1e-12);  // reaches 0 at total_steps
+  EXPECT_NEAR(s.lr_at(5000), 0.0, 1e-12);  // and stays there
+  o.min_lr = 0.01;
+  LrSchedule floor(o);
+  EXPECT_NEAR(floor.lr_at(1000), 0.01, 1e-12);
+  EXPECT_NEAR(floor.lr_at(600), 0.405, 1e-12);
+  o.total_steps = 0;
+  EXPECT_THROW(LrSchedule{o}, InputError);
+}
+
 TEST(LrSchedule, SqrtAndNoneScalingWarmup) {
   LrScheduleOptions o = base_options();
   o.global_batch = 4 * 64;
@@ -116,7 +134,8 @@ TEST(LrSchedule, RejectsInconsistentOptions) {
   o.reference_batch = 0;
   EXPECT_THROW(LrSchedule{o}, InputError);
   EXPECT_EQ(parse_choice<ScheduleKind>("cosine"), LrScheduleOptions::Kind::kCosine);
-  EXPECT_THROW(parse_choice<ScheduleKind>("linear"), InputError);
+  EXPECT_EQ(parse_choice<ScheduleKind>("linear"), LrScheduleOptions::Kind::kLinear);
+  EXPECT_THROW(parse_choice<ScheduleKind>("exponential"), InputError);
 }
 
 }  // namespace

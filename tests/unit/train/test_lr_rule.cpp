@@ -69,6 +69,11 @@ double expected_lr(const Rule& r, int64_t step, int64_t steps_per_epoch, int64_t
       const double s = std::min(static_cast<double>(step - warmup), span);
       return min_lr + (peak - min_lr) * 0.5 * (1.0 + std::cos(M_PI * s / span));
     }
+    case ScheduleKind::kLinear: {
+      const double span = static_cast<double>(total_steps - warmup);
+      const double s = std::min(static_cast<double>(step - warmup), span);
+      return min_lr + (peak - min_lr) * (span - s) / span;
+    }
   }
   return NAN;
 }
@@ -82,7 +87,7 @@ TEST(LrRule, EveryStepFollowsTheRuleForEveryWorldSizeAndAccumulation) {
         for (LrScaling scaling : {LrScaling::linear(), LrScaling::sqrt(), LrScaling::none(),
                                   LrScaling::explicit_factor(1.5)})
           for (ScheduleKind schedule :
-               {ScheduleKind::kConstant, ScheduleKind::kStep, ScheduleKind::kCosine})
+               {ScheduleKind::kConstant, ScheduleKind::kStep, ScheduleKind::kCosine, ScheduleKind::kLinear})
             for (double warmup_epochs : {0.0, 1.5}) {
               const Rule rule{ranks, accumulate, reference, scaling, schedule, warmup_epochs};
               const JobSpec spec = spec_of(rule);
@@ -96,7 +101,7 @@ TEST(LrRule, EveryStepFollowsTheRuleForEveryWorldSizeAndAccumulation) {
                 ++checked;
               }
             }
-  EXPECT_EQ(checked, 4 * 3 * 3 * 4 * 3 * 2 * 77);
+  EXPECT_EQ(checked, 4 * 3 * 3 * 4 * 4 * 2 * 77);
 }
 
 TEST(LrRule, UnsetReferenceScalesByWorldSizeAsBeforeAndTimesAccumulation) {
