@@ -39,7 +39,8 @@ SDP_SPELLING(DataFormat, {{DataFormat::kMnist, "mnist"},
 SDP_SPELLING(DataShard, {{DataShard::kRank, "rank"}, {DataShard::kHost, "host"}});
 SDP_SPELLING(Augmentation, {{Augmentation::kAuto, "auto"},
                             {Augmentation::kNone, "none"},
-                            {Augmentation::kCropFlip, "crop-flip"}});
+                            {Augmentation::kCropFlip, "crop-flip"},
+                            {Augmentation::kFlip, "flip"}});
 SDP_SPELLING(OptimizerKind, {{OptimizerKind::kSgd, "sgd"},
                              {OptimizerKind::kAdam, "adam"},
                              {OptimizerKind::kAdamW, "adamw"},

@@ -99,8 +99,9 @@ TrainingParts build_training_parts(const JobSpec& spec, const World& world, cons
     loader_options.world = world.size();
     loader_options.prefetch = spec.data.prefetch;
     loader_options.augment.enabled =
-        spec.data.augment == Augmentation::kCropFlip ||
+        spec.data.augment == Augmentation::kCropFlip || spec.data.augment == Augmentation::kFlip ||
         (spec.data.augment == Augmentation::kAuto && spec.data.format == DataFormat::kCifar10);
+    if (spec.data.augment == Augmentation::kFlip) loader_options.augment.pad = 0;  // no crop: the image as is
     const GlobalBatch batch = global_batch(spec, world.size());
     if (data.train.count < batch.size())
       throw InputError("key 'data.batch_size': " + std::to_string(batch.per_rank) + " x " +

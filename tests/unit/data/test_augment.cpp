@@ -114,6 +114,33 @@ TEST(BatchAssembler, AugmentedEqualsCropFlipThenNormalize) {
   }
 }
 
+// data.augment: flip is pad 0: every sample is either the image or its mirror, never shifted.
+TEST(BatchAssembler, FlipOnlyMirrorsWithoutShifting) {
+  Dataset ds = tiny_dataset();
+  AugmentOptions aug;
+  aug.enabled = true;
+  aug.pad = 0;
+  aug.seed = 5;
+  BatchAssembler assembler(ds, aug);
+  Batch batch;
+  int flipped = 0;
+  for (int64_t epoch = 0; epoch < 8; ++epoch) {
+    assembler.assemble({0, 1, 2, 3}, epoch, batch);
+    for (int b = 0; b < 4; ++b) {
+      const bool flip = draw_crop_flip(aug, epoch, b).flip;
+      flipped += flip;
+      for (int k = 0; k < 60; ++k) {
+        const int c = k / 30, y = (k % 30) / 6, x = k % 6;
+        const uint8_t v = ds.image(b)[c * 30 + y * 6 + (flip ? 5 - x : x)];
+        const float expected = (v / 255.0f - ds.normalization.mean[c]) / ds.normalization.std[c];
+        ASSERT_EQ(batch.images.data<float>()[b * 60 + k], expected) << "epoch " << epoch << " sample " << b;
+      }
+    }
+  }
+  EXPECT_GT(flipped, 4);   // of 32 draws, about half mirror
+  EXPECT_LT(flipped, 28);
+}
+
 TEST(BatchAssembler, ReusesStorageAndShrinksTheView) {
   Dataset ds = tiny_dataset();
   BatchAssembler assembler(ds);
