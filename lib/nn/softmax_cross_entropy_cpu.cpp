@@ -1,9 +1,9 @@
 #include "nn/softmax_cross_entropy_cpu.hpp"
 
-#include <cmath>
 #include <stdexcept>
 
 #include "core/error.hpp"
+#include "nn/softmax_xent_rule.hpp"
 
 namespace sdp::nn {
 
@@ -29,9 +29,7 @@ float SoftmaxCrossEntropyCpu::forward(const TensorRef& logits, const int32_t* la
   float* dz = static_cast<float*>(diff_plain_.get_data_handle());
   const int k = num_classes_;
   const float inv_n = 1.0f / static_cast<float>(batch_);
-  // Target weights: off the label e / K, on it 1 - e + e / K.
-  const float off = label_smoothing_ / static_cast<float>(k);
-  const float on = 1.0f - label_smoothing_ + off;
+  const XentTarget q = xent_target(label_smoothing_, k);
   double loss = 0.0;
   int64_t hits = 0;
   for (int64_t i = 0; i < batch_; ++i) {
@@ -39,29 +37,8 @@ float SoftmaxCrossEntropyCpu::forward(const TensorRef& logits, const int32_t* la
     if (label < 0 || label >= k)
       throw InputError("label " + std::to_string(label) + " outside [0, " + std::to_string(k) +
                        ") at batch index " + std::to_string(i));
-    const float* row = z + i * k;
-    float* grad = dz + i * k;
     int argmax = 0;
-    for (int j = 1; j < k; ++j)
-      if (row[j] > row[argmax]) argmax = j;
-    // Shift by the max so exp() cannot overflow.
-    const float max = row[argmax];
-    double sum = 0.0;
-    for (int j = 0; j < k; ++j) {
-      grad[j] = std::exp(row[j] - max);
-      sum += grad[j];
-    }
-    // -sum_j q_j (z_j - max - log sum) with sum_j q_j = 1.
-    double target_dot = static_cast<double>(row[label] - max);
-    if (off > 0.0f) {
-      double all = 0.0;
-      for (int j = 0; j < k; ++j) all += static_cast<double>(row[j] - max);
-      target_dot = double{on - off} * target_dot + double{off} * all;
-    }
-    loss += std::log(sum) - target_dot;
-    const float scale = static_cast<float>(1.0 / sum) * inv_n;
-    for (int j = 0; j < k; ++j) grad[j] = grad[j] * scale - off * inv_n;
-    grad[label] -= (on - off) * inv_n;
+    loss += softmax_xent_row(z + i * k, k, label, q, inv_n, dz + i * k, &argmax);
     hits += argmax == label;
   }
   if (correct) *correct = hits;
