@@ -36,6 +36,51 @@ int cuda_device_count() {
 #endif
 }
 
+std::string cuda_unavailable_reason() {
+#ifdef SDP_HAVE_CUDA
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    return cudaGetErrorString(status);
+  }
+  return count > 0 ? "" : "the CUDA runtime sees no GPU";
+#else
+  return "this sdp-train was built without the CUDA backend";
+#endif
+}
+
+std::vector<GpuDescription> describe_gpus() {
+  std::vector<GpuDescription> gpus;
+#ifdef SDP_HAVE_CUDA
+  const int count = cuda_device_count();
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) {
+      cudaGetLastError();
+      continue;
+    }
+    GpuDescription g;
+    g.index = i;
+    g.name = prop.name;
+    g.memory_bytes = static_cast<int64_t>(prop.totalGlobalMem);
+    g.compute_capability = prop.major * 10 + prop.minor;
+    char bus_id[32] = {0};
+    if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, i) == cudaSuccess) g.pci_bus_id = bus_id;
+    for (int peer = 0; peer < count; ++peer) {
+      int reachable = 0, rank = 0;
+      if (peer == i || cudaDeviceCanAccessPeer(&reachable, i, peer) != cudaSuccess || !reachable) continue;
+      if (cudaDeviceGetP2PAttribute(&rank, cudaDevP2PAttrPerformanceRank, i, peer) != cudaSuccess) rank = -1;
+      g.peers.push_back(peer);
+      g.peer_performance_rank.push_back(rank);
+    }
+    cudaGetLastError();
+    gpus.push_back(std::move(g));
+  }
+#endif
+  return gpus;
+}
+
 void set_cuda_device(int ordinal) {
 #ifdef SDP_HAVE_CUDA
   cudaSetDevice(ordinal);

@@ -2,6 +2,7 @@
 // can ask; the answer is 0 GPUs when the CUDA backend is not built or no driver is present.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,26 @@ namespace sdp {
 bool cuda_backend_built();
 // Number of CUDA devices visible to this process (0 without a driver or a GPU).
 int cuda_device_count();
+// Why no GPU is usable, in the CUDA runtime's words ("no CUDA-capable device is detected",
+// "CUDA driver version is insufficient ...", or that the backend is not built); "" when at
+// least one is.
+std::string cuda_unavailable_reason();
+
+// One GPU as `sdp-train env` reports it.
+struct GpuDescription {
+  int index = 0;
+  std::string name;
+  std::string pci_bus_id;
+  int64_t memory_bytes = 0;
+  int compute_capability = 0;  // major * 10 + minor: 80 = A100, 90 = H100
+  // The other GPUs of this machine this one reaches peer-to-peer (NVLink or PCIe), and the
+  // driver's performance rank of each link (0 is the fastest; NVLink ranks above PCIe).
+  std::vector<int> peers;
+  std::vector<int> peer_performance_rank;
+};
+// Every GPU this process sees (empty without the CUDA backend, a driver or a GPU).
+std::vector<GpuDescription> describe_gpus();
+
 // Makes `ordinal` the current CUDA device of this process (no-op without CUDA).
 void set_cuda_device(int ordinal);
 // Online CPU cores of the machine (not the launcher's affinity mask).

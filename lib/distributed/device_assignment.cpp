@@ -89,7 +89,9 @@ DeviceAssignment assign_device(DevicePreference preference, int threads, const W
       throw InputError("device: " + to_string(preference) + " needs one GPU per rank, but node '" +
                        world.node_name() + "' runs " + std::to_string(world.local_size()) +
                        " ranks and has " + std::to_string(a.gpus_on_node) +
-                       " GPU(s); start at most that many ranks per node or use device: cpu");
+                       " GPU(s)" +
+                       (a.gpus_on_node == 0 ? " (" + cuda_unavailable_reason() + ")" : std::string()) +
+                       "; start at most that many ranks per node or use device: cpu");
     a.device = Device::cuda(world.local_rank());
     set_cuda_device(world.local_rank());
   }

@@ -180,6 +180,25 @@ nlohmann::json describe_environment(const JobSetup& setup) {
   env["grouping"] = w.grouping();
   env["node_names"] = w.node_names();
   env["cuda_backend"] = cuda_backend_built();
+  // The GPUs of every node, as the node's first rank sees them, with their peer-to-peer links.
+  nlohmann::json my_gpus = nlohmann::json::array();
+  for (const GpuDescription& g : describe_gpus())
+    my_gpus.push_back({{"index", g.index},
+                       {"name", g.name},
+                       {"pci_bus_id", g.pci_bus_id},
+                       {"memory_bytes", g.memory_bytes},
+                       {"compute_capability", g.compute_capability},
+                       {"p2p_peers", g.peers},
+                       {"p2p_performance_rank", g.peer_performance_rank}});
+  const auto all_gpus = allgather_strings(w.comm(), my_gpus.dump());
+  env["nodes_gpus"] = nlohmann::json::array();
+  for (int node = 0; node < w.nodes(); ++node) {
+    const int first = static_cast<int>(std::find(nodes.begin(), nodes.end(), node) - nodes.begin());
+    if (first == w.size()) continue;
+    env["nodes_gpus"].push_back(
+        {{"node", node}, {"node_name", w.node_names()[node]}, {"gpus", nlohmann::json::parse(all_gpus[first])}});
+  }
+  if (const std::string why = cuda_unavailable_reason(); !why.empty()) env["cuda_unavailable"] = why;
   env["ranks"] = nlohmann::json::array();
   for (int r = 0; r < w.size(); ++r) {
     env["ranks"].push_back({{"rank", r},

@@ -370,7 +370,10 @@ PY
   env_two_nodes)
     expect_ok 4 env --set distributed.ranks_per_node=2
     json_check 'd["size"] == 4 and d["nodes"] == 2 and d["local_size"] == 2'
-    json_check '[(r["node"], r["local_rank"]) for r in d["ranks"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]' ;;
+    json_check '[(r["node"], r["local_rank"]) for r in d["ranks"]] == [(0, 0), (0, 1), (1, 0), (1, 1)]'
+    # One GPU list per node; without a usable GPU, the runtime's reason instead of a silent 0.
+    json_check '[n["node"] for n in d["nodes_gpus"]] == [0, 1] and all(isinstance(n["gpus"], list) for n in d["nodes_gpus"])'
+    json_check 'any(n["gpus"] for n in d["nodes_gpus"]) or len(d["cuda_unavailable"]) > 0' ;;
   threads_follow_the_machine)
     # Two logical nodes on one machine: each rank gets half the CPUs, not all of them
     # (issue #11: 2 ranks x 2 threads on 2 cores ran LeNet-5 10x slower).
