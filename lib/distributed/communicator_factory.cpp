@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "distributed/mpi_communicator.hpp"
+#include "distributed/nccl_communicator.hpp"
 
 namespace sdp {
 
@@ -12,8 +13,12 @@ CommBackend parse_comm_backend(const std::string& name) {
 }
 
 bool comm_backend_built(CommBackend backend) {
-  // nccl: true once nccl_communicator_cuda.cpp exists and is built under SDP_HAVE_NCCL.
+#ifdef SDP_HAVE_NCCL
+  (void)backend;
+  return true;  // nccl_communicator_cuda.cpp is in this build
+#else
   return backend != CommBackend::kNccl;
+#endif
 }
 
 CommBackend resolve_comm_backend(CommBackend backend, const Device& device) {
@@ -31,8 +36,11 @@ std::shared_ptr<Communicator> make_communicator(CommBackend backend, MPI_Comm gr
                          options.device.str());
       return std::make_shared<MpiCommunicator>(group, options.label);
     case CommBackend::kNccl:
-      // The NCCL backend plugs in here: return make_nccl_communicator(group, options);
+#ifdef SDP_HAVE_NCCL
+      return make_nccl_communicator(group, options);
+#else
       break;
+#endif
   }
   throw InputError(
       "communicator backend '" + to_string(backend) +

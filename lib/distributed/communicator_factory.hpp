@@ -4,12 +4,12 @@
 // backend means adding it here and nowhere else.
 //
 //   mpi   MpiCommunicator over the given MPI group, host memory (mpi_communicator.hpp).
-//   nccl  NcclCommunicator (next issue): device memory, its own CUDA stream. It plugs in at
-//         the kNccl case of make_communicator (communicator_factory.cpp): built only when
-//         CMake finds NCCL (SDP_HAVE_NCCL), from nccl_communicator_cuda.cpp. The MPI group
-//         is its bootstrap: rank 0 of the group makes the ncclUniqueId and broadcasts it
-//         over MPI (control plane), then every rank calls ncclCommInitRank on
-//         options.device. In a build without NCCL asking for it is an InputError saying so.
+//   nccl  NcclCommunicator (nccl_communicator.hpp): device memory of options.device, its
+//         own CUDA stream; built only when CMake finds NCCL (SDP_HAVE_NCCL), from
+//         nccl_communicator_cuda.cpp. The MPI group is its bootstrap: rank 0 of the group
+//         makes the ncclUniqueId and broadcasts it over MPI (control plane), then every rank
+//         calls ncclCommInitRankConfig on options.device. In a build without NCCL asking for
+//         it is an InputError saying so; so is a process that sees no CUDA device.
 //
 // Contract: collective over `group` (every rank of it calls make_communicator with the same
 // backend); the result does not own `group`, which must outlive it (World owns its groups).
@@ -28,6 +28,7 @@ namespace sdp {
 struct CommunicatorOptions {
   std::string label = "world";    // names it in messages and the plan: world, intra, inter
   Device device = Device::cpu();  // nccl: the GPU this rank drives (cuda:local_rank)
+  double init_timeout_s = 600.0;  // nccl: ncclCommInitRankConfig is aborted after this; <= 0: never
 };
 
 // Throws InputError when the backend is not built into this binary.

@@ -1,7 +1,8 @@
-// Communicator backends and the kernels under them: the factory, LocalCommunicator (no MPI),
-// the MPI backend's in-place collectives with uneven parts, point-to-point, Work completion
-// (wait with a timeout, test), the model-state broadcast, and the 16-bit conversions used by
-// compression.
+// Communicator backends and the kernels under them: the factory (NCCL without a GPU is a
+// clear error), the watchdog's NCCL abort hook, LocalCommunicator (no MPI), the MPI
+// backend's in-place collectives with uneven parts, point-to-point, Work completion (wait
+// with a timeout, test), the model-state broadcast, and the 16-bit conversions used by
+// compression. The NCCL backend's collectives: test_nccl_communicator.cpp (GPU).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -14,11 +15,13 @@
 #include <thread>
 #include <vector>
 
+#include "core/device_info.hpp"
 #include "core/error.hpp"
 #include "core/tensor.hpp"
 #include "distributed/communicator_factory.hpp"
 #include "distributed/host_work.hpp"
 #include "distributed/local_communicator.hpp"
+#include "distributed/nccl_communicator.hpp"
 #include "distributed/reduce_kernels.hpp"
 
 namespace sdp {
@@ -68,10 +71,93 @@ TEST(CommunicatorFactory, NcclWithoutItInTheBuildSaysItIsNotBuilt) {
   const std::string message = error_of([] { make_communicator(CommBackend::kNccl, MPI_COMM_WORLD); });
   EXPECT_NE(message.find("'nccl' is not built"), std::string::npos) << message;
   EXPECT_NE(message.find("distributed.backend: mpi"), std::string::npos) << message;
+}
+
+TEST(CommunicatorFactory, MpiRefusesToDriveAGpu) {
   // MPI reaches host memory only: asking it to drive a GPU is refused up front.
   CommunicatorOptions on_gpu;
   on_gpu.device = Device::cuda(0);
   EXPECT_THROW(make_communicator(CommBackend::kMpi, MPI_COMM_WORLD, on_gpu), InputError);
+}
+
+// A binary built with NCCL on a machine without a GPU (CI, the build machine): every rank
+// gets an InputError saying why, together (the group agrees before NCCL is touched), and
+// nothing hangs or crashes.
+TEST(CommunicatorFactory, NcclWithoutAGpuIsAClearInputError) {
+  if (!comm_backend_built(CommBackend::kNccl)) GTEST_SKIP() << "this build has no NCCL backend";
+  if (cuda_device_count() > 0) GTEST_SKIP() << "this machine has a CUDA device";
+  CommunicatorOptions on_gpu;
+  on_gpu.label = "intra";
+  on_gpu.device = Device::cuda(0);
+  const std::string message = error_of([&] { make_communicator("nccl", MPI_COMM_WORLD, on_gpu); });
+  EXPECT_NE(message.find("communicator backend 'nccl' ('intra', rank "), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("no CUDA device"), std::string::npos) << message;
+  EXPECT_NE(message.find("distributed.backend: mpi"), std::string::npos) << message;
+  // Without a device named, and through `auto` for a GPU buffer, the same reason.
+  EXPECT_NE(error_of([] { make_communicator("nccl", MPI_COMM_WORLD); }).find("no CUDA device"),
+            std::string::npos);
+  EXPECT_EQ(resolve_comm_backend(CommBackend::kAuto, Device::cuda(0)), CommBackend::kNccl);
+  EXPECT_NE(error_of([&] {
+              make_communicator(CommBackend::kAuto, MPI_COMM_WORLD, on_gpu);
+            }).find("no CUDA device"),
+            std::string::npos);
+  // Host buffers still get MPI under `auto`.
+  EXPECT_EQ(resolve_comm_backend(CommBackend::kAuto, Device::cpu()), CommBackend::kMpi);
+}
+
+// The watchdog hook (nccl_communicator.hpp) aborts the communicators still alive, then hands
+// the report on; checked with a stand-in, so it runs without a GPU.
+class FakeNccl final : public NcclCommunicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  Device device() const override { return Device::cuda(0); }
+  std::string name() const override { return "fake"; }
+  std::shared_ptr<Work> allreduce(const CommBuffer&, const AllreduceOptions&) override {
+    return completed_work();
+  }
+  std::shared_ptr<Work> reduce_scatter(const CommBuffer&, const std::vector<int64_t>&,
+                                       const ReduceScatterOptions&) override {
+    return completed_work();
+  }
+  std::shared_ptr<Work> allgather(const CommBuffer&, const std::vector<int64_t>&) override {
+    return completed_work();
+  }
+  std::shared_ptr<Work> broadcast(const CommBuffer&, const BroadcastOptions&) override {
+    return completed_work();
+  }
+  std::shared_ptr<Work> barrier() override { return completed_work(); }
+  std::shared_ptr<Work> send(const CommBuffer&, int, const PointToPointOptions&) override {
+    return completed_work();
+  }
+  std::shared_ptr<Work> recv(const CommBuffer&, int, const PointToPointOptions&) override {
+    return completed_work();
+  }
+  void abort(const std::string& reason) override { reasons.push_back(reason); }
+  bool aborted() const override { return !reasons.empty(); }
+  StreamHandle stream() const override { return nullptr; }
+  std::vector<std::string> reasons;
+};
+
+TEST(CommunicatorFactory, WatchdogHookAbortsNcclCommunicatorsThenHandsOn) {
+  auto world = std::make_shared<FakeNccl>();
+  auto gone = std::make_shared<FakeNccl>();
+  std::vector<std::weak_ptr<NcclCommunicator>> comms = {world, gone};
+  gone.reset();  // a communicator already destroyed is skipped
+  std::vector<std::string> handed_on;
+  Watchdog::Handler handler = abort_nccl_then(
+      comms, [&](const StallReport& report) { handed_on.push_back(report.message()); });
+  StallReport report;
+  report.rank = 1;
+  report.step = 7;
+  report.what = "allreduce";
+  report.waited_s = 12.0;
+  handler(report);
+  ASSERT_EQ(world->reasons.size(), 1u);
+  EXPECT_EQ(world->reasons[0], report.message());
+  ASSERT_EQ(handed_on.size(), 1u);  // after the aborts
+  EXPECT_NE(handed_on[0].find("rank 1 step 7"), std::string::npos) << handed_on[0];
 }
 
 TEST(Work, CompletedAndHostWorkFollowTheContract) {
