@@ -20,6 +20,11 @@ void FlatAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
 }
 
 void RingAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
+  // The ring adds segments on the host as they arrive, and pipelines deeper than NCCL's
+  // grouped send/recv allow: it is for host memory (and for study).
+  if (!buffer.device.is_cpu())
+    throw InputError("distributed.allreduce: ring reduces host memory only, not " + buffer.device.str() +
+                     "; use flat or hierarchical (NCCL) for GPU buffers");
   const int n = world_->size(), r = world_->rank();
   if (n == 1 || buffer.count == 0) return;  // an average over one rank is the input
   const std::vector<int64_t> counts = split_counts(buffer.count, n);
@@ -95,6 +100,19 @@ void HierarchicalAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
   const CommBuffer part = buffer.slice(begin, counts[intra_->rank()]);
   const bool shared = uses_shared_memory(buffer);
 
+  if (!buffer.device.is_cpu()) {
+    // GPU buffers (NCCL): no host arithmetic on them. The average is taken on the wire,
+    // over the node and then over the nodes: sum / (local x nodes). Each phase waits for
+    // the previous one on the host (cudaEventSynchronize); chaining them on the streams
+    // with block_stream() is the next step.
+    if (wire_ != DType::kF32)
+      throw InputError("distributed.compression: GPU buffers are reduced uncompressed in this version; use "
+                       "compression: none");
+    intra_->reduce_scatter(buffer, counts, {op})->wait();
+    if (nodes > 1) inter_->allreduce(part, {op})->wait();
+    intra_->allgather(buffer, counts)->wait();
+    return;
+  }
   if (nodes == 1) {  // the node phase is the whole AllReduce; the average is fused into it
     if (shared) {
       shm_allreduce(*arena_, buffer, average);
@@ -145,6 +163,9 @@ void HierarchicalAllreduce::reduce_across_nodes(const CommBuffer& part, ReduceOp
 
 void CompressedAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
   if (buffer.dtype != DType::kF32) throw std::logic_error("CompressedAllreduce: input must be f32");
+  if (!buffer.device.is_cpu())  // its casts and scratch are host code
+    throw InputError("distributed.compression: GPU buffers are reduced uncompressed in this version; use "
+                     "compression: none");
   scratch_.resize(static_cast<std::size_t>(buffer.count));
   const float n = static_cast<float>(world_size_);
   convert_from_f32(wire_, scratch_.data(), static_cast<const float*>(buffer.data), buffer.count, 1.0f / n);
@@ -176,6 +197,7 @@ std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const All
   auto communicator = [&](MPI_Comm group, const char* label) {
     CommunicatorOptions options;
     options.label = label;
+    options.device = setup.device;
     return make_communicator(setup.backend, group, options);
   };
   std::shared_ptr<Communicator> world_comm = communicator(world.comm(), "world");
@@ -190,7 +212,7 @@ std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const All
     auto algorithm = std::make_unique<HierarchicalAllreduce>(communicator(world.intra(), "intra"),
                                                              communicator(world.inter(), "inter"), arena, wire);
     // Host buffers across nodes: the inter-node phase over sockets (socket_ring.hpp).
-    if (world.nodes() > 1 && setup.backend == CommBackend::kMpi)
+    if (world.nodes() > 1 && setup.backend == CommBackend::kMpi && setup.device.is_cpu())
       algorithm->use_sockets(SocketRing::create(world.inter(), world.comm()));
     return algorithm;
   };

@@ -143,6 +143,7 @@ struct AllreduceSetup {
   // Node-shared memory holding the buffers (the gradient arena), or null.
   std::shared_ptr<SharedArena> arena;
   CommBackend backend = CommBackend::kMpi;  // of the world, intra and inter communicators
+  Device device = Device::cpu();            // where the buffers live (nccl: cuda:local_rank)
 };
 
 // Builds the algorithm named in `setup` over communicators of the world's groups (world,

@@ -190,6 +190,18 @@ TEST(Algorithms, WorkOverALocalCommunicator) {
   EXPECT_EQ(data, (std::vector<float>{1, 2, 3}));
 }
 
+// GPU buffers never reach host arithmetic: the ring and 16-bit compression refuse them with
+// a clear error before touching the memory (the pointer here is never dereferenced).
+TEST(Algorithms, HostOnlyPathsRefuseGpuBuffers) {
+  auto local = std::make_shared<LocalCommunicator>();
+  float never_read = 0;
+  const CommBuffer on_gpu{&never_read, 1, DType::kF32, Device::cuda(0)};
+  EXPECT_THROW(RingAllreduce(local).run(on_gpu, ReduceOp::kSum), InputError);
+  EXPECT_THROW(CompressedAllreduce(std::make_unique<FlatAllreduce>(local), DType::kF16, 1).run(on_gpu, ReduceOp::kAvg),
+               InputError);
+  EXPECT_THROW(HierarchicalAllreduce(local, local, nullptr, DType::kBF16).run(on_gpu, ReduceOp::kAvg), InputError);
+}
+
 TEST(Algorithms, UnknownNamesAreInputErrors) {
   World world = World::create({});
   EXPECT_THROW(make_allreduce(world, spec_setup("tree", "none", nullptr)), InputError);
