@@ -88,6 +88,19 @@ JobSetup set_up_job(const JobSources& sources) {
   run_on_all_ranks(MPI_COMM_WORLD, [&] { share = share_machine(setup.world->comm()); });
   run_on_all_ranks(MPI_COMM_WORLD, [&] {
     setup.device = assign_device(setup.spec.device, setup.spec.threads, *setup.world, share);
+    // Mixed precision is a GPU feature: a rank that computes on the CPU must not train fp32
+    // while the job says amp (device: auto on a machine without a usable GPU).
+    if (setup.spec.precision != Precision::kFp32) {
+      const std::string amp = to_string(setup.spec.precision);
+      if (setup.device.device.is_cpu())
+        throw InputError("key 'precision': " + amp + " needs a GPU, but rank " + std::to_string(setup.world->rank()) +
+                         " computes on the CPU (" +
+                         (cuda_unavailable_reason().empty() ? "device: cpu" : cuda_unavailable_reason()) +
+                         "); use precision: fp32");
+      throw InputError("key 'precision': " + amp +
+                       " needs the CUDA layers, which this version of sdp-train does not have yet; use "
+                       "precision: fp32");
+    }
   });
   warn_if_cpus_oversubscribed(setup.world->comm(), share, setup.device.threads);
 

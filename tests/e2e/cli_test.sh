@@ -563,6 +563,11 @@ PY
     gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
     if [ "${gpus:-0}" -ge 2 ]; then echo "SKIP: this machine has $gpus GPUs, 2 ranks fit"; exit 0; fi
     expect_error 2 "device: cuda( needs one GPU per rank, but node .* runs 2 ranks and has [0-9]+ GPU|, but this sdp-train was built without)" validate --config "$SRC/configs/quickstart.yaml" --set device=cuda ;;
+  err_amp_without_gpu)
+    # device: auto with amp must not quietly train fp32 on the CPU (nor on a GPU node, until
+    # the CUDA layers exist): an error on every rank, naming the key.
+    expect_error 2 "key 'precision': amp-fp16 needs (a GPU, but rank [0-9]+ computes on the CPU|the CUDA layers)" \
+      train --config "$SRC/configs/quickstart.yaml" --set precision=amp-fp16 --set output.model_dir="$WORK/never" ;;
   sagemaker_entrypoint_plan)
     cp "$SRC/configs/resourceconfig-example.json" "$WORK/rc.json"
     SDP_DRY_RUN=1 SDP_RESOURCE_CONFIG="$WORK/rc.json" SM_NUM_GPUS=8 SM_MODEL_DIR=/opt/ml/model \
