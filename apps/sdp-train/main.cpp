@@ -92,12 +92,15 @@ int run_env(const sdp::JobSources& sources) {
   return 0;
 }
 
-int run_bench_allreduce(const sdp::JobSources& sources, sdp::AllreduceBenchOptions options,
-                        const std::string& algorithms_csv) {
+int run_bench_allreduce(sdp::JobSources sources, sdp::AllreduceBenchOptions options,
+                        const std::string& algorithms_csv, const std::string& device) {
+  // --device cuda: the job's device key, so the usual pinning and GPU-per-rank checks apply.
+  if (device == "cuda") sources.overrides.push_back("device=cuda");
   sdp::JobSetup setup = sdp::set_up_job(sources);
   sdp::AllreduceBenchResult result;
   sdp::run_on_all_ranks(setup.world->comm(), [&] {
     if (!algorithms_csv.empty()) sdp::parse_bench_algorithms(algorithms_csv, options);
+    options.device = device == "cuda" ? setup.device.device : sdp::Device::cpu();
     result = sdp::run_allreduce_benchmark(*setup.world, options);
   });
   if (setup.world->rank() == 0) std::cout << sdp::format_allreduce_table(result) << std::flush;
@@ -176,7 +179,7 @@ int main(int argc, char** argv) {
   bench_gemm->add_option("--threads", gemm_threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
   sdp::JobSources bench_sources;
   sdp::AllreduceBenchOptions allreduce_options;
-  std::string algorithms_csv, compression = "none";
+  std::string algorithms_csv, compression = "none", bench_device = "cpu";
   auto* bench_allreduce = bench->add_subcommand(
       "allreduce", "AllReduce busbw of every algorithm next to MPI_Allreduce (nccl-tests table; run under mpirun)");
   add_job_options(*bench_allreduce, bench_sources);
@@ -188,6 +191,9 @@ int main(int argc, char** argv) {
   bench_allreduce->add_option("--algorithms", algorithms_csv, "comma-separated subset of mpi,flat,ring,hierarchical,auto");
   bench_allreduce->add_option("--compression", compression, "none | fp16 | bf16")
       ->check(CLI::IsMember(sdp::choice_names<sdp::Compression>()));
+  bench_allreduce->add_option("--device", bench_device,
+                              "cpu (host buffers, MPI) | cuda (GPU buffers of each rank's GPU, NCCL; peer: ncclAllReduce)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   bench_allreduce->add_flag("!--no-shared-memory", allreduce_options.shared_memory,
                             "keep buffers in private memory (no node-shared window)");
   sdp::JobSources evaluate_sources;
@@ -242,7 +248,7 @@ int main(int argc, char** argv) {
     if (bench_allreduce->parsed()) {
       // CLI11 has checked the word; this cannot throw.
       allreduce_options.compression = sdp::parse_choice<sdp::Compression>(compression);
-      exit_code = run_bench_allreduce(bench_sources, allreduce_options, algorithms_csv);
+      exit_code = run_bench_allreduce(bench_sources, allreduce_options, algorithms_csv, bench_device);
     } else if (validate->parsed())
       exit_code = run_validate(validate_sources);
     else if (env->parsed())

@@ -10,8 +10,10 @@
 #include <sstream>
 #include <utility>
 
+#include "core/device_memory.hpp"
 #include "core/error.hpp"
 #include "distributed/allreduce.hpp"
+#include "distributed/communicator_factory.hpp"
 #include "distributed/mpi_check.hpp"
 #include "distributed/shared_arena.hpp"
 #include "distributed/world.hpp"
@@ -72,23 +74,47 @@ AllreduceBenchResult run_allreduce_benchmark(const World& world, const Allreduce
   MPI_Get_library_version(version, &len);
   result.peer = std::string(version).substr(0, std::string(version).find_first_of(",\n"));
   result.node_copy_gbs = measure_node_copy_gbs(world);
+  const bool on_gpu = !options.device.is_cpu();
 
   const int64_t max_count = options.max_bytes / 4;
   std::shared_ptr<SharedArena> arena;
   std::vector<float> heap;
-  float* data = nullptr;
-  if (options.shared_memory) {
+  std::shared_ptr<void> gpu_buffer;
+  float* host = nullptr;  // where values are filled and checked
+  float* data = nullptr;  // what the collectives reduce: `host`, or GPU memory on a GPU
+  if (options.shared_memory && !on_gpu) {
     arena = SharedArena::create(world.intra(), max_count * 4);
-    data = static_cast<float*>(arena->data());
+    host = static_cast<float*>(arena->data());
   } else {
     heap.resize(static_cast<std::size_t>(max_count));
-    data = heap.data();
+    host = heap.data();
   }
-  // The rows of each size, in order; a null algorithm is the peer, MPI_Allreduce.
+  data = host;
+  std::shared_ptr<Communicator> nccl_world;
+  if (on_gpu) {
+    gpu_buffer = allocate(options.device, static_cast<std::size_t>(max_count) * 4);
+    data = static_cast<float*>(gpu_buffer.get());
+    nccl_world = make_communicator(CommBackend::kNccl, world.comm(), {"world", options.device});
+    result.peer = "ncclAllReduce of " + nccl_world->name();
+  }
+  // Fills the input (untimed) and, on a GPU, copies it there.
+  auto refill = [&](int64_t count) {
+    fill(host, count, world.rank());
+    if (on_gpu) copy_bytes(options.device, data, Device::cpu(), host, static_cast<std::size_t>(count) * 4);
+  };
+  // The rows of each size, in order; a null algorithm is the peer (MPI_Allreduce, or one
+  // ncclAllReduce on the world's NCCL communicator).
   std::vector<std::pair<std::string, std::unique_ptr<AllreduceAlgorithm>>> runs;
-  if (options.mpi_peer) runs.emplace_back("mpi", nullptr);
-  for (AllreduceKind kind : options.algorithms)
-    runs.emplace_back(to_string(kind), make_allreduce(world, {kind, options.compression, arena}));
+  if (options.mpi_peer) runs.emplace_back(on_gpu ? "nccl" : "mpi", nullptr);
+  for (AllreduceKind kind : options.algorithms) {
+    if (on_gpu && kind == AllreduceKind::kRing) continue;  // host-only (allreduce.cpp)
+    AllreduceSetup setup{kind, options.compression, arena};
+    if (on_gpu) {
+      setup.backend = CommBackend::kNccl;
+      setup.device = options.device;
+    }
+    runs.emplace_back(to_string(kind), make_allreduce(world, setup));
+  }
 
   const int n = world.size();
   // SUM in place multiplies the values by ~n per iteration: refill (untimed) before they
@@ -96,22 +122,24 @@ AllreduceBenchResult run_allreduce_benchmark(const World& world, const Allreduce
   const int block = std::max(1, static_cast<int>(60 / std::max(1.0, std::log2(static_cast<double>(n)))));
   for (int64_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= options.factor) {
     const int64_t count = bytes / 4;
-    const CommBuffer buffer = CommBuffer::host(data, count);
+    const CommBuffer buffer{data, count, DType::kF32, options.device};
     const int iters = bytes <= (8 << 20) ? options.iters
                                          : std::max<int>(5, static_cast<int>(options.iters * (8.0 * (1 << 20)) / bytes));
     double mpi_busbw = 0;
     for (auto& [name, algorithm] : runs) {
       auto run_once = [&, &algorithm = algorithm] {
-        if (!algorithm)
+        if (!algorithm && on_gpu)
+          nccl_world->allreduce(buffer)->wait();
+        else if (!algorithm)
           SDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, world.comm()));
         else
           algorithm->run(buffer, ReduceOp::kSum);
       };
-      fill(data, count, world.rank());
+      refill(count);
       for (int i = 0; i < options.warmup; ++i) run_once();
       double elapsed = 0;
       for (int done = 0; done < iters;) {
-        fill(data, count, world.rank());
+        refill(count);
         const int k = std::min(block, iters - done);
         SDP_MPI_CHECK(MPI_Barrier(world.comm()));
         const double t0 = MPI_Wtime();
@@ -119,15 +147,16 @@ AllreduceBenchResult run_allreduce_benchmark(const World& world, const Allreduce
         elapsed += MPI_Wtime() - t0;
         done += k;
       }
-      fill(data, count, world.rank());
+      refill(count);
       run_once();
+      if (on_gpu) copy_bytes(Device::cpu(), host, options.device, data, static_cast<std::size_t>(count) * 4);
       AllreduceBenchRow row;
       row.bytes = count * 4;
       row.count = count;
       row.algorithm = name;
       row.ran = name;
       if (auto* a = dynamic_cast<AutoAllreduce*>(algorithm.get())) row.ran = a->choice(buffer);
-      row.max_error = max_over_ranks(max_error(data, count, n), world.comm());
+      row.max_error = max_over_ranks(max_error(host, count, n), world.comm());
       row.time_us = max_over_ranks(elapsed / iters, world.comm()) * 1e6;
       row.algbw_gbs = row.time_us > 0 ? row.bytes / (row.time_us * 1e-6) / 1e9 : 0;
       row.busbw_gbs = row.algbw_gbs * 2.0 * (n - 1) / n;
@@ -167,12 +196,17 @@ std::string format_allreduce_table(const AllreduceBenchResult& r) {
       line, sizeof line,
       "# sdp-train bench allreduce: %d ranks (%d node%s x %d), float32 sum, in place%s%s\n",
       r.ranks, r.nodes, r.nodes == 1 ? "" : "s", r.local_size,
-      r.options.shared_memory ? ", buffers in node-shared memory" : "",
+      !r.options.device.is_cpu()          ? ", buffers in GPU memory (NCCL)"
+      : r.options.shared_memory          ? ", buffers in node-shared memory"
+                                         : "",
       r.options.compression != Compression::kNone
           ? (", compression " + to_string(r.options.compression)).c_str()
           : "");
   out += line;
-  out += "# peer \"mpi\": MPI_Allreduce of " + r.peer + "; vs_mpi = busbw / busbw(mpi)\n";
+  if (r.options.device.is_cpu())
+    out += "# peer \"mpi\": MPI_Allreduce of " + r.peer + "; vs_mpi = busbw / busbw(mpi)\n";
+  else
+    out += "# peer \"nccl\": " + r.peer + " alone; vs_mpi = busbw / busbw(nccl)\n";
   // An in-place allreduce on one node must at least read n inputs and write n outputs of S
   // bytes: algbw <= copy bandwidth / (2n). %mem compares with that bound.
   const double bound = r.node_copy_gbs / (2.0 * r.local_size);
@@ -189,7 +223,8 @@ std::string format_allreduce_table(const AllreduceBenchResult& r) {
     char ratio[16] = "-";
     if (row.vs_mpi > 0) std::snprintf(ratio, sizeof ratio, "%.2f", row.vs_mpi);
     char mem[16] = "-";
-    if (r.nodes == 1 && bound > 0) std::snprintf(mem, sizeof mem, "%.0f", 100.0 * row.algbw_gbs / bound);
+    if (r.nodes == 1 && bound > 0 && r.options.device.is_cpu())  // a host-memory bound
+      std::snprintf(mem, sizeof mem, "%.0f", 100.0 * row.algbw_gbs / bound);
     std::snprintf(line, sizeof line, " %13lld %13lld %-14s %11.1f %11.2f %11.2f %9.3g %7s %6s\n",
                   static_cast<long long>(row.bytes), static_cast<long long>(row.count), name.c_str(), row.time_us,
                   row.algbw_gbs, row.busbw_gbs, row.max_error, ratio, mem);

@@ -5,6 +5,9 @@
 //   so an f32 sum is exact and any error is a bug; compression shows its rounding here).
 // Buffers are in place and, by default, inside a SharedArena: where the trainer puts the
 // gradient arena, so "hierarchical"/"auto" can take the shared-memory node phase.
+// With device = cuda:local_rank (`--device cuda`) the buffers are GPU memory, the algorithms
+// run over NCCL communicators, and the peer is ncclAllReduce alone ("nccl"); the ring, which
+// is host-only, is left out.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +15,7 @@
 #include <vector>
 
 #include "config/choices.hpp"
+#include "core/dtype.hpp"
 
 namespace sdp {
 
@@ -27,7 +31,8 @@ struct AllreduceBenchOptions {
   std::vector<AllreduceKind> algorithms = {AllreduceKind::kFlat, AllreduceKind::kRing,
                                            AllreduceKind::kHierarchical, AllreduceKind::kAuto};
   Compression compression = Compression::kNone;  // applied to every algorithm but "mpi"
-  bool shared_memory = true;         // buffers in a SharedArena
+  bool shared_memory = true;         // buffers in a SharedArena (host buffers only)
+  Device device = Device::cpu();     // cuda:i: GPU buffers, NCCL communicators
 };
 
 struct AllreduceBenchRow {
@@ -39,12 +44,12 @@ struct AllreduceBenchRow {
   double algbw_gbs = 0;
   double busbw_gbs = 0;
   double max_error = 0;
-  double vs_mpi = 0;  // busbw / busbw of "mpi" at the same size; 0 when "mpi" was not run
+  double vs_mpi = 0;  // busbw / busbw of the peer ("mpi", or "nccl" on GPUs) at the same size; 0 without it
 };
 
 struct AllreduceBenchResult {
   int ranks = 1, nodes = 1, local_size = 1;
-  std::string peer;            // the MPI library's version string
+  std::string peer;            // the MPI library's version string, or NCCL's on GPUs
   double node_copy_gbs = 0;    // memcpy read+write bandwidth of one node, all local ranks at once
   std::vector<AllreduceBenchRow> rows;
   AllreduceBenchOptions options;

@@ -1197,6 +1197,19 @@ PY
     "$PLOT_PY" "$SRC/scripts/plot_simcluster.py" "$WORK/none.md" -o "$WORK/none.png" >"$WORK/out" 2>&1
     [ $? -eq 2 ] || fail "a file without rows did not exit 2"
     grep -q 'no simulated-cluster rows' "$WORK/out" || fail "no message for a file without rows" ;;
+  bench_allreduce_gpu)
+    # `bench allreduce --device cuda`: on GPUs (one per rank) NCCL rows, exact sums and the
+    # ncclAllReduce peer; without them, an exit-2 error with the CUDA runtime's reason.
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+    if [ "${gpus:-0}" -ge 1 ]; then
+      expect_ok 1 bench allreduce --device cuda --min-bytes 4 --max-bytes 4194304 --factor 32 --iters 3 --warmup 1
+      grep -qE '^ +4 +1 +nccl ' "$WORK/out" || fail "no nccl peer row"
+      grep -qE '^ +131072 +32768 +hierarchical ' "$WORK/out" || fail "no hierarchical row"
+      awk '$1 ~ /^[0-9]+$/ && $7 != 0 { exit 1 }' "$WORK/out" || fail "a GPU row is not exact: $(cat "$WORK/out")"
+    else
+      expect_error 1 "device: cuda needs one GPU per rank, but node .* has 0 GPU\\(s\\) \\(.+\\)|built without the CUDA backend" \
+        bench allreduce --device cuda --max-bytes 65536
+    fi ;;
   plot_bench_png)
     # `sdp-train bench allreduce` on 2 ranks (small sizes, < 1 s) piped into
     # scripts/plot_bench.py gives a PNG with every algorithm; a malformed row is refused with
