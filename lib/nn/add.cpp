@@ -6,7 +6,7 @@
 namespace sdp::nn {
 
 std::unique_ptr<Add> Add::create(Context& ctx) {
-  return make_for_device<Add, AddCpu>(ctx, "Add");
+  return make_for_device<Add, AddCpu, NoCudaTwin>(ctx, "Add");
 }
 
 }  // namespace sdp::nn

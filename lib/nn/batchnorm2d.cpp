@@ -10,7 +10,7 @@ namespace sdp::nn {
 
 std::unique_ptr<BatchNorm2d> BatchNorm2d::create(Context& ctx, std::string name,
                                                  const BatchNorm2dOptions& options) {
-  return make_for_device<BatchNorm2d, BatchNorm2dCpu>(ctx, "BatchNorm2d", std::move(name), options);
+  return make_for_device<BatchNorm2d, BatchNorm2dCpu, NoCudaTwin>(ctx, "BatchNorm2d", std::move(name), options);
 }
 
 BatchNorm2d::BatchNorm2d(Context& ctx, std::string name, const BatchNorm2dOptions& options)

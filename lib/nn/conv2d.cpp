@@ -10,7 +10,7 @@
 namespace sdp::nn {
 
 std::unique_ptr<Conv2d> Conv2d::create(Context& ctx, std::string name, const Conv2dOptions& options) {
-  return make_for_device<Conv2d, Conv2dCpu>(ctx, "Conv2d", std::move(name), options);
+  return make_for_device<Conv2d, Conv2dCpu, NoCudaTwin>(ctx, "Conv2d", std::move(name), options);
 }
 
 Conv2d::Conv2d(Context& ctx, std::string name, const Conv2dOptions& options)

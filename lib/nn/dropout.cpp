@@ -9,7 +9,7 @@
 namespace sdp::nn {
 
 std::unique_ptr<Dropout> Dropout::create(Context& ctx, std::string name, float p) {
-  return make_for_device<Dropout, DropoutCpu>(ctx, "Dropout", std::move(name), p);
+  return make_for_device<Dropout, DropoutCpu, NoCudaTwin>(ctx, "Dropout", std::move(name), p);
 }
 
 Dropout::Dropout(Context& ctx, std::string name, float p)

@@ -9,7 +9,7 @@
 namespace sdp::nn {
 
 std::unique_ptr<Flatten> Flatten::create(Context& ctx, std::string name) {
-  return make_for_device<Flatten, FlattenCpu>(ctx, "Flatten", std::move(name));
+  return make_for_device<Flatten, FlattenCpu, NoCudaTwin>(ctx, "Flatten", std::move(name));
 }
 
 }  // namespace sdp::nn

@@ -10,7 +10,7 @@
 namespace sdp::nn {
 
 std::unique_ptr<Linear> Linear::create(Context& ctx, std::string name, const LinearOptions& options) {
-  return make_for_device<Linear, LinearCpu>(ctx, "Linear", std::move(name), options);
+  return make_for_device<Linear, LinearCpu, NoCudaTwin>(ctx, "Linear", std::move(name), options);
 }
 
 Linear::Linear(Context& ctx, std::string name, const LinearOptions& options)

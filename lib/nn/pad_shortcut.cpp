@@ -9,7 +9,7 @@
 namespace sdp::nn {
 
 std::unique_ptr<PadShortcut> PadShortcut::create(Context& ctx, std::string name, int in_channels, int out_channels, int stride) {
-  return make_for_device<PadShortcut, PadShortcutCpu>(ctx, "PadShortcut", std::move(name), in_channels, out_channels, stride);
+  return make_for_device<PadShortcut, PadShortcutCpu, NoCudaTwin>(ctx, "PadShortcut", std::move(name), in_channels, out_channels, stride);
 }
 
 PadShortcut::PadShortcut(Context& ctx, std::string name, int in_channels, int out_channels,

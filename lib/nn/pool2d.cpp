@@ -9,7 +9,7 @@
 namespace sdp::nn {
 
 std::unique_ptr<Pool2d> Pool2d::create(Context& ctx, std::string name, const Pool2dOptions& options) {
-  return make_for_device<Pool2d, Pool2dCpu>(ctx, "Pool2d", std::move(name), options);
+  return make_for_device<Pool2d, Pool2dCpu, NoCudaTwin>(ctx, "Pool2d", std::move(name), options);
 }
 
 Pool2d::Pool2d(Context& ctx, std::string name, const Pool2dOptions& options)

@@ -9,7 +9,7 @@
 namespace sdp::nn {
 
 std::unique_ptr<ReLU> ReLU::create(Context& ctx, std::string name) {
-  return make_for_device<ReLU, ReLUCpu>(ctx, "ReLU", std::move(name));
+  return make_for_device<ReLU, ReLUCpu, NoCudaTwin>(ctx, "ReLU", std::move(name));
 }
 
 }  // namespace sdp::nn

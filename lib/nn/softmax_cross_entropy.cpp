@@ -6,7 +6,7 @@
 namespace sdp::nn {
 
 std::unique_ptr<SoftmaxCrossEntropy> SoftmaxCrossEntropy::create(Context& ctx) {
-  return make_for_device<SoftmaxCrossEntropy, SoftmaxCrossEntropyCpu>(ctx, "SoftmaxCrossEntropy");
+  return make_for_device<SoftmaxCrossEntropy, SoftmaxCrossEntropyCpu, NoCudaTwin>(ctx, "SoftmaxCrossEntropy");
 }
 
 }  // namespace sdp::nn
