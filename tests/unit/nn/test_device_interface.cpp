@@ -13,6 +13,8 @@
 #include "nn/linear.hpp"
 #include "nn/pool2d.hpp"
 #include "nn/relu.hpp"
+#include "nn/flatten_cuda.hpp"
+#include "nn/relu_cuda.hpp"
 
 namespace sdp::nn {
 namespace {
@@ -65,6 +67,18 @@ TEST(LayerFactory, CudaContextWithoutAGpuIsAClearError) {
     // The CUDA runtime's reason, through the call that failed.
     EXPECT_NE(std::string(e.what()).find("cuda"), std::string::npos) << e.what();
   }
+#endif
+}
+
+TEST(LayerFactory, CudaContextGetsTheCudaTwins) {
+#ifndef SDP_HAVE_CUDA
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  ParameterStore store;
+  Context ctx(store, Device::cuda(0));
+  EXPECT_NE(dynamic_cast<ReLUCuda*>(ReLU::create(ctx, "relu").get()), nullptr);
+  EXPECT_NE(dynamic_cast<FlattenCuda*>(Flatten::create(ctx, "flatten").get()), nullptr);
 #endif
 }
 
