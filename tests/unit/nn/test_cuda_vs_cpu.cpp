@@ -187,5 +187,12 @@ TEST(CudaVsCpu, SoftmaxCrossEntropy) {
   }
 }
 
+TEST(CudaVsCpu, Linear) {
+  SKIP_WITHOUT_GPU();
+  compare_layer<Linear>("linear", {8, 37}, true, kF32, LinearOptions{37, 19, true});
+  compare_layer<Linear>("linear no bias", {5, 64}, true, kF32, LinearOptions{64, 10, false});
+  compare_layer<Linear>("linear inference", {3, 16}, false, kF32, LinearOptions{16, 4, true});
+}
+
 }  // namespace
 }  // namespace sdp::nn

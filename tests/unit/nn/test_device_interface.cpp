@@ -14,6 +14,7 @@
 #include "nn/pool2d.hpp"
 #include "nn/relu.hpp"
 #include "nn/flatten_cuda.hpp"
+#include "nn/linear_cuda.hpp"
 #include "nn/relu_cuda.hpp"
 
 namespace sdp::nn {
@@ -79,6 +80,7 @@ TEST(LayerFactory, CudaContextGetsTheCudaTwins) {
   Context ctx(store, Device::cuda(0));
   EXPECT_NE(dynamic_cast<ReLUCuda*>(ReLU::create(ctx, "relu").get()), nullptr);
   EXPECT_NE(dynamic_cast<FlattenCuda*>(Flatten::create(ctx, "flatten").get()), nullptr);
+  EXPECT_NE(dynamic_cast<LinearCuda*>(Linear::create(ctx, "fc", LinearOptions{4, 2, true}).get()), nullptr);
 #endif
 }
 
