@@ -4,6 +4,7 @@
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/elementwise_rule.hpp"
 #include "nn/relu_cuda.hpp"
+#include "nn/relu_kernels_cuda.hpp"
 
 namespace sdp::nn {
 
@@ -19,7 +20,44 @@ __global__ void relu_backward_kernel(const float* y, const float* dy, float* dx,
     dx[i] = relu_backward_from_output(y[i], dy[i]);
 }
 
+__global__ void relu_mask_kernel(float* y, uint8_t* mask, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    const float v = relu_forward(y[i]);
+    y[i] = v;
+    mask[i] = v > 0.0f ? 1 : 0;
+  }
+}
+
+__global__ void relu_backward_mask_kernel(const uint8_t* mask, const float* dy, float* dx, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    dx[i] = mask[i] != 0 ? dy[i] : 0.0f;
+}
+
 }  // namespace
+
+namespace cuda {
+
+void relu_in_place(float* y, int64_t n, cudaStream_t stream) {
+  relu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, y, n);
+  check_launch("relu_forward_kernel");
+}
+
+void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, cudaStream_t stream) {
+  relu_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, dy, dx, n);
+  check_launch("relu_backward_kernel");
+}
+
+void relu_in_place_with_mask(float* y, uint8_t* mask, int64_t n, cudaStream_t stream) {
+  relu_mask_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, mask, n);
+  check_launch("relu_mask_kernel");
+}
+
+void relu_backward_from_mask(const uint8_t* mask, const float* dy, float* dx, int64_t n, cudaStream_t stream) {
+  relu_backward_mask_kernel<<<grid_for(n), kThreads, 0, stream>>>(mask, dy, dx, n);
+  check_launch("relu_backward_mask_kernel");
+}
+
+}  // namespace cuda
 
 ReLUCuda::ReLUCuda(Context& ctx, std::string name) : ReLU(ctx, std::move(name)) {}
 

@@ -194,5 +194,57 @@ TEST(CudaVsCpu, Linear) {
   compare_layer<Linear>("linear inference", {3, 16}, false, kF32, LinearOptions{16, 4, true});
 }
 
+TEST(CudaVsCpu, Conv2d) {
+  SKIP_WITHOUT_GPU();
+  compare_layer<Conv2d>("conv 3x3 s2 p1 bias", {2, 3, 9, 9}, true, kF32, Conv2dOptions{3, 8, 3, 2, 1, true, false});
+  compare_layer<Conv2d>("conv 1x1 s2", {2, 16, 8, 8}, true, kF32, Conv2dOptions{16, 32, 1, 2, 0, false, false});
+  compare_layer<Conv2d>("conv 5x5 fused relu", {3, 6, 12, 12}, true, kF32,
+                        Conv2dOptions{6, 16, 5, 1, 0, true, true});
+  compare_layer<Conv2d>("conv channels_last", {2, 6, 7, 7}, true, kF32, testing::random_vector(588, 9), tag::acdb,
+                        Conv2dOptions{6, 5, 3, 1, 1, true, false, true});
+  compare_layer<Conv2d>("conv inference", {2, 3, 8, 8}, false, kF32, Conv2dOptions{3, 4, 3, 1, 1, true, false});
+}
+
+TEST(CudaVsCpu, BatchNorm2d) {
+  SKIP_WITHOUT_GPU();
+  compare_layer<BatchNorm2d>("bn training", {4, 6, 5, 5}, true, kF32, BatchNorm2dOptions{6, 1e-5f, 0.1f, false});
+  compare_layer<BatchNorm2d>("bn fused relu", {4, 6, 5, 5}, true, kF32, BatchNorm2dOptions{6, 1e-5f, 0.1f, true});
+  compare_layer<BatchNorm2d>("bn inference", {4, 6, 5, 5}, false, kF32, BatchNorm2dOptions{6, 1e-5f, 0.1f, false});
+  compare_layer<BatchNorm2d>("bn nhwc", {4, 6, 3, 3}, true, kF32, testing::random_vector(216, 10), tag::acdb,
+                             BatchNorm2dOptions{6, 1e-5f, 0.1f, false});
+}
+
+TEST(CudaVsCpu, Pool2d) {
+  SKIP_WITHOUT_GPU();
+  compare_layer<Pool2d>("max 2/2", {2, 3, 8, 8}, true, kExact, spread(384, 11), tag::undef, max_pool(2, 2));
+  compare_layer<Pool2d>("max 3/2/1", {2, 3, 7, 7}, true, kF32, spread(294, 12), tag::undef, max_pool(3, 2, 1));
+  compare_layer<Pool2d>("max 2/2 relu", {2, 3, 7, 9}, true, kExact, spread(378, 13), tag::undef,
+                        max_pool(2, 2, 0, true));
+  compare_layer<Pool2d>("max nhwc out", {2, 4, 6, 6}, true, kExact, spread(288, 14), tag::undef,
+                        max_pool(2, 2, 0, false, true));
+  compare_layer<Pool2d>("avg 2/2", {2, 3, 6, 6}, true, kF32, avg_pool(2, 2));
+  compare_layer<Pool2d>("avg 3/2/1", {2, 3, 7, 7}, true, kF32, avg_pool(3, 2, 1));
+  compare_layer<Pool2d>("global avg", {2, 16, 5, 3}, true, kF32, global_avg_pool());
+}
+
+TEST(CudaVsCpu, ResidualBlocks) {
+  SKIP_WITHOUT_GPU();
+  for (ShortcutKind kind : {ShortcutKind::kPad, ShortcutKind::kProjection}) {
+    LayerHarness cpu(Device::cpu()), gpu(Device::cuda(0));
+    cpu.adopt(make_basic_block(cpu.ctx(), "block", 8, 16, 2, kind));
+    gpu.adopt(make_basic_block(gpu.ctx(), "block", 8, 16, 2, kind));
+    cpu.configure({4, 8, 6, 6}, true);
+    gpu.configure({4, 8, 6, 6}, true);
+    cpu.input() = gpu.input() = testing::random_vector(4 * 8 * 36, 15);
+    // A block chains convolutions and batch norms: allow a few f32 roundings more.
+    expect_close(cpu.forward(), gpu.forward(), 1e-4, "block forward");
+    expect_close(cpu.backward(), gpu.backward(), 1e-4, "block input gradient");
+    for (std::size_t p = 0; p < cpu.store().params().size(); ++p)
+      expect_close(testing::host_values(cpu.store().params()[p].grad),
+                   testing::host_values(gpu.store().params()[p].grad), 1e-4,
+                   "block gradient of " + cpu.store().params()[p].name);
+  }
+}
+
 }  // namespace
 }  // namespace sdp::nn

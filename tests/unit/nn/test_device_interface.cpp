@@ -13,6 +13,7 @@
 #include "nn/linear.hpp"
 #include "nn/pool2d.hpp"
 #include "nn/relu.hpp"
+#include "nn/conv2d_cuda.hpp"
 #include "nn/flatten_cuda.hpp"
 #include "nn/linear_cuda.hpp"
 #include "nn/relu_cuda.hpp"
@@ -81,6 +82,9 @@ TEST(LayerFactory, CudaContextGetsTheCudaTwins) {
   EXPECT_NE(dynamic_cast<ReLUCuda*>(ReLU::create(ctx, "relu").get()), nullptr);
   EXPECT_NE(dynamic_cast<FlattenCuda*>(Flatten::create(ctx, "flatten").get()), nullptr);
   EXPECT_NE(dynamic_cast<LinearCuda*>(Linear::create(ctx, "fc", LinearOptions{4, 2, true}).get()), nullptr);
+#ifdef SDP_HAVE_CUDNN
+  EXPECT_NE(dynamic_cast<Conv2dCuda*>(Conv2d::create(ctx, "conv", Conv2dOptions{3, 8, 3, 1, 1}).get()), nullptr);
+#endif
 #endif
 }
 
