@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "nn/context_cuda.hpp"
 #include "nn/cuda_util_cuda.hpp"
+#include "nn/layout_rule.hpp"
 
 namespace sdp::nn {
 
@@ -57,25 +58,11 @@ class CudaStream final : public Stream {
   cudaStream_t stream_ = nullptr;
 };
 
-// NCHW <-> NHWC, one thread per element of the destination (grid-stride). to_nhwc: dst is
-// NHWC, src NCHW; otherwise the reverse.
+// NCHW <-> NHWC, one thread per element of the destination (layout_rule.hpp's index map).
 __global__ void nchw_nhwc_kernel(const float* src, float* dst, int64_t n, int64_t c, int64_t hw, bool to_nhwc) {
   const int64_t total = n * c * hw;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
-    // i indexes dst; (b, ch, p) are the batch, channel and spatial position it holds.
-    int64_t b, ch, p;
-    if (to_nhwc) {
-      ch = i % c;
-      p = (i / c) % hw;
-      b = i / (c * hw);
-      dst[i] = src[(b * c + ch) * hw + p];
-    } else {
-      p = i % hw;
-      ch = (i / hw) % c;
-      b = i / (c * hw);
-      dst[i] = src[(b * hw + p) * c + ch];
-    }
-  }
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x)
+    dst[i] = src[channels_last_source(i, c, hw, to_nhwc)];
 }
 
 }  // namespace

@@ -1,16 +1,12 @@
-// CUDA layer of linear_cuda.hpp: cuBLAS GEMMs and the bias kernels.
-//
-// cuBLAS is column-major; a row-major [r, c] matrix is the column-major [c, r] matrix, its
-// transpose, with leading dimension c. With X [N, in], W [out, in], Y and dY [N, out]:
-//   forward        Y^T  = W · X^T     -> gemm(T, N, m=out, n=N,   k=in,  W (ld in),  X (ld in),   Y (ld out))
-//   weight grad    dW^T = X^T · dY    -> gemm(N, T, m=in,  n=out, k=N,   X (ld in),  dY (ld out), dW (ld in))
-//   input grad     dX^T = W^T · dY^T  -> gemm(N, N, m=in,  n=N,   k=out, W (ld in),  dY (ld out), dX (ld in))
-// beta = 0 everywhere: the weight gradient is overwritten, as the Layer contract says.
+// CUDA layer of linear_cuda.hpp: cuBLAS GEMMs (shapes from linear_gemm_rule.hpp, where the
+// row-major/column-major mapping is written out) and the bias kernels. beta = 0 everywhere:
+// the weight gradient is overwritten, as the Layer contract says.
 #include <stdexcept>
 
 #include "nn/cublas_cuda.hpp"
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/linear_cuda.hpp"
+#include "nn/linear_gemm_rule.hpp"
 
 namespace sdp::nn {
 
@@ -31,6 +27,16 @@ __global__ void bias_grad_kernel(const float* dy, float* db, int64_t n, int64_t 
     for (int64_t i = 0; i < n; ++i) sum += dy[i * features + j];
     db[j] = sum;
   }
+}
+
+cublasOperation_t op(bool transpose) { return transpose ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+// C = op(A) op(B) with the shape's dimensions, f32, beta = 0.
+void gemm(cublasHandle_t handle, const GemmShape& g, const float* a, const float* b, float* c, const char* what) {
+  const float one = 1.0f, zero = 0.0f;
+  cuda::check_cublas(cublasSgemm(handle, op(g.trans_a), op(g.trans_b), g.m, g.n, g.k, &one, a, g.lda, b, g.ldb, &zero,
+                                 c, g.ldc),
+                     what);
 }
 
 int as_int(int64_t v, const std::string& what) {
@@ -60,13 +66,11 @@ TensorDesc LinearCuda::configure(const TensorDesc& src, bool training) {
 
 const TensorRef& LinearCuda::forward(const TensorRef& src) {
   src_ = src;  // kept for the weight gradient
-  const int n = static_cast<int>(batch_), in = options_.in_features, out = options_.out_features;
-  const float one = 1.0f, zero = 0.0f;
+  const int out = options_.out_features;
+  const LinearGemms g = linear_gemms(static_cast<int>(batch_), options_.in_features, out);
   // Arena views are re-read every call: the store may rebind its arenas.
-  cuda::check_cublas(cublasSgemm(cuda::cublas_handle(ctx_), CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one,
-                                 weight_->value.data<float>(), in, src.as<const float>(), in, &zero,
-                                 out_.as<float>(), out),
-                     "cublasSgemm (Linear forward)");
+  gemm(cuda::cublas_handle(ctx_), g.forward, weight_->value.data<float>(), src.as<const float>(), out_.as<float>(),
+       "cublasSgemm (Linear forward)");
   if (bias_) {
     const int64_t total = batch_ * out;
     add_bias_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, cuda::stream_of(ctx_)>>>(
@@ -79,12 +83,11 @@ const TensorRef& LinearCuda::forward(const TensorRef& src) {
 const TensorRef& LinearCuda::backward(const TensorRef& diff_dst) {
   if (!training_) throw std::logic_error("Linear " + name_ + ": backward after inference forward");
   cublasHandle_t handle = cuda::cublas_handle(ctx_);
-  const int n = static_cast<int>(batch_), in = options_.in_features, out = options_.out_features;
-  const float one = 1.0f, zero = 0.0f;
+  const int out = options_.out_features;
+  const LinearGemms g = linear_gemms(static_cast<int>(batch_), options_.in_features, out);
   // Weight gradient first so the hook can start reducing it while the input gradient runs.
-  cuda::check_cublas(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, src_.as<const float>(), in,
-                                 diff_dst.as<const float>(), out, &zero, weight_->grad.data<float>(), in),
-                     "cublasSgemm (Linear weight gradient)");
+  gemm(handle, g.weight_grad, src_.as<const float>(), diff_dst.as<const float>(), weight_->grad.data<float>(),
+       "cublasSgemm (Linear weight gradient)");
   if (bias_) {
     bias_grad_kernel<<<cuda::grid_for(out), cuda::kThreads, 0, cuda::stream_of(ctx_)>>>(
         diff_dst.as<const float>(), bias_->grad.data<float>(), batch_, out);
@@ -93,9 +96,8 @@ const TensorRef& LinearCuda::backward(const TensorRef& diff_dst) {
   grads_ready();
 
   if (!needs_input_grad_) return none_;
-  cuda::check_cublas(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &one, weight_->value.data<float>(), in,
-                                 diff_dst.as<const float>(), out, &zero, diff_src_.as<float>(), in),
-                     "cublasSgemm (Linear input gradient)");
+  gemm(handle, g.input_grad, weight_->value.data<float>(), diff_dst.as<const float>(), diff_src_.as<float>(),
+       "cublasSgemm (Linear input gradient)");
   return diff_src_;
 }
 

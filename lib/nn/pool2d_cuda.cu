@@ -3,77 +3,29 @@
 
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/cudnn_cuda.hpp"
-#include "nn/elementwise_rule.hpp"
+#include "nn/pool_rule.hpp"
 #include "nn/pool2d_cuda.hpp"
 
 namespace sdp::nn {
 
 namespace {
 
-struct PoolGeometry {
-  int64_t planes;  // N * C
-  int64_t h, w, oh, ow;
-  int64_t kernel, stride, padding;
-};
-
-// One thread per output element. Windows are scanned row by row; a later element replaces
-// the maximum only when strictly greater (ties keep the first), and a NaN wins and stays.
-// Padding never wins (PyTorch pads max pooling with -inf).
-__global__ void max_pool_forward_kernel(PoolGeometry g, const float* x, float* y, int32_t* argmax, bool relu) {
+// One thread per output element: max_pool_window (pool_rule.hpp).
+__global__ void max_pool_forward_kernel(MaxPoolGeometry g, const float* x, float* y, int32_t* argmax, bool relu) {
   const int64_t total = g.planes * g.oh * g.ow;
   for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < total; o += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t ox = o % g.ow;
-    const int64_t oy = (o / g.ow) % g.oh;
-    const int64_t plane = o / (g.ow * g.oh);
-    const float* xp = x + plane * g.h * g.w;
-    const int64_t y0 = oy * g.stride - g.padding, x0 = ox * g.stride - g.padding;
-    float best = 0.0f;
-    int64_t best_at = -1;
-    for (int64_t a = 0; a < g.kernel; ++a) {
-      const int64_t iy = y0 + a;
-      if (iy < 0 || iy >= g.h) continue;
-      for (int64_t b = 0; b < g.kernel; ++b) {
-        const int64_t ix = x0 + b;
-        if (ix < 0 || ix >= g.w) continue;
-        const float v = xp[iy * g.w + ix];
-        const bool best_is_nan = best != best;
-        if (best_at < 0 || (!best_is_nan && (v > best || v != v))) {
-          best = v;
-          best_at = iy * g.w + ix;
-        }
-      }
-    }
-    y[o] = relu ? relu_forward(best) : best;
-    if (argmax != nullptr) argmax[o] = static_cast<int32_t>(best_at);
+    int32_t at = -1;
+    y[o] = max_pool_window(g, x, o, relu, &at);
+    if (argmax != nullptr) argmax[o] = at;
   }
 }
 
-// One thread per input element: the sum of dy over the windows whose argmax it is (ReLU'
-// from the output first when fused), in window order.
-__global__ void max_pool_backward_kernel(PoolGeometry g, const float* y, const float* dy, const int32_t* argmax,
+// One thread per input element: max_pool_input_grad (pool_rule.hpp).
+__global__ void max_pool_backward_kernel(MaxPoolGeometry g, const float* y, const float* dy, const int32_t* argmax,
                                          float* dx, bool relu) {
   const int64_t total = g.planes * g.h * g.w;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t ix = i % g.w;
-    const int64_t iy = (i / g.w) % g.h;
-    const int64_t plane = i / (g.w * g.h);
-    // Windows oy with oy*s - p <= iy <= oy*s - p + k - 1.
-    const int64_t ylo_num = iy + g.padding - g.kernel + 1, xlo_num = ix + g.padding - g.kernel + 1;
-    const int64_t oy_lo = ylo_num <= 0 ? 0 : (ylo_num + g.stride - 1) / g.stride;
-    const int64_t ox_lo = xlo_num <= 0 ? 0 : (xlo_num + g.stride - 1) / g.stride;
-    const int64_t oy_last = (iy + g.padding) / g.stride, ox_last = (ix + g.padding) / g.stride;
-    const int64_t oy_hi = oy_last < g.oh - 1 ? oy_last : g.oh - 1;
-    const int64_t ox_hi = ox_last < g.ow - 1 ? ox_last : g.ow - 1;
-    const int32_t here = static_cast<int32_t>(iy * g.w + ix);
-    float sum = 0.0f;
-    for (int64_t oy = oy_lo; oy <= oy_hi; ++oy)
-      for (int64_t ox = ox_lo; ox <= ox_hi; ++ox) {
-        const int64_t o = (plane * g.oh + oy) * g.ow + ox;
-        if (argmax[o] != here) continue;
-        sum += relu ? relu_backward_from_output(y[o], dy[o]) : dy[o];
-      }
-    dx[i] = sum;
-  }
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x)
+    dx[i] = max_pool_input_grad(g, y, dy, argmax, i, relu);
 }
 
 }  // namespace
@@ -81,7 +33,7 @@ __global__ void max_pool_backward_kernel(PoolGeometry g, const float* y, const f
 struct Pool2dCuda::Impl {
   cuda::TensorDescriptor x, y;
   cuda::PoolingDescriptor pool;  // average kinds only
-  PoolGeometry geometry{};
+  MaxPoolGeometry geometry{};
 };
 
 Pool2dCuda::Pool2dCuda(Context& ctx, std::string name, const Pool2dOptions& options)

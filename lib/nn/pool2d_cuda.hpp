@@ -6,7 +6,8 @@
 //    window's gradient to its FIRST maximum only and propagate NaN, which cuDNN does not
 //    promise. Forward records each window's argmax; backward gathers, for every input
 //    element, the gradients of the windows whose argmax it is, in a fixed order
-//    (deterministic, no atomics). A fused ReLU is applied to the pooled value and its
+//    (deterministic, no atomics); the arithmetic is pool_rule.hpp's, which the CPU tests
+//    run against the CPU twin. A fused ReLU is applied to the pooled value and its
 //    derivative taken from the output.
 #pragma once
 
