@@ -23,14 +23,18 @@ struct ConvAlgorithms {
   std::size_t workspace_bytes = 0;
 };
 
+// A candidate needing more workspace than this is passed over (FFT algorithms can ask for
+// gigabytes on large maps).
+constexpr std::size_t kMaxWorkspaceBytes = std::size_t{512} << 20;
+
 // Among cuDNN's ranked candidates (fastest first by its heuristics): the first that is
-// supported, deterministic (same bits every run, like the CPU) and not on TF32 tensor cores;
-// failing a deterministic one, the first supported one.
+// supported, fits kMaxWorkspaceBytes, is deterministic (same bits every run, like the CPU)
+// and not on TF32 tensor cores; failing a deterministic one, the first supported one.
 template <class Perf>
 const Perf& pick(const Perf* perf, int count, const std::string& what) {
   const Perf* fallback = nullptr;
   for (int i = 0; i < count; ++i) {
-    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspaceBytes) continue;
     if (perf[i].mathType == CUDNN_TENSOR_OP_MATH || perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
       continue;
     if (perf[i].determinism == CUDNN_DETERMINISTIC) return perf[i];
