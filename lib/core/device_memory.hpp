@@ -17,6 +17,8 @@ std::shared_ptr<void> allocate(const Device& device, std::size_t bytes);
 // 64-byte aligned, zero-filled host allocation (allocate(Device::cpu(), bytes)).
 std::shared_ptr<void> allocate_host(std::size_t bytes);
 
+// zero_bytes and copy_bytes are synchronous: on a GPU they wait for every stream of the device
+// before and after (see device_memory_cuda.cpp), so they are for setup, checkpoints and tests.
 void zero_bytes(const Device& device, void* data, std::size_t bytes);
 // Copies between any two devices this build can address (host <-> GPU included).
 void copy_bytes(const Device& dst_device, void* dst, const Device& src_device, const void* src,

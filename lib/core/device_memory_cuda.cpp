@@ -15,22 +15,35 @@ void check(cudaError_t status, const char* call) {
 }
 }  // namespace
 
+// These helpers are synchronous with respect to every stream of the device, not only the
+// legacy default stream their calls go to: the layers compute on non-blocking streams
+// (nn/context_cuda), which do not wait for the default stream and which it does not wait
+// for. cudaMemset is asynchronous to the host and a pageable host-to-device cudaMemcpy may
+// return before its DMA lands, so without the device-wide synchronizations a kernel queued
+// next on a layer's stream could read the bytes before they are there (and a device-to-host
+// copy could read a layer's output before its kernel ran). They are setup and test paths
+// (initialization, checkpoints, test harnesses), never the step loop.
 std::shared_ptr<void> cuda_allocate(int ordinal, std::size_t bytes) {
   check(cudaSetDevice(ordinal), "cudaSetDevice");
   void* p = nullptr;
   check(cudaMalloc(&p, bytes == 0 ? 256 : bytes), "cudaMalloc");
   check(cudaMemset(p, 0, bytes), "cudaMemset");
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
 }
 
 void cuda_zero(int ordinal, void* data, std::size_t bytes) {
   check(cudaSetDevice(ordinal), "cudaSetDevice");
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   check(cudaMemset(data, 0, bytes), "cudaMemset");
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
 // cudaMemcpyDefault: unified addressing tells host from device pointers.
 void cuda_copy(void* dst, const void* src, std::size_t bytes) {
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
 }  // namespace sdp

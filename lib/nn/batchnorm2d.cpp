@@ -3,14 +3,22 @@
 #include <stdexcept>
 
 #include "nn/batchnorm2d_cpu.hpp"
+#include "nn/batchnorm2d_cuda.hpp"
 #include "nn/init.hpp"
 #include "nn/layer_factory.hpp"
 
 namespace sdp::nn {
 
+// The CUDA twin is on cuDNN: without cuDNN a CUDA build has none.
+#ifdef SDP_HAVE_CUDNN
+using BatchNorm2dCudaTwin = BatchNorm2dCuda;
+#else
+using BatchNorm2dCudaTwin = NoCudaTwin;
+#endif
+
 std::unique_ptr<BatchNorm2d> BatchNorm2d::create(Context& ctx, std::string name,
                                                  const BatchNorm2dOptions& options) {
-  return make_for_device<BatchNorm2d, BatchNorm2dCpu>(ctx, "BatchNorm2d", std::move(name), options);
+  return make_for_device<BatchNorm2d, BatchNorm2dCpu, BatchNorm2dCudaTwin>(ctx, "BatchNorm2d", std::move(name), options);
 }
 
 BatchNorm2d::BatchNorm2d(Context& ctx, std::string name, const BatchNorm2dOptions& options)

@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "nn/context_cuda.hpp"
 #include "nn/layer_factory.hpp"
 #include "nn/onednn.hpp"
 
@@ -10,6 +11,9 @@ namespace sdp::nn {
 
 std::shared_ptr<Stream> make_stream(const Device& device) {
   if (device.is_cpu()) return std::make_shared<OneDnnStream>();
+#ifdef SDP_HAVE_CUDA
+  if (device.kind == DeviceKind::kCuda) return make_cuda_stream(device);
+#endif
   throw_no_implementation("Stream", device);
 }
 
@@ -17,6 +21,9 @@ void convert_layout(Context& ctx, const TensorRef& src, const TensorRef& dst) {
   if (src.desc.shape != dst.desc.shape || src.desc.dtype != dst.desc.dtype)
     throw std::invalid_argument("convert_layout: " + src.desc.str() + " -> " + dst.desc.str());
   if (ctx.device.is_cpu()) return convert_layout_cpu(ctx, src, dst);
+#ifdef SDP_HAVE_CUDA
+  if (ctx.device.kind == DeviceKind::kCuda) return convert_layout_cuda(ctx, src, dst);
+#endif
   throw_no_implementation("convert_layout", ctx.device);
 }
 

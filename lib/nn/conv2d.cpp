@@ -4,13 +4,21 @@
 #include <stdexcept>
 
 #include "nn/conv2d_cpu.hpp"
+#include "nn/conv2d_cuda.hpp"
 #include "nn/init.hpp"
 #include "nn/layer_factory.hpp"
 
 namespace sdp::nn {
 
+// The CUDA twin is on cuDNN: without cuDNN a CUDA build has none.
+#ifdef SDP_HAVE_CUDNN
+using Conv2dCudaTwin = Conv2dCuda;
+#else
+using Conv2dCudaTwin = NoCudaTwin;
+#endif
+
 std::unique_ptr<Conv2d> Conv2d::create(Context& ctx, std::string name, const Conv2dOptions& options) {
-  return make_for_device<Conv2d, Conv2dCpu>(ctx, "Conv2d", std::move(name), options);
+  return make_for_device<Conv2d, Conv2dCpu, Conv2dCudaTwin>(ctx, "Conv2d", std::move(name), options);
 }
 
 Conv2d::Conv2d(Context& ctx, std::string name, const Conv2dOptions& options)

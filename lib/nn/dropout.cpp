@@ -4,12 +4,14 @@
 #include <stdexcept>
 
 #include "nn/dropout_cpu.hpp"
+#include "nn/dropout_cuda.hpp"
+#include "nn/dropout_rule.hpp"
 #include "nn/layer_factory.hpp"
 
 namespace sdp::nn {
 
 std::unique_ptr<Dropout> Dropout::create(Context& ctx, std::string name, float p) {
-  return make_for_device<Dropout, DropoutCpu>(ctx, "Dropout", std::move(name), p);
+  return make_for_device<Dropout, DropoutCpu, DropoutCuda>(ctx, "Dropout", std::move(name), p);
 }
 
 Dropout::Dropout(Context& ctx, std::string name, float p)
@@ -28,6 +30,16 @@ void Dropout::follow_random_position() {
       static_cast<uint32_t>(seeded_stream_), static_cast<uint32_t>(seeded_stream_ >> 32),
       static_cast<uint32_t>(step),           static_cast<uint32_t>(step >> 32)};
   rng_.seed(seq);
+}
+
+bool Dropout::draw_mask() {
+  if (fixed_mask_ && mask_ready_) return false;
+  follow_random_position();
+  const float scale = 1.0f / (1.0f - p_);
+  const uint64_t threshold = dropout_threshold(p_);
+  for (float& m : mask_) m = dropout_mask_value(rng_(), threshold, scale);
+  mask_ready_ = true;
+  return true;
 }
 
 }  // namespace sdp::nn

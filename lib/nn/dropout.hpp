@@ -24,6 +24,10 @@ class Dropout : public Layer {
   Dropout(Context& ctx, std::string name, float p);
   // Reseeds rng_ when the context's random position differs from the last one drawn at.
   void follow_random_position();
+  // Fills mask_ for this forward (unless a fixed mask is ready) from the random position:
+  // on the host for every device (std::mt19937_64 is sequential), so the CPU and the GPU
+  // drop the same elements; the GPU copies the mask over. Returns whether it drew.
+  bool draw_mask();
 
   float p_;
   bool training_ = false;

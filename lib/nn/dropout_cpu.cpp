@@ -3,6 +3,8 @@
 #include <functional>
 #include <stdexcept>
 
+#include "nn/dropout_rule.hpp"
+
 namespace sdp::nn {
 
 memory::desc DropoutCpu::configure_md(const memory::desc& src_md, bool training) {
@@ -20,17 +22,10 @@ memory::desc DropoutCpu::configure_md(const memory::desc& src_md, bool training)
 
 const memory& DropoutCpu::forward_md(const memory& src) {
   if (!training_ || p_ == 0.0f) return src;
-  if (!fixed_mask_ || !mask_ready_) {
-    follow_random_position();
-    const float scale = 1.0f / (1.0f - p_);
-    // Compare raw 53-bit draws against a threshold: cheaper than a distribution object.
-    const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(p_) * 9007199254740992.0);
-    for (float& m : mask_) m = (rng_() >> 11) < threshold ? 0.0f : scale;
-    mask_ready_ = true;
-  }
+  draw_mask();
   const float* x = static_cast<const float*>(src.get_data_handle());
   float* y = static_cast<float*>(dst_.get_data_handle());
-  for (std::size_t i = 0; i < mask_.size(); ++i) y[i] = x[i] * mask_[i];
+  for (std::size_t i = 0; i < mask_.size(); ++i) y[i] = dropout_apply(x[i], mask_[i]);
   return dst_;
 }
 
@@ -39,7 +34,7 @@ const memory& DropoutCpu::backward_md(const memory& diff_dst) {
   if (!training_ || p_ == 0.0f) return diff_dst;
   const float* dy = static_cast<const float*>(diff_dst.get_data_handle());
   float* dx = static_cast<float*>(diff_src_.get().get_data_handle());
-  for (std::size_t i = 0; i < mask_.size(); ++i) dx[i] = dy[i] * mask_[i];
+  for (std::size_t i = 0; i < mask_.size(); ++i) dx[i] = dropout_apply(dy[i], mask_[i]);
   return diff_src_.get();
 }
 

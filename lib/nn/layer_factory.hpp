@@ -15,9 +15,17 @@ namespace sdp::nn {
 // Throws sdp::Error: `kind` has no implementation for `device` in this build.
 [[noreturn]] void throw_no_implementation(const char* kind, const Device& device);
 
-template <class Kind, class Cpu, class... Args>
+struct NoCudaTwin;
+
+template <class Kind, class Cpu, class Cuda, class... Args>
 std::unique_ptr<Kind> make_for_device(Context& ctx, const char* kind, Args&&... args) {
   if (ctx.device.is_cpu()) return std::make_unique<Cpu>(ctx, std::forward<Args>(args)...);
+#ifdef SDP_HAVE_CUDA
+  if constexpr (!std::is_same_v<Cuda, NoCudaTwin>) {
+    if (ctx.device.kind == DeviceKind::kCuda)
+      return std::make_unique<Cuda>(ctx, std::forward<Args>(args)...);
+  }
+#endif
   throw_no_implementation(kind, ctx.device);
 }
 

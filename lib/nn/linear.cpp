@@ -6,11 +6,12 @@
 #include "nn/init.hpp"
 #include "nn/layer_factory.hpp"
 #include "nn/linear_cpu.hpp"
+#include "nn/linear_cuda.hpp"
 
 namespace sdp::nn {
 
 std::unique_ptr<Linear> Linear::create(Context& ctx, std::string name, const LinearOptions& options) {
-  return make_for_device<Linear, LinearCpu>(ctx, "Linear", std::move(name), options);
+  return make_for_device<Linear, LinearCpu, LinearCuda>(ctx, "Linear", std::move(name), options);
 }
 
 Linear::Linear(Context& ctx, std::string name, const LinearOptions& options)

@@ -4,12 +4,13 @@
 #include <stdexcept>
 
 #include "nn/pad_shortcut_cpu.hpp"
+#include "nn/pad_shortcut_cuda.hpp"
 #include "nn/layer_factory.hpp"
 
 namespace sdp::nn {
 
 std::unique_ptr<PadShortcut> PadShortcut::create(Context& ctx, std::string name, int in_channels, int out_channels, int stride) {
-  return make_for_device<PadShortcut, PadShortcutCpu>(ctx, "PadShortcut", std::move(name), in_channels, out_channels, stride);
+  return make_for_device<PadShortcut, PadShortcutCpu, PadShortcutCuda>(ctx, "PadShortcut", std::move(name), in_channels, out_channels, stride);
 }
 
 PadShortcut::PadShortcut(Context& ctx, std::string name, int in_channels, int out_channels,

@@ -4,12 +4,20 @@
 #include <stdexcept>
 
 #include "nn/pool2d_cpu.hpp"
+#include "nn/pool2d_cuda.hpp"
 #include "nn/layer_factory.hpp"
 
 namespace sdp::nn {
 
+// The CUDA twin is on cuDNN: without cuDNN a CUDA build has none.
+#ifdef SDP_HAVE_CUDNN
+using Pool2dCudaTwin = Pool2dCuda;
+#else
+using Pool2dCudaTwin = NoCudaTwin;
+#endif
+
 std::unique_ptr<Pool2d> Pool2d::create(Context& ctx, std::string name, const Pool2dOptions& options) {
-  return make_for_device<Pool2d, Pool2dCpu>(ctx, "Pool2d", std::move(name), options);
+  return make_for_device<Pool2d, Pool2dCpu, Pool2dCudaTwin>(ctx, "Pool2d", std::move(name), options);
 }
 
 Pool2d::Pool2d(Context& ctx, std::string name, const Pool2dOptions& options)

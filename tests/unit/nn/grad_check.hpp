@@ -79,6 +79,21 @@ inline std::vector<float> random_vector(int64_t n, uint64_t seed, float lo = -1.
   return v;
 }
 
+// A tensor's values on the host, and back, whatever its device (the parameter arenas live on
+// the model's device).
+inline std::vector<float> host_values(const Tensor& t) {
+  std::vector<float> out(static_cast<std::size_t>(t.numel()));
+  copy_bytes(Device::cpu(), out.data(), t.device(), t.raw(), out.size() * sizeof(float));
+  return out;
+}
+inline void set_values(const Tensor& t, const std::vector<float>& values) {
+  copy_bytes(t.device(), t.raw(), Device::cpu(), values.data(), values.size() * sizeof(float));
+}
+// Sets element i of a tensor on any device.
+inline void set_value(const Tensor& t, int64_t i, float value) {
+  copy_bytes(t.device(), static_cast<float*>(t.raw()) + i, Device::cpu(), &value, sizeof(float));
+}
+
 inline int64_t numel(const Dims& d) {
   int64_t n = 1;
   for (auto x : d) n *= x;
@@ -179,18 +194,25 @@ class LayerHarness {
     return out;
   }
 
-  // Full check: the input gradient and every parameter gradient against L.
+  // Full check: the input gradient and every parameter gradient against L. Parameters are
+  // perturbed in a host copy that is written to the device before each evaluation.
   void check_all(const GradCheckOptions& opt) {
     forward();
     const std::vector<float> dx = backward();
     std::vector<std::vector<float>> grads;
-    for (const Param& p : store_.params())
-      grads.emplace_back(p.grad.data<float>(), p.grad.data<float>() + p.grad.numel());
+    for (const Param& p : store_.params()) grads.push_back(host_values(p.grad));
     auto f = [this] { return loss(); };
     if (layer_->needs_input_grad()) check_gradient("d/dx", f, x_.data(), dx, opt);
     int k = 0;
-    for (Param& p : store_.params())
-      check_gradient("d/d" + p.name, f, p.value.data<float>(), grads[k++], opt);
+    for (Param& p : store_.params()) {
+      std::vector<float> values = host_values(p.value);
+      auto f_param = [&] {
+        set_values(p.value, values);
+        return loss();
+      };
+      check_gradient("d/d" + p.name, f_param, values.data(), grads[k++], opt);
+      set_values(p.value, values);
+    }
   }
 
  private:

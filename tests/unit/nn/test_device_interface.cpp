@@ -2,6 +2,7 @@
 // device switch, and the contract that a layer's output matches what configure promised.
 #include <gtest/gtest.h>
 
+#include "core/device_info.hpp"
 #include "core/error.hpp"
 #include "device_params.hpp"
 #include "grad_check.hpp"
@@ -12,6 +13,10 @@
 #include "nn/linear.hpp"
 #include "nn/pool2d.hpp"
 #include "nn/relu.hpp"
+#include "nn/conv2d_cuda.hpp"
+#include "nn/flatten_cuda.hpp"
+#include "nn/linear_cuda.hpp"
+#include "nn/relu_cuda.hpp"
 
 namespace sdp::nn {
 namespace {
@@ -35,9 +40,12 @@ TEST(OneDnnLayout, PlainAndChannelsLastAreDeviceNeutralBlockedIsOpaque) {
 }
 
 TEST(LayerFactory, RefusesADeviceWithoutAnImplementation) {
+#ifdef SDP_HAVE_CUDA
+  GTEST_SKIP() << "this build has the CUDA backend (LayerFactory.CudaContext* check it)";
+#endif
   ParameterStore store;
   Context ctx(store);
-  ctx.device = Device::cuda(0);  // the CUDA layers are not in this build yet
+  ctx.device = Device::cuda(0);  // no CUDA layers in this build
   try {
     Conv2d::create(ctx, "conv", Conv2dOptions{3, 8, 3, 1, 1, false, false});
     FAIL() << "expected an error";
@@ -46,6 +54,38 @@ TEST(LayerFactory, RefusesADeviceWithoutAnImplementation) {
     EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
   }
   EXPECT_THROW(Context(store, Device::cuda(0)), Error);
+}
+
+TEST(LayerFactory, CudaContextWithoutAGpuIsAClearError) {
+#ifndef SDP_HAVE_CUDA
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
+  ParameterStore store;
+  try {
+    Context ctx(store, Device::cuda(0));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    // The CUDA runtime's reason, through the call that failed.
+    EXPECT_NE(std::string(e.what()).find("cuda"), std::string::npos) << e.what();
+  }
+#endif
+}
+
+TEST(LayerFactory, CudaContextGetsTheCudaTwins) {
+#ifndef SDP_HAVE_CUDA
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  ParameterStore store;
+  Context ctx(store, Device::cuda(0));
+  EXPECT_NE(dynamic_cast<ReLUCuda*>(ReLU::create(ctx, "relu").get()), nullptr);
+  EXPECT_NE(dynamic_cast<FlattenCuda*>(Flatten::create(ctx, "flatten").get()), nullptr);
+  EXPECT_NE(dynamic_cast<LinearCuda*>(Linear::create(ctx, "fc", LinearOptions{4, 2, true}).get()), nullptr);
+#ifdef SDP_HAVE_CUDNN
+  EXPECT_NE(dynamic_cast<Conv2dCuda*>(Conv2d::create(ctx, "conv", Conv2dOptions{3, 8, 3, 1, 1}).get()), nullptr);
+#endif
+#endif
 }
 
 TEST(Model, RejectsInputOnAnotherDevice) {

@@ -37,8 +37,8 @@ TEST_P(Conv2dForward, MatchesNaiveLoop) {
   const auto y = harness.forward();
   const int oh = (h + 2 * p - k) / s + 1, ow = (w + 2 * p - k) / s + 1;
   ASSERT_EQ(y.size(), static_cast<std::size_t>(n * o * oh * ow));
-  const float* wt = conv.weight().value.data<float>();
-  const float* b = conv.bias()->value.data<float>();
+  const std::vector<float> wt = testing::host_values(conv.weight().value);
+  const std::vector<float> b = testing::host_values(conv.bias()->value);
   const auto& x = harness.input();
   for (int i = 0; i < n; ++i)
     for (int oc = 0; oc < o; ++oc)
@@ -60,13 +60,14 @@ TEST_P(Conv2dForward, MatchesNaiveLoop) {
 TEST_P(Conv2dInit, KaimingNormalFanOut) {
   LayerHarness harness(GetParam());
   auto& conv = harness.make<Conv2d>(Conv2dOptions{64, 64, 3, 1, 1, false, false});
-  const Tensor& wt = conv.weight().value;
+  const std::vector<float> wt = testing::host_values(conv.weight().value);
   double sum = 0, sq = 0;
-  for (int64_t i = 0; i < wt.numel(); ++i) {
-    sum += wt.data<float>()[i];
-    sq += wt.data<float>()[i] * wt.data<float>()[i];
+  for (float v : wt) {
+    sum += v;
+    sq += v * v;
   }
-  const double mean = sum / wt.numel(), stdev = std::sqrt(sq / wt.numel() - mean * mean);
+  const double count = static_cast<double>(wt.size());
+  const double mean = sum / count, stdev = std::sqrt(sq / count - mean * mean);
   EXPECT_NEAR(mean, 0.0, 0.005);
   EXPECT_NEAR(stdev, std::sqrt(2.0 / (64 * 9)), 0.003);
 }
@@ -77,8 +78,8 @@ TEST_P(LinearForward, MatchesNaiveLoop) {
   harness.configure({2, 5}, false);
   harness.input() = testing::random_vector(10, 31);
   const auto y = harness.forward();
-  const float* wt = fc.weight().value.data<float>();
-  const float* b = fc.bias()->value.data<float>();
+  const std::vector<float> wt = testing::host_values(fc.weight().value);
+  const std::vector<float> b = testing::host_values(fc.bias()->value);
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j) {
       double acc = b[j];
@@ -87,18 +88,17 @@ TEST_P(LinearForward, MatchesNaiveLoop) {
       EXPECT_NEAR(y[i * 3 + j], acc, 1e-6);
     }
   // PyTorch's default bound 1/sqrt(fan_in).
-  for (int64_t i = 0; i < fc.weight().value.numel(); ++i)
-    EXPECT_LE(std::abs(wt[i]), 1 / std::sqrt(5.f));
+  for (float v : wt) EXPECT_LE(std::abs(v), 1 / std::sqrt(5.f));
 }
 
 TEST_P(BatchNorm2dForward, InferenceUsesRunningStats) {
   LayerHarness harness(GetParam());
   auto& bn = harness.make<BatchNorm2d>(BatchNorm2dOptions{2, 1e-5f, 0.1f, false});
-  float* rm = bn.running_mean().value.data<float>();
-  float* rv = bn.running_var().value.data<float>();
-  rm[0] = 0.5f, rm[1] = -1.f, rv[0] = 4.f, rv[1] = 0.25f;
-  bn.weight().value.data<float>()[1] = 2.f;
-  bn.bias().value.data<float>()[0] = 0.3f;
+  const float rm[2] = {0.5f, -1.f}, rv[2] = {4.f, 0.25f};
+  testing::set_values(bn.running_mean().value, {rm[0], rm[1]});
+  testing::set_values(bn.running_var().value, {rv[0], rv[1]});
+  testing::set_value(bn.weight().value, 1, 2.f);
+  testing::set_value(bn.bias().value, 0, 0.3f);
   harness.configure({3, 2, 2, 2}, false);
   harness.input() = testing::random_vector(24, 32);
   const auto y = harness.forward();
@@ -119,10 +119,12 @@ TEST_P(BatchNorm2dForward, TrainingNormalizesAndUpdatesRunningStats) {
   // Channel 0 holds {1,2,3,4,5,6}: mean 3.5, biased var 35/12, unbiased 7/2.
   const double mean0 = 3.5, var0 = 35.0 / 12;
   EXPECT_NEAR(y[0], (1 - mean0) / std::sqrt(var0 + 1e-5), 1e-5);
-  EXPECT_NEAR(bn.running_mean().value.data<float>()[0], 0.1 * mean0, 1e-6);
-  EXPECT_NEAR(bn.running_var().value.data<float>()[0], 0.9 + 0.1 * 3.5, 1e-6);
+  const std::vector<float> running_mean = testing::host_values(bn.running_mean().value);
+  const std::vector<float> running_var = testing::host_values(bn.running_var().value);
+  EXPECT_NEAR(running_mean[0], 0.1 * mean0, 1e-6);
+  EXPECT_NEAR(running_var[0], 0.9 + 0.1 * 3.5, 1e-6);
   // Channel 1 holds {10,20,30,-1,-2,-3}: mean 9.
-  EXPECT_NEAR(bn.running_mean().value.data<float>()[1], 0.9, 1e-5);
+  EXPECT_NEAR(running_mean[1], 0.9, 1e-5);
 }
 
 TEST_P(MaxPoolForward, PicksWindowMaximum) {

@@ -104,10 +104,9 @@ TEST_P(Conv2dGrad, FusedReluMatchesConvThenRelu) {
   const auto dx = plain.backward();
   for (std::size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx_fused[i], dx[i], 1e-5);
   for (std::size_t p = 0; p < 2; ++p) {
-    const Tensor& a = fused.store().params()[p].grad;
-    const Tensor& b = plain.store().params()[p].grad;
-    for (int64_t i = 0; i < a.numel(); ++i)
-      EXPECT_NEAR(a.data<float>()[i], b.data<float>()[i], 1e-5);
+    const std::vector<float> a = testing::host_values(fused.store().params()[p].grad);
+    const std::vector<float> b = testing::host_values(plain.store().params()[p].grad);
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5);
   }
 }
 
@@ -135,10 +134,9 @@ TEST_P(Conv2dGrad, ChannelsLastMatchesDefaultLayout) {
   const auto dx_cl = cl.backward(), dx = ref.backward();
   for (std::size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx_cl[i], dx[i], 1e-5);
   for (std::size_t p = 0; p < 2; ++p) {
-    const Tensor& a = cl.store().params()[p].grad;
-    const Tensor& b = ref.store().params()[p].grad;
-    for (int64_t i = 0; i < a.numel(); ++i)
-      EXPECT_NEAR(a.data<float>()[i], b.data<float>()[i], 1e-4);
+    const std::vector<float> a = testing::host_values(cl.store().params()[p].grad);
+    const std::vector<float> b = testing::host_values(ref.store().params()[p].grad);
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4);
   }
 }
 
@@ -148,10 +146,8 @@ TEST_P(BatchNorm2dGrad, TrainingMode) {
   h.configure({2, 3, 3, 4}, true);
   fill_random(h.input(), 5);
   // Non-trivial gamma/beta so terms scaled by them are visible.
-  for (int c = 0; c < 3; ++c) {
-    bn.weight().value.data<float>()[c] = 0.5f + 0.3f * c;
-    bn.bias().value.data<float>()[c] = -0.2f + 0.1f * c;
-  }
+  testing::set_values(bn.weight().value, {0.5f, 0.8f, 1.1f});
+  testing::set_values(bn.bias().value, {-0.2f, -0.1f, 0.0f});
   h.check_all({});
 }
 
@@ -182,10 +178,9 @@ TEST_P(BatchNorm2dGrad, FusedReluMatchesBnThenRelu) {
   const auto dx = plain.backward();
   for (std::size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx_fused[i], dx[i], 1e-4);
   for (std::size_t p = 0; p < 2; ++p) {
-    const Tensor& a = fused.store().params()[p].grad;
-    const Tensor& b = plain.store().params()[p].grad;
-    for (int64_t i = 0; i < a.numel(); ++i)
-      EXPECT_NEAR(a.data<float>()[i], b.data<float>()[i], 1e-4);
+    const std::vector<float> a = testing::host_values(fused.store().params()[p].grad);
+    const std::vector<float> b = testing::host_values(plain.store().params()[p].grad);
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4);
   }
 }
 

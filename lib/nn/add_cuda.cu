@@ -1,0 +1,64 @@
+// CUDA kernel and layer of add_cuda.hpp.
+#include <stdexcept>
+
+#include "nn/add_cuda.hpp"
+#include "nn/cuda_util_cuda.hpp"
+#include "nn/elementwise_rule.hpp"
+
+namespace sdp::nn {
+
+namespace {
+// y may be a (in place): each element is read before it is written by the same thread.
+__global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+    y[i] = residual_add(a[i], b[i]);
+}
+}  // namespace
+
+TensorDesc AddCuda::configure(const TensorDesc& a, const TensorDesc& b, AddOutput output) {
+  if (a.shape != b.shape)
+    throw std::invalid_argument("Add: operand shapes " + shape_str(a.shape) + " and " + shape_str(b.shape) +
+                                " differ");
+  require_cuda_layout(a, "Add");
+  require_cuda_layout(b, "Add");
+  output_ = output;
+  b_to_a_.configure(b, a);
+  diff_b_.configure(a, b);
+  out_ = {a, nullptr};
+  if (output_ != AddOutput::kInPlace) out_.data = dst_.reserve(a.device, a.nbytes());
+  diff_b_out_ = {b, nullptr};
+  return out_.desc;
+}
+
+const TensorRef& AddCuda::forward(const TensorRef& a, const TensorRef& b) {
+  const TensorRef& b_as_a = b_to_a_.convert(ctx_, b);
+  if (output_ == AddOutput::kInPlace) out_.data = a.data;
+  const int64_t n = a.desc.numel();
+  add_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::stream_of(ctx_)>>>(
+      a.as<const float>(), b_as_a.as<const float>(), out_.as<float>(), n);
+  cuda::check_launch("add_kernel");
+  return out_;
+}
+
+const TensorRef& AddCuda::backward_b(const TensorRef& diff_dst) {
+  diff_b_out_.data = diff_b_.convert(ctx_, diff_dst).data;
+  return diff_b_out_;
+}
+
+GradientPlan::Buffer* AddCuda::plan_backward_b(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
+  plan.read(diff_dst);
+  plan.next();
+  // Without a conversion backward_b hands diff_dst itself through.
+  return diff_b_.needed() ? nullptr : diff_dst;
+}
+
+GradientPlan::Buffer* AddCuda::plan_forward(GradientPlan& plan, GradientPlan::Buffer* a, GradientPlan::Buffer* b) {
+  if (output_ != AddOutput::kGradient)
+    throw std::logic_error("Add: only a gradient sum (AddOutput::kGradient) is planned");
+  plan.read(a);
+  plan.read(b);
+  plan.next();
+  return nullptr;
+}
+
+}  // namespace sdp::nn

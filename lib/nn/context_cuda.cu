@@ -1,0 +1,145 @@
+// CUDA half of nn/context: the stream, checked calls, layout conversion and owned buffers
+// (nn/context_cuda.hpp, nn/cuda_util_cuda.hpp). Built only with SDP_HAVE_CUDA.
+#include <cuda_runtime.h>
+
+#include <map>
+#include <stdexcept>
+#include <string>
+
+#include "core/device_memory.hpp"
+#include "core/error.hpp"
+#include "nn/context_cuda.hpp"
+#include "nn/cuda_util_cuda.hpp"
+#include "nn/layout_rule.hpp"
+
+namespace sdp::nn {
+
+namespace cuda {
+
+void check(cudaError_t status, const char* call) {
+  if (status != cudaSuccess)
+    throw RuntimeError(std::string(call) + " failed: " + cudaGetErrorName(status) + " (" +
+                       cudaGetErrorString(status) + ")");
+}
+
+void check_launch(const char* kernel) {
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess)
+    throw RuntimeError(std::string("launch of ") + kernel + " failed: " + cudaGetErrorName(status) + " (" +
+                       cudaGetErrorString(status) + ")");
+}
+
+}  // namespace cuda
+
+namespace {
+
+// One non-blocking stream per Context. Non-blocking: it does not wait for the legacy
+// default stream, which the synchronous helpers of core/device_memory use (they synchronize
+// the whole device around their copies instead), and the NCCL communicator's stream is
+// ordered after it by events, not by implicit default-stream barriers.
+class CudaStream final : public Stream {
+ public:
+  explicit CudaStream(int ordinal) {
+    cuda::check(cudaSetDevice(ordinal), "cudaSetDevice");
+    cuda::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  }
+  ~CudaStream() override {
+    if (stream_ == nullptr) return;
+    cudaStreamSynchronize(stream_);  // nothing to report from a destructor
+    attachments_.clear();            // library handles bound to the stream go before it
+    cudaStreamDestroy(stream_);
+  }
+  void synchronize() override { cuda::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  cudaStream_t get() const { return stream_; }
+  std::shared_ptr<void>& attachment(const std::string& key) { return attachments_[key]; }
+
+ private:
+  std::map<std::string, std::shared_ptr<void>> attachments_;
+  cudaStream_t stream_ = nullptr;
+};
+
+// NCHW <-> NHWC, one thread per element of the destination (layout_rule.hpp's index map).
+__global__ void nchw_nhwc_kernel(const float* src, float* dst, int64_t n, int64_t c, int64_t hw, bool to_nhwc) {
+  const int64_t total = n * c * hw;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x)
+    dst[i] = src[channels_last_source(i, c, hw, to_nhwc)];
+}
+
+}  // namespace
+
+namespace cuda {
+namespace {
+CudaStream& cuda_stream(Context& ctx) {
+  auto* s = dynamic_cast<CudaStream*>(ctx.stream.get());
+  if (s == nullptr) throw std::logic_error("context for " + ctx.device.str() + " has no CUDA stream");
+  return *s;
+}
+}  // namespace
+
+cudaStream_t stream_of(Context& ctx) { return cuda_stream(ctx).get(); }
+
+std::shared_ptr<void>& stream_attachment(Context& ctx, const std::string& key) {
+  return cuda_stream(ctx).attachment(key);
+}
+}  // namespace cuda
+
+std::shared_ptr<Stream> make_cuda_stream(const Device& device) {
+  return std::make_shared<CudaStream>(device.index);
+}
+
+void require_cuda_layout(const TensorDesc& desc, const std::string& who) {
+  if (desc.device.is_cpu() || desc.dtype != DType::kF32 || desc.layout == Layout::kBackend)
+    throw std::invalid_argument(who + ": the CUDA layers take f32 tensors in the plain or channels_last layout on "
+                                "a CUDA device, got " + desc.str());
+  if (desc.layout == Layout::kChannelsLast && desc.shape.size() != 4)
+    throw std::invalid_argument(who + ": channels_last needs a 4-D tensor, got " + desc.str());
+}
+
+void convert_layout_cuda(Context& ctx, const TensorRef& src, const TensorRef& dst) {
+  require_cuda_layout(src.desc, "convert_layout");
+  require_cuda_layout(dst.desc, "convert_layout");
+  cudaStream_t s = cuda::stream_of(ctx);
+  const int64_t total = src.desc.numel();
+  if (total == 0) return;
+  if (src.desc.layout == dst.desc.layout) {
+    if (src.data != dst.data)
+      cuda::check(cudaMemcpyAsync(dst.data, src.data, static_cast<std::size_t>(total) * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, s),
+                  "cudaMemcpyAsync");
+    return;
+  }
+  const Shape& d = src.desc.shape;  // 4-D: require_cuda_layout checked channels_last's rank
+  nchw_nhwc_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, s>>>(
+      src.as<const float>(), dst.as<float>(), d[0], d[1], d[2] * d[3], dst.desc.layout == Layout::kChannelsLast);
+  cuda::check_launch("nchw_nhwc_kernel");
+}
+
+void* CudaBuffer::reserve(const Device& device, std::size_t bytes) {
+  if (bytes > bytes_ || !data_) {
+    // Work queued earlier (a previous step, before a reconfigure) may still use the old
+    // buffer; it goes once the device is idle, and before the new one is made, so the two
+    // are never resident together. Only configure() grows buffers.
+    if (data_) cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    data_.reset();
+    data_ = allocate(device, bytes);
+    bytes_ = bytes;
+  }
+  return data_.get();
+}
+
+void CudaLayoutAdapter::configure(const TensorDesc& from, const TensorDesc& to) {
+  if (from.shape != to.shape) throw std::invalid_argument("CudaLayoutAdapter: " + from.str() + " -> " + to.str());
+  require_cuda_layout(from, "CudaLayoutAdapter");
+  require_cuda_layout(to, "CudaLayoutAdapter");
+  needed_ = from.layout != to.layout;
+  out_ = {to, nullptr};
+  if (needed_) out_.data = buffer_.reserve(to.device, to.nbytes());
+}
+
+const TensorRef& CudaLayoutAdapter::convert(Context& ctx, const TensorRef& src) {
+  if (!needed_) return src;
+  convert_layout_cuda(ctx, src, out_);
+  return out_;
+}
+
+}  // namespace sdp::nn

@@ -1,0 +1,59 @@
+// The CUDA half of nn/context (built only with SDP_HAVE_CUDA), in the terms the rest of nn/
+// may see: no CUDA type here, so context.cpp and the XCuda class headers include it in
+// every build. CUDA-typed helpers for the kernels are in nn/cuda_util_cuda.hpp.
+//
+// Layouts on the GPU: the CUDA layers speak plain NCHW (and NC) and, where the CPU twin can
+// produce or ask for it, channels_last NHWC; a layer that needs plain input converts NHWC
+// with CudaLayoutAdapter. The CPU's blocked layouts (kBackend) never reach a GPU layer and
+// are rejected with a clear error.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "core/tensor_desc.hpp"
+#include "nn/context.hpp"
+
+namespace sdp::nn {
+
+// A non-blocking cudaStream_t on `device` (one per Context); synchronize() waits for it.
+std::shared_ptr<Stream> make_cuda_stream(const Device& device);
+// convert_layout for CUDA tensors: plain <-> channels_last by a kernel, equal layouts by a
+// copy, all on ctx's stream.
+void convert_layout_cuda(Context& ctx, const TensorRef& src, const TensorRef& dst);
+// Throws std::invalid_argument naming `who` unless `desc` is f32 on a CUDA device in the plain
+// or channels_last layout.
+void require_cuda_layout(const TensorDesc& desc, const std::string& who);
+
+// Device memory a CUDA layer owns: allocated at configure (grown, never shrunk), never in
+// forward/backward.
+class CudaBuffer {
+ public:
+  // Makes the buffer hold at least `bytes` on `device`; returns its address.
+  void* reserve(const Device& device, std::size_t bytes);
+  void* get() const { return data_.get(); }
+  std::size_t bytes() const { return bytes_; }
+  template <typename T>
+  T* as() const { return static_cast<T*>(data_.get()); }
+
+ private:
+  std::shared_ptr<void> data_;
+  std::size_t bytes_ = 0;
+};
+
+// Moves a tensor between a fixed pair of device-neutral layouts on the GPU (the CUDA
+// LayoutAdapter): configure() keeps a buffer only when the layouts differ; convert() fills
+// it on ctx's stream, or returns the input unchanged.
+class CudaLayoutAdapter {
+ public:
+  void configure(const TensorDesc& from, const TensorDesc& to);
+  bool needed() const { return needed_; }
+  const TensorRef& convert(Context& ctx, const TensorRef& src);
+
+ private:
+  bool needed_ = false;
+  TensorRef out_;
+  CudaBuffer buffer_;
+};
+
+}  // namespace sdp::nn

@@ -1,0 +1,41 @@
+// Conv2dCuda: Conv2d on cuDNN's legacy convolution API over the arena's OIHW weight (no
+// reordered copy). Activations computed in plain NCHW: a channels_last input is converted on
+// the way in (and its gradient on the way out); with channels_last the output is NHWC, as on
+// the CPU. Algorithms are chosen once per input shape (cudnnGet*Algorithm_v7: the first
+// deterministic one that runs in f32 FMA math, i.e. no TF32) and cached; the stream's shared
+// workspace is grown at configure. Bias by cudnnAddTensor / cudnnConvolutionBackwardBias;
+// a fused ReLU by our kernel on the output, its derivative from that output.
+// Backward as the CPU twin: weight (and bias) gradients overwritten and reported first.
+// The cuDNN state lives behind Impl (conv2d_cuda.cpp) so this header has no CUDA type.
+#pragma once
+
+#include <memory>
+
+#include "nn/context_cuda.hpp"
+#include "nn/conv2d.hpp"
+
+namespace sdp::nn {
+
+class Conv2dCuda final : public Conv2d {
+ public:
+  Conv2dCuda(Context& ctx, std::string name, const Conv2dOptions& options);
+  ~Conv2dCuda() override;
+
+  TensorDesc configure(const TensorDesc& src, bool training) override;
+  const TensorRef& forward(const TensorRef& src) override;
+  const TensorRef& backward(const TensorRef& diff_dst) override;
+  // Reads diff_dst; every buffer backward writes is this layer's own (nullptr to the plan).
+  GradientPlan::Buffer* plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  bool training_ = false;
+  TensorDesc plain_src_, plain_dst_;
+  CudaLayoutAdapter src_to_plain_, dst_out_, diff_dst_to_plain_, diff_src_out_;
+  CudaBuffer dst_plain_, diff_pre_relu_, diff_src_plain_;
+  const void* x_plain_ = nullptr;  // the plain input of the last forward (weight gradient)
+  TensorRef out_, diff_src_, none_;
+};
+
+}  // namespace sdp::nn

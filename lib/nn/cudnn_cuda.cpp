@@ -1,0 +1,109 @@
+// cuDNN handles, workspaces and descriptors (cudnn_cuda.hpp).
+#include "nn/cudnn_cuda.hpp"
+
+#include <climits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "core/error.hpp"
+#include "nn/context_cuda.hpp"
+#include "nn/cuda_util_cuda.hpp"
+
+namespace sdp::nn::cuda {
+
+namespace {
+struct CudnnState {
+  cudnnHandle_t handle = nullptr;
+  CudaBuffer workspace;
+  ~CudnnState() {
+    if (handle != nullptr) cudnnDestroy(handle);
+  }
+};
+
+CudnnState& cudnn_state(Context& ctx) {
+  std::shared_ptr<void>& slot = stream_attachment(ctx, "cudnn");
+  if (!slot) {
+    auto state = std::make_shared<CudnnState>();
+    check_cudnn(cudnnCreate(&state->handle), "cudnnCreate");
+    check_cudnn(cudnnSetStream(state->handle, stream_of(ctx)), "cudnnSetStream");
+    slot = state;
+  }
+  return *static_cast<CudnnState*>(slot.get());
+}
+}  // namespace
+
+void check_cudnn(cudnnStatus_t status, const char* call) {
+  if (status != CUDNN_STATUS_SUCCESS)
+    throw RuntimeError(std::string(call) + " failed: " + cudnnGetErrorString(status));
+}
+
+cudnnHandle_t cudnn_handle(Context& ctx) { return cudnn_state(ctx).handle; }
+
+void reserve_cudnn_workspace(Context& ctx, std::size_t bytes) {
+  if (bytes > 0) cudnn_state(ctx).workspace.reserve(ctx.device, bytes);
+}
+
+Workspace cudnn_workspace(Context& ctx) {
+  CudnnState& state = cudnn_state(ctx);
+  return {state.workspace.get(), state.workspace.bytes()};
+}
+
+int to_int(int64_t value, const char* what) {
+  if (value < 0 || value > INT_MAX)
+    throw std::invalid_argument(std::string(what) + ": dimension " + std::to_string(value) +
+                                " is outside cuDNN's int range");
+  return static_cast<int>(value);
+}
+
+TensorDescriptor::TensorDescriptor() {
+  check_cudnn(cudnnCreateTensorDescriptor(&desc_), "cudnnCreateTensorDescriptor");
+}
+TensorDescriptor::~TensorDescriptor() { cudnnDestroyTensorDescriptor(desc_); }
+
+void TensorDescriptor::set_nchw(const Shape& shape) {
+  if (shape.size() != 4) throw std::invalid_argument("cuDNN tensor: expected [N, C, H, W], got " + shape_str(shape));
+  check_cudnn(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(shape[0], "N"),
+                                         to_int(shape[1], "C"), to_int(shape[2], "H"), to_int(shape[3], "W")),
+              "cudnnSetTensor4dDescriptor");
+}
+
+void TensorDescriptor::set_channels(int64_t channels) {
+  check_cudnn(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, to_int(channels, "C"), 1, 1),
+              "cudnnSetTensor4dDescriptor");
+}
+
+FilterDescriptor::FilterDescriptor() {
+  check_cudnn(cudnnCreateFilterDescriptor(&desc_), "cudnnCreateFilterDescriptor");
+}
+FilterDescriptor::~FilterDescriptor() { cudnnDestroyFilterDescriptor(desc_); }
+
+void FilterDescriptor::set_oihw(int out, int in, int kh, int kw) {
+  check_cudnn(cudnnSetFilter4dDescriptor(desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, out, in, kh, kw),
+              "cudnnSetFilter4dDescriptor");
+}
+
+ConvolutionDescriptor::ConvolutionDescriptor() {
+  check_cudnn(cudnnCreateConvolutionDescriptor(&desc_), "cudnnCreateConvolutionDescriptor");
+}
+ConvolutionDescriptor::~ConvolutionDescriptor() { cudnnDestroyConvolutionDescriptor(desc_); }
+
+void ConvolutionDescriptor::set(int padding, int stride) {
+  check_cudnn(cudnnSetConvolution2dDescriptor(desc_, padding, padding, stride, stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                              CUDNN_DATA_FLOAT),
+              "cudnnSetConvolution2dDescriptor");
+  check_cudnn(cudnnSetConvolutionMathType(desc_, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
+}
+
+PoolingDescriptor::PoolingDescriptor() {
+  check_cudnn(cudnnCreatePoolingDescriptor(&desc_), "cudnnCreatePoolingDescriptor");
+}
+PoolingDescriptor::~PoolingDescriptor() { cudnnDestroyPoolingDescriptor(desc_); }
+
+void PoolingDescriptor::set(cudnnPoolingMode_t mode, int window_h, int window_w, int padding, int stride) {
+  check_cudnn(cudnnSetPooling2dDescriptor(desc_, mode, CUDNN_PROPAGATE_NAN, window_h, window_w, padding, padding,
+                                          stride, stride),
+              "cudnnSetPooling2dDescriptor");
+}
+
+}  // namespace sdp::nn::cuda

@@ -1,0 +1,92 @@
+// cuDNN for the CUDA layers (private: CUDA-typed, included only by CUDA files). The legacy
+// cudnnConvolution*/cudnnBatchNormalization*/cudnnPooling* API, which cuDNN 9 still ships.
+//  * One handle per stream, kept with the CudaStream, created at the first configure.
+//  * One workspace per stream shared by every layer on it (their calls run one after the
+//    other on that stream): configure() grows it to what the layer's chosen algorithms
+//    need; forward/backward only read its address, so nothing is allocated in the step loop.
+//  * RAII descriptors; activations are described as plain NCHW (the layers convert
+//    channels_last at their edges).
+#pragma once
+
+#include <cudnn.h>
+
+#include <cstddef>
+
+#include "core/tensor.hpp"
+#include "nn/context.hpp"
+
+namespace sdp::nn::cuda {
+
+void check_cudnn(cudnnStatus_t status, const char* call);
+cudnnHandle_t cudnn_handle(Context& ctx);
+
+struct Workspace {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+};
+// Grows the stream's workspace to at least `bytes` (configure time only).
+void reserve_cudnn_workspace(Context& ctx, std::size_t bytes);
+Workspace cudnn_workspace(Context& ctx);
+
+class TensorDescriptor {
+ public:
+  TensorDescriptor();
+  ~TensorDescriptor();
+  TensorDescriptor(const TensorDescriptor&) = delete;
+  TensorDescriptor& operator=(const TensorDescriptor&) = delete;
+  // f32 NCHW of a 4-D shape ([N, C, H, W]).
+  void set_nchw(const Shape& shape);
+  // f32 [1, C, 1, 1] (a per-channel bias).
+  void set_channels(int64_t channels);
+  cudnnTensorDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnTensorDescriptor_t desc_ = nullptr;
+};
+
+class FilterDescriptor {
+ public:
+  FilterDescriptor();
+  ~FilterDescriptor();
+  FilterDescriptor(const FilterDescriptor&) = delete;
+  FilterDescriptor& operator=(const FilterDescriptor&) = delete;
+  // f32 OIHW (PyTorch's layout, as the arena holds it).
+  void set_oihw(int out, int in, int kh, int kw);
+  cudnnFilterDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnFilterDescriptor_t desc_ = nullptr;
+};
+
+class ConvolutionDescriptor {
+ public:
+  ConvolutionDescriptor();
+  ~ConvolutionDescriptor();
+  ConvolutionDescriptor(const ConvolutionDescriptor&) = delete;
+  ConvolutionDescriptor& operator=(const ConvolutionDescriptor&) = delete;
+  // Cross-correlation (PyTorch's convolution) in f32 with CUDNN_FMA_MATH: no TF32 tensor
+  // cores (CUDNN_DEFAULT_MATH allows TF32 for f32 data on A100 and later).
+  void set(int padding, int stride);
+  cudnnConvolutionDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnConvolutionDescriptor_t desc_ = nullptr;
+};
+
+class PoolingDescriptor {
+ public:
+  PoolingDescriptor();
+  ~PoolingDescriptor();
+  PoolingDescriptor(const PoolingDescriptor&) = delete;
+  PoolingDescriptor& operator=(const PoolingDescriptor&) = delete;
+  void set(cudnnPoolingMode_t mode, int window_h, int window_w, int padding, int stride);
+  cudnnPoolingDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnPoolingDescriptor_t desc_ = nullptr;
+};
+
+// int arguments of cuDNN's 4-D descriptors; throws for a dimension past INT_MAX.
+int to_int(int64_t value, const char* what);
+
+}  // namespace sdp::nn::cuda

@@ -1,0 +1,82 @@
+// CUDA kernels and layer of pad_shortcut_cuda.hpp.
+#include <stdexcept>
+
+#include "nn/cuda_util_cuda.hpp"
+#include "nn/pad_shortcut_cuda.hpp"
+
+namespace sdp::nn {
+
+namespace {
+// One thread per output element; padded channels get 0, so nothing needs clearing.
+__global__ void pad_shortcut_forward_kernel(PadShortcutGeometry g, const float* x, float* y) {
+  const int64_t total = g.n * g.oc * g.oh * g.ow;
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < total; o += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t from = pad_shortcut_source(g, o);
+    y[o] = from < 0 ? 0.0f : x[from];
+  }
+}
+
+// One thread per input element: every element of dx is written (0 where subsampling
+// skipped it).
+__global__ void pad_shortcut_backward_kernel(PadShortcutGeometry g, const float* dy, float* dx) {
+  const int64_t total = g.n * g.c * g.h * g.w;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t from = pad_shortcut_grad_source(g, i);
+    dx[i] = from < 0 ? 0.0f : dy[from];
+  }
+}
+}  // namespace
+
+PadShortcutCuda::PadShortcutCuda(Context& ctx, std::string name, int in_channels, int out_channels, int stride)
+    : PadShortcut(ctx, std::move(name), in_channels, out_channels, stride) {}
+
+TensorDesc PadShortcutCuda::configure(const TensorDesc& src, bool training) {
+  require_cuda_layout(src, "PadShortcut " + name_);
+  const Shape& in = src.shape;
+  if (in.size() != 4 || in[1] != in_channels_)
+    throw std::invalid_argument("PadShortcut " + name_ + ": unexpected input shape");
+  training_ = training;
+  const int64_t s = stride_;
+  const Shape out = {in[0], out_channels_, (in[2] + s - 1) / s, (in[3] + s - 1) / s};
+  geometry_ = {in[0], in[1], in[2], in[3], out[1], out[2], out[3], s, (out[1] - in[1]) / 2};
+  plain_src_ = TensorDesc::plain(in, src.device);
+  src_to_plain_.configure(src, plain_src_);
+  out_ = {TensorDesc::plain(out, src.device), nullptr};
+  out_.data = dst_.reserve(src.device, out_.desc.nbytes());
+  diff_src_ = {src, nullptr};
+  none_ = {src, nullptr};
+  if (training && needs_input_grad_) {
+    diff_src_plain_.reserve(src.device, plain_src_.nbytes());
+    diff_to_src_.configure(plain_src_, src);
+  }
+  return out_.desc;
+}
+
+const TensorRef& PadShortcutCuda::forward(const TensorRef& src) {
+  const TensorRef& x = src_to_plain_.convert(ctx_, src);
+  const int64_t total = out_.desc.numel();
+  pad_shortcut_forward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, cuda::stream_of(ctx_)>>>(
+      geometry_, x.as<const float>(), out_.as<float>());
+  cuda::check_launch("pad_shortcut_forward_kernel");
+  return out_;
+}
+
+const TensorRef& PadShortcutCuda::backward(const TensorRef& diff_dst) {
+  if (!needs_input_grad_) return none_;
+  if (!training_ || diff_src_plain_.get() == nullptr)
+    throw std::logic_error("PadShortcut " + name_ + ": backward without a training configure");
+  const int64_t total = plain_src_.numel();
+  pad_shortcut_backward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, cuda::stream_of(ctx_)>>>(
+      geometry_, diff_dst.as<const float>(), diff_src_plain_.as<float>());
+  cuda::check_launch("pad_shortcut_backward_kernel");
+  diff_src_.data = diff_to_src_.convert(ctx_, {plain_src_, diff_src_plain_.get()}).data;
+  return diff_src_;
+}
+
+GradientPlan::Buffer* PadShortcutCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
+  plan.read(diff_dst);
+  plan.next();
+  return nullptr;
+}
+
+}  // namespace sdp::nn

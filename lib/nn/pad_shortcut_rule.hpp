@@ -1,0 +1,41 @@
+// PadShortcut's index math (option A of He et al. 2016), written once for both devices
+// (core/host_device.hpp): the CPU loop (pad_shortcut_cpu.cpp) and the CUDA kernels
+// (pad_shortcut_cuda.cu) map every element of the plain NCHW output (forward) or input
+// gradient (backward) to the one element it copies, or to none.
+#pragma once
+
+#include <cstdint>
+
+#include "core/host_device.hpp"
+
+namespace sdp::nn {
+
+struct PadShortcutGeometry {
+  int64_t n, c, h, w;  // input
+  int64_t oc, oh, ow;  // output: oc = c + 2 pad, oh = ceil(h / stride), ow = ceil(w / stride)
+  int64_t stride, pad;
+};
+
+// Index into the input of output element `out` (plain NCHW), or -1 for a padded channel.
+SDP_HOST_DEVICE int64_t pad_shortcut_source(const PadShortcutGeometry& g, int64_t out) {
+  const int64_t q = out % g.ow;
+  const int64_t r = (out / g.ow) % g.oh;
+  const int64_t k = (out / (g.ow * g.oh)) % g.oc;
+  const int64_t i = out / (g.ow * g.oh * g.oc);
+  const int64_t src_c = k - g.pad;
+  if (src_c < 0 || src_c >= g.c) return -1;
+  return ((i * g.c + src_c) * g.h + r * g.stride) * g.w + q * g.stride;
+}
+
+// Index into the output gradient that input element `in` received, or -1 when the
+// subsampling skipped it (its gradient is 0).
+SDP_HOST_DEVICE int64_t pad_shortcut_grad_source(const PadShortcutGeometry& g, int64_t in) {
+  const int64_t x = in % g.w;
+  const int64_t y = (in / g.w) % g.h;
+  const int64_t k = (in / (g.w * g.h)) % g.c;
+  const int64_t i = in / (g.w * g.h * g.c);
+  if (y % g.stride != 0 || x % g.stride != 0) return -1;
+  return ((i * g.oc + k + g.pad) * g.oh + y / g.stride) * g.ow + x / g.stride;
+}
+
+}  // namespace sdp::nn

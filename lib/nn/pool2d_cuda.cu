@@ -1,0 +1,151 @@
+// Pool2dCuda (pool2d_cuda.hpp): max pooling kernels and cuDNN average pooling.
+#include <stdexcept>
+
+#include "nn/cuda_util_cuda.hpp"
+#include "nn/cudnn_cuda.hpp"
+#include "nn/pool_rule.hpp"
+#include "nn/pool2d_cuda.hpp"
+
+namespace sdp::nn {
+
+namespace {
+
+// One thread per output element: max_pool_window (pool_rule.hpp).
+__global__ void max_pool_forward_kernel(MaxPoolGeometry g, const float* x, float* y, int32_t* argmax, bool relu) {
+  const int64_t total = g.planes * g.oh * g.ow;
+  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < total; o += int64_t{gridDim.x} * blockDim.x) {
+    int32_t at = -1;
+    y[o] = max_pool_window(g, x, o, relu, &at);
+    if (argmax != nullptr) argmax[o] = at;
+  }
+}
+
+// One thread per input element: max_pool_input_grad (pool_rule.hpp).
+__global__ void max_pool_backward_kernel(MaxPoolGeometry g, const float* y, const float* dy, const int32_t* argmax,
+                                         float* dx, bool relu) {
+  const int64_t total = g.planes * g.h * g.w;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x)
+    dx[i] = max_pool_input_grad(g, y, dy, argmax, i, relu);
+}
+
+}  // namespace
+
+struct Pool2dCuda::Impl {
+  cuda::TensorDescriptor x, y;
+  cuda::PoolingDescriptor pool;  // average kinds only
+  MaxPoolGeometry geometry{};
+};
+
+Pool2dCuda::Pool2dCuda(Context& ctx, std::string name, const Pool2dOptions& options)
+    : Pool2d(ctx, std::move(name), options), impl_(std::make_unique<Impl>()) {}
+
+Pool2dCuda::~Pool2dCuda() = default;
+
+TensorDesc Pool2dCuda::configure(const TensorDesc& src, bool training) {
+  require_cuda_layout(src, "Pool2d " + name_);
+  const Shape& in = src.shape;
+  if (in.size() != 4) throw std::invalid_argument("Pool2d " + name_ + ": expected NCHW input");
+  training_ = training;
+  if (options_.kind == PoolKind::kGlobalAvg) {
+    kernel_ = 0;  // the whole map
+    stride_ = 1;
+    padding_ = 0;
+  } else {
+    kernel_ = options_.kernel;
+    stride_ = options_.stride;
+    padding_ = options_.padding;
+  }
+  const int64_t oh = options_.kind == PoolKind::kGlobalAvg ? 1 : (in[2] + 2 * padding_ - kernel_) / stride_ + 1;
+  const int64_t ow = options_.kind == PoolKind::kGlobalAvg ? 1 : (in[3] + 2 * padding_ - kernel_) / stride_ + 1;
+  if (oh < 1 || ow < 1) throw std::invalid_argument("Pool2d " + name_ + ": input too small");
+  const Shape out = {in[0], in[1], oh, ow};
+  const Device& device = src.device;
+  plain_src_ = TensorDesc::plain(in, device);
+  plain_dst_ = TensorDesc::plain(out, device);
+  TensorDesc dst = plain_dst_;
+  if (options_.channels_last) dst.layout = Layout::kChannelsLast;
+  src_to_plain_.configure(src, plain_src_);
+  dst_out_.configure(plain_dst_, dst);
+  dst_plain_.reserve(device, plain_dst_.nbytes());
+  out_ = {dst, nullptr};
+  diff_src_ = {src, nullptr};
+  none_ = {src, nullptr};
+
+  Impl& d = *impl_;
+  d.geometry = {in[0] * in[1], in[2], in[3], oh, ow, kernel_, stride_, padding_};
+  if (options_.kind == PoolKind::kMax) {
+    if (training) argmax_.reserve(device, static_cast<std::size_t>(plain_dst_.numel()) * sizeof(int32_t));
+  } else {
+    d.x.set_nchw(in);
+    d.y.set_nchw(out);
+    if (options_.kind == PoolKind::kGlobalAvg)
+      d.pool.set(CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING, cuda::to_int(in[2], "H"), cuda::to_int(in[3], "W"), 0,
+                 1);
+    else
+      d.pool.set(CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING, options_.kernel, options_.kernel, options_.padding,
+                 options_.stride);
+    int n = 0, c = 0, h = 0, w = 0;
+    cuda::check_cudnn(cudnnGetPooling2dForwardOutputDim(d.pool.get(), d.x.get(), &n, &c, &h, &w),
+                      "cudnnGetPooling2dForwardOutputDim");
+    if (h != oh || w != ow)
+      throw std::logic_error("Pool2d " + name_ + ": cuDNN's output size differs from PyTorch's floor mode");
+    cuda::cudnn_handle(ctx_);  // created here, not in the step loop
+  }
+  if (training && needs_input_grad_) {
+    diff_dst_to_plain_.configure(dst, plain_dst_);
+    diff_src_plain_.reserve(device, plain_src_.nbytes());
+    diff_src_out_.configure(plain_src_, src);
+  }
+  return dst;
+}
+
+const TensorRef& Pool2dCuda::forward(const TensorRef& src) {
+  Impl& d = *impl_;
+  x_plain_ = src_to_plain_.convert(ctx_, src).data;
+  float* y = dst_plain_.as<float>();
+  if (options_.kind == PoolKind::kMax) {
+    const int64_t total = plain_dst_.numel();
+    max_pool_forward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, cuda::stream_of(ctx_)>>>(
+        d.geometry, static_cast<const float*>(x_plain_), y, training_ ? argmax_.as<int32_t>() : nullptr,
+        options_.fuse_relu);
+    cuda::check_launch("max_pool_forward_kernel");
+  } else {
+    const float one = 1.0f, zero = 0.0f;
+    cuda::check_cudnn(cudnnPoolingForward(cuda::cudnn_handle(ctx_), d.pool.get(), &one, d.x.get(), x_plain_, &zero,
+                                          d.y.get(), y),
+                      "cudnnPoolingForward");
+  }
+  out_.data = dst_out_.convert(ctx_, {plain_dst_, y}).data;
+  return out_;
+}
+
+const TensorRef& Pool2dCuda::backward(const TensorRef& diff_dst) {
+  if (!training_) throw std::logic_error("Pool2d " + name_ + ": backward after inference forward");
+  if (!needs_input_grad_) return none_;
+  Impl& d = *impl_;
+  const void* g = diff_dst_to_plain_.convert(ctx_, diff_dst).data;
+  if (options_.kind == PoolKind::kMax) {
+    // Every element of dx is written (0 where no window chose it): no clearing pass.
+    const int64_t total = plain_src_.numel();
+    max_pool_backward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, cuda::stream_of(ctx_)>>>(
+        d.geometry, dst_plain_.as<const float>(), static_cast<const float*>(g), argmax_.as<const int32_t>(),
+        diff_src_plain_.as<float>(), options_.fuse_relu);
+    cuda::check_launch("max_pool_backward_kernel");
+  } else {
+    const float one = 1.0f, zero = 0.0f;
+    cuda::check_cudnn(cudnnPoolingBackward(cuda::cudnn_handle(ctx_), d.pool.get(), &one, d.y.get(),
+                                           dst_plain_.get(), d.y.get(), g, d.x.get(), x_plain_, &zero, d.x.get(),
+                                           diff_src_plain_.get()),
+                      "cudnnPoolingBackward");
+  }
+  diff_src_.data = diff_src_out_.convert(ctx_, {plain_src_, diff_src_plain_.get()}).data;
+  return diff_src_;
+}
+
+GradientPlan::Buffer* Pool2dCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
+  plan.read(diff_dst);
+  plan.next();
+  return nullptr;
+}
+
+}  // namespace sdp::nn

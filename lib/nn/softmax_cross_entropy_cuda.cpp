@@ -1,0 +1,50 @@
+// SoftmaxCrossEntropyCuda (softmax_cross_entropy_cuda.hpp).
+#include "nn/softmax_cross_entropy_cuda.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "core/error.hpp"
+#include "nn/cuda_util_cuda.hpp"
+#include "nn/softmax_xent_cuda.hpp"
+
+namespace sdp::nn {
+
+void SoftmaxCrossEntropyCuda::configure(const TensorDesc& logits, int num_classes) {
+  require_cuda_layout(logits, "SoftmaxCrossEntropy");
+  if (logits.shape.size() != 2 || logits.shape[1] != num_classes)
+    throw std::invalid_argument("SoftmaxCrossEntropy: expected [N, " + std::to_string(num_classes) + "] logits");
+  batch_ = logits.shape[0];
+  num_classes_ = num_classes;
+  const Device& d = logits.device;
+  labels_.reserve(d, static_cast<std::size_t>(batch_) * sizeof(int32_t));
+  grad_.reserve(d, logits.nbytes());
+  row_loss_.reserve(d, 2 * static_cast<std::size_t>(batch_) * sizeof(double));
+  totals_.reserve(d, 2 * sizeof(double));
+  bad_label_.reserve(d, sizeof(int));
+  diff_ = {logits, grad_.get()};
+}
+
+float SoftmaxCrossEntropyCuda::forward(const TensorRef& logits, const int32_t* labels, int64_t* correct) {
+  for (int64_t i = 0; i < batch_; ++i)
+    if (labels[i] < 0 || labels[i] >= num_classes_)
+      throw InputError("label " + std::to_string(labels[i]) + " outside [0, " + std::to_string(num_classes_) +
+                       ") at batch index " + std::to_string(i));
+  cudaStream_t s = cuda::stream_of(ctx_);
+  // Pageable host memory: the call returns once the labels are staged, so the caller may
+  // reuse its batch buffer at once.
+  cuda::check(cudaMemcpyAsync(labels_.get(), labels, static_cast<std::size_t>(batch_) * sizeof(int32_t),
+                              cudaMemcpyHostToDevice, s),
+              "cudaMemcpyAsync");
+  cuda_xent::forward(logits.as<const float>(), labels_.as<const int32_t>(), batch_, num_classes_, label_smoothing_,
+                     grad_.as<float>(), row_loss_.as<double>(), totals_.as<double>(), bad_label_.as<int>(), s);
+  double totals[2] = {0.0, 0.0};
+  cuda::check(cudaMemcpyAsync(totals, totals_.get(), sizeof(totals), cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
+  cuda::check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  if (correct) *correct = static_cast<int64_t>(totals[1]);
+  return static_cast<float>(totals[0] / static_cast<double>(batch_));
+}
+
+const TensorRef& SoftmaxCrossEntropyCuda::backward() { return diff_; }
+
+}  // namespace sdp::nn

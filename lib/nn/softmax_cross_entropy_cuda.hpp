@@ -1,0 +1,30 @@
+// SoftmaxCrossEntropyCuda: the loss head on the GPU through softmax_xent_cuda's kernels
+// (softmax_xent_rule.hpp's rows, a deterministic one-block sum). Logits plain [N, K].
+// Labels arrive in host memory: they are checked there (the CPU twin's InputError, same
+// text) and copied to the device on the layer's stream. forward() returns the loss, so it
+// reads the two totals back and waits for the stream: one synchronization per step, which
+// should become asynchronous (read when the trainer logs) once the trainer runs on GPUs.
+#pragma once
+
+#include "nn/context_cuda.hpp"
+#include "nn/softmax_cross_entropy.hpp"
+
+namespace sdp::nn {
+
+class SoftmaxCrossEntropyCuda final : public SoftmaxCrossEntropy {
+ public:
+  explicit SoftmaxCrossEntropyCuda(Context& ctx) : ctx_(ctx) {}
+
+  void configure(const TensorDesc& logits, int num_classes) override;
+  float forward(const TensorRef& logits, const int32_t* labels, int64_t* correct) override;
+  const TensorRef& backward() override;
+
+ private:
+  Context& ctx_;
+  int64_t batch_ = 0;
+  int num_classes_ = 0;
+  CudaBuffer labels_, grad_, row_loss_, totals_, bad_label_;
+  TensorRef diff_;
+};
+
+}  // namespace sdp::nn

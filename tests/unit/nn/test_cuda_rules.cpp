@@ -1,0 +1,147 @@
+// The arithmetic of the CUDA twins that is ours, run on the CPU against the CPU twins: the
+// SDP_HOST_DEVICE rules the kernels call (max pooling's windows and gradient gather, the
+// NCHW <-> NHWC index map) and the column-major GEMM shapes LinearCuda hands cuBLAS. These
+// run on every machine, so the index math the GPU runs is checked even where no GPU is.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "grad_check.hpp"
+#include "nn/layout_rule.hpp"
+#include "nn/linear.hpp"
+#include "nn/linear_gemm_rule.hpp"
+#include "nn/pool2d.hpp"
+#include "nn/pool_rule.hpp"
+
+namespace sdp::nn {
+namespace {
+
+using testing::LayerHarness;
+
+TEST(CudaRules, ChannelsLastIndexMapMatchesOneDnnReorder) {
+  const Dims d = {2, 5, 3, 4};
+  const std::vector<float> x = testing::random_vector(120, 1);
+  LayerHarness h(Device::cpu());
+  const TensorDesc plain = TensorDesc::plain(d);
+  TensorDesc nhwc = plain;
+  nhwc.layout = Layout::kChannelsLast;
+  const TensorRef p = h.device_buffer(plain), q = h.device_buffer(nhwc);
+  copy_bytes(Device::cpu(), p.data, Device::cpu(), x.data(), x.size() * sizeof(float));
+  convert_layout(h.ctx(), p, q);  // oneDNN's reorder
+  const float* want = q.as<const float>();
+  std::vector<float> back(120);
+  for (int64_t i = 0; i < 120; ++i) {
+    EXPECT_EQ(x[channels_last_source(i, 5, 12, /*to_nhwc=*/true)], want[i]) << i;
+    back[i] = want[channels_last_source(i, 5, 12, /*to_nhwc=*/false)];
+  }
+  EXPECT_EQ(back, x);
+}
+
+// pool_rule.hpp over a plain input, the way pool2d_cuda.cu's kernels run it.
+struct RuleResult {
+  std::vector<float> y, dx;
+};
+RuleResult max_pool_by_rule(const std::vector<float>& x, const Dims& in, const Pool2dOptions& o,
+                            const std::vector<float>& dy) {
+  const int64_t oh = (in[2] + 2 * o.padding - o.kernel) / o.stride + 1;
+  const int64_t ow = (in[3] + 2 * o.padding - o.kernel) / o.stride + 1;
+  const MaxPoolGeometry g{in[0] * in[1], in[2], in[3], oh, ow, o.kernel, o.stride, o.padding};
+  RuleResult r;
+  r.y.resize(g.planes * oh * ow);
+  std::vector<int32_t> argmax(r.y.size());
+  for (int64_t i = 0; i < static_cast<int64_t>(r.y.size()); ++i)
+    r.y[i] = max_pool_window(g, x.data(), i, o.fuse_relu, &argmax[i]);
+  r.dx.resize(x.size());
+  for (int64_t i = 0; i < static_cast<int64_t>(x.size()); ++i)
+    r.dx[i] = max_pool_input_grad(g, r.y.data(), dy.data(), argmax.data(), i, o.fuse_relu);
+  return r;
+}
+
+void expect_same(const std::vector<float>& want, const std::vector<float>& got, float tol, const std::string& what) {
+  ASSERT_EQ(want.size(), got.size()) << what;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << what << "[" << i << "]";
+      continue;
+    }
+    EXPECT_NEAR(got[i], want[i], tol) << what << "[" << i << "]";
+  }
+}
+
+void check_max_pool(const Dims& in, const Pool2dOptions& o, const std::vector<float>& x, const std::string& what,
+                    float grad_tol = 0.0f) {
+  LayerHarness h(Device::cpu());
+  h.make<Pool2d>(o);
+  h.configure(in, true);
+  h.input() = x;
+  const std::vector<float> y = h.forward();
+  const std::vector<float> dx = h.backward();
+  const RuleResult r = max_pool_by_rule(x, in, o, h.loss_weights());
+  expect_same(y, r.y, 0.0f, what + " forward");
+  expect_same(dx, r.dx, grad_tol, what + " input gradient");
+}
+
+TEST(CudaRules, MaxPoolMatchesTheCpuTwin) {
+  const Dims a = {2, 3, 8, 8}, b = {2, 3, 7, 7}, c = {2, 3, 7, 9};
+  check_max_pool(a, max_pool(2, 2), testing::random_vector(384, 2), "2/2");
+  // Overlapping windows: one input may collect several windows' gradients (summed in
+  // another order by oneDNN).
+  check_max_pool(b, max_pool(3, 2, 1), testing::random_vector(294, 3), "3/2/1", 1e-6f);
+  check_max_pool(c, max_pool(2, 2, 0, /*fuse_relu=*/true), testing::random_vector(378, 4), "2/2 relu");
+  check_max_pool(b, max_pool(3, 2, 1, /*fuse_relu=*/true), testing::random_vector(294, 5), "3/2/1 relu", 1e-6f);
+  check_max_pool(c, max_pool(3, 3), testing::random_vector(378, 6), "3/3, last column unpooled");
+}
+
+TEST(CudaRules, MaxPoolTiesGoToTheFirstMaximumAndNanPropagates) {
+  check_max_pool({1, 3, 5, 4}, max_pool(2, 2, 0, true), std::vector<float>(60, 1.f), "constant, relu");
+  check_max_pool({1, 2, 6, 6}, max_pool(3, 2, 1), std::vector<float>(72, -2.f), "constant, padded");
+  LayerHarness h(Device::cpu());
+  h.make<Pool2d>(max_pool(2, 2));
+  h.configure({1, 1, 2, 4}, false);
+  h.input() = {5.f, NAN, NAN, -1.f, 1.f, 2.f, 3.f, 4.f};
+  const std::vector<float> y = h.forward();
+  const RuleResult r = max_pool_by_rule(h.input(), {1, 1, 2, 4}, max_pool(2, 2), {0.f, 0.f});
+  ASSERT_EQ(r.y.size(), 2u);
+  EXPECT_TRUE(std::isnan(y[0]) && std::isnan(r.y[0]));
+  EXPECT_TRUE(std::isnan(y[1]) && std::isnan(r.y[1]));
+}
+
+// C = op(A) op(B), column-major, as cublasSgemm with alpha 1 and beta 0.
+void reference_gemm(const GemmShape& g, const float* a, const float* b, float* c) {
+  for (int i = 0; i < g.m; ++i)
+    for (int j = 0; j < g.n; ++j) {
+      double acc = 0.0;
+      for (int l = 0; l < g.k; ++l) {
+        const float av = g.trans_a ? a[l + i * g.lda] : a[i + l * g.lda];
+        const float bv = g.trans_b ? b[j + l * g.ldb] : b[l + j * g.ldb];
+        acc += static_cast<double>(av) * bv;
+      }
+      c[i + j * g.ldc] = static_cast<float>(acc);
+    }
+}
+
+TEST(CudaRules, LinearGemmShapesMatchTheCpuTwin) {
+  const int batch = 6, in = 11, out = 7;
+  LayerHarness h(Device::cpu());
+  auto& fc = h.make<Linear>(LinearOptions{in, out, false});
+  h.configure({batch, in}, true);
+  h.input() = testing::random_vector(batch * in, 8);
+  const std::vector<float> y = h.forward();
+  const std::vector<float> dx = h.backward();
+  const std::vector<float> dw = testing::host_values(fc.weight().grad);
+  const std::vector<float> w = testing::host_values(fc.weight().value);
+  const std::vector<float>& x = h.input();
+  const std::vector<float>& dy = h.loss_weights();
+  const LinearGemms g = linear_gemms(batch, in, out);
+  std::vector<float> y_rule(batch * out), dw_rule(out * in), dx_rule(batch * in);
+  reference_gemm(g.forward, w.data(), x.data(), y_rule.data());
+  reference_gemm(g.weight_grad, x.data(), dy.data(), dw_rule.data());
+  reference_gemm(g.input_grad, w.data(), dy.data(), dx_rule.data());
+  expect_same(y, y_rule, 1e-5f, "forward");
+  expect_same(dw, dw_rule, 1e-5f, "weight gradient");
+  expect_same(dx, dx_rule, 1e-5f, "input gradient");
+}
+
+}  // namespace
+}  // namespace sdp::nn
