@@ -1,8 +1,7 @@
 #include "nn/pad_shortcut_cpu.hpp"
 
+#include <cstring>
 #include <stdexcept>
-
-#include "nn/pad_shortcut_rule.hpp"
 
 namespace sdp::nn {
 
@@ -23,21 +22,25 @@ memory::desc PadShortcutCpu::configure_md(const memory::desc& src_md, bool train
   return dst_.get_desc();
 }
 
-PadShortcutGeometry PadShortcutCpu::geometry() const {
-  return {in_dims_[0], in_dims_[1], in_dims_[2], in_dims_[3], out_dims_[1], out_dims_[2],
-          out_dims_[3], stride_,      (out_dims_[1] - in_dims_[1]) / 2};
-}
-
 const memory& PadShortcutCpu::forward_md(const memory& src) {
   const float* x =
       static_cast<const float*>(src_to_plain_.convert(stream(), src).get_data_handle());
   float* y = static_cast<float*>(dst_.get_data_handle());
-  // Every output element is written (padded channels with 0), so no clearing pass.
-  const PadShortcutGeometry g = geometry();
-  const int64_t total = g.n * g.oc * g.oh * g.ow;
-  for (int64_t o = 0; o < total; ++o) {
-    const int64_t from = pad_shortcut_source(g, o);
-    y[o] = from < 0 ? 0.0f : x[from];
+  const int64_t n = in_dims_[0], c = in_dims_[1], h = in_dims_[2], w = in_dims_[3];
+  const int64_t oc = out_dims_[1], oh = out_dims_[2], ow = out_dims_[3];
+  const int64_t pad = (oc - c) / 2;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t k = 0; k < oc; ++k) {
+      float* yp = y + (i * oc + k) * oh * ow;
+      const int64_t src_c = k - pad;
+      if (src_c < 0 || src_c >= c) {
+        std::memset(yp, 0, sizeof(float) * oh * ow);
+        continue;
+      }
+      const float* xp = x + (i * c + src_c) * h * w;
+      for (int64_t r = 0; r < oh; ++r)
+        for (int64_t q = 0; q < ow; ++q) yp[r * ow + q] = xp[r * stride_ * w + q * stride_];
+    }
   }
   return dst_;
 }
@@ -46,18 +49,23 @@ const memory& PadShortcutCpu::backward_md(const memory& diff_dst) {
   if (!needs_input_grad_) return empty_;
   const float* dy = static_cast<const float*>(diff_dst.get_data_handle());
   float* dx = static_cast<float*>(diff_src_plain_.get().get_data_handle());
-  const PadShortcutGeometry g = geometry();
-  const int64_t total = g.n * g.c * g.h * g.w;
-  for (int64_t i = 0; i < total; ++i) {
-    const int64_t from = pad_shortcut_grad_source(g, i);
-    dx[i] = from < 0 ? 0.0f : dy[from];
-  }
+  const int64_t n = in_dims_[0], c = in_dims_[1], h = in_dims_[2], w = in_dims_[3];
+  const int64_t oc = out_dims_[1], oh = out_dims_[2], ow = out_dims_[3];
+  const int64_t pad = (oc - c) / 2;
+  if (stride_ > 1) std::memset(dx, 0, sizeof(float) * n * c * h * w);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < c; ++k) {
+      const float* dyp = dy + (i * oc + k + pad) * oh * ow;
+      float* dxp = dx + (i * c + k) * h * w;
+      for (int64_t r = 0; r < oh; ++r)
+        for (int64_t q = 0; q < ow; ++q) dxp[r * stride_ * w + q * stride_] = dyp[r * ow + q];
+    }
   return diff_to_src_.convert(stream(), diff_src_plain_.get());
 }
 
 GradientPlan::Buffer* PadShortcutCpu::plan_backward_md(GradientPlan& plan,
                                                        GradientPlan::Buffer* /*diff_dst*/) {
-  // Every element of the plain gradient is written (0 where the subsampling skipped it), so a
+  // Every element of the plain gradient is written (zeroed first when strided), so a
   // shared buffer's old contents never leak through.
   if (!needs_input_grad_) return nullptr;
   return diff_to_src_.plan(plan, diff_src_plain_.write(plan));

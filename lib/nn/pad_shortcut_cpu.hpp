@@ -1,9 +1,8 @@
-// PadShortcutCpu: PadShortcut as a loop on plain NCHW over pad_shortcut_rule.hpp's index math (inputs in other layouts reordered).
+// PadShortcutCpu: PadShortcut as a loop on plain NCHW (inputs in other layouts reordered).
 #pragma once
 
 #include "nn/onednn.hpp"
 #include "nn/pad_shortcut.hpp"
-#include "nn/pad_shortcut_rule.hpp"
 
 namespace sdp::nn {
 
@@ -20,8 +19,6 @@ class PadShortcutCpu final : public OneDnnLayer<PadShortcut> {
                                          GradientPlan::Buffer* diff_dst) override;
 
  private:
-  PadShortcutGeometry geometry() const;
-
   Dims in_dims_, out_dims_;
   LayoutAdapter src_to_plain_, diff_to_src_;
   memory dst_;

@@ -1,7 +1,8 @@
-// PadShortcut's index math (option A of He et al. 2016), written once for both devices
-// (core/host_device.hpp): the CPU loop (pad_shortcut_cpu.cpp) and the CUDA kernels
-// (pad_shortcut_cuda.cu) map every element of the plain NCHW output (forward) or input
-// gradient (backward) to the one element it copies, or to none.
+// PadShortcut's index math (option A of He et al. 2016) per element, for the CUDA kernels
+// (pad_shortcut_cuda.cu: one thread per element of the plain NCHW output, forward, or input
+// gradient, backward, mapped to the one element it copies, or to none). The CPU keeps its
+// row loops (pad_shortcut_cpu.cpp), which need no division per element; test_cuda_rules
+// checks these functions against that CPU layer.
 #pragma once
 
 #include <cstdint>

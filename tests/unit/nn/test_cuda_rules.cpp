@@ -11,6 +11,7 @@
 #include "nn/layout_rule.hpp"
 #include "nn/linear.hpp"
 #include "nn/linear_gemm_rule.hpp"
+#include "nn/pad_shortcut_rule.hpp"
 #include "nn/pool2d.hpp"
 #include "nn/pool_rule.hpp"
 
@@ -18,6 +19,31 @@ namespace sdp::nn {
 namespace {
 
 using testing::LayerHarness;
+
+// PadShortcut's per-element maps (the CUDA kernels' view) against the CPU twin's row loops:
+// every output element copies the input the loops copy (or is a zero channel), and every
+// input gradient element takes the output gradient the loops scatter there (or is 0).
+TEST(CudaRules, PadShortcutIndexMapsMatchTheCpuLoops) {
+  for (int64_t stride : {1, 2}) {
+    const int64_t n = 2, c = 3, h = 5, w = 7, pad = 2;
+    const int64_t oc = c + 2 * pad, oh = (h + stride - 1) / stride, ow = (w + stride - 1) / stride;
+    const PadShortcutGeometry g{n, c, h, w, oc, oh, ow, stride, pad};
+    std::vector<int64_t> forward(n * oc * oh * ow, -1), backward(n * c * h * w, -1);
+    for (int64_t i = 0; i < n; ++i)  // pad_shortcut_cpu.cpp's loops, recording indices
+      for (int64_t k = 0; k < c; ++k)
+        for (int64_t r = 0; r < oh; ++r)
+          for (int64_t q = 0; q < ow; ++q) {
+            const int64_t out = ((i * oc + k + pad) * oh + r) * ow + q;
+            const int64_t in = ((i * c + k) * h + r * stride) * w + q * stride;
+            forward[out] = in;
+            backward[in] = out;
+          }
+    for (int64_t o = 0; o < static_cast<int64_t>(forward.size()); ++o)
+      ASSERT_EQ(pad_shortcut_source(g, o), forward[o]) << "stride " << stride << " output " << o;
+    for (int64_t i = 0; i < static_cast<int64_t>(backward.size()); ++i)
+      ASSERT_EQ(pad_shortcut_grad_source(g, i), backward[i]) << "stride " << stride << " input " << i;
+  }
+}
 
 TEST(CudaRules, ChannelsLastIndexMapMatchesOneDnnReorder) {
   const Dims d = {2, 5, 3, 4};
