@@ -84,6 +84,14 @@ void reject_unimplemented(const JobSpec& spec, const World& world) {
   });
 }
 
+AugmentOptions augment_options(const DataSpec& data) {
+  AugmentOptions options;
+  options.enabled = data.augment == Augmentation::kCropFlip || data.augment == Augmentation::kFlip ||
+                    (data.augment == Augmentation::kAuto && data.format == DataFormat::kCifar10);
+  if (data.augment == Augmentation::kFlip) options.pad = 0;  // no crop: the image as is, or mirrored
+  return options;
+}
+
 TrainingParts build_training_parts(const JobSpec& spec, const World& world, const Device& device) {
   TrainingParts parts;
   run_on_all_ranks(world.comm(), [&] {
@@ -98,10 +106,7 @@ TrainingParts build_training_parts(const JobSpec& spec, const World& world, cons
     loader_options.rank = world.rank();
     loader_options.world = world.size();
     loader_options.prefetch = spec.data.prefetch;
-    loader_options.augment.enabled =
-        spec.data.augment == Augmentation::kCropFlip || spec.data.augment == Augmentation::kFlip ||
-        (spec.data.augment == Augmentation::kAuto && spec.data.format == DataFormat::kCifar10);
-    if (spec.data.augment == Augmentation::kFlip) loader_options.augment.pad = 0;  // no crop: the image as is
+    loader_options.augment = augment_options(spec.data);
     const GlobalBatch batch = global_batch(spec, world.size());
     if (data.train.count < batch.size())
       throw InputError("key 'data.batch_size': " + std::to_string(batch.per_rank) + " x " +

@@ -37,6 +37,10 @@ std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const Dataset& data,
 // than training differently from what the user asked for. Collective.
 void reject_unimplemented(const JobSpec& spec, const World& world);
 
+// data.augment as the loader applies it: crop-flip (and auto on cifar10) crops from a 4-pixel
+// zero padding and flips; flip only flips (pad 0); none does neither.
+AugmentOptions augment_options(const DataSpec& data);
+
 // Collective.
 TrainingParts build_training_parts(const JobSpec& spec, const World& world, const Device& device);
 
