@@ -7,17 +7,14 @@
 #include "core/cuda_casts.hpp"
 #include "core/error.hpp"
 #include "core/half_float.hpp"
+#include "core/grid_stride_cuda.hpp"
 
 namespace sdp::cuda_casts {
 
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 4096;
-
-unsigned blocks_for(int64_t count) {
-  return static_cast<unsigned>(std::clamp<int64_t>((count + kThreads - 1) / kThreads, 1, kMaxBlocks));
-}
+using cuda_grid::grid_for;
+using cuda_grid::kThreads;
 
 void check_launch(const char* what) {
   const cudaError_t status = cudaGetLastError();
@@ -26,9 +23,6 @@ void check_launch(const char* what) {
 }
 
 cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
-
-#define SDP_GRID_STRIDE(i, n) \
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); i += int64_t{gridDim.x} * blockDim.x)
 
 __global__ void scale_f32_kernel(float* dst, const float* src, int64_t n, float scale) {
   SDP_GRID_STRIDE(i, n) dst[i] = src[i] * scale;
@@ -56,7 +50,7 @@ __global__ void flag_nonfinite_kernel(const float* data, int64_t n, int* flag) {
 
 void from_f32(DType dtype, void* dst, const float* src, int64_t count, float scale, void* stream) {
   if (count <= 0) return;
-  const unsigned blocks = blocks_for(count);
+  const unsigned blocks = grid_for(count);
   switch (dtype) {
     case DType::kF32:
       scale_f32_kernel<<<blocks, kThreads, 0, as_stream(stream)>>>(static_cast<float*>(dst), src, count, scale);
@@ -75,7 +69,7 @@ void from_f32(DType dtype, void* dst, const float* src, int64_t count, float sca
 
 void to_f32(DType dtype, float* dst, const void* src, int64_t count, float scale, void* stream) {
   if (count <= 0) return;
-  const unsigned blocks = blocks_for(count);
+  const unsigned blocks = grid_for(count);
   switch (dtype) {
     case DType::kF32:
       scale_f32_kernel<<<blocks, kThreads, 0, as_stream(stream)>>>(dst, static_cast<const float*>(src), count, scale);
@@ -96,7 +90,7 @@ void to_f32(DType dtype, float* dst, const void* src, int64_t count, float scale
 
 void flag_nonfinite(const float* data, int64_t count, int* flag, void* stream) {
   if (count <= 0) return;
-  flag_nonfinite_kernel<<<blocks_for(count), kThreads, 0, as_stream(stream)>>>(data, count, flag);
+  flag_nonfinite_kernel<<<grid_for(count), kThreads, 0, as_stream(stream)>>>(data, count, flag);
   check_launch("non-finite check");
 }
 

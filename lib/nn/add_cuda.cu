@@ -4,13 +4,14 @@
 #include "nn/add_cuda.hpp"
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/elementwise_rule.hpp"
+#include "core/grid_stride_cuda.hpp"
 
 namespace sdp::nn {
 
 namespace {
 // y may be a (in place): each element is read before it is written by the same thread.
 __global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+  SDP_GRID_STRIDE(i, n)
     y[i] = residual_add(a[i], b[i]);
 }
 }  // namespace

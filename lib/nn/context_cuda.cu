@@ -11,6 +11,7 @@
 #include "nn/context_cuda.hpp"
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/layout_rule.hpp"
+#include "core/grid_stride_cuda.hpp"
 
 namespace sdp::nn {
 
@@ -61,7 +62,7 @@ class CudaStream final : public Stream {
 // NCHW <-> NHWC, one thread per element of the destination (layout_rule.hpp's index map).
 __global__ void nchw_nhwc_kernel(const float* src, float* dst, int64_t n, int64_t c, int64_t hw, bool to_nhwc) {
   const int64_t total = n * c * hw;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x)
+  SDP_GRID_STRIDE(i, total)
     dst[i] = src[channels_last_source(i, c, hw, to_nhwc)];
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "core/grid_stride_cuda.hpp"
 #include "nn/context.hpp"
 
 namespace sdp::nn::cuda {
@@ -24,12 +25,9 @@ cudaStream_t stream_of(Context& ctx);
 // handles bound to it, the workspace its layers share); released before the stream is.
 std::shared_ptr<void>& stream_attachment(Context& ctx, const std::string& key);
 
-// Element-wise kernels: grid-stride loops over 256-thread blocks, at most kMaxBlocks blocks
-// (enough to fill an H100 several times over; the loop covers the rest).
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 4096;
-inline unsigned grid_for(int64_t n) {
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min(kMaxBlocks, (n + kThreads - 1) / kThreads)));
-}
+// Element-wise kernels: core/grid_stride_cuda.hpp's launch shape.
+using cuda_grid::grid_for;
+using cuda_grid::kMaxBlocks;
+using cuda_grid::kThreads;
 
 }  // namespace sdp::nn::cuda

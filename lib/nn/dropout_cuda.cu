@@ -4,12 +4,13 @@
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/dropout_cuda.hpp"
 #include "nn/dropout_rule.hpp"
+#include "core/grid_stride_cuda.hpp"
 
 namespace sdp::nn {
 
 namespace {
 __global__ void dropout_kernel(const float* x, const float* mask, float* y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+  SDP_GRID_STRIDE(i, n)
     y[i] = dropout_apply(x[i], mask[i]);
 }
 }  // namespace

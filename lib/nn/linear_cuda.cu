@@ -7,6 +7,7 @@
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/linear_cuda.hpp"
 #include "nn/linear_gemm_rule.hpp"
+#include "core/grid_stride_cuda.hpp"
 
 namespace sdp::nn {
 
@@ -15,14 +16,14 @@ namespace {
 // y[i, j] += b[j] over the [n, features] output.
 __global__ void add_bias_kernel(float* y, const float* b, int64_t n, int64_t features) {
   const int64_t total = n * features;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x)
+  SDP_GRID_STRIDE(i, total)
     y[i] += b[i % features];
 }
 
 // db[j] = sum_i dy[i, j], one thread per feature summing the batch in order (deterministic;
 // neighbouring threads read neighbouring columns, so the reads coalesce).
 __global__ void bias_grad_kernel(const float* dy, float* db, int64_t n, int64_t features) {
-  for (int64_t j = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; j < features; j += int64_t{gridDim.x} * blockDim.x) {
+  SDP_GRID_STRIDE(j, features) {
     float sum = 0.0f;
     for (int64_t i = 0; i < n; ++i) sum += dy[i * features + j];
     db[j] = sum;

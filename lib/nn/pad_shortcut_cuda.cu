@@ -3,6 +3,7 @@
 
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/pad_shortcut_cuda.hpp"
+#include "core/grid_stride_cuda.hpp"
 
 namespace sdp::nn {
 
@@ -10,7 +11,7 @@ namespace {
 // One thread per output element; padded channels get 0, so nothing needs clearing.
 __global__ void pad_shortcut_forward_kernel(PadShortcutGeometry g, const float* x, float* y) {
   const int64_t total = g.n * g.oc * g.oh * g.ow;
-  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < total; o += int64_t{gridDim.x} * blockDim.x) {
+  SDP_GRID_STRIDE(o, total) {
     const int64_t from = pad_shortcut_source(g, o);
     y[o] = from < 0 ? 0.0f : x[from];
   }
@@ -20,7 +21,7 @@ __global__ void pad_shortcut_forward_kernel(PadShortcutGeometry g, const float* 
 // skipped it).
 __global__ void pad_shortcut_backward_kernel(PadShortcutGeometry g, const float* dy, float* dx) {
   const int64_t total = g.n * g.c * g.h * g.w;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x) {
+  SDP_GRID_STRIDE(i, total) {
     const int64_t from = pad_shortcut_grad_source(g, i);
     dx[i] = from < 0 ? 0.0f : dy[from];
   }

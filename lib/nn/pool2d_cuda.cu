@@ -5,6 +5,7 @@
 #include "nn/cudnn_cuda.hpp"
 #include "nn/pool_rule.hpp"
 #include "nn/pool2d_cuda.hpp"
+#include "core/grid_stride_cuda.hpp"
 
 namespace sdp::nn {
 
@@ -13,7 +14,7 @@ namespace {
 // One thread per output element: max_pool_window (pool_rule.hpp).
 __global__ void max_pool_forward_kernel(MaxPoolGeometry g, const float* x, float* y, int32_t* argmax, bool relu) {
   const int64_t total = g.planes * g.oh * g.ow;
-  for (int64_t o = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; o < total; o += int64_t{gridDim.x} * blockDim.x) {
+  SDP_GRID_STRIDE(o, total) {
     int32_t at = -1;
     y[o] = max_pool_window(g, x, o, relu, &at);
     if (argmax != nullptr) argmax[o] = at;
@@ -24,7 +25,7 @@ __global__ void max_pool_forward_kernel(MaxPoolGeometry g, const float* x, float
 __global__ void max_pool_backward_kernel(MaxPoolGeometry g, const float* y, const float* dy, const int32_t* argmax,
                                          float* dx, bool relu) {
   const int64_t total = g.planes * g.h * g.w;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total; i += int64_t{gridDim.x} * blockDim.x)
+  SDP_GRID_STRIDE(i, total)
     dx[i] = max_pool_input_grad(g, y, dy, argmax, i, relu);
 }
 

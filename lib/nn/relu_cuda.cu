@@ -5,23 +5,24 @@
 #include "nn/elementwise_rule.hpp"
 #include "nn/relu_cuda.hpp"
 #include "nn/relu_kernels_cuda.hpp"
+#include "core/grid_stride_cuda.hpp"
 
 namespace sdp::nn {
 
 namespace {
 
 __global__ void relu_forward_kernel(const float* x, float* y, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+  SDP_GRID_STRIDE(i, n)
     y[i] = relu_forward(x[i]);
 }
 
 __global__ void relu_backward_kernel(const float* y, const float* dy, float* dx, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+  SDP_GRID_STRIDE(i, n)
     dx[i] = relu_backward_from_output(y[i], dy[i]);
 }
 
 __global__ void relu_mask_kernel(float* y, uint8_t* mask, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+  SDP_GRID_STRIDE(i, n) {
     const float v = relu_forward(y[i]);
     y[i] = v;
     mask[i] = v > 0.0f ? 1 : 0;
@@ -29,7 +30,7 @@ __global__ void relu_mask_kernel(float* y, uint8_t* mask, int64_t n) {
 }
 
 __global__ void relu_backward_mask_kernel(const uint8_t* mask, const float* dy, float* dx, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x)
+  SDP_GRID_STRIDE(i, n)
     dx[i] = mask[i] != 0 ? dy[i] : 0.0f;
 }
 

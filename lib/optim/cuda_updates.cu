@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "optim/cuda_updates.hpp"
 #include "optim/update_rules.hpp"
+#include "core/grid_stride_cuda.hpp"
 
 namespace sdp::cuda_updates {
 
@@ -53,7 +54,7 @@ __device__ double block_sum_squares(int64_t n, Value value, double* shared) {
 
 __global__ void sgd_kernel(const Range* ranges, float* p, const float* g, float lr) {
   const Range r = ranges[blockIdx.y];
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < r.count; i += int64_t{gridDim.x} * blockDim.x) {
+  SDP_GRID_STRIDE(i, r.count) {
     const int64_t k = r.begin + i;
     p[k] = update_rules::sgd(p[k], g[k], lr, r.weight_decay);
   }
@@ -62,7 +63,7 @@ __global__ void sgd_kernel(const Range* ranges, float* p, const float* g, float 
 __global__ void sgd_momentum_kernel(const Range* ranges, float* p, const float* g, float* buf, float lr,
                                     float mu, float keep, bool first, bool nesterov) {
   const Range r = ranges[blockIdx.y];
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < r.count; i += int64_t{gridDim.x} * blockDim.x) {
+  SDP_GRID_STRIDE(i, r.count) {
     const int64_t k = r.begin + i;
     const float wd = r.weight_decay;
     const float b = first ? update_rules::sgd_momentum_first(g[k], p[k], wd)
@@ -79,7 +80,7 @@ __global__ void adam_kernel(const Range* ranges, float* p, const float* g, float
   const Range r = ranges[blockIdx.y];
   const float l2 = decoupled ? 0.0f : r.weight_decay;
   const float shrink = 1.0f - lr * r.weight_decay;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < r.count; i += int64_t{gridDim.x} * blockDim.x) {
+  SDP_GRID_STRIDE(i, r.count) {
     const int64_t k = r.begin + i;
     float pk = p[k];
     if (decoupled && r.weight_decay != 0) pk = update_rules::decoupled_decay(pk, shrink);
@@ -118,7 +119,7 @@ __global__ void lars_step_kernel(const Range* ranges, const double* norms, float
                                                         r.weight_decay, eps);
     scale = static_cast<float>(double{lr} * local_lr);
   }
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < r.count; i += int64_t{gridDim.x} * blockDim.x) {
+  SDP_GRID_STRIDE(i, r.count) {
     const int64_t k = r.begin + i;
     const float vk = update_rules::lars_velocity(v[k], g[k], p[k], mu, scale, r.weight_decay);
     v[k] = vk;
@@ -130,7 +131,7 @@ __global__ void lars_step_kernel(const Range* ranges, const double* norms, float
 
 __global__ void lamb_moments_kernel(const Range* ranges, const float* g, float* m, float* v, float b1, float b2) {
   const Range r = ranges[blockIdx.y];
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < r.count; i += int64_t{gridDim.x} * blockDim.x) {
+  SDP_GRID_STRIDE(i, r.count) {
     const int64_t k = r.begin + i;
     m[k] = update_rules::first_moment(m[k], g[k], b1);
     v[k] = update_rules::second_moment(v[k], g[k], b2);
@@ -162,7 +163,7 @@ __global__ void lamb_step_kernel(const Range* ranges, const double* norms, float
   const Range r = ranges[blockIdx.y];
   const float ratio = r.adapt ? update_rules::lamb_ratio(norms[2 * blockIdx.y], norms[2 * blockIdx.y + 1]) : 1.0f;
   const float step = lr * ratio;
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < r.count; i += int64_t{gridDim.x} * blockDim.x) {
+  SDP_GRID_STRIDE(i, r.count) {
     const int64_t k = r.begin + i;
     const float d = update_rules::lamb_direction(m[k], v[k], p[k], bias1, bias2, eps, r.weight_decay);
     p[k] = update_rules::lamb_step(p[k], d, step);
@@ -176,7 +177,6 @@ struct RangeTable {
   double* norms = nullptr;   // device, 2 per range
   int count = 0;
   int64_t max_count = 0;     // longest range: sizes grid.x
-  int device = 0;
 
   RangeTable() = default;
   RangeTable(const RangeTable&) = delete;
@@ -198,7 +198,6 @@ std::shared_ptr<const RangeTable> make_range_table(const std::vector<Range>& ran
                        " parameter ranges exceed one grid's 65535 rows");
   auto table = std::make_shared<RangeTable>();
   table->count = static_cast<int>(ranges.size());
-  table->device = device_ordinal;
   for (const Range& r : ranges) table->max_count = std::max(table->max_count, r.count);
   check(cudaSetDevice(device_ordinal), "cudaSetDevice");
   const std::size_t n = std::max<std::size_t>(ranges.size(), 1);

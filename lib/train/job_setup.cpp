@@ -92,11 +92,11 @@ JobSetup set_up_job(const JobSources& sources) {
     // while the job says amp (device: auto on a machine without a usable GPU).
     if (setup.spec.precision != Precision::kFp32) {
       const std::string amp = to_string(setup.spec.precision);
-      if (setup.device.device.is_cpu())
+      if (setup.device.device.is_cpu()) {
+        const std::string why = cuda_unavailable_reason();
         throw InputError("key 'precision': " + amp + " needs a GPU, but rank " + std::to_string(setup.world->rank()) +
-                         " computes on the CPU (" +
-                         (cuda_unavailable_reason().empty() ? "device: cpu" : cuda_unavailable_reason()) +
-                         "); use precision: fp32");
+                         " computes on the CPU (" + (why.empty() ? "device: cpu" : why) + "); use precision: fp32");
+      }
       throw InputError("key 'precision': " + amp +
                        " needs the CUDA layers, which this version of sdp-train does not have yet; use "
                        "precision: fp32");
