@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 
 #include "core/cuda_casts.hpp"
@@ -23,6 +24,16 @@ void check_launch(const char* what) {
 }
 
 cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
+
+void check_cuda(cudaError_t status, const char* where) {
+  if (status != cudaSuccess)
+    throw RuntimeError(std::string(where) + ": " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
+}
+
+__global__ void add_scale_kernel(float* dst, const float* src, int64_t n, float scale) {
+  // reduce_kernels.cpp's add_scale_into: (d + s) * 1 is d + s exactly.
+  SDP_GRID_STRIDE(i, n) dst[i] = (dst[i] + src[i]) * scale;
+}
 
 __global__ void scale_f32_kernel(float* dst, const float* src, int64_t n, float scale) {
   SDP_GRID_STRIDE(i, n) dst[i] = src[i] * scale;
@@ -92,6 +103,29 @@ void flag_nonfinite(const float* data, int64_t count, int* flag, void* stream) {
   if (count <= 0) return;
   flag_nonfinite_kernel<<<grid_for(count), kThreads, 0, as_stream(stream)>>>(data, count, flag);
   check_launch("non-finite check");
+}
+
+void add_scale(float* dst, const float* src, int64_t count, float scale, void* stream) {
+  if (count <= 0) return;
+  add_scale_kernel<<<grid_for(count), kThreads, 0, as_stream(stream)>>>(dst, src, count, scale);
+  check_launch("gradient sum");
+}
+
+bool all_finite(const float* data, int64_t count, int device, void* stream) {
+  if (count <= 0) return true;
+  // One flag per device and thread, kept for the process: no allocation per check (it runs
+  // on the gradients every step).
+  thread_local std::map<int, int*> flags;
+  int*& flag = flags[device];
+  const std::string where = "the non-finite check on cuda:" + std::to_string(device);
+  if (flag == nullptr) check_cuda(cudaMalloc(&flag, sizeof(int)), where.c_str());
+  const cudaStream_t s = as_stream(stream);
+  check_cuda(cudaMemsetAsync(flag, 0, sizeof(int), s), where.c_str());
+  flag_nonfinite(data, count, flag, stream);
+  int host = 0;
+  check_cuda(cudaMemcpyAsync(&host, flag, sizeof(int), cudaMemcpyDeviceToHost, s), where.c_str());
+  check_cuda(cudaStreamSynchronize(s), where.c_str());
+  return host == 0;
 }
 
 }  // namespace sdp::cuda_casts

@@ -1,4 +1,5 @@
-// Casts between f32 and the 16-bit formats on a GPU, and the overflow check of loss scaling
+// Casts between f32 and the 16-bit formats on a GPU, the overflow check of loss scaling and
+// the element-wise sum of gradient accumulation
 // (issue #12), with half_float.hpp's arithmetic: a value cast on the GPU has the bits the CPU
 // (reduce_kernels.hpp's convert_from_f32 / convert_to_f32) gives it. No CUDA type here; the
 // functions exist only in a build with the CUDA backend (SDP_HAVE_CUDA). Each enqueues on
@@ -18,5 +19,11 @@ void to_f32(DType dtype, float* dst, const void* src, int64_t count, float scale
 // *flag (a device int) becomes nonzero when any of data[0..count) is NaN or infinite; it is
 // never cleared here, so one flag can collect every bucket of a step.
 void flag_nonfinite(const float* data, int64_t count, int* flag, void* stream);
+// true when all of data[0..count) on cuda:`device` are finite, after the work queued on
+// `stream` so far (it waits for the stream: the answer decides the step on the host).
+bool all_finite(const float* data, int64_t count, int device, void* stream);
+// dst[i] = (dst[i] + src[i]) * scale, as reduce_kernels.hpp's add_scale_into (gradient
+// accumulation's sums on a GPU).
+void add_scale(float* dst, const float* src, int64_t count, float scale, void* stream);
 
 }  // namespace sdp::cuda_casts

@@ -53,7 +53,9 @@ class Tensor {
 
   void zero();
   void fill(float value);               // f32 on the CPU only
-  bool all_finite() const;              // no NaN or infinity; f32 on the CPU only
+  // No NaN or infinity (f32). On a GPU the check runs on `stream` (a cudaStream_t, null =
+  // the default stream) after the work queued there, and waits for its answer.
+  bool all_finite(void* stream = nullptr) const;
   void copy_from(const Tensor& other);  // same numel and dtype; across devices too
 
  private:

@@ -49,7 +49,16 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
   write_file_atomically(path, [&](std::FILE* file) {
     write_all(file, &header_size, sizeof header_size, path);
     write_all(file, text.data(), text.size(), path);
-    for (const NamedTensor& t : tensors) write_all(file, t.tensor.raw(), t.tensor.nbytes(), path);
+    Tensor host;  // a GPU tensor goes through host memory (the copy waits for the device)
+    for (const NamedTensor& t : tensors) {
+      const void* data = t.tensor.raw();
+      if (!t.tensor.device().is_cpu()) {
+        host = Tensor(t.tensor.shape(), t.tensor.dtype(), Device::cpu());
+        host.copy_from(t.tensor);
+        data = host.raw();
+      }
+      write_all(file, data, t.tensor.nbytes(), path);
+    }
   });
 }
 

@@ -4,6 +4,7 @@
 // models on two devices can live in one process (Caffe's factory without Caffe::mode()).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -23,6 +24,12 @@ class Stream {
   // Blocks until all work queued so far is done (a no-op on the CPU, which runs in order on
   // the calling thread).
   virtual void synchronize() = 0;
+  // The backend's own handle (a cudaStream_t under CUDA) for code outside nn/ that enqueues
+  // on this stream (the optimizer's kernels); null on the CPU.
+  virtual void* native_handle() { return nullptr; }
+  // Copies `bytes` of host memory into this device's memory at `dst`, ordered after the work
+  // queued so far. Returns once `src` may be reused (CUDA stages pageable memory first).
+  virtual void copy_from_host(void* dst, const void* src, std::size_t bytes) = 0;
 };
 
 // Creates the stream for `device`; throws sdp::Error when this build has no backend for it.

@@ -51,6 +51,11 @@ class CudaStream final : public Stream {
     cudaStreamDestroy(stream_);
   }
   void synchronize() override { cuda::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  void* native_handle() override { return stream_; }
+  void copy_from_host(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes == 0) return;
+    cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
+  }
   cudaStream_t get() const { return stream_; }
   std::shared_ptr<void>& attachment(const std::string& key) { return attachments_[key]; }
 

@@ -73,14 +73,25 @@ void Model::configure(int64_t batch, bool training) {
 
 float Model::forward(const Tensor& x, const int32_t* labels, bool training, int64_t* correct) {
   if (!built_) throw std::logic_error("Model " + name_ + ": forward before build");
-  if (x.rank() != 4 || x.dtype() != DType::kF32 || !(x.device() == ctx_.device) ||
+  // Host input to a GPU model is copied in on the model's stream (the loader's batches live
+  // in host memory); otherwise the input must already be on the model's device.
+  const bool stage = x.device().is_cpu() && !ctx_.device.is_cpu();
+  if (x.rank() != 4 || x.dtype() != DType::kF32 || !(stage || x.device() == ctx_.device) ||
       Shape(x.shape().begin() + 1, x.shape().end()) != input_shape_ || x.dim(0) < 1)
     throw InputError("model " + name_ + " expects f32 " + ctx_.device.str() + " input [N, " +
                      shape_str(input_shape_).substr(1) + ", got " + shape_str(x.shape()) + " " +
                      dtype_name(x.dtype()) + " on " + x.device().str());
   if (x.dim(0) != configured_batch_ || training != configured_training_)
     configure(x.dim(0), training);
-  input_.data = x.raw();
+  if (stage) {
+    // Allocated when the batch grows, never in the steady step loop.
+    if (!staged_input_.defined() || staged_input_.numel() < x.numel())
+      staged_input_ = Tensor({x.numel()}, DType::kF32, ctx_.device);
+    ctx_.stream->copy_from_host(staged_input_.raw(), x.raw(), x.nbytes());
+    input_.data = staged_input_.raw();
+  } else {
+    input_.data = x.raw();
+  }
   const TensorRef* act = &input_;
   for (auto& layer : layers_) act = &layer->forward(*act);
   const float loss = loss_->forward(*act, labels, correct);

@@ -5,7 +5,8 @@
 //  * After construction (build()), store() is finalized and the parameters are
 //    initialized from the seed; equal seeds give bit-identical parameters on every rank.
 //  * forward(x, labels, training) runs the model on an [N, C, H, W] f32 NCHW tensor on the
-//    model's device (labels in host memory) and returns the mean cross-entropy; `correct`
+//    model's device, or in host memory for a GPU model (copied in on its stream; labels in
+//    host memory) and returns the mean cross-entropy; `correct`
 //    receives the number of top-1 hits.
 //    Primitives are built on the first call and again only when N or the mode changes.
 //  * backward() after forward(training=true) OVERWRITES every parameter gradient in the
@@ -97,6 +98,7 @@ class Model {
   bool configured_training_ = false;
   bool backward_ready_ = false;
   TensorRef input_;
+  Tensor staged_input_;  // a GPU model's copy of host input
 };
 
 }  // namespace sdp::nn

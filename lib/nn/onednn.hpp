@@ -6,6 +6,8 @@
 // Only nn/'s oneDNN files include this header.
 #pragma once
 
+#include <cstring>
+
 #include <dnnl.hpp>
 
 #include "core/tensor.hpp"
@@ -57,6 +59,9 @@ class OneDnnStream final : public Stream {
  public:
   OneDnnStream() : stream_(cpu_engine()) {}
   void synchronize() override { stream_.wait(); }
+  void copy_from_host(void* dst, const void* src, std::size_t bytes) override {
+    if (bytes > 0) std::memcpy(dst, src, bytes);
+  }
   dnnl::stream& get() { return stream_; }
 
  private:

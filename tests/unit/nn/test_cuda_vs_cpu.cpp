@@ -293,5 +293,39 @@ TEST(CudaVsCpu, TinyResNetFewSgdSteps) {
   }
 }
 
+// The trainer hands a GPU model the loader's host batches: forward copies them in on the
+// model's stream, with the same result as input already on the GPU.
+TEST(CudaVsCpu, HostInputToAGpuModelIsCopiedIn) {
+  SKIP_WITHOUT_GPU();
+  auto build = [] {
+    auto m = std::make_unique<Model>("mlp", Shape{1, 4, 4}, 3, /*seed=*/9, Device::cuda(0));
+    m->add<Flatten>("flatten");
+    m->add<Linear>("fc", LinearOptions{16, 3, true});
+    m->build();
+    return m;
+  };
+  auto on_device = build();
+  auto from_host = build();
+  const int n = 6;
+  const std::vector<float> x = testing::random_vector(n * 16, 21);
+  std::vector<int32_t> labels = {0, 1, 2, 2, 1, 0};
+  Tensor x_host({n, 1, 4, 4}), x_gpu({n, 1, 4, 4}, DType::kF32, Device::cuda(0));
+  testing::set_values(x_host, x);
+  testing::set_values(x_gpu, x);
+  for (int step = 0; step < 2; ++step) {  // the second call reuses the staging buffer
+    int64_t correct_a = -1, correct_b = -1;
+    const float a = on_device->forward(x_gpu, labels.data(), true, &correct_a);
+    const float b = from_host->forward(x_host, labels.data(), true, &correct_b);
+    EXPECT_EQ(a, b) << "step " << step;
+    EXPECT_EQ(correct_a, correct_b);
+    on_device->backward();
+    from_host->backward();
+    EXPECT_EQ(testing::host_values(on_device->store().grad_arena()),
+              testing::host_values(from_host->store().grad_arena()));
+  }
+  Tensor wrong({n, 1, 4, 4}, DType::kF32, Device::cpu());
+  EXPECT_THROW(from_host->forward(wrong.reshaped({n, 16, 1, 1}), labels.data(), false), InputError);
+}
+
 }  // namespace
 }  // namespace sdp::nn
