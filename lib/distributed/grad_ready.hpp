@@ -7,13 +7,17 @@
 // collective:
 //   host (no event, or HostGradReady): nothing to wait for; backward wrote the gradient
 //     before reporting it.
-//   CUDA (next issue): the event recorded on the compute stream after the layer's backward;
-//     wait() is cudaStreamWaitEvent(comm stream, event) (the NCCL stream then starts the
-//     allreduce after the gradient kernels, without blocking any host thread; llm.c
-//     zero.cuh), or cudaEventSynchronize where the communicator has no stream.
+//   CUDA (grad_ready_cuda.cpp): the event recorded on the compute stream after the layer's
+//     backward enqueued the gradient; wait() is cudaEventSynchronize, which blocks only the
+//     communication thread: it then enqueues the bucket on NCCL's stream while backward's
+//     kernels for earlier layers keep the GPU busy.
 // Lifetime: an event passed to on_grad_ready must stay valid until that step's wait_all
 // returns (a layer keeps one event per parameter and re-records it every step).
 #pragma once
+
+#include <memory>
+
+#include "core/dtype.hpp"
 
 namespace sdp {
 
@@ -29,5 +33,19 @@ class HostGradReady final : public GradReadyEvent {
  public:
   void wait() const override {}
 };
+
+// One reusable event per parameter on a device's compute stream (what a data-parallel
+// replica hands the reducer): record(i) marks parameter i's gradient as enqueued so far and
+// returns its event, valid until the next record(i). On the CPU it returns null (the host
+// event: the gradient is written).
+class GradReadyEvents {
+ public:
+  virtual ~GradReadyEvents() = default;
+  virtual const GradReadyEvent* record(int param) = 0;
+};
+
+// `stream`: the compute stream's handle (a cudaStream_t under CUDA; ignored on the CPU).
+// Throws sdp::Error for a device this build has no backend for.
+std::unique_ptr<GradReadyEvents> make_grad_ready_events(const Device& device, void* stream, int params);
 
 }  // namespace sdp

@@ -4,9 +4,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/device_memory.hpp"
 #include "core/error.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/allreduce.hpp"
+#include "distributed/grad_ready.hpp"
 #include "distributed/gradient_reducer.hpp"
 #include "distributed/replica_check.hpp"
 #include "distributed/shared_arena.hpp"
@@ -20,12 +22,18 @@ DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const 
                            int accumulate_steps, Timeline* timeline)
     : world_(world), check_every_(spec.check_every_steps) {
   ParameterStore& store = model.store();
+  const Device device = store.device();
+  void* stream = model.context().stream->native_handle();  // null on the CPU
   if (world.size() > 1) {
-    auto shared =
-        SharedArena::create(world.intra(), static_cast<int64_t>(store.grad_arena().nbytes()));
-    store.rebind_grad_arena(shared->owner(), shared->data());
+    // Host gradients live in node-shared memory (the node phase reads its peers' directly);
+    // GPU gradients stay in device memory, and NCCL moves them.
+    std::shared_ptr<SharedArena> shared;
+    if (device.is_cpu()) {
+      shared = SharedArena::create(world.intra(), static_cast<int64_t>(store.grad_arena().nbytes()));
+      store.rebind_grad_arena(shared->owner(), shared->data());
+    }
     std::shared_ptr<AllreduceAlgorithm> algorithm =
-        make_allreduce(world, {spec.allreduce, spec.compression, shared, spec.backend});
+        make_allreduce(world, {spec.allreduce, spec.compression, shared, spec.backend, device});
     watchdog_ = std::make_unique<Watchdog>(WatchdogOptions{spec.stall_warning_s, spec.timeout_s},
                                            world.rank(), ProgressBoard::create(world));
     GradientReducerOptions options;
@@ -34,22 +42,24 @@ DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const 
       options.on_bucket_reduced = [timeline](const BucketReduction& r) {
         timeline->record(TraceTrack::kComm, "allreduce", r.start, r.end, r.step, r.bytes, r.bucket);
       };
-    Tensor grads = store.grad_arena();
-    reducer_ = std::make_unique<GradientReducer>(
-        CommBuffer::host(grads.data<float>(), grads.numel()), param_extents(store), algorithm,
-        options, watchdog_.get());
+    reducer_ = std::make_unique<GradientReducer>(CommBuffer::of(store.grad_arena()), param_extents(store),
+                                                 algorithm, options, watchdog_.get());
+    grad_events_ = make_grad_ready_events(device, stream, static_cast<int>(store.params().size()));
     params_ = store.param_arena();
     shared_ = std::move(shared);
   }
   if (accumulate_steps > 1)
-    accumulator_ = std::make_unique<GradientAccumulator>(store, accumulate_steps);
+    accumulator_ = std::make_unique<GradientAccumulator>(store, accumulate_steps, stream);
   if (!reducer_ && !accumulator_) return;
   std::unordered_map<const Param*, int> index;
   for (const Param& p : store.params()) index.emplace(&p, static_cast<int>(index.size()));
   model.set_grad_ready_hook([this, index = std::move(index)](const Param& p) {
     // Before the last micro-batch a gradient only joins the sum: nothing to communicate yet.
     if (accumulator_ && !accumulator_->add(p)) return;
-    if (reducer_) reducer_->on_grad_ready(index.at(&p));
+    if (!reducer_) return;
+    const int i = index.at(&p);
+    // On a GPU the gradient is only enqueued: its event orders the bucket's collective after it.
+    reducer_->on_grad_ready(i, grad_events_->record(i));
   });
 }
 
@@ -81,7 +91,13 @@ int DataParallel::bucket_count() const {
 
 void DataParallel::check_replicas(int64_t step) {
   if (!reducer_ || check_every_ <= 0 || step % check_every_ != 0) return;
-  std::vector<int> drifted = sdp::check_replicas(world_.comm(), params_.raw(), params_.nbytes());
+  const void* params = params_.raw();
+  if (!params_.device().is_cpu()) {  // compared on the host (the copy waits for the device)
+    host_params_.resize(params_.nbytes());
+    copy_bytes(Device::cpu(), host_params_.data(), params_.device(), params_.raw(), params_.nbytes());
+    params = host_params_.data();
+  }
+  std::vector<int> drifted = sdp::check_replicas(world_.comm(), params, params_.nbytes());
   if (drifted.empty()) return;
   std::string ranks;
   for (int r : drifted) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);

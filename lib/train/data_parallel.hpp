@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "config/job_spec.hpp"
 #include "core/tensor.hpp"
@@ -27,6 +28,7 @@
 
 namespace sdp {
 
+class GradReadyEvents;
 class GradientAccumulator;
 class GradientReducer;
 class SharedArena;
@@ -59,8 +61,10 @@ class DataParallel {
   const World& world_;
   int64_t check_every_;
   Tensor params_;
+  std::vector<char> host_params_;  // a GPU replica's parameters, copied for the replica check
   std::shared_ptr<SharedArena> shared_;
   std::unique_ptr<Watchdog> watchdog_;
+  std::unique_ptr<GradReadyEvents> grad_events_;  // before reducer_: it waits on them
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<GradientAccumulator> accumulator_;
 };

@@ -4,19 +4,26 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/cuda_casts.hpp"
 #include "distributed/reduce_kernels.hpp"
 
 namespace sdp {
 
-GradientAccumulator::GradientAccumulator(const ParameterStore& store, int steps)
+GradientAccumulator::GradientAccumulator(const ParameterStore& store, int steps, void* stream)
     : steps_(steps),
       inverse_steps_(1.0f / static_cast<float>(steps)),
-      sum_(store.grad_arena().shape(), store.grad_arena().dtype(), Device::cpu()),
+      sum_(store.grad_arena().shape(), store.grad_arena().dtype(), store.device()),
+      stream_(stream),
       params_(store.params().size()) {
   if (steps < 2)
     throw std::logic_error("GradientAccumulator: needs 2 or more micro-batches per step");
-  if (!store.device().is_cpu() || store.grad_arena().dtype() != DType::kF32)
-    throw std::logic_error("GradientAccumulator: f32 gradients in host memory only");
+  if (store.grad_arena().dtype() != DType::kF32)
+    throw std::logic_error("GradientAccumulator: f32 gradients only");
+#ifdef SDP_HAVE_CUDA
+  if (store.device().kind == DeviceKind::kCuda) return;
+#endif
+  if (!store.device().is_cpu())
+    throw std::logic_error("GradientAccumulator: no sums for gradients on " + store.device().str());
 }
 
 void GradientAccumulator::begin_micro_batch(int micro) {
@@ -31,6 +38,17 @@ bool GradientAccumulator::add(const Param& p) {
   float* grad = p.grad.data<float>();
   float* sum = sum_.data<float>() + p.offset;
   ++added_;
+#ifdef SDP_HAVE_CUDA
+  if (!sum_.device().is_cpu()) {  // the same three cases, as kernels on the compute stream
+    if (micro_ == 0) {
+      cuda_casts::from_f32(DType::kF32, sum, grad, count, 1.0f, stream_);  // x * 1 is x
+      return false;
+    }
+    cuda_casts::add_scale(micro_ < steps_ - 1 ? sum : grad, micro_ < steps_ - 1 ? grad : sum, count,
+                          micro_ < steps_ - 1 ? 1.0f : inverse_steps_, stream_);
+    return micro_ == steps_ - 1;
+  }
+#endif
   if (micro_ == 0) {
     std::memcpy(sum, grad, static_cast<std::size_t>(count) * sizeof(float));
     return false;

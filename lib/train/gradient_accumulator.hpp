@@ -21,7 +21,8 @@
 // With k = 2 the result is bitwise what 2 ranks' AllReduce average gives, (g0 + g1) * 0.5:
 // a sum of two floats does not depend on the order and halving is exact.
 //
-// Host memory (the CPU backend); a CUDA twin would do the same adds on the compute stream.
+// On a GPU the sum arena is in device memory and the same adds are kernels enqueued on the
+// compute stream right after the gradient's own (core/cuda_casts.hpp's add_scale).
 #pragma once
 
 #include <cstddef>
@@ -33,8 +34,9 @@ namespace sdp {
 
 class GradientAccumulator {
  public:
-  // `steps` >= 2 micro-batches per optimizer step; `store` finalized.
-  GradientAccumulator(const ParameterStore& store, int steps);
+  // `steps` >= 2 micro-batches per optimizer step; `store` finalized. `stream`: the compute
+  // stream's handle where the store is on a GPU (a cudaStream_t), ignored on the CPU.
+  GradientAccumulator(const ParameterStore& store, int steps, void* stream = nullptr);
 
   int steps() const { return steps_; }
   // Before micro-batch `micro` (0 .. steps - 1) of a step.
@@ -49,7 +51,8 @@ class GradientAccumulator {
  private:
   int steps_;
   float inverse_steps_;
-  Tensor sum_;  // the gradient arena's layout
+  Tensor sum_;  // the gradient arena's layout, on its device
+  void* stream_;
   std::size_t params_;
   int micro_ = 0;
   std::size_t added_ = 0;  // parameters folded in during this micro-batch

@@ -98,8 +98,8 @@ JobSetup set_up_job(const JobSources& sources) {
                          " computes on the CPU (" + (why.empty() ? "device: cpu" : why) + "); use precision: fp32");
       }
       throw InputError("key 'precision': " + amp +
-                       " needs the CUDA layers, which this version of sdp-train does not have yet; use "
-                       "precision: fp32");
+                       " (mixed precision) is not implemented in this version of sdp-train, which trains "
+                       "in fp32 on the GPU too; use precision: fp32");
     }
   });
   warn_if_cpus_oversubscribed(setup.world->comm(), share, setup.device.threads);

@@ -34,15 +34,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// The device the model computes on: the rank's assignment (distributed/device_assignment),
-// except that `device: auto` on a GPU node still trains on the CPU until the CUDA layers
-// land (`device: cuda` is refused by reject_unimplemented).
-Device model_device(const DeviceAssignment& assignment, int rank) {
-  if (assignment.device.is_cpu()) return assignment.device;
-  if (rank == 0) log_warn("this version of sdp-train has no CUDA layers yet: training on the CPU");
-  return Device::cpu();
-}
-
 // Test hook: SDP_TEST_NAN_RANK=r and SDP_TEST_NAN_STEP=s make rank r's input NaN at step s
 // (0-based), so its loss and gradients are not finite there, as after a bad batch.
 bool test_nan_requested(int rank, int64_t step) {
@@ -66,7 +57,10 @@ Trainer::Trainer(JobSetup& setup)
     : setup_(setup), spec_(setup.spec), world_(*setup.world), log_(setup.spec, *setup.world) {
   nn::set_num_threads(setup.device.threads);
   reject_unimplemented(spec_, world_);
-  parts_ = build_training_parts(spec_, world_, model_device(setup.device, world_.rank()));
+  // The rank's device (distributed/device_assignment): its GPU, pinned by local rank, or the CPU.
+  parts_ = build_training_parts(spec_, world_, setup.device.device);
+  // The optimizer's kernels go on the model's stream, after backward's (null on the CPU).
+  parts_.optimizer->set_device_stream(parts_.model->context().stream->native_handle());
   steps_per_epoch_ = parts_.loader->steps_per_epoch();
   total_steps_ = steps_per_epoch_ * spec_.train.epochs;
   if (spec_.train.max_steps > 0 && (total_steps_ == 0 || spec_.train.max_steps < total_steps_))
@@ -243,7 +237,7 @@ double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
   // poison the weights, after which the network is dead at a finite loss. The averaged
   // gradients are the same on every rank, so each checks its own copy and all agree.
   const bool finite_loss = std::isfinite(loss_sum);
-  if (!finite_loss || !model.store().grad_arena().all_finite()) {
+  if (!finite_loss || !model.store().grad_arena().all_finite(model.context().stream->native_handle())) {
     const bool skip_nonfinite = spec_.train.on_nonfinite == OnNonfinite::kSkip;
     const std::string what =
         "step " + std::to_string(step_) + " (epoch " + std::to_string(epoch) + "): the training " +

@@ -78,9 +78,7 @@ void reject_unimplemented(const JobSpec& spec, const World& world) {
       throw InputError("key '" + key + "': " + value +
                        " is not implemented in this version of sdp-train");
     };
-    if (spec.device == DevicePreference::kCuda) refuse("device", "cuda training");
     if (spec.data.shard != DataShard::kRank) refuse("data.shard", to_string(spec.data.shard));
-    if (spec.distributed.backend == CommBackend::kNccl) refuse("distributed.backend", "nccl");
   });
 }
 

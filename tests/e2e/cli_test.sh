@@ -197,6 +197,15 @@ assert curves[0][-1] < 0.5 * curves[0][0], "did not learn"
 PY
 }
 # resume_bitwise NP [ARGS...]: 40 steps at once vs 15 steps, then the same job resumed to 40.
+# need_gpus N: skips the case (exit 77, the reason printed) unless this sdp-train has the
+# CUDA backend and the machine N GPUs.
+need_gpus() {
+  "$BIN" --version | grep -q 'CUDA backend: built' || { echo "SKIP: built without the CUDA backend"; exit 77; }
+  local gpus
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  [ "${gpus:-0}" -ge "$1" ] || { echo "SKIP: no CUDA device (needs $1 GPU(s), found ${gpus:-0})"; exit 77; }
+}
+
 resume_bitwise() {
   local np=$1; shift
   ckpt_args
@@ -565,8 +574,8 @@ PY
     expect_error 2 "device: cuda( needs one GPU per rank, but node .* runs 2 ranks and has [0-9]+ GPU|, but this sdp-train was built without)" validate --config "$SRC/configs/quickstart.yaml" --set device=cuda ;;
   err_amp_without_gpu)
     # device: auto with amp must not quietly train fp32 on the CPU (nor on a GPU node, until
-    # the CUDA layers exist): an error on every rank, naming the key.
-    expect_error 2 "key 'precision': amp-fp16 needs (a GPU, but rank [0-9]+ computes on the CPU|the CUDA layers)" \
+    # mixed precision lands): an error on every rank, naming the key.
+    expect_error 2 "key 'precision': amp-fp16 (needs a GPU, but rank [0-9]+ computes on the CPU|\\(mixed precision\\) is not implemented)" \
       train --config "$SRC/configs/quickstart.yaml" --set precision=amp-fp16 --set output.model_dir="$WORK/never" ;;
   sagemaker_entrypoint_plan)
     cp "$SRC/configs/resourceconfig-example.json" "$WORK/rc.json"
@@ -1197,6 +1206,44 @@ PY
     "$PLOT_PY" "$SRC/scripts/plot_simcluster.py" "$WORK/none.md" -o "$WORK/none.png" >"$WORK/out" 2>&1
     [ $? -eq 2 ] || fail "a file without rows did not exit 2"
     grep -q 'no simulated-cluster rows' "$WORK/out" || fail "no message for a file without rows" ;;
+  gpu_train_quickstart)
+    # device: cuda trains the default job on the GPU (host batches copied in on the model's
+    # stream, the optimizer's kernels after backward's) and learns as the CPU does: both reach
+    # >= 95 % and agree to within a point (float sums differ between cuBLAS and oneDNN).
+    need_gpus 1
+    expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set output.model_dir="$WORK/mg"
+    grep -q 'cuda:0' "$WORK/out" || fail "the plan does not name cuda:0"
+    gpu=$(grep -oE '^\[epoch 3\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
+    expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cpu --set threads=1 --set output.model_dir="$WORK/mc"
+    cpu=$(grep -oE '^\[epoch 3\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
+    python3 -c "import sys; g, c = float('$gpu'), float('$cpu'); sys.exit(0 if g >= 0.95 and abs(g - c) <= 0.01 else 1)" ||
+      fail "test_accuracy on the GPU $gpu, on the CPU $cpu"
+    # The model the GPU run saved (copied out of device memory) evaluates on the CPU as trained.
+    expect_ok 0 evaluate --config "$SRC/configs/quickstart.yaml" --set device=cpu --set threads=1 --model "$WORK/mg/model.safetensors"
+    evaluated=$(grep -oE '^\[eval\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
+    python3 -c "import sys; sys.exit(0 if abs(float('$evaluated') - float('$gpu')) <= 0.002 else 1)" ||
+      fail "the saved model evaluates to $evaluated on the CPU, the GPU run said $gpu" ;;
+  gpu_resume_bitwise_resnet)
+    # ResNet-20 on the GPU (cuDNN with deterministic algorithms, BatchNorm buffers, momentum):
+    # stopped at step 15 and resumed, it gives the uninterrupted run's losses and tensors bit for bit.
+    need_gpus 1
+    resume_bitwise 0 --set device=cuda --set model.name=resnet20 --set data.synthetic.channels=3 \
+      --set data.synthetic.height=16 --set data.synthetic.width=16 --set data.batch_size=16 ;;
+  gpu_resume_bitwise_accumulate)
+    # Gradient accumulation's sums as kernels on the compute stream, resumed exactly.
+    need_gpus 1
+    resume_bitwise 0 --set device=cuda --set train.accumulate_steps=3 --set train.epochs=8 ;;
+  gpu_nonfinite_skip)
+    # The non-finite check of the GPU's gradients: a NaN input at step 5 skips that update.
+    need_gpus 1
+    ckpt_args
+    SDP_TEST_NAN_RANK=0 SDP_TEST_NAN_STEP=5 expect_ok 0 "${CKPT_ARGS[@]}" --set device=cuda --set train.max_steps=12 \
+      --set train.on_nonfinite=skip --set output.model_dir="$WORK/m" --set checkpoint.dir="$WORK/ck"
+    # (On the GPU the NaN reaches the loss: cuBLAS's product carries it where oneDNN's CPU path
+    # leaves the loss finite; either way the step is skipped.)
+    grep -qE 'step 5 \(epoch 0\): the training loss (is not finite|is finite but a gradient is not) .*1 skipped so far' "$WORK/out" ||
+      fail "no skip warning naming step 5"
+    grep -qE '^\[done\] steps=12 .*skipped_steps=1' "$WORK/out" || fail "[done] does not count the skipped step" ;;
   bench_allreduce_gpu)
     # `bench allreduce --device cuda`: on GPUs (one per rank) NCCL rows, exact sums and the
     # ncclAllReduce peer; without them, an exit-2 error with the CUDA runtime's reason.
