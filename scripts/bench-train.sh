@@ -4,5 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x build/sdp-train ] || { echo "bench-train: build first (cmake -S . -B build && cmake --build build)" >&2; exit 2; }
-/usr/bin/python3 -c 'import torch' 2>/dev/null || { echo "bench-train: needs PyTorch: bash scripts/install-deps.sh --bench" >&2; exit 2; }
-exec /usr/bin/python3 scripts/bench_train.py "$@"
+# PYTHON: an interpreter with PyTorch (a GPU machine's own, say); default Debian's.
+PYTHON=${PYTHON:-/usr/bin/python3}
+"$PYTHON" -c 'import torch' 2>/dev/null || { echo "bench-train: needs PyTorch: bash scripts/install-deps.sh --bench (or PYTHON=...)" >&2; exit 2; }
+exec "$PYTHON" scripts/bench_train.py "$@"

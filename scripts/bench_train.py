@@ -9,7 +9,13 @@ torch.set_num_threads): every configuration in TORCH_CONFIGS is tried, the best 
 Prints a table with images/s, the ratio, achieved GFLOP/s as a fraction of the oneDNN
 sgemm peak measured in the same run, and peak memory (max RSS) of each process.
 
+--device cuda: both train on the GPU in fp32 (PyTorch with TF32 off, as sdp-train's cuDNN
+and cuBLAS calls; cudnn.benchmark off and on, the better counts; one sync per step in both,
+as sdp-train reads the loss every step). The peak is then PyTorch's fp32 matrix product on
+that GPU, measured in the same run.
+
   scripts/bench-train.sh [--rounds 3] [--steps 30] [--threads 2] [--rows mlp:128,lenet5:64]
+  scripts/bench-train.sh --device cuda --rows resnet50:256,resnet20:128,lenet5:256
 """
 import argparse
 import os
@@ -23,7 +29,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROWS = [("mlp", 128, (1, 28, 28)), ("lenet5", 64, (1, 28, 28)), ("lenet5", 256, (1, 28, 28)),
         ("resnet20", 128, (3, 32, 32)), ("resnet18", 64, (3, 32, 32))]
-SHAPES = {"mlp": (1, 28, 28), "lenet5": (1, 28, 28)}
+SHAPES = {"mlp": (1, 28, 28), "lenet5": (1, 28, 28), "resnet50": (3, 224, 224)}
 WARMUP = 5
 
 
@@ -38,21 +44,26 @@ def run_child(cmd, env):
     return out, usage.ru_maxrss / 1024.0
 
 
-def sdp_images_per_sec(binary, model, batch, shape, steps, threads, ranks=1):
+def sdp_images_per_sec(binary, model, batch, shape, steps, threads, ranks=1, device="cpu"):
     """Median global images/s over the steps after warm-up (and, on several ranks, the
     median exposed communication time per step in ms), plus the max RSS."""
     c, h, w = shape
+    # Large images: 4 batches of them, repeated over the epochs (generating a synthetic image
+    # of 224 x 224 takes ~7 ms, far more than a step).
+    steps_per_epoch = steps + WARMUP + 1 if c * h * w < 50000 else 4
+    epochs = -(-(steps + WARMUP) // steps_per_epoch)
     with tempfile.TemporaryDirectory() as tmp:
         job = os.path.join(tmp, "bench.yaml")
         with open(job, "w") as f:
             f.write(f"""name: bench-{model}
 model: {{name: {model}, num_classes: 10}}
 threads: {threads}
+device: {device}
 data:
   format: synthetic
   batch_size: {batch}
-  synthetic: {{train_samples: {batch * ranks * (steps + WARMUP + 1)}, test_samples: {batch}, channels: {c}, height: {h}, width: {w}}}
-train: {{epochs: 1, max_steps: {steps + WARMUP}, log_every: 1, eval_every_epochs: 0}}
+  synthetic: {{train_samples: {batch * ranks * steps_per_epoch}, test_samples: {batch}, channels: {c}, height: {h}, width: {w}}}
+train: {{epochs: {epochs}, max_steps: {steps + WARMUP}, log_every: 1, eval_every_epochs: 0}}
 optimizer: {{name: sgd, lr: 0.01, momentum: 0.9}}
 checkpoint: {{dir: {tmp}/ckpt, every_steps: 0}}
 output: {{model_dir: {tmp}/model, metrics: ""}}
@@ -69,35 +80,61 @@ output: {{model_dir: {tmp}/model, metrics: ""}}
     return statistics.median(rates[WARMUP:]), rss
 
 
-def torch_worker(model_name, batch, shape, steps, threads):
+def torch_worker(model_name, batch, shape, steps, threads, device="cpu", benchmark=False):
     import torch
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     import torch_models
     torch.set_num_threads(threads)
     torch.manual_seed(0)
+    if device == "cuda":  # fp32 arithmetic, as sdp-train's
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cudnn.benchmark = benchmark
     model = torch_models.build(model_name, shape)
+    flops = torch_models.forward_flops(model, shape)  # on the CPU, before the move
+    params = sum(p.numel() for p in model.parameters())
+    model = model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x = torch.randn(batch, *shape)
-    y = torch.randint(0, 10, (batch,))
+    x = torch.randn(batch, *shape, device=device)
+    y = torch.randint(0, 10, (batch,), device=device)
     loss_fn = torch.nn.CrossEntropyLoss()
     rates = []
     for i in range(steps + WARMUP):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss_fn(model(x), y).backward()
+        loss = loss_fn(model(x), y)
+        loss.backward()
         opt.step()
+        if device == "cuda":
+            loss.item()  # the step's end, as sdp-train's loss read
         if i >= WARMUP:
             rates.append(batch / (time.perf_counter() - t0))
-    flops = torch_models.forward_flops(model, shape)
-    params = sum(p.numel() for p in model.parameters())
     print(f"images_per_sec={statistics.median(rates)} forward_flops={flops} params={params}")
 
 
-def torch_images_per_sec(model, batch, shape, steps, torch_threads, blas_threads):
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(blas_threads), OMP_NUM_THREADS=str(torch_threads))
+def torch_gpu_peak():
+    """fp32 (no TF32) matrix product rate of this GPU through PyTorch: the GPU rows' peak."""
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    a = torch.randn(8192, 8192, device="cuda")
+    b = torch.randn(8192, 8192, device="cuda")
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(10):
+        a @ b
+    torch.cuda.synchronize()
+    print(f"gflops={10 * 2 * 8192 ** 3 / (time.perf_counter() - t0) / 1e9} gpu={torch.cuda.get_device_name()}")
+
+
+def torch_images_per_sec(model, batch, shape, steps, torch_threads, blas_threads, device="cpu"):
+    """On the GPU blas_threads is cudnn.benchmark (0/1)."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(blas_threads if device == "cpu" else torch_threads),
+               OMP_NUM_THREADS=str(torch_threads))
     shape_arg = "x".join(map(str, shape))
     out, rss = run_child([sys.executable, os.path.abspath(__file__), "--torch-worker", model, str(batch),
-                          shape_arg, str(steps), str(torch_threads)], env)
+                          shape_arg, str(steps), str(torch_threads), device, str(blas_threads)], env)
     values = dict(re.findall(r"(\w+)=([0-9.e+-]+)", out))
     return float(values["images_per_sec"]), rss, int(values["forward_flops"]), int(values["params"])
 
@@ -109,11 +146,17 @@ def main():
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--rows", default="", help="e.g. mlp:128,lenet5:64 (default: the issue's five rows)")
-    parser.add_argument("--torch-worker", nargs=5, help=argparse.SUPPRESS)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--torch-worker", nargs=7, help=argparse.SUPPRESS)
+    parser.add_argument("--torch-peak", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.torch_worker:
-        model, batch, shape, steps, threads = args.torch_worker
-        torch_worker(model, int(batch), tuple(map(int, shape.split("x"))), int(steps), int(threads))
+        model, batch, shape, steps, threads, device, benchmark = args.torch_worker
+        torch_worker(model, int(batch), tuple(map(int, shape.split("x"))), int(steps), int(threads), device,
+                     benchmark == "1")
+        return
+    if args.torch_peak:
+        torch_gpu_peak()
         return
 
     rows = ROWS
@@ -123,11 +166,17 @@ def main():
             name, batch = item.split(":")
             rows.append((name, int(batch), SHAPES.get(name, (3, 32, 32))))
     t = args.threads
-    torch_configs = sorted({(t, t), (1, t)})  # (torch threads, OpenBLAS threads)
-    out, _ = run_child([args.binary, "bench", "gemm", "--threads", str(t)], dict(os.environ))
+    if args.device == "cuda":
+        torch_configs = [(t, 0), (t, 1)]  # (torch threads, cudnn.benchmark)
+        out, _ = run_child([sys.executable, os.path.abspath(__file__), "--torch-peak"], dict(os.environ))
+        peak_name = f"PyTorch fp32 matmul peak on {re.search(r'gpu=(.*)', out).group(1)}"
+    else:
+        torch_configs = sorted({(t, t), (1, t)})  # (torch threads, OpenBLAS threads)
+        out, _ = run_child([args.binary, "bench", "gemm", "--threads", str(t)], dict(os.environ))
+        peak_name = "oneDNN sgemm peak"
     peak = float(re.search(r"gflops=([0-9.]+)", out).group(1))
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}  host {os.uname().nodename}  {os.cpu_count()} cores  "
-          f"threads {t}  oneDNN sgemm peak {peak:.0f} GFLOP/s  rounds {args.rounds}  steps {args.steps}")
+          f"threads {t}  device {args.device}  {peak_name} {peak:.0f} GFLOP/s  rounds {args.rounds}  steps {args.steps}")
     print(f"# command: {' '.join(sys.argv)}")
     header = (f"{'model':<9} {'batch':>5} {'sdp img/s':>10} {'torch img/s':>11} {'torch cfg':>9} {'ratio':>6} "
               f"{'sdp GFLOP/s':>11} {'%peak':>6} {'sdp RSS MB':>10} {'torch RSS MB':>12}")
@@ -137,21 +186,23 @@ def main():
         sdp_rates, torch_rates, sdp_rss, torch_rss = [], {}, 0.0, 0.0
         flops = 0
         for _ in range(args.rounds):  # alternate, so drift in the host's speed hits both
-            rate, rss = sdp_images_per_sec(args.binary, model, batch, shape, args.steps, t)
+            rate, rss = sdp_images_per_sec(args.binary, model, batch, shape, args.steps, t, device=args.device)
             sdp_rates.append(rate)
             sdp_rss = max(sdp_rss, rss)
             for cfg in torch_configs:
-                rate, rss, flops, _ = torch_images_per_sec(model, batch, shape, args.steps, *cfg)
+                rate, rss, flops, _ = torch_images_per_sec(model, batch, shape, args.steps, *cfg, device=args.device)
                 torch_rates.setdefault(cfg, []).append(rate)
                 torch_rss = max(torch_rss, rss)
         sdp = statistics.median(sdp_rates)
         best_cfg = max(torch_rates, key=lambda c: statistics.median(torch_rates[c]))
         torch_rate = statistics.median(torch_rates[best_cfg])
         gflops = sdp * 3 * flops / 1e9
-        print(f"{model:<9} {batch:>5} {sdp:>10.0f} {torch_rate:>11.0f} {f'{best_cfg[0]}t/{best_cfg[1]}b':>9} "
+        cfg_name = f"{best_cfg[0]}t/{best_cfg[1]}b" if args.device == "cpu" else ("bench" if best_cfg[1] else "default")
+        print(f"{model:<9} {batch:>5} {sdp:>10.0f} {torch_rate:>11.0f} {cfg_name:>9} "
               f"{sdp / torch_rate:>5.2f}x {gflops:>11.1f} {100 * gflops / peak:>5.1f}% {sdp_rss:>10.0f} {torch_rss:>12.0f}",
               flush=True)
-    print("# images/s: median over rounds of per-run medians; torch cfg = torch threads / OpenBLAS threads;")
+    print("# images/s: median over rounds of per-run medians; torch cfg = torch threads / OpenBLAS threads"
+          " (GPU: cudnn.benchmark off = default, on = bench);")
     print("# GFLOP/s = images/s x 3 x forward FLOPs (conv + linear) per image.")
 
 

@@ -96,6 +96,9 @@ def build(name, shape, num_classes=10):
         return resnet_cifar(int(name[6:]), num_classes)
     if name == "resnet18":
         return resnet18(c, num_classes)
+    if name == "resnet50":  # ImageNet's: torchvision's definition (sdp-train's models/ follows it)
+        import torchvision
+        return torchvision.models.resnet50(num_classes=num_classes)
     raise ValueError(f"no PyTorch twin for {name}")
 
 
