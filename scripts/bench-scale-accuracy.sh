@@ -3,8 +3,13 @@
 # that a recipe holds when the world grows (Goyal et al. 2017; You et al. 2017, 2019).
 #
 #   scripts/bench-scale-accuracy.sh [--model lenet5|resnet20] [--batches "64 128 ..."]
-#       [--methods "linear sqrt linear-warmup lars lamb"] [--epochs N] [--ranks R]
+#       [--methods "linear sqrt linear-warmup lars lamb"] [--cells "lars:128 sqrt:256 ..."]
+#       [--epochs N] [--ranks R] [--device cpu|cuda] [--jobs J]
 #       [--data DIR] [--bin PATH] [--out DIR] [--threads T]
+#
+# --cells runs only those method:batch pairs (instead of methods x batches); --jobs runs J of
+# them at once (each then should get --threads cores, or share one GPU: a small model leaves
+# most of a GPU idle between its steps); --device cuda trains on the GPU.
 #
 # A global batch B runs as R ranks (default 1) x a per-rank batch b x train.accumulate_steps
 # k, with b = min(B / R, the model's largest per-rank batch) and k = B / (R b). LeNet-5 has no
@@ -26,6 +31,9 @@ methods="linear sqrt linear-warmup lars lamb"
 epochs=10
 ranks=1
 threads=""
+device=""
+jobs=1
+cells=""
 data="${SDP_DATA_DIR:-$src/../shared/data}"
 bin="$src/build/sdp-train"
 out="$src/out/bench-scale-accuracy"
@@ -37,10 +45,13 @@ while [ $# -gt 0 ]; do
     --epochs) epochs=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --device) device=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
+    --cells) cells=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
     --bin) bin=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "bench-scale-accuracy: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -100,33 +111,50 @@ echo "model,method,global_batch,ranks,batch_per_rank,accumulate_steps,peak_lr,te
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-for method in $methods; do
+# run_cell METHOD B: one training run; its CSV row goes to $work/row-METHOD-B.
+run_cell() {
+  local method=$1 B=$2 args per k start secs acc peak diverged log="$work/log-$1-$2"
   args=$(method_args "$method")
-  for B in $batches; do
-    per=$((B / ranks)); [ $per -gt $max_per_rank ] && per=$max_per_rank
-    k=$((B / (ranks * per)))
-    [ $((ranks * per * k)) -eq "$B" ] || { echo "bench-scale-accuracy: $B is not ranks x batch x k" >&2; exit 2; }
-    launch=("$bin"); [ "$ranks" -gt 1 ] && launch=(mpirun -np "$ranks" --oversubscribe "$bin")
-    start=$(date +%s)
-    # shellcheck disable=SC2086  # $args is a list of --set options
-    (cd "$work" && "${launch[@]}" --config "$config" --set data.train="$data/$dataset" --set data.test="$data/$dataset" \
-       --set train.epochs="$epochs" --set data.batch_size=$per --set train.accumulate_steps=$k $args \
-       ${threads:+--set threads=$threads} --set train.log_every=1000000 --set output.metrics= \
-       --set output.model_dir="$work/model" --set checkpoint.dir="$work/ck-$method-$B" --set checkpoint.resume=never) \
-      >"$work/log" 2>&1 || true
-    secs=$(($(date +%s) - start))
-    acc=$(grep -oE '^\[epoch [0-9]+\].*test_accuracy=[0-9.]+' "$work/log" | tail -1 | grep -oE '[0-9.]+$' || true)
-    peak=$(grep -oE '^\[start\].* peak_lr=[0-9.e+-]+' "$work/log" | grep -oE '[0-9.e+-]+$' || true)
-    diverged=$(grep -cE 'diverged or stalled|not finite' "$work/log" || true)
-    if [ -z "$acc" ]; then
-      echo "bench-scale-accuracy: $method at $B produced no accuracy; its log:" >&2
-      tail -5 "$work/log" >&2
-      acc=0
-    fi
-    echo "$model,$method,$B,$ranks,$per,$k,${peak:-},$acc,$diverged,$secs" >>"$csv"
-    printf '%-14s batch %5d (%d x %d x %d): peak lr %-10s accuracy %6.2f%%%s (%d s)\n' "$method" "$B" "$ranks" "$per" "$k" \
-      "${peak:-?}" "$(python3 -c "print(100 * $acc)")" "$([ "$diverged" -gt 0 ] && echo ' diverged' || true)" "$secs"
-  done
+  per=$((B / ranks)); [ $per -gt $max_per_rank ] && per=$max_per_rank
+  k=$((B / (ranks * per)))
+  [ $((ranks * per * k)) -eq "$B" ] || { echo "bench-scale-accuracy: $B is not ranks x batch x k" >&2; return 2; }
+  local launch=("$bin"); [ "$ranks" -gt 1 ] && launch=(mpirun -np "$ranks" --oversubscribe "$bin")
+  start=$(date +%s)
+  mkdir -p "$work/run-$method-$B"
+  # shellcheck disable=SC2086  # $args is a list of --set options
+  (cd "$work/run-$method-$B" && "${launch[@]}" --config "$config" --set data.train="$data/$dataset" --set data.test="$data/$dataset" \
+     --set train.epochs="$epochs" --set data.batch_size=$per --set train.accumulate_steps=$k $args \
+     ${threads:+--set threads=$threads} ${device:+--set device=$device} --set train.log_every=1000000 --set output.metrics= \
+     --set output.model_dir="$work/model-$method-$B" --set checkpoint.dir="$work/ck-$method-$B" --set checkpoint.resume=never) \
+    >"$log" 2>&1 || true
+  secs=$(($(date +%s) - start))
+  acc=$(grep -oE '^\[epoch [0-9]+\].*test_accuracy=[0-9.]+' "$log" | tail -1 | grep -oE '[0-9.]+$' || true)
+  peak=$(grep -oE '^\[start\].* peak_lr=[0-9.e+-]+' "$log" | grep -oE '[0-9.e+-]+$' || true)
+  diverged=$(grep -cE 'diverged or stalled|not finite' "$log" || true)
+  if [ -z "$acc" ]; then
+    echo "bench-scale-accuracy: $method at $B produced no accuracy; its log:" >&2
+    tail -5 "$log" >&2
+    acc=0
+  fi
+  echo "$model,$method,$B,$ranks,$per,$k,${peak:-},$acc,$diverged,$secs" >"$work/row-$method-$B"
+  printf '%-14s batch %5d (%d x %d x %d): peak lr %-10s accuracy %6.2f%%%s (%d s)\n' "$method" "$B" "$ranks" "$per" "$k" \
+    "${peak:-?}" "$(python3 -c "print(100 * $acc)")" "$([ "$diverged" -gt 0 ] && echo ' diverged' || true)" "$secs"
+}
+
+if [ -z "$cells" ]; then
+  for method in $methods; do for B in $batches; do cells+=" $method:$B"; done; done
+fi
+for cell in $cells; do method_args "${cell%%:*}" >/dev/null || exit 2; done
+running=0
+for cell in $cells; do
+  if [ "$running" -ge "$jobs" ]; then wait -n || true; running=$((running - 1)); fi
+  run_cell "${cell%%:*}" "${cell##*:}" &
+  running=$((running + 1))
+done
+wait
+for cell in $cells; do
+  row="$work/row-${cell%%:*}-${cell##*:}"
+  [ -f "$row" ] && cat "$row" >>"$csv"
 done
 
 python3 - "$csv" <<'PY'
@@ -153,7 +181,8 @@ for py in python3 /usr/bin/python3; do
   if "$py" -c 'import matplotlib' 2>/dev/null; then plot_python=$py; break; fi
 done
 if [ -n "$plot_python" ]; then
-  "$plot_python" "$here/plot_scale_accuracy.py" "$csv" "${csv%.csv}.png" && echo "plot: ${csv%.csv}.png"
+  band=5; [ "$model" = resnet20 ] && band=15  # ResNet-20's methods spread wider than LeNet-5's
+  "$plot_python" "$here/plot_scale_accuracy.py" "$csv" "${csv%.csv}.png" $band && echo "plot: ${csv%.csv}.png"
 else
   echo "no matplotlib (scripts/install-deps.sh --bench installs it): no plot"
 fi
