@@ -198,9 +198,12 @@ std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const All
     CommunicatorOptions options;
     options.label = label;
     options.device = setup.device;
-    return make_communicator(setup.backend, group, options);
+    std::shared_ptr<Communicator> made = make_communicator(setup.backend, group, options);
+    if (setup.communicators != nullptr) setup.communicators->push_back(made);
+    return made;
   };
-  std::shared_ptr<Communicator> world_comm = communicator(world.comm(), "world");
+  // Made only for the algorithms that use it: under NCCL each is a communicator init.
+  auto world_comm = [&] { return communicator(world.comm(), "world"); };
   auto compressed = [&](std::unique_ptr<AllreduceAlgorithm> inner) -> std::unique_ptr<AllreduceAlgorithm> {
     if (wire == DType::kF32 || world.size() == 1) return inner;
     return std::make_unique<CompressedAllreduce>(std::move(inner), wire, world.size());
@@ -218,15 +221,18 @@ std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const All
   };
   switch (setup.algorithm) {
     case AllreduceKind::kFlat:
-      return compressed(std::make_unique<FlatAllreduce>(world_comm));
+      return compressed(std::make_unique<FlatAllreduce>(world_comm()));
     case AllreduceKind::kRing:
-      return compressed(std::make_unique<RingAllreduce>(world_comm));
+      return compressed(std::make_unique<RingAllreduce>(world_comm()));
     case AllreduceKind::kHierarchical:
       return hierarchical();
-    case AllreduceKind::kAuto:
-      return std::make_unique<AutoAllreduce>(
-          compressed(std::make_unique<FlatAllreduce>(world_comm)), hierarchical(),
-          world.nodes() > 1 && world.local_size() > 1, world.nodes() > 1);
+    case AllreduceKind::kAuto: {
+      // In this order on every rank: making a communicator is collective.
+      std::unique_ptr<AllreduceAlgorithm> flat = compressed(std::make_unique<FlatAllreduce>(world_comm()));
+      std::unique_ptr<HierarchicalAllreduce> node_first = hierarchical();
+      return std::make_unique<AutoAllreduce>(std::move(flat), std::move(node_first),
+                                             world.nodes() > 1 && world.local_size() > 1, world.nodes() > 1);
+    }
   }
   throw std::logic_error("make_allreduce: unhandled AllreduceKind");
 }

@@ -144,6 +144,9 @@ struct AllreduceSetup {
   std::shared_ptr<SharedArena> arena;
   CommBackend backend = CommBackend::kMpi;  // of the world, intra and inter communicators
   Device device = Device::cpu();            // where the buffers live (nccl: cuda:local_rank)
+  // When set, receives every communicator the algorithm was built over (the watchdog's
+  // timeout handler aborts the NCCL ones: a stalled NCCL kernel ends only that way).
+  std::vector<std::weak_ptr<Communicator>>* communicators = nullptr;
 };
 
 // Builds the algorithm named in `setup` over communicators of the world's groups (world,

@@ -9,6 +9,7 @@
 #include "distributed/agreement.hpp"
 #include "distributed/allreduce.hpp"
 #include "distributed/grad_ready.hpp"
+#include "distributed/nccl_communicator.hpp"
 #include "distributed/gradient_reducer.hpp"
 #include "distributed/replica_check.hpp"
 #include "distributed/shared_arena.hpp"
@@ -32,10 +33,21 @@ DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const 
       shared = SharedArena::create(world.intra(), static_cast<int64_t>(store.grad_arena().nbytes()));
       store.rebind_grad_arena(shared->owner(), shared->data());
     }
-    std::shared_ptr<AllreduceAlgorithm> algorithm =
-        make_allreduce(world, {spec.allreduce, spec.compression, shared, spec.backend, device});
-    watchdog_ = std::make_unique<Watchdog>(WatchdogOptions{spec.stall_warning_s, spec.timeout_s},
-                                           world.rank(), ProgressBoard::create(world));
+    std::vector<std::weak_ptr<Communicator>> communicators;
+    std::shared_ptr<AllreduceAlgorithm> algorithm = make_allreduce(
+        world, {spec.allreduce, spec.compression, shared, spec.backend, device, &communicators});
+    // A bucket past distributed.timeout_s ends the job (exit 3); NCCL's communicators are
+    // aborted first, which stops their kernels and frees the thread waiting on them.
+    std::vector<std::weak_ptr<NcclCommunicator>> nccl;
+    for (const auto& weak : communicators)
+      if (auto comm = std::dynamic_pointer_cast<NcclCommunicator>(weak.lock())) nccl.push_back(comm);
+    Watchdog::Handler on_timeout;  // empty: abort_on_timeout
+    if (!nccl.empty())
+      on_timeout = abort_nccl_then(std::move(nccl), [timeout_s = spec.timeout_s](const StallReport& report) {
+        abort_on_timeout(report, timeout_s);
+      });
+    watchdog_ = std::make_unique<Watchdog>(WatchdogOptions{spec.stall_warning_s, spec.timeout_s}, world.rank(),
+                                           ProgressBoard::create(world), Watchdog::Handler{}, std::move(on_timeout));
     GradientReducerOptions options;
     options.bucket_mb = spec.bucket_mb;
     if (timeline)

@@ -202,6 +202,24 @@ TEST(Algorithms, HostOnlyPathsRefuseGpuBuffers) {
   EXPECT_THROW(HierarchicalAllreduce(local, local, nullptr, DType::kBF16).run(on_gpu, ReduceOp::kAvg), InputError);
 }
 
+// The communicators an algorithm runs over are reported, so the trainer's watchdog can abort
+// the NCCL ones on a timeout: flat has the world's, hierarchical the node's and the cross-node
+// one, auto both; each is alive as long as the algorithm.
+TEST(Algorithms, ReportTheCommunicatorsTheyRunOver) {
+  World world = World::create({});
+  for (const auto& [name, expected] : std::vector<std::pair<std::string, std::size_t>>{
+           {"flat", 1}, {"ring", 1}, {"hierarchical", 2}, {"auto", 3}}) {
+    std::vector<std::weak_ptr<Communicator>> made;
+    AllreduceSetup setup = spec_setup(name, "none", nullptr);
+    setup.communicators = &made;
+    auto algorithm = make_allreduce(world, setup);
+    ASSERT_EQ(made.size(), expected) << name;
+    for (const auto& weak : made) EXPECT_NE(weak.lock(), nullptr) << name;
+    algorithm.reset();
+    for (const auto& weak : made) EXPECT_EQ(weak.lock(), nullptr) << name << ": kept alive elsewhere";
+  }
+}
+
 TEST(Algorithms, UnknownNamesAreInputErrors) {
   World world = World::create({});
   EXPECT_THROW(make_allreduce(world, spec_setup("tree", "none", nullptr)), InputError);
