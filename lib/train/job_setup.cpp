@@ -14,6 +14,7 @@
 #include "core/log.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/collectives.hpp"
+#include "distributed/comm_backend.hpp"
 #include "distributed/mpi_check.hpp"
 #include "obs/timeline.hpp"
 #include "train/global_batch.hpp"
@@ -157,7 +158,10 @@ std::string describe_plan(const JobSetup& setup) {
   out << "  allreduce    : " << resolved_allreduce(s.distributed, w)
       << (s.distributed.allreduce == AllreduceKind::kAuto ? " (auto)" : "") << ", buckets of "
       << s.distributed.bucket_mb << " MB, compression " << to_string(s.distributed.compression)
-      << ", timeout " << s.distributed.timeout_s << " s\n";
+      << ", timeout " << s.distributed.timeout_s << " s";
+  if (w.size() > 1)  // the gradients' backend: NCCL for GPU memory under auto
+    out << ", over " << to_string(resolve_comm_backend(s.distributed.backend, setup.device.device));
+  out << "\n";
   out << "  training     : " << s.train.epochs << " epoch(s)";
   if (s.train.max_steps > 0) out << ", at most " << s.train.max_steps << " steps";
   out << "\n";

@@ -763,7 +763,7 @@ PY
       expect_ok 4 --config "$SRC/configs/quickstart.yaml" --set train.max_steps=30 --set distributed.ranks_per_node=2 \
         --set distributed.allreduce=$algo --set distributed.check_every_steps=1 --set distributed.bucket_mb=0.25 \
         --set output.metrics= --set output.model_dir="$WORK/model"
-      grep -q "allreduce    : $algo" "$WORK/out" || fail "algorithm $algo not used"
+      grep -q "allreduce    : $algo.*, over mpi$" "$WORK/out" || fail "algorithm $algo over MPI not used"
     done ;;
   dp_model_mismatch)
     # Two ranks that build different models (MPMD launch): a clear error, no hang.
@@ -1244,6 +1244,36 @@ PY
     grep -qE 'step 5 \(epoch 0\): the training loss (is not finite|is finite but a gradient is not) .*1 skipped so far' "$WORK/out" ||
       fail "no skip warning naming step 5"
     grep -qE '^\[done\] steps=12 .*skipped_steps=1' "$WORK/out" || fail "[done] does not count the skipped step" ;;
+  gpu_dp_matches_single_gpu)
+    # 2 ranks on 2 GPUs (NCCL averages each bucket after its backward's CUDA event) follow the
+    # loss curve of 1 GPU with twice the batch; the replica check runs after every step.
+    need_gpus 2
+    base=(--config "$SRC/configs/quickstart.yaml" --set device=cuda --set train.max_steps=40 --set train.log_every=1
+          --set train.eval_every_epochs=0 --set optimizer.lr_scaling=none --set optimizer.schedule=constant
+          --set data.synthetic.noise=1 --set output.metrics= --set output.model_dir="$WORK/model")
+    expect_ok 0 "${base[@]}" --set data.batch_size=64
+    step_losses >"$WORK/one.txt"
+    expect_ok 2 "${base[@]}" --set data.batch_size=32 --set distributed.check_every_steps=1 --set distributed.bucket_mb=0.25
+    grep -q 'allreduce    : .*, over nccl$' "$WORK/out" || fail "the plan does not say the gradients go over NCCL"
+    step_losses >"$WORK/two.txt"
+    python3 - "$WORK/one.txt" "$WORK/two.txt" <<'PY' || fail "loss curves differ"
+import re, sys
+curves = [[float(x) for x in re.findall(r"train_loss=([0-9.e+-]+)", open(f).read())] for f in sys.argv[1:]]
+assert len(curves[0]) == len(curves[1]) == 40, [len(c) for c in curves]
+worst = max(abs(a - b) / max(abs(a), 1e-3) for a, b in zip(*curves))
+print(f"max relative loss difference over 40 steps: {worst:.2e}")
+assert worst < 1e-3, worst
+PY
+    ;;
+  gpu_dp_hierarchical_replicas_identical)
+    # 4 ranks on 4 GPUs as 2 nodes x 2: the node phase and the cross-node phase over NCCL,
+    # replicas bitwise identical after every step, for each algorithm a GPU can run.
+    need_gpus 4
+    for algo in hierarchical flat auto; do
+      expect_ok 4 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set train.max_steps=30 \
+        --set distributed.ranks_per_node=2 --set distributed.allreduce=$algo --set distributed.check_every_steps=1 \
+        --set distributed.bucket_mb=0.25 --set output.metrics= --set output.model_dir="$WORK/model"
+    done ;;
   bench_allreduce_gpu)
     # `bench allreduce --device cuda`: on GPUs (one per rank) NCCL rows, exact sums and the
     # ncclAllReduce peer; without them, an exit-2 error with the CUDA runtime's reason.
