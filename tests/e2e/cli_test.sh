@@ -197,6 +197,21 @@ assert curves[0][-1] < 0.5 * curves[0][0], "did not learn"
 PY
 }
 # resume_bitwise NP [ARGS...]: 40 steps at once vs 15 steps, then the same job resumed to 40.
+# same_loss_curves A B STEPS: two runs' [step] lines hold STEPS losses each, equal to within
+# 1e-3 relative (float rounding of a different split of the batch), and the first run learned.
+same_loss_curves() {
+  python3 - "$1" "$2" "$3" <<'PY' || fail "loss curves differ"
+import re, sys
+curves = [[float(x) for x in re.findall(r"train_loss=([0-9.e+-]+)", open(f).read())] for f in sys.argv[1:3]]
+steps = int(sys.argv[3])
+assert len(curves[0]) == len(curves[1]) == steps, [len(c) for c in curves]
+worst = max(abs(a - b) / max(abs(a), 1e-3) for a, b in zip(*curves))
+print(f"max relative loss difference over {steps} steps: {worst:.2e}")
+assert worst < 1e-3, worst
+assert curves[0][-1] < 0.5 * curves[0][0], "did not learn"
+PY
+}
+
 # need_gpus N: skips the case (exit 77, the reason printed) unless this sdp-train has the
 # CUDA backend and the machine N GPUs.
 need_gpus() {
@@ -714,16 +729,7 @@ PY
     grep -oE '^\[step [0-9]+\].*train_loss=[0-9.e+-]+' "$WORK/out" | sed 's/ lr=.*//' >"$WORK/one.txt"
     expect_ok 2 "${base[@]}" --set data.batch_size=32
     grep -oE '^\[step [0-9]+\].*train_loss=[0-9.e+-]+' "$WORK/out" | sed 's/ lr=.*//' >"$WORK/two.txt"
-    python3 - "$WORK/one.txt" "$WORK/two.txt" <<'PY' || fail "loss curves differ"
-import re, sys
-curves = [[float(x) for x in re.findall(r"train_loss=([0-9.e+-]+)", open(f).read())] for f in sys.argv[1:]]
-assert len(curves[0]) == len(curves[1]) == 40, [len(c) for c in curves]
-worst = max(abs(a - b) / max(abs(a), 1e-3) for a, b in zip(*curves))
-print(f"max relative loss difference over 40 steps: {worst:.2e}")
-assert worst < 1e-3, worst
-assert curves[0][-1] < 0.5 * curves[0][0], "did not learn"
-PY
-    ;;
+    same_loss_curves "$WORK/one.txt" "$WORK/two.txt" 40 ;;
   accumulate_matches_ranks)
     # 1 rank x 2 micro-batches of 64 and 2 ranks x 64: the same global batch of 128, the same
     # samples per step, the same LR (linear scaling from the 64 reference: 0.04). The step's
@@ -1256,15 +1262,7 @@ PY
     expect_ok 2 "${base[@]}" --set data.batch_size=32 --set distributed.check_every_steps=1 --set distributed.bucket_mb=0.25
     grep -q 'allreduce    : .*, over nccl$' "$WORK/out" || fail "the plan does not say the gradients go over NCCL"
     step_losses >"$WORK/two.txt"
-    python3 - "$WORK/one.txt" "$WORK/two.txt" <<'PY' || fail "loss curves differ"
-import re, sys
-curves = [[float(x) for x in re.findall(r"train_loss=([0-9.e+-]+)", open(f).read())] for f in sys.argv[1:]]
-assert len(curves[0]) == len(curves[1]) == 40, [len(c) for c in curves]
-worst = max(abs(a - b) / max(abs(a), 1e-3) for a, b in zip(*curves))
-print(f"max relative loss difference over 40 steps: {worst:.2e}")
-assert worst < 1e-3, worst
-PY
-    ;;
+    same_loss_curves "$WORK/one.txt" "$WORK/two.txt" 40 ;;
   gpu_dp_hierarchical_replicas_identical)
     # 4 ranks on 4 GPUs as 2 nodes x 2: the node phase and the cross-node phase over NCCL,
     # replicas bitwise identical after every step, for each algorithm a GPU can run.
