@@ -91,7 +91,10 @@ void Trainer::start_replicas() {
   // Model state moves over a Communicator (the gradients' backend), not the control plane.
   CommunicatorOptions options;
   options.device = store.device();
-  world_comm_ = make_communicator(spec_.distributed.backend, world_.comm(), options);
+  // Agreed: a backend this rank cannot use (NCCL without a GPU) is one error, printed once.
+  run_on_all_ranks(world_.comm(), [&] {
+    world_comm_ = make_communicator(spec_.distributed.backend, world_.comm(), options);
+  });
   // Resume before the broadcasts below: they carry rank 0's restored weights and buffers.
   if (auto point = checkpointer_->resume(*world_comm_, steps_per_epoch_, *schedule_)) {
     step_ = point->position.step;
@@ -107,8 +110,10 @@ void Trainer::start_replicas() {
     MPI_Barrier(world_.comm());
     timeline_ = std::make_unique<Timeline>(world_.rank(), Clock::now());
   }
-  parallel_ = std::make_unique<DataParallel>(*parts_.model, spec_.distributed, world_,
-                                             spec_.train.accumulate_steps, timeline_.get());
+  run_on_all_ranks(world_.comm(), [&] {
+    parallel_ = std::make_unique<DataParallel>(*parts_.model, spec_.distributed, world_,
+                                               spec_.train.accumulate_steps, timeline_.get());
+  });
   if (timeline_) {
     // Room for every event of the run, allocated now: the step path never allocates. Per
     // step: step, gradient wait, optimizer, and data wait, forward, backward per micro-batch;

@@ -587,6 +587,13 @@ PY
     gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
     if [ "${gpus:-0}" -ge 2 ]; then echo "SKIP: this machine has $gpus GPUs, 2 ranks fit"; exit 0; fi
     expect_error 2 "device: cuda( needs one GPU per rank, but node .* runs 2 ranks and has [0-9]+ GPU|, but this sdp-train was built without)" validate --config "$SRC/configs/quickstart.yaml" --set device=cuda ;;
+  err_nccl_without_gpu)
+    # distributed.backend: nccl on ranks without a GPU: one error naming the key, exit 2 on
+    # every rank (the communicator is made under agreement), no hang.
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+    if [ "${gpus:-0}" -ge 1 ]; then echo "SKIP: this machine has $gpus GPU(s): NCCL can run"; exit 77; fi
+    expect_error 2 "communicator backend 'nccl' \('world', rank 0\) needs a GPU, but this process sees no CUDA device.*use distributed.backend: mpi|is not built into this sdp-train" \
+      --config "$SRC/configs/quickstart.yaml" --set distributed.backend=nccl --set threads=1 --set output.model_dir="$WORK/never" ;;
   err_amp_without_gpu)
     # device: auto with amp must not quietly train fp32 on the CPU (nor on a GPU node, until
     # mixed precision lands): an error on every rank, naming the key.
