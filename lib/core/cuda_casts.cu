@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/cuda_casts.hpp"
+#include "core/cuda_check_cuda.hpp"
 #include "core/error.hpp"
 #include "core/half_float.hpp"
 #include "core/grid_stride_cuda.hpp"
@@ -17,18 +18,10 @@ namespace {
 using cuda_grid::grid_for;
 using cuda_grid::kThreads;
 
-void check_launch(const char* what) {
-  const cudaError_t status = cudaGetLastError();
-  if (status != cudaSuccess)
-    throw RuntimeError(std::string("cast on the GPU: ") + what + " launch failed: " + cudaGetErrorString(status));
-}
 
 cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
 
-void check_cuda(cudaError_t status, const char* where) {
-  if (status != cudaSuccess)
-    throw RuntimeError(std::string(where) + ": " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
-}
+constexpr const char* kContext = "casts and checks on the GPU";
 
 __global__ void add_scale_kernel(float* dst, const float* src, int64_t n, float scale) {
   // reduce_kernels.cpp's add_scale_into: (d + s) * 1 is d + s exactly.
@@ -75,7 +68,7 @@ void from_f32(DType dtype, void* dst, const float* src, int64_t count, float sca
     default:
       throw RuntimeError(std::string("cast on the GPU: no cast from f32 to ") + dtype_name(dtype));
   }
-  check_launch("f32 cast");
+  check_launch("the f32 cast kernel launch", kContext);
 }
 
 void to_f32(DType dtype, float* dst, const void* src, int64_t count, float scale, void* stream) {
@@ -96,19 +89,19 @@ void to_f32(DType dtype, float* dst, const void* src, int64_t count, float scale
     default:
       throw RuntimeError(std::string("cast on the GPU: no cast from ") + dtype_name(dtype) + " to f32");
   }
-  check_launch("f32 cast");
+  check_launch("the f32 cast kernel launch", kContext);
 }
 
 void flag_nonfinite(const float* data, int64_t count, int* flag, void* stream) {
   if (count <= 0) return;
   flag_nonfinite_kernel<<<grid_for(count), kThreads, 0, as_stream(stream)>>>(data, count, flag);
-  check_launch("non-finite check");
+  check_launch("the non-finite check kernel launch", kContext);
 }
 
 void add_scale(float* dst, const float* src, int64_t count, float scale, void* stream) {
   if (count <= 0) return;
   add_scale_kernel<<<grid_for(count), kThreads, 0, as_stream(stream)>>>(dst, src, count, scale);
-  check_launch("gradient sum");
+  check_launch("the gradient sum kernel launch", kContext);
 }
 
 bool all_finite(const float* data, int64_t count, int device, void* stream) {
@@ -117,14 +110,13 @@ bool all_finite(const float* data, int64_t count, int device, void* stream) {
   // on the gradients every step).
   thread_local std::map<int, int*> flags;
   int*& flag = flags[device];
-  const std::string where = "the non-finite check on cuda:" + std::to_string(device);
-  if (flag == nullptr) check_cuda(cudaMalloc(&flag, sizeof(int)), where.c_str());
+  if (flag == nullptr) check_cuda(cudaMalloc(&flag, sizeof(int)), "cudaMalloc (non-finite flag)", kContext);
   const cudaStream_t s = as_stream(stream);
-  check_cuda(cudaMemsetAsync(flag, 0, sizeof(int), s), where.c_str());
+  check_cuda(cudaMemsetAsync(flag, 0, sizeof(int), s), "cudaMemsetAsync (non-finite flag)", kContext);
   flag_nonfinite(data, count, flag, stream);
   int host = 0;
-  check_cuda(cudaMemcpyAsync(&host, flag, sizeof(int), cudaMemcpyDeviceToHost, s), where.c_str());
-  check_cuda(cudaStreamSynchronize(s), where.c_str());
+  check_cuda(cudaMemcpyAsync(&host, flag, sizeof(int), cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync (non-finite flag)", kContext);
+  check_cuda(cudaStreamSynchronize(s), "cudaStreamSynchronize (non-finite check)", kContext);
   return host == 0;
 }
 

@@ -4,16 +4,10 @@
 #include <memory>
 #include <string>
 
+#include "core/cuda_check_cuda.hpp"
 #include "core/error.hpp"
 
 namespace sdp {
-
-namespace {
-void check(cudaError_t status, const char* call) {
-  if (status != cudaSuccess)
-    throw RuntimeError(std::string(call) + " failed: " + cudaGetErrorString(status));
-}
-}  // namespace
 
 // These helpers are synchronous with respect to every stream of the device, not only the
 // legacy default stream their calls go to: the layers compute on non-blocking streams
@@ -24,26 +18,26 @@ void check(cudaError_t status, const char* call) {
 // copy could read a layer's output before its kernel ran). They are setup and test paths
 // (initialization, checkpoints, test harnesses), never the step loop.
 std::shared_ptr<void> cuda_allocate(int ordinal, std::size_t bytes) {
-  check(cudaSetDevice(ordinal), "cudaSetDevice");
+  check_cuda(cudaSetDevice(ordinal), "cudaSetDevice");
   void* p = nullptr;
-  check(cudaMalloc(&p, bytes == 0 ? 256 : bytes), "cudaMalloc");
-  check(cudaMemset(p, 0, bytes), "cudaMemset");
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  check_cuda(cudaMalloc(&p, bytes == 0 ? 256 : bytes), "cudaMalloc");
+  check_cuda(cudaMemset(p, 0, bytes), "cudaMemset");
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
 }
 
 void cuda_zero(int ordinal, void* data, std::size_t bytes) {
-  check(cudaSetDevice(ordinal), "cudaSetDevice");
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  check(cudaMemset(data, 0, bytes), "cudaMemset");
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  check_cuda(cudaSetDevice(ordinal), "cudaSetDevice");
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  check_cuda(cudaMemset(data, 0, bytes), "cudaMemset");
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
 // cudaMemcpyDefault: unified addressing tells host from device pointers.
 void cuda_copy(void* dst, const void* src, std::size_t bytes) {
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
-  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
 }  // namespace sdp

@@ -6,18 +6,14 @@
 #include <string>
 #include <vector>
 
-#include "core/error.hpp"
+#include "core/cuda_check_cuda.hpp"
 #include "distributed/grad_ready.hpp"
 
 namespace sdp {
 
 namespace {
 
-void check(cudaError_t status, const char* call) {
-  if (status != cudaSuccess)
-    throw RuntimeError(std::string("gradient events: ") + call + " failed: " + cudaGetErrorName(status) + " (" +
-                       cudaGetErrorString(status) + ")");
-}
+void check(cudaError_t status, const char* call) { check_cuda(status, call, "gradient events"); }
 
 class CudaGradReady final : public GradReadyEvent {
  public:

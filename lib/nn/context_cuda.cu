@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/cuda_check_cuda.hpp"
 #include "core/device_memory.hpp"
 #include "core/error.hpp"
 #include "nn/context_cuda.hpp"
@@ -17,18 +18,9 @@ namespace sdp::nn {
 
 namespace cuda {
 
-void check(cudaError_t status, const char* call) {
-  if (status != cudaSuccess)
-    throw RuntimeError(std::string(call) + " failed: " + cudaGetErrorName(status) + " (" +
-                       cudaGetErrorString(status) + ")");
-}
+void check(cudaError_t status, const char* call) { check_cuda(status, call); }
 
-void check_launch(const char* kernel) {
-  const cudaError_t status = cudaGetLastError();
-  if (status != cudaSuccess)
-    throw RuntimeError(std::string("launch of ") + kernel + " failed: " + cudaGetErrorName(status) + " (" +
-                       cudaGetErrorString(status) + ")");
-}
+void check_launch(const char* kernel) { sdp::check_launch(kernel, "kernel launch"); }
 
 }  // namespace cuda
 

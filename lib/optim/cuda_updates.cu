@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <string>
 
+#include "core/cuda_check_cuda.hpp"
 #include "core/error.hpp"
 #include "optim/cuda_updates.hpp"
 #include "optim/update_rules.hpp"
@@ -24,10 +25,7 @@ constexpr int kThreads = 256;       // elementwise kernels
 constexpr int kNormThreads = 512;   // one block per tensor for the norms
 constexpr int kMaxBlocksPerRange = 1024;
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess)
-    throw RuntimeError(std::string("optimizer on the GPU: ") + what + " failed: " + cudaGetErrorString(status));
-}
+void check(cudaError_t status, const char* what) { check_cuda(status, what, "optimizer on the GPU"); }
 
 cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
 
