@@ -13,9 +13,13 @@ sgemm peak measured in the same run, and peak memory (max RSS) of each process.
 and cuBLAS calls; cudnn.benchmark off and on, the better counts; one sync per step in both,
 as sdp-train reads the loss every step). The peak is then PyTorch's fp32 matrix product on
 that GPU, measured in the same run.
+--precision amp-fp16 / amp-bf16 (GPU): sdp-train's mixed precision next to PyTorch's
+(torch.autocast to that dtype, with a GradScaler for fp16); the peak is then the 16-bit matrix
+product's.
 
   scripts/bench-train.sh [--rounds 3] [--steps 30] [--threads 2] [--rows mlp:128,lenet5:64]
   scripts/bench-train.sh --device cuda --rows resnet50:256,resnet20:128,lenet5:256
+  scripts/bench-train.sh --device cuda --precision amp-fp16 --rows resnet50:256,resnet20:128
 """
 import argparse
 import os
@@ -44,7 +48,7 @@ def run_child(cmd, env):
     return out, usage.ru_maxrss / 1024.0
 
 
-def sdp_images_per_sec(binary, model, batch, shape, steps, threads, ranks=1, device="cpu"):
+def sdp_images_per_sec(binary, model, batch, shape, steps, threads, ranks=1, device="cpu", precision="fp32"):
     """Median global images/s over the steps after warm-up (and, on several ranks, the
     median exposed communication time per step in ms), plus the max RSS."""
     c, h, w = shape
@@ -59,6 +63,7 @@ def sdp_images_per_sec(binary, model, batch, shape, steps, threads, ranks=1, dev
 model: {{name: {model}, num_classes: 10}}
 threads: {threads}
 device: {device}
+precision: {precision}
 data:
   format: synthetic
   batch_size: {batch}
@@ -80,7 +85,7 @@ output: {{model_dir: {tmp}/model, metrics: ""}}
     return statistics.median(rates[WARMUP:]), rss
 
 
-def torch_worker(model_name, batch, shape, steps, threads, device="cpu", benchmark=False):
+def torch_worker(model_name, batch, shape, steps, threads, device="cpu", benchmark=False, precision="fp32"):
     import torch
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     import torch_models
@@ -98,13 +103,22 @@ def torch_worker(model_name, batch, shape, steps, threads, device="cpu", benchma
     x = torch.randn(batch, *shape, device=device)
     y = torch.randint(0, 10, (batch,), device=device)
     loss_fn = torch.nn.CrossEntropyLoss()
+    amp_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(precision)
+    scaler = torch.amp.GradScaler("cuda", enabled=precision == "amp-fp16") if amp_dtype else None
     rates = []
     for i in range(steps + WARMUP):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
+        if amp_dtype is None:
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+        else:
+            with torch.autocast("cuda", dtype=amp_dtype):
+                loss = loss_fn(model(x), y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
         if device == "cuda":
             loss.item()  # the step's end, as sdp-train's loss read
         if i >= WARMUP:
@@ -112,12 +126,13 @@ def torch_worker(model_name, batch, shape, steps, threads, device="cpu", benchma
     print(f"images_per_sec={statistics.median(rates)} forward_flops={flops} params={params}")
 
 
-def torch_gpu_peak():
-    """fp32 (no TF32) matrix product rate of this GPU through PyTorch: the GPU rows' peak."""
+def torch_gpu_peak(precision="fp32"):
+    """fp32 (no TF32) or 16-bit matrix product rate of this GPU through PyTorch: the GPU rows' peak."""
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
-    a = torch.randn(8192, 8192, device="cuda")
-    b = torch.randn(8192, 8192, device="cuda")
+    dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(precision, torch.float32)
+    a = torch.randn(8192, 8192, device="cuda", dtype=dtype)
+    b = torch.randn(8192, 8192, device="cuda", dtype=dtype)
     for _ in range(3):
         a @ b
     torch.cuda.synchronize()
@@ -128,13 +143,13 @@ def torch_gpu_peak():
     print(f"gflops={10 * 2 * 8192 ** 3 / (time.perf_counter() - t0) / 1e9} gpu={torch.cuda.get_device_name()}")
 
 
-def torch_images_per_sec(model, batch, shape, steps, torch_threads, blas_threads, device="cpu"):
+def torch_images_per_sec(model, batch, shape, steps, torch_threads, blas_threads, device="cpu", precision="fp32"):
     """On the GPU blas_threads is cudnn.benchmark (0/1)."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(blas_threads if device == "cpu" else torch_threads),
                OMP_NUM_THREADS=str(torch_threads))
     shape_arg = "x".join(map(str, shape))
     out, rss = run_child([sys.executable, os.path.abspath(__file__), "--torch-worker", model, str(batch),
-                          shape_arg, str(steps), str(torch_threads), device, str(blas_threads)], env)
+                          shape_arg, str(steps), str(torch_threads), device, str(blas_threads), precision], env)
     values = dict(re.findall(r"(\w+)=([0-9.e+-]+)", out))
     return float(values["images_per_sec"]), rss, int(values["forward_flops"]), int(values["params"])
 
@@ -147,17 +162,21 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--rows", default="", help="e.g. mlp:128,lenet5:64 (default: the issue's five rows)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--torch-worker", nargs=7, help=argparse.SUPPRESS)
+    parser.add_argument("--precision", choices=["fp32", "amp-fp16", "amp-bf16"], default="fp32",
+                        help="mixed precision on both sides (--device cuda only)")
+    parser.add_argument("--torch-worker", nargs=8, help=argparse.SUPPRESS)
     parser.add_argument("--torch-peak", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.torch_worker:
-        model, batch, shape, steps, threads, device, benchmark = args.torch_worker
+        model, batch, shape, steps, threads, device, benchmark, precision = args.torch_worker
         torch_worker(model, int(batch), tuple(map(int, shape.split("x"))), int(steps), int(threads), device,
-                     benchmark == "1")
+                     benchmark == "1", precision)
         return
     if args.torch_peak:
-        torch_gpu_peak()
+        torch_gpu_peak(args.precision)
         return
+    if args.precision != "fp32" and args.device != "cuda":
+        parser.error("--precision amp-* needs --device cuda (the CPU backend trains in fp32)")
 
     rows = ROWS
     if args.rows:
@@ -168,15 +187,17 @@ def main():
     t = args.threads
     if args.device == "cuda":
         torch_configs = [(t, 0), (t, 1)]  # (torch threads, cudnn.benchmark)
-        out, _ = run_child([sys.executable, os.path.abspath(__file__), "--torch-peak"], dict(os.environ))
-        peak_name = f"PyTorch fp32 matmul peak on {re.search(r'gpu=(.*)', out).group(1)}"
+        out, _ = run_child([sys.executable, os.path.abspath(__file__), "--torch-peak", "--precision", args.precision],
+                           dict(os.environ))
+        peak_name = (f"PyTorch {'fp32' if args.precision == 'fp32' else args.precision[4:]} matmul peak on "
+                     f"{re.search(r'gpu=(.*)', out).group(1)}")
     else:
         torch_configs = sorted({(t, t), (1, t)})  # (torch threads, OpenBLAS threads)
         out, _ = run_child([args.binary, "bench", "gemm", "--threads", str(t)], dict(os.environ))
         peak_name = "oneDNN sgemm peak"
     peak = float(re.search(r"gflops=([0-9.]+)", out).group(1))
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}  host {os.uname().nodename}  {os.cpu_count()} cores  "
-          f"threads {t}  device {args.device}  {peak_name} {peak:.0f} GFLOP/s  rounds {args.rounds}  steps {args.steps}")
+          f"threads {t}  device {args.device}  precision {args.precision}  {peak_name} {peak:.0f} GFLOP/s  rounds {args.rounds}  steps {args.steps}")
     print(f"# command: {' '.join(sys.argv)}")
     header = (f"{'model':<9} {'batch':>5} {'sdp img/s':>10} {'torch img/s':>11} {'torch cfg':>9} {'ratio':>6} "
               f"{'sdp GFLOP/s':>11} {'%peak':>6} {'sdp RSS MB':>10} {'torch RSS MB':>12}")
@@ -186,11 +207,13 @@ def main():
         sdp_rates, torch_rates, sdp_rss, torch_rss = [], {}, 0.0, 0.0
         flops = 0
         for _ in range(args.rounds):  # alternate, so drift in the host's speed hits both
-            rate, rss = sdp_images_per_sec(args.binary, model, batch, shape, args.steps, t, device=args.device)
+            rate, rss = sdp_images_per_sec(args.binary, model, batch, shape, args.steps, t, device=args.device,
+                                           precision=args.precision)
             sdp_rates.append(rate)
             sdp_rss = max(sdp_rss, rss)
             for cfg in torch_configs:
-                rate, rss, flops, _ = torch_images_per_sec(model, batch, shape, args.steps, *cfg, device=args.device)
+                rate, rss, flops, _ = torch_images_per_sec(model, batch, shape, args.steps, *cfg, device=args.device,
+                                                           precision=args.precision)
                 torch_rates.setdefault(cfg, []).append(rate)
                 torch_rss = max(torch_rss, rss)
         sdp = statistics.median(sdp_rates)

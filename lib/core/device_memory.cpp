@@ -14,6 +14,7 @@ namespace sdp {
 std::shared_ptr<void> cuda_allocate(int ordinal, std::size_t bytes);
 void cuda_zero(int ordinal, void* data, std::size_t bytes);
 void cuda_copy(void* dst, const void* src, std::size_t bytes);
+std::shared_ptr<void> cuda_allocate_pinned_host(std::size_t bytes);
 #endif
 
 bool device_supported(const Device& device) {
@@ -40,6 +41,13 @@ std::shared_ptr<void> allocate_host(std::size_t bytes) {
   if (p == nullptr) throw std::bad_alloc();
   std::memset(p, 0, rounded);
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+std::shared_ptr<void> allocate_pinned_host(std::size_t bytes) {
+#ifdef SDP_HAVE_CUDA
+  if (std::shared_ptr<void> pinned = cuda_allocate_pinned_host(bytes)) return pinned;
+#endif
+  return allocate_host(bytes);
 }
 
 std::shared_ptr<void> allocate(const Device& device, std::size_t bytes) {

@@ -16,6 +16,10 @@ namespace sdp {
 std::shared_ptr<void> allocate(const Device& device, std::size_t bytes);
 // 64-byte aligned, zero-filled host allocation (allocate(Device::cpu(), bytes)).
 std::shared_ptr<void> allocate_host(std::size_t bytes);
+// Zero-filled host memory a GPU can copy from while the host goes on: page-locked
+// (cudaHostAlloc) in a build with the CUDA backend and a driver that grants it, ordinary
+// aligned host memory otherwise. For the batches a GPU model reads (data/batch.hpp).
+std::shared_ptr<void> allocate_pinned_host(std::size_t bytes);
 
 // zero_bytes and copy_bytes are synchronous: on a GPU they wait for every stream of the device
 // before and after (see device_memory_cuda.cpp), so they are for setup, checkpoints and tests.

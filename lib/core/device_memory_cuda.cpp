@@ -1,6 +1,7 @@
 // CUDA half of core/device_memory (built only with SDP_HAVE_CUDA).
 #include <cuda_runtime.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -24,6 +25,18 @@ std::shared_ptr<void> cuda_allocate(int ordinal, std::size_t bytes) {
   check_cuda(cudaMemset(p, 0, bytes), "cudaMemset");
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+}
+
+// Null when the driver refuses (no GPU, or the locked-memory limit): the caller falls back
+// to pageable memory, which is slower to copy from but works.
+std::shared_ptr<void> cuda_allocate_pinned_host(std::size_t bytes) {
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, bytes == 0 ? 64 : bytes, cudaHostAllocPortable) != cudaSuccess) {
+    cudaGetLastError();  // not sticky; clear it so the next check does not report it
+    return nullptr;
+  }
+  std::memset(p, 0, bytes);
+  return std::shared_ptr<void>(p, [](void* q) { cudaFreeHost(q); });
 }
 
 void cuda_zero(int ordinal, void* data, std::size_t bytes) {

@@ -98,6 +98,21 @@ bool Tensor::all_finite(void* stream) const {
   return non_finite == 0;
 }
 
+void Tensor::scale(float factor, void* stream) {
+  if (dtype_ != DType::kF32) throw std::invalid_argument("Tensor::scale: f32 only");
+  if (!device_.is_cpu()) {
+#ifdef SDP_HAVE_CUDA
+    if (device_.kind == DeviceKind::kCuda) return cuda_casts::to_f32(DType::kF32, data<float>(), raw(), numel(), factor, stream);
+#endif
+    throw std::invalid_argument("Tensor::scale: no kernel for tensors on " + device_.str());
+  }
+  (void)stream;
+  float* p = data<float>();
+  const int64_t n = numel();
+#pragma omp parallel for simd schedule(static) if (n >= (1 << 18))
+  for (int64_t i = 0; i < n; ++i) p[i] *= factor;
+}
+
 void Tensor::copy_from(const Tensor& other) {
   if (other.numel() != numel() || other.dtype() != dtype_)
     throw std::invalid_argument("Tensor::copy_from: " + shape_str(other.shape()) + " into " +

@@ -57,6 +57,9 @@ class Tensor {
   // the default stream) after the work queued there, and waits for its answer.
   bool all_finite(void* stream = nullptr) const;
   void copy_from(const Tensor& other);  // same numel and dtype; across devices too
+  // Every element times `factor` (f32), in place; on a GPU enqueued on `stream` (a
+  // cudaStream_t, null = the default stream) without waiting.
+  void scale(float factor, void* stream = nullptr);
 
  private:
   std::shared_ptr<void> owner_;

@@ -18,6 +18,7 @@ struct Batch {
   SampleCursor cursor;           // training: where this step's global batch starts
   SampleCursor next_cursor;      // training: checkpoint this after the step succeeded
   Tensor storage;                // reused across batches; grows, never shrinks
+  bool pinned = false;           // storage in page-locked memory (a GPU model copies it in async)
 
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
   // Points `images` at [b, c, h, w] of `storage`, reallocating only when it is too small.

@@ -17,6 +17,7 @@ TrainLoader::TrainLoader(const Dataset& dataset, const LoaderOptions& options)
     : assembler_(dataset, seeded(options.augment, options.seed)),
       sampler_(dataset.count, options.seed, options.rank, options.world, options.batch_size,
                options.accumulate),
+      pinned_(options.pinned),
       prefetcher_(options.prefetch) {}
 
 void TrainLoader::start(const SampleCursor& from, int64_t max_steps) {
@@ -32,6 +33,7 @@ void TrainLoader::start(const SampleCursor& from, int64_t max_steps) {
 bool TrainLoader::produce(Batch& batch) {
   if (produced_ >= limit_) return false;
   sampler_.batch_indices(cursor_, micro_, indices_);
+  batch.pinned = pinned_;
   assembler_.assemble(indices_, cursor_.epoch, batch);
   batch.step = produced_;
   batch.micro = micro_;

@@ -29,6 +29,7 @@ struct LoaderOptions {
   int world = 1;
   int prefetch = 2;        // batches prepared ahead; 0 = synchronous
   AugmentOptions augment;  // augment.seed is ignored: `seed` is used
+  bool pinned = false;     // images in page-locked memory, for a GPU model (core/device_memory.hpp)
 };
 
 class TrainLoader {
@@ -54,6 +55,7 @@ class TrainLoader {
 
   BatchAssembler assembler_;
   ShardedSampler sampler_;
+  bool pinned_;
   // Worker-side iteration state; written by start() only while no worker runs.
   SampleCursor cursor_;
   int64_t produced_ = 0, limit_ = 0;  // steps

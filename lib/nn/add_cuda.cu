@@ -3,6 +3,7 @@
 
 #include "nn/add_cuda.hpp"
 #include "nn/cuda_util_cuda.hpp"
+#include "nn/dtype_cuda.hpp"
 #include "nn/elementwise_rule.hpp"
 #include "core/grid_stride_cuda.hpp"
 
@@ -10,16 +11,16 @@ namespace sdp::nn {
 
 namespace {
 // y may be a (in place): each element is read before it is written by the same thread.
-__global__ void add_kernel(const float* a, const float* b, float* y, int64_t n) {
+template <class T>
+__global__ void add_kernel(const T* a, const T* b, T* y, int64_t n) {
   SDP_GRID_STRIDE(i, n)
-    y[i] = residual_add(a[i], b[i]);
+    y[i] = cuda::store_as<T>(residual_add(cuda::load_f32(a[i]), cuda::load_f32(b[i])));
 }
 }  // namespace
 
 TensorDesc AddCuda::configure(const TensorDesc& a, const TensorDesc& b, AddOutput output) {
-  if (a.shape != b.shape)
-    throw std::invalid_argument("Add: operand shapes " + shape_str(a.shape) + " and " + shape_str(b.shape) +
-                                " differ");
+  if (a.shape != b.shape || a.dtype != b.dtype)
+    throw std::invalid_argument("Add: operands " + a.str() + " and " + b.str() + " differ");
   require_cuda_layout(a, "Add");
   require_cuda_layout(b, "Add");
   output_ = output;
@@ -35,8 +36,12 @@ const TensorRef& AddCuda::forward(const TensorRef& a, const TensorRef& b) {
   const TensorRef& b_as_a = b_to_a_.convert(ctx_, b);
   if (output_ == AddOutput::kInPlace) out_.data = a.data;
   const int64_t n = a.desc.numel();
-  add_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::stream_of(ctx_)>>>(
-      a.as<const float>(), b_as_a.as<const float>(), out_.as<float>(), n);
+  cudaStream_t stream = cuda::stream_of(ctx_);
+  cuda::with_storage_type(a.desc.dtype, [&](auto tag) {
+    using T = cuda::storage_t<decltype(tag)>;
+    add_kernel<T><<<cuda::grid_for(n), cuda::kThreads, 0, stream>>>(a.as<const T>(), b_as_a.as<const T>(),
+                                                                    out_.as<T>(), n);
+  });
   cuda::check_launch("add_kernel");
   return out_;
 }

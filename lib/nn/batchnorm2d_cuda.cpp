@@ -26,9 +26,11 @@ TensorDesc BatchNorm2dCuda::configure(const TensorDesc& src, bool training) {
     throw std::invalid_argument("BatchNorm2d " + name_ + ": eps below cuDNN's minimum");
   training_ = training;
   const Device& device = src.device;
-  plain_src_ = TensorDesc::plain(src.shape, device);
+  plain_src_ = TensorDesc::plain(src.shape, device, src.dtype);
   src_to_plain_.configure(src, plain_src_);
-  impl_->x.set_nchw(src.shape);
+  // f16/bf16 activations (mixed precision) with f32 scale, shift and statistics: cuDNN
+  // derives the f32 parameter descriptor from the data's.
+  impl_->x.set_nchw(src.shape, src.dtype);
   cuda::check_cudnn(cudnnDeriveBNTensorDescriptor(impl_->bn.get(), impl_->x.get(), CUDNN_BATCHNORM_SPATIAL),
                     "cudnnDeriveBNTensorDescriptor");
   cuda::cudnn_handle(ctx_);  // created here, not in the step loop
@@ -55,7 +57,8 @@ const TensorRef& BatchNorm2dCuda::forward(const TensorRef& src) {
   cudnnHandle_t handle = cuda::cudnn_handle(ctx_);
   const float one = 1.0f, zero = 0.0f;
   x_plain_ = src_to_plain_.convert(ctx_, src).data;
-  float* y = out_.as<float>();
+  void* y = out_.data;
+  const DType dtype = plain_src_.dtype;
   const int64_t n = plain_src_.numel();
   cudaStream_t stream = cuda::stream_of(ctx_);
   // Arena views are re-read every call: the store may rebind its arenas.
@@ -65,7 +68,7 @@ const TensorRef& BatchNorm2dCuda::forward(const TensorRef& src) {
                           weight_->value.raw(), bias_->value.raw(), running_mean_->value.raw(),
                           running_var_->value.raw(), options_.eps),
                       "cudnnBatchNormalizationForwardInference");
-    if (options_.fuse_relu) cuda::relu_in_place(y, n, stream);
+    if (options_.fuse_relu) cuda::relu_in_place(dtype, y, n, stream);
     return out_;
   }
   // exponentialAverageFactor = momentum: running = factor * batch + (1 - factor) * running,
@@ -76,7 +79,7 @@ const TensorRef& BatchNorm2dCuda::forward(const TensorRef& src) {
                         running_mean_->value.raw(), running_var_->value.raw(), options_.eps, save_mean_.get(),
                         save_inv_var_.get()),
                     "cudnnBatchNormalizationForwardTraining");
-  if (options_.fuse_relu) cuda::relu_in_place_with_mask(y, relu_mask_.as<uint8_t>(), n, stream);
+  if (options_.fuse_relu) cuda::relu_in_place_with_mask(dtype, y, relu_mask_.as<uint8_t>(), n, stream);
   return out_;
 }
 
@@ -87,8 +90,8 @@ const TensorRef& BatchNorm2dCuda::backward(const TensorRef& diff_dst) {
   const float one = 1.0f, zero = 0.0f;
   const void* g = diff_dst.data;  // plain: the layout configure promised for the output
   if (options_.fuse_relu) {
-    cuda::relu_backward_from_mask(relu_mask_.as<const uint8_t>(), static_cast<const float*>(g),
-                                  diff_pre_relu_.as<float>(), plain_src_.numel(), cuda::stream_of(ctx_));
+    cuda::relu_backward_from_mask(plain_src_.dtype, relu_mask_.as<const uint8_t>(), g, diff_pre_relu_.get(),
+                                  plain_src_.numel(), cuda::stream_of(ctx_));
     g = diff_pre_relu_.get();
   }
   // alpha/beta for the data gradient and for the parameter gradients: 1 and 0, overwrite.

@@ -2,6 +2,7 @@
 #include "nn/context.hpp"
 
 #include <stdexcept>
+#include <string>
 
 #include "nn/context_cuda.hpp"
 #include "nn/layer_factory.hpp"
@@ -15,6 +16,10 @@ std::shared_ptr<Stream> make_stream(const Device& device) {
   if (device.kind == DeviceKind::kCuda) return make_cuda_stream(device);
 #endif
   throw_no_implementation("Stream", device);
+}
+
+void Stream::cast_from_f32(void* /*dst*/, DType dtype, const float* /*src*/, int64_t /*count*/) {
+  throw std::invalid_argument(std::string("this device computes in f32 only, not ") + dtype_name(dtype));
 }
 
 void convert_layout(Context& ctx, const TensorRef& src, const TensorRef& dst) {

@@ -30,6 +30,16 @@ class Stream {
   // Copies `bytes` of host memory into this device's memory at `dst`, ordered after the work
   // queued so far. Returns once `src` may be reused (CUDA stages pageable memory first).
   virtual void copy_from_host(void* dst, const void* src, std::size_t bytes) = 0;
+  // Starts copying `bytes` of host memory into this device's memory at `dst` on a side copy
+  // stream and returns at once when `src` is page-locked (pageable memory is staged first),
+  // so the copy runs while this stream computes. The work queued here after the next
+  // wait_for_prefetch() sees the bytes; until then neither `src` nor `dst` may be touched.
+  // The default (the CPU's) copies right away.
+  virtual void prefetch_from_host(void* dst, const void* src, std::size_t bytes) { copy_from_host(dst, src, bytes); }
+  virtual void wait_for_prefetch() {}
+  // dst[i] = dtype(src[i]) for `count` elements in this device's memory (a model's f32 input
+  // into its compute dtype under mixed precision). Only the CUDA stream has 16-bit compute.
+  virtual void cast_from_f32(void* dst, DType dtype, const float* src, int64_t count);
 };
 
 // Creates the stream for `device`; throws sdp::Error when this build has no backend for it.

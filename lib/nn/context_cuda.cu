@@ -6,11 +6,13 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/cuda_casts.hpp"
 #include "core/cuda_check_cuda.hpp"
 #include "core/device_memory.hpp"
 #include "core/error.hpp"
 #include "nn/context_cuda.hpp"
 #include "nn/cuda_util_cuda.hpp"
+#include "nn/dtype_cuda.hpp"
 #include "nn/layout_rule.hpp"
 #include "core/grid_stride_cuda.hpp"
 
@@ -37,10 +39,27 @@ class CudaStream final : public Stream {
     cuda::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   }
   ~CudaStream() override {
+    if (copy_stream_ != nullptr) {
+      cudaStreamSynchronize(copy_stream_);
+      cudaEventDestroy(copied_);
+      cudaStreamDestroy(copy_stream_);
+    }
     if (stream_ == nullptr) return;
     cudaStreamSynchronize(stream_);  // nothing to report from a destructor
     attachments_.clear();            // library handles bound to the stream go before it
     cudaStreamDestroy(stream_);
+  }
+  void prefetch_from_host(void* dst, const void* src, std::size_t bytes) override {
+    if (copy_stream_ == nullptr) {  // made at the first prefetch: most contexts never prefetch
+      cuda::check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+      cuda::check(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    }
+    if (bytes > 0)
+      cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, copy_stream_), "cudaMemcpyAsync");
+    cuda::check(cudaEventRecord(copied_, copy_stream_), "cudaEventRecord");
+  }
+  void wait_for_prefetch() override {
+    if (copy_stream_ != nullptr) cuda::check(cudaStreamWaitEvent(stream_, copied_, 0), "cudaStreamWaitEvent");
   }
   void synchronize() override { cuda::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
   void* native_handle() override { return stream_; }
@@ -48,16 +67,22 @@ class CudaStream final : public Stream {
     if (bytes == 0) return;
     cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
   }
+  void cast_from_f32(void* dst, DType dtype, const float* src, int64_t count) override {
+    cuda_casts::from_f32(dtype, dst, src, count, 1.0f, stream_);
+  }
   cudaStream_t get() const { return stream_; }
   std::shared_ptr<void>& attachment(const std::string& key) { return attachments_[key]; }
 
  private:
   std::map<std::string, std::shared_ptr<void>> attachments_;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t copy_stream_ = nullptr;  // input prefetches (prefetch_from_host)
+  cudaEvent_t copied_ = nullptr;        // the last prefetch's end on copy_stream_
 };
 
 // NCHW <-> NHWC, one thread per element of the destination (layout_rule.hpp's index map).
-__global__ void nchw_nhwc_kernel(const float* src, float* dst, int64_t n, int64_t c, int64_t hw, bool to_nhwc) {
+template <class T>
+__global__ void nchw_nhwc_kernel(const T* src, T* dst, int64_t n, int64_t c, int64_t hw, bool to_nhwc) {
   const int64_t total = n * c * hw;
   SDP_GRID_STRIDE(i, total)
     dst[i] = src[channels_last_source(i, c, hw, to_nhwc)];
@@ -86,9 +111,9 @@ std::shared_ptr<Stream> make_cuda_stream(const Device& device) {
 }
 
 void require_cuda_layout(const TensorDesc& desc, const std::string& who) {
-  if (desc.device.is_cpu() || desc.dtype != DType::kF32 || desc.layout == Layout::kBackend)
-    throw std::invalid_argument(who + ": the CUDA layers take f32 tensors in the plain or channels_last layout on "
-                                "a CUDA device, got " + desc.str());
+  if (desc.device.is_cpu() || desc.layout == Layout::kBackend)
+    throw std::invalid_argument(who + ": the CUDA layers take f32, f16 or bf16 tensors in the plain or "
+                                "channels_last layout on a CUDA device, got " + desc.str());
   if (desc.layout == Layout::kChannelsLast && desc.shape.size() != 4)
     throw std::invalid_argument(who + ": channels_last needs a 4-D tensor, got " + desc.str());
 }
@@ -96,19 +121,23 @@ void require_cuda_layout(const TensorDesc& desc, const std::string& who) {
 void convert_layout_cuda(Context& ctx, const TensorRef& src, const TensorRef& dst) {
   require_cuda_layout(src.desc, "convert_layout");
   require_cuda_layout(dst.desc, "convert_layout");
+  if (src.desc.dtype != dst.desc.dtype)
+    throw std::invalid_argument("convert_layout: " + src.desc.str() + " -> " + dst.desc.str() + " changes the dtype");
   cudaStream_t s = cuda::stream_of(ctx);
   const int64_t total = src.desc.numel();
   if (total == 0) return;
   if (src.desc.layout == dst.desc.layout) {
     if (src.data != dst.data)
-      cuda::check(cudaMemcpyAsync(dst.data, src.data, static_cast<std::size_t>(total) * sizeof(float),
-                                  cudaMemcpyDeviceToDevice, s),
+      cuda::check(cudaMemcpyAsync(dst.data, src.data, src.desc.nbytes(), cudaMemcpyDeviceToDevice, s),
                   "cudaMemcpyAsync");
     return;
   }
   const Shape& d = src.desc.shape;  // 4-D: require_cuda_layout checked channels_last's rank
-  nchw_nhwc_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, s>>>(
-      src.as<const float>(), dst.as<float>(), d[0], d[1], d[2] * d[3], dst.desc.layout == Layout::kChannelsLast);
+  cuda::with_storage_type(src.desc.dtype, [&](auto tag) {
+    using T = cuda::storage_t<decltype(tag)>;
+    nchw_nhwc_kernel<T><<<cuda::grid_for(total), cuda::kThreads, 0, s>>>(
+        src.as<const T>(), dst.as<T>(), d[0], d[1], d[2] * d[3], dst.desc.layout == Layout::kChannelsLast);
+  });
   cuda::check_launch("nchw_nhwc_kernel");
 }
 
@@ -126,7 +155,7 @@ void* CudaBuffer::reserve(const Device& device, std::size_t bytes) {
 }
 
 void CudaLayoutAdapter::configure(const TensorDesc& from, const TensorDesc& to) {
-  if (from.shape != to.shape) throw std::invalid_argument("CudaLayoutAdapter: " + from.str() + " -> " + to.str());
+  if (from.shape != to.shape || from.dtype != to.dtype) throw std::invalid_argument("CudaLayoutAdapter: " + from.str() + " -> " + to.str());
   require_cuda_layout(from, "CudaLayoutAdapter");
   require_cuda_layout(to, "CudaLayoutAdapter");
   needed_ = from.layout != to.layout;

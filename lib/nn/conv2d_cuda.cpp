@@ -5,8 +5,11 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
+#include "core/cuda_casts.hpp"
 #include "core/error.hpp"
+#include "nn/channel_sum_cuda.hpp"
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/cudnn_cuda.hpp"
 #include "nn/relu_kernels_cuda.hpp"
@@ -29,18 +32,21 @@ constexpr std::size_t kMaxWorkspaceBytes = std::size_t{512} << 20;
 
 // Among cuDNN's ranked candidates (fastest first by its heuristics): the first that is
 // supported, fits kMaxWorkspaceBytes, is deterministic (same bits every run, like the CPU)
-// and not on TF32 tensor cores; failing a deterministic one, the first supported one.
+// and, for f32 data, not on TF32 tensor cores; failing a deterministic one, the first
+// supported one. f16/bf16 data (mixed precision) takes tensor-core candidates.
 template <class Perf>
-const Perf& pick(const Perf* perf, int count, const std::string& what) {
+const Perf& pick(const Perf* perf, int count, DType dtype, const std::string& what) {
   const Perf* fallback = nullptr;
   for (int i = 0; i < count; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspaceBytes) continue;
-    if (perf[i].mathType == CUDNN_TENSOR_OP_MATH || perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+    if (dtype == DType::kF32 &&
+        (perf[i].mathType == CUDNN_TENSOR_OP_MATH || perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
     if (perf[i].determinism == CUDNN_DETERMINISTIC) return perf[i];
     if (fallback == nullptr) fallback = &perf[i];
   }
-  if (fallback == nullptr) throw RuntimeError(what + ": cuDNN offers no f32 algorithm for this shape");
+  if (fallback == nullptr)
+    throw RuntimeError(what + ": cuDNN offers no " + dtype_name(dtype) + " algorithm for this shape");
   return *fallback;
 }
 
@@ -50,8 +56,11 @@ struct Conv2dCuda::Impl {
   cuda::TensorDescriptor x, y, bias;
   cuda::FilterDescriptor w;
   cuda::ConvolutionDescriptor conv;
-  std::map<Shape, ConvAlgorithms> cache;  // by plain input shape
+  std::map<std::pair<Shape, DType>, ConvAlgorithms> cache;  // by plain input shape and dtype
   ConvAlgorithms algos;
+  // Mixed precision: the f32 parameters cast to the compute dtype at each forward, and the
+  // weight gradient in that dtype before it is widened into the f32 gradient arena.
+  CudaBuffer weight_lp, bias_lp, weight_grad_lp;
 };
 
 Conv2dCuda::Conv2dCuda(Context& ctx, std::string name, const Conv2dOptions& options)
@@ -65,8 +74,9 @@ TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
   const Shape out = output_shape(src.shape);
   training_ = training;
   const Device& device = src.device;
-  plain_src_ = TensorDesc::plain(src.shape, device);
-  plain_dst_ = TensorDesc::plain(out, device);
+  const DType dtype = src.dtype;
+  plain_src_ = TensorDesc::plain(src.shape, device, dtype);
+  plain_dst_ = TensorDesc::plain(out, device, dtype);
   TensorDesc dst = plain_dst_;
   if (o.channels_last) dst.layout = Layout::kChannelsLast;
   src_to_plain_.configure(src, plain_src_);
@@ -77,13 +87,19 @@ TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
   none_ = {src, nullptr};
 
   Impl& d = *impl_;
-  d.x.set_nchw(src.shape);
-  d.y.set_nchw(out);
-  d.w.set_oihw(o.out_channels, o.in_channels, o.kernel, o.kernel);
-  d.conv.set(o.padding, o.stride);
-  if (o.bias) d.bias.set_channels(o.out_channels);
+  d.x.set_nchw(src.shape, dtype);
+  d.y.set_nchw(out, dtype);
+  d.w.set_oihw(o.out_channels, o.in_channels, o.kernel, o.kernel, dtype);
+  d.conv.set(o.padding, o.stride, dtype);
+  if (o.bias) d.bias.set_channels(o.out_channels, dtype);
+  if (dtype != DType::kF32) {
+    const std::size_t element = dtype_size(dtype);
+    d.weight_lp.reserve(device, static_cast<std::size_t>(weight_->value.numel()) * element);
+    if (training) d.weight_grad_lp.reserve(device, static_cast<std::size_t>(weight_->value.numel()) * element);
+    if (bias_) d.bias_lp.reserve(device, static_cast<std::size_t>(o.out_channels) * element);
+  }
   cudnnHandle_t handle = cuda::cudnn_handle(ctx_);
-  auto cached = d.cache.find(src.shape);
+  auto cached = d.cache.find({src.shape, dtype});
   if (cached == d.cache.end()) {
     ConvAlgorithms a;
     const std::string what = "Conv2d " + name_;
@@ -92,7 +108,7 @@ TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
     cuda::check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(handle, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
                                                              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, fwd),
                       "cudnnGetConvolutionForwardAlgorithm_v7");
-    a.forward = pick(fwd, count, what).algo;
+    a.forward = pick(fwd, count, dtype, what).algo;
     std::size_t bytes = 0;
     cuda::check_cudnn(cudnnGetConvolutionForwardWorkspaceSize(handle, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
                                                               a.forward, &bytes),
@@ -103,7 +119,7 @@ TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
                                                                     d.w.get(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
                                                                     &count, bwf),
                       "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-    a.backward_filter = pick(bwf, count, what).algo;
+    a.backward_filter = pick(bwf, count, dtype, what).algo;
     cuda::check_cudnn(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, d.x.get(), d.y.get(), d.conv.get(),
                                                                      d.w.get(), a.backward_filter, &bytes),
                       "cudnnGetConvolutionBackwardFilterWorkspaceSize");
@@ -113,12 +129,12 @@ TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
                                                                   d.x.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
                                                                   &count, bwd),
                       "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-    a.backward_data = pick(bwd, count, what).algo;
+    a.backward_data = pick(bwd, count, dtype, what).algo;
     cuda::check_cudnn(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, d.w.get(), d.y.get(), d.conv.get(),
                                                                    d.x.get(), a.backward_data, &bytes),
                       "cudnnGetConvolutionBackwardDataWorkspaceSize");
     a.workspace_bytes = std::max(a.workspace_bytes, bytes);
-    cached = d.cache.emplace(src.shape, a).first;
+    cached = d.cache.emplace(std::make_pair(src.shape, dtype), a).first;
   }
   d.algos = cached->second;
   cuda::reserve_cudnn_workspace(ctx_, d.algos.workspace_bytes);
@@ -140,15 +156,27 @@ const TensorRef& Conv2dCuda::forward(const TensorRef& src) {
   const cuda::Workspace ws = cuda::cudnn_workspace(ctx_);
   const float one = 1.0f, zero = 0.0f;
   x_plain_ = src_to_plain_.convert(ctx_, src).data;
-  float* y = dst_plain_.as<float>();
-  // Arena views are re-read every call: the store may rebind its arenas.
-  cuda::check_cudnn(cudnnConvolutionForward(handle, &one, d.x.get(), x_plain_, d.w.get(), weight_->value.raw(),
-                                            d.conv.get(), d.algos.forward, ws.data, ws.bytes, &zero, d.y.get(), y),
+  void* y = dst_plain_.get();
+  cudaStream_t stream = cuda::stream_of(ctx_);
+  const DType dtype = plain_dst_.dtype;
+  // Arena views are re-read every call: the store may rebind its arenas. Under mixed
+  // precision the weights are cast here, after the optimizer's last update.
+  const void* w = weight_->value.raw();
+  const void* b = bias_ ? bias_->value.raw() : nullptr;
+  if (dtype != DType::kF32) {
+    cuda_casts::from_f32(dtype, d.weight_lp.get(), weight_->value.data<float>(), weight_->value.numel(), 1.0f, stream);
+    w = d.weight_lp.get();
+    if (bias_) {
+      cuda_casts::from_f32(dtype, d.bias_lp.get(), bias_->value.data<float>(), bias_->value.numel(), 1.0f, stream);
+      b = d.bias_lp.get();
+    }
+  }
+  cuda::check_cudnn(cudnnConvolutionForward(handle, &one, d.x.get(), x_plain_, d.w.get(), w, d.conv.get(),
+                                            d.algos.forward, ws.data, ws.bytes, &zero, d.y.get(), y),
                     "cudnnConvolutionForward");
   if (bias_)
-    cuda::check_cudnn(cudnnAddTensor(handle, &one, d.bias.get(), bias_->value.raw(), &one, d.y.get(), y),
-                      "cudnnAddTensor");
-  if (options_.fuse_relu) cuda::relu_in_place(y, plain_dst_.numel(), cuda::stream_of(ctx_));
+    cuda::check_cudnn(cudnnAddTensor(handle, &one, d.bias.get(), b, &one, d.y.get(), y), "cudnnAddTensor");
+  if (options_.fuse_relu) cuda::relu_in_place(dtype, y, plain_dst_.numel(), stream);
   out_.data = dst_out_.convert(ctx_, {plain_dst_, y}).data;
   return out_;
 }
@@ -160,25 +188,38 @@ const TensorRef& Conv2dCuda::backward(const TensorRef& diff_dst) {
   const cuda::Workspace ws = cuda::cudnn_workspace(ctx_);
   const float one = 1.0f, zero = 0.0f;
   const void* g = diff_dst_to_plain_.convert(ctx_, diff_dst).data;
+  cudaStream_t stream = cuda::stream_of(ctx_);
+  const DType dtype = plain_dst_.dtype;
+  const bool low_precision = dtype != DType::kF32;
   if (options_.fuse_relu) {
     // ReLU'(pre-activation) == (output > 0): the plain output of forward is all it needs.
-    cuda::relu_backward_from_output(dst_plain_.as<const float>(), static_cast<const float*>(g),
-                                    diff_pre_relu_.as<float>(), plain_dst_.numel(), cuda::stream_of(ctx_));
+    cuda::relu_backward_from_output(dtype, dst_plain_.get(), g, diff_pre_relu_.get(), plain_dst_.numel(), stream);
     g = diff_pre_relu_.get();
   }
   // Weight gradient first so the hook can start reducing it while the input gradient runs;
-  // beta = 0 overwrites it, as the Layer contract says.
+  // beta = 0 overwrites it, as the Layer contract says. Mixed precision: cuDNN writes it in
+  // the compute dtype (its convolutions take one data type) and it is widened into the arena.
+  void* dw = low_precision ? d.weight_grad_lp.get() : weight_->grad.raw();
   cuda::check_cudnn(cudnnConvolutionBackwardFilter(handle, &one, d.x.get(), x_plain_, d.y.get(), g, d.conv.get(),
-                                                   d.algos.backward_filter, ws.data, ws.bytes, &zero, d.w.get(),
-                                                   weight_->grad.raw()),
+                                                   d.algos.backward_filter, ws.data, ws.bytes, &zero, d.w.get(), dw),
                     "cudnnConvolutionBackwardFilter");
-  if (bias_)
-    cuda::check_cudnn(cudnnConvolutionBackwardBias(handle, &one, d.y.get(), g, &zero, d.bias.get(), bias_->grad.raw()),
-                      "cudnnConvolutionBackwardBias");
+  if (low_precision)
+    cuda_casts::to_f32(dtype, weight_->grad.data<float>(), dw, weight_->grad.numel(), 1.0f, stream);
+  if (bias_) {
+    const Shape& y = plain_dst_.shape;
+    // cuDNN's bias gradient takes no bf16: 16-bit gradients are summed by our kernel, in f32
+    // straight into the arena.
+    if (low_precision)
+      cuda::channel_sums(dtype, g, bias_->grad.data<float>(), y[0], y[1], y[2] * y[3], stream);
+    else
+      cuda::check_cudnn(cudnnConvolutionBackwardBias(handle, &one, d.y.get(), g, &zero, d.bias.get(), bias_->grad.raw()),
+                        "cudnnConvolutionBackwardBias");
+  }
   grads_ready();
 
   if (!needs_input_grad_) return none_;
-  cuda::check_cudnn(cudnnConvolutionBackwardData(handle, &one, d.w.get(), weight_->value.raw(), d.y.get(), g,
+  const void* w = low_precision ? d.weight_lp.get() : weight_->value.raw();  // as forward saw it
+  cuda::check_cudnn(cudnnConvolutionBackwardData(handle, &one, d.w.get(), w, d.y.get(), g,
                                                  d.conv.get(), d.algos.backward_data, ws.data, ws.bytes, &zero,
                                                  d.x.get(), diff_src_plain_.get()),
                     "cudnnConvolutionBackwardData");

@@ -61,15 +61,24 @@ TensorDescriptor::TensorDescriptor() {
 }
 TensorDescriptor::~TensorDescriptor() { cudnnDestroyTensorDescriptor(desc_); }
 
-void TensorDescriptor::set_nchw(const Shape& shape) {
+cudnnDataType_t cudnn_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return CUDNN_DATA_FLOAT;
+    case DType::kF16: return CUDNN_DATA_HALF;
+    case DType::kBF16: return CUDNN_DATA_BFLOAT16;
+  }
+  throw std::logic_error(std::string("no cuDNN type for ") + dtype_name(dtype));
+}
+
+void TensorDescriptor::set_nchw(const Shape& shape, DType dtype) {
   if (shape.size() != 4) throw std::invalid_argument("cuDNN tensor: expected [N, C, H, W], got " + shape_str(shape));
-  check_cudnn(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, to_int(shape[0], "N"),
+  check_cudnn(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, cudnn_type(dtype), to_int(shape[0], "N"),
                                          to_int(shape[1], "C"), to_int(shape[2], "H"), to_int(shape[3], "W")),
               "cudnnSetTensor4dDescriptor");
 }
 
-void TensorDescriptor::set_channels(int64_t channels) {
-  check_cudnn(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, to_int(channels, "C"), 1, 1),
+void TensorDescriptor::set_channels(int64_t channels, DType dtype) {
+  check_cudnn(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, cudnn_type(dtype), 1, to_int(channels, "C"), 1, 1),
               "cudnnSetTensor4dDescriptor");
 }
 
@@ -78,8 +87,8 @@ FilterDescriptor::FilterDescriptor() {
 }
 FilterDescriptor::~FilterDescriptor() { cudnnDestroyFilterDescriptor(desc_); }
 
-void FilterDescriptor::set_oihw(int out, int in, int kh, int kw) {
-  check_cudnn(cudnnSetFilter4dDescriptor(desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, out, in, kh, kw),
+void FilterDescriptor::set_oihw(int out, int in, int kh, int kw, DType dtype) {
+  check_cudnn(cudnnSetFilter4dDescriptor(desc_, cudnn_type(dtype), CUDNN_TENSOR_NCHW, out, in, kh, kw),
               "cudnnSetFilter4dDescriptor");
 }
 
@@ -88,11 +97,12 @@ ConvolutionDescriptor::ConvolutionDescriptor() {
 }
 ConvolutionDescriptor::~ConvolutionDescriptor() { cudnnDestroyConvolutionDescriptor(desc_); }
 
-void ConvolutionDescriptor::set(int padding, int stride) {
+void ConvolutionDescriptor::set(int padding, int stride, DType data) {
   check_cudnn(cudnnSetConvolution2dDescriptor(desc_, padding, padding, stride, stride, 1, 1, CUDNN_CROSS_CORRELATION,
                                               CUDNN_DATA_FLOAT),
               "cudnnSetConvolution2dDescriptor");
-  check_cudnn(cudnnSetConvolutionMathType(desc_, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
+  check_cudnn(cudnnSetConvolutionMathType(desc_, data == DType::kF32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH),
+              "cudnnSetConvolutionMathType");
 }
 
 PoolingDescriptor::PoolingDescriptor() {

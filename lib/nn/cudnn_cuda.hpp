@@ -34,10 +34,10 @@ class TensorDescriptor {
   ~TensorDescriptor();
   TensorDescriptor(const TensorDescriptor&) = delete;
   TensorDescriptor& operator=(const TensorDescriptor&) = delete;
-  // f32 NCHW of a 4-D shape ([N, C, H, W]).
-  void set_nchw(const Shape& shape);
-  // f32 [1, C, 1, 1] (a per-channel bias).
-  void set_channels(int64_t channels);
+  // NCHW of a 4-D shape ([N, C, H, W]).
+  void set_nchw(const Shape& shape, DType dtype = DType::kF32);
+  // [1, C, 1, 1] (a per-channel bias).
+  void set_channels(int64_t channels, DType dtype = DType::kF32);
   cudnnTensorDescriptor_t get() const { return desc_; }
 
  private:
@@ -50,8 +50,8 @@ class FilterDescriptor {
   ~FilterDescriptor();
   FilterDescriptor(const FilterDescriptor&) = delete;
   FilterDescriptor& operator=(const FilterDescriptor&) = delete;
-  // f32 OIHW (PyTorch's layout, as the arena holds it).
-  void set_oihw(int out, int in, int kh, int kw);
+  // OIHW (PyTorch's layout, as the arena holds it).
+  void set_oihw(int out, int in, int kh, int kw, DType dtype = DType::kF32);
   cudnnFilterDescriptor_t get() const { return desc_; }
 
  private:
@@ -64,9 +64,10 @@ class ConvolutionDescriptor {
   ~ConvolutionDescriptor();
   ConvolutionDescriptor(const ConvolutionDescriptor&) = delete;
   ConvolutionDescriptor& operator=(const ConvolutionDescriptor&) = delete;
-  // Cross-correlation (PyTorch's convolution) in f32 with CUDNN_FMA_MATH: no TF32 tensor
-  // cores (CUDNN_DEFAULT_MATH allows TF32 for f32 data on A100 and later).
-  void set(int padding, int stride);
+  // Cross-correlation (PyTorch's convolution), accumulated in f32. f32 data: CUDNN_FMA_MATH,
+  // no TF32 tensor cores (CUDNN_DEFAULT_MATH allows TF32 for f32 data on A100 and later).
+  // f16/bf16 data (mixed precision): tensor-core math, which is what it is for.
+  void set(int padding, int stride, DType data = DType::kF32);
   cudnnConvolutionDescriptor_t get() const { return desc_; }
 
  private:
@@ -88,5 +89,7 @@ class PoolingDescriptor {
 
 // int arguments of cuDNN's 4-D descriptors; throws for a dimension past INT_MAX.
 int to_int(int64_t value, const char* what);
+// cuDNN's name for an element type (f32, f16, bf16).
+cudnnDataType_t cudnn_type(DType dtype);
 
 }  // namespace sdp::nn::cuda

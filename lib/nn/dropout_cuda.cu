@@ -2,6 +2,7 @@
 #include <stdexcept>
 
 #include "nn/cuda_util_cuda.hpp"
+#include "nn/dtype_cuda.hpp"
 #include "nn/dropout_cuda.hpp"
 #include "nn/dropout_rule.hpp"
 #include "core/grid_stride_cuda.hpp"
@@ -9,9 +10,20 @@
 namespace sdp::nn {
 
 namespace {
-__global__ void dropout_kernel(const float* x, const float* mask, float* y, int64_t n) {
+template <class T>
+__global__ void dropout_kernel(const T* x, const float* mask, T* y, int64_t n) {
   SDP_GRID_STRIDE(i, n)
-    y[i] = dropout_apply(x[i], mask[i]);
+    y[i] = cuda::store_as<T>(dropout_apply(cuda::load_f32(x[i]), mask[i]));
+}
+
+// y = x * mask over `n` elements of `dtype`.
+void apply_mask(DType dtype, const void* x, const float* mask, void* y, int64_t n, cudaStream_t stream) {
+  cuda::with_storage_type(dtype, [&](auto tag) {
+    using T = cuda::storage_t<decltype(tag)>;
+    dropout_kernel<T><<<cuda::grid_for(n), cuda::kThreads, 0, stream>>>(static_cast<const T*>(x), mask,
+                                                                        static_cast<T*>(y), n);
+  });
+  cuda::check_launch("dropout_kernel");
 }
 }  // namespace
 
@@ -47,9 +59,7 @@ const TensorRef& DropoutCuda::forward(const TensorRef& src) {
                                 cudaMemcpyHostToDevice, s),
                 "cudaMemcpyAsync");
   const int64_t n = src.desc.numel();
-  dropout_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, s>>>(src.as<const float>(), mask_device_.as<const float>(),
-                                                             out_.as<float>(), n);
-  cuda::check_launch("dropout_kernel");
+  apply_mask(src.desc.dtype, src.data, mask_device_.as<const float>(), out_.data, n, s);
   return out_;
 }
 
@@ -60,9 +70,8 @@ const TensorRef& DropoutCuda::backward(const TensorRef& diff_dst) {
     return diff_src_;
   }
   const int64_t n = diff_dst.desc.numel();
-  dropout_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::stream_of(ctx_)>>>(
-      diff_dst.as<const float>(), mask_device_.as<const float>(), diff_src_.as<float>(), n);
-  cuda::check_launch("dropout_kernel");
+  apply_mask(diff_dst.desc.dtype, diff_dst.data, mask_device_.as<const float>(), diff_src_.data, n,
+             cuda::stream_of(ctx_));
   return diff_src_;
 }
 

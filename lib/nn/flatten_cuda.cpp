@@ -12,10 +12,10 @@ TensorDesc FlattenCuda::configure(const TensorDesc& src, bool /*training*/) {
   if (src.shape.size() < 2) throw std::invalid_argument("Flatten " + name_ + ": expected [N, ...] input");
   int64_t features = 1;
   for (std::size_t i = 1; i < src.shape.size(); ++i) features *= src.shape[i];
-  plain_src_ = TensorDesc::plain(src.shape, src.device);
+  plain_src_ = TensorDesc::plain(src.shape, src.device, src.dtype);
   to_plain_.configure(src, plain_src_);
   from_plain_.configure(plain_src_, src);
-  out_ = {TensorDesc::plain({src.shape[0], features}, src.device), nullptr};
+  out_ = {TensorDesc::plain({src.shape[0], features}, src.device, src.dtype), nullptr};
   diff_src_ = {src, nullptr};
   none_ = {src, nullptr};
   return out_.desc;

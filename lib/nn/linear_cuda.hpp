@@ -21,9 +21,14 @@ class LinearCuda final : public Linear {
   GradientPlan::Buffer* plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) override;
 
  private:
+  // The weights as forward's GEMM reads them: the f32 parameter, or its cast into weight_lp_
+  // under mixed precision.
+  const void* weight_values();
+
   bool training_ = false;
+  bool weight_lp_used_ = false;
   int64_t batch_ = 0;
-  CudaBuffer dst_, diff_src_buffer_;
+  CudaBuffer dst_, diff_src_buffer_, weight_lp_;
   TensorRef src_, out_, diff_src_, none_;
 };
 

@@ -51,10 +51,18 @@ void Model::set_grad_ready_hook(std::function<void(const Param&)> hook) {
   ctx_.grad_ready_hook = std::move(hook);
 }
 
+void Model::set_compute_dtype(DType dtype) {
+  if (dtype != DType::kF32 && ctx_.device.is_cpu())
+    throw std::invalid_argument("model " + name_ + ": " + dtype_name(dtype) +
+                                " compute (mixed precision) needs a GPU; the CPU backend computes in f32");
+  compute_dtype_ = dtype;
+  configured_batch_ = -1;
+}
+
 void Model::configure(int64_t batch, bool training) {
   Shape shape = {batch};
   shape.insert(shape.end(), input_shape_.begin(), input_shape_.end());
-  input_ = {TensorDesc::plain(shape, ctx_.device), nullptr};
+  input_ = {TensorDesc::plain(shape, ctx_.device, compute_dtype_), nullptr};
   // The old arena goes first, so it and the new one are never resident together.
   plan_.clear();
   TensorDesc desc = input_.desc;
@@ -84,19 +92,55 @@ float Model::forward(const Tensor& x, const int32_t* labels, bool training, int6
   if (x.dim(0) != configured_batch_ || training != configured_training_)
     configure(x.dim(0), training);
   if (stage) {
-    // Allocated when the batch grows, never in the steady step loop.
-    if (!staged_input_.defined() || staged_input_.numel() < x.numel())
-      staged_input_ = Tensor({x.numel()}, DType::kF32, ctx_.device);
-    ctx_.stream->copy_from_host(staged_input_.raw(), x.raw(), x.nbytes());
-    input_.data = staged_input_.raw();
+    int slot;
+    if (prefetched_slot_ >= 0 && prefetched_src_ == x.raw() && prefetched_bytes_ == x.nbytes()) {
+      slot = prefetched_slot_;  // copied on the copy stream already
+      ctx_.stream->wait_for_prefetch();
+    } else {
+      // A prefetch of other input is dropped; its copy must land before this one can reuse
+      // the memory it writes.
+      if (prefetched_slot_ >= 0) ctx_.stream->wait_for_prefetch();
+      slot = prefetched_slot_ >= 0 ? prefetched_slot_ : 1 - last_slot_;
+      reserve_slot(slot, x.numel());
+      ctx_.stream->copy_from_host(staged_[slot].raw(), x.raw(), x.nbytes());
+    }
+    prefetched_slot_ = -1;
+    prefetched_src_ = nullptr;
+    last_slot_ = slot;
+    input_.data = staged_[slot].raw();
   } else {
     input_.data = x.raw();
+  }
+  if (compute_dtype_ != DType::kF32) {
+    if (!compute_input_.defined() || compute_input_.numel() < x.numel() || compute_input_.dtype() != compute_dtype_)
+      compute_input_ = Tensor({x.numel()}, compute_dtype_, ctx_.device);
+    ctx_.stream->cast_from_f32(compute_input_.raw(), compute_dtype_, static_cast<const float*>(input_.data),
+                               x.numel());
+    input_.data = compute_input_.raw();
   }
   const TensorRef* act = &input_;
   for (auto& layer : layers_) act = &layer->forward(*act);
   const float loss = loss_->forward(*act, labels, correct);
   backward_ready_ = training;
   return loss;
+}
+
+void Model::reserve_slot(int slot, int64_t numel) {
+  // Allocated when the batch grows, never in the steady step loop.
+  if (!staged_[slot].defined() || staged_[slot].numel() < numel)
+    staged_[slot] = Tensor({numel}, DType::kF32, ctx_.device);
+}
+
+void Model::prefetch(const Tensor& x) {
+  if (ctx_.device.is_cpu() || !x.device().is_cpu() || x.dtype() != DType::kF32) return;
+  // The slot the last forward did not read. Its earlier reader finished: forward returns the
+  // loss, so the stream had run everything before the last forward when it returned.
+  const int slot = 1 - last_slot_;
+  reserve_slot(slot, x.numel());
+  ctx_.stream->prefetch_from_host(staged_[slot].raw(), x.raw(), x.nbytes());
+  prefetched_slot_ = slot;
+  prefetched_src_ = x.raw();
+  prefetched_bytes_ = x.nbytes();
 }
 
 void Model::backward() {

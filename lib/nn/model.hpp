@@ -6,7 +6,8 @@
 //    initialized from the seed; equal seeds give bit-identical parameters on every rank.
 //  * forward(x, labels, training) runs the model on an [N, C, H, W] f32 NCHW tensor on the
 //    model's device, or in host memory for a GPU model (copied in on its stream; labels in
-//    host memory) and returns the mean cross-entropy; `correct`
+//    host memory; cast to the compute dtype under mixed precision) and returns the mean
+//    cross-entropy; `correct`
 //    receives the number of top-1 hits.
 //    Primitives are built on the first call and again only when N or the mode changes.
 //  * backward() after forward(training=true) OVERWRITES every parameter gradient in the
@@ -46,6 +47,12 @@ class Model {
   const Device& device() const { return ctx_.device; }
 
   float forward(const Tensor& x, const int32_t* labels, bool training, int64_t* correct = nullptr);
+  // A GPU model: starts copying the host batch `x` to the device on a copy stream, to run
+  // while the work queued so far (the previous batch's backward) computes; the forward that
+  // takes `x` next waits for that copy instead of copying. `x` (page-locked for the copy to
+  // be asynchronous: data/batch.hpp's pinned batches) must stay unchanged until that forward.
+  // A no-op for a CPU model or input already on the device.
+  void prefetch(const Tensor& x);
   void backward();
   void set_grad_ready_hook(std::function<void(const Param&)> hook);
   // Positions stochastic layers (dropout) in their random stream; see Context::random_step.
@@ -72,6 +79,14 @@ class Model {
   const GradientPlan& gradient_plan() const { return plan_; }
   // Label smoothing of the loss, in [0, 1) (0: plain cross-entropy).
   void set_label_smoothing(float e) { loss_->set_label_smoothing(e); }
+  // Mixed precision: activations and their gradients in `dtype` (f16 or bf16; f32 is the
+  // default) while parameters, their gradients and the optimizer stay f32. Only a GPU model
+  // takes 16-bit compute (std::invalid_argument otherwise). Takes effect at the next forward.
+  void set_compute_dtype(DType dtype);
+  DType compute_dtype() const { return compute_dtype_; }
+  // Multiplies every gradient backward produces by `scale` (loss scaling: a power of two).
+  void set_loss_scale(float scale) { loss_->set_loss_scale(scale); }
+  float loss_scale() const { return loss_->loss_scale(); }
   // false: every backward buffer gets its own storage, as with no plan (the reference the
   // plan is tested against). Takes effect at the next configure.
   void set_gradient_plan_enabled(bool enabled) {
@@ -81,6 +96,7 @@ class Model {
 
  private:
   void configure(int64_t batch, bool training);
+  void reserve_slot(int slot, int64_t numel);
 
   std::string name_;
   Shape input_shape_;
@@ -93,12 +109,20 @@ class Model {
   GradientPlan plan_;
   bool plan_enabled_ = true;
   bool built_ = false;
+  DType compute_dtype_ = DType::kF32;
 
   int64_t configured_batch_ = -1;
   bool configured_training_ = false;
   bool backward_ready_ = false;
   TensorRef input_;
-  Tensor staged_input_;  // a GPU model's copy of host input
+  // A GPU model's copies of host input: two slots, so a prefetch fills one while the last
+  // forward's backward still reads the other.
+  Tensor staged_[2];
+  int last_slot_ = 0;                       // the slot the last forward read
+  const void* prefetched_src_ = nullptr;    // the host batch a pending prefetch copies
+  std::size_t prefetched_bytes_ = 0;
+  int prefetched_slot_ = -1;                // -1: none pending
+  Tensor compute_input_;  // the input cast to the compute dtype (mixed precision)
 };
 
 }  // namespace sdp::nn

@@ -2,6 +2,7 @@
 #include <stdexcept>
 
 #include "nn/cuda_util_cuda.hpp"
+#include "nn/dtype_cuda.hpp"
 #include "nn/pad_shortcut_cuda.hpp"
 #include "core/grid_stride_cuda.hpp"
 
@@ -9,21 +10,23 @@ namespace sdp::nn {
 
 namespace {
 // One thread per output element; padded channels get 0, so nothing needs clearing.
-__global__ void pad_shortcut_forward_kernel(PadShortcutGeometry g, const float* x, float* y) {
+template <class T>
+__global__ void pad_shortcut_forward_kernel(PadShortcutGeometry g, const T* x, T* y) {
   const int64_t total = g.n * g.oc * g.oh * g.ow;
   SDP_GRID_STRIDE(o, total) {
     const int64_t from = pad_shortcut_source(g, o);
-    y[o] = from < 0 ? 0.0f : x[from];
+    y[o] = from < 0 ? cuda::store_as<T>(0.0f) : x[from];
   }
 }
 
 // One thread per input element: every element of dx is written (0 where subsampling
 // skipped it).
-__global__ void pad_shortcut_backward_kernel(PadShortcutGeometry g, const float* dy, float* dx) {
+template <class T>
+__global__ void pad_shortcut_backward_kernel(PadShortcutGeometry g, const T* dy, T* dx) {
   const int64_t total = g.n * g.c * g.h * g.w;
   SDP_GRID_STRIDE(i, total) {
     const int64_t from = pad_shortcut_grad_source(g, i);
-    dx[i] = from < 0 ? 0.0f : dy[from];
+    dx[i] = from < 0 ? cuda::store_as<T>(0.0f) : dy[from];
   }
 }
 }  // namespace
@@ -40,9 +43,9 @@ TensorDesc PadShortcutCuda::configure(const TensorDesc& src, bool training) {
   const int64_t s = stride_;
   const Shape out = {in[0], out_channels_, (in[2] + s - 1) / s, (in[3] + s - 1) / s};
   geometry_ = {in[0], in[1], in[2], in[3], out[1], out[2], out[3], s, (out[1] - in[1]) / 2};
-  plain_src_ = TensorDesc::plain(in, src.device);
+  plain_src_ = TensorDesc::plain(in, src.device, src.dtype);
   src_to_plain_.configure(src, plain_src_);
-  out_ = {TensorDesc::plain(out, src.device), nullptr};
+  out_ = {TensorDesc::plain(out, src.device, src.dtype), nullptr};
   out_.data = dst_.reserve(src.device, out_.desc.nbytes());
   diff_src_ = {src, nullptr};
   none_ = {src, nullptr};
@@ -56,8 +59,12 @@ TensorDesc PadShortcutCuda::configure(const TensorDesc& src, bool training) {
 const TensorRef& PadShortcutCuda::forward(const TensorRef& src) {
   const TensorRef& x = src_to_plain_.convert(ctx_, src);
   const int64_t total = out_.desc.numel();
-  pad_shortcut_forward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, cuda::stream_of(ctx_)>>>(
-      geometry_, x.as<const float>(), out_.as<float>());
+  cudaStream_t stream = cuda::stream_of(ctx_);
+  cuda::with_storage_type(x.desc.dtype, [&](auto tag) {
+    using T = cuda::storage_t<decltype(tag)>;
+    pad_shortcut_forward_kernel<T><<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(geometry_, x.as<const T>(),
+                                                                                         out_.as<T>());
+  });
   cuda::check_launch("pad_shortcut_forward_kernel");
   return out_;
 }
@@ -67,8 +74,12 @@ const TensorRef& PadShortcutCuda::backward(const TensorRef& diff_dst) {
   if (!training_ || diff_src_plain_.get() == nullptr)
     throw std::logic_error("PadShortcut " + name_ + ": backward without a training configure");
   const int64_t total = plain_src_.numel();
-  pad_shortcut_backward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, cuda::stream_of(ctx_)>>>(
-      geometry_, diff_dst.as<const float>(), diff_src_plain_.as<float>());
+  cudaStream_t stream = cuda::stream_of(ctx_);
+  cuda::with_storage_type(diff_dst.desc.dtype, [&](auto tag) {
+    using T = cuda::storage_t<decltype(tag)>;
+    pad_shortcut_backward_kernel<T><<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
+        geometry_, diff_dst.as<const T>(), diff_src_plain_.as<T>());
+  });
   cuda::check_launch("pad_shortcut_backward_kernel");
   diff_src_.data = diff_to_src_.convert(ctx_, {plain_src_, diff_src_plain_.get()}).data;
   return diff_src_;

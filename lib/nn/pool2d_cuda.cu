@@ -3,6 +3,7 @@
 
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/cudnn_cuda.hpp"
+#include "nn/dtype_cuda.hpp"
 #include "nn/pool_rule.hpp"
 #include "nn/pool2d_cuda.hpp"
 #include "core/grid_stride_cuda.hpp"
@@ -12,21 +13,23 @@ namespace sdp::nn {
 namespace {
 
 // One thread per output element: max_pool_window (pool_rule.hpp).
-__global__ void max_pool_forward_kernel(MaxPoolGeometry g, const float* x, float* y, int32_t* argmax, bool relu) {
+template <class T>
+__global__ void max_pool_forward_kernel(MaxPoolGeometry g, const T* x, T* y, int32_t* argmax, bool relu) {
   const int64_t total = g.planes * g.oh * g.ow;
   SDP_GRID_STRIDE(o, total) {
     int32_t at = -1;
-    y[o] = max_pool_window(g, x, o, relu, &at);
+    y[o] = cuda::store_as<T>(max_pool_window(g, x, o, relu, &at));
     if (argmax != nullptr) argmax[o] = at;
   }
 }
 
 // One thread per input element: max_pool_input_grad (pool_rule.hpp).
-__global__ void max_pool_backward_kernel(MaxPoolGeometry g, const float* y, const float* dy, const int32_t* argmax,
-                                         float* dx, bool relu) {
+template <class T>
+__global__ void max_pool_backward_kernel(MaxPoolGeometry g, const T* y, const T* dy, const int32_t* argmax, T* dx,
+                                         bool relu) {
   const int64_t total = g.planes * g.h * g.w;
   SDP_GRID_STRIDE(i, total)
-    dx[i] = max_pool_input_grad(g, y, dy, argmax, i, relu);
+    dx[i] = cuda::store_as<T>(max_pool_input_grad(g, y, dy, argmax, i, relu));
 }
 
 }  // namespace
@@ -61,8 +64,8 @@ TensorDesc Pool2dCuda::configure(const TensorDesc& src, bool training) {
   if (oh < 1 || ow < 1) throw std::invalid_argument("Pool2d " + name_ + ": input too small");
   const Shape out = {in[0], in[1], oh, ow};
   const Device& device = src.device;
-  plain_src_ = TensorDesc::plain(in, device);
-  plain_dst_ = TensorDesc::plain(out, device);
+  plain_src_ = TensorDesc::plain(in, device, src.dtype);
+  plain_dst_ = TensorDesc::plain(out, device, src.dtype);
   TensorDesc dst = plain_dst_;
   if (options_.channels_last) dst.layout = Layout::kChannelsLast;
   src_to_plain_.configure(src, plain_src_);
@@ -77,8 +80,8 @@ TensorDesc Pool2dCuda::configure(const TensorDesc& src, bool training) {
   if (options_.kind == PoolKind::kMax) {
     if (training) argmax_.reserve(device, static_cast<std::size_t>(plain_dst_.numel()) * sizeof(int32_t));
   } else {
-    d.x.set_nchw(in);
-    d.y.set_nchw(out);
+    d.x.set_nchw(in, src.dtype);
+    d.y.set_nchw(out, src.dtype);
     if (options_.kind == PoolKind::kGlobalAvg)
       d.pool.set(CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING, cuda::to_int(in[2], "H"), cuda::to_int(in[3], "W"), 0,
                  1);
@@ -103,12 +106,16 @@ TensorDesc Pool2dCuda::configure(const TensorDesc& src, bool training) {
 const TensorRef& Pool2dCuda::forward(const TensorRef& src) {
   Impl& d = *impl_;
   x_plain_ = src_to_plain_.convert(ctx_, src).data;
-  float* y = dst_plain_.as<float>();
+  void* y = dst_plain_.get();
   if (options_.kind == PoolKind::kMax) {
     const int64_t total = plain_dst_.numel();
-    max_pool_forward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, cuda::stream_of(ctx_)>>>(
-        d.geometry, static_cast<const float*>(x_plain_), y, training_ ? argmax_.as<int32_t>() : nullptr,
-        options_.fuse_relu);
+    cudaStream_t stream = cuda::stream_of(ctx_);
+    cuda::with_storage_type(plain_dst_.dtype, [&](auto tag) {
+      using T = cuda::storage_t<decltype(tag)>;
+      max_pool_forward_kernel<T><<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
+          d.geometry, static_cast<const T*>(x_plain_), static_cast<T*>(y), training_ ? argmax_.as<int32_t>() : nullptr,
+          options_.fuse_relu);
+    });
     cuda::check_launch("max_pool_forward_kernel");
   } else {
     const float one = 1.0f, zero = 0.0f;
@@ -128,9 +135,13 @@ const TensorRef& Pool2dCuda::backward(const TensorRef& diff_dst) {
   if (options_.kind == PoolKind::kMax) {
     // Every element of dx is written (0 where no window chose it): no clearing pass.
     const int64_t total = plain_src_.numel();
-    max_pool_backward_kernel<<<cuda::grid_for(total), cuda::kThreads, 0, cuda::stream_of(ctx_)>>>(
-        d.geometry, dst_plain_.as<const float>(), static_cast<const float*>(g), argmax_.as<const int32_t>(),
-        diff_src_plain_.as<float>(), options_.fuse_relu);
+    cudaStream_t stream = cuda::stream_of(ctx_);
+    cuda::with_storage_type(plain_src_.dtype, [&](auto tag) {
+      using T = cuda::storage_t<decltype(tag)>;
+      max_pool_backward_kernel<T><<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
+          d.geometry, dst_plain_.as<const T>(), static_cast<const T*>(g), argmax_.as<const int32_t>(),
+          diff_src_plain_.as<T>(), options_.fuse_relu);
+    });
     cuda::check_launch("max_pool_backward_kernel");
   } else {
     const float one = 1.0f, zero = 0.0f;

@@ -21,13 +21,15 @@ struct MaxPoolGeometry {
 // Output element `o` (plain [planes, oh, ow]): the window's maximum (ReLU'd when `relu`) and
 // its position in the input plane (iy * w + ix). Windows are scanned row by row; a later
 // element replaces the maximum only when strictly greater, so ties keep the first, and a
-// NaN wins and stays (NaN propagates, as in PyTorch and oneDNN).
-SDP_HOST_DEVICE float max_pool_window(const MaxPoolGeometry& g, const float* x, int64_t o, bool relu,
+// NaN wins and stays (NaN propagates, as in PyTorch and oneDNN). T: the storage type (f32,
+// or a 16-bit float on the GPU under mixed precision), compared in f32.
+template <class T>
+SDP_HOST_DEVICE float max_pool_window(const MaxPoolGeometry& g, const T* x, int64_t o, bool relu,
                                       int32_t* argmax) {
   const int64_t ox = o % g.ow;
   const int64_t oy = (o / g.ow) % g.oh;
   const int64_t plane = o / (g.ow * g.oh);
-  const float* xp = x + plane * g.h * g.w;
+  const T* xp = x + plane * g.h * g.w;
   const int64_t y0 = oy * g.stride - g.padding, x0 = ox * g.stride - g.padding;
   float best = 0.0f;
   int64_t best_at = -1;
@@ -37,7 +39,7 @@ SDP_HOST_DEVICE float max_pool_window(const MaxPoolGeometry& g, const float* x, 
     for (int64_t b = 0; b < g.kernel; ++b) {
       const int64_t ix = x0 + b;
       if (ix < 0 || ix >= g.w) continue;
-      const float v = xp[iy * g.w + ix];
+      const float v = static_cast<float>(xp[iy * g.w + ix]);
       const bool best_is_nan = best != best;
       if (best_at < 0 || (!best_is_nan && (v > best || v != v))) {
         best = v;
@@ -52,7 +54,8 @@ SDP_HOST_DEVICE float max_pool_window(const MaxPoolGeometry& g, const float* x, 
 // Input gradient of element `i` (plain [planes, h, w]): the sum of dy over the windows whose
 // argmax it is (ReLU' from the output y first when `relu`), in window order: deterministic,
 // no atomics, and every element written (0 where no window chose it).
-SDP_HOST_DEVICE float max_pool_input_grad(const MaxPoolGeometry& g, const float* y, const float* dy,
+template <class T>
+SDP_HOST_DEVICE float max_pool_input_grad(const MaxPoolGeometry& g, const T* y, const T* dy,
                                           const int32_t* argmax, int64_t i, bool relu) {
   const int64_t ix = i % g.w;
   const int64_t iy = (i / g.w) % g.h;
@@ -70,7 +73,8 @@ SDP_HOST_DEVICE float max_pool_input_grad(const MaxPoolGeometry& g, const float*
     for (int64_t ox = ox_lo; ox <= ox_hi; ++ox) {
       const int64_t o = (plane * g.oh + oy) * g.ow + ox;
       if (argmax[o] != here) continue;
-      sum += relu ? relu_backward_from_output(y[o], dy[o]) : dy[o];
+      const float g_o = static_cast<float>(dy[o]);
+      sum += relu ? relu_backward_from_output(static_cast<float>(y[o]), g_o) : g_o;
     }
   return sum;
 }

@@ -2,6 +2,7 @@
 #include <stdexcept>
 
 #include "nn/cuda_util_cuda.hpp"
+#include "nn/dtype_cuda.hpp"
 #include "nn/elementwise_rule.hpp"
 #include "nn/relu_cuda.hpp"
 #include "nn/relu_kernels_cuda.hpp"
@@ -11,50 +12,70 @@ namespace sdp::nn {
 
 namespace {
 
-__global__ void relu_forward_kernel(const float* x, float* y, int64_t n) {
+template <class T>
+__global__ void relu_forward_kernel(const T* x, T* y, int64_t n) {
   SDP_GRID_STRIDE(i, n)
-    y[i] = relu_forward(x[i]);
+    y[i] = cuda::store_as<T>(relu_forward(cuda::load_f32(x[i])));
 }
 
-__global__ void relu_backward_kernel(const float* y, const float* dy, float* dx, int64_t n) {
+template <class T>
+__global__ void relu_backward_kernel(const T* y, const T* dy, T* dx, int64_t n) {
   SDP_GRID_STRIDE(i, n)
-    dx[i] = relu_backward_from_output(y[i], dy[i]);
+    dx[i] = cuda::store_as<T>(relu_backward_from_output(cuda::load_f32(y[i]), cuda::load_f32(dy[i])));
 }
 
-__global__ void relu_mask_kernel(float* y, uint8_t* mask, int64_t n) {
+template <class T>
+__global__ void relu_mask_kernel(T* y, uint8_t* mask, int64_t n) {
   SDP_GRID_STRIDE(i, n) {
-    const float v = relu_forward(y[i]);
-    y[i] = v;
+    const float v = relu_forward(cuda::load_f32(y[i]));
+    y[i] = cuda::store_as<T>(v);
     mask[i] = v > 0.0f ? 1 : 0;
   }
 }
 
-__global__ void relu_backward_mask_kernel(const uint8_t* mask, const float* dy, float* dx, int64_t n) {
+template <class T>
+__global__ void relu_backward_mask_kernel(const uint8_t* mask, const T* dy, T* dx, int64_t n) {
   SDP_GRID_STRIDE(i, n)
-    dx[i] = mask[i] != 0 ? dy[i] : 0.0f;
+    dx[i] = mask[i] != 0 ? dy[i] : cuda::store_as<T>(0.0f);
 }
 
 }  // namespace
 
 namespace cuda {
 
-void relu_in_place(float* y, int64_t n, cudaStream_t stream) {
-  relu_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, y, n);
+void relu_in_place(DType dtype, void* y, int64_t n, cudaStream_t stream) {
+  with_storage_type(dtype, [&](auto tag) {
+    using T = storage_t<decltype(tag)>;
+    relu_forward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(y), static_cast<T*>(y), n);
+  });
   check_launch("relu_forward_kernel");
 }
 
-void relu_backward_from_output(const float* y, const float* dy, float* dx, int64_t n, cudaStream_t stream) {
-  relu_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, dy, dx, n);
+void relu_backward_from_output(DType dtype, const void* y, const void* dy, void* dx, int64_t n,
+                               cudaStream_t stream) {
+  with_storage_type(dtype, [&](auto tag) {
+    using T = storage_t<decltype(tag)>;
+    relu_backward_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<const T*>(y), static_cast<const T*>(dy),
+                                                                  static_cast<T*>(dx), n);
+  });
   check_launch("relu_backward_kernel");
 }
 
-void relu_in_place_with_mask(float* y, uint8_t* mask, int64_t n, cudaStream_t stream) {
-  relu_mask_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, mask, n);
+void relu_in_place_with_mask(DType dtype, void* y, uint8_t* mask, int64_t n, cudaStream_t stream) {
+  with_storage_type(dtype, [&](auto tag) {
+    using T = storage_t<decltype(tag)>;
+    relu_mask_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(static_cast<T*>(y), mask, n);
+  });
   check_launch("relu_mask_kernel");
 }
 
-void relu_backward_from_mask(const uint8_t* mask, const float* dy, float* dx, int64_t n, cudaStream_t stream) {
-  relu_backward_mask_kernel<<<grid_for(n), kThreads, 0, stream>>>(mask, dy, dx, n);
+void relu_backward_from_mask(DType dtype, const uint8_t* mask, const void* dy, void* dx, int64_t n,
+                             cudaStream_t stream) {
+  with_storage_type(dtype, [&](auto tag) {
+    using T = storage_t<decltype(tag)>;
+    relu_backward_mask_kernel<T><<<grid_for(n), kThreads, 0, stream>>>(mask, static_cast<const T*>(dy),
+                                                                       static_cast<T*>(dx), n);
+  });
   check_launch("relu_backward_mask_kernel");
 }
 
@@ -78,8 +99,11 @@ const TensorRef& ReLUCuda::forward(const TensorRef& src) {
   // In place: the output is the input's buffer (backward reads only the output).
   if (configured_in_place_) out_.data = src.data;
   const int64_t n = src.desc.numel();
-  relu_forward_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::stream_of(ctx_)>>>(src.as<const float>(),
-                                                                                      out_.as<float>(), n);
+  cudaStream_t stream = cuda::stream_of(ctx_);
+  cuda::with_storage_type(src.desc.dtype, [&](auto tag) {
+    using T = cuda::storage_t<decltype(tag)>;
+    relu_forward_kernel<T><<<cuda::grid_for(n), cuda::kThreads, 0, stream>>>(src.as<const T>(), out_.as<T>(), n);
+  });
   cuda::check_launch("relu_forward_kernel");
   return out_;
 }
@@ -88,10 +112,8 @@ const TensorRef& ReLUCuda::backward(const TensorRef& diff_dst) {
   if (!needs_input_grad_) return none_;
   if (!training_ || diff_src_.empty())
     throw std::logic_error("ReLU " + name_ + ": backward without a training configure");
-  const int64_t n = diff_dst.desc.numel();
-  relu_backward_kernel<<<cuda::grid_for(n), cuda::kThreads, 0, cuda::stream_of(ctx_)>>>(
-      out_.as<const float>(), diff_dst.as<const float>(), diff_src_.as<float>(), n);
-  cuda::check_launch("relu_backward_kernel");
+  cuda::relu_backward_from_output(diff_dst.desc.dtype, out_.data, diff_dst.data, diff_src_.data,
+                                  diff_dst.desc.numel(), cuda::stream_of(ctx_));
   return diff_src_;
 }
 

@@ -23,9 +23,14 @@ class SoftmaxCrossEntropy {
   // e in [0, 1); 0 (the default) is plain cross-entropy.
   void set_label_smoothing(float e) { label_smoothing_ = e; }
   float label_smoothing() const { return label_smoothing_; }
+  // The logits' gradient is multiplied by `scale` (mixed precision's loss scaling: a power of
+  // two, so the scaling itself is exact); the loss forward returns is not. 1 by default.
+  void set_loss_scale(float scale) { loss_scale_ = scale; }
+  float loss_scale() const { return loss_scale_; }
 
  protected:
   float label_smoothing_ = 0.0f;
+  float loss_scale_ = 1.0f;
 };
 
 }  // namespace sdp::nn

@@ -28,7 +28,8 @@ float SoftmaxCrossEntropyCpu::forward(const TensorRef& logits, const int32_t* la
       to_plain_.convert(onednn_stream(ctx_), logits_port_.bind(logits)).get_data_handle());
   float* dz = static_cast<float*>(diff_plain_.get_data_handle());
   const int k = num_classes_;
-  const float inv_n = 1.0f / static_cast<float>(batch_);
+  // The rule scales every gradient term by inv_n: the loss scale rides along.
+  const float inv_n = 1.0f / static_cast<float>(batch_) * loss_scale_;
   const XentTarget q = xent_target(label_smoothing_, k);
   double loss = 0.0;
   int64_t hits = 0;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/cuda_casts.hpp"
 #include "core/error.hpp"
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/softmax_xent_cuda.hpp"
@@ -18,11 +19,12 @@ void SoftmaxCrossEntropyCuda::configure(const TensorDesc& logits, int num_classe
   num_classes_ = num_classes;
   const Device& d = logits.device;
   labels_.reserve(d, static_cast<std::size_t>(batch_) * sizeof(int32_t));
-  grad_.reserve(d, logits.nbytes());
+  grad_.reserve(d, static_cast<std::size_t>(logits.numel()) * sizeof(float));
+  if (logits.dtype != DType::kF32) grad_lp_.reserve(d, logits.nbytes());
   row_loss_.reserve(d, 2 * static_cast<std::size_t>(batch_) * sizeof(double));
   totals_.reserve(d, 2 * sizeof(double));
   bad_label_.reserve(d, sizeof(int));
-  diff_ = {logits, grad_.get()};
+  diff_ = {logits, logits.dtype == DType::kF32 ? grad_.get() : grad_lp_.get()};
 }
 
 float SoftmaxCrossEntropyCuda::forward(const TensorRef& logits, const int32_t* labels, int64_t* correct) {
@@ -36,8 +38,11 @@ float SoftmaxCrossEntropyCuda::forward(const TensorRef& logits, const int32_t* l
   cuda::check(cudaMemcpyAsync(labels_.get(), labels, static_cast<std::size_t>(batch_) * sizeof(int32_t),
                               cudaMemcpyHostToDevice, s),
               "cudaMemcpyAsync");
-  cuda_xent::forward(logits.as<const float>(), labels_.as<const int32_t>(), batch_, num_classes_, label_smoothing_,
-                     grad_.as<float>(), row_loss_.as<double>(), totals_.as<double>(), bad_label_.as<int>(), s);
+  cuda_xent::forward(logits.desc.dtype, logits.data, labels_.as<const int32_t>(), batch_, num_classes_,
+                     label_smoothing_, loss_scale_, grad_.as<float>(), row_loss_.as<double>(), totals_.as<double>(),
+                     bad_label_.as<int>(), s);
+  if (logits.desc.dtype != DType::kF32)
+    cuda_casts::from_f32(logits.desc.dtype, grad_lp_.get(), grad_.as<const float>(), batch_ * num_classes_, 1.0f, s);
   double totals[2] = {0.0, 0.0};
   cuda::check(cudaMemcpyAsync(totals, totals_.get(), sizeof(totals), cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
   cuda::check(cudaStreamSynchronize(s), "cudaStreamSynchronize");

@@ -23,7 +23,8 @@ class SoftmaxCrossEntropyCuda final : public SoftmaxCrossEntropy {
   Context& ctx_;
   int64_t batch_ = 0;
   int num_classes_ = 0;
-  CudaBuffer labels_, grad_, row_loss_, totals_, bad_label_;
+  // grad_ is f32; with 16-bit logits (mixed precision) backward hands out grad_lp_, its cast.
+  CudaBuffer labels_, grad_, grad_lp_, row_loss_, totals_, bad_label_;
   TensorRef diff_;
 };
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "nn/dtype_cuda.hpp"
 #include "nn/softmax_xent_cuda.hpp"
 #include "nn/softmax_xent_rule.hpp"
 
@@ -17,7 +18,8 @@ constexpr int kSumThreads = 256;
 
 // One thread per sample (K is small: 10 to 1000 classes). row_loss[i] is the row's loss and
 // row_loss[n + i] 1 for a top-1 hit; a bad label's row is all zeros and raises the flag.
-__global__ void rows_kernel(const float* logits, const int32_t* labels, int64_t n, int k, XentTarget q, float inv_n,
+template <class T>
+__global__ void rows_kernel(const T* logits, const int32_t* labels, int64_t n, int k, XentTarget q, float inv_n,
                             float* grad, double* row_loss, int* bad_label) {
   const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (i >= n) return;
@@ -62,13 +64,17 @@ __global__ void sum_kernel(const double* row_loss, int64_t n, double* totals) {
 
 }  // namespace
 
-void forward(const float* logits, const int32_t* labels, int64_t n, int k, float label_smoothing, float* grad,
-             double* row_loss, double* totals, int* bad_label, void* stream) {
+void forward(DType logits_dtype, const void* logits, const int32_t* labels, int64_t n, int k, float label_smoothing,
+             float loss_scale, float* grad, double* row_loss, double* totals, int* bad_label, void* stream) {
   if (n <= 0) return;
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   const unsigned blocks = static_cast<unsigned>((n + kRowThreads - 1) / kRowThreads);
-  rows_kernel<<<blocks, kRowThreads, 0, s>>>(logits, labels, n, k, xent_target(label_smoothing, k),
-                                             1.0f / static_cast<float>(n), grad, row_loss, bad_label);
+  const float inv_n = 1.0f / static_cast<float>(n) * loss_scale;
+  nn::cuda::with_storage_type(logits_dtype, [&](auto tag) {
+    using T = nn::cuda::storage_t<decltype(tag)>;
+    rows_kernel<T><<<blocks, kRowThreads, 0, s>>>(static_cast<const T*>(logits), labels, n, k,
+                                                  xent_target(label_smoothing, k), inv_n, grad, row_loss, bad_label);
+  });
   sum_kernel<<<1, kSumThreads, 0, s>>>(row_loss, n, totals);
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess)

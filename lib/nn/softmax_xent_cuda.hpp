@@ -7,12 +7,15 @@
 
 #include <cstdint>
 
+#include "core/dtype.hpp"
+
 namespace sdp::nn::cuda_xent {
 
-// Device pointers: logits and grad [n, k] (plain row-major), labels [n], row_loss [2 n]
-// (scratch), totals [2] = {sum of the rows' losses, number of top-1 hits}. A label outside
-// [0, k) sets *bad_label (never cleared here) and its row contributes nothing.
-void forward(const float* logits, const int32_t* labels, int64_t n, int k, float label_smoothing, float* grad,
-             double* row_loss, double* totals, int* bad_label, void* stream);
+// Device pointers: logits [n, k] of `logits_dtype` and the f32 grad [n, k] (plain
+// row-major), labels [n], row_loss [2 n] (scratch), totals [2] = {sum of the rows' losses,
+// number of top-1 hits}. The gradient is multiplied by `loss_scale`. A label outside [0, k)
+// sets *bad_label (never cleared here) and its row contributes nothing.
+void forward(DType logits_dtype, const void* logits, const int32_t* labels, int64_t n, int k, float label_smoothing,
+             float loss_scale, float* grad, double* row_loss, double* totals, int* bad_label, void* stream);
 
 }  // namespace sdp::nn::cuda_xent

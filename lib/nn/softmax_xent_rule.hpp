@@ -27,24 +27,28 @@ SDP_HOST_DEVICE XentTarget xent_target(float label_smoothing, int num_classes) {
   return q;
 }
 
-// Loss of `row` (k logits) for `label` in [0, k); writes the gradient and the top-1 class.
-SDP_HOST_DEVICE double softmax_xent_row(const float* row, int k, int32_t label, XentTarget q, float inv_n,
+// Loss of `row` (k logits) for `label` in [0, k); writes the gradient (every term times
+// inv_n, which is 1/N, times the loss scale under mixed precision) and the top-1 class.
+// T: f32, or a 16-bit float on the GPU under mixed precision; the arithmetic is f32/f64.
+template <class T>
+SDP_HOST_DEVICE double softmax_xent_row(const T* row_in, int k, int32_t label, XentTarget q, float inv_n,
                                         float* grad, int* argmax_out) {
+  const auto row = [row_in](int j) { return static_cast<float>(row_in[j]); };
   int argmax = 0;
   for (int j = 1; j < k; ++j)
-    if (row[j] > row[argmax]) argmax = j;
+    if (row(j) > row(argmax)) argmax = j;
   // Shift by the max so exp() cannot overflow.
-  const float max = row[argmax];
+  const float max = row(argmax);
   double sum = 0.0;
   for (int j = 0; j < k; ++j) {
-    grad[j] = expf(row[j] - max);
+    grad[j] = expf(row(j) - max);
     sum += grad[j];
   }
   // -sum_j q_j (z_j - max - log sum) with sum_j q_j = 1.
-  double target_dot = static_cast<double>(row[label] - max);
+  double target_dot = static_cast<double>(row(label) - max);
   if (q.off > 0.0f) {
     double all = 0.0;
-    for (int j = 0; j < k; ++j) all += static_cast<double>(row[j] - max);
+    for (int j = 0; j < k; ++j) all += static_cast<double>(row(j) - max);
     target_dot = double{q.on - q.off} * target_dot + double{q.off} * all;
   }
   const float scale = static_cast<float>(1.0 / sum) * inv_n;

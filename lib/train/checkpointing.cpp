@@ -120,8 +120,8 @@ void restore_on_rank0(const Checkpoint& c, const JobSpec& spec, nn::Model& model
 }  // namespace
 
 Checkpointer::Checkpointer(const JobSpec& spec, const World& world, nn::Model& model,
-                           Optimizer& optimizer)
-    : spec_(spec), world_(world), model_(model), optimizer_(optimizer) {
+                           Optimizer& optimizer, LossScaler* scaler)
+    : spec_(spec), world_(world), model_(model), optimizer_(optimizer), scaler_(scaler) {
   if (world.rank() != 0) return;
   for (const std::string& path : remove_interrupted_checkpoint_writes(spec.checkpoint.dir))
     log_warn("removed " + path +
@@ -183,6 +183,10 @@ void Checkpointer::save(const TrainPosition& at, const LrSchedule& schedule,
       {"rng", "counter-based: data (seed, epoch, sample), dropout (seed, layer, rank, step)"},
       {"job_spec", job_spec_to_yaml(spec_)},
   };
+  if (scaler_ != nullptr && scaler_->enabled()) {
+    snapshot.metadata["loss_scale"] = num(scaler_->scale());
+    snapshot.metadata["loss_scale_good_steps"] = std::to_string(scaler_->good_steps());
+  }
   const std::vector<ArenaViews> groups = state_groups(model_, optimizer_);
   copies_.resize(groups.size());
   for (std::size_t i = 0; i < groups.size(); ++i) add_to_snapshot(snapshot, groups[i], &copies_[i]);
@@ -279,6 +283,9 @@ std::optional<ResumePoint> Checkpointer::resume(Communicator& comm, int64_t step
   for (const NamedTensor& arena : optimizer_.state_arenas())
     comm.broadcast(CommBuffer::of(arena.tensor), {0})->wait();
   optimizer_.set_step_count(get("optimizer_steps"));
+  // A checkpoint of an fp32 or bf16 run has no loss scale: amp-fp16 then starts afresh.
+  if (scaler_ != nullptr && meta.count("loss_scale") > 0 && meta.count("loss_scale_good_steps") > 0)
+    scaler_->restore(std::stof(meta.at("loss_scale")), get("loss_scale_good_steps"));
 
   ResumePoint point;
   point.path = meta.at("path");

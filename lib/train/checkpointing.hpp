@@ -26,6 +26,7 @@
 #include "distributed/world.hpp"
 #include "io/checkpoint.hpp"
 #include "nn/model.hpp"
+#include "train/loss_scaler.hpp"
 #include "optim/lr_schedule.hpp"
 #include "optim/optimizer.hpp"
 
@@ -46,7 +47,9 @@ struct ResumePoint {
 
 class Checkpointer {
  public:
-  Checkpointer(const JobSpec& spec, const World& world, nn::Model& model, Optimizer& optimizer);
+  // `scaler` (may be null): mixed precision's loss scale, saved and restored with the state.
+  Checkpointer(const JobSpec& spec, const World& world, nn::Model& model, Optimizer& optimizer,
+               LossScaler* scaler = nullptr);
 
   // Collective (every rank's buffers go to rank 0 over `comm`). Rank 0 snapshots the state
   // now and writes it on the background thread (`wait`: returns once it is on disk); a failed
@@ -80,6 +83,7 @@ class Checkpointer {
   const World& world_;
   nn::Model& model_;
   Optimizer& optimizer_;
+  LossScaler* scaler_;
   // Rank 0 at resume: keeps the other ranks' saved buffers for restore_rank_buffers().
   bool stash_rank_buffers(const Checkpoint& c);
 

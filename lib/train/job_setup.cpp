@@ -98,9 +98,6 @@ JobSetup set_up_job(const JobSources& sources) {
         throw InputError("key 'precision': " + amp + " needs a GPU, but rank " + std::to_string(setup.world->rank()) +
                          " computes on the CPU (" + (why.empty() ? "device: cpu" : why) + "); use precision: fp32");
       }
-      throw InputError("key 'precision': " + amp +
-                       " (mixed precision) is not implemented in this version of sdp-train, which trains "
-                       "in fp32 on the GPU too; use precision: fp32");
     }
   });
   warn_if_cpus_oversubscribed(setup.world->comm(), share, setup.device.threads);

@@ -100,6 +100,8 @@ void StepLog::done(const TrainResult& result, bool evaluated_last) {
       {"images_per_sec", result.images_per_sec}};
   if (spec_.train.on_nonfinite == OnNonfinite::kSkip)
     summary.push_back({"skipped_steps", static_cast<double>(result.skipped_steps)});
+  if (spec_.precision == Precision::kAmpFp16)
+    summary.push_back({"overflow_skips", static_cast<double>(result.overflow_skips)});
   if (evaluated_last) summary.push_back({"test_accuracy", result.test_accuracy});
   metrics_.emit("done", "done", summary);
 }

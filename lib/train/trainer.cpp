@@ -42,6 +42,16 @@ bool test_nan_requested(int rank, int64_t step) {
   return r != nullptr && s != nullptr && std::atoi(r) == rank && std::atoll(s) == step;
 }
 
+// Test hook: SDP_TEST_OVERFLOW_RANK=r and SDP_TEST_OVERFLOW_STEP=s make rank r scale its loss
+// by kTestOverflowScale at step s, so its f16 gradients overflow there (the loss stays
+// finite): what a too-large loss scale does, on one rank only.
+constexpr float kTestOverflowScale = 1e30f;
+bool test_overflow_requested(int rank, int64_t step) {
+  const char* r = std::getenv("SDP_TEST_OVERFLOW_RANK");
+  const char* s = std::getenv("SDP_TEST_OVERFLOW_STEP");
+  return r != nullptr && s != nullptr && std::atoi(r) == rank && std::atoll(s) == step;
+}
+
 }  // namespace
 
 TrainResult train(JobSetup& setup) {
@@ -54,7 +64,11 @@ TrainResult train(JobSetup& setup) {
 }
 
 Trainer::Trainer(JobSetup& setup)
-    : setup_(setup), spec_(setup.spec), world_(*setup.world), log_(setup.spec, *setup.world) {
+    : setup_(setup),
+      spec_(setup.spec),
+      world_(*setup.world),
+      log_(setup.spec, *setup.world),
+      scaler_(setup.spec.precision == Precision::kAmpFp16) {
   nn::set_num_threads(setup.device.threads);
   reject_unimplemented(spec_, world_);
   // The rank's device (distributed/device_assignment): its GPU, pinned by local rank, or the CPU.
@@ -68,7 +82,7 @@ Trainer::Trainer(JobSetup& setup)
   epochs_ = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
   schedule_ = std::make_unique<LrSchedule>(
       make_schedule(spec_, world_.size(), steps_per_epoch_, total_steps_));
-  checkpointer_ = std::make_unique<Checkpointer>(spec_, world_, *parts_.model, *parts_.optimizer);
+  checkpointer_ = std::make_unique<Checkpointer>(spec_, world_, *parts_.model, *parts_.optimizer, &scaler_);
 }
 
 void Trainer::start_replicas() {
@@ -168,6 +182,7 @@ void Trainer::run_epoch(int64_t epoch) {
     cursor_ = SampleCursor{epoch, 0};  // the dropped tail of the last epoch
   const int64_t steps = std::min(loader.sampler().steps_left(cursor_), total_steps_ - step_);
   if (steps <= 0) return;
+  have_ahead_ = false;  // a batch fetched ahead of a stop belongs to the iteration start() ends
   loader.start(cursor_, steps);
   for (;;) {
     const auto wait_start = timeline_ ? Clock::now() : Clock::time_point{};
@@ -192,6 +207,10 @@ void Trainer::run_epoch(int64_t epoch) {
 }
 
 const Batch* Trainer::next_batch(Clock::time_point since) {
+  if (have_ahead_) {
+    have_ahead_ = false;
+    return ahead_;
+  }
   const Batch* batch = parts_.loader->next();
   if (timeline_ && batch != nullptr)
     timeline_->record(TraceTrack::kMain, "data_wait", since, Clock::now(), step_);
@@ -205,10 +224,15 @@ double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   nn::Model& model = *parts_.model;
-  if (test_nan_requested(world_.rank(), step_)) first.images.data<float>()[0] = std::nanf("");
+  if (test_nan_requested(world_.rank(), step_)) {
+    first.images.data<float>()[0] = std::nanf("");
+    model.prefetch(first.images);  // a GPU model copied the batch ahead: again, with the NaN
+  }
   parallel_->begin_step(step_);
   // Dropout masks follow (rank, step); the micro-batches of a step continue that stream.
   model.set_random_position(static_cast<uint64_t>(world_.rank()), step_);
+  model.set_loss_scale(scaler_.enabled() && test_overflow_requested(world_.rank(), step_) ? kTestOverflowScale
+                                                                                       : scaler_.scale());
   // train.accumulate_steps micro-batches: DataParallel sums their gradients and reduces over
   // the ranks during the last one's backward.
   const int micro_batches = spec_.train.accumulate_steps;
@@ -223,8 +247,13 @@ double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
       TraceScope trace(timeline_.get(), "forward", step_);
       loss += model.forward(batch->images, batch->labels.data(), /*training=*/true);
     }
-    TraceScope trace(timeline_.get(), "backward", step_);
-    model.backward();
+    {
+      TraceScope trace(timeline_.get(), "backward", step_);
+      model.backward();
+    }
+    // The batch just used was copied to the device during its forward, which waited for its
+    // loss: the loader may have its memory back.
+    if (!model.device().is_cpu()) fetch_ahead();
   }
   loss /= micro_batches;
   {
@@ -242,7 +271,19 @@ double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
   // poison the weights, after which the network is dead at a finite loss. The averaged
   // gradients are the same on every rank, so each checks its own copy and all agree.
   const bool finite_loss = std::isfinite(loss_sum);
-  if (!finite_loss || !model.store().grad_arena().all_finite(model.context().stream->native_handle())) {
+  void* stream = model.context().stream->native_handle();
+  Tensor grads = model.store().grad_arena();  // shares the arena's storage
+  if (!finite_loss || !grads.all_finite(stream)) {
+    // fp16 gradients overflowed at this loss scale: every rank skips (the averaged gradients
+    // are the same bits everywhere) and backs off; not a fault of the run.
+    if (finite_loss && scaler_.back_off()) {
+      ++result_.overflow_skips;
+      if (world_.rank() == 0)
+        log_info("step " + std::to_string(step_) + ": the f16 gradients overflowed; the update is skipped on " +
+                 "every rank and the loss scale backs off to " + std::to_string(scaler_.scale()) +
+                 " (precision: amp-fp16)");
+      return std::nan("");
+    }
     const bool skip_nonfinite = spec_.train.on_nonfinite == OnNonfinite::kSkip;
     const std::string what =
         "step " + std::to_string(step_) + " (epoch " + std::to_string(epoch) + "): the training " +
@@ -261,10 +302,18 @@ double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
   }
   {
     TraceScope trace(timeline_.get(), "optimizer", step_);
+    if (model.loss_scale() != 1.0f) grads.scale(1.0f / model.loss_scale(), stream);  // exact: a power of two
     parts_.optimizer->step(static_cast<float>(lr));
   }
+  scaler_.step_applied();
   parallel_->check_replicas(step_ + 1);
   return loss_sum / world_.size();
+}
+
+void Trainer::fetch_ahead() {
+  ahead_ = next_batch(timeline_ ? Clock::now() : Clock::time_point{});
+  have_ahead_ = true;
+  if (ahead_ != nullptr) parts_.model->prefetch(ahead_->images);
 }
 
 void Trainer::after_step(int64_t epoch, double lr) {

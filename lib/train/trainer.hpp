@@ -20,6 +20,7 @@
 #include "train/data_parallel.hpp"
 #include "train/divergence.hpp"
 #include "train/job_setup.hpp"
+#include "train/loss_scaler.hpp"
 #include "train/step_log.hpp"
 #include "train/training_setup.hpp"
 
@@ -34,6 +35,7 @@ struct TrainResult {
   bool interrupted = false;  // stopped by SIGTERM/SIGINT after a checkpoint (exit 0)
   int64_t skipped_steps =
       0;  // updates skipped for a non-finite loss or gradient (on_nonfinite: skip)
+  int64_t overflow_skips = 0;  // amp-fp16 updates skipped for overflowing gradients
   double checkpoint_blocked_seconds = 0;  // step loop waiting on rank 0's checkpoint snapshots
 };
 
@@ -65,6 +67,9 @@ class Trainer {
   void finish();
   // The next batch from the loader; its wait is the timeline's data_wait (from `since`).
   const Batch* next_batch(std::chrono::steady_clock::time_point since);
+  // A GPU model: takes the next micro-batch from the loader now and starts its copy to the
+  // device (Model::prefetch), so it overlaps the backward just queued; next_batch hands it out.
+  void fetch_ahead();
   // output.timeline (collective): every rank writes its own trace, rank 0 gathers them into
   // the merged file.
   void write_timeline();
@@ -87,6 +92,9 @@ class Trainer {
   TrainResult result_;
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<DivergenceGuard> divergence_;  // made once the first step is known
+  LossScaler scaler_;  // precision: amp-fp16's dynamic loss scale (disabled otherwise)
+  bool have_ahead_ = false;        // fetch_ahead() ran and next_batch has not taken it
+  const Batch* ahead_ = nullptr;   // its batch (nullptr: the loader had ended)
   int64_t step_ = 0;
   SampleCursor cursor_;       // the first sample of the next step
   bool stop_agreed_ = false;  // every rank saw a signal flag at the last step's allreduce

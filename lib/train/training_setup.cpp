@@ -52,7 +52,17 @@ std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const Dataset& data,
   options.device = device;
   std::unique_ptr<nn::Model> model = models::make_model(options);
   model->set_label_smoothing(static_cast<float>(spec.train.label_smoothing));
+  model->set_compute_dtype(compute_dtype(spec.precision));
   return model;
+}
+
+DType compute_dtype(Precision precision) {
+  switch (precision) {
+    case Precision::kFp32: return DType::kF32;
+    case Precision::kAmpFp16: return DType::kF16;
+    case Precision::kAmpBf16: return DType::kBF16;
+  }
+  throw std::logic_error("compute_dtype: unhandled Precision");
 }
 
 namespace {
@@ -105,6 +115,9 @@ TrainingParts build_training_parts(const JobSpec& spec, const World& world, cons
     loader_options.world = world.size();
     loader_options.prefetch = spec.data.prefetch;
     loader_options.augment = augment_options(spec.data);
+    // A GPU model copies each batch in on a copy stream while the previous step computes,
+    // which needs page-locked memory to run asynchronously.
+    loader_options.pinned = !device.is_cpu();
     const GlobalBatch batch = global_batch(spec, world.size());
     if (data.train.count < batch.size())
       throw InputError("key 'data.batch_size': " + std::to_string(batch.per_rank) + " x " +

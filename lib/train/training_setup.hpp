@@ -32,6 +32,8 @@ struct TrainingParts {
 DataSplits load_data(const JobSpec& spec);
 // The model.name model for `data`'s image shape on `device` (not collective).
 std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const Dataset& data, const Device& device);
+// The activations' dtype of `precision`: f32, or f16 / bf16 under mixed precision.
+DType compute_dtype(Precision precision);
 
 // Keys the spec accepts whose feature has not landed yet: refused loudly (exit 2) rather
 // than training differently from what the user asked for. Collective.

@@ -595,9 +595,11 @@ PY
     expect_error 2 "communicator backend 'nccl' \('world', rank 0\) needs a GPU, but this process sees no CUDA device.*use distributed.backend: mpi|is not built into this sdp-train" \
       --config "$SRC/configs/quickstart.yaml" --set distributed.backend=nccl --set threads=1 --set output.model_dir="$WORK/never" ;;
   err_amp_without_gpu)
-    # device: auto with amp must not quietly train fp32 on the CPU (nor on a GPU node, until
-    # mixed precision lands): an error on every rank, naming the key.
-    expect_error 2 "key 'precision': amp-fp16 (needs a GPU, but rank [0-9]+ computes on the CPU|\\(mixed precision\\) is not implemented)" \
+    # device: auto with amp must not quietly train fp32 on the CPU: an error on every rank,
+    # naming the key.
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+    if [ "${gpus:-0}" -ge 1 ]; then echo "SKIP: this machine has $gpus GPU(s): amp can run"; exit 77; fi
+    expect_error 2 "key 'precision': amp-fp16 needs a GPU, but rank [0-9]+ computes on the CPU" \
       train --config "$SRC/configs/quickstart.yaml" --set precision=amp-fp16 --set output.model_dir="$WORK/never" ;;
   sagemaker_entrypoint_plan)
     cp "$SRC/configs/resourceconfig-example.json" "$WORK/rc.json"
@@ -1257,6 +1259,51 @@ PY
     grep -qE 'step 5 \(epoch 0\): the training loss (is not finite|is finite but a gradient is not) .*1 skipped so far' "$WORK/out" ||
       fail "no skip warning naming step 5"
     grep -qE '^\[done\] steps=12 .*skipped_steps=1' "$WORK/out" || fail "[done] does not count the skipped step" ;;
+  gpu_amp_trains)
+    # Mixed precision on the GPU: amp-fp16 (f16 activations, f32 master weights, dynamic loss
+    # scaling) and amp-bf16 learn the default job as fp32 does, to within a point, and the
+    # saved f32 model evaluates on the CPU as trained.
+    need_gpus 1
+    for p in fp32 amp-fp16 amp-bf16; do
+      expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set precision=$p --set output.model_dir="$WORK/m-$p"
+      grep -oE '^\[epoch 3\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$' >"$WORK/acc-$p"
+    done
+    grep -qE '^\[done\] .*overflow_skips=' "$WORK/out" && fail "amp-bf16 reports loss-scale skips (it has no scaling)"
+    python3 - "$WORK" <<'PY' || fail "mixed precision does not learn as fp32 does"
+import sys
+acc = {p: float(open(f"{sys.argv[1]}/acc-{p}").read()) for p in ("fp32", "amp-fp16", "amp-bf16")}
+print(acc)
+assert acc["fp32"] >= 0.95 and all(abs(acc[p] - acc["fp32"]) <= 0.01 for p in acc), acc
+PY
+    expect_ok 0 evaluate --config "$SRC/configs/quickstart.yaml" --set device=cpu --set threads=1 --model "$WORK/m-amp-fp16/model.safetensors"
+    evaluated=$(grep -oE '^\[eval\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
+    python3 -c "import sys; sys.exit(0 if abs(float('$evaluated') - float(open('$WORK/acc-amp-fp16').read())) <= 0.01 else 1)" ||
+      fail "the amp-fp16 model evaluates to $evaluated on the CPU" ;;
+  gpu_amp_overflow_skip)
+    # A loss-scale overflow (forced at step 6 by the test hook) skips that update, halves the
+    # scale and the run goes on; the [done] line counts it. Not a non-finite failure: the
+    # default on_nonfinite: abort does not end the run.
+    need_gpus 1
+    SDP_TEST_OVERFLOW_RANK=0 SDP_TEST_OVERFLOW_STEP=6 expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cuda \
+      --set precision=amp-fp16 --set train.max_steps=20 --set output.model_dir="$WORK/m"
+    grep -qE 'step 6: the f16 gradients overflowed; the update is skipped on every rank and the loss scale backs off to 32768' "$WORK/out" ||
+      fail "no overflow line for step 6"
+    grep -qE '^\[done\] steps=20 .*overflow_skips=1' "$WORK/out" || fail "[done] does not count the overflow skip" ;;
+  gpu_amp_resume_bitwise)
+    # amp-fp16 stopped at step 15 and resumed (the loss scale comes back from the checkpoint)
+    # gives the uninterrupted run's losses and tensors bit for bit.
+    need_gpus 1
+    resume_bitwise 0 --set device=cuda --set precision=amp-fp16 --set model.name=resnet20 --set data.synthetic.channels=3 \
+      --set data.synthetic.height=16 --set data.synthetic.width=16 --set data.batch_size=16
+    grep -q '"loss_scale"' "$WORK/ckB/ckpt-000000040.safetensors" || fail "no loss scale in the checkpoint" ;;
+  gpu_amp_dp_overflow_agreed)
+    # 2 GPUs: an overflow on rank 1 alone skips the same step on both ranks (the averaged
+    # gradients are the same everywhere) and the replicas stay identical.
+    need_gpus 2
+    SDP_TEST_OVERFLOW_RANK=1 SDP_TEST_OVERFLOW_STEP=4 expect_ok 2 --config "$SRC/configs/quickstart.yaml" --set device=cuda \
+      --set precision=amp-fp16 --set train.max_steps=12 --set distributed.check_every_steps=1 --set output.model_dir="$WORK/m"
+    grep -qE 'step 4: the f16 gradients overflowed' "$WORK/out" || fail "no overflow line for step 4"
+    grep -qE '^\[done\] steps=12 .*overflow_skips=1' "$WORK/out" || fail "[done] does not count the overflow skip" ;;
   gpu_dp_matches_single_gpu)
     # 2 ranks on 2 GPUs (NCCL averages each bucket after its backward's CUDA event) follow the
     # loss curve of 1 GPU with twice the batch; the replica check runs after every step.

@@ -86,6 +86,30 @@ TEST(Tensor, AllFiniteFindsNaNAndInfinityAnywhere) {
   EXPECT_TRUE(Tensor({0}).all_finite());
 }
 
+// Loss scaling's unscale: every element times the factor, across the threads' parts.
+TEST(Tensor, ScaleMultipliesEveryElement) {
+  for (int64_t n : {int64_t{7}, int64_t{1000003}}) {
+    Tensor t({n});
+    for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = static_cast<float>(i % 97) - 40.0f;
+    t.scale(1.0f / 1024.0f);
+    for (int64_t i : {int64_t{0}, n / 2, n - 1})
+      EXPECT_EQ(t.data<float>()[i], (static_cast<float>(i % 97) - 40.0f) / 1024.0f) << i << " of " << n;
+  }
+  Tensor half({4}, DType::kF16);
+  EXPECT_THROW(half.scale(2.0f), std::invalid_argument);
+}
+
+TEST(DeviceMemory, PinnedHostMemoryIsZeroedAndWritable) {
+  // Page-locked where a GPU driver grants it, ordinary host memory elsewhere: either way
+  // zero-filled host memory.
+  std::shared_ptr<void> p = allocate_pinned_host(1 << 20);
+  ASSERT_NE(p, nullptr);
+  auto* bytes = static_cast<unsigned char*>(p.get());
+  for (std::size_t i : {std::size_t{0}, std::size_t{4096}, std::size_t{(1 << 20) - 1}}) EXPECT_EQ(bytes[i], 0) << i;
+  bytes[12345] = 7;
+  EXPECT_EQ(bytes[12345], 7);
+}
+
 TEST(Tensor, HelpersRefuseADeviceTheyCannotTouch) {
   // A view that claims GPU memory: fill() must refuse it rather than write through the
   // pointer on the host.

@@ -76,6 +76,31 @@ TEST(TrainLoader, PrefetchedEqualsSynchronousAndDirectAssembly) {
   }
 }
 
+// The batches a GPU model reads come from page-locked memory (where the driver grants it):
+// the same values as pageable batches.
+TEST(TrainLoader, PinnedBatchesHoldTheSameValues) {
+  Dataset ds = small_synthetic();
+  LoaderOptions opt;
+  opt.batch_size = 16;
+  opt.augment.enabled = true;
+  TrainLoader pageable(ds, opt);
+  opt.pinned = true;
+  TrainLoader pinned(ds, opt);
+  pageable.start_epoch(0);
+  pinned.start_epoch(0);
+  int batches = 0;
+  while (const Batch* p = pinned.next()) {
+    EXPECT_TRUE(p->pinned);
+    const Batch* q = pageable.next();
+    ASSERT_NE(q, nullptr);
+    EXPECT_FALSE(q->pinned);
+    EXPECT_TRUE(same_batch(*p, *q)) << "batch " << batches;
+    ++batches;
+  }
+  EXPECT_EQ(batches, 15);  // floor(250 / 16)
+  EXPECT_EQ(pageable.next(), nullptr);
+}
+
 TEST(TrainLoader, StartAtACursorContinuesTheEpoch) {
   Dataset ds = small_synthetic();
   LoaderOptions opt;

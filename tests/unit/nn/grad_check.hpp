@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/half_float.hpp"
 #include "core/parameter_store.hpp"
 #include "nn/context.hpp"
 #include "nn/layer.hpp"
@@ -128,8 +129,10 @@ class LayerHarness {
 
   // Input dims; `layout` is the oneDNN tag the layer receives (plain when undef; abcd and
   // acdb are the device-neutral plain and channels_last).
+  // `compute`: the activations' dtype (f16/bf16: mixed precision on a GPU); values still go
+  // in and come out as f32 on the host.
   void configure(const Dims& in, bool training,
-                 memory::format_tag layout = memory::format_tag::undef) {
+                 memory::format_tag layout = memory::format_tag::undef, DType compute = DType::kF32) {
     in_dims_ = in;
     // Blocked layouts are oneDNN's: other devices get the same values in plain layout.
     if (!ctx_.device.is_cpu() && layout != memory::format_tag::acdb) layout = memory::format_tag::undef;
@@ -137,6 +140,7 @@ class LayerHarness {
                     ? TensorDesc::plain(in, ctx_.device)
                     : to_tensor_desc(memory::desc(in, memory::data_type::f32, layout));
     src_desc_.device = ctx_.device;
+    src_desc_.dtype = compute;
     x_.assign(numel(in), 0.f);
     src_ = device_buffer(src_desc_);
     dst_desc_ = layer_->configure(src_desc_, training);
@@ -181,16 +185,33 @@ class LayerHarness {
     return {desc, buffers_.back().get()};
   }
   // Host plain values -> `dst` (any layout) and back.
+  // 16-bit tensors are converted on the host with half_float.hpp's rounding.
   void from_host(const std::vector<float>& values, const TensorRef& dst) {
-    TensorRef plain = device_buffer(TensorDesc::plain(dst.desc.shape, ctx_.device));
-    copy_bytes(ctx_.device, plain.data, Device::cpu(), values.data(), values.size() * sizeof(float));
+    const DType dtype = dst.desc.dtype;
+    TensorRef plain = device_buffer(TensorDesc::plain(dst.desc.shape, ctx_.device, dtype));
+    if (dtype == DType::kF32) {
+      copy_bytes(ctx_.device, plain.data, Device::cpu(), values.data(), values.size() * sizeof(float));
+    } else {
+      std::vector<uint16_t> bits(values.size());
+      for (std::size_t i = 0; i < values.size(); ++i)
+        bits[i] = dtype == DType::kF16 ? float_to_half(values[i]) : float_to_bfloat16(values[i]);
+      copy_bytes(ctx_.device, plain.data, Device::cpu(), bits.data(), bits.size() * sizeof(uint16_t));
+    }
     convert_layout(ctx_, plain, dst);
   }
   std::vector<float> to_host(const TensorRef& src) {
-    TensorRef plain = device_buffer(TensorDesc::plain(src.desc.shape, ctx_.device));
+    const DType dtype = src.desc.dtype;
+    TensorRef plain = device_buffer(TensorDesc::plain(src.desc.shape, ctx_.device, dtype));
     convert_layout(ctx_, src, plain);
     std::vector<float> out(numel(src.desc.shape));
-    copy_bytes(Device::cpu(), out.data(), ctx_.device, plain.data, out.size() * sizeof(float));
+    if (dtype == DType::kF32) {
+      copy_bytes(Device::cpu(), out.data(), ctx_.device, plain.data, out.size() * sizeof(float));
+    } else {
+      std::vector<uint16_t> bits(out.size());
+      copy_bytes(Device::cpu(), bits.data(), ctx_.device, plain.data, bits.size() * sizeof(uint16_t));
+      for (std::size_t i = 0; i < out.size(); ++i)
+        out[i] = dtype == DType::kF16 ? half_to_float(bits[i]) : bfloat16_to_float(bits[i]);
+    }
     return out;
   }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/device_info.hpp"
+#include "device_compare.hpp"
 #include "grad_check.hpp"
 #include "nn/add.hpp"
 #include "nn/batchnorm2d.hpp"
@@ -33,30 +34,12 @@
 namespace sdp::nn {
 namespace {
 
+using testing::expect_close;
 using testing::LayerHarness;
 using tag = memory::format_tag;
 
-#define SKIP_WITHOUT_GPU()                                                  \
-  do {                                                                      \
-    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";          \
-  } while (0)
-
 constexpr double kExact = 0.0;
 constexpr double kF32 = 1e-5;  // relative to the largest magnitude of the CPU tensor
-
-void expect_close(const std::vector<float>& cpu, const std::vector<float>& gpu, double tol,
-                  const std::string& what) {
-  ASSERT_EQ(cpu.size(), gpu.size()) << what;
-  double scale = 0.0;
-  for (float v : cpu) scale = std::max(scale, static_cast<double>(std::fabs(v)));
-  int reported = 0;
-  for (std::size_t i = 0; i < cpu.size(); ++i) {
-    const bool both_nan = std::isnan(cpu[i]) && std::isnan(gpu[i]);
-    if (both_nan || std::fabs(static_cast<double>(gpu[i]) - cpu[i]) <= tol * scale) continue;
-    if (reported++ < 5) ADD_FAILURE() << what << "[" << i << "]: cpu " << cpu[i] << " gpu " << gpu[i];
-  }
-  EXPECT_EQ(reported, 0) << what << ": elements off (tolerance " << tol << " * " << scale << ")";
-}
 
 // Builds L on both devices, runs forward (and backward when training) from the same values,
 // and compares everything.
@@ -71,17 +54,7 @@ void compare_layer(const std::string& what, const Dims& in, bool training, doubl
   ASSERT_EQ(cpu.out_dims(), gpu.out_dims()) << what;
   cpu.input() = input;
   gpu.input() = input;
-  expect_close(cpu.forward(), gpu.forward(), tol, what + " forward");
-  for (std::size_t b = 0; b < cpu.store().buffers().size(); ++b)
-    expect_close(testing::host_values(cpu.store().buffers()[b].value),
-                 testing::host_values(gpu.store().buffers()[b].value), tol,
-                 what + " " + cpu.store().buffers()[b].name);
-  if (!training) return;
-  expect_close(cpu.backward(), gpu.backward(), tol, what + " input gradient");
-  for (std::size_t p = 0; p < cpu.store().params().size(); ++p)
-    expect_close(testing::host_values(cpu.store().params()[p].grad),
-                 testing::host_values(gpu.store().params()[p].grad), tol,
-                 what + " gradient of " + cpu.store().params()[p].name);
+  testing::expect_same_pass(cpu, gpu, training, tol, what);
 }
 
 template <class L, class... Args>
@@ -252,21 +225,8 @@ TEST(CudaVsCpu, ResidualBlocks) {
 // of each other and the first step's gradients agree.
 TEST(CudaVsCpu, TinyResNetFewSgdSteps) {
   SKIP_WITHOUT_GPU();
-  auto build = [](Device device) {
-    auto m = std::make_unique<Model>("tiny", Shape{3, 8, 8}, 5, /*seed=*/5, device);
-    m->add<Conv2d>("conv1", Conv2dOptions{3, 8, 3, 1, 1, false, false});
-    m->add<BatchNorm2d>("bn1", BatchNorm2dOptions{8, 1e-5f, 0.1f, true});
-    m->add<Pool2d>("pool", max_pool(2, 2));
-    m->add(make_basic_block(m->context(), "layer1.0", 8, 8, 1, ShortcutKind::kPad));
-    m->add(make_basic_block(m->context(), "layer2.0", 8, 16, 2, ShortcutKind::kProjection));
-    m->add<Pool2d>("avgpool", global_avg_pool());
-    m->add<Flatten>("flatten");
-    m->add<Linear>("fc", LinearOptions{16, 5, true});
-    m->build();
-    return m;
-  };
-  auto cpu = build(Device::cpu());
-  auto gpu = build(Device::cuda(0));
+  auto cpu = testing::tiny_resnet(Device::cpu());
+  auto gpu = testing::tiny_resnet(Device::cuda(0));
   const int n = 8;
   const std::vector<float> x = testing::random_vector(n * 3 * 8 * 8, 16);
   std::vector<int32_t> labels(n);
@@ -297,15 +257,8 @@ TEST(CudaVsCpu, TinyResNetFewSgdSteps) {
 // model's stream, with the same result as input already on the GPU.
 TEST(CudaVsCpu, HostInputToAGpuModelIsCopiedIn) {
   SKIP_WITHOUT_GPU();
-  auto build = [] {
-    auto m = std::make_unique<Model>("mlp", Shape{1, 4, 4}, 3, /*seed=*/9, Device::cuda(0));
-    m->add<Flatten>("flatten");
-    m->add<Linear>("fc", LinearOptions{16, 3, true});
-    m->build();
-    return m;
-  };
-  auto on_device = build();
-  auto from_host = build();
+  auto on_device = testing::tiny_linear_model(Device::cuda(0));
+  auto from_host = testing::tiny_linear_model(Device::cuda(0));
   const int n = 6;
   const std::vector<float> x = testing::random_vector(n * 16, 21);
   std::vector<int32_t> labels = {0, 1, 2, 2, 1, 0};
@@ -325,6 +278,34 @@ TEST(CudaVsCpu, HostInputToAGpuModelIsCopiedIn) {
   }
   Tensor wrong({n, 1, 4, 4}, DType::kF32, Device::cpu());
   EXPECT_THROW(from_host->forward(wrong.reshaped({n, 16, 1, 1}), labels.data(), false), InputError);
+}
+
+// The trainer starts each next batch's copy early (Model::prefetch, on a copy stream from
+// page-locked memory, into the slot the last forward did not read): the steps are bit for bit
+// those of plain copies, including when a prefetched batch is not the one forwarded next.
+TEST(CudaVsCpu, PrefetchedHostInputGivesTheSameSteps) {
+  SKIP_WITHOUT_GPU();
+  auto plain = testing::tiny_linear_model(Device::cuda(0));
+  auto ahead = testing::tiny_linear_model(Device::cuda(0));
+  const int n = 6;
+  std::vector<int32_t> labels = {0, 1, 2, 2, 1, 0};
+  std::vector<Tensor> batches;
+  for (int b = 0; b < 4; ++b) {
+    std::shared_ptr<void> memory = allocate_pinned_host(n * 16 * sizeof(float));
+    void* data = memory.get();
+    batches.push_back(Tensor::view_of(std::move(memory), data, {n, 1, 4, 4}));
+    testing::set_values(batches.back(), testing::random_vector(n * 16, 30 + b));
+  }
+  for (int step = 0; step < 4; ++step) {
+    const Tensor& x = batches[step];
+    // Step 2 prefetches batch 3 but forwards batch 2: the prefetch is dropped.
+    ahead->prefetch(step == 2 ? batches[3] : x);
+    EXPECT_EQ(plain->forward(x, labels.data(), true), ahead->forward(x, labels.data(), true)) << "step " << step;
+    plain->backward();
+    ahead->backward();
+    EXPECT_EQ(testing::host_values(plain->store().grad_arena()), testing::host_values(ahead->store().grad_arena()))
+        << "step " << step;
+  }
 }
 
 }  // namespace

@@ -54,8 +54,8 @@ void expect_gpu_matches_cpu(int64_t n, int k, float smoothing, bool bad_label) {
   auto d_rows = allocate(Device::cuda(0), 2 * n * sizeof(double));
   auto d_totals = allocate(Device::cuda(0), 2 * sizeof(double));
   auto d_bad = allocate(Device::cuda(0), sizeof(int));
-  cuda_xent::forward(static_cast<const float*>(d_logits.get()), static_cast<const int32_t*>(d_labels.get()), n, k,
-                     smoothing, static_cast<float*>(d_grad.get()), static_cast<double*>(d_rows.get()),
+  cuda_xent::forward(DType::kF32, d_logits.get(), static_cast<const int32_t*>(d_labels.get()), n, k, smoothing,
+                     /*loss_scale=*/1.0f, static_cast<float*>(d_grad.get()), static_cast<double*>(d_rows.get()),
                      static_cast<double*>(d_totals.get()), static_cast<int*>(d_bad.get()), nullptr);
   const std::vector<float> grad = to_host<float>(d_grad, n * k);
   const std::vector<double> totals = to_host<double>(d_totals, 2);

@@ -1,0 +1,281 @@
+// Mixed precision on the GPU (precision: amp-fp16 / amp-bf16) against the f32 CPU oracle:
+// every CUDA layer, and whole models, computing on 16-bit activations with f32 parameters
+// and gradients, from the same weights and input as the CPU twin in f32.
+//
+// Layers: the CPU twin gets the input, the output gradient and the parameters rounded to the
+// 16-bit type first (both devices then hold the same parameter values), so what remains is
+// the GPU's rounding of its outputs and intermediate gradients (f16: 11 significant bits,
+// 2^-11 = 5e-4; bf16: 8 bits, 2^-8 = 4e-3) while sums run in f32 on both: 1e-2 for f16 and
+// 4e-2 for bf16, relative to the largest magnitude of the CPU tensor. (Unrounded inputs would
+// also flip the sign of pre-activations near ReLU's kink, moving whole gradient terms.) Through a whole model the roundings also move a few max-pool argmaxes and
+// ReLU signs, which send single gradient elements elsewhere, and a bias gradient (a sum of
+// terms of both signs) loses most to cancellation: the model's whole gradient is held to 5e-2
+// (f16) and 1.5e-1 (bf16), each parameter's to 1.5e-1 and 3.5e-1 (measured worst on an H100:
+// 0.105 and 0.24, a BatchNorm bias); a wrong cast or a missed loss scale is off by 1 or more.
+// Skipped with "no CUDA device"
+// without a GPU. The loss scaling that amp-fp16 adds is checked here too (on the CPU where
+// it runs there as well).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device_info.hpp"
+#include "device_compare.hpp"
+#include "grad_check.hpp"
+#include "nn/batchnorm2d.hpp"
+#include "nn/conv2d.hpp"
+#include "nn/dropout.hpp"
+#include "nn/flatten.hpp"
+#include "nn/linear.hpp"
+#include "nn/model.hpp"
+#include "nn/pad_shortcut.hpp"
+#include "nn/pool2d.hpp"
+#include "nn/relu.hpp"
+#include "nn/residual_block.hpp"
+#include "nn/softmax_cross_entropy.hpp"
+
+namespace sdp::nn {
+namespace {
+
+using testing::expect_close;
+using testing::LayerHarness;
+using testing::tiny_resnet;
+using tag = memory::format_tag;
+
+double layer_tolerance(DType dtype) { return dtype == DType::kF16 ? 1e-2 : 4e-2; }
+double model_tolerance(DType dtype) { return dtype == DType::kF16 ? 5e-2 : 1.5e-1; }
+double param_tolerance(DType dtype) { return dtype == DType::kF16 ? 1.5e-1 : 3.5e-1; }
+
+// ||gpu - cpu|| / ||cpu||: the whole tensor's error, for quantities (a model's gradients)
+// where single small elements may lose most of their bits.
+double relative_error(const std::vector<float>& cpu, const std::vector<float>& gpu) {
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    diff += (static_cast<double>(gpu[i]) - cpu[i]) * (static_cast<double>(gpu[i]) - cpu[i]);
+    norm += static_cast<double>(cpu[i]) * cpu[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+// `values` rounded to `dtype` (round to nearest even, as the GPU's casts).
+std::vector<float> rounded(DType dtype, std::vector<float> values) {
+  for (float& v : values)
+    v = dtype == DType::kF16 ? half_to_float(float_to_half(v)) : bfloat16_to_float(float_to_bfloat16(v));
+  return values;
+}
+
+// L on the GPU with 16-bit activations against L on the CPU in f32: forward, input
+// gradient, parameter gradients (f32 in both) and buffers.
+template <class L, class... Args>
+void compare_amp_layer(DType dtype, const std::string& name, const Dims& in, bool training,
+                       const std::vector<float>& input, tag layout, const Args&... args) {
+  const std::string what = name + " " + dtype_name(dtype);
+  const double tol = layer_tolerance(dtype);
+  LayerHarness cpu(Device::cpu()), gpu(Device::cuda(0));
+  cpu.make<L>(args...);
+  gpu.make<L>(args...);
+  for (std::size_t p = 0; p < cpu.store().params().size(); ++p) {
+    const std::vector<float> v = rounded(dtype, testing::host_values(cpu.store().params()[p].value));
+    testing::set_values(cpu.store().params()[p].value, v);
+    testing::set_values(gpu.store().params()[p].value, v);
+  }
+  cpu.configure(in, training, layout);
+  gpu.configure(in, training, layout, dtype);
+  ASSERT_EQ(cpu.out_dims(), gpu.out_dims()) << what;
+  EXPECT_EQ(gpu.layer_dst_desc().dtype, dtype) << what << ": the output keeps the compute dtype";
+  cpu.input() = gpu.input() = rounded(dtype, input);
+  cpu.loss_weights() = gpu.loss_weights() = rounded(dtype, cpu.loss_weights());
+  testing::expect_same_pass(cpu, gpu, training, tol, what);
+}
+
+template <class L, class... Args>
+void compare_amp_layer(DType dtype, const std::string& name, const Dims& in, bool training, const Args&... args) {
+  compare_amp_layer<L>(dtype, name, in, training, testing::random_vector(testing::numel(in), 77), tag::undef,
+                       args...);
+}
+
+// Distinct values 0.05 apart (no ties for max pooling, even after rounding to 16 bits).
+std::vector<float> spread(int64_t n) {
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = (static_cast<float>((i * 37) % n) - n / 2.0f + 0.5f) * 0.05f;
+  return v;
+}
+
+class AmpVsCpu : public ::testing::TestWithParam<DType> {};
+
+TEST_P(AmpVsCpu, ElementwiseLayers) {
+  SKIP_WITHOUT_GPU();
+  const DType dt = GetParam();
+  compare_amp_layer<ReLU>(dt, "relu", {2, 3, 5, 5}, true);
+  compare_amp_layer<Dropout>(dt, "dropout", {4, 50}, true, 0.3f);
+  compare_amp_layer<Flatten>(dt, "flatten", {2, 3, 4, 4}, true);
+  compare_amp_layer<PadShortcut>(dt, "pad shortcut", {2, 4, 6, 6}, true, 4, 8, 2);
+}
+
+TEST_P(AmpVsCpu, Linear) {
+  SKIP_WITHOUT_GPU();
+  const DType dt = GetParam();
+  compare_amp_layer<Linear>(dt, "linear", {8, 37}, true, LinearOptions{37, 19, true});
+  compare_amp_layer<Linear>(dt, "linear inference", {3, 16}, false, LinearOptions{16, 4, true});
+}
+
+TEST_P(AmpVsCpu, Conv2d) {
+  SKIP_WITHOUT_GPU();
+  const DType dt = GetParam();
+  compare_amp_layer<Conv2d>(dt, "conv 3x3 s2 p1 bias", {2, 3, 9, 9}, true, Conv2dOptions{3, 8, 3, 2, 1, true, false});
+  compare_amp_layer<Conv2d>(dt, "conv 1x1 s2", {2, 16, 8, 8}, true, Conv2dOptions{16, 32, 1, 2, 0, false, false});
+  // No bias with the fused ReLU: the 16-bit output is rounded before the bias is added, so
+  // where convolution and bias nearly cancel the sum's sign (and ReLU's gate) can differ from
+  // f32's; bias and ReLU are each checked alone.
+  compare_amp_layer<Conv2d>(dt, "conv 5x5 fused relu", {3, 6, 12, 12}, true, Conv2dOptions{6, 16, 5, 1, 0, false, true});
+  compare_amp_layer<Conv2d>(dt, "conv channels_last", {2, 6, 7, 7}, true, testing::random_vector(588, 9), tag::acdb,
+                            Conv2dOptions{6, 5, 3, 1, 1, true, false, true});
+}
+
+TEST_P(AmpVsCpu, BatchNorm2d) {
+  SKIP_WITHOUT_GPU();
+  const DType dt = GetParam();
+  compare_amp_layer<BatchNorm2d>(dt, "bn training", {4, 6, 5, 5}, true, BatchNorm2dOptions{6, 1e-5f, 0.1f, false});
+  compare_amp_layer<BatchNorm2d>(dt, "bn fused relu", {4, 6, 5, 5}, true, BatchNorm2dOptions{6, 1e-5f, 0.1f, true});
+  compare_amp_layer<BatchNorm2d>(dt, "bn inference", {4, 6, 5, 5}, false, BatchNorm2dOptions{6, 1e-5f, 0.1f, false});
+}
+
+TEST_P(AmpVsCpu, Pool2d) {
+  SKIP_WITHOUT_GPU();
+  const DType dt = GetParam();
+  compare_amp_layer<Pool2d>(dt, "max 2/2", {2, 3, 8, 8}, true, spread(384), tag::undef, max_pool(2, 2));
+  compare_amp_layer<Pool2d>(dt, "max 3/2/1 relu", {2, 3, 7, 7}, true, spread(294), tag::undef,
+                            max_pool(3, 2, 1, true));
+  compare_amp_layer<Pool2d>(dt, "avg 2/2", {2, 3, 6, 6}, true, avg_pool(2, 2));
+  compare_amp_layer<Pool2d>(dt, "global avg", {2, 16, 5, 3}, true, global_avg_pool());
+}
+
+// A whole model (every CUDA layer but Dropout) on 16-bit activations against the CPU in
+// f32: same loss and top-1 hits within rounding, and every parameter's gradient close, at
+// loss scale 1 and at 2^10 (the gradient, divided back, is the same).
+TEST_P(AmpVsCpu, TinyResNetLossAndGradients) {
+  SKIP_WITHOUT_GPU();
+  const DType dt = GetParam();
+  auto cpu = tiny_resnet(Device::cpu());
+  auto gpu = tiny_resnet(Device::cuda(0));
+  gpu->set_compute_dtype(dt);
+  const int n = 16;
+  const std::vector<float> x = testing::random_vector(n * 3 * 8 * 8, 16);
+  std::vector<int32_t> labels(n);
+  for (int i = 0; i < n; ++i) labels[i] = (3 * i + 1) % 5;
+  Tensor x_host({n, 3, 8, 8});
+  testing::set_values(x_host, x);
+  const float loss_cpu = cpu->forward(x_host, labels.data(), true);
+  cpu->backward();
+  const std::vector<float> all_cpu = testing::host_values(cpu->store().grad_arena());
+  std::vector<std::vector<float>> g_cpu;
+  for (const Param& p : cpu->store().params()) g_cpu.push_back(testing::host_values(p.grad));
+  for (float scale : {1.0f, 1024.0f}) {
+    gpu->set_loss_scale(scale);
+    const float loss_gpu = gpu->forward(x_host, labels.data(), true);
+    EXPECT_NEAR(loss_gpu, loss_cpu, 1e-2 * std::fabs(loss_cpu)) << "scale " << scale;
+    gpu->backward();
+    std::vector<float> all_gpu = testing::host_values(gpu->store().grad_arena());
+    for (float& v : all_gpu) v /= scale;
+    const double whole = relative_error(all_cpu, all_gpu);
+    std::cout << dtype_name(dt) << " loss scale " << scale << ": whole gradient off by " << whole << "\n";
+    EXPECT_LT(whole, model_tolerance(dt)) << "at loss scale " << scale;
+    const auto& params = gpu->store().params();
+    ASSERT_EQ(params.size(), g_cpu.size());
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      std::vector<float> g = testing::host_values(params[i].grad);
+      for (float& v : g) v /= scale;
+      const double off = relative_error(g_cpu[i], g);
+      std::cout << "  " << params[i].name << " off by " << off << "\n";
+      EXPECT_LT(off, param_tolerance(dt)) << params[i].name << " at loss scale " << scale;
+    }
+  }
+}
+
+// An MLP with dropout (the masks are drawn on the host from the same seed on both devices).
+TEST_P(AmpVsCpu, MlpWithDropout) {
+  SKIP_WITHOUT_GPU();
+  const DType dt = GetParam();
+  auto build = [](Device device) {
+    auto m = std::make_unique<Model>("mlp", Shape{1, 8, 8}, 10, /*seed=*/3, device);
+    m->add<Flatten>("flatten");
+    m->add<Linear>("fc1", LinearOptions{64, 48, true});
+    m->add<ReLU>("relu");
+    m->add<Dropout>("drop", 0.2f);
+    m->add<Linear>("fc2", LinearOptions{48, 10, true});
+    m->build();
+    return m;
+  };
+  auto cpu = build(Device::cpu());
+  auto gpu = build(Device::cuda(0));
+  gpu->set_compute_dtype(dt);
+  const int n = 32;
+  Tensor x({n, 1, 8, 8});
+  testing::set_values(x, testing::random_vector(n * 64, 4));
+  std::vector<int32_t> labels(n);
+  for (int i = 0; i < n; ++i) labels[i] = (7 * i) % 10;
+  const float loss_cpu = cpu->forward(x, labels.data(), true);
+  EXPECT_NEAR(gpu->forward(x, labels.data(), true), loss_cpu, 1e-2 * std::fabs(loss_cpu));
+  cpu->backward();
+  gpu->backward();
+  EXPECT_LT(relative_error(testing::host_values(cpu->store().grad_arena()),
+                           testing::host_values(gpu->store().grad_arena())),
+            model_tolerance(dt));
+}
+
+// f16's overflow is what loss scaling watches for: a scale far too large gives non-finite
+// gradients (and a finite loss), which Tensor::all_finite reports.
+TEST(AmpLossScale, OverflowingScaleGivesNonFiniteGradients) {
+  SKIP_WITHOUT_GPU();
+  auto gpu = tiny_resnet(Device::cuda(0));
+  gpu->set_compute_dtype(DType::kF16);
+  const int n = 8;
+  Tensor x({n, 3, 8, 8});
+  testing::set_values(x, testing::random_vector(n * 3 * 8 * 8, 2));
+  std::vector<int32_t> labels(n, 1);
+  gpu->set_loss_scale(65536.0f);
+  EXPECT_TRUE(std::isfinite(gpu->forward(x, labels.data(), true)));
+  gpu->backward();
+  EXPECT_TRUE(gpu->store().grad_arena().all_finite(gpu->context().stream->native_handle()));
+  gpu->set_loss_scale(1e30f);
+  EXPECT_TRUE(std::isfinite(gpu->forward(x, labels.data(), true)));
+  gpu->backward();
+  EXPECT_FALSE(gpu->store().grad_arena().all_finite(gpu->context().stream->native_handle()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, AmpVsCpu, ::testing::Values(DType::kF16, DType::kBF16),
+                         [](const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
+
+// The loss scale multiplies the gradient exactly (a power of two) and leaves the loss alone;
+// the CPU runs the same rule (softmax_xent_rule.hpp) as the GPU.
+TEST(LossScale, ScalesTheGradientExactlyOnTheCpu) {
+  auto plain = testing::tiny_linear_model(Device::cpu());
+  auto scaled = testing::tiny_linear_model(Device::cpu());
+  scaled->set_loss_scale(256.0f);
+  EXPECT_EQ(scaled->loss_scale(), 256.0f);
+  const int n = 6;
+  Tensor x({n, 1, 4, 4});
+  testing::set_values(x, testing::random_vector(n * 16, 21));
+  std::vector<int32_t> labels = {0, 1, 2, 2, 1, 0};
+  EXPECT_EQ(plain->forward(x, labels.data(), true), scaled->forward(x, labels.data(), true));
+  plain->backward();
+  scaled->backward();
+  const std::vector<float> a = testing::host_values(plain->store().grad_arena());
+  const std::vector<float> b = testing::host_values(scaled->store().grad_arena());
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(b[i], a[i] * 256.0f) << i;
+}
+
+TEST(LossScale, SixteenBitComputeOnTheCpuIsRefused) {
+  Model m("mlp", Shape{1, 4, 4}, 3);
+  EXPECT_THROW(m.set_compute_dtype(DType::kF16), std::invalid_argument);
+  EXPECT_THROW(m.set_compute_dtype(DType::kBF16), std::invalid_argument);
+  EXPECT_NO_THROW(m.set_compute_dtype(DType::kF32));
+}
+
+}  // namespace
+}  // namespace sdp::nn
