@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
   bench_allreduce->add_option("--iters", allreduce_options.iters, "timed iterations per row")->check(CLI::PositiveNumber);
   bench_allreduce->add_option("--warmup", allreduce_options.warmup, "untimed iterations per row")->check(CLI::NonNegativeNumber);
   bench_allreduce->add_option("--algorithms", algorithms_csv, "comma-separated subset of mpi,flat,ring,hierarchical,auto");
-  bench_allreduce->add_option("--compression", compression, "none | fp16 | bf16")
+  bench_allreduce->add_option("--compression", compression, "none | fp16 | bf16 (auto = none here)")
       ->check(CLI::IsMember(sdp::choice_names<sdp::Compression>()));
   bench_allreduce->add_option("--device", bench_device,
                               "cpu (host buffers, MPI) | cuda (GPU buffers of each rank's GPU, NCCL; peer: ncclAllReduce)")
@@ -247,7 +247,9 @@ int main(int argc, char** argv) {
     sdp::init_mpi(&argc, &argv);
     if (bench_allreduce->parsed()) {
       // CLI11 has checked the word; this cannot throw.
-      allreduce_options.compression = sdp::parse_choice<sdp::Compression>(compression);
+      // auto follows the job's precision; a benchmark has none: f32.
+      allreduce_options.compression = sdp::resolve_compression(sdp::parse_choice<sdp::Compression>(compression),
+                                                               sdp::Precision::kFp32);
       exit_code = run_bench_allreduce(bench_sources, allreduce_options, algorithms_csv, bench_device);
     } else if (validate->parsed())
       exit_code = run_validate(validate_sources);

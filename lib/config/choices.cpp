@@ -57,7 +57,8 @@ SDP_SPELLING(AllreduceKind, {{AllreduceKind::kAuto, "auto"},
                              {AllreduceKind::kFlat, "flat"},
                              {AllreduceKind::kRing, "ring"},
                              {AllreduceKind::kHierarchical, "hierarchical"}});
-SDP_SPELLING(Compression, {{Compression::kNone, "none"},
+SDP_SPELLING(Compression, {{Compression::kAuto, "auto"},
+                           {Compression::kNone, "none"},
                            {Compression::kFp16, "fp16"},
                            {Compression::kBf16, "bf16"}});
 SDP_SPELLING(OnNonfinite, {{OnNonfinite::kAbort, "abort"}, {OnNonfinite::kSkip, "skip"}});
@@ -154,6 +155,16 @@ std::string to_string(const LrScaling& scaling) {
     if (std::strtod(text.c_str(), nullptr) == scaling.factor) break;
   }
   return text;
+}
+
+Compression resolve_compression(Compression compression, Precision precision) {
+  if (compression != Compression::kAuto) return compression;
+  switch (precision) {
+    case Precision::kAmpFp16: return Compression::kFp16;
+    case Precision::kAmpBf16: return Compression::kBf16;
+    case Precision::kFp32: return Compression::kNone;
+  }
+  return Compression::kNone;
 }
 
 }  // namespace sdp

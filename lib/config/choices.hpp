@@ -21,7 +21,7 @@ enum class OptimizerKind { kSgd, kAdam, kAdamW, kLars, kLamb };   // optimizer.n
 enum class ScheduleKind { kConstant, kStep, kCosine, kLinear };          // optimizer.schedule
 enum class CommBackend { kAuto, kMpi, kNccl };                    // distributed.backend
 enum class AllreduceKind { kAuto, kFlat, kRing, kHierarchical };  // distributed.allreduce
-enum class Compression { kNone, kFp16, kBf16 };                   // distributed.compression
+enum class Compression { kAuto, kNone, kFp16, kBf16 };            // distributed.compression
 enum class OnNonfinite { kAbort, kSkip };                         // train.on_nonfinite
 enum class OnDivergence { kWarn, kAbort };                        // train.on_divergence
 enum class ProgressMode { kAuto, kBar, kLines };                  // output.progress
@@ -55,5 +55,9 @@ std::string to_string(ProgressMode value);
 LrScaling parse_lr_scaling(const std::string& text);
 // "linear", "sqrt", "none" or the factor as a number ("1.5"); parse_lr_scaling reads it back.
 std::string to_string(const LrScaling& scaling);
+
+// distributed.compression: auto is the compute dtype under mixed precision (gradients
+// reduced in 16 bits as they were computed), none otherwise; the other values stand.
+Compression resolve_compression(Compression compression, Precision precision);
 
 }  // namespace sdp

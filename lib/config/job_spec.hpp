@@ -78,7 +78,7 @@ struct DistributedSpec {
   CommBackend backend = CommBackend::kAuto;
   AllreduceKind allreduce = AllreduceKind::kAuto;
   double bucket_mb = 25.0;  // 0 = one bucket
-  Compression compression = Compression::kNone;
+  Compression compression = Compression::kAuto;  // resolve_compression (choices.hpp)
   int ranks_per_node = 0;  // 0 = auto (detected topology)
   double timeout_s = 600.0;
   double stall_warning_s = 60.0;

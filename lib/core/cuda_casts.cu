@@ -104,6 +104,12 @@ void add_scale(float* dst, const float* src, int64_t count, float scale, void* s
   check_launch("the gradient sum kernel launch", kContext);
 }
 
+void set_device(int device) { check_cuda(cudaSetDevice(device), "cudaSetDevice", kContext); }
+
+void synchronize(void* stream) {
+  check_cuda(cudaStreamSynchronize(as_stream(stream)), "cudaStreamSynchronize", kContext);
+}
+
 bool all_finite(const float* data, int64_t count, int device, void* stream) {
   if (count <= 0) return true;
   // One flag per device and thread, kept for the process: no allocation per check (it runs

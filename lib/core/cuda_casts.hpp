@@ -25,5 +25,9 @@ bool all_finite(const float* data, int64_t count, int device, void* stream);
 // dst[i] = (dst[i] + src[i]) * scale, as reduce_kernels.hpp's add_scale_into (gradient
 // accumulation's sums on a GPU).
 void add_scale(float* dst, const float* src, int64_t count, float scale, void* stream);
+// Makes cuda:`device` the calling thread's device (where the casts above launch).
+void set_device(int device);
+// Waits until the work queued on `stream` so far is done.
+void synchronize(void* stream);
 
 }  // namespace sdp::cuda_casts

@@ -3,7 +3,11 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "core/device_memory.hpp"
 #include "core/error.hpp"
+#ifdef SDP_HAVE_CUDA
+#include "core/cuda_casts.hpp"
+#endif
 #include "distributed/communicator_factory.hpp"
 #include "distributed/reduce_kernels.hpp"
 #include "distributed/shared_arena.hpp"
@@ -105,9 +109,8 @@ void HierarchicalAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
     // over the node and then over the nodes: sum / (local x nodes). Each phase waits for
     // the previous one on the host (cudaEventSynchronize); chaining them on the streams
     // with block_stream() is the next step.
-    if (wire_ != DType::kF32)
-      throw InputError("distributed.compression: GPU buffers are reduced uncompressed in this version; use "
-                       "compression: none");
+    if (wire_ != DType::kF32)  // make_allreduce compresses GPU buffers around the algorithm
+      throw std::logic_error("HierarchicalAllreduce: host-side compression of a GPU buffer");
     intra_->reduce_scatter(buffer, counts, {op})->wait();
     if (nodes > 1) inter_->allreduce(part, {op})->wait();
     intra_->allgather(buffer, counts)->wait();
@@ -163,11 +166,31 @@ void HierarchicalAllreduce::reduce_across_nodes(const CommBuffer& part, ReduceOp
 
 void CompressedAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
   if (buffer.dtype != DType::kF32) throw std::logic_error("CompressedAllreduce: input must be f32");
-  if (!buffer.device.is_cpu())  // its casts and scratch are host code
-    throw InputError("distributed.compression: GPU buffers are reduced uncompressed in this version; use "
-                     "compression: none");
-  scratch_.resize(static_cast<std::size_t>(buffer.count));
   const float n = static_cast<float>(world_size_);
+  if (!buffer.device.is_cpu()) {
+#ifdef SDP_HAVE_CUDA
+    const std::size_t bytes = static_cast<std::size_t>(buffer.count) * dtype_size(wire_);
+    if (device_scratch_bytes_ < bytes) {  // the first buckets only: then it has its size
+      device_scratch_ = allocate(buffer.device, bytes);
+      device_scratch_bytes_ = bytes;
+    }
+    // The casts go on the device's default stream and the host waits for them: the bucket's
+    // gradients are final (the caller waited for their events), and NCCL's stream, which
+    // waits for no other stream, starts after the cast is done.
+    cuda_casts::set_device(buffer.device.index);
+    cuda_casts::from_f32(wire_, device_scratch_.get(), static_cast<const float*>(buffer.data), buffer.count,
+                         1.0f / n, nullptr);
+    cuda_casts::synchronize(nullptr);
+    inner_->run({device_scratch_.get(), buffer.count, wire_, buffer.device}, ReduceOp::kSum);
+    cuda_casts::to_f32(wire_, static_cast<float*>(buffer.data), device_scratch_.get(), buffer.count,
+                       op == ReduceOp::kSum ? n : 1.0f, nullptr);
+    cuda_casts::synchronize(nullptr);
+    return;
+#else
+    throw std::logic_error("CompressedAllreduce: a GPU buffer in a build without the CUDA backend");
+#endif
+  }
+  scratch_.resize(static_cast<std::size_t>(buffer.count));
   convert_from_f32(wire_, scratch_.data(), static_cast<const float*>(buffer.data), buffer.count, 1.0f / n);
   inner_->run({scratch_.data(), buffer.count, wire_, buffer.device}, ReduceOp::kSum);
   convert_to_f32(wire_, static_cast<float*>(buffer.data), scratch_.data(), buffer.count,
@@ -182,6 +205,8 @@ AllreduceAlgorithm& AutoAllreduce::choose(const CommBuffer& buffer) const {
 
 DType compression_wire_type(Compression compression) {
   switch (compression) {
+    case Compression::kAuto:
+      throw std::logic_error("compression_wire_type: resolve compression: auto first (resolve_compression)");
     case Compression::kNone:
       return DType::kF32;
     case Compression::kFp16:
@@ -193,7 +218,10 @@ DType compression_wire_type(Compression compression) {
 }
 
 std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const AllreduceSetup& setup) {
-  const DType wire = compression_wire_type(setup.compression);
+  // Host buffers compress inside the algorithms (hierarchical: only across nodes, where the
+  // bytes are slow); GPU buffers compress around the whole algorithm, NCCL in 16 bits.
+  const DType gpu_wire = setup.device.is_cpu() ? DType::kF32 : compression_wire_type(setup.compression);
+  const DType wire = setup.device.is_cpu() ? compression_wire_type(setup.compression) : DType::kF32;
   auto communicator = [&](MPI_Comm group, const char* label) {
     CommunicatorOptions options;
     options.label = label;
@@ -219,22 +247,26 @@ std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const All
       algorithm->use_sockets(SocketRing::create(world.inter(), world.comm()));
     return algorithm;
   };
-  switch (setup.algorithm) {
-    case AllreduceKind::kFlat:
-      return compressed(std::make_unique<FlatAllreduce>(world_comm()));
-    case AllreduceKind::kRing:
-      return compressed(std::make_unique<RingAllreduce>(world_comm()));
-    case AllreduceKind::kHierarchical:
-      return hierarchical();
-    case AllreduceKind::kAuto: {
-      // In this order on every rank: making a communicator is collective.
-      std::unique_ptr<AllreduceAlgorithm> flat = compressed(std::make_unique<FlatAllreduce>(world_comm()));
-      std::unique_ptr<HierarchicalAllreduce> node_first = hierarchical();
-      return std::make_unique<AutoAllreduce>(std::move(flat), std::move(node_first),
-                                             world.nodes() > 1 && world.local_size() > 1, world.nodes() > 1);
+  auto algorithm = [&]() -> std::unique_ptr<AllreduceAlgorithm> {
+    switch (setup.algorithm) {
+      case AllreduceKind::kFlat:
+        return compressed(std::make_unique<FlatAllreduce>(world_comm()));
+      case AllreduceKind::kRing:
+        return compressed(std::make_unique<RingAllreduce>(world_comm()));
+      case AllreduceKind::kHierarchical:
+        return hierarchical();
+      case AllreduceKind::kAuto: {
+        // In this order on every rank: making a communicator is collective.
+        std::unique_ptr<AllreduceAlgorithm> flat = compressed(std::make_unique<FlatAllreduce>(world_comm()));
+        std::unique_ptr<HierarchicalAllreduce> node_first = hierarchical();
+        return std::make_unique<AutoAllreduce>(std::move(flat), std::move(node_first),
+                                               world.nodes() > 1 && world.local_size() > 1, world.nodes() > 1);
+      }
     }
-  }
-  throw std::logic_error("make_allreduce: unhandled AllreduceKind");
+    throw std::logic_error("make_allreduce: unhandled AllreduceKind");
+  }();
+  if (gpu_wire == DType::kF32 || world.size() == 1) return algorithm;
+  return std::make_unique<CompressedAllreduce>(std::move(algorithm), gpu_wire, world.size());
 }
 
 }  // namespace sdp

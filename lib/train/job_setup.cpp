@@ -154,7 +154,9 @@ std::string describe_plan(const JobSetup& setup) {
   out << "  optimizer    : " << to_string(s.optimizer.name) << "\n";
   out << "  allreduce    : " << resolved_allreduce(s.distributed, w)
       << (s.distributed.allreduce == AllreduceKind::kAuto ? " (auto)" : "") << ", buckets of "
-      << s.distributed.bucket_mb << " MB, compression " << to_string(s.distributed.compression)
+      << s.distributed.bucket_mb << " MB, compression "
+      << to_string(resolve_compression(s.distributed.compression, s.precision))
+      << (s.distributed.compression == Compression::kAuto ? " (auto)" : "")
       << ", timeout " << s.distributed.timeout_s << " s";
   if (w.size() > 1)  // the gradients' backend: NCCL for GPU memory under auto
     out << ", over " << to_string(resolve_comm_backend(s.distributed.backend, setup.device.device));

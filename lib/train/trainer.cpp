@@ -125,7 +125,9 @@ void Trainer::start_replicas() {
     timeline_ = std::make_unique<Timeline>(world_.rank(), Clock::now());
   }
   run_on_all_ranks(world_.comm(), [&] {
-    parallel_ = std::make_unique<DataParallel>(*parts_.model, spec_.distributed, world_,
+    DistributedSpec distributed = spec_.distributed;
+    distributed.compression = resolve_compression(distributed.compression, spec_.precision);
+    parallel_ = std::make_unique<DataParallel>(*parts_.model, distributed, world_,
                                                spec_.train.accumulate_steps, timeline_.get());
   });
   if (timeline_) {

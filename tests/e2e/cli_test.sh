@@ -1288,7 +1288,8 @@ PY
       --set precision=amp-fp16 --set train.max_steps=20 --set output.model_dir="$WORK/m"
     grep -qE 'step 6: the f16 gradients overflowed; the update is skipped on every rank and the loss scale backs off to 32768' "$WORK/out" ||
       fail "no overflow line for step 6"
-    grep -qE '^\[done\] steps=20 .*overflow_skips=1' "$WORK/out" || fail "[done] does not count the overflow skip" ;;
+    grep -qE '^\[done\] steps=20 .*overflow_skips=1' "$WORK/out" || fail "[done] does not count the overflow skip"
+    grep -q 'compression fp16 (auto)' "$WORK/out" || fail "the plan does not say amp-fp16 reduces in fp16" ;;
   gpu_amp_resume_bitwise)
     # amp-fp16 stopped at step 15 and resumed (the loss scale comes back from the checkpoint)
     # gives the uninterrupted run's losses and tensors bit for bit.
@@ -1303,7 +1304,9 @@ PY
     SDP_TEST_OVERFLOW_RANK=1 SDP_TEST_OVERFLOW_STEP=4 expect_ok 2 --config "$SRC/configs/quickstart.yaml" --set device=cuda \
       --set precision=amp-fp16 --set train.max_steps=12 --set distributed.check_every_steps=1 --set output.model_dir="$WORK/m"
     grep -qE 'step 4: the f16 gradients overflowed' "$WORK/out" || fail "no overflow line for step 4"
-    grep -qE '^\[done\] steps=12 .*overflow_skips=1' "$WORK/out" || fail "[done] does not count the overflow skip" ;;
+    grep -qE '^\[done\] steps=12 .*overflow_skips=1' "$WORK/out" || fail "[done] does not count the overflow skip"
+    # The averaged gradients cross in f16 (distributed.compression: auto under amp-fp16).
+    grep -q 'compression fp16 (auto)' "$WORK/out" || fail "the plan does not say the gradients go in fp16" ;;
   gpu_dp_matches_single_gpu)
     # 2 ranks on 2 GPUs (NCCL averages each bucket after its backward's CUDA event) follow the
     # loss curve of 1 GPU with twice the batch; the replica check runs after every step.

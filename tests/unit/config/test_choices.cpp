@@ -30,7 +30,7 @@ TEST(Choices, EveryWordRoundTrips) {
   expect_round_trip<ScheduleKind>({"constant", "step", "cosine", "linear"});
   expect_round_trip<CommBackend>({"auto", "mpi", "nccl"});
   expect_round_trip<AllreduceKind>({"auto", "flat", "ring", "hierarchical"});
-  expect_round_trip<Compression>({"none", "fp16", "bf16"});
+  expect_round_trip<Compression>({"auto", "none", "fp16", "bf16"});
   expect_round_trip<OnNonfinite>({"abort", "skip"});
   expect_round_trip<OnDivergence>({"warn", "abort"});
   expect_round_trip<ProgressMode>({"auto", "bar", "lines"});
@@ -57,12 +57,23 @@ TEST(Choices, EveryEnumeratorHasAWord) {
   for (auto v : {AllreduceKind::kAuto, AllreduceKind::kFlat, AllreduceKind::kRing,
                  AllreduceKind::kHierarchical})
     EXPECT_NE(to_string(v), "?");
-  for (auto v : {Compression::kNone, Compression::kFp16, Compression::kBf16})
+  for (auto v : {Compression::kAuto, Compression::kNone, Compression::kFp16, Compression::kBf16})
     EXPECT_NE(to_string(v), "?");
   for (auto v : {OnNonfinite::kAbort, OnNonfinite::kSkip}) EXPECT_NE(to_string(v), "?");
   for (auto v : {OnDivergence::kWarn, OnDivergence::kAbort}) EXPECT_NE(to_string(v), "?");
   for (auto v : {ProgressMode::kAuto, ProgressMode::kBar, ProgressMode::kLines})
     EXPECT_NE(to_string(v), "?");
+}
+
+// distributed.compression: auto reduces the gradients in the compute precision (16 bits
+// under mixed precision, f32 otherwise); an explicit choice stands.
+TEST(Choices, CompressionAutoFollowsThePrecision) {
+  EXPECT_EQ(resolve_compression(Compression::kAuto, Precision::kFp32), Compression::kNone);
+  EXPECT_EQ(resolve_compression(Compression::kAuto, Precision::kAmpFp16), Compression::kFp16);
+  EXPECT_EQ(resolve_compression(Compression::kAuto, Precision::kAmpBf16), Compression::kBf16);
+  EXPECT_EQ(resolve_compression(Compression::kNone, Precision::kAmpFp16), Compression::kNone);
+  EXPECT_EQ(resolve_compression(Compression::kBf16, Precision::kFp32), Compression::kBf16);
+  EXPECT_EQ(JobSpec{}.distributed.compression, Compression::kAuto);
 }
 
 std::string error_of(const std::function<void()>& fn) {
@@ -80,7 +91,7 @@ TEST(Choices, ATypoGetsTheClosestWord) {
             "unknown value 'hierarchichal' (expected one of: auto, flat, ring, hierarchical); "
             "did you mean 'hierarchical'?");
   EXPECT_EQ(error_of([] { parse_choice<Compression>("bf61"); }),
-            "unknown value 'bf61' (expected one of: none, fp16, bf16); did you mean 'bf16'?");
+            "unknown value 'bf61' (expected one of: auto, none, fp16, bf16); did you mean 'bf16'?");
   EXPECT_EQ(error_of([] { parse_choice<Precision>("amp_fp16"); }),
             "unknown value 'amp_fp16' (expected one of: fp32, amp-fp16, amp-bf16); did you mean "
             "'amp-fp16'?");
