@@ -220,8 +220,9 @@ DType compression_wire_type(Compression compression) {
 std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const AllreduceSetup& setup) {
   // Host buffers compress inside the algorithms (hierarchical: only across nodes, where the
   // bytes are slow); GPU buffers compress around the whole algorithm, NCCL in 16 bits.
-  const DType gpu_wire = setup.device.is_cpu() ? DType::kF32 : compression_wire_type(setup.compression);
-  const DType wire = setup.device.is_cpu() ? compression_wire_type(setup.compression) : DType::kF32;
+  const DType requested = compression_wire_type(setup.compression);
+  const DType wire = setup.device.is_cpu() ? requested : DType::kF32;
+  const DType gpu_wire = setup.device.is_cpu() ? DType::kF32 : requested;
   auto communicator = [&](MPI_Comm group, const char* label) {
     CommunicatorOptions options;
     options.label = label;

@@ -136,8 +136,9 @@ const TensorRef& LinearCuda::backward(const TensorRef& diff_dst) {
   grads_ready();
 
   if (!needs_input_grad_) return none_;
-  gemm(handle, g.input_grad, dtype, weight_lp_used_ ? weight_lp_.get() : weight_->value.raw(), diff_dst.data, dtype,
-       diff_src_.data, "cuBLAS GEMM (Linear input gradient)");
+  // The weights as forward's GEMM read them (their cast under mixed precision).
+  const void* w = dtype == DType::kF32 ? weight_->value.raw() : weight_lp_.get();
+  gemm(handle, g.input_grad, dtype, w, diff_dst.data, dtype, diff_src_.data, "cuBLAS GEMM (Linear input gradient)");
   return diff_src_;
 }
 
@@ -145,8 +146,7 @@ const void* LinearCuda::weight_values() {
   // Arena views are re-read every call: the store may rebind its arenas. Under mixed
   // precision the weights are cast here, after the optimizer's last update, and backward
   // uses the same cast.
-  weight_lp_used_ = src_.desc.dtype != DType::kF32;
-  if (!weight_lp_used_) return weight_->value.raw();
+  if (src_.desc.dtype == DType::kF32) return weight_->value.raw();
   cuda_casts::from_f32(src_.desc.dtype, weight_lp_.get(), weight_->value.data<float>(), weight_->value.numel(), 1.0f,
                        cuda::stream_of(ctx_));
   return weight_lp_.get();

@@ -26,7 +26,6 @@ class LinearCuda final : public Linear {
   const void* weight_values();
 
   bool training_ = false;
-  bool weight_lp_used_ = false;
   int64_t batch_ = 0;
   CudaBuffer dst_, diff_src_buffer_, weight_lp_;
   TensorRef src_, out_, diff_src_, none_;

@@ -221,6 +221,19 @@ need_gpus() {
   [ "${gpus:-0}" -ge "$1" ] || { echo "SKIP: no CUDA device (needs $1 GPU(s), found ${gpus:-0})"; exit 77; }
 }
 
+# amp_overflow_run NP RANK STEP STEPS [ARGS...]: the default job in amp-fp16 on the GPU with
+# rank RANK's gradients forced to overflow at step STEP; the run goes on to STEPS, the step is
+# reported and counted once, and the plan says the gradients cross in fp16
+# (distributed.compression: auto).
+amp_overflow_run() {
+  local np=$1 rank=$2 step=$3 steps=$4; shift 4
+  SDP_TEST_OVERFLOW_RANK=$rank SDP_TEST_OVERFLOW_STEP=$step expect_ok "$np" --config "$SRC/configs/quickstart.yaml" \
+    --set device=cuda --set precision=amp-fp16 --set train.max_steps="$steps" --set output.model_dir="$WORK/m" "$@"
+  grep -qE "step $step: the f16 gradients overflowed" "$WORK/out" || fail "no overflow line for step $step"
+  grep -qE "^\[done\] steps=$steps .*overflow_skips=1" "$WORK/out" || fail "[done] does not count the overflow skip"
+  grep -q 'compression fp16 (auto)' "$WORK/out" || fail "the plan does not say the gradients go in fp16"
+}
+
 resume_bitwise() {
   local np=$1; shift
   ckpt_args
@@ -1284,12 +1297,9 @@ PY
     # scale and the run goes on; the [done] line counts it. Not a non-finite failure: the
     # default on_nonfinite: abort does not end the run.
     need_gpus 1
-    SDP_TEST_OVERFLOW_RANK=0 SDP_TEST_OVERFLOW_STEP=6 expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cuda \
-      --set precision=amp-fp16 --set train.max_steps=20 --set output.model_dir="$WORK/m"
+    amp_overflow_run 0 0 6 20
     grep -qE 'step 6: the f16 gradients overflowed; the update is skipped on every rank and the loss scale backs off to 32768' "$WORK/out" ||
-      fail "no overflow line for step 6"
-    grep -qE '^\[done\] steps=20 .*overflow_skips=1' "$WORK/out" || fail "[done] does not count the overflow skip"
-    grep -q 'compression fp16 (auto)' "$WORK/out" || fail "the plan does not say amp-fp16 reduces in fp16" ;;
+      fail "the overflow line does not say the scale halved" ;;
   gpu_amp_resume_bitwise)
     # amp-fp16 stopped at step 15 and resumed (the loss scale comes back from the checkpoint)
     # gives the uninterrupted run's losses and tensors bit for bit.
@@ -1301,12 +1311,7 @@ PY
     # 2 GPUs: an overflow on rank 1 alone skips the same step on both ranks (the averaged
     # gradients are the same everywhere) and the replicas stay identical.
     need_gpus 2
-    SDP_TEST_OVERFLOW_RANK=1 SDP_TEST_OVERFLOW_STEP=4 expect_ok 2 --config "$SRC/configs/quickstart.yaml" --set device=cuda \
-      --set precision=amp-fp16 --set train.max_steps=12 --set distributed.check_every_steps=1 --set output.model_dir="$WORK/m"
-    grep -qE 'step 4: the f16 gradients overflowed' "$WORK/out" || fail "no overflow line for step 4"
-    grep -qE '^\[done\] steps=12 .*overflow_skips=1' "$WORK/out" || fail "[done] does not count the overflow skip"
-    # The averaged gradients cross in f16 (distributed.compression: auto under amp-fp16).
-    grep -q 'compression fp16 (auto)' "$WORK/out" || fail "the plan does not say the gradients go in fp16" ;;
+    amp_overflow_run 2 1 4 12 --set distributed.check_every_steps=1 ;;
   gpu_dp_matches_single_gpu)
     # 2 ranks on 2 GPUs (NCCL averages each bucket after its backward's CUDA event) follow the
     # loss curve of 1 GPU with twice the batch; the replica check runs after every step.
