@@ -2,7 +2,9 @@
 
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -103,6 +105,17 @@ void restore_on_rank0(const Checkpoint& c, const JobSpec& spec, nn::Model& model
                           "steps_per_epoch", "optimizer_steps"})
     if (c.meta_int(key) < 0)
       throw InputError(c.path + ": checkpoint metadata '" + key + "' is negative");
+  // amp-fp16's loss scale (fp32 and bf16 checkpoints have none): a finite number >= 1.
+  if (c.metadata.count("loss_scale") > 0) {
+    const std::string& text = c.meta("loss_scale");
+    char* end = nullptr;
+    const float scale = std::strtof(text.c_str(), &end);
+    if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(scale) || scale < 1.0f)
+      throw InputError(c.path + ": checkpoint metadata 'loss_scale' is not a loss scale (a finite number >= 1): '" +
+                       text + "'");
+    if (c.meta_int("loss_scale_good_steps") < 0)
+      throw InputError(c.path + ": checkpoint metadata 'loss_scale_good_steps' is negative");
+  }
   std::map<std::string, const Tensor*> stored;
   for (const NamedTensor& t : c.tensors) stored[t.name] = &t.tensor;
   for (auto& [name, live] : live_tensors(model, optimizer)) {
@@ -284,7 +297,8 @@ std::optional<ResumePoint> Checkpointer::resume(Communicator& comm, int64_t step
     comm.broadcast(CommBuffer::of(arena.tensor), {0})->wait();
   optimizer_.set_step_count(get("optimizer_steps"));
   // A checkpoint of an fp32 or bf16 run has no loss scale: amp-fp16 then starts afresh.
-  if (scaler_ != nullptr && meta.count("loss_scale") > 0 && meta.count("loss_scale_good_steps") > 0)
+  // (Rank 0 checked both keys before the broadcast.)
+  if (scaler_ != nullptr && meta.count("loss_scale") > 0)
     scaler_->restore(std::stof(meta.at("loss_scale")), get("loss_scale_good_steps"));
 
   ResumePoint point;

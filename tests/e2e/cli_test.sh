@@ -869,6 +869,24 @@ PY
       "${CKPT_ARGS[@]}" --set optimizer.name=adam --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
     expect_ok 0 "${CKPT_ARGS[@]}" --set model.hidden=[32] --set checkpoint.dir="$WORK/ck" --set checkpoint.resume=never \
       --set train.max_steps=2 --set output.model_dir="$WORK/m" ;;
+  ckpt_bad_loss_scale)
+    # A checkpoint whose metadata holds no usable loss scale (amp-fp16's): rank 0 refuses it
+    # before anything is broadcast, one error naming the file and the key, exit 2.
+    ckpt_args
+    expect_ok 0 "${CKPT_ARGS[@]}" --set train.max_steps=3 --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
+    python3 - "$WORK/ck/ckpt-000000003.safetensors" <<'PY' || fail "could not rewrite the metadata"
+import json, struct, sys
+path = sys.argv[1]
+raw = open(path, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+header["__metadata__"]["loss_scale"] = "banana"
+header["__metadata__"]["loss_scale_good_steps"] = "0"
+text = json.dumps(header).encode()
+open(path, "wb").write(struct.pack("<Q", len(text)) + text + raw[8 + n:])
+PY
+    expect_error 2 "ckpt-000000003.safetensors: checkpoint metadata 'loss_scale' is not a loss scale \(a finite number >= 1\): 'banana'" \
+      "${CKPT_ARGS[@]}" --set train.max_steps=5 --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m" ;;
   ckpt_skip_corrupt)
     # The newest checkpoint is truncated: skipped with a warning naming it, the previous used.
     ckpt_args
