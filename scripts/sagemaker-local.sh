@@ -23,8 +23,11 @@
 #                            SDP_HOSTS_TIMEOUT_S=20
 #     --host-env HOST:NAME=VALUE  a variable for HOST's container only (repeatable)
 #     --cpus N               CPU quota per container (docker --cpus)
-#     --stop-after S         `docker stop` every container S seconds after the start (SIGTERM,
-#                            then SIGKILL after --stop-grace, default 120: a spot reclaim)
+#     --stop-on REGEX        `docker stop` every container (SIGTERM, then SIGKILL after
+#                            --stop-grace, default 120: a spot reclaim) as soon as a line of
+#                            the job's output matches REGEX (grep -E, with the [algo-i] prefix),
+#                            e.g. '^\[algo-1\] \[step ': the job is known to be training
+#     --stop-after S         the same, S seconds after the start (a clock, not an event)
 #     --timeout S            stop everything after S seconds and exit 124 (default 3600)
 #     --job NAME             job name: containers NAME-algo-<i>, network NAME (default sdp-local-$$)
 #     --keep                 keep the containers and the network
@@ -33,7 +36,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 HOSTS_N=2 IMAGE=sdp-train:test BASE_IMAGE=debian:bookworm BUILD=0 HP='{}' OUT="" JOB=sdp-local-$$
-STOP_AFTER="" STOP_GRACE=120 TIMEOUT=3600 KEEP=0 CPUS=""
+STOP_ON="" STOP_AFTER="" STOP_GRACE=120 TIMEOUT=3600 KEEP=0 CPUS=""
 CHANNELS=() ABSENT=() ENVS=() HOST_ENVS=() TRAIN_ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -49,6 +52,7 @@ while [ $# -gt 0 ]; do
     --env) ENVS+=(-e "$2"); shift 2 ;;
     --host-env) HOST_ENVS+=("$2"); shift 2 ;;
     --cpus) CPUS=$2; shift 2 ;;
+    --stop-on) STOP_ON=$2; shift 2 ;;
     --stop-after) STOP_AFTER=$2; shift 2 ;;
     --stop-grace) STOP_GRACE=$2; shift 2 ;;
     --timeout) TIMEOUT=$2; shift 2 ;;
@@ -78,7 +82,10 @@ channels_json=$(for c in "${CHANNELS[@]}"; do printf '"%s": {"TrainingInputMode"
 channels_json="{${channels_json%,}}"
 
 STARTED=()
+# Every container's prefixed output, also kept here so that --stop-on can watch it.
+JOB_LOG=$(mktemp /tmp/sagemaker-local-log.XXXXXX)
 cleanup() {
+  rm -f "$JOB_LOG"
   [ ${#LOG_PIDS[@]} -eq 0 ] || kill "${LOG_PIDS[@]}" 2>/dev/null || true
   if [ $KEEP = 0 ]; then
     [ ${#STARTED[@]} -eq 0 ] || docker rm -f "${STARTED[@]}" >/dev/null 2>&1 || true
@@ -109,18 +116,29 @@ for h in "${HOSTS[@]}"; do
     -e TRAINING_JOB_NAME="$JOB" -e TRAINING_JOB_ARN="arn:aws:sagemaker:local:000000000000:training-job/$JOB" \
     "${ENVS[@]}" "${host_envs[@]}" "${mounts[@]}" "$IMAGE" train "${TRAIN_ARGS[@]}" >/dev/null
   STARTED+=("$JOB-$h")
-  docker logs -f "$JOB-$h" 2>&1 | sed -u "s/^/[$h] /" &
+  docker logs -f "$JOB-$h" 2>&1 | sed -u "s/^/[$h] /" | tee -a "$JOB_LOG" &
   LOG_PIDS+=($!)
 done
 say "job $JOB: ${#STARTED[@]} of ${#HOSTS[@]} host(s) started, /opt/ml of each in $OUT/<host>"
 
+# An event to wait for is polled often; otherwise once a second is enough.
+poll=1
+[ -z "$STOP_ON" ] || poll=0.2
 start=$(date +%s) stopped=0
 while :; do
   running=$(docker ps -q --filter "network=$JOB" | wc -l)
   [ "$running" -gt 0 ] || break
   elapsed=$(( $(date +%s) - start ))
-  if [ -n "$STOP_AFTER" ] && [ $stopped = 0 ] && [ $elapsed -ge "$STOP_AFTER" ]; then
-    say "docker stop (SIGTERM, SIGKILL after ${STOP_GRACE}s) of every container, as a spot reclaim"
+  stop_now=""
+  if [ $stopped = 0 ]; then
+    if [ -n "$STOP_ON" ] && grep -qE -- "$STOP_ON" "$JOB_LOG"; then
+      stop_now="a line matched --stop-on '$STOP_ON'"
+    elif [ -n "$STOP_AFTER" ] && [ $elapsed -ge "$STOP_AFTER" ]; then
+      stop_now="${STOP_AFTER}s after the start"
+    fi
+  fi
+  if [ -n "$stop_now" ]; then
+    say "docker stop (SIGTERM, SIGKILL after ${STOP_GRACE}s) of every container, as a spot reclaim: $stop_now"
     docker stop -t "$STOP_GRACE" "${STARTED[@]}" >/dev/null &
     stopped=1
   fi
@@ -129,9 +147,10 @@ while :; do
     docker stop -t 5 "${STARTED[@]}" >/dev/null
     exit 124
   fi
-  sleep 1
+  sleep $poll
 done
 wait "${LOG_PIDS[@]}" 2>/dev/null || true
+[ -z "$STOP_ON" ] || [ $stopped = 1 ] || say "no line matched --stop-on '$STOP_ON': the job ended without being stopped"
 LOG_PIDS=()
 status=""
 for c in "${STARTED[@]}"; do

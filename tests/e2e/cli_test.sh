@@ -94,7 +94,10 @@ start_local_worker_then_lead() {
   (cd "$WORK" && SDP_OPT_ML="$OPT_ML" SDP_RUN_DIR="$WORK/run" SDP_RSH_AGENT="$WORK/agent" SDP_WORKER_TIMEOUT_S=60 \
      timeout $HANG_LIMIT bash "$SRC/scripts/sagemaker-entrypoint.sh" train >"$WORK/worker.out" 2>&1; echo $? >"$WORK/worker.status") &
   WORKER_PID=$!
-  sleep 1
+  # The worker clears its signal files when it starts: the leader may only begin once it waits.
+  local i
+  for i in $(seq 300); do grep -q 'waiting for the leader' "$WORK/worker.out" 2>/dev/null && break; sleep 0.1; done
+  grep -q 'waiting for the leader' "$WORK/worker.out" || fail "the worker did not start waiting within 30 s"
   cp -r "$OPT_ML" "$WORK/leader-opt-ml"
   OPT_ML=$WORK/leader-opt-ml
   sed -i 's/"current_host": "localhost"/"current_host": "algo-1"/' "$OPT_ML/input/config/resourceconfig.json"
@@ -964,7 +967,10 @@ PY
     pid=$!
     for i in $(seq 300); do grep -q 'stops taking part' "$WORK/out" && break; sleep 0.1; done
     grep -q 'stops taking part' "$WORK/out" || { kill -KILL $pid; fail "the stall hook did not trigger"; }
-    kill -TERM $pid; sleep 1
+    # The second signal is sent once the first is handled (two pending signals are one).
+    kill -TERM $pid
+    for i in $(seq 300); do grep -q 'signal received: stopping at the next step boundary' "$WORK/out" && break; sleep 0.1; done
+    grep -q 'signal received: stopping at the next step boundary' "$WORK/out" || fail "the first SIGTERM was not acknowledged"
     kill -0 $pid 2>/dev/null || fail "the first SIGTERM ended the process inside a step"
     kill -TERM $pid; start=$(date +%s%N)
     for i in $(seq 50); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done

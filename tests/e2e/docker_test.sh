@@ -84,21 +84,25 @@ case "$CASE" in
   spot_interruption)
     # `docker stop` of every container (SIGTERM, SIGKILL after the grace) is a spot reclaim:
     # the job stops at a step and leaves a checkpoint in the leader's /opt/ml/checkpoints;
-    # the same job started again on the same /opt/ml continues from it.
+    # the same job started again on the same /opt/ml continues from it. The stop is sent on
+    # an event, the leader's first [step] line (the job is training), never on a clock; the
+    # job is 10 epochs (4,680 steps), so that the stop lands long before its end on any host:
+    # the first line comes at step 20, and a stop takes well under a second to arrive.
     need_mnist
-    hp="{\"config\": \"lenet-mnist.yaml\", \"threads\": \"1\", \"train.epochs\": \"2\", \"train.log_every\": \"50\", \"checkpoint.every_steps\": \"0\"}"
-    job -n 2 --channel "training=$MNIST" --stop-after 10 --stop-grace 90 --hyperparameters "$hp"
+    hp="{\"config\": \"lenet-mnist.yaml\", \"threads\": \"1\", \"train.epochs\": \"10\", \"train.log_every\": \"20\", \"checkpoint.every_steps\": \"0\"}"
+    job -n 2 --channel "training=$MNIST" --stop-on '^\[algo-1\] \[step ' --stop-grace 90 --hyperparameters "$hp"
     cp "$WORK/out" "$WORK/first.out"
+    grep -q "spot reclaim: a line matched --stop-on" "$WORK/out" || fail "the job was never stopped (no [step] line from the leader?)"
     ckpt=$(ls "$WORK/ml/algo-1/checkpoints"/ckpt-*.safetensors 2>/dev/null | tail -1)
     [ -n "$ckpt" ] || fail "no checkpoint after the interruption"
     grep -q '\[done\]' "$WORK/out" && fail "the job finished before the interruption; nothing tested"
     echo "interrupted: exit status $STATUS, checkpoint $(basename "$ckpt")"
     [ $STATUS -eq 0 ] || fail "interrupted: exit status $STATUS, expected 0 (stopped with a checkpoint)"
-    [ $SECONDS_TAKEN -le 60 ] || fail "interrupted: the containers took ${SECONDS_TAKEN}s to end after a stop at 10 s"
+    [ $SECONDS_TAKEN -le 60 ] || fail "interrupted: the containers took ${SECONDS_TAKEN}s to end after a stop at the first step line"
     grep -q "algo-2 exited with status 0" "$WORK/out" || fail "interrupted: the worker did not exit 0"
     job -n 2 --channel "training=$MNIST" --hyperparameters "$hp"
     [ $STATUS -eq 0 ] || fail "the resumed job: exit status $STATUS"
-    grep -qi "resum" "$WORK/out" || fail "the second run did not resume"
+    grep -q "resuming from .*$(basename "$ckpt")" "$WORK/out" || fail "the second run did not resume from $(basename "$ckpt")"
     [ -s "$WORK/ml/algo-1/model/model.safetensors" ] || fail "no model after the resumed run" ;;
   *)
     echo "unknown case $CASE"; exit 1 ;;
