@@ -4,7 +4,9 @@
 #    CPU kernels they use), so a CUDA layer can implement every interface;
 #  * no CUDA, cuBLAS or cuDNN type in any header but the private *_cuda.hpp ones, and those
 #    included only by CUDA sources (*.cu, *_cuda.cpp) and other *_cuda.hpp;
-#  * nn/ never includes MPI or distributed/; distributed/ never includes a layer.
+#  * nn/ never includes MPI or distributed/; distributed/ never includes a layer;
+#  * every thread the product makes starts in the job's floating-point mode: made by
+#    core/floating_point.hpp's start_thread, never by a bare std::thread / pthread_create.
 # Usage: check_module_boundaries.sh SOURCE_DIR
 set -uo pipefail
 cd "${1:?source dir}"
@@ -40,5 +42,9 @@ for h in "${cuda_headers[@]}"; do
 done
 grep -rnE '#include +[<"](mpi\.h|distributed/)' lib/nn && fail "lib/nn includes MPI or distributed/"
 grep -rnE '#include +"nn/' lib/distributed && fail "lib/distributed includes a layer (nn/)"
+if grep -rnE 'std::(j)?thread *(\(|\{|[a-z_]+ *[({])|pthread_create' lib models apps --include='*.cpp' --include='*.hpp' --include='*.cu' |
+   grep -v '^lib/core/floating_point.hpp:' | grep -vE '^[^:]+:[0-9]+: *//'; then
+  fail "a thread made without start_thread (core/floating_point.hpp): it would not flush denormals"
+fi
 [ $status -eq 0 ] && echo "module boundaries hold"
 exit $status

@@ -92,6 +92,11 @@ struct CheckpointSpec {
   std::string resume = "auto";  // auto | never | a checkpoint file path
 };
 
+// The floating-point mode of every compute thread (core/floating_point.hpp).
+struct NumericsSpec {
+  bool flush_denormals = true;  // subnormal floats flushed to zero (FTZ/DAZ); false keeps IEEE's
+};
+
 struct OutputSpec {
   std::string model_dir = "${SM_MODEL_DIR:-out/model}";
   std::string metrics = "out/metrics.jsonl";  // "" = none
@@ -111,6 +116,7 @@ struct JobSpec {
   OptimizerSpec optimizer;
   DistributedSpec distributed;
   CheckpointSpec checkpoint;
+  NumericsSpec numerics;
   OutputSpec output;
 };
 

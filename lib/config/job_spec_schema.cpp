@@ -281,6 +281,7 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("checkpoint.every_steps", checkpoint.every_steps));
     f.push_back(SDP_FIELD("checkpoint.keep_last", checkpoint.keep_last));
     f.push_back(SDP_FIELD("checkpoint.resume", checkpoint.resume));
+    f.push_back(SDP_FIELD("numerics.flush_denormals", numerics.flush_denormals));
     f.push_back(SDP_FIELD("output.model_dir", output.model_dir));
     f.push_back(SDP_FIELD("output.metrics", output.metrics));
     f.push_back(SDP_FIELD("output.timeline", output.timeline));

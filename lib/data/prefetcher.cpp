@@ -1,5 +1,7 @@
 #include "data/prefetcher.hpp"
 
+#include "core/floating_point.hpp"
+
 #include <chrono>
 
 namespace sdp {
@@ -37,7 +39,7 @@ void Prefetcher::start(Producer produce) {
   stop_ = false;
   done_ = false;
   wait_seconds_ = 0;
-  if (depth_ > 0) worker_ = std::thread(&Prefetcher::run, this);
+  if (depth_ > 0) worker_ = start_thread(&Prefetcher::run, this);
 }
 
 void Prefetcher::run() {

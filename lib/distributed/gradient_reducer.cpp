@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/floating_point.hpp"
 #include "core/parameter_store.hpp"
 
 namespace sdp {
@@ -73,7 +74,7 @@ GradientReducer::GradientReducer(CommBuffer arena, std::vector<ParamExtent> para
     pending_[k] = buckets_[k].last_param - buckets_[k].first_param + 1;
     work_.push_back(std::make_unique<HostWork>());
   }
-  thread_ = std::thread([this] { comm_loop(); });
+  thread_ = start_thread([this] { comm_loop(); });
 }
 
 GradientReducer::~GradientReducer() {

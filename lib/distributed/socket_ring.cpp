@@ -1,5 +1,6 @@
 #include "distributed/socket_ring.hpp"
 
+#include "core/floating_point.hpp"
 #include "core/log.hpp"
 
 #include <arpa/inet.h>
@@ -209,7 +210,7 @@ void SocketRing::allreduce(const CommBuffer& buffer) {
     const char* out = buffer.slice(offsets[send_part], 0).bytes();
     const int64_t out_bytes = counts[send_part] * esize;
     int send_error = 0;
-    std::thread sender([&] { send_error = send_bytes(right_fd_, out, out_bytes); });
+    std::thread sender = start_thread([&] { send_error = send_bytes(right_fd_, out, out_bytes); });
     try {
       for (int64_t i = 0; i < counts[recv_part]; i += segment) {
         const int64_t k = std::min(segment, counts[recv_part] - i);

@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "core/error.hpp"
+#include "core/floating_point.hpp"
 #include "io/safetensors.hpp"
 
 namespace sdp {
@@ -134,7 +135,7 @@ std::string write_checkpoint(const CheckpointSnapshot& snapshot) {
   return path;
 }
 
-CheckpointWriter::CheckpointWriter() : thread_([this] { run(); }) {}
+CheckpointWriter::CheckpointWriter() : thread_(start_thread([this] { run(); })) {}
 
 CheckpointWriter::~CheckpointWriter() {
   {

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "core/error.hpp"
+#include "core/floating_point.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/communicator_factory.hpp"
 #include "io/safetensors.hpp"
@@ -41,6 +42,7 @@ EvalResult evaluate_model_file(JobSetup& setup, const std::string& model_path) {
   const JobSpec& spec = setup.spec;
   const World& world = *setup.world;
   nn::set_num_threads(setup.device.threads);
+  set_flush_denormals(spec.numerics.flush_denormals);
   reject_unimplemented(spec, world);
   std::unique_ptr<DataSplits> data;
   std::unique_ptr<nn::Model> model;

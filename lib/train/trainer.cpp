@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/floating_point.hpp"
 #include "core/log.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/collectives.hpp"
@@ -69,7 +70,9 @@ Trainer::Trainer(JobSetup& setup)
       world_(*setup.world),
       log_(setup.spec, *setup.world),
       scaler_(setup.spec.precision == Precision::kAmpFp16) {
+  // Before any thread of the job starts: they inherit the pool's size and the float mode.
   nn::set_num_threads(setup.device.threads);
+  set_flush_denormals(spec_.numerics.flush_denormals);
   reject_unimplemented(spec_, world_);
   // The rank's device (distributed/device_assignment): its GPU, pinned by local rank, or the CPU.
   parts_ = build_training_parts(spec_, world_, setup.device.device);

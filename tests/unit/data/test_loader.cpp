@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/floating_point.hpp"
 #include "data/data_loader.hpp"
 #include "data/prefetcher.hpp"
 #include "data/synthetic.hpp"
@@ -197,6 +198,25 @@ TEST(Prefetcher, StaysBoundedAndStopsASlowProducer) {
     EXPECT_LE(made.load(), 3);
   }  // the destructor stops the endless producer
   EXPECT_LE(made.load(), 4);
+}
+
+// The loader's worker decodes and normalises: it computes in the job's floating-point mode
+// (numerics.flush_denormals), a subnormal input flushed to 0 with the flag on, kept with it off.
+TEST(Prefetcher, WorkerComputesInTheJobsFloatingPointMode) {
+  for (bool flush : {true, false}) {
+    set_flush_denormals(flush);
+    Prefetcher prefetcher(1);
+    float result = -1.0f;
+    prefetcher.start([&result](Batch& b) {
+      volatile float tiny = 1e-39f, one = 1.0f;
+      result = tiny * one;
+      b.step = 0;
+      return false;
+    });
+    EXPECT_EQ(prefetcher.next(), nullptr);
+    EXPECT_EQ(result, flush ? 0.0f : 1e-39f) << "flush_denormals " << flush;
+  }
+  set_flush_denormals(true);
 }
 
 TEST(EvalLoader, EverySampleOnceWithThePartialLastBatch) {
