@@ -17,34 +17,47 @@ Adam::Adam(ParameterStore& store, const AdamOptions& options)
   exp_avg_sq_ = add_state("exp_avg_sq");
 }
 
-void Adam::update_cpu(float lr, int64_t t) {
-  float* __restrict p_all = store_.param_arena().data<float>();
-  const float* __restrict g_all = store_.grad_arena().data<float>();
+bool Adam::update_cpu(float lr, int64_t t) {
+  float* p_all = store_.param_arena().data<float>();
+  const float* g_all = store_.grad_arena().data<float>();
+  float* m_all = exp_avg_;
+  float* v_all = exp_avg_sq_;
   const float b1 = options_.beta1, b2 = options_.beta2, eps = options_.eps;
+  const bool decoupled = options_.decoupled;
   // Scalars in double like PyTorch's Python-side arithmetic, then used as float.
   const double bias1 = update_rules::bias_correction(b1, t);
   const double bias2 = update_rules::bias_correction(b2, t);
   const float step_size = static_cast<float>(lr / bias1);
   const float bias2_sqrt = static_cast<float>(std::sqrt(bias2));
-  for (const Segment& seg : segments_) {
-    float* __restrict p = p_all + seg.begin;
-    const float* __restrict g = g_all + seg.begin;
-    float* __restrict m = exp_avg_ + seg.begin;
-    float* __restrict v = exp_avg_sq_ + seg.begin;
-    const int64_t n = seg.count;
+  const std::vector<multi_tensor::Chunk>& chunks = segment_chunks();
+  const int64_t n_chunks = static_cast<int64_t>(chunks.size());
+  uint32_t non_finite = 0;
+#pragma omp parallel for schedule(static) reduction(| : non_finite)
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const multi_tensor::Chunk& chunk = chunks[c];
+    float* __restrict p = p_all + chunk.begin;
+    const float* __restrict g = g_all + chunk.begin;
+    float* __restrict m = m_all + chunk.begin;
+    float* __restrict v = v_all + chunk.begin;
+    const int64_t n = chunk.count;
+    const float wd = segments_[chunk.group].weight_decay;
     // AdamW decays the weights before the Adam step; Adam folds the decay into g.
-    const float l2 = options_.decoupled ? 0.0f : seg.weight_decay;
-    if (options_.decoupled && seg.weight_decay != 0) {
-      const float shrink = 1.0f - lr * seg.weight_decay;
+    const float l2 = decoupled ? 0.0f : wd;
+    if (decoupled && wd != 0) {
+      const float shrink = 1.0f - lr * wd;
       for (int64_t i = 0; i < n; ++i) p[i] = update_rules::decoupled_decay(p[i], shrink);
     }
+    uint32_t bad = 0;
     for (int64_t i = 0; i < n; ++i) {
+      bad |= multi_tensor::non_finite_bit(g[i]);
       const float gi = update_rules::decayed(g[i], p[i], l2);
       m[i] = update_rules::first_moment(m[i], gi, b1);
       v[i] = update_rules::second_moment(v[i], gi, b2);
       p[i] = update_rules::adam_step(p[i], m[i], v[i], step_size, bias2_sqrt, eps);
     }
+    non_finite |= bad;
   }
+  return non_finite == 0;
 }
 
 #ifdef SDP_HAVE_CUDA

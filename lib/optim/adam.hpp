@@ -24,7 +24,7 @@ class Adam : public Optimizer {
   const AdamOptions& options() const { return options_; }
 
  private:
-  void update_cpu(float lr, int64_t t) override;
+  bool update_cpu(float lr, int64_t t) override;
 #ifdef SDP_HAVE_CUDA
   void update_cuda(float lr, int64_t t) override;
 #endif

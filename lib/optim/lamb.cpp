@@ -20,31 +20,66 @@ Lamb::Lamb(ParameterStore& store, const LambOptions& options)
   exp_avg_sq_ = add_state("exp_avg_sq");
 }
 
-void Lamb::update_cpu(float lr, int64_t t) {
+bool Lamb::update_cpu(float lr, int64_t t) {
   float* p_all = store_.param_arena().data<float>();
   const float* g_all = store_.grad_arena().data<float>();
+  float* m_all = exp_avg_;
+  float* v_all = exp_avg_sq_;
   const float b1 = options_.beta1, b2 = options_.beta2, eps = options_.eps;
   // Scalars in double, as Adam's, then used as float.
   const float bias1 = static_cast<float>(update_rules::bias_correction(b1, t));
   const float bias2 = static_cast<float>(update_rules::bias_correction(b2, t));
-  for (const Param& param : store_.params()) {
-    const int64_t n = shape_numel(param.shape);
-    float* __restrict p = p_all + param.offset;
-    const float* __restrict g = g_all + param.offset;
-    float* __restrict m = exp_avg_ + param.offset;
-    float* __restrict v = exp_avg_sq_ + param.offset;
-    for (int64_t i = 0; i < n; ++i) {
-      m[i] = update_rules::first_moment(m[i], g[i], b1);
-      v[i] = update_rules::second_moment(v[i], g[i], b2);
+  const auto& params = store_.params();
+  const int64_t n_params = static_cast<int64_t>(params.size());
+  direction_.resize(static_cast<std::size_t>(store_.param_arena().numel()));
+  step_.resize(params.size());
+  float* r_all = direction_.data();
+  float* step = step_.data();  // per tensor: lr * trust ratio
+  const std::vector<multi_tensor::Chunk>& chunks = parameter_chunks();
+  const int64_t n_chunks = static_cast<int64_t>(chunks.size());
+  uint32_t non_finite = 0;
+#pragma omp parallel
+  {
+    // The moments and the update direction r, kept for the norm and the step.
+#pragma omp for schedule(static) reduction(| : non_finite)
+    for (int64_t c = 0; c < n_chunks; ++c) {
+      const multi_tensor::Chunk& chunk = chunks[c];
+      const float* __restrict p = p_all + chunk.begin;
+      const float* __restrict g = g_all + chunk.begin;
+      float* __restrict m = m_all + chunk.begin;
+      float* __restrict v = v_all + chunk.begin;
+      float* __restrict r = r_all + chunk.begin;
+      const float wd = params[chunk.group].weight_decay ? options_.weight_decay : 0.0f;
+      uint32_t bad = 0;
+      for (int64_t i = 0; i < chunk.count; ++i) {
+        bad |= multi_tensor::non_finite_bit(g[i]);
+        m[i] = update_rules::first_moment(m[i], g[i], b1);
+        v[i] = update_rules::second_moment(v[i], g[i], b2);
+        r[i] = update_rules::lamb_direction(m[i], v[i], p[i], bias1, bias2, eps, wd);
+      }
+      non_finite |= bad;
     }
-    const float wd = param.weight_decay ? options_.weight_decay : 0.0f;
-    // The update direction, computed the same way for its norm and for the step.
-    auto r = [=](int64_t i) { return update_rules::lamb_direction(m[i], v[i], p[i], bias1, bias2, eps, wd); };
+    // The trust ratios: each tensor's norms by one thread, in norms.hpp's fixed order.
     // BatchNorm and bias parameters (no weight decay) take plain Adam-like steps of lr.
-    const float ratio = param.weight_decay ? update_rules::lamb_ratio(l2_norm(p, n), l2_norm_of(n, r)) : 1.0f;
-    const float step = lr * ratio;
-    for (int64_t i = 0; i < n; ++i) p[i] = update_rules::lamb_step(p[i], r(i), step);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t j = 0; j < n_params; ++j) {
+      const Param& param = params[j];
+      const int64_t n = shape_numel(param.shape);
+      const float ratio = param.weight_decay
+                              ? update_rules::lamb_ratio(l2_norm(p_all + param.offset, n), l2_norm(r_all + param.offset, n))
+                              : 1.0f;
+      step[j] = lr * ratio;
+    }
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < n_chunks; ++c) {
+      const multi_tensor::Chunk& chunk = chunks[c];
+      float* __restrict p = p_all + chunk.begin;
+      const float* __restrict r = r_all + chunk.begin;
+      const float s = step[chunk.group];
+      for (int64_t i = 0; i < chunk.count; ++i) p[i] = update_rules::lamb_step(p[i], r[i], s);
+    }
   }
+  return non_finite == 0;
 }
 
 #ifdef SDP_HAVE_CUDA

@@ -10,9 +10,12 @@
 //   w -= lr * ratio * r
 // Parameters with Param::weight_decay false (biases, BatchNorm) are excluded from both
 // decay and adaptation: r = m_hat / (sqrt(v_hat) + eps), ratio = 1 (plain Adam for them),
-// whatever decay_all says. Norms are L2 over the whole tensor, summed in double; r is
-// recomputed for the update rather than stored, so LAMB needs no state beyond Adam's.
+// whatever decay_all says. Norms are L2 over the whole tensor, summed in double. On the CPU r
+// is kept for one step in a scratch arena (computed once for its norm and the step), which
+// is not state: a checkpoint holds Adam's moments only.
 #pragma once
+
+#include <vector>
 
 #include "optim/optimizer.hpp"
 
@@ -33,7 +36,7 @@ class Lamb : public Optimizer {
   const LambOptions& options() const { return options_; }
 
  private:
-  void update_cpu(float lr, int64_t t) override;
+  bool update_cpu(float lr, int64_t t) override;
 #ifdef SDP_HAVE_CUDA
   void update_cuda(float lr, int64_t t) override;
 #endif
@@ -41,6 +44,10 @@ class Lamb : public Optimizer {
   LambOptions options_;
   float* exp_avg_ = nullptr;
   float* exp_avg_sq_ = nullptr;
+  // CPU: the update direction r of every element this step (the norm and the step read it),
+  // and lr * trust ratio per parameter tensor.
+  std::vector<float> direction_;
+  std::vector<float> step_;
 };
 
 }  // namespace sdp

@@ -21,28 +21,52 @@ Lars::Lars(ParameterStore& store, const LarsOptions& options)
   momentum_ = add_state("momentum_buffer");
 }
 
-void Lars::update_cpu(float lr, int64_t /*t*/) {
+bool Lars::update_cpu(float lr, int64_t /*t*/) {
   float* p_all = store_.param_arena().data<float>();
   const float* g_all = store_.grad_arena().data<float>();
+  float* v_all = momentum_;
   const float mu = options_.momentum;
-  for (const Param& param : store_.params()) {
-    const int64_t n = shape_numel(param.shape);
-    float* __restrict p = p_all + param.offset;
-    const float* __restrict g = g_all + param.offset;
-    float* __restrict v = momentum_ + param.offset;
-    float scale = lr;  // lr * local_lr
-    float wd = 0.0f;
-    if (param.weight_decay) {
-      wd = options_.weight_decay;
-      const double local_lr = update_rules::lars_local_lr(l2_norm(p, n), l2_norm(g, n),
-                                                          options_.trust_coefficient, wd, options_.eps);
-      scale = static_cast<float>(double{lr} * local_lr);
+  const auto& params = store_.params();
+  const int64_t n_params = static_cast<int64_t>(params.size());
+  scale_.resize(params.size());
+  float* scale = scale_.data();  // per tensor: lr * local_lr
+  const std::vector<multi_tensor::Chunk>& chunks = parameter_chunks();
+  const int64_t n_chunks = static_cast<int64_t>(chunks.size());
+  uint32_t non_finite = 0;
+#pragma omp parallel
+  {
+    // The trust ratios: each tensor's norms by one thread, in norms.hpp's fixed order.
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t j = 0; j < n_params; ++j) {
+      const Param& param = params[j];
+      scale[j] = lr;
+      if (param.weight_decay) {
+        const int64_t n = shape_numel(param.shape);
+        const double local_lr =
+            update_rules::lars_local_lr(l2_norm(p_all + param.offset, n), l2_norm(g_all + param.offset, n),
+                                        options_.trust_coefficient, options_.weight_decay, options_.eps);
+        scale[j] = static_cast<float>(double{lr} * local_lr);
+      }
     }
-    for (int64_t i = 0; i < n; ++i) {
-      v[i] = update_rules::lars_velocity(v[i], g[i], p[i], mu, scale, wd);
-      p[i] -= v[i];
+    // (the barrier at the loop's end: every ratio is known before any weight moves)
+#pragma omp for schedule(static) reduction(| : non_finite)
+    for (int64_t c = 0; c < n_chunks; ++c) {
+      const multi_tensor::Chunk& chunk = chunks[c];
+      float* __restrict p = p_all + chunk.begin;
+      const float* __restrict g = g_all + chunk.begin;
+      float* __restrict v = v_all + chunk.begin;
+      const float s = scale[chunk.group];
+      const float wd = params[chunk.group].weight_decay ? options_.weight_decay : 0.0f;
+      uint32_t bad = 0;
+      for (int64_t i = 0; i < chunk.count; ++i) {
+        bad |= multi_tensor::non_finite_bit(g[i]);
+        v[i] = update_rules::lars_velocity(v[i], g[i], p[i], mu, s, wd);
+        p[i] -= v[i];
+      }
+      non_finite |= bad;
     }
   }
+  return non_finite == 0;
 }
 
 #ifdef SDP_HAVE_CUDA

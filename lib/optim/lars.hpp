@@ -18,6 +18,8 @@
 // whatever decay_all says: the recipe needs it.
 #pragma once
 
+#include <vector>
+
 #include "optim/optimizer.hpp"
 
 namespace sdp {
@@ -38,13 +40,14 @@ class Lars : public Optimizer {
   const LarsOptions& options() const { return options_; }
 
  private:
-  void update_cpu(float lr, int64_t t) override;
+  bool update_cpu(float lr, int64_t t) override;
 #ifdef SDP_HAVE_CUDA
   void update_cuda(float lr, int64_t t) override;
 #endif
 
   LarsOptions options_;
   float* momentum_ = nullptr;  // "momentum_buffer" arena (always, even with momentum 0)
+  std::vector<float> scale_;   // CPU: lr * local_lr per parameter tensor, this step
 };
 
 }  // namespace sdp

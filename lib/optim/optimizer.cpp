@@ -11,23 +11,29 @@ Optimizer::Optimizer(ParameterStore& store, float weight_decay, bool decay_all) 
   if (!store.finalized())
     throw std::logic_error("optimizer: the ParameterStore must be finalized first");
   const int64_t arena = store.param_arena().numel();
+  const auto& params = store.params();
   if (decay_all || weight_decay == 0.0f) {
     // One range over the whole arena: the padding has zero params and zero grads, so
     // updating it changes nothing, and the loop stays one long vectorizable run.
     segments_.push_back({0, arena, weight_decay});
-    return;
+  } else {
+    // Runs of parameters with the same flag; each run extends to the next parameter so
+    // the padding between them is covered (harmlessly) and runs stay few.
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      float wd = params[i].weight_decay ? weight_decay : 0.0f;
+      int64_t end = i + 1 < params.size() ? params[i + 1].offset : arena;
+      if (!segments_.empty() && segments_.back().weight_decay == wd)
+        segments_.back().count = end - segments_.back().begin;
+      else
+        segments_.push_back({params[i].offset, end - params[i].offset, wd});
+    }
   }
-  // Runs of parameters with the same flag; each run extends to the next parameter so
-  // the padding between them is covered (harmlessly) and runs stay few.
-  const auto& params = store.params();
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    float wd = params[i].weight_decay ? weight_decay : 0.0f;
-    int64_t end = i + 1 < params.size() ? params[i + 1].offset : arena;
-    if (!segments_.empty() && segments_.back().weight_decay == wd)
-      segments_.back().count = end - segments_.back().begin;
-    else
-      segments_.push_back({params[i].offset, end - params[i].offset, wd});
-  }
+  std::vector<multi_tensor::Group> groups;
+  for (const Segment& seg : segments_) groups.push_back({seg.begin, seg.count});
+  segment_chunks_ = multi_tensor::split_into_chunks(groups);
+  groups.clear();
+  for (const Param& p : params) groups.push_back({p.offset, shape_numel(p.shape)});
+  parameter_chunks_ = multi_tensor::split_into_chunks(groups);
 }
 
 void Optimizer::step(float lr) {
@@ -40,6 +46,17 @@ void Optimizer::step(float lr) {
     update_cuda(lr, step_count_ + 1);
   }
   ++step_count_;
+}
+
+bool Optimizer::step_checking_gradients(float lr) {
+  if (store_.device().is_cpu()) {
+    const bool finite = update_cpu(lr, step_count_ + 1);
+    ++step_count_;
+    return finite;
+  }
+  if (!store_.grad_arena().all_finite(device_stream_)) return false;
+  step(lr);
+  return true;
 }
 
 void Optimizer::update_cuda(float /*lr*/, int64_t /*t*/) {

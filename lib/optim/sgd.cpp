@@ -14,33 +14,53 @@ Sgd::Sgd(ParameterStore& store, const SgdOptions& options)
   if (options.momentum != 0) momentum_ = add_state("momentum_buffer");
 }
 
-void Sgd::update_cpu(float lr, int64_t t) {
-  float* __restrict p_all = store_.param_arena().data<float>();
-  const float* __restrict g_all = store_.grad_arena().data<float>();
+bool Sgd::update_cpu(float lr, int64_t t) {
+  float* p_all = store_.param_arena().data<float>();
+  const float* g_all = store_.grad_arena().data<float>();
+  float* buf_all = momentum_;
   const float mu = options_.momentum;
   const float keep = 1.0f - options_.dampening;
-  for (const Segment& seg : segments_) {
-    float* __restrict p = p_all + seg.begin;
-    const float* __restrict g = g_all + seg.begin;
-    const float wd = seg.weight_decay;
-    const int64_t n = seg.count;
-    if (momentum_ == nullptr) {
-      for (int64_t i = 0; i < n; ++i) p[i] = update_rules::sgd(p[i], g[i], lr, wd);
+  const bool nesterov = options_.nesterov;
+  const std::vector<multi_tensor::Chunk>& chunks = segment_chunks();
+  const int64_t n_chunks = static_cast<int64_t>(chunks.size());
+  uint32_t non_finite = 0;
+#pragma omp parallel for schedule(static) reduction(| : non_finite)
+  for (int64_t c = 0; c < n_chunks; ++c) {
+    const multi_tensor::Chunk& chunk = chunks[c];
+    float* __restrict p = p_all + chunk.begin;
+    const float* __restrict g = g_all + chunk.begin;
+    const float wd = segments_[chunk.group].weight_decay;
+    const int64_t n = chunk.count;
+    uint32_t bad = 0;
+    if (buf_all == nullptr) {
+      for (int64_t i = 0; i < n; ++i) {
+        bad |= multi_tensor::non_finite_bit(g[i]);
+        p[i] = update_rules::sgd(p[i], g[i], lr, wd);
+      }
+      non_finite |= bad;
       continue;
     }
-    float* __restrict buf = momentum_ + seg.begin;
+    float* __restrict buf = buf_all + chunk.begin;
     // Branches hoisted out of the loops so each loop vectorizes.
     if (t == 1) {
-      for (int64_t i = 0; i < n; ++i) buf[i] = update_rules::sgd_momentum_first(g[i], p[i], wd);
+      for (int64_t i = 0; i < n; ++i) {
+        bad |= multi_tensor::non_finite_bit(g[i]);
+        buf[i] = update_rules::sgd_momentum_first(g[i], p[i], wd);
+      }
     } else {
-      for (int64_t i = 0; i < n; ++i) buf[i] = update_rules::sgd_momentum(buf[i], g[i], p[i], mu, keep, wd);
+      for (int64_t i = 0; i < n; ++i) {
+        bad |= multi_tensor::non_finite_bit(g[i]);
+        buf[i] = update_rules::sgd_momentum(buf[i], g[i], p[i], mu, keep, wd);
+      }
     }
-    if (options_.nesterov) {
+    if (nesterov) {
       for (int64_t i = 0; i < n; ++i) p[i] = update_rules::sgd_nesterov(p[i], g[i], buf[i], lr, mu, wd);
     } else {
       for (int64_t i = 0; i < n; ++i) p[i] = update_rules::sgd_heavy_ball(p[i], buf[i], lr);
     }
+    non_finite |= bad;
   }
+  return non_finite == 0;
 }
 
 #ifdef SDP_HAVE_CUDA

@@ -274,11 +274,15 @@ double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
   stop_agreed_ = agreed[1] > 0;
   // The gradients too: a NaN input can leave the loss finite (ReLU maps NaN to 0) and still
   // poison the weights, after which the network is dead at a finite loss. The averaged
-  // gradients are the same on every rank, so each checks its own copy and all agree.
+  // gradients are the same on every rank, so each checks its own copy and all agree. When a
+  // bad gradient ends the run anyway (on_nonfinite: abort, no loss scaler) and the update runs
+  // on the CPU, the check rides in the optimizer's pass instead of a pass of its own.
   const bool finite_loss = std::isfinite(loss_sum);
   void* stream = model.context().stream->native_handle();
   Tensor grads = model.store().grad_arena();  // shares the arena's storage
-  if (!finite_loss || !grads.all_finite(stream)) {
+  const bool check_in_update = model.device().is_cpu() && !scaler_.enabled() &&
+                               spec_.train.on_nonfinite == OnNonfinite::kAbort;
+  if (!finite_loss || (!check_in_update && !grads.all_finite(stream))) {
     // fp16 gradients overflowed at this loss scale: every rank skips (the averaged gradients
     // are the same bits everywhere) and backs off; not a fault of the run.
     if (finite_loss && scaler_.back_off()) {
@@ -289,30 +293,37 @@ double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
                  " (precision: amp-fp16)");
       return std::nan("");
     }
-    const bool skip_nonfinite = spec_.train.on_nonfinite == OnNonfinite::kSkip;
-    const std::string what =
-        "step " + std::to_string(step_) + " (epoch " + std::to_string(epoch) + "): the training " +
-        (finite_loss ? "loss is finite but a gradient is not" : "loss is not finite") + " (lr " +
-        std::to_string(lr) + ")";
-    if (!skip_nonfinite)
-      throw CollectiveFailure(
-          ExitCode::kRuntime,
-          what + "; lower optimizer.lr or add warm-up (or train.on_nonfinite: skip)",
-          world_.rank() == 0);
+    if (spec_.train.on_nonfinite != OnNonfinite::kSkip) throw_nonfinite(finite_loss, epoch, lr);
     ++result_.skipped_steps;
     if (world_.rank() == 0)
-      log_warn(what + ": the update is skipped on every rank (train.on_nonfinite: skip; " +
+      log_warn(nonfinite_what(finite_loss, epoch, lr) + ": the update is skipped on every rank (train.on_nonfinite: skip; " +
                std::to_string(result_.skipped_steps) + " skipped so far)");
     return std::nan("");
   }
   {
     TraceScope trace(timeline_.get(), "optimizer", step_);
     if (model.loss_scale() != 1.0f) grads.scale(1.0f / model.loss_scale(), stream);  // exact: a power of two
-    parts_.optimizer->step(static_cast<float>(lr));
+    if (!check_in_update)
+      parts_.optimizer->step(static_cast<float>(lr));
+    else if (!parts_.optimizer->step_checking_gradients(static_cast<float>(lr)))
+      throw_nonfinite(/*finite_loss=*/true, epoch, lr);  // the weights are poisoned: the run ends here
   }
   scaler_.step_applied();
   parallel_->check_replicas(step_ + 1);
   return loss_sum / world_.size();
+}
+
+std::string Trainer::nonfinite_what(bool finite_loss, int64_t epoch, double lr) const {
+  return "step " + std::to_string(step_) + " (epoch " + std::to_string(epoch) + "): the training " +
+         (finite_loss ? "loss is finite but a gradient is not" : "loss is not finite") + " (lr " + std::to_string(lr) +
+         ")";
+}
+
+void Trainer::throw_nonfinite(bool finite_loss, int64_t epoch, double lr) const {
+  throw CollectiveFailure(ExitCode::kRuntime,
+                          nonfinite_what(finite_loss, epoch, lr) +
+                              "; lower optimizer.lr or add warm-up (or train.on_nonfinite: skip)",
+                          world_.rank() == 0);
 }
 
 void Trainer::fetch_ahead() {

@@ -59,6 +59,10 @@ class Trainer {
   // train.accumulate_steps - 1), gradient mean, update; returns the loss averaged over the
   // micro-batches and the ranks. Also agrees whether any rank was interrupted (stop_agreed_).
   double train_step(const Batch& first, int64_t epoch, double lr);
+  // A non-finite loss or gradient at this step: what happened, and the exit-1 error that ends
+  // every rank under train.on_nonfinite: abort.
+  std::string nonfinite_what(bool finite_loss, int64_t epoch, double lr) const;
+  [[noreturn]] void throw_nonfinite(bool finite_loss, int64_t epoch, double lr) const;
   // The step boundary: metric lines, periodic checkpoints, the agreed stop on a signal.
   void after_step(int64_t epoch, double lr);
   TrainPosition position() const { return {step_, cursor_}; }
