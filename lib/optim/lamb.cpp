@@ -32,9 +32,9 @@ bool Lamb::update_cpu(float lr, int64_t t) {
   const auto& params = store_.params();
   const int64_t n_params = static_cast<int64_t>(params.size());
   direction_.resize(static_cast<std::size_t>(store_.param_arena().numel()));
-  step_.resize(params.size());
+  norms_.resize(2 * params.size());
   float* r_all = direction_.data();
-  float* step = step_.data();  // per tensor: lr * trust ratio
+  double* norms = norms_.data();  // per tensor: ||w||, ||r||
   const std::vector<multi_tensor::Chunk>& chunks = parameter_chunks();
   const int64_t n_chunks = static_cast<int64_t>(chunks.size());
   uint32_t non_finite = 0;
@@ -59,23 +59,25 @@ bool Lamb::update_cpu(float lr, int64_t t) {
       }
       non_finite |= bad;
     }
-    // The trust ratios: each tensor's norms by one thread, in norms.hpp's fixed order.
-    // BatchNorm and bias parameters (no weight decay) take plain Adam-like steps of lr.
+    // The norms for the trust ratios: each norm of each tensor by one thread, in norms.hpp's
+    // fixed order (||w|| and ||r|| of one tensor may go to two threads). BatchNorm and bias
+    // parameters (no weight decay) need none: they take plain Adam-like steps of lr.
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t j = 0; j < n_params; ++j) {
-      const Param& param = params[j];
-      const int64_t n = shape_numel(param.shape);
-      const float ratio = param.weight_decay
-                              ? update_rules::lamb_ratio(l2_norm(p_all + param.offset, n), l2_norm(r_all + param.offset, n))
-                              : 1.0f;
-      step[j] = lr * ratio;
+    for (int64_t k = 0; k < 2 * n_params; ++k) {
+      const Param& param = params[k / 2];
+      if (!param.weight_decay) continue;
+      const float* x = (k % 2 == 0 ? p_all : r_all) + param.offset;
+      norms[k] = l2_norm(x, shape_numel(param.shape));
     }
 #pragma omp for schedule(static)
     for (int64_t c = 0; c < n_chunks; ++c) {
       const multi_tensor::Chunk& chunk = chunks[c];
       float* __restrict p = p_all + chunk.begin;
       const float* __restrict r = r_all + chunk.begin;
-      const float s = step[chunk.group];
+      const int32_t j = chunk.group;
+      const float ratio =
+          params[j].weight_decay ? update_rules::lamb_ratio(norms[2 * j], norms[2 * j + 1]) : 1.0f;
+      const float s = lr * ratio;
       for (int64_t i = 0; i < chunk.count; ++i) p[i] = update_rules::lamb_step(p[i], r[i], s);
     }
   }

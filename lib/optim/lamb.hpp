@@ -45,9 +45,9 @@ class Lamb : public Optimizer {
   float* exp_avg_ = nullptr;
   float* exp_avg_sq_ = nullptr;
   // CPU: the update direction r of every element this step (the norm and the step read it),
-  // and lr * trust ratio per parameter tensor.
+  // and ||w||, ||r|| per parameter tensor.
   std::vector<float> direction_;
-  std::vector<float> step_;
+  std::vector<double> norms_;
 };
 
 }  // namespace sdp

@@ -28,35 +28,39 @@ bool Lars::update_cpu(float lr, int64_t /*t*/) {
   const float mu = options_.momentum;
   const auto& params = store_.params();
   const int64_t n_params = static_cast<int64_t>(params.size());
-  scale_.resize(params.size());
-  float* scale = scale_.data();  // per tensor: lr * local_lr
+  norms_.resize(2 * params.size());
+  double* norms = norms_.data();  // per tensor: ||w||, ||g||
   const std::vector<multi_tensor::Chunk>& chunks = parameter_chunks();
   const int64_t n_chunks = static_cast<int64_t>(chunks.size());
   uint32_t non_finite = 0;
 #pragma omp parallel
   {
-    // The trust ratios: each tensor's norms by one thread, in norms.hpp's fixed order.
+    // The norms for the trust ratios: each norm of each tensor by one thread, in norms.hpp's
+    // fixed order (||w|| and ||g|| of one tensor may go to two threads); tensors without
+    // weight decay (biases, BatchNorm) take plain lr steps and need none.
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t j = 0; j < n_params; ++j) {
-      const Param& param = params[j];
-      scale[j] = lr;
-      if (param.weight_decay) {
-        const int64_t n = shape_numel(param.shape);
-        const double local_lr =
-            update_rules::lars_local_lr(l2_norm(p_all + param.offset, n), l2_norm(g_all + param.offset, n),
-                                        options_.trust_coefficient, options_.weight_decay, options_.eps);
-        scale[j] = static_cast<float>(double{lr} * local_lr);
-      }
+    for (int64_t k = 0; k < 2 * n_params; ++k) {
+      const Param& param = params[k / 2];
+      if (!param.weight_decay) continue;
+      const float* x = (k % 2 == 0 ? p_all : g_all) + param.offset;
+      norms[k] = l2_norm(x, shape_numel(param.shape));
     }
-    // (the barrier at the loop's end: every ratio is known before any weight moves)
+    // (the barrier at the loop's end: every norm is known before any weight moves)
 #pragma omp for schedule(static) reduction(| : non_finite)
     for (int64_t c = 0; c < n_chunks; ++c) {
       const multi_tensor::Chunk& chunk = chunks[c];
       float* __restrict p = p_all + chunk.begin;
       const float* __restrict g = g_all + chunk.begin;
       float* __restrict v = v_all + chunk.begin;
-      const float s = scale[chunk.group];
-      const float wd = params[chunk.group].weight_decay ? options_.weight_decay : 0.0f;
+      const int32_t j = chunk.group;
+      float s = lr;  // lr * local_lr
+      float wd = 0.0f;
+      if (params[j].weight_decay) {
+        wd = options_.weight_decay;
+        const double local_lr = update_rules::lars_local_lr(norms[2 * j], norms[2 * j + 1],
+                                                            options_.trust_coefficient, wd, options_.eps);
+        s = static_cast<float>(double{lr} * local_lr);
+      }
       uint32_t bad = 0;
       for (int64_t i = 0; i < chunk.count; ++i) {
         bad |= multi_tensor::non_finite_bit(g[i]);

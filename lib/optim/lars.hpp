@@ -47,7 +47,7 @@ class Lars : public Optimizer {
 
   LarsOptions options_;
   float* momentum_ = nullptr;  // "momentum_buffer" arena (always, even with momentum 0)
-  std::vector<float> scale_;   // CPU: lr * local_lr per parameter tensor, this step
+  std::vector<double> norms_;  // CPU: ||w||, ||g|| per parameter tensor, this step
 };
 
 }  // namespace sdp
