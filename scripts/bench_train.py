@@ -17,7 +17,14 @@ that GPU, measured in the same run.
 (torch.autocast to that dtype, with a GradScaler for fp16); the peak is then the 16-bit matrix
 product's.
 
+--optimizers sgd,lamb,lars: each row once per optimizer on sdp-train's side (lamb and lars
+with the shipped recipes' settings); PyTorch's side is always SGD with momentum, the fixed
+peer, and a last column gives the row's step time over sdp-train's own SGD row. With
+--steps in the hundreds on the default (easy) synthetic data the loss collapses, and an
+optimizer whose state decays into subnormal floats shows it.
+
   scripts/bench-train.sh [--rounds 3] [--steps 30] [--threads 2] [--rows mlp:128,lenet5:64]
+  scripts/bench-train.sh --rows lenet5:64 --optimizers sgd,lamb,lars --steps 400
   scripts/bench-train.sh --device cuda --rows resnet50:256,resnet20:128,lenet5:256
   scripts/bench-train.sh --device cuda --precision amp-fp16 --rows resnet50:256,resnet20:128
 """
@@ -35,6 +42,11 @@ ROWS = [("mlp", 128, (1, 28, 28)), ("lenet5", 64, (1, 28, 28)), ("lenet5", 256, 
         ("resnet20", 128, (3, 32, 32)), ("resnet18", 64, (3, 32, 32))]
 SHAPES = {"mlp": (1, 28, 28), "lenet5": (1, 28, 28), "resnet50": (3, 224, 224)}
 WARMUP = 5
+# sdp-train's optimizer per --optimizers name: lamb as configs/lenet-mnist.yaml and
+# resnet20-cifar10.yaml set it, lars as docs/scaling.md's LARS rows.
+OPTIMIZERS = {"sgd": "{name: sgd, lr: 0.01, momentum: 0.9}",
+              "lamb": "{name: lamb, lr: 0.02, weight_decay: 0.01, eps: 1.0e-6}",
+              "lars": "{name: lars, lr: 0.1, momentum: 0.9, weight_decay: 5.0e-4, trust_coefficient: 0.001}"}
 
 
 def run_child(cmd, env):
@@ -48,7 +60,8 @@ def run_child(cmd, env):
     return out, usage.ru_maxrss / 1024.0
 
 
-def sdp_images_per_sec(binary, model, batch, shape, steps, threads, ranks=1, device="cpu", precision="fp32"):
+def sdp_images_per_sec(binary, model, batch, shape, steps, threads, ranks=1, device="cpu", precision="fp32",
+                       optimizer="sgd"):
     """Median global images/s over the steps after warm-up (and, on several ranks, the
     median exposed communication time per step in ms), plus the max RSS."""
     c, h, w = shape
@@ -69,7 +82,7 @@ data:
   batch_size: {batch}
   synthetic: {{train_samples: {batch * ranks * steps_per_epoch}, test_samples: {batch}, channels: {c}, height: {h}, width: {w}}}
 train: {{epochs: {epochs}, max_steps: {steps + WARMUP}, log_every: 1, eval_every_epochs: 0}}
-optimizer: {{name: sgd, lr: 0.01, momentum: 0.9}}
+optimizer: {OPTIMIZERS[optimizer]}
 checkpoint: {{dir: {tmp}/ckpt, every_steps: 0}}
 output: {{model_dir: {tmp}/model, metrics: ""}}
 """)
@@ -164,6 +177,7 @@ def main():
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--precision", choices=["fp32", "amp-fp16", "amp-bf16"], default="fp32",
                         help="mixed precision on both sides (--device cuda only)")
+    parser.add_argument("--optimizers", default="sgd", help="sdp-train's optimizers, e.g. sgd,lamb,lars")
     parser.add_argument("--torch-worker", nargs=8, help=argparse.SUPPRESS)
     parser.add_argument("--torch-peak", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -199,34 +213,42 @@ def main():
     print(f"# {time.strftime('%Y-%m-%d %H:%M')}  host {os.uname().nodename}  {os.cpu_count()} cores  "
           f"threads {t}  device {args.device}  precision {args.precision}  {peak_name} {peak:.0f} GFLOP/s  rounds {args.rounds}  steps {args.steps}")
     print(f"# command: {' '.join(sys.argv)}")
-    header = (f"{'model':<9} {'batch':>5} {'sdp img/s':>10} {'torch img/s':>11} {'torch cfg':>9} {'ratio':>6} "
-              f"{'sdp GFLOP/s':>11} {'%peak':>6} {'sdp RSS MB':>10} {'torch RSS MB':>12}")
+    optimizers = args.optimizers.split(",")
+    for name in optimizers:
+        if name not in OPTIMIZERS:
+            parser.error(f"--optimizers: unknown '{name}' (one of {', '.join(OPTIMIZERS)})")
+    header = (f"{'model':<9} {'batch':>5} {'opt':>4} {'sdp img/s':>10} {'torch img/s':>11} {'torch cfg':>9} {'ratio':>6} "
+              f"{'sdp GFLOP/s':>11} {'%peak':>6} {'sdp RSS MB':>10} {'torch RSS MB':>12} {'step/sgd':>8}")
     print(header)
     print("-" * len(header))
     for model, batch, shape in rows:
-        sdp_rates, torch_rates, sdp_rss, torch_rss = [], {}, 0.0, 0.0
+        sdp_rates, torch_rates, sdp_rss, torch_rss = {}, {}, 0.0, 0.0
         flops = 0
         for _ in range(args.rounds):  # alternate, so drift in the host's speed hits both
-            rate, rss = sdp_images_per_sec(args.binary, model, batch, shape, args.steps, t, device=args.device,
-                                           precision=args.precision)
-            sdp_rates.append(rate)
-            sdp_rss = max(sdp_rss, rss)
+            for name in optimizers:
+                rate, rss = sdp_images_per_sec(args.binary, model, batch, shape, args.steps, t, device=args.device,
+                                               precision=args.precision, optimizer=name)
+                sdp_rates.setdefault(name, []).append(rate)
+                sdp_rss = max(sdp_rss, rss)
             for cfg in torch_configs:
                 rate, rss, flops, _ = torch_images_per_sec(model, batch, shape, args.steps, *cfg, device=args.device,
                                                            precision=args.precision)
                 torch_rates.setdefault(cfg, []).append(rate)
                 torch_rss = max(torch_rss, rss)
-        sdp = statistics.median(sdp_rates)
         best_cfg = max(torch_rates, key=lambda c: statistics.median(torch_rates[c]))
         torch_rate = statistics.median(torch_rates[best_cfg])
-        gflops = sdp * 3 * flops / 1e9
         cfg_name = f"{best_cfg[0]}t/{best_cfg[1]}b" if args.device == "cpu" else ("bench" if best_cfg[1] else "default")
-        print(f"{model:<9} {batch:>5} {sdp:>10.0f} {torch_rate:>11.0f} {cfg_name:>9} "
-              f"{sdp / torch_rate:>5.2f}x {gflops:>11.1f} {100 * gflops / peak:>5.1f}% {sdp_rss:>10.0f} {torch_rss:>12.0f}",
-              flush=True)
+        for name in optimizers:
+            sdp = statistics.median(sdp_rates[name])
+            gflops = sdp * 3 * flops / 1e9
+            vs_sgd = f"{statistics.median(sdp_rates['sgd']) / sdp:>7.2f}x" if "sgd" in sdp_rates else f"{'-':>8}"
+            print(f"{model:<9} {batch:>5} {name:>4} {sdp:>10.0f} {torch_rate:>11.0f} {cfg_name:>9} "
+                  f"{sdp / torch_rate:>5.2f}x {gflops:>11.1f} {100 * gflops / peak:>5.1f}% {sdp_rss:>10.0f} {torch_rss:>12.0f} "
+                  f"{vs_sgd}", flush=True)
     print("# images/s: median over rounds of per-run medians; torch cfg = torch threads / OpenBLAS threads"
           " (GPU: cudnn.benchmark off = default, on = bench);")
-    print("# GFLOP/s = images/s x 3 x forward FLOPs (conv + linear) per image.")
+    print("# GFLOP/s = images/s x 3 x forward FLOPs (conv + linear) per image; torch is SGD with momentum in every row;")
+    print("# step/sgd = this row's step time over sdp-train's SGD row (same model and batch).")
 
 
 if __name__ == "__main__":
