@@ -162,11 +162,4 @@ void abort_on_timeout(const StallReport& report, double timeout_s) {
   _exit(3);
 }
 
-bool test_stall_requested(int rank, int64_t step) {
-  const char* r = std::getenv("SDP_TEST_STALL_RANK");
-  if (!r || std::atoi(r) != rank) return false;
-  const char* s = std::getenv("SDP_TEST_STALL_STEP");
-  return !s || std::atoll(s) == step;
-}
-
 }  // namespace sdp

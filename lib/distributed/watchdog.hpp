@@ -1,5 +1,5 @@
-// Watchdog: turns a hung collective into a clear message and a prompt abort (DESIGN.md §5,
-// Horovod's stall inspector). It watches Work, not calls: a collective is issue()d when it
+// Watchdog: turns a hung collective into a clear message and a prompt abort (README,
+// "Data parallelism"; Horovod's stall inspector). It watches Work, not calls: a collective is issue()d when it
 // starts (a host backend) or is enqueued (a device backend, where the call returns at once
 // and timing it would say nothing), and the thread that needs its result waits through
 // wait(work, ticket), which polls the Work (Work::wait with a short timeout, so a completion
@@ -116,10 +116,5 @@ class Watchdog {
 // = T)" and ends the whole job with MPI_Abort(MPI_COMM_WORLD, 3) (exit status 3); falls back
 // to _exit(3) if MPI cannot abort.
 [[noreturn]] void abort_on_timeout(const StallReport& report, double timeout_s);
-
-// Test hook for the trainer: true when SDP_TEST_STALL_RANK == rank and
-// SDP_TEST_STALL_STEP == step (unset step: any step). The trainer then sleeps instead of
-// entering that step's gradient AllReduce, so the other ranks' watchdogs fire.
-bool test_stall_requested(int rank, int64_t step);
 
 }  // namespace sdp

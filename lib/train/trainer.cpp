@@ -35,23 +35,9 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Test hook: SDP_TEST_NAN_RANK=r and SDP_TEST_NAN_STEP=s make rank r's input NaN at step s
-// (0-based), so its loss and gradients are not finite there, as after a bad batch.
-bool test_nan_requested(int rank, int64_t step) {
-  const char* r = std::getenv("SDP_TEST_NAN_RANK");
-  const char* s = std::getenv("SDP_TEST_NAN_STEP");
-  return r != nullptr && s != nullptr && std::atoi(r) == rank && std::atoll(s) == step;
-}
-
-// Test hook: SDP_TEST_OVERFLOW_RANK=r and SDP_TEST_OVERFLOW_STEP=s make rank r scale its loss
-// by kTestOverflowScale at step s, so its f16 gradients overflow there (the loss stays
-// finite): what a too-large loss scale does, on one rank only.
+// The loss scale of the SDP_TEST_OVERFLOW_* fault (train/fault_plan.hpp): what a too-large
+// loss scale does, on one rank only (its f16 gradients overflow; the loss stays finite).
 constexpr float kTestOverflowScale = 1e30f;
-bool test_overflow_requested(int rank, int64_t step) {
-  const char* r = std::getenv("SDP_TEST_OVERFLOW_RANK");
-  const char* s = std::getenv("SDP_TEST_OVERFLOW_STEP");
-  return r != nullptr && s != nullptr && std::atoi(r) == rank && std::atoll(s) == step;
-}
 
 }  // namespace
 
@@ -69,7 +55,8 @@ Trainer::Trainer(JobSetup& setup)
       spec_(setup.spec),
       world_(*setup.world),
       log_(setup.spec, *setup.world),
-      scaler_(setup.spec.precision == Precision::kAmpFp16) {
+      scaler_(setup.spec.precision == Precision::kAmpFp16),
+      faults_(FaultPlan::from_environment(setup.world->rank())) {
   // Before any thread of the job starts: they inherit the pool's size and the float mode.
   nn::set_num_threads(setup.device.threads);
   set_flush_denormals(spec_.numerics.flush_denormals);
@@ -223,20 +210,16 @@ const Batch* Trainer::next_batch(Clock::time_point since) {
 }
 
 double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
-  if (test_stall_requested(world_.rank(), step_)) {
+  if (faults_.stalls_at(step_)) {
     log_warn("test hook SDP_TEST_STALL_RANK: rank " + std::to_string(world_.rank()) +
              " stops taking part at step " + std::to_string(step_));
     for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   nn::Model& model = *parts_.model;
-  if (test_nan_requested(world_.rank(), step_)) {
-    first.images.data<float>()[0] = std::nanf("");
-    model.prefetch(first.images);  // a GPU model copied the batch ahead: again, with the NaN
-  }
   parallel_->begin_step(step_);
   // Dropout masks follow (rank, step); the micro-batches of a step continue that stream.
   model.set_random_position(static_cast<uint64_t>(world_.rank()), step_);
-  model.set_loss_scale(scaler_.enabled() && test_overflow_requested(world_.rank(), step_) ? kTestOverflowScale
+  model.set_loss_scale(scaler_.enabled() && faults_.loss_overflow_at(step_) ? kTestOverflowScale
                                                                                        : scaler_.scale());
   // train.accumulate_steps micro-batches: DataParallel sums their gradients and reduces over
   // the ranks during the last one's backward.
@@ -250,7 +233,9 @@ double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
     parallel_->begin_micro_batch(micro);
     {
       TraceScope trace(timeline_.get(), "forward", step_);
-      loss += model.forward(batch->images, batch->labels.data(), /*training=*/true);
+      const bool poison = micro == 0 && faults_.nan_input_at(step_);
+      loss += model.forward(poison ? nan_poisoned(batch->images) : batch->images, batch->labels.data(),
+                            /*training=*/true);
     }
     {
       TraceScope trace(timeline_.get(), "backward", step_);
@@ -324,6 +309,13 @@ void Trainer::throw_nonfinite(bool finite_loss, int64_t epoch, double lr) const 
                           nonfinite_what(finite_loss, epoch, lr) +
                               "; lower optimizer.lr or add warm-up (or train.on_nonfinite: skip)",
                           world_.rank() == 0);
+}
+
+const Tensor& Trainer::nan_poisoned(const Tensor& images) {
+  poisoned_input_ = Tensor(images.shape(), images.dtype(), images.device());
+  poisoned_input_.copy_from(images);
+  poisoned_input_.data<float>()[0] = std::nanf("");
+  return poisoned_input_;
 }
 
 void Trainer::fetch_ahead() {

@@ -1,4 +1,4 @@
-// The training loop (DESIGN.md §6-9): loads the data, builds the model, makes every rank
+// The training loop (docs/architecture.md, "The training loop"): loads the data, builds the model, makes every rank
 // start from rank 0's weights, then runs synchronous steps (forward, backward, gradient
 // mean over ranks, optimizer step) with evaluation after epochs, metric lines on rank 0,
 // and the final model written by rank 0 to output.model_dir/model.safetensors.
@@ -19,6 +19,7 @@
 #include "train/checkpointing.hpp"
 #include "train/data_parallel.hpp"
 #include "train/divergence.hpp"
+#include "train/fault_plan.hpp"
 #include "train/job_setup.hpp"
 #include "train/loss_scaler.hpp"
 #include "train/step_log.hpp"
@@ -63,6 +64,9 @@ class Trainer {
   // every rank under train.on_nonfinite: abort.
   std::string nonfinite_what(bool finite_loss, int64_t epoch, double lr) const;
   [[noreturn]] void throw_nonfinite(bool finite_loss, int64_t epoch, double lr) const;
+  // The SDP_TEST_NAN_* fault: a copy of the batch's images with a NaN first element (the
+  // loader's batch stays as it was); a GPU model copies it in at forward.
+  const Tensor& nan_poisoned(const Tensor& images);
   // The step boundary: metric lines, periodic checkpoints, the agreed stop on a signal.
   void after_step(int64_t epoch, double lr);
   TrainPosition position() const { return {step_, cursor_}; }
@@ -97,6 +101,8 @@ class Trainer {
   std::unique_ptr<Checkpointer> checkpointer_;
   std::unique_ptr<DivergenceGuard> divergence_;  // made once the first step is known
   LossScaler scaler_;  // precision: amp-fp16's dynamic loss scale (disabled otherwise)
+  FaultPlan faults_;   // the e2e tests' SDP_TEST_* faults for this rank, read once
+  Tensor poisoned_input_;  // nan_poisoned's copy
   bool have_ahead_ = false;        // fetch_ahead() ran and next_batch has not taken it
   const Batch* ahead_ = nullptr;   // its batch (nullptr: the loader had ended)
   int64_t step_ = 0;

@@ -106,20 +106,6 @@ TEST(Watchdog, SaysWhatItCannotKnowAboutOtherNodes) {
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
-TEST(Watchdog, StallHookReadsTheEnvironment) {
-  unsetenv("SDP_TEST_STALL_RANK");
-  unsetenv("SDP_TEST_STALL_STEP");
-  EXPECT_FALSE(test_stall_requested(1, 3));
-  setenv("SDP_TEST_STALL_RANK", "1", 1);
-  EXPECT_TRUE(test_stall_requested(1, 3));
-  EXPECT_FALSE(test_stall_requested(0, 3));
-  setenv("SDP_TEST_STALL_STEP", "4", 1);
-  EXPECT_FALSE(test_stall_requested(1, 3));
-  EXPECT_TRUE(test_stall_requested(1, 4));
-  unsetenv("SDP_TEST_STALL_RANK");
-  unsetenv("SDP_TEST_STALL_STEP");
-}
-
 TEST(ReplicaCheck, FindsThePerturbedRank) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
