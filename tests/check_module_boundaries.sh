@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The module boundaries of DESIGN.md §2 and §6, checked on the source tree:
+# The module boundaries of docs/architecture.md ("Modules", "Layers"), checked on the source tree:
 #  * no oneDNN type in any header outside nn/'s oneDNN files (onednn*.hpp, *_cpu.hpp and the
 #    CPU kernels they use), so a CUDA layer can implement every interface;
 #  * no CUDA, cuBLAS or cuDNN type in any header but the private *_cuda.hpp ones, and those

@@ -1,6 +1,6 @@
 // sdp-train: the command line. It parses arguments (CLI11) and calls lib/; nothing of
 // substance lives here. Every error ends as one "sdp-train: error: ..." line and an exit
-// status (0 ok, 1 runtime failure, 2 bad input, 3 watchdog timeout; DESIGN.md §11).
+// status (0 ok, 1 runtime failure, 2 bad input, 3 watchdog timeout; docs/architecture.md, "Errors").
 #include <CLI/CLI.hpp>
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-// JobSpec: the typed job description (DESIGN.md §3). Every key has a default; a YAML file,
+// JobSpec: the typed job description (docs/job-spec.md). Every key has a default; a YAML file,
 // SageMaker's hyperparameters.json and --set overrides are applied in that order by
 // JobSpecLoader (job_spec_loader.hpp), and validate_job_spec() (job_spec_validate.hpp) checks
 // ranges in one place. Keys that take one of a few words are enums (choices.hpp), parsed once

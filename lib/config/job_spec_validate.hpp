@@ -1,4 +1,4 @@
-// Range and consistency checks of a finished JobSpec, all in one place (DESIGN.md §3).
+// Range and consistency checks of a finished JobSpec, all in one place (docs/job-spec.md).
 #pragma once
 
 #include <map>

@@ -1,6 +1,6 @@
 // One error idiom for the whole project: exceptions that carry their exit status and a
 // message with full context (file, key, rank, step). They are caught once, in main, which
-// prints "sdp-train: error: <message>" and ends the job with code() (DESIGN.md §11).
+// prints "sdp-train: error: <message>" and ends the job with code() (docs/architecture.md, "Errors").
 //
 // The rule: whatever a user, a file, the machine or a peer can cause is an sdp::Error
 // (InputError, RuntimeError, TimeoutError; CollectiveFailure in distributed/agreement.hpp

@@ -1,7 +1,7 @@
 // ParameterStore: every parameter of a model in ONE contiguous arena, every gradient in a
 // second arena with the same layout, and non-trainable buffers (BatchNorm running
 // statistics) in a third. Gradient buckets for the AllReduce are slices of the gradient
-// arena, so reducing a bucket needs no copy into a fusion buffer (DESIGN.md §5).
+// arena, so reducing a bucket needs no copy into a fusion buffer (docs/architecture.md, "Communicators").
 //
 // Two phases: layers register tensors while the model is built (add_parameter /
 // add_buffer return references that stay valid), then finalize() allocates the arenas

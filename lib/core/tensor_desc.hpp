@@ -1,5 +1,5 @@
 // TensorDesc / TensorRef: how activations and their gradients pass between layers, the
-// same on every device (DESIGN.md §6). A TensorDesc says what the bytes mean — shape,
+// same on every device (docs/architecture.md, "Layers"). A TensorDesc says what the bytes mean — shape,
 // dtype, device and layout — and a TensorRef adds the pointer (not owning: the producing
 // layer owns the buffer until its next forward/backward).
 //

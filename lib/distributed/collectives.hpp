@@ -1,6 +1,6 @@
 // Control-plane collectives over MPI: small values the ranks must agree on (loss and
 // evaluation sums, topology integers, host names, fingerprints). They stay raw MPI on
-// purpose: MPI is the control plane under every backend (DESIGN.md; STYLE.md 6).
+// purpose: MPI is the control plane under every backend (docs/architecture.md, "Communicators").
 // Model data (gradients, parameters, buffers) never goes through here: it moves through a
 // Communicator (communicator_factory.hpp), so it follows the backend (NCCL: device memory).
 #pragma once

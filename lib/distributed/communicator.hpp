@@ -1,5 +1,5 @@
-// Communicator: the one narrow interface every collective backend implements (DESIGN.md §5,
-// modelled on PyTorch c10d's Backend). Algorithms (flat, ring, hierarchical: allreduce.hpp)
+// Communicator: the one narrow interface every collective backend implements (docs/architecture.md,
+// "Communicators"; modelled on PyTorch c10d's Backend). Algorithms (flat, ring, hierarchical: allreduce.hpp)
 // are built from communicators, never inside them.
 //
 // Contract (as in c10d): every rank of the group calls the collectives in the same order,

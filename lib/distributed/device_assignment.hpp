@@ -1,4 +1,4 @@
-// Which device a rank computes on and with how many CPU threads (DESIGN.md §4):
+// Which device a rank computes on and with how many CPU threads (README, "Topology"):
 // GPU = local_rank when the CUDA backend is built and the node has a GPU per rank, else CPU;
 // CPU threads = the rank's CPUs / the ranks of its physical machine that share them, unless
 // `threads` or OMP_NUM_THREADS says otherwise.

@@ -1,4 +1,4 @@
-// NcclCommunicator: the Communicator over NCCL and device memory (DESIGN.md §5), the device
+// NcclCommunicator: the Communicator over NCCL and device memory (docs/architecture.md, "Communicators"), the device
 // twin of MpiCommunicator. Implemented in nccl_communicator_cuda.cpp, built only when CMake
 // finds NCCL (SDP_HAVE_NCCL); this header names no CUDA or NCCL type, so host code may
 // include it in any build. Made by make_communicator (communicator_factory.hpp), not directly.

@@ -30,7 +30,7 @@ namespace sdp {
 
 namespace {
 
-// Where a checked call is written, for the message (STYLE.md: call, text, file, line).
+// Where a checked call is written, for the message (the call, its error text, file and line).
 struct CallSite {
   const char* call;
   const char* file;

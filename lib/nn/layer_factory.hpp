@@ -1,8 +1,8 @@
 // How a layer kind picks its implementation from the context's device (Caffe's layer
 // factory, without a global mode). Each kind X declares
 //     static std::unique_ptr<X> create(Context& ctx, std::string name, const XOptions& o);
-// and defines it in x.cpp as `return make_for_device<X, XCpu>(ctx, "X", name, o);`.
-// The CUDA backend adds its twin here (XCuda) behind SDP_HAVE_CUDA.
+// and defines it in x.cpp as `return make_for_device<X, XCpu, XCudaTwin>(ctx, "X", name, o);`,
+// where XCudaTwin is XCuda in a CUDA build and NoCudaTwin otherwise (or for a kind without one).
 #pragma once
 
 #include <memory>

@@ -1,4 +1,4 @@
-// Checkpoints of a training run (DESIGN.md §8): what one holds and how a run resumes.
+// Checkpoints of a training run (README, "Checkpoints and interruptions"): what one holds and how a run resumes.
 //
 // A checkpoint (io/checkpoint.hpp) holds the model's parameters and buffers under their layer
 // names (as the final model: PyTorch-loadable), the optimizer state under "optimizer."

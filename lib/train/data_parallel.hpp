@@ -1,7 +1,8 @@
 // DataParallel: what makes one replica part of a synchronous data-parallel job — the
-// PyTorch DDP / Horovod equivalent (DESIGN.md §5).
-// Gradient averaging over the ranks: the gradient arena lives in node-shared
-// memory so ranks of a node reduce from each other's buffers; buckets (slices of the arena,
+// PyTorch DDP / Horovod equivalent (docs/architecture.md, "Communicators").
+// Gradient averaging over the ranks: on the CPU the gradient arena lives in node-shared
+// memory so ranks of a node reduce from each other's buffers (on a GPU, in device memory,
+// reduced over NCCL); buckets (slices of the arena,
 // in reverse layer order) start their AllReduce on the communication thread as soon as
 // backward has produced them; a watchdog reports and ends collectives that never finish.
 //

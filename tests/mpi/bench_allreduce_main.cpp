@@ -1,5 +1,6 @@
-// Stand-alone driver for sdp::run_allreduce_benchmark until `sdp-train bench allreduce`
-// is wired up (scripts/bench-allreduce.sh prefers the real CLI when it has the command).
+// Stand-alone driver for sdp::run_allreduce_benchmark: the table of `sdp-train bench allreduce`
+// from a test build without the CLI (scripts/bench-allreduce.sh uses it when a build dir has
+// no sdp-train).
 //   mpirun -np 2 sdp_bench_allreduce [--min-bytes B] [--max-bytes B] [--factor F] [--iters N]
 //       [--warmup N] [--algorithms mpi,flat,ring,hierarchical,auto] [--compression none|fp16|bf16]
 //       [--ranks-per-node R] [--no-shared-memory]

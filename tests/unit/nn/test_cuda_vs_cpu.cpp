@@ -1,4 +1,4 @@
-// Every CUDA layer against its CPU twin (the oracle, DESIGN.md §6; ggml's test-backend-ops):
+// Every CUDA layer against its CPU twin (the oracle: docs/architecture.md, "Tests"; ggml's test-backend-ops):
 // the same layer built by its factory on both devices, with the same initial weights (drawn
 // on the host from one seed), the same input and the same output gradient; forward output,
 // input gradient, parameter gradients and buffers (BN running statistics) must agree.
