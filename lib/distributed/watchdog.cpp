@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "core/floating_point.hpp"
 #include "core/log.hpp"
 #include "distributed/mpi_check.hpp"
 #include "distributed/shared_arena.hpp"
@@ -132,6 +133,65 @@ void Watchdog::wait(Work& work, const WatchTicket& ticket) {
       // The next warning one period later, even if this poll came late.
       while (next_warning_s <= waited) next_warning_s += options_.stall_warning_s;
       on_warning_(report(ticket, waited));
+    }
+  }
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    stopping_ = true;
+  }
+  watch_cv_.notify_all();
+  if (monitor_.joinable()) monitor_.join();
+}
+
+void Watchdog::watch(int64_t step, const char* what, const std::function<void()>& call) {
+  const WatchTicket ticket = issue(step, -1, what);
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    if (!monitor_.joinable()) monitor_ = start_thread([this] { monitor(); });
+    watched_ = ticket;
+    ++watch_generation_;
+    watching_ = true;
+  }
+  struct Done {
+    Watchdog* self;
+    ~Done() {
+      std::lock_guard<std::mutex> lock(self->watch_mu_);
+      self->watching_ = false;
+    }
+  } done{this};
+  call();
+}
+
+void Watchdog::monitor() {
+  // Per watched collective (generation): when the next warning is due, whether it timed out.
+  int64_t generation = -1;
+  double next_warning_s = 0;
+  bool timed_out = false;
+  std::unique_lock<std::mutex> lock(watch_mu_);
+  while (!stopping_) {
+    watch_cv_.wait_for(lock, poll_period_);
+    if (stopping_ || !watching_) continue;
+    if (watch_generation_ != generation) {
+      generation = watch_generation_;
+      next_warning_s = options_.stall_warning_s;
+      timed_out = false;
+    }
+    if (timed_out) continue;
+    const WatchTicket ticket = watched_;
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - ticket.issued).count();
+    if (options_.timeout_s > 0 && waited >= options_.timeout_s) {
+      timed_out = true;
+      lock.unlock();  // the handler may take long (it aborts the job), watch() must not block on it
+      on_timeout_(report(ticket, waited));
+      lock.lock();
+    } else if (options_.stall_warning_s > 0 && waited >= next_warning_s) {
+      while (next_warning_s <= waited) next_warning_s += options_.stall_warning_s;
+      lock.unlock();
+      on_warning_(report(ticket, waited));
+      lock.lock();
     }
   }
 }

@@ -16,17 +16,24 @@
 // cooperation (a one-sided read of a stalled process may itself hang), so the message says
 // so and names those nodes instead.
 //
+// Blocking collectives (the control plane's raw MPI calls, a blocking broadcast) have no Work
+// to poll: watch(step, what, call) runs the call on the calling thread while the watchdog's
+// monitor thread ages it the same way (waking every poll period; nothing per call but two
+// uncontended locks), so no collective of the job can wait for ever.
+//
 // The watchdog never calls MPI, except MPI_Abort when the job is ending anyway: the MPI
 // thread level stays SERIALIZED.
 #pragma once
 
-#include <chrono>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "distributed/communicator.hpp"
@@ -90,6 +97,7 @@ class Watchdog {
   // `board` may be null. Empty handlers mean the defaults (log_warn / abort_on_timeout).
   Watchdog(WatchdogOptions options, int rank, std::shared_ptr<ProgressBoard> board = nullptr,
            Handler on_warning = {}, Handler on_timeout = {});
+  ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
@@ -99,17 +107,29 @@ class Watchdog {
   // Returns once `work` is complete (rethrowing its error), reporting a stall as the ticket
   // ages. After a timeout whose handler returns (tests), it keeps waiting, silent.
   void wait(Work& work, const WatchTicket& ticket);
+  // Issues a collective named `what` (a string literal: "evaluation allreduce", ...) and runs
+  // `call`, which performs it blocking, while the monitor thread reports a stall as wait()
+  // does. Exceptions from `call` propagate.
+  void watch(int64_t step, const char* what, const std::function<void()>& call);
   // How long one poll waits: ~5% of the shorter limit, at most 1 s, at least 1 ms.
   std::chrono::nanoseconds poll_period() const { return poll_period_; }
 
  private:
   StallReport report(const WatchTicket& ticket, double waited_s) const;
+  void monitor();  // the thread behind watch()
   WatchdogOptions options_;
   int rank_;
   std::shared_ptr<ProgressBoard> board_;
   Handler on_warning_, on_timeout_;
   std::chrono::nanoseconds poll_period_;
   std::atomic<int64_t> issued_{0};
+  // watch(): the blocking collective in progress (generation counts them), under watch_mu_.
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  WatchTicket watched_;
+  int64_t watch_generation_ = 0;
+  bool watching_ = false, stopping_ = false;
+  std::thread monitor_;  // started by the first watch()
 };
 
 // Default timeout handler: prints "sdp-train: error: <report>; aborting (distributed.timeout_s

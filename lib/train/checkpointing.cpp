@@ -240,6 +240,13 @@ bool Checkpointer::stash_rank_buffers(const Checkpoint& c) {
   return true;
 }
 
+void Checkpointer::collective(const char* what, const std::function<void()>& call) {
+  if (watch_ != nullptr)
+    watch_->watch(0, what, call);  // before the first step
+  else
+    call();
+}
+
 void Checkpointer::restore_rank_buffers(Communicator& comm) {
   if (!rank_buffers_pending_) return;
   rank_buffers_pending_ = false;
@@ -247,7 +254,7 @@ void Checkpointer::restore_rank_buffers(Communicator& comm) {
   const int64_t count = store.buffer_arena().numel();
   Tensor all({count * world_.size()}, store.buffer_arena().dtype(), store.device());
   if (world_.rank() == 0) all.copy_from(rank_buffers_);
-  comm.broadcast(CommBuffer::of(all), {0})->wait();
+  collective("checkpoint buffer broadcast", [&] { comm.broadcast(CommBuffer::of(all), {0})->wait(); });
   // Rank 0's own slot was never filled: it keeps the buffers it restored.
   Tensor mine = store.buffer_arena();  // a view: copying into it restores the live buffers
   if (world_.rank() != 0) mine.copy_from(all.slice(count * world_.rank(), count));
@@ -263,7 +270,7 @@ std::optional<ResumePoint> Checkpointer::resume(Communicator& comm, int64_t step
   const std::string& mode = spec_.checkpoint.resume;
   if (mode == "never") return std::nullopt;
   std::string chosen;  // rank 0: the checkpoint's metadata as JSON; "" = start afresh
-  run_on_all_ranks(world_.comm(), [&] {
+  collective("checkpoint read agreement", [&] { run_on_all_ranks(world_.comm(), [&] {
     if (world_.rank() != 0) return;
     std::optional<Checkpoint> c;
     if (mode == "auto") {
@@ -284,8 +291,10 @@ std::optional<ResumePoint> Checkpointer::resume(Communicator& comm, int64_t step
     meta["path"] = c->path;
     meta.erase("job_spec");  // not needed by the other ranks
     chosen = meta.dump();
-  });
-  chosen = broadcast_string(world_.comm(), chosen, 0);
+  }); });
+  if (faults_ != nullptr && faults_->stalls_in("checkpoint_broadcast"))
+    FaultPlan::stall(world_.rank(), "before the checkpoint broadcast");
+  collective("checkpoint broadcast", [&] { chosen = broadcast_string(world_.comm(), chosen, 0); });
   if (chosen.empty()) return std::nullopt;
   const auto meta = nlohmann::json::parse(chosen).get<std::map<std::string, std::string>>();
   rank_buffers_pending_ = meta.count("rank_buffers") > 0;
@@ -293,8 +302,9 @@ std::optional<ResumePoint> Checkpointer::resume(Communicator& comm, int64_t step
 
   // Parameters and buffers reach the other ranks with every run's start-up broadcast
   // (Trainer::start_replicas); the optimizer state goes here, from the same rank 0.
-  for (const NamedTensor& arena : optimizer_.state_arenas())
-    comm.broadcast(CommBuffer::of(arena.tensor), {0})->wait();
+  collective("checkpoint broadcast", [&] {
+    for (const NamedTensor& arena : optimizer_.state_arenas()) comm.broadcast(CommBuffer::of(arena.tensor), {0})->wait();
+  });
   optimizer_.set_step_count(get("optimizer_steps"));
   // A checkpoint of an fp32 or bf16 run has no loss scale: amp-fp16 then starts afresh.
   // (Rank 0 checked both keys before the broadcast.)

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,9 +24,11 @@
 #include "config/job_spec.hpp"
 #include "data/sampler.hpp"
 #include "distributed/communicator.hpp"
+#include "distributed/watchdog.hpp"
 #include "distributed/world.hpp"
 #include "io/checkpoint.hpp"
 #include "nn/model.hpp"
+#include "train/fault_plan.hpp"
 #include "train/loss_scaler.hpp"
 #include "optim/lr_schedule.hpp"
 #include "optim/optimizer.hpp"
@@ -78,6 +81,13 @@ class Checkpointer {
   // size, gives every rank its own saved buffers back (else nothing to do).
   void restore_rank_buffers(Communicator& comm);
 
+  // From now on resume's and restore_rank_buffers' collectives run under `watch`; `faults`
+  // (the e2e tests' SDP_TEST_STALL_IN=checkpoint_broadcast) may stall this rank before one.
+  void set_watch(Watchdog* watch, const FaultPlan* faults) {
+    watch_ = watch;
+    faults_ = faults;
+  }
+
  private:
   const JobSpec& spec_;
   const World& world_;
@@ -86,6 +96,10 @@ class Checkpointer {
   LossScaler* scaler_;
   // Rank 0 at resume: keeps the other ranks' saved buffers for restore_rank_buffers().
   bool stash_rank_buffers(const Checkpoint& c);
+  void collective(const char* what, const std::function<void()>& call);
+
+  Watchdog* watch_ = nullptr;
+  const FaultPlan* faults_ = nullptr;
 
   std::unique_ptr<CheckpointWriter> writer_;  // rank 0 only
   // Rank 0: host copies of the arenas, kept between checkpoints (see add_to_snapshot):

@@ -5,6 +5,7 @@
 #include "config/job_spec.hpp"
 #include "data/dataset.hpp"
 #include "distributed/communicator.hpp"
+#include "distributed/watchdog.hpp"
 #include "distributed/world.hpp"
 #include "nn/model.hpp"
 
@@ -15,9 +16,9 @@ struct EvalResult {
 };
 
 // Collective: the mean test loss and top-1 accuracy; averages the buffers first (over `comm`,
-// the world's communicator).
+// the world's communicator). With `watch`, both collectives are watched (reports say `step`).
 EvalResult evaluate(nn::Model& model, const Dataset& test, const JobSpec& spec, const World& world,
-                    Communicator& comm);
+                    Communicator& comm, Watchdog* watch = nullptr, int64_t step = 0);
 
 // Collective: BatchNorm running statistics were gathered from each rank's own batches; their
 // mean is what the global model has seen, and it keeps the replicas identical.

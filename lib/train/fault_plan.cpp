@@ -1,6 +1,10 @@
 #include "train/fault_plan.hpp"
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
+
+#include "core/log.hpp"
 
 namespace sdp {
 
@@ -20,11 +24,22 @@ void read_trigger(const char* rank_var, const char* step_var, bool step_required
 
 FaultPlan FaultPlan::from_environment(int rank) {
   FaultPlan plan;
-  read_trigger("SDP_TEST_STALL_RANK", "SDP_TEST_STALL_STEP", false, rank, plan.stall_.armed, plan.stall_.step);
+  const char* place = std::getenv("SDP_TEST_STALL_IN");
+  if (place != nullptr && *place != '\0') {
+    const char* r = std::getenv("SDP_TEST_STALL_RANK");
+    if (r != nullptr && std::atoi(r) == rank) plan.stall_place_ = place;
+  } else {
+    read_trigger("SDP_TEST_STALL_RANK", "SDP_TEST_STALL_STEP", false, rank, plan.stall_.armed, plan.stall_.step);
+  }
   read_trigger("SDP_TEST_NAN_RANK", "SDP_TEST_NAN_STEP", true, rank, plan.nan_input_.armed, plan.nan_input_.step);
   read_trigger("SDP_TEST_OVERFLOW_RANK", "SDP_TEST_OVERFLOW_STEP", true, rank, plan.loss_overflow_.armed,
                plan.loss_overflow_.step);
   return plan;
+}
+
+void FaultPlan::stall(int rank, const std::string& where) {
+  log_warn("test hook SDP_TEST_STALL_RANK: rank " + std::to_string(rank) + " stops taking part " + where);
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
 }  // namespace sdp

@@ -7,6 +7,7 @@
 #include "core/floating_point.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/communicator_factory.hpp"
+#include "distributed/watchdog.hpp"
 #include "io/safetensors.hpp"
 #include "nn/threads.hpp"
 #include "obs/metrics.hpp"
@@ -57,9 +58,14 @@ EvalResult evaluate_model_file(JobSetup& setup, const std::string& model_path) {
   CommunicatorOptions options;
   options.device = store.device();
   const std::shared_ptr<Communicator> comm = make_communicator(spec.distributed.backend, world.comm(), options);
-  comm->broadcast(CommBuffer::of(store.param_arena()), {0})->wait();
-  comm->broadcast(CommBuffer::of(store.buffer_arena()), {0})->wait();
-  const EvalResult result = evaluate(*model, data->test, spec, world, *comm);
+  // Watched as in training: a rank that stops taking part ends the command with a report.
+  Watchdog watch(WatchdogOptions{spec.distributed.stall_warning_s, spec.distributed.timeout_s}, world.rank(),
+                 ProgressBoard::create(world));
+  watch.watch(0, "model broadcast", [&] {
+    comm->broadcast(CommBuffer::of(store.param_arena()), {0})->wait();
+    comm->broadcast(CommBuffer::of(store.buffer_arena()), {0})->wait();
+  });
+  const EvalResult result = evaluate(*model, data->test, spec, world, *comm, &watch, 0);
   MetricsLog metrics(world.rank() == 0, "");
   metrics.emit("eval", "eval", {{"test_loss", result.loss}, {"test_accuracy", result.accuracy},
                                 {"test_samples", static_cast<double>(data->test.count)}});

@@ -75,8 +75,22 @@ Trainer::Trainer(JobSetup& setup)
   checkpointer_ = std::make_unique<Checkpointer>(spec_, world_, *parts_.model, *parts_.optimizer, &scaler_);
 }
 
+void Trainer::watched(const char* what, const std::function<void()>& call) {
+  control_watch_->watch(step_, what, call);
+}
+
 void Trainer::start_replicas() {
-  if (int r = first_rank_differing(world_.comm(), static_cast<uint64_t>(steps_per_epoch_)); r >= 0)
+  // Every collective from here on is watched (the gradient buckets by DataParallel's own
+  // watchdog): a rank that stops taking part ends the job with a report, never a hang.
+  control_watch_ = std::make_unique<Watchdog>(
+      WatchdogOptions{spec_.distributed.stall_warning_s, spec_.distributed.timeout_s}, world_.rank(),
+      ProgressBoard::create(world_));
+  checkpointer_->set_watch(control_watch_.get(), &faults_);
+  int differing = -1;
+  watched("start-up agreement", [&] {
+    differing = first_rank_differing(world_.comm(), static_cast<uint64_t>(steps_per_epoch_));
+  });
+  if (int r = differing; r >= 0)
     run_on_all_ranks(world_.comm(), [&] {
       throw InputError("rank " + std::to_string(r) +
                        " computed a different number of steps per epoch than "
@@ -86,7 +100,8 @@ void Trainer::start_replicas() {
   // Every rank must have built the same model, or the gradient mean mixes unrelated
   // tensors; then all start from rank 0's weights (and buffers).
   ParameterStore& store = parts_.model->store();
-  if (int r = first_rank_differing(world_.comm(), store.fingerprint()); r >= 0)
+  watched("start-up agreement", [&] { differing = first_rank_differing(world_.comm(), store.fingerprint()); });
+  if (int r = differing; r >= 0)
     run_on_all_ranks(world_.comm(), [&] {
       throw InputError("rank " + std::to_string(r) +
                        " built a different model than rank 0 "
@@ -96,8 +111,10 @@ void Trainer::start_replicas() {
   CommunicatorOptions options;
   options.device = store.device();
   // Agreed: a backend this rank cannot use (NCCL without a GPU) is one error, printed once.
-  run_on_all_ranks(world_.comm(), [&] {
-    world_comm_ = make_communicator(spec_.distributed.backend, world_.comm(), options);
+  watched("communicator set-up", [&] {
+    run_on_all_ranks(world_.comm(), [&] {
+      world_comm_ = make_communicator(spec_.distributed.backend, world_.comm(), options);
+    });
   });
   // Resume before the broadcasts below: they carry rank 0's restored weights and buffers.
   if (auto point = checkpointer_->resume(*world_comm_, steps_per_epoch_, *schedule_)) {
@@ -105,21 +122,23 @@ void Trainer::start_replicas() {
     cursor_ = point->position.cursor;
     if (step_ == point->checkpoint_step) checkpointer_->note_on_disk(step_);
   }
-  world_comm_->broadcast(CommBuffer::of(store.param_arena()), {0})->wait();
-  world_comm_->broadcast(CommBuffer::of(store.buffer_arena()), {0})->wait();
+  watched("start-up broadcast", [&] {
+    world_comm_->broadcast(CommBuffer::of(store.param_arena()), {0})->wait();
+    world_comm_->broadcast(CommBuffer::of(store.buffer_arena()), {0})->wait();
+  });
   checkpointer_->restore_rank_buffers(*world_comm_);  // each rank's own BatchNorm statistics
   if (!spec_.output.timeline.empty()) {
     // Time 0 of every rank's trace right after a barrier: the ranks' traces line up to within
     // the barrier's skew, even across hosts whose clocks are not comparable.
-    MPI_Barrier(world_.comm());
+    watched("timeline barrier", [&] { MPI_Barrier(world_.comm()); });
     timeline_ = std::make_unique<Timeline>(world_.rank(), Clock::now());
   }
-  run_on_all_ranks(world_.comm(), [&] {
+  watched("data-parallel set-up", [&] { run_on_all_ranks(world_.comm(), [&] {
     DistributedSpec distributed = spec_.distributed;
     distributed.compression = resolve_compression(distributed.compression, spec_.precision);
     parallel_ = std::make_unique<DataParallel>(*parts_.model, distributed, world_,
                                                spec_.train.accumulate_steps, timeline_.get());
-  });
+  }); });
   if (timeline_) {
     // Room for every event of the run, allocated now: the step path never allocates. Per
     // step: step, gradient wait, optimizer, and data wait, forward, backward per micro-batch;
@@ -210,11 +229,7 @@ const Batch* Trainer::next_batch(Clock::time_point since) {
 }
 
 double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
-  if (faults_.stalls_at(step_)) {
-    log_warn("test hook SDP_TEST_STALL_RANK: rank " + std::to_string(world_.rank()) +
-             " stops taking part at step " + std::to_string(step_));
-    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
-  }
+  if (faults_.stalls_at(step_)) FaultPlan::stall(world_.rank(), "at step " + std::to_string(step_));
   nn::Model& model = *parts_.model;
   parallel_->begin_step(step_);
   // Dropout masks follow (rank, step); the micro-batches of a step continue that stream.
@@ -254,7 +269,7 @@ double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
   // Every rank learns whether any rank's loss went bad, so all stop at the same step; the
   // same allreduce carries the interruption flags, so agreeing on a stop costs nothing extra.
   double agreed[2] = {loss, interruption_requested() ? 1.0 : 0.0};
-  if (world_.size() > 1) allreduce_sum(world_.comm(), agreed, 2);
+  if (world_.size() > 1) watched("loss and stop allreduce", [&] { allreduce_sum(world_.comm(), agreed, 2); });
   const double loss_sum = agreed[0];
   stop_agreed_ = agreed[1] > 0;
   // The gradients too: a NaN input can leave the loss finite (ReLU maps NaN to 0) and still
@@ -340,8 +355,10 @@ void Trainer::save_checkpoint(bool wait) {
   // every rank together with its message instead of an abort.
   TraceScope trace(timeline_.get(), "checkpoint", step_);
   const double blocked_before = checkpointer_->blocked_seconds();
-  run_on_all_ranks(world_.comm(), [&] {
-    checkpointer_->save(position(), *schedule_, steps_per_epoch_, total_steps_, wait, *world_comm_);
+  watched("checkpoint agreement", [&] {
+    run_on_all_ranks(world_.comm(), [&] {
+      checkpointer_->save(position(), *schedule_, steps_per_epoch_, total_steps_, wait, *world_comm_);
+    });
   });
   if (world_.rank() == 0)
     log_info("checkpoint at step " + std::to_string(step_) + ": " +
@@ -356,7 +373,9 @@ void Trainer::evaluate_after_epoch(int64_t epoch) {
                     ((epoch + 1) % spec_.train.eval_every_epochs == 0 || last);
   if (!evaluated_last_) return;
   TraceScope trace(timeline_.get(), "evaluation", step_);
-  const EvalResult eval = evaluate(*parts_.model, parts_.data->test, spec_, world_, *world_comm_);
+  if (faults_.stalls_in("evaluation")) FaultPlan::stall(world_.rank(), "before the evaluation");
+  const EvalResult eval =
+      evaluate(*parts_.model, parts_.data->test, spec_, world_, *world_comm_, control_watch_.get(), step_);
   result_.test_loss = eval.loss;
   result_.test_accuracy = eval.accuracy;
   log_.eval(epoch, step_, eval);
@@ -379,10 +398,10 @@ void Trainer::finish() {
   if (checkpointer_->last_saved_step() != step_)
     save_checkpoint(/*wait=*/true);
   else
-    run_on_all_ranks(world_.comm(), [&] { checkpointer_->wait(); });
+    watched("checkpoint agreement", [&] { run_on_all_ranks(world_.comm(), [&] { checkpointer_->wait(); }); });
   result_.checkpoint_blocked_seconds = checkpointer_->blocked_seconds();
   // Keep buffers averaged (and the replicas identical) for the saved model.
-  if (!evaluated_last_) average_buffers(*parts_.model, *world_comm_);
+  if (!evaluated_last_) watched("buffer average", [&] { average_buffers(*parts_.model, *world_comm_); });
   result_.steps = step_;
   result_.images_per_sec =
       result_.train_seconds > 0
@@ -407,16 +426,17 @@ void Trainer::write_timeline() {
   // Each rank's own file first (useful alone, and there even if the merge fails), then the
   // merged one from rank 0, over MPI rather than through the files: ranks on other hosts
   // need not share a file system.
-  run_on_all_ranks(world_.comm(), [&] {
-    write_trace_file(rank_trace_path(path, world_.rank()), {events}, other);
+  double dropped_sum = static_cast<double>(timeline_->dropped());
+  watched("timeline gather", [&] {
+    run_on_all_ranks(world_.comm(), [&] {
+      write_trace_file(rank_trace_path(path, world_.rank()), {events}, other);
+    });
+    const std::vector<std::string> all = gather_strings(world_.comm(), events, 0);
+    run_on_all_ranks(world_.comm(), [&] {
+      if (world_.rank() == 0) write_trace_file(path, all, other);
+    });
+    if (world_.size() > 1) allreduce_sum(world_.comm(), &dropped_sum, 1);
   });
-  const std::vector<std::string> all = gather_strings(world_.comm(), events, 0);
-  run_on_all_ranks(world_.comm(), [&] {
-    if (world_.rank() == 0) write_trace_file(path, all, other);
-  });
-  const auto dropped = static_cast<double>(timeline_->dropped());
-  double dropped_sum = dropped;
-  if (world_.size() > 1) allreduce_sum(world_.comm(), &dropped_sum, 1);
   if (world_.rank() != 0) return;
   log_info("timeline: " + path + " (all " + std::to_string(world_.size()) +
            " ranks; each rank's alone in " + rank_trace_path(path, 0) +

@@ -12,9 +12,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "distributed/communicator.hpp"
+#include "distributed/watchdog.hpp"
 #include "obs/timeline.hpp"
 #include "train/checkpointing.hpp"
 #include "train/data_parallel.hpp"
@@ -67,6 +69,8 @@ class Trainer {
   // The SDP_TEST_NAN_* fault: a copy of the batch's images with a NaN first element (the
   // loader's batch stays as it was); a GPU model copies it in at forward.
   const Tensor& nan_poisoned(const Tensor& images);
+  // Runs a blocking collective under control_watch_ (named `what` in its reports).
+  void watched(const char* what, const std::function<void()>& call);
   // The step boundary: metric lines, periodic checkpoints, the agreed stop on a signal.
   void after_step(int64_t epoch, double lr);
   TrainPosition position() const { return {step_, cursor_}; }
@@ -102,6 +106,9 @@ class Trainer {
   std::unique_ptr<DivergenceGuard> divergence_;  // made once the first step is known
   LossScaler scaler_;  // precision: amp-fp16's dynamic loss scale (disabled otherwise)
   FaultPlan faults_;   // the e2e tests' SDP_TEST_* faults for this rank, read once
+  // Watches every collective outside the gradient buckets (start-up, the per-step loss and
+  // stop agreement, checkpoints, evaluation, the timeline); made in start_replicas.
+  std::unique_ptr<Watchdog> control_watch_;
   Tensor poisoned_input_;  // nan_poisoned's copy
   bool have_ahead_ = false;        // fetch_ahead() ran and next_batch has not taken it
   const Batch* ahead_ = nullptr;   // its batch (nullptr: the loader had ended)

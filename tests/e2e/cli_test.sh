@@ -817,6 +817,38 @@ PY
     grep -q '^sdp-train: error: .*step 3' "$WORK/out" || fail "abort message does not name the step"
     grep -qE 'never arrived: .*1' "$WORK/out" || fail "abort message does not name rank 1"
     grep -qiE 'warning: .*(waited|stall)' "$WORK/out" || fail "no stall warning before the abort" ;;
+  dp_watchdog_stall_in_evaluation)
+    # Rank 1 stops before the evaluation after epoch 1: rank 0 waits in the evaluation's
+    # collectives, which are watched like the gradient buckets: a warning after 1 s, exit 3
+    # after 4 s naming the collective and rank 1 (before, it waited for ever).
+    start=$(date +%s)
+    SDP_TEST_STALL_RANK=1 SDP_TEST_STALL_IN=evaluation run 2 --config "$SRC/configs/quickstart.yaml" \
+      --set threads=1 --set distributed.stall_warning_s=1 --set distributed.timeout_s=4 --set output.metrics= \
+      --set output.model_dir="$WORK/model" --set checkpoint.dir="$WORK/ck"
+    elapsed=$(( $(date +%s) - start ))
+    [ $STATUS -eq 3 ] || fail "exit status $STATUS, expected 3"
+    [ $elapsed -le 25 ] || fail "took ${elapsed}s to abort (timeout 4 s)"
+    grep -q 'rank 1 stops taking part before the evaluation' "$WORK/out" || fail "the stall hook did not trigger"
+    grep -qE '^sdp-train: error: rank 0 step [0-9]+: evaluation (buffer average|allreduce) .*has waited' "$WORK/out" ||
+      fail "abort message does not name the evaluation collective"
+    grep -qE 'never arrived: .*1' "$WORK/out" || fail "abort message does not name rank 1"
+    grep -qiE 'warning: .*evaluation.*waited' "$WORK/out" || fail "no stall warning before the abort" ;;
+  dp_watchdog_stall_in_checkpoint_broadcast)
+    # A run leaves a checkpoint; the next one resumes from it, and rank 0 (the root, which
+    # read the file) stops before the checkpoint's broadcast: rank 1's watchdog ends the job.
+    ckpt_args
+    expect_ok 2 "${CKPT_ARGS[@]}" --set train.max_steps=6 --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
+    start=$(date +%s)
+    SDP_TEST_STALL_RANK=0 SDP_TEST_STALL_IN=checkpoint_broadcast run 2 "${CKPT_ARGS[@]}" --set train.max_steps=12 \
+      --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m" \
+      --set distributed.stall_warning_s=1 --set distributed.timeout_s=4
+    elapsed=$(( $(date +%s) - start ))
+    [ $STATUS -eq 3 ] || fail "exit status $STATUS, expected 3"
+    [ $elapsed -le 25 ] || fail "took ${elapsed}s to abort (timeout 4 s)"
+    grep -q 'rank 0 stops taking part before the checkpoint broadcast' "$WORK/out" || fail "the stall hook did not trigger"
+    grep -qE '^sdp-train: error: rank 1 step 0: checkpoint broadcast .*has waited' "$WORK/out" ||
+      fail "abort message does not name the checkpoint broadcast"
+    grep -qE 'never arrived: .*0' "$WORK/out" || fail "abort message does not name rank 0" ;;
   ckpt_resume_bitwise_np1)
     resume_bitwise 0 ;;
   ckpt_resume_bitwise_np2)
