@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -49,6 +50,29 @@ struct Recorder {
     };
   }
 };
+
+// A blocking collective (watch): the monitor thread warns and times out on it as wait() does
+// for a Work, names it, says nothing of a fast one, and lets the call's exception through.
+TEST(Watchdog, WatchesABlockingCall) {
+  Recorder rec;
+  {
+    Watchdog dog({0.05, 0.2}, 2, nullptr, rec.warn(), rec.timeout());
+    bool ran = false;
+    dog.watch(4, "evaluation allreduce", [&] { ran = true; });  // fast
+    EXPECT_TRUE(ran);
+    dog.watch(7, "checkpoint broadcast", [] { std::this_thread::sleep_for(std::chrono::milliseconds(500)); });
+    EXPECT_THROW(dog.watch(8, "timeline gather", [] { throw std::runtime_error("peer lost"); }), std::runtime_error);
+  }
+  ASSERT_GE(rec.warnings.size(), 1u);
+  for (const StallReport& r : rec.warnings) EXPECT_EQ(r.what, "checkpoint broadcast");
+  EXPECT_EQ(rec.warnings[0].step, 7);
+  EXPECT_EQ(rec.warnings[0].bucket, -1);
+  EXPECT_EQ(rec.warnings[0].rank, 2);
+  ASSERT_EQ(rec.timeouts.size(), 1u);  // once per collective
+  EXPECT_EQ(rec.timeouts[0].what, "checkpoint broadcast");
+  EXPECT_GE(rec.timeouts[0].waited_s, 0.2);
+  EXPECT_EQ(rec.timeouts[0].sequence, 2);  // the second collective this watchdog issued
+}
 
 TEST(Watchdog, WarnsWithRankStepAndBucketAndStaysQuietForFastCollectives) {
   Recorder rec;
