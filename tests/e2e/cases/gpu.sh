@@ -1,0 +1,163 @@
+# shellcheck shell=bash
+# The GPU path: cases that need a CUDA device skip with the reason where there is none; the rest check the errors a CPU-only machine gives.
+# Sourced by cli_test.sh, which runs one case: the function case_<name>, whose name is also the
+# CTest case (tests/e2e/CMakeLists.txt reads the names from here).
+
+case_err_cuda_ranks_exceed_gpus() {
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+    if [ "${gpus:-0}" -ge 2 ]; then echo "SKIP: this machine has $gpus GPUs, 2 ranks fit"; exit 0; fi
+    expect_error 2 "device: cuda( needs one GPU per rank, but node .* runs 2 ranks and has [0-9]+ GPU|, but this sdp-train was built without)" validate --config "$SRC/configs/quickstart.yaml" --set device=cuda
+}
+
+case_err_nccl_without_gpu() {
+    # distributed.backend: nccl on ranks without a GPU: one error naming the key, exit 2 on
+    # every rank (the communicator is made under agreement), no hang.
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+    if [ "${gpus:-0}" -ge 1 ]; then echo "SKIP: this machine has $gpus GPU(s): NCCL can run"; exit 77; fi
+    expect_error 2 "communicator backend 'nccl' \('world', rank 0\) needs a GPU, but this process sees no CUDA device.*use distributed.backend: mpi|is not built into this sdp-train" \
+      --config "$SRC/configs/quickstart.yaml" --set distributed.backend=nccl --set threads=1 --set output.model_dir="$WORK/never"
+}
+
+case_err_amp_without_gpu() {
+    # device: auto with amp must not quietly train fp32 on the CPU: an error on every rank,
+    # naming the key.
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+    if [ "${gpus:-0}" -ge 1 ]; then echo "SKIP: this machine has $gpus GPU(s): amp can run"; exit 77; fi
+    expect_error 2 "key 'precision': amp-fp16 needs a GPU, but rank [0-9]+ computes on the CPU" \
+      train --config "$SRC/configs/quickstart.yaml" --set precision=amp-fp16 --set output.model_dir="$WORK/never"
+}
+
+case_gpu_train_quickstart() {
+    # device: cuda trains the default job on the GPU (host batches copied in on the model's
+    # stream, the optimizer's kernels after backward's) and learns as the CPU does: both reach
+    # >= 95 % and agree to within a point (float sums differ between cuBLAS and oneDNN).
+    need_gpus 1
+    expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set output.model_dir="$WORK/mg"
+    grep -q 'cuda:0' "$WORK/out" || fail "the plan does not name cuda:0"
+    gpu=$(grep -oE '^\[epoch 3\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
+    expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cpu --set threads=1 --set output.model_dir="$WORK/mc"
+    cpu=$(grep -oE '^\[epoch 3\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
+    python3 -c "import sys; g, c = float('$gpu'), float('$cpu'); sys.exit(0 if g >= 0.95 and abs(g - c) <= 0.01 else 1)" ||
+      fail "test_accuracy on the GPU $gpu, on the CPU $cpu"
+    # The model the GPU run saved (copied out of device memory) evaluates on the CPU as trained.
+    expect_ok 0 evaluate --config "$SRC/configs/quickstart.yaml" --set device=cpu --set threads=1 --model "$WORK/mg/model.safetensors"
+    evaluated=$(grep -oE '^\[eval\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
+    python3 -c "import sys; sys.exit(0 if abs(float('$evaluated') - float('$gpu')) <= 0.002 else 1)" ||
+      fail "the saved model evaluates to $evaluated on the CPU, the GPU run said $gpu"
+}
+
+case_gpu_resume_bitwise_resnet() {
+    # ResNet-20 on the GPU (cuDNN with deterministic algorithms, BatchNorm buffers, momentum):
+    # stopped at step 15 and resumed, it gives the uninterrupted run's losses and tensors bit for bit.
+    need_gpus 1
+    resume_bitwise 0 --set device=cuda --set model.name=resnet20 --set data.synthetic.channels=3 \
+      --set data.synthetic.height=16 --set data.synthetic.width=16 --set data.batch_size=16
+}
+
+case_gpu_resume_bitwise_accumulate() {
+    # Gradient accumulation's sums as kernels on the compute stream, resumed exactly.
+    need_gpus 1
+    resume_bitwise 0 --set device=cuda --set train.accumulate_steps=3 --set train.epochs=8
+}
+
+case_gpu_nonfinite_skip() {
+    # The non-finite check of the GPU's gradients: a NaN input at step 5 skips that update.
+    need_gpus 1
+    ckpt_args
+    SDP_TEST_NAN_RANK=0 SDP_TEST_NAN_STEP=5 expect_ok 0 "${CKPT_ARGS[@]}" --set device=cuda --set train.max_steps=12 \
+      --set train.on_nonfinite=skip --set output.model_dir="$WORK/m" --set checkpoint.dir="$WORK/ck"
+    # (On the GPU the NaN reaches the loss: cuBLAS's product carries it where oneDNN's CPU path
+    # leaves the loss finite; either way the step is skipped.)
+    grep -qE 'step 5 \(epoch 0\): the training loss (is not finite|is finite but a gradient is not) .*1 skipped so far' "$WORK/out" ||
+      fail "no skip warning naming step 5"
+    grep -qE '^\[done\] steps=12 .*skipped_steps=1' "$WORK/out" || fail "[done] does not count the skipped step"
+}
+
+case_gpu_amp_trains() {
+    # Mixed precision on the GPU: amp-fp16 (f16 activations, f32 master weights, dynamic loss
+    # scaling) and amp-bf16 learn the default job as fp32 does, to within a point, and the
+    # saved f32 model evaluates on the CPU as trained.
+    need_gpus 1
+    for p in fp32 amp-fp16 amp-bf16; do
+      expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set precision=$p --set output.model_dir="$WORK/m-$p"
+      grep -oE '^\[epoch 3\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$' >"$WORK/acc-$p"
+    done
+    grep -qE '^\[done\] .*overflow_skips=' "$WORK/out" && fail "amp-bf16 reports loss-scale skips (it has no scaling)"
+    python3 - "$WORK" <<'PY' || fail "mixed precision does not learn as fp32 does"
+import sys
+acc = {p: float(open(f"{sys.argv[1]}/acc-{p}").read()) for p in ("fp32", "amp-fp16", "amp-bf16")}
+print(acc)
+assert acc["fp32"] >= 0.95 and all(abs(acc[p] - acc["fp32"]) <= 0.01 for p in acc), acc
+PY
+    expect_ok 0 evaluate --config "$SRC/configs/quickstart.yaml" --set device=cpu --set threads=1 --model "$WORK/m-amp-fp16/model.safetensors"
+    evaluated=$(grep -oE '^\[eval\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
+    python3 -c "import sys; sys.exit(0 if abs(float('$evaluated') - float(open('$WORK/acc-amp-fp16').read())) <= 0.01 else 1)" ||
+      fail "the amp-fp16 model evaluates to $evaluated on the CPU"
+}
+
+case_gpu_amp_overflow_skip() {
+    # A loss-scale overflow (forced at step 6 by the test hook) skips that update, halves the
+    # scale and the run goes on; the [done] line counts it. Not a non-finite failure: the
+    # default on_nonfinite: abort does not end the run.
+    need_gpus 1
+    amp_overflow_run 0 0 6 20
+    grep -qE 'step 6: the f16 gradients overflowed; the update is skipped on every rank and the loss scale backs off to 32768' "$WORK/out" ||
+      fail "the overflow line does not say the scale halved"
+}
+
+case_gpu_amp_resume_bitwise() {
+    # amp-fp16 stopped at step 15 and resumed (the loss scale comes back from the checkpoint)
+    # gives the uninterrupted run's losses and tensors bit for bit.
+    need_gpus 1
+    resume_bitwise 0 --set device=cuda --set precision=amp-fp16 --set model.name=resnet20 --set data.synthetic.channels=3 \
+      --set data.synthetic.height=16 --set data.synthetic.width=16 --set data.batch_size=16
+    grep -q '"loss_scale"' "$WORK/ckB/ckpt-000000040.safetensors" || fail "no loss scale in the checkpoint"
+}
+
+case_gpu_amp_dp_overflow_agreed() {
+    # 2 GPUs: an overflow on rank 1 alone skips the same step on both ranks (the averaged
+    # gradients are the same everywhere) and the replicas stay identical.
+    need_gpus 2
+    amp_overflow_run 2 1 4 12 --set distributed.check_every_steps=1
+}
+
+case_gpu_dp_matches_single_gpu() {
+    # 2 ranks on 2 GPUs (NCCL averages each bucket after its backward's CUDA event) follow the
+    # loss curve of 1 GPU with twice the batch; the replica check runs after every step.
+    need_gpus 2
+    base=(--config "$SRC/configs/quickstart.yaml" --set device=cuda --set train.max_steps=40 --set train.log_every=1
+          --set train.eval_every_epochs=0 --set optimizer.lr_scaling=none --set optimizer.schedule=constant
+          --set data.synthetic.noise=1 --set output.metrics= --set output.model_dir="$WORK/model")
+    expect_ok 0 "${base[@]}" --set data.batch_size=64
+    step_losses >"$WORK/one.txt"
+    expect_ok 2 "${base[@]}" --set data.batch_size=32 --set distributed.check_every_steps=1 --set distributed.bucket_mb=0.25
+    grep -q 'allreduce    : .*, over nccl$' "$WORK/out" || fail "the plan does not say the gradients go over NCCL"
+    step_losses >"$WORK/two.txt"
+    same_loss_curves "$WORK/one.txt" "$WORK/two.txt" 40
+}
+
+case_gpu_dp_hierarchical_replicas_identical() {
+    # 4 ranks on 4 GPUs as 2 nodes x 2: the node phase and the cross-node phase over NCCL,
+    # replicas bitwise identical after every step, for each algorithm a GPU can run.
+    need_gpus 4
+    for algo in hierarchical flat auto; do
+      expect_ok 4 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set train.max_steps=30 \
+        --set distributed.ranks_per_node=2 --set distributed.allreduce=$algo --set distributed.check_every_steps=1 \
+        --set distributed.bucket_mb=0.25 --set output.metrics= --set output.model_dir="$WORK/model"
+    done
+}
+
+case_bench_allreduce_gpu() {
+    # `bench allreduce --device cuda`: on GPUs (one per rank) NCCL rows, exact sums and the
+    # ncclAllReduce peer; without them, an exit-2 error with the CUDA runtime's reason.
+    gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+    if [ "${gpus:-0}" -ge 1 ]; then
+      expect_ok 1 bench allreduce --device cuda --min-bytes 4 --max-bytes 4194304 --factor 32 --iters 3 --warmup 1
+      grep -qE '^ +4 +1 +nccl ' "$WORK/out" || fail "no nccl peer row"
+      grep -qE '^ +131072 +32768 +hierarchical ' "$WORK/out" || fail "no hierarchical row"
+      awk '$1 ~ /^[0-9]+$/ && $7 != 0 { exit 1 }' "$WORK/out" || fail "a GPU row is not exact: $(cat "$WORK/out")"
+    else
+      expect_error 1 "device: cuda needs one GPU per rank, but node .* has 0 GPU\\(s\\) \\(.+\\)|built without the CUDA backend" \
+        bench allreduce --device cuda --max-bytes 65536
+    fi
+}

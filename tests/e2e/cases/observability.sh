@@ -1,0 +1,115 @@
+# shellcheck shell=bash
+# What a person watches: the progress bar, the timeline, the plots.
+# Sourced by cli_test.sh, which runs one case: the function case_<name>, whose name is also the
+# CTest case (tests/e2e/CMakeLists.txt reads the names from here).
+
+case_progress_bar_tty() {
+    # On a terminal rank 0 draws a live bar (\r, erased before each line): one rank directly,
+    # and two under mpirun (whose ranks always get a pseudo-terminal, even when mpirun's own
+    # output is a file: the bar follows mpirun's). The metric lines stay whole.
+    quick=(--config "$SRC/configs/quickstart.yaml" --set threads=1 --set train.epochs=1 --set output.metrics= --set checkpoint.dir=ck --set output.model_dir=model)
+    run_tty 0 "${quick[@]}"
+    [ $STATUS -eq 0 ] || fail "exit status $STATUS"
+    check_tty_lines 2
+    [ "$(tr '\r' '\n' <"$WORK/out" | sed 's/\x1b\[K//g' | grep -c '^\[step [0-9]*\] ')" -eq 4 ] || fail "expected 4 [step] lines (128 steps, log_every 32)"
+    run_tty 2 "${quick[@]}"
+    [ $STATUS -eq 0 ] || fail "exit status $STATUS under mpirun"
+    check_tty_lines 2
+    # output.progress: lines turns the bar off on a terminal.
+    run_tty 0 "${quick[@]}" --set output.progress=lines
+    [ $STATUS -eq 0 ] || fail "exit status $STATUS with output.progress=lines"
+    grep -q 'ETA' "$WORK/out" && fail "a bar was drawn with output.progress: lines"
+    check_tty_lines 0
+}
+
+case_progress_lines_not_tty() {
+    # Output to a file (a log, CloudWatch): the plain metric lines, not one \r, also under
+    # mpirun; output.progress: bar forces the bar anyway.
+    quick=(--config "$SRC/configs/quickstart.yaml" --set threads=1 --set train.epochs=1 --set output.metrics= --set checkpoint.dir=ck --set output.model_dir=model)
+    expect_ok 0 "${quick[@]}"
+    grep -q $'\r' "$WORK/out" && fail "a carriage return in the output of a run without a terminal"
+    grep -qE '^\[done\] steps=128 ' "$WORK/out" || fail "no [done] line"
+    expect_ok 2 "${quick[@]}"
+    grep -q $'\r' "$WORK/out" && fail "a carriage return in the output of mpirun without a terminal"
+    grep -qE '^\[done\] steps=64 ' "$WORK/out" || fail "no [done] line under mpirun"
+    expect_ok 0 "${quick[@]}" --set output.progress=bar
+    grep -q $'\repoch 1/1 \[' "$WORK/out" || fail "output.progress: bar drew no bar"
+}
+
+case_timeline_np2() {
+    # output.timeline from the command line: both ranks' files and the merged one, which
+    # names both ranks and every phase; the run says where it is.
+    expect_ok 2 --config "$SRC/configs/quickstart.yaml" --set threads=1 --set train.max_steps=5 --set output.metrics= --set checkpoint.dir=ck --set output.model_dir=model --set output.timeline=tl/trace.json --set distributed.bucket_mb=0.25
+    grep -q 'info: timeline: tl/trace.json' "$WORK/out" || fail "the run did not say where the timeline is"
+    python3 - "$WORK/run$RUNS/tl" <<'PY' || fail "timeline files not as expected"
+import json, sys, collections
+d = sys.argv[1]
+merged = json.load(open(f"{d}/trace.json"))
+for r in (0, 1):
+    own = json.load(open(f"{d}/trace.rank{r}.json"))
+    assert {e["pid"] for e in own["traceEvents"]} == {r}, r
+ev = [e for e in merged["traceEvents"] if e["ph"] == "X"]
+assert {e["pid"] for e in ev} == {0, 1}
+names = {e["name"] for e in ev}
+want = {"step", "data_wait", "forward", "backward", "gradient_wait", "optimizer", "allreduce", "evaluation", "checkpoint"}
+assert want <= names, want - names
+per_step = collections.Counter()
+for e in ev:
+    if e["name"] == "allreduce":
+        per_step[(e["pid"], e["args"]["step"])] += e["args"]["bytes"]
+assert len(per_step) == 10 and set(per_step.values()) == {merged["otherData"]["gradient_bytes"]}, per_step
+PY
+}
+
+case_plot_metrics_png() {
+    # scripts/plot_metrics.py turns a real metrics.jsonl into a PNG; a malformed line is
+    # refused with exit 2, naming the file and line, and no PNG.
+    need_matplotlib
+    expect_ok 0 "${SHORT_TRAIN[@]}"
+    "$PLOT_PY" "$SRC/scripts/plot_metrics.py" "$WORK/m.jsonl" -o "$WORK/m.png" >"$WORK/plot.out" 2>&1 || fail "plot_metrics.py failed: $(cat "$WORK/plot.out")"
+    is_png "$WORK/m.png"
+    cat "$WORK/plot.out"
+    { head -3 "$WORK/m.jsonl"; echo '{"event": "train", "step": 9, "lr": "fast"}'; } >"$WORK/bad.jsonl"
+    "$PLOT_PY" "$SRC/scripts/plot_metrics.py" "$WORK/bad.jsonl" -o "$WORK/bad.png" >"$WORK/plot.out" 2>&1
+    [ $? -eq 2 ] || fail "malformed metrics.jsonl: exit status not 2: $(cat "$WORK/plot.out")"
+    grep -qF "$WORK/bad.jsonl:4: \"lr\" is not a number" "$WORK/plot.out" || fail "no file:line error: $(cat "$WORK/plot.out")"
+    [ ! -e "$WORK/bad.png" ] || fail "a PNG was written for malformed input"
+}
+
+case_plot_simcluster_png() {
+    # scripts/plot_simcluster.py draws the measured simulated-cluster tables of
+    # docs/benchmarks.md (one panel per topology and size); input without such rows: exit 2.
+    need_matplotlib
+    "$PLOT_PY" "$SRC/scripts/plot_simcluster.py" "$SRC/docs/benchmarks.md" -o "$WORK/sim.png" >"$WORK/out" 2>&1 ||
+      fail "plot_simcluster.py failed"
+    grep -qE 'plot_simcluster: [0-9]+ rows, [0-9]+ panels' "$WORK/out" || fail "no summary line"
+    is_png "$WORK/sim.png"
+    echo "no table here" >"$WORK/none.md"
+    "$PLOT_PY" "$SRC/scripts/plot_simcluster.py" "$WORK/none.md" -o "$WORK/none.png" >"$WORK/out" 2>&1
+    [ $? -eq 2 ] || fail "a file without rows did not exit 2"
+    grep -q 'no simulated-cluster rows' "$WORK/out" || fail "no message for a file without rows"
+}
+
+case_plot_bench_png() {
+    # `sdp-train bench allreduce` on 2 ranks (small sizes, < 1 s) piped into
+    # scripts/plot_bench.py gives a PNG with every algorithm; a malformed row is refused with
+    # exit 2, naming the line.
+    need_matplotlib
+    mkdir -p "$WORK/bench"
+    (cd "$WORK/bench" && timeout $HANG_LIMIT mpirun -np 2 --oversubscribe "$BIN" bench allreduce \
+       --min-bytes 4096 --max-bytes 262144 --factor 4 --iters 5 --warmup 1 2>"$WORK/bench.err") |
+      tee "$WORK/out" | "$PLOT_PY" "$SRC/scripts/plot_bench.py" -o "$WORK/b.png" >"$WORK/plot.out" 2>&1
+    status=("${PIPESTATUS[@]}")
+    [ "${status[0]}" -eq 0 ] || fail "bench allreduce exit ${status[0]}: $(cat "$WORK/bench.err")"
+    [ "${status[2]}" -eq 0 ] || fail "plot_bench.py exit ${status[2]}: $(cat "$WORK/plot.out")"
+    grep -qE '^ +4096 +1024 +ring ' "$WORK/out" || fail "no 4096-byte ring row in the bench table"
+    grep -qF '(mpi, flat, ring, hierarchical, auto; 4 sizes)' "$WORK/plot.out" || fail "not every algorithm and size drawn: $(cat "$WORK/plot.out")"
+    is_png "$WORK/b.png"
+    cat "$WORK/plot.out"
+    bad=$(($(wc -l <"$WORK/out") + 1))
+    { cat "$WORK/out"; echo '          8192          2048 ring               fast        1.00        1.00'; } |
+      "$PLOT_PY" "$SRC/scripts/plot_bench.py" -o "$WORK/bad.png" >"$WORK/plot.out" 2>&1
+    [ "${PIPESTATUS[1]}" -eq 2 ] || fail "malformed table: exit status not 2: $(cat "$WORK/plot.out")"
+    grep -qF "<stdin>:$bad: expected 'size(B) count(elems) algorithm" "$WORK/plot.out" || fail "no line-numbered error: $(cat "$WORK/plot.out")"
+    [ ! -e "$WORK/bad.png" ] || fail "a PNG was written for malformed input"
+}

@@ -1,0 +1,106 @@
+# shellcheck shell=bash
+# Training and evaluating: the quick start, non-finite values, divergence, the evaluate command.
+# Sourced by cli_test.sh, which runs one case: the function case_<name>, whose name is also the
+# CTest case (tests/e2e/CMakeLists.txt reads the names from here).
+
+case_train_quickstart() {
+    # The default job learns: >= 95% test accuracy on the noisy synthetic set (98% measured).
+    expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set threads=1 --set output.model_dir="$WORK/model" --set output.metrics="$WORK/m.jsonl"
+    grep -q 'plan for job' "$WORK/out" || fail "no plan printed"
+    grep -qE '^\[step [0-9]+\] epoch=[0-9]+ step=[0-9]+ train_loss=[0-9.e+-]+ lr=[0-9.e+-]+ images_per_sec=[0-9.]+$' "$WORK/out" || fail "no metric line"
+    acc=$(grep -oE '^\[epoch 3\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
+    python3 -c "import sys; sys.exit(0 if float('$acc') >= 0.95 else 1)" || fail "test_accuracy $acc < 0.95"
+    python3 - "$WORK/model/model.safetensors" <<'PY' || fail "model.safetensors is not valid safetensors"
+import json, struct, sys
+data = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', data[:8])[0]
+header = json.loads(data[8:8 + n])
+meta = header.pop('__metadata__')
+assert meta['model'] == 'mlp' and float(meta['test_accuracy']) >= 0.95
+end = max(v['data_offsets'][1] for v in header.values())
+assert 8 + n + end == len(data)
+assert 'fc1.weight' in header or any(k.endswith('weight') for k in header)
+PY
+    grep -q '"event":"eval"' "$WORK/m.jsonl" || fail "metrics.jsonl has no eval record"
+}
+
+case_train_quickstart_np2() {
+    expect_ok 2 --config "$SRC/configs/quickstart.yaml" --set output.model_dir="$WORK/model" --set output.metrics=
+    grep -q 'global_batch=128' "$WORK/out" || fail "global batch not 2 x 64"
+    grep -q 'peak_lr=0.04 ' "$WORK/out" || fail "LR not scaled linearly to 0.04"
+    acc=$(grep -oE '^\[epoch 3\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
+    python3 -c "import sys; sys.exit(0 if float('$acc') >= 0.95 else 1)" || fail "test_accuracy $acc < 0.95"
+    [ "$(grep -c '^\[done\]' "$WORK/out")" -eq 1 ] || fail "metrics printed by more than one rank"
+}
+
+case_nonfinite_skip_np2() {
+    # Rank 1's input has a NaN at step 5 (0-based). ReLU turns it into 0, so the loss stays
+    # finite, but the first layer's weight gradient is NaN: every rank skips that update (the
+    # replica check after every step would stop the job at the first drift), the run goes on.
+    ckpt_args
+    SDP_TEST_NAN_RANK=1 SDP_TEST_NAN_STEP=5 expect_ok 2 "${CKPT_ARGS[@]}" --set train.max_steps=20 \
+      --set train.on_nonfinite=skip --set distributed.check_every_steps=1 --set output.model_dir="$WORK/m" \
+      --set checkpoint.dir="$WORK/ck"
+    [ "$(grep -c 'the update is skipped on every rank' "$WORK/out")" -eq 1 ] || fail "expected one skip warning"
+    grep -q 'step 5 (epoch 0): the training loss is finite but a gradient is not .*1 skipped so far' "$WORK/out" || fail "warning does not name step 5"
+    grep -qE '^\[step 6\] epoch=1 step=6 lr=' "$WORK/out" || fail "the step-6 line should have no train_loss"
+    grep -qE '^\[step 7\].*train_loss=' "$WORK/out" || fail "no loss after the skipped step"
+    grep -qE '^\[done\] steps=20 .*skipped_steps=1' "$WORK/out" || fail "[done] does not count the skipped step"
+    python3 - "$WORK/ck/ckpt-000000020.safetensors" <<'PY' || fail "optimizer steps in the checkpoint"
+import json, struct, sys
+data = open(sys.argv[1], 'rb').read()
+meta = json.loads(data[8:8 + struct.unpack('<Q', data[:8])[0]])['__metadata__']
+assert meta['step'] == '20' and meta['optimizer_steps'] == '19', meta
+PY
+}
+
+case_nonfinite_abort_np2() {
+    ckpt_args
+    SDP_TEST_NAN_RANK=1 SDP_TEST_NAN_STEP=5 run 2 "${CKPT_ARGS[@]}" --set train.max_steps=20 --set output.model_dir="$WORK/m"
+    [ $STATUS -eq 1 ] || fail "exit status $STATUS, expected 1"
+    [ "$(grep -c '^sdp-train: error:' "$WORK/out")" -eq 1 ] || fail "expected the error once"
+    grep -q '^sdp-train: error: step 5 (epoch 0): the training loss is finite but a gradient is not .*train.on_nonfinite: skip' "$WORK/out" || fail "error does not name the step and the option"
+}
+
+case_divergence_warns_and_aborts() {
+    # LR 1 (x 2 ranks) kills the quickstart MLP (no NaN: a dead network at chance level): a warning
+    # naming the step and the LR by default; exit 1 on every rank with on_divergence: abort.
+    ckpt_args
+    dead=(--config "$SRC/configs/quickstart.yaml" --set threads=1 --set output.metrics= --set optimizer.lr=1
+          --set train.epochs=2 --set output.model_dir="$WORK/m" --set checkpoint.dir="$WORK/ck")
+    expect_ok 2 "${dead[@]}"
+    [ "$(grep -c 'the run has diverged or stalled' "$WORK/out")" -eq 1 ] || fail "expected one divergence warning"
+    grep -qE 'warning: step [0-9]+, lr [0-9.e+-]+: the (training loss|test accuracy)' "$WORK/out" || fail "the warning names no step and LR"
+    run 2 "${dead[@]}" --set train.on_divergence=abort --set checkpoint.dir="$WORK/ck_abort"
+    [ $STATUS -eq 1 ] || fail "exit status $STATUS under on_divergence: abort, expected 1"
+    grep -q '^sdp-train: error: step [0-9]*, lr .*the run has diverged or stalled.*(train.on_divergence: abort)' "$WORK/out" || fail "no abort error"
+    grep -q '^\[done\]' "$WORK/out" && fail "finished despite on_divergence: abort"
+    # The quickstart itself is healthy: no warning.
+    expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set threads=1 --set output.metrics= --set output.model_dir="$WORK/m2" \
+      --set checkpoint.dir="$WORK/ck2"
+    grep -q 'diverged or stalled' "$WORK/out" && fail "a healthy run was flagged"
+    true
+}
+
+case_evaluate_final_model_and_checkpoint() {
+    # `evaluate` on 2 ranks reproduces the test accuracy the 1-rank training reported for the
+    # final model, and for the checkpoint written at the end.
+    expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set threads=1 --set train.epochs=1 --set output.model_dir="$WORK/model" --set output.metrics= --set checkpoint.dir="$WORK/ckpt"
+    trained=$(final_accuracy)
+    [ -n "$trained" ] || fail "training printed no accuracy"
+    expect_ok 2 evaluate --config "$SRC/configs/quickstart.yaml" --set threads=1 --model "$WORK/model/model.safetensors"
+    [ "$(grep -c '^\[eval\]' "$WORK/out")" -eq 1 ] || fail "expected one [eval] line"
+    evaluated=$(grep -oE '^\[eval\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
+    [ "$evaluated" = "$trained" ] || fail "evaluate says $evaluated, training said $trained"
+    ckpt=$(ls "$WORK/ckpt"/ckpt-*.safetensors | tail -1)
+    [ -n "$ckpt" ] || fail "no checkpoint written"
+    expect_ok 0 evaluate --config "$SRC/configs/quickstart.yaml" --set threads=1 --model "$ckpt"
+    evaluated=$(grep -oE '^\[eval\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
+    [ "$evaluated" = "$trained" ] || fail "evaluate of the checkpoint says $evaluated, training said $trained"
+}
+
+case_err_evaluate_model_mismatch() {
+    expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set threads=1 --set train.max_steps=2 --set output.model_dir="$WORK/model" --set output.metrics= --set checkpoint.dir="$WORK/ckpt"
+    expect_error 2 "model.safetensors: tensor 'conv1.weight' of the job's model is missing" evaluate --config "$SRC/configs/quickstart.yaml" --set model.name=lenet5 --model "$WORK/model/model.safetensors"
+    expect_error 2 "no/such/model.safetensors" evaluate --config "$SRC/configs/quickstart.yaml" --model "$WORK/no/such/model.safetensors"
+}
