@@ -6,7 +6,7 @@
 As a module: `tensors, metadata = load_checkpoint(path)`; tensors is a dict name -> array
 (model parameters and buffers under their layer names, optimizer state under
 "optimizer.<param>.<kind>", other ranks' BatchNorm statistics under "ranks.<r>.<buffer>"),
-metadata a dict of strings (step, epoch, cursor_epoch,
+metadata a dict of strings (step, cursor_epoch,
 cursor_offset, world_size, global_batch, optimizer_steps, lr_next, model, fingerprint,
 job_spec, version, ...). The file is safetensors: an 8-byte little-endian header length,
 a JSON header, then the raw little-endian tensor bytes.

@@ -10,12 +10,45 @@
 #endif
 #include "distributed/communicator_factory.hpp"
 #include "distributed/reduce_kernels.hpp"
+#include "distributed/ring_schedule.hpp"
 #include "distributed/shared_arena.hpp"
 #include "distributed/shm_collectives.hpp"
 #include "distributed/socket_ring.hpp"
 #include "distributed/world.hpp"
 
 namespace sdp {
+
+namespace {
+
+// Every compressed path's arithmetic, written once: the f32 `values` times `pre_scale` cast to
+// `wire` in `wire_values` (same device, count elements), summed over the ranks by `sum`, cast
+// back times `post_scale`. Host buffers cast on the calling thread; GPU buffers on the device's
+// default stream, which the host waits for before the sum (NCCL's stream waits for no other
+// stream) and after it.
+template <class Sum>
+void sum_in_wire_type(const CommBuffer& values, void* wire_values, DType wire, float pre_scale, float post_scale,
+                      Sum&& sum) {
+  float* f32 = static_cast<float*>(values.data);
+  const CommBuffer on_wire{wire_values, values.count, wire, values.device};
+  if (values.device.is_cpu()) {
+    convert_from_f32(wire, wire_values, f32, values.count, pre_scale);
+    sum(on_wire);
+    convert_to_f32(wire, f32, wire_values, values.count, post_scale);
+    return;
+  }
+#ifdef SDP_HAVE_CUDA
+  cuda_casts::set_device(values.device.index);
+  cuda_casts::from_f32(wire, wire_values, f32, values.count, pre_scale, nullptr);
+  cuda_casts::synchronize(nullptr);
+  sum(on_wire);
+  cuda_casts::to_f32(wire, f32, wire_values, values.count, post_scale, nullptr);
+  cuda_casts::synchronize(nullptr);
+#else
+  throw std::logic_error("sum_in_wire_type: a GPU buffer in a build without the CUDA backend");
+#endif
+}
+
+}  // namespace
 
 void FlatAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
   AllreduceOptions options;
@@ -43,11 +76,10 @@ void RingAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
   const CommBuffer slots{scratch_.data(), kSlots * segment, buffer.dtype, buffer.device};
   const PointToPointOptions tag{7601};  // ring-only tag: never matches another layer's messages
 
-  // Reduce-scatter: at step s I pass part (r - s) to the right and add part (r - s - 1)
-  // from the left into mine; after n - 1 steps part (r + 1) holds the full sum here. The
-  // part I send at step s is the one I completed at step s - 1.
+  // Reduce-scatter (ring_schedule.hpp): the part I send at step s is the one I completed at
+  // step s - 1.
   for (int s = 0; s < n - 1; ++s) {
-    const int send_part = (r - s + 2 * n) % n, recv_part = (r - s - 1 + 2 * n) % n;
+    const auto [send_part, recv_part] = ring::reduce_scatter_step(r, n, s);
     const float scale = s == n - 2 && op == ReduceOp::kAvg ? 1.0f / n : 1.0f;  // the average, once, fused
     const int64_t in_count = counts[recv_part];
     const int segments = static_cast<int>((in_count + segment - 1) / segment);
@@ -69,9 +101,9 @@ void RingAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
     }
     for (auto& w : sends) w->wait();
   }
-  // Allgather: at step s I pass part (r + 1 - s) on and receive part (r - s) in place.
+  // Allgather: each completed part goes round the ring.
   for (int s = 0; s < n - 1; ++s) {
-    const int send_part = (r + 1 - s + 2 * n) % n, recv_part = (r - s + 2 * n) % n;
+    const auto [send_part, recv_part] = ring::allgather_step(r, n, s);
     std::vector<std::shared_ptr<Work>> works;
     works.push_back(world_->recv(buffer.slice(offsets[recv_part], counts[recv_part]), left, tag));
     works.push_back(world_->send(buffer.slice(offsets[send_part], counts[send_part]), right, tag));
@@ -156,45 +188,32 @@ void HierarchicalAllreduce::reduce_across_nodes(const CommBuffer& part, ReduceOp
     sum_across_nodes(part);  // SUM; the caller applies any average
     return;
   }
+  // The caller pre-scaled the values by 1/total; a SUM is scaled back.
   const float total = static_cast<float>(intra_->size()) * static_cast<float>(inter_->size());
   scratch_.resize(static_cast<std::size_t>(part.count));
-  convert_from_f32(wire_, scratch_.data(), static_cast<const float*>(part.data), part.count, 1.0f);
-  sum_across_nodes({scratch_.data(), part.count, wire_, part.device});
-  convert_to_f32(wire_, static_cast<float*>(part.data), scratch_.data(), part.count,
-                 op == ReduceOp::kSum ? total : 1.0f);
+  sum_in_wire_type(part, scratch_.data(), wire_, 1.0f, op == ReduceOp::kSum ? total : 1.0f,
+                   [&](const CommBuffer& on_wire) { sum_across_nodes(on_wire); });
 }
 
 void CompressedAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
   if (buffer.dtype != DType::kF32) throw std::logic_error("CompressedAllreduce: input must be f32");
   const float n = static_cast<float>(world_size_);
-  if (!buffer.device.is_cpu()) {
-#ifdef SDP_HAVE_CUDA
+  void* wire_values = nullptr;
+  if (buffer.device.is_cpu()) {
+    scratch_.resize(static_cast<std::size_t>(buffer.count));
+    wire_values = scratch_.data();
+  } else {
+    // The bucket's gradients are final here (the caller waited for their events).
     const std::size_t bytes = static_cast<std::size_t>(buffer.count) * dtype_size(wire_);
     if (device_scratch_bytes_ < bytes) {  // the first buckets only: then it has its size
       device_scratch_ = allocate(buffer.device, bytes);
       device_scratch_bytes_ = bytes;
     }
-    // The casts go on the device's default stream and the host waits for them: the bucket's
-    // gradients are final (the caller waited for their events), and NCCL's stream, which
-    // waits for no other stream, starts after the cast is done.
-    cuda_casts::set_device(buffer.device.index);
-    cuda_casts::from_f32(wire_, device_scratch_.get(), static_cast<const float*>(buffer.data), buffer.count,
-                         1.0f / n, nullptr);
-    cuda_casts::synchronize(nullptr);
-    inner_->run({device_scratch_.get(), buffer.count, wire_, buffer.device}, ReduceOp::kSum);
-    cuda_casts::to_f32(wire_, static_cast<float*>(buffer.data), device_scratch_.get(), buffer.count,
-                       op == ReduceOp::kSum ? n : 1.0f, nullptr);
-    cuda_casts::synchronize(nullptr);
-    return;
-#else
-    throw std::logic_error("CompressedAllreduce: a GPU buffer in a build without the CUDA backend");
-#endif
+    wire_values = device_scratch_.get();
   }
-  scratch_.resize(static_cast<std::size_t>(buffer.count));
-  convert_from_f32(wire_, scratch_.data(), static_cast<const float*>(buffer.data), buffer.count, 1.0f / n);
-  inner_->run({scratch_.data(), buffer.count, wire_, buffer.device}, ReduceOp::kSum);
-  convert_to_f32(wire_, static_cast<float*>(buffer.data), scratch_.data(), buffer.count,
-                 op == ReduceOp::kSum ? n : 1.0f);
+  // Pre-scaled by 1/ranks so that the 16-bit sum stays in range; a SUM is scaled back.
+  sum_in_wire_type(buffer, wire_values, wire_, 1.0f / n, op == ReduceOp::kSum ? n : 1.0f,
+                   [&](const CommBuffer& on_wire) { inner_->run(on_wire, ReduceOp::kSum); });
 }
 
 AllreduceAlgorithm& AutoAllreduce::choose(const CommBuffer& buffer) const {

@@ -4,17 +4,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/floating_point.hpp"
 #include "core/parameter_store.hpp"
 
 namespace sdp {
-
-namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
 
 std::vector<ParamExtent> param_extents(const ParameterStore& store) {
   std::vector<ParamExtent> out;

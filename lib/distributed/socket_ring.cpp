@@ -1,6 +1,7 @@
 #include "distributed/socket_ring.hpp"
 
 #include "core/floating_point.hpp"
+#include "distributed/ring_schedule.hpp"
 #include "core/log.hpp"
 
 #include <arpa/inet.h>
@@ -231,11 +232,15 @@ void SocketRing::allreduce(const CommBuffer& buffer) {
     if (send_error) fail("send", send_error);
     bytes_sent_ += out_bytes;
   };
-  // Reduce-scatter: at step s I pass part (r - s) right and add part (r - s - 1) from the
-  // left into mine; afterwards part (r + 1) holds the full sum here.
-  for (int s = 0; s < n - 1; ++s) step((r - s + 2 * n) % n, (r - s - 1 + 2 * n) % n, true);
-  // Allgather: at step s I pass part (r + 1 - s) on and receive part (r - s) in place.
-  for (int s = 0; s < n - 1; ++s) step((r + 1 - s + 2 * n) % n, (r - s + 2 * n) % n, false);
+  // The ring's schedule (ring_schedule.hpp): reduce-scatter, then allgather.
+  for (int s = 0; s < n - 1; ++s) {
+    const ring::Step at = ring::reduce_scatter_step(r, n, s);
+    step(at.send_part, at.recv_part, true);
+  }
+  for (int s = 0; s < n - 1; ++s) {
+    const ring::Step at = ring::allgather_step(r, n, s);
+    step(at.send_part, at.recv_part, false);
+  }
 }
 
 }  // namespace sdp

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/floating_point.hpp"
 #include "core/log.hpp"
@@ -30,10 +31,6 @@ using Clock = std::chrono::steady_clock;
 // A track's timeline buffer holds at most this many events (48 MB); a longer run keeps its
 // first ones and reports how many it dropped.
 constexpr std::size_t kMaxTraceEvents = std::size_t{1} << 20;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // The loss scale of the SDP_TEST_OVERFLOW_* fault (train/fault_plan.hpp): what a too-large
 // loss scale does, on one rank only (its f16 gradients overflow; the loss stays finite).
