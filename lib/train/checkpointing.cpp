@@ -266,30 +266,10 @@ std::string Checkpointer::last_path() const {
 
 std::optional<ResumePoint> Checkpointer::resume(Communicator& comm, int64_t steps_per_epoch,
                                                 const LrSchedule& schedule) {
-  const std::string& mode = spec_.checkpoint.resume;
-  if (mode == "never") return std::nullopt;
+  if (spec_.checkpoint.resume == "never") return std::nullopt;
   std::string chosen;  // rank 0: the checkpoint's metadata as JSON; "" = start afresh
   collective("checkpoint read agreement", [&] { run_on_all_ranks(world_.comm(), [&] {
-    if (world_.rank() != 0) return;
-    std::optional<Checkpoint> c;
-    if (mode == "auto") {
-      std::vector<std::string> skipped;
-      c = find_newest_checkpoint(spec_.checkpoint.dir, &skipped);
-      for (const std::string& s : skipped) log_warn("skipping checkpoint " + s);
-    } else {
-      try {
-        c = read_checkpoint(mode);
-      } catch (const InputError& e) {
-        throw InputError("key 'checkpoint.resume': " + std::string(e.what()));
-      }
-    }
-    if (!c) return;
-    restore_on_rank0(*c, spec_, model_, optimizer_);
-    nlohmann::json meta = c->metadata;
-    if (stash_rank_buffers(*c)) meta["rank_buffers"] = "1";
-    meta["path"] = c->path;
-    meta.erase("job_spec");  // not needed by the other ranks
-    chosen = meta.dump();
+    if (world_.rank() == 0) chosen = read_on_rank0();
   }); });
   if (faults_ != nullptr && faults_->stalls_in("checkpoint_broadcast"))
     FaultPlan::stall(world_.rank(), "before the checkpoint broadcast");
@@ -310,6 +290,35 @@ std::optional<ResumePoint> Checkpointer::resume(Communicator& comm, int64_t step
   if (scaler_ != nullptr && meta.count("loss_scale") > 0)
     scaler_->restore(std::stof(meta.at("loss_scale")), get("loss_scale_good_steps"));
 
+  return resume_point(meta, steps_per_epoch, schedule);
+}
+
+std::string Checkpointer::read_on_rank0() {
+  const std::string& mode = spec_.checkpoint.resume;
+  std::optional<Checkpoint> c;
+  if (mode == "auto") {
+    std::vector<std::string> skipped;
+    c = find_newest_checkpoint(spec_.checkpoint.dir, &skipped);
+    for (const std::string& s : skipped) log_warn("skipping checkpoint " + s);
+  } else {
+    try {
+      c = read_checkpoint(mode);
+    } catch (const InputError& e) {
+      throw InputError("key 'checkpoint.resume': " + std::string(e.what()));
+    }
+  }
+  if (!c) return "";
+  restore_on_rank0(*c, spec_, model_, optimizer_);
+  nlohmann::json meta = c->metadata;
+  if (stash_rank_buffers(*c)) meta["rank_buffers"] = "1";
+  meta["path"] = c->path;
+  meta.erase("job_spec");  // not needed by the other ranks
+  return meta.dump();
+}
+
+ResumePoint Checkpointer::resume_point(const std::map<std::string, std::string>& meta, int64_t steps_per_epoch,
+                                       const LrSchedule& schedule) const {
+  auto get = [&](const char* key) { return std::stoll(meta.at(key)); };
   ResumePoint point;
   point.path = meta.at("path");
   point.checkpoint_step = get("step");

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -96,6 +97,12 @@ class Checkpointer {
   LossScaler* scaler_;
   // Rank 0 at resume: keeps the other ranks' saved buffers for restore_rank_buffers().
   bool stash_rank_buffers(const Checkpoint& c);
+  // Rank 0 at resume: finds and reads the checkpoint, restores its own state from it, and
+  // returns the metadata the other ranks need as JSON ("" when there is none to resume).
+  std::string read_on_rank0();
+  // Where the run continues, re-derived for this run's global batch, and rank 0's line saying so.
+  ResumePoint resume_point(const std::map<std::string, std::string>& meta, int64_t steps_per_epoch,
+                           const LrSchedule& schedule) const;
   void collective(const char* what, const std::function<void()>& call);
 
   Watchdog* watch_ = nullptr;

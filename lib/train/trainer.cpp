@@ -227,12 +227,28 @@ const Batch* Trainer::next_batch(Clock::time_point since) {
 
 double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
   if (faults_.stalls_at(step_)) FaultPlan::stall(world_.rank(), "at step " + std::to_string(step_));
-  nn::Model& model = *parts_.model;
   parallel_->begin_step(step_);
+  const double loss = forward_backward(first);
+  {
+    // The communication backward did not hide (the comm track shows each bucket).
+    TraceScope trace(timeline_.get(), "gradient_wait", step_);
+    parallel_->finish_step();  // every gradient averaged over the micro-batches and the ranks
+  }
+  // Every rank learns whether any rank's loss went bad, so all stop at the same step; the
+  // same allreduce carries the interruption flags, so agreeing on a stop costs nothing extra.
+  double agreed[2] = {loss, interruption_requested() ? 1.0 : 0.0};
+  if (world_.size() > 1) watched("loss and stop allreduce", [&] { allreduce_sum(world_.comm(), agreed, 2); });
+  stop_agreed_ = agreed[1] > 0;
+  if (!update(std::isfinite(agreed[0]), epoch, lr)) return std::nan("");
+  parallel_->check_replicas(step_ + 1);
+  return agreed[0] / world_.size();
+}
+
+double Trainer::forward_backward(const Batch& first) {
+  nn::Model& model = *parts_.model;
   // Dropout masks follow (rank, step); the micro-batches of a step continue that stream.
   model.set_random_position(static_cast<uint64_t>(world_.rank()), step_);
-  model.set_loss_scale(scaler_.enabled() && faults_.loss_overflow_at(step_) ? kTestOverflowScale
-                                                                                       : scaler_.scale());
+  model.set_loss_scale(scaler_.enabled() && faults_.loss_overflow_at(step_) ? kTestOverflowScale : scaler_.scale());
   // train.accumulate_steps micro-batches: DataParallel sums their gradients and reduces over
   // the ranks during the last one's backward.
   const int micro_batches = spec_.train.accumulate_steps;
@@ -257,24 +273,16 @@ double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
     // loss: the loader may have its memory back.
     if (!model.device().is_cpu()) fetch_ahead();
   }
-  loss /= micro_batches;
-  {
-    // The communication backward did not hide (the comm track shows each bucket).
-    TraceScope trace(timeline_.get(), "gradient_wait", step_);
-    parallel_->finish_step();  // every gradient averaged over the micro-batches and the ranks
-  }
-  // Every rank learns whether any rank's loss went bad, so all stop at the same step; the
-  // same allreduce carries the interruption flags, so agreeing on a stop costs nothing extra.
-  double agreed[2] = {loss, interruption_requested() ? 1.0 : 0.0};
-  if (world_.size() > 1) watched("loss and stop allreduce", [&] { allreduce_sum(world_.comm(), agreed, 2); });
-  const double loss_sum = agreed[0];
-  stop_agreed_ = agreed[1] > 0;
+  return loss / micro_batches;
+}
+
+bool Trainer::update(bool finite_loss, int64_t epoch, double lr) {
   // The gradients too: a NaN input can leave the loss finite (ReLU maps NaN to 0) and still
   // poison the weights, after which the network is dead at a finite loss. The averaged
   // gradients are the same on every rank, so each checks its own copy and all agree. When a
   // bad gradient ends the run anyway (on_nonfinite: abort, no loss scaler) and the update runs
   // on the CPU, the check rides in the optimizer's pass instead of a pass of its own.
-  const bool finite_loss = std::isfinite(loss_sum);
+  nn::Model& model = *parts_.model;
   void* stream = model.context().stream->native_handle();
   Tensor grads = model.store().grad_arena();  // shares the arena's storage
   const bool check_in_update = model.device().is_cpu() && !scaler_.enabled() &&
@@ -288,26 +296,23 @@ double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
         log_info("step " + std::to_string(step_) + ": the f16 gradients overflowed; the update is skipped on " +
                  "every rank and the loss scale backs off to " + std::to_string(scaler_.scale()) +
                  " (precision: amp-fp16)");
-      return std::nan("");
+      return false;
     }
     if (spec_.train.on_nonfinite != OnNonfinite::kSkip) throw_nonfinite(finite_loss, epoch, lr);
     ++result_.skipped_steps;
     if (world_.rank() == 0)
       log_warn(nonfinite_what(finite_loss, epoch, lr) + ": the update is skipped on every rank (train.on_nonfinite: skip; " +
                std::to_string(result_.skipped_steps) + " skipped so far)");
-    return std::nan("");
+    return false;
   }
-  {
-    TraceScope trace(timeline_.get(), "optimizer", step_);
-    if (model.loss_scale() != 1.0f) grads.scale(1.0f / model.loss_scale(), stream);  // exact: a power of two
-    if (!check_in_update)
-      parts_.optimizer->step(static_cast<float>(lr));
-    else if (!parts_.optimizer->step_checking_gradients(static_cast<float>(lr)))
-      throw_nonfinite(/*finite_loss=*/true, epoch, lr);  // the weights are poisoned: the run ends here
-  }
+  TraceScope trace(timeline_.get(), "optimizer", step_);
+  if (model.loss_scale() != 1.0f) grads.scale(1.0f / model.loss_scale(), stream);  // exact: a power of two
+  if (!check_in_update)
+    parts_.optimizer->step(static_cast<float>(lr));
+  else if (!parts_.optimizer->step_checking_gradients(static_cast<float>(lr)))
+    throw_nonfinite(/*finite_loss=*/true, epoch, lr);  // the weights are poisoned: the run ends here
   scaler_.step_applied();
-  parallel_->check_replicas(step_ + 1);
-  return loss_sum / world_.size();
+  return true;
 }
 
 std::string Trainer::nonfinite_what(bool finite_loss, int64_t epoch, double lr) const {

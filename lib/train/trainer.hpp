@@ -62,6 +62,12 @@ class Trainer {
   // train.accumulate_steps - 1), gradient mean, update; returns the loss averaged over the
   // micro-batches and the ranks. Also agrees whether any rank was interrupted (stop_agreed_).
   double train_step(const Batch& first, int64_t epoch, double lr);
+  // The forward and backward of each micro-batch of the step; their mean loss (this rank's).
+  double forward_backward(const Batch& first);
+  // After the gradients are averaged: checks them (and `finite_loss`, agreed by all ranks),
+  // then applies the optimizer; false when the update is skipped (on_nonfinite: skip, or an
+  // fp16 overflow), an exit-1 error when on_nonfinite: abort.
+  bool update(bool finite_loss, int64_t epoch, double lr);
   // A non-finite loss or gradient at this step: what happened, and the exit-1 error that ends
   // every rank under train.on_nonfinite: abort.
   std::string nonfinite_what(bool finite_loss, int64_t epoch, double lr) const;
