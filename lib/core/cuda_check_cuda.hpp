@@ -12,9 +12,11 @@
 namespace sdp {
 
 // Throws RuntimeError "[<context>: ]<call> failed: <error name> (<description>)" unless
-// `status` is cudaSuccess.
+// `status` is cudaSuccess; a non-sticky error is cleared first, so that a later call does not
+// report it again.
 inline void check_cuda(cudaError_t status, const char* call, const char* context = nullptr) {
   if (status == cudaSuccess) return;
+  cudaGetLastError();
   throw RuntimeError((context != nullptr ? std::string(context) + ": " : std::string()) + call + " failed: " +
                      cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
 }

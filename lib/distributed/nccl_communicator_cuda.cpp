@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cuda_check_cuda.hpp"
 #include "core/device_info.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -54,13 +55,13 @@ std::string nccl_failure(const std::string& where, ncclResult_t result, const Ca
   return message + place(site);
 }
 
-void check_cuda(cudaError_t status, const std::string& where, const CallSite& site) {
+// core's check_cuda, with the communicator and rank (`where`) and the call site in the message:
+// "<where>: <call> [file:line] failed: <error name> (<description>)".
+void check_cuda_at(cudaError_t status, const std::string& where, const CallSite& site) {
   if (status == cudaSuccess) return;
-  cudaGetLastError();  // clear a non-sticky error so it is not reported again by a later call
-  throw RuntimeError(where + ": " + site.call + " failed: " + cudaGetErrorName(status) + ": " +
-                     cudaGetErrorString(status) + place(site));
+  check_cuda(status, (std::string(site.call) + place(site)).c_str(), where.c_str());
 }
-#define SDP_CUDA_CHECK(where, call) check_cuda((call), (where), SDP_CALL_SITE(#call))
+#define SDP_CUDA_CHECK(where, call) check_cuda_at((call), (where), SDP_CALL_SITE(#call))
 
 ncclDataType_t nccl_type(DType dtype) {
   switch (dtype) {
@@ -342,7 +343,7 @@ void NcclState::record(EventSlot& slot) {
   SDP_CUDA_CHECK(where_, cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
   const cudaError_t status = cudaEventRecord(event, stream_);
   if (status != cudaSuccess) cudaEventDestroy(event);
-  check_cuda(status, where_, SDP_CALL_SITE("cudaEventRecord(event, stream)"));
+  check_cuda_at(status, where_, SDP_CALL_SITE("cudaEventRecord(event, stream)"));
   slot.event.store(event);
 }
 
@@ -433,7 +434,7 @@ class NcclWork final : public Work {
     const cudaEvent_t event = launched();
     const cudaError_t status = event == nullptr ? cudaErrorNotReady : cudaEventQuery(event);
     if (status != cudaErrorNotReady)
-      check_cuda(status, state_->where(), SDP_CALL_SITE("cudaEventQuery(event)"));
+      check_cuda_at(status, state_->where(), SDP_CALL_SITE("cudaEventQuery(event)"));
     // Also while pending: a peer that failed shows here, not as a completion that never comes.
     state_->check_health(what_);
     if (status == cudaErrorNotReady) return false;
