@@ -9,6 +9,7 @@
 #include <iostream>
 #include <sstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -148,11 +149,32 @@ void reexec_with_omp_wait_policy(char** argv, int requested_threads) {
   ::execv(self, argv);  // returns only on failure: then run as we are
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// What the command line says, filled in by CLI11: the commands, each one's job sources, and
+// the benchmarks' and evaluate's own options.
+struct CommandLine {
   CLI::App app{"sdp-train: synchronous data-parallel training of convolutional networks, "
                "launched by MPI (one process per GPU or CPU share)."};
+  sdp::JobSources top_sources, train_sources, validate_sources, env_sources, bench_sources, evaluate_sources;
+  CLI::App *train = nullptr, *validate = nullptr, *bench_gemm = nullptr, *bench_allreduce = nullptr,
+           *evaluate = nullptr, *env = nullptr;
+  int gemm_size = 2048, gemm_threads = 0;
+  sdp::AllreduceBenchOptions allreduce_options;
+  std::string algorithms_csv, compression = "none", bench_device = "cpu", evaluate_model;
+
+  // The job of the command that runs one (train, evaluate, validate, env, or none: train), or
+  // null (bench).
+  const sdp::JobSources* job() const {
+    return train->parsed()                 ? &train_sources
+           : evaluate->parsed()            ? &evaluate_sources
+           : validate->parsed()            ? &validate_sources
+           : env->parsed()                 ? &env_sources
+           : app.get_subcommands().empty() ? &top_sources
+                                           : nullptr;
+  }
+};
+
+void declare_commands(CommandLine& cl) {
+  CLI::App& app = cl.app;
   app.name("sdp-train");
   app.footer(
       "Examples:\n"
@@ -164,101 +186,82 @@ int main(int argc, char** argv) {
       "Exit status: 0 ok, 1 runtime failure, 2 bad input, 3 watchdog timeout.");
   app.set_version_flag("--version", version_text());
   app.require_subcommand(0, 1);
-
-  sdp::JobSources top_sources, train_sources, validate_sources, env_sources;
-  add_job_options(app, top_sources);
-  auto* train = app.add_subcommand("train", "train the job (the default when no command is given)");
-  add_job_options(*train, train_sources);
-  auto* validate = app.add_subcommand("validate", "print the fully resolved job and the plan, then exit");
-  add_job_options(*validate, validate_sources);
+  add_job_options(app, cl.top_sources);
+  cl.train = app.add_subcommand("train", "train the job (the default when no command is given)");
+  add_job_options(*cl.train, cl.train_sources);
+  cl.validate = app.add_subcommand("validate", "print the fully resolved job and the plan, then exit");
+  add_job_options(*cl.validate, cl.validate_sources);
   auto* bench = app.add_subcommand("bench", "micro-benchmarks (see scripts/bench-*.sh for full comparisons)");
   bench->require_subcommand(1);
-  int gemm_size = 2048, gemm_threads = 0;
-  auto* bench_gemm = bench->add_subcommand("gemm", "oneDNN sgemm GFLOP/s: the machine's practical fp32 peak");
-  bench_gemm->add_option("--size", gemm_size, "matrix size n (n x n x n)")->check(CLI::PositiveNumber);
-  bench_gemm->add_option("--threads", gemm_threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
-  sdp::JobSources bench_sources;
-  sdp::AllreduceBenchOptions allreduce_options;
-  std::string algorithms_csv, compression = "none", bench_device = "cpu";
-  auto* bench_allreduce = bench->add_subcommand(
+  cl.bench_gemm = bench->add_subcommand("gemm", "oneDNN sgemm GFLOP/s: the machine's practical fp32 peak");
+  cl.bench_gemm->add_option("--size", cl.gemm_size, "matrix size n (n x n x n)")->check(CLI::PositiveNumber);
+  cl.bench_gemm->add_option("--threads", cl.gemm_threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  CLI::App* allreduce = bench->add_subcommand(
       "allreduce", "AllReduce busbw of every algorithm next to MPI_Allreduce (nccl-tests table; run under mpirun)");
-  add_job_options(*bench_allreduce, bench_sources);
-  bench_allreduce->add_option("--min-bytes", allreduce_options.min_bytes, "smallest message")->check(CLI::PositiveNumber);
-  bench_allreduce->add_option("--max-bytes", allreduce_options.max_bytes, "largest message")->check(CLI::PositiveNumber);
-  bench_allreduce->add_option("--factor", allreduce_options.factor, "size step between rows")->check(CLI::Range(2, 1024));
-  bench_allreduce->add_option("--iters", allreduce_options.iters, "timed iterations per row")->check(CLI::PositiveNumber);
-  bench_allreduce->add_option("--warmup", allreduce_options.warmup, "untimed iterations per row")->check(CLI::NonNegativeNumber);
-  bench_allreduce->add_option("--algorithms", algorithms_csv, "comma-separated subset of mpi,flat,ring,hierarchical,auto");
-  bench_allreduce->add_option("--compression", compression, "none | fp16 | bf16 (auto = none here)")
+  cl.bench_allreduce = allreduce;
+  sdp::AllreduceBenchOptions& options = cl.allreduce_options;
+  add_job_options(*allreduce, cl.bench_sources);
+  allreduce->add_option("--min-bytes", options.min_bytes, "smallest message")->check(CLI::PositiveNumber);
+  allreduce->add_option("--max-bytes", options.max_bytes, "largest message")->check(CLI::PositiveNumber);
+  allreduce->add_option("--factor", options.factor, "size step between rows")->check(CLI::Range(2, 1024));
+  allreduce->add_option("--iters", options.iters, "timed iterations per row")->check(CLI::PositiveNumber);
+  allreduce->add_option("--warmup", options.warmup, "untimed iterations per row")->check(CLI::NonNegativeNumber);
+  allreduce->add_option("--algorithms", cl.algorithms_csv, "comma-separated subset of mpi,flat,ring,hierarchical,auto");
+  allreduce->add_option("--compression", cl.compression, "none | fp16 | bf16 (auto = none here)")
       ->check(CLI::IsMember(sdp::choice_names<sdp::Compression>()));
-  bench_allreduce->add_option("--device", bench_device,
-                              "cpu (host buffers, MPI) | cuda (GPU buffers of each rank's GPU, NCCL; peer: ncclAllReduce)")
+  allreduce->add_option("--device", cl.bench_device,
+                        "cpu (host buffers, MPI) | cuda (GPU buffers of each rank's GPU, NCCL; peer: ncclAllReduce)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  bench_allreduce->add_flag("!--no-shared-memory", allreduce_options.shared_memory,
-                            "keep buffers in private memory (no node-shared window)");
-  sdp::JobSources evaluate_sources;
-  std::string evaluate_model;
-  auto* evaluate = app.add_subcommand(
+  allreduce->add_flag("!--no-shared-memory", options.shared_memory, "keep buffers in private memory (no node-shared window)");
+  cl.evaluate = app.add_subcommand(
       "evaluate", "test loss and accuracy of a saved model (final model or checkpoint) on the job's test data");
-  add_job_options(*evaluate, evaluate_sources);
-  evaluate->add_option("--model", evaluate_model, "model.safetensors or a checkpoint file")->required();
-  auto* env = app.add_subcommand("env", "print ranks, topology, devices and the SageMaker cluster as JSON");
-  add_job_options(*env, env_sources);
+  add_job_options(*cl.evaluate, cl.evaluate_sources);
+  cl.evaluate->add_option("--model", cl.evaluate_model, "model.safetensors or a checkpoint file")->required();
+  cl.env = app.add_subcommand("env", "print ranks, topology, devices and the SageMaker cluster as JSON");
+  add_job_options(*cl.env, cl.env_sources);
+}
 
+// Parses the command line; an exit status when there is nothing to run (--help, --version, a
+// usage error, printed by the launcher's first rank only).
+std::optional<int> parse_command_line(CommandLine& cl, int argc, char** argv) {
   const int pre_mpi_rank = sdp::launcher_rank();
   try {
-    app.parse(argc, argv);
-    if (app.get_subcommands().empty())
-      require_job_spec(top_sources, "--config (or a command: train, validate, evaluate, env)");
-    if (train->parsed()) require_job_spec(train_sources, "--config");
-    if (validate->parsed()) require_job_spec(validate_sources, "--config");
-    if (evaluate->parsed() && evaluate_sources.config_path.empty())
-      throw CLI::RequiredError("--config");
+    cl.app.parse(argc, argv);
+    if (cl.app.get_subcommands().empty())
+      require_job_spec(cl.top_sources, "--config (or a command: train, validate, evaluate, env)");
+    if (cl.train->parsed()) require_job_spec(cl.train_sources, "--config");
+    if (cl.validate->parsed()) require_job_spec(cl.validate_sources, "--config");
+    if (cl.evaluate->parsed() && cl.evaluate_sources.config_path.empty()) throw CLI::RequiredError("--config");
   } catch (const CLI::Success& e) {  // --help, --version
-    if (pre_mpi_rank <= 0) app.exit(e);
+    if (pre_mpi_rank <= 0) cl.app.exit(e);
     return 0;
   } catch (const CLI::ParseError& e) {
-    if (pre_mpi_rank <= 0) {
-      print_error(std::string(e.what()) + " (run `sdp-train --help` for usage)");
-    }
+    if (pre_mpi_rank <= 0) print_error(std::string(e.what()) + " (run `sdp-train --help` for usage)");
     return static_cast<int>(ExitCode::kUsage);
   }
+  return std::nullopt;
+}
 
-  {
-    // validate and env too, so that the plan they print is the one training would run.
-    const sdp::JobSources* job = train->parsed()      ? &train_sources
-                                 : evaluate->parsed() ? &evaluate_sources
-                                 : validate->parsed() ? &validate_sources
-                                 : env->parsed()      ? &env_sources
-                                 : app.get_subcommands().empty() ? &top_sources
-                                                                 : nullptr;
-    reexec_with_omp_wait_policy(argv, job ? sdp::requested_threads_before_mpi(*job) : 0);
-  }
-
-  if (bench_gemm->parsed()) {
-    sdp::nn::set_num_threads(gemm_threads > 0 ? gemm_threads : sdp::cpu_core_count());
-    double gflops = sdp::nn::measure_sgemm_gflops(gemm_size);
-    std::printf("sgemm n=%d threads=%d gflops=%.1f\n", gemm_size, sdp::nn::num_threads(), gflops);
-    return 0;
-  }
-
+// The command, inside MPI; every error becomes the exit status it carries.
+int run_under_mpi(CommandLine& cl, int* argc, char*** argv) {
   int exit_code = 0;
   try {
-    sdp::init_mpi(&argc, &argv);
-    if (bench_allreduce->parsed()) {
-      // CLI11 has checked the word; this cannot throw.
-      // auto follows the job's precision; a benchmark has none: f32.
-      allreduce_options.compression = sdp::resolve_compression(sdp::parse_choice<sdp::Compression>(compression),
-                                                               sdp::Precision::kFp32);
-      exit_code = run_bench_allreduce(bench_sources, allreduce_options, algorithms_csv, bench_device);
-    } else if (validate->parsed())
-      exit_code = run_validate(validate_sources);
-    else if (env->parsed())
-      exit_code = run_env(env_sources);
-    else if (evaluate->parsed())
-      exit_code = run_evaluate(evaluate_sources, evaluate_model);
-    else
-      exit_code = run_train(train->parsed() ? train_sources : top_sources);
+    sdp::init_mpi(argc, argv);
+    if (cl.bench_allreduce->parsed()) {
+      // CLI11 has checked the word; this cannot throw. auto follows the job's precision; a
+      // benchmark has none: f32.
+      cl.allreduce_options.compression =
+          sdp::resolve_compression(sdp::parse_choice<sdp::Compression>(cl.compression), sdp::Precision::kFp32);
+      exit_code = run_bench_allreduce(cl.bench_sources, cl.allreduce_options, cl.algorithms_csv, cl.bench_device);
+    } else if (cl.validate->parsed()) {
+      exit_code = run_validate(cl.validate_sources);
+    } else if (cl.env->parsed()) {
+      exit_code = run_env(cl.env_sources);
+    } else if (cl.evaluate->parsed()) {
+      exit_code = run_evaluate(cl.evaluate_sources, cl.evaluate_model);
+    } else {
+      exit_code = run_train(cl.train->parsed() ? cl.train_sources : cl.top_sources);
+    }
   } catch (const sdp::Error& e) {
     exit_code = static_cast<int>(e.code());
     if (const auto* agreed = dynamic_cast<const sdp::CollectiveFailure*>(&e)) {
@@ -274,4 +277,22 @@ int main(int argc, char** argv) {
   }
   sdp::finalize_mpi();
   return exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CommandLine cl;
+  declare_commands(cl);
+  if (const std::optional<int> done = parse_command_line(cl, argc, argv)) return *done;
+  // validate and env too, so that the plan they print is the one training would run.
+  const sdp::JobSources* job = cl.job();
+  reexec_with_omp_wait_policy(argv, job ? sdp::requested_threads_before_mpi(*job) : 0);
+  if (cl.bench_gemm->parsed()) {
+    sdp::nn::set_num_threads(cl.gemm_threads > 0 ? cl.gemm_threads : sdp::cpu_core_count());
+    const double gflops = sdp::nn::measure_sgemm_gflops(cl.gemm_size);
+    std::printf("sgemm n=%d threads=%d gflops=%.1f\n", cl.gemm_size, sdp::nn::num_threads(), gflops);
+    return 0;
+  }
+  return run_under_mpi(cl, &argc, &argv);
 }
