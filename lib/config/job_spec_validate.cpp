@@ -21,16 +21,17 @@ class RangeChecker {
   const std::map<std::string, std::string>& sources_;
 };
 
-}  // namespace
-
-void validate_job_spec(const JobSpec& spec, const std::map<std::string, std::string>& sources) {
-  RangeChecker check(sources);
+// The top-level keys.
+void check_job_keys(const JobSpec& spec, const RangeChecker& check) {
   check.require(!spec.name.empty(), "name", "must not be empty");
   check.require(spec.threads >= 0, "threads", "must be >= 0 (0 = cores / ranks per node)");
   check.require(spec.precision == Precision::kFp32 || spec.device != DevicePreference::kCpu,
                 "precision",
                 to_string(spec.precision) + " needs device: cuda (the CPU backend trains in fp32)");
+}
 
+// model.*
+void check_model_keys(const JobSpec& spec, const RangeChecker& check) {
   const ModelSpec& m = spec.model;
   check.require(m.num_classes >= 2, "model.num_classes",
                 "must be >= 2, got " + std::to_string(m.num_classes));
@@ -39,7 +40,10 @@ void validate_job_spec(const JobSpec& spec, const std::map<std::string, std::str
   check.require(m.dropout >= 0 && m.dropout < 1, "model.dropout", "must be in [0, 1)");
   check.require(!m.zero_init_residual || m.name.rfind("resnet", 0) == 0,
                 "model.zero_init_residual", "applies to the resnet models only, not " + m.name);
+}
 
+// data.*
+void check_data_keys(const JobSpec& spec, const RangeChecker& check) {
   const DataSpec& d = spec.data;
   check.require(d.batch_size > 0, "data.batch_size",
                 "must be a positive integer, got " + std::to_string(d.batch_size));
@@ -54,7 +58,10 @@ void validate_job_spec(const JobSpec& spec, const std::map<std::string, std::str
   check.require(d.synthetic.height > 0, "data.synthetic.height", "must be positive");
   check.require(d.synthetic.width > 0, "data.synthetic.width", "must be positive");
   check.require(d.synthetic.noise >= 0, "data.synthetic.noise", "must be >= 0");
+}
 
+// train.*
+void check_train_keys(const JobSpec& spec, const RangeChecker& check) {
   const TrainSpec& t = spec.train;
   check.require(t.epochs >= 0, "train.epochs", "must be >= 0");
   check.require(t.max_steps >= 0, "train.max_steps", "must be >= 0 (0 = no limit)");
@@ -67,7 +74,10 @@ void validate_job_spec(const JobSpec& spec, const std::map<std::string, std::str
                 "must be in [0, 1), got " + std::to_string(t.label_smoothing));
   check.require(t.log_every > 0, "train.log_every", "must be a positive number of steps");
   check.require(t.eval_every_epochs >= 0, "train.eval_every_epochs", "must be >= 0");
+}
 
+// optimizer.*
+void check_optimizer_keys(const JobSpec& spec, const RangeChecker& check) {
   const OptimizerSpec& o = spec.optimizer;
   check.require(o.lr > 0, "optimizer.lr", "must be > 0, got " + std::to_string(o.lr));
   check.require(o.reference_batch >= 0, "optimizer.reference_batch",
@@ -97,7 +107,10 @@ void validate_job_spec(const JobSpec& spec, const std::map<std::string, std::str
   check.require(o.gamma > 0 && o.gamma <= 1, "optimizer.gamma", "must be in (0, 1]");
   check.require(o.min_lr >= 0 && o.min_lr < o.lr, "optimizer.min_lr",
                 "must be in [0, optimizer.lr)");
+}
 
+// distributed.*
+void check_distributed_keys(const JobSpec& spec, const RangeChecker& check) {
   const DistributedSpec& ds = spec.distributed;
   check.require(ds.bucket_mb >= 0, "distributed.bucket_mb", "must be >= 0 (0 = one bucket)");
   check.require(ds.ranks_per_node >= 0, "distributed.ranks_per_node",
@@ -106,11 +119,27 @@ void validate_job_spec(const JobSpec& spec, const std::map<std::string, std::str
   check.require(ds.stall_warning_s > 0, "distributed.stall_warning_s", "must be > 0 seconds");
   check.require(ds.check_every_steps >= 0, "distributed.check_every_steps",
                 "must be >= 0 (0 = off)");
+}
 
+// checkpoint.*
+void check_checkpoint_keys(const JobSpec& spec, const RangeChecker& check) {
   const CheckpointSpec& c = spec.checkpoint;
   check.require(c.every_steps >= 0, "checkpoint.every_steps", "must be >= 0 (0 = only at the end)");
   check.require(c.keep_last >= 1, "checkpoint.keep_last", "must be >= 1");
   check.require(!c.resume.empty(), "checkpoint.resume", "must be auto, never or a checkpoint path");
+}
+
+}  // namespace
+
+void validate_job_spec(const JobSpec& spec, const std::map<std::string, std::string>& sources) {
+  const RangeChecker check(sources);
+  check_job_keys(spec, check);
+  check_model_keys(spec, check);
+  check_data_keys(spec, check);
+  check_train_keys(spec, check);
+  check_optimizer_keys(spec, check);
+  check_distributed_keys(spec, check);
+  check_checkpoint_keys(spec, check);
 }
 
 }  // namespace sdp
