@@ -62,13 +62,20 @@ void save_safetensors(const std::string& path, const std::vector<NamedTensor>& t
   });
 }
 
-SafetensorsContent load_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("cannot open '" + path + "'");
-  in.seekg(0, std::ios::end);
-  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
-  in.seekg(0);
-  uint64_t header_size = 0;
+
+namespace {
+
+// One tensor's entry of a safetensors header, checked.
+struct HeaderEntry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;  // byte range in the data after the header
+};
+
+// The 8-byte length and the JSON header of an open safetensors file of `file_size` bytes.
+nlohmann::json read_header(std::ifstream& in, const std::string& path, uint64_t file_size, uint64_t& header_size) {
+  header_size = 0;
   if (file_size < 8 || !in.read(reinterpret_cast<char*>(&header_size), 8))
     throw InputError(path + ": not a safetensors file (shorter than its 8-byte header length)");
   // The cap bounds what parsing may cost: a JSON document of nested empty arrays takes ~30x
@@ -88,71 +95,56 @@ SafetensorsContent load_safetensors(const std::string& path) {
     throw InputError(path + ": corrupt safetensors header: " + e.what());
   }
   if (!header.is_object()) throw InputError(path + ": corrupt safetensors header: not a JSON object");
-  const uint64_t data_size = file_size - 8 - header_size;
-  SafetensorsContent content;
-  struct Entry {
-    std::string name;
-    DType dtype;
-    Shape shape;
-    uint64_t begin, end;
-  };
-  std::vector<Entry> entries;
-  // Every value is type-checked before it is converted: nlohmann's get<int64_t>() of 1e300 or
-  // get<uint64_t>() of -1 converts silently (the first is undefined behaviour).
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string where = path + ": tensor '" + it.key() + "'";
-    if (it.key() == "__metadata__") {
-      if (!it->is_object()) throw InputError(path + ": safetensors __metadata__ is not a JSON object");
-      for (auto m = it->begin(); m != it->end(); ++m) {
-        if (!m->is_string())
-          throw InputError(path + ": safetensors __metadata__ '" + m.key() + "' is not a string");
-        content.metadata[m.key()] = m->get<std::string>();
-      }
-      continue;
-    }
-    if (!it->is_object()) throw InputError(where + " is not a JSON object");
-    Entry e;
-    e.name = it.key();
-    const auto dtype = it->find("dtype");
-    if (dtype == it->end() || !dtype->is_string() || !parse_dtype(dtype->get<std::string>(), e.dtype))
-      throw InputError(where + " has a missing or unsupported dtype" +
-                       (dtype == it->end() ? std::string() : " " + dtype->dump()));
-    const auto shape = it->find("shape");
-    if (shape == it->end() || !shape->is_array())
-      throw InputError(where + " has no shape (a list of dimensions)");
-    // The element count, overflow-checked: dimensions whose product wraps could otherwise
-    // pass the size check below with a small byte range.
-    uint64_t numel = 1;
-    bool too_big = false;
-    for (const auto& d : *shape) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        throw InputError(where + " has a shape that is not a list of non-negative integers: " + shape->dump());
-      e.shape.push_back(d.get<int64_t>());
-      too_big = too_big || __builtin_mul_overflow(numel, static_cast<uint64_t>(d.get<int64_t>()), &numel);
-    }
-    uint64_t nbytes = 0;
-    too_big = too_big || __builtin_mul_overflow(numel, uint64_t{dtype_size(e.dtype)}, &nbytes);
-    const auto offsets = it->find("data_offsets");
-    if (offsets == it->end() || !offsets->is_array() || offsets->size() != 2 ||
-        !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned())
-      throw InputError(where + " has no data_offsets [begin, end] of non-negative integers");
-    e.begin = (*offsets)[0].get<uint64_t>();
-    e.end = (*offsets)[1].get<uint64_t>();
-    if (e.begin > e.end || e.end > data_size)
-      throw InputError(where + " has data offsets [" + std::to_string(e.begin) + ", " +
-                       std::to_string(e.end) + "] outside the " + std::to_string(data_size) +
-                       " bytes of data (truncated?)");
-    if (too_big || e.end - e.begin != nbytes)
-      throw InputError(where + " size " + std::to_string(e.end - e.begin) +
-                       " bytes does not match its shape " + shape->dump() + " and dtype " +
-                       dtype_tag(e.dtype));
-    entries.push_back(std::move(e));
+  return header;
+}
+
+// The entry of tensor `name` (`value` in the header), checked against `data_size` bytes of
+// data. Every value is type-checked before it is converted: nlohmann's get<int64_t>() of 1e300
+// or get<uint64_t>() of -1 converts silently (the first is undefined behaviour).
+HeaderEntry parse_entry(const std::string& name, const nlohmann::json& value, const std::string& path,
+                        uint64_t data_size) {
+  const std::string where = path + ": tensor '" + name + "'";
+  if (!value.is_object()) throw InputError(where + " is not a JSON object");
+  HeaderEntry e;
+  e.name = name;
+  const auto dtype = value.find("dtype");
+  if (dtype == value.end() || !dtype->is_string() || !parse_dtype(dtype->get<std::string>(), e.dtype))
+    throw InputError(where + " has a missing or unsupported dtype" +
+                     (dtype == value.end() ? std::string() : " " + dtype->dump()));
+  const auto shape = value.find("shape");
+  if (shape == value.end() || !shape->is_array()) throw InputError(where + " has no shape (a list of dimensions)");
+  // The element count, overflow-checked: dimensions whose product wraps could otherwise
+  // pass the size check below with a small byte range.
+  uint64_t numel = 1;
+  bool too_big = false;
+  for (const auto& d : *shape) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0)
+      throw InputError(where + " has a shape that is not a list of non-negative integers: " + shape->dump());
+    e.shape.push_back(d.get<int64_t>());
+    too_big = too_big || __builtin_mul_overflow(numel, static_cast<uint64_t>(d.get<int64_t>()), &numel);
   }
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
-  // As the safetensors format requires: the tensors tile the data exactly, no overlap (two
-  // tensors sharing bytes) and no hole (bytes no tensor owns, room for a polyglot file).
+  uint64_t nbytes = 0;
+  too_big = too_big || __builtin_mul_overflow(numel, uint64_t{dtype_size(e.dtype)}, &nbytes);
+  const auto offsets = value.find("data_offsets");
+  if (offsets == value.end() || !offsets->is_array() || offsets->size() != 2 ||
+      !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned())
+    throw InputError(where + " has no data_offsets [begin, end] of non-negative integers");
+  e.begin = (*offsets)[0].get<uint64_t>();
+  e.end = (*offsets)[1].get<uint64_t>();
+  if (e.begin > e.end || e.end > data_size)
+    throw InputError(where + " has data offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                     "] outside the " + std::to_string(data_size) + " bytes of data (truncated?)");
+  if (too_big || e.end - e.begin != nbytes)
+    throw InputError(where + " size " + std::to_string(e.end - e.begin) + " bytes does not match its shape " +
+                     shape->dump() + " and dtype " + dtype_tag(e.dtype));
+  return e;
+}
+
+// As the safetensors format requires: the tensors (sorted by offset) tile the data exactly, no
+// overlap (two tensors sharing bytes) and no hole (bytes no tensor owns, room for a polyglot file).
+void check_tiling(const std::vector<HeaderEntry>& sorted, const std::string& path, uint64_t data_size) {
   uint64_t covered = 0;
-  for (const Entry& e : entries) {
+  for (const HeaderEntry& e : sorted) {
     if (e.begin != covered)
       throw InputError(path + ": tensor '" + e.name + "' at data offset " + std::to_string(e.begin) +
                        (e.begin < covered ? " overlaps the tensor before it (which ends at "
@@ -163,7 +155,36 @@ SafetensorsContent load_safetensors(const std::string& path) {
   if (covered != data_size)
     throw InputError(path + ": " + std::to_string(data_size - covered) +
                      " bytes after the last tensor belong to no tensor (corrupt or not safetensors)");
-  for (const Entry& e : entries) {
+}
+
+}  // namespace
+
+SafetensorsContent load_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("cannot open '" + path + "'");
+  in.seekg(0, std::ios::end);
+  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  uint64_t header_size = 0;
+  const nlohmann::json header = read_header(in, path, file_size, header_size);
+  const uint64_t data_size = file_size - 8 - header_size;
+  SafetensorsContent content;
+  std::vector<HeaderEntry> entries;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() != "__metadata__") {
+      entries.push_back(parse_entry(it.key(), *it, path, data_size));
+      continue;
+    }
+    if (!it->is_object()) throw InputError(path + ": safetensors __metadata__ is not a JSON object");
+    for (auto m = it->begin(); m != it->end(); ++m) {
+      if (!m->is_string()) throw InputError(path + ": safetensors __metadata__ '" + m.key() + "' is not a string");
+      content.metadata[m.key()] = m->get<std::string>();
+    }
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const HeaderEntry& a, const HeaderEntry& b) { return a.begin < b.begin; });
+  check_tiling(entries, path, data_size);
+  for (const HeaderEntry& e : entries) {
     Tensor t(e.shape, e.dtype);
     in.seekg(static_cast<std::streamoff>(8 + header_size + e.begin));
     if (!in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes())))
