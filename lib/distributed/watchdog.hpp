@@ -132,6 +132,14 @@ class Watchdog {
   std::thread monitor_;  // started by the first watch()
 };
 
+// watchdog->watch(step, what, call), or just call() where nothing watches (watchdog null).
+inline void run_watched(Watchdog* watchdog, int64_t step, const char* what, const std::function<void()>& call) {
+  if (watchdog != nullptr)
+    watchdog->watch(step, what, call);
+  else
+    call();
+}
+
 // Default timeout handler: prints "sdp-train: error: <report>; aborting (distributed.timeout_s
 // = T)" and ends the whole job with MPI_Abort(MPI_COMM_WORLD, 3) (exit status 3); falls back
 // to _exit(3) if MPI cannot abort.

@@ -30,7 +30,6 @@ bool Lamb::update_cpu(float lr, int64_t t) {
   const float bias1 = static_cast<float>(update_rules::bias_correction(b1, t));
   const float bias2 = static_cast<float>(update_rules::bias_correction(b2, t));
   const auto& params = store_.params();
-  const int64_t n_params = static_cast<int64_t>(params.size());
   direction_.resize(static_cast<std::size_t>(store_.param_arena().numel()));
   norms_.resize(2 * params.size());
   float* r_all = direction_.data();
@@ -59,16 +58,9 @@ bool Lamb::update_cpu(float lr, int64_t t) {
       }
       non_finite |= bad;
     }
-    // The norms for the trust ratios: each norm of each tensor by one thread, in norms.hpp's
-    // fixed order (||w|| and ||r|| of one tensor may go to two threads). BatchNorm and bias
-    // parameters (no weight decay) need none: they take plain Adam-like steps of lr.
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t k = 0; k < 2 * n_params; ++k) {
-      const Param& param = params[k / 2];
-      if (!param.weight_decay) continue;
-      const float* x = (k % 2 == 0 ? p_all : r_all) + param.offset;
-      norms[k] = l2_norm(x, shape_numel(param.shape));
-    }
+    // ||w|| and ||r|| for the trust ratios; BatchNorm and bias parameters (no weight decay)
+    // take plain Adam-like steps of lr.
+    multi_tensor::decayed_tensor_norms(params, p_all, r_all, norms);
 #pragma omp for schedule(static)
     for (int64_t c = 0; c < n_chunks; ++c) {
       const multi_tensor::Chunk& chunk = chunks[c];

@@ -27,7 +27,6 @@ bool Lars::update_cpu(float lr, int64_t /*t*/) {
   float* v_all = momentum_;
   const float mu = options_.momentum;
   const auto& params = store_.params();
-  const int64_t n_params = static_cast<int64_t>(params.size());
   norms_.resize(2 * params.size());
   double* norms = norms_.data();  // per tensor: ||w||, ||g||
   const std::vector<multi_tensor::Chunk>& chunks = parameter_chunks();
@@ -35,16 +34,8 @@ bool Lars::update_cpu(float lr, int64_t /*t*/) {
   uint32_t non_finite = 0;
 #pragma omp parallel
   {
-    // The norms for the trust ratios: each norm of each tensor by one thread, in norms.hpp's
-    // fixed order (||w|| and ||g|| of one tensor may go to two threads); tensors without
-    // weight decay (biases, BatchNorm) take plain lr steps and need none.
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t k = 0; k < 2 * n_params; ++k) {
-      const Param& param = params[k / 2];
-      if (!param.weight_decay) continue;
-      const float* x = (k % 2 == 0 ? p_all : g_all) + param.offset;
-      norms[k] = l2_norm(x, shape_numel(param.shape));
-    }
+    // ||w|| and ||g|| for the trust ratios (biases and BatchNorm take plain lr steps).
+    multi_tensor::decayed_tensor_norms(params, p_all, g_all, norms);
     // (the barrier at the loop's end: every norm is known before any weight moves)
 #pragma omp for schedule(static) reduction(| : non_finite)
     for (int64_t c = 0; c < n_chunks; ++c) {

@@ -13,7 +13,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <vector>
+
+#include "core/parameter_store.hpp"
+#include "optim/norms.hpp"
 
 namespace sdp::multi_tensor {
 
@@ -47,6 +51,22 @@ inline uint32_t non_finite_bit(float x) {
   uint32_t bits;
   std::memcpy(&bits, &x, sizeof bits);
   return static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+}
+
+// The norms of LARS's and LAMB's trust ratios, called inside their parallel region (a
+// worksharing loop of its own, with the barrier at its end): norms[2j] = ||a_j|| and
+// norms[2j + 1] = ||b_j|| of every parameter tensor j that takes weight decay (the others
+// take plain steps and need none). Each norm is summed by one thread in norms.hpp's fixed
+// order, so the bits do not depend on the thread count; a tensor's two norms may go to two
+// threads.
+inline void decayed_tensor_norms(const std::deque<Param>& params, const float* a, const float* b, double* norms) {
+  const int64_t n_params = static_cast<int64_t>(params.size());
+#pragma omp for schedule(dynamic, 1)
+  for (int64_t k = 0; k < 2 * n_params; ++k) {
+    const Param& param = params[k / 2];
+    if (!param.weight_decay) continue;
+    norms[k] = l2_norm((k % 2 == 0 ? a : b) + param.offset, shape_numel(param.shape));
+  }
 }
 
 }  // namespace sdp::multi_tensor

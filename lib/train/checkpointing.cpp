@@ -239,13 +239,6 @@ bool Checkpointer::stash_rank_buffers(const Checkpoint& c) {
   return true;
 }
 
-void Checkpointer::collective(const char* what, const std::function<void()>& call) {
-  if (watch_ != nullptr)
-    watch_->watch(0, what, call);  // before the first step
-  else
-    call();
-}
-
 void Checkpointer::restore_rank_buffers(Communicator& comm) {
   if (!rank_buffers_pending_) return;
   rank_buffers_pending_ = false;
@@ -253,7 +246,7 @@ void Checkpointer::restore_rank_buffers(Communicator& comm) {
   const int64_t count = store.buffer_arena().numel();
   Tensor all({count * world_.size()}, store.buffer_arena().dtype(), store.device());
   if (world_.rank() == 0) all.copy_from(rank_buffers_);
-  collective("checkpoint buffer broadcast", [&] { comm.broadcast(CommBuffer::of(all), {0})->wait(); });
+  run_watched(watch_, 0, "checkpoint buffer broadcast", [&] { comm.broadcast(CommBuffer::of(all), {0})->wait(); });
   // Rank 0's own slot was never filled: it keeps the buffers it restored.
   Tensor mine = store.buffer_arena();  // a view: copying into it restores the live buffers
   if (world_.rank() != 0) mine.copy_from(all.slice(count * world_.rank(), count));
@@ -268,12 +261,12 @@ std::optional<ResumePoint> Checkpointer::resume(Communicator& comm, int64_t step
                                                 const LrSchedule& schedule) {
   if (spec_.checkpoint.resume == "never") return std::nullopt;
   std::string chosen;  // rank 0: the checkpoint's metadata as JSON; "" = start afresh
-  collective("checkpoint read agreement", [&] { run_on_all_ranks(world_.comm(), [&] {
+  run_watched(watch_, 0, "checkpoint read agreement", [&] { run_on_all_ranks(world_.comm(), [&] {
     if (world_.rank() == 0) chosen = read_on_rank0();
   }); });
   if (faults_ != nullptr && faults_->stalls_in("checkpoint_broadcast"))
     FaultPlan::stall(world_.rank(), "before the checkpoint broadcast");
-  collective("checkpoint broadcast", [&] { chosen = broadcast_string(world_.comm(), chosen, 0); });
+  run_watched(watch_, 0, "checkpoint broadcast", [&] { chosen = broadcast_string(world_.comm(), chosen, 0); });
   if (chosen.empty()) return std::nullopt;
   const auto meta = nlohmann::json::parse(chosen).get<std::map<std::string, std::string>>();
   rank_buffers_pending_ = meta.count("rank_buffers") > 0;
@@ -281,7 +274,7 @@ std::optional<ResumePoint> Checkpointer::resume(Communicator& comm, int64_t step
 
   // Parameters and buffers reach the other ranks with every run's start-up broadcast
   // (Trainer::start_replicas); the optimizer state goes here, from the same rank 0.
-  collective("checkpoint broadcast", [&] {
+  run_watched(watch_, 0, "checkpoint broadcast", [&] {
     for (const NamedTensor& arena : optimizer_.state_arenas()) comm.broadcast(CommBuffer::of(arena.tensor), {0})->wait();
   });
   optimizer_.set_step_count(get("optimizer_steps"));

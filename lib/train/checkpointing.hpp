@@ -16,7 +16,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -103,7 +102,6 @@ class Checkpointer {
   // Where the run continues, re-derived for this run's global batch, and rank 0's line saying so.
   ResumePoint resume_point(const std::map<std::string, std::string>& meta, int64_t steps_per_epoch,
                            const LrSchedule& schedule) const;
-  void collective(const char* what, const std::function<void()>& call);
 
   Watchdog* watch_ = nullptr;
   const FaultPlan* faults_ = nullptr;

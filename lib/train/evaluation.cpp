@@ -1,7 +1,5 @@
 #include "train/evaluation.hpp"
 
-#include <functional>
-
 #include "data/data_loader.hpp"
 #include "distributed/collectives.hpp"
 
@@ -13,13 +11,7 @@ void average_buffers(nn::Model& model, Communicator& comm) {
 
 EvalResult evaluate(nn::Model& model, const Dataset& test, const JobSpec& spec, const World& world,
                     Communicator& comm, Watchdog* watch, int64_t step) {
-  auto collective = [&](const char* what, const std::function<void()>& call) {
-    if (watch != nullptr)
-      watch->watch(step, what, call);
-    else
-      call();
-  };
-  collective("evaluation buffer average", [&] { average_buffers(model, comm); });
+  run_watched(watch, step, "evaluation buffer average", [&] { average_buffers(model, comm); });
 
   EvalLoader loader(test, spec.data.batch_size, world.rank(), world.size(), spec.data.prefetch);
   loader.start();
@@ -31,7 +23,7 @@ EvalResult evaluate(nn::Model& model, const Dataset& test, const JobSpec& spec, 
     totals[1] += static_cast<double>(correct);
     totals[2] += static_cast<double>(batch->size());
   }
-  collective("evaluation allreduce", [&] { allreduce_sum(world.comm(), totals, 3); });
+  run_watched(watch, step, "evaluation allreduce", [&] { allreduce_sum(world.comm(), totals, 3); });
   return {totals[0] / totals[2], totals[1] / totals[2]};
 }
 
