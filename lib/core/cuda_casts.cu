@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/half_float.hpp"
 #include "core/grid_stride_cuda.hpp"
+#include "core/stream_cuda.hpp"
 
 namespace sdp::cuda_casts {
 
@@ -19,7 +20,7 @@ using cuda_grid::grid_for;
 using cuda_grid::kThreads;
 
 
-cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
+cudaStream_t as_stream(Stream* stream) { return cuda_stream_of(stream); }
 
 constexpr const char* kContext = "casts and checks on the GPU";
 
@@ -52,7 +53,7 @@ __global__ void flag_nonfinite_kernel(const float* data, int64_t n, int* flag) {
 
 }  // namespace
 
-void from_f32(DType dtype, void* dst, const float* src, int64_t count, float scale, void* stream) {
+void from_f32(DType dtype, void* dst, const float* src, int64_t count, float scale, Stream* stream) {
   if (count <= 0) return;
   const unsigned blocks = grid_for(count);
   switch (dtype) {
@@ -71,7 +72,7 @@ void from_f32(DType dtype, void* dst, const float* src, int64_t count, float sca
   check_launch("the f32 cast kernel launch", kContext);
 }
 
-void to_f32(DType dtype, float* dst, const void* src, int64_t count, float scale, void* stream) {
+void to_f32(DType dtype, float* dst, const void* src, int64_t count, float scale, Stream* stream) {
   if (count <= 0) return;
   const unsigned blocks = grid_for(count);
   switch (dtype) {
@@ -92,13 +93,13 @@ void to_f32(DType dtype, float* dst, const void* src, int64_t count, float scale
   check_launch("the f32 cast kernel launch", kContext);
 }
 
-void flag_nonfinite(const float* data, int64_t count, int* flag, void* stream) {
+void flag_nonfinite(const float* data, int64_t count, int* flag, Stream* stream) {
   if (count <= 0) return;
   flag_nonfinite_kernel<<<grid_for(count), kThreads, 0, as_stream(stream)>>>(data, count, flag);
   check_launch("the non-finite check kernel launch", kContext);
 }
 
-void add_scale(float* dst, const float* src, int64_t count, float scale, void* stream) {
+void add_scale(float* dst, const float* src, int64_t count, float scale, Stream* stream) {
   if (count <= 0) return;
   add_scale_kernel<<<grid_for(count), kThreads, 0, as_stream(stream)>>>(dst, src, count, scale);
   check_launch("the gradient sum kernel launch", kContext);
@@ -106,11 +107,11 @@ void add_scale(float* dst, const float* src, int64_t count, float scale, void* s
 
 void set_device(int device) { check_cuda(cudaSetDevice(device), "cudaSetDevice", kContext); }
 
-void synchronize(void* stream) {
+void synchronize(Stream* stream) {
   check_cuda(cudaStreamSynchronize(as_stream(stream)), "cudaStreamSynchronize", kContext);
 }
 
-bool all_finite(const float* data, int64_t count, int device, void* stream) {
+bool all_finite(const float* data, int64_t count, int device, Stream* stream) {
   if (count <= 0) return true;
   // One flag per device and thread, kept for the process: no allocation per check (it runs
   // on the gradients every step).

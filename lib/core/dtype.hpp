@@ -28,6 +28,7 @@ struct Device {
   static Device cpu() { return {}; }
   static Device cuda(int ordinal) { return {DeviceKind::kCuda, ordinal}; }
   bool is_cpu() const { return kind == DeviceKind::kCpu; }
+  bool is_cuda() const { return kind == DeviceKind::kCuda; }
   bool operator==(const Device& other) const {
     return kind == other.kind && (kind == DeviceKind::kCpu || index == other.index);
   }

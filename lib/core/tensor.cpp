@@ -71,11 +71,11 @@ void Tensor::fill(float value) {
   for (int64_t i = 0, n = numel(); i < n; ++i) p[i] = value;
 }
 
-bool Tensor::all_finite(void* stream) const {
+bool Tensor::all_finite(Stream* stream) const {
   if (dtype_ != DType::kF32) throw std::invalid_argument("Tensor::all_finite: f32 only");
   if (!device_.is_cpu()) {
 #ifdef SDP_HAVE_CUDA
-    if (device_.kind == DeviceKind::kCuda)
+    if (device_.is_cuda())
       return cuda_casts::all_finite(data<float>(), numel(), device_.index, stream);
 #endif
     throw std::invalid_argument("Tensor::all_finite: no check for tensors on " + device_.str());
@@ -98,11 +98,11 @@ bool Tensor::all_finite(void* stream) const {
   return non_finite == 0;
 }
 
-void Tensor::scale(float factor, void* stream) {
+void Tensor::scale(float factor, Stream* stream) {
   if (dtype_ != DType::kF32) throw std::invalid_argument("Tensor::scale: f32 only");
   if (!device_.is_cpu()) {
 #ifdef SDP_HAVE_CUDA
-    if (device_.kind == DeviceKind::kCuda) return cuda_casts::to_f32(DType::kF32, data<float>(), raw(), numel(), factor, stream);
+    if (device_.is_cuda()) return cuda_casts::to_f32(DType::kF32, data<float>(), raw(), numel(), factor, stream);
 #endif
     throw std::invalid_argument("Tensor::scale: no kernel for tensors on " + device_.str());
   }

@@ -13,6 +13,7 @@
 
 #include "core/device_memory.hpp"
 #include "core/dtype.hpp"
+#include "core/stream.hpp"
 
 namespace sdp {
 
@@ -53,13 +54,13 @@ class Tensor {
 
   void zero();
   void fill(float value);               // f32 on the CPU only
-  // No NaN or infinity (f32). On a GPU the check runs on `stream` (a cudaStream_t, null =
-  // the default stream) after the work queued there, and waits for its answer.
-  bool all_finite(void* stream = nullptr) const;
+  // No NaN or infinity (f32). On a GPU the check runs on `stream` (null = CUDA's default
+  // stream) after the work queued there, and waits for its answer.
+  bool all_finite(Stream* stream = nullptr) const;
   void copy_from(const Tensor& other);  // same numel and dtype; across devices too
-  // Every element times `factor` (f32), in place; on a GPU enqueued on `stream` (a
-  // cudaStream_t, null = the default stream) without waiting.
-  void scale(float factor, void* stream = nullptr);
+  // Every element times `factor` (f32), in place; on a GPU enqueued on `stream` (null =
+  // CUDA's default stream) without waiting.
+  void scale(float factor, Stream* stream = nullptr);
 
  private:
   std::shared_ptr<void> owner_;

@@ -22,48 +22,55 @@ namespace {
 
 // Every compressed path's arithmetic, written once: the f32 `values` times `pre_scale` cast to
 // `wire` in `wire_values` (same device, count elements), summed over the ranks by `sum`, cast
-// back times `post_scale`. Host buffers cast on the calling thread; GPU buffers on the device's
-// default stream, which the host waits for before the sum (NCCL's stream waits for no other
-// stream) and after it.
+// back times `post_scale`. Host buffers cast on the calling thread and are done on return. GPU
+// buffers cast on `casts` (a stream of the buffer's device, ordered after the producer by the
+// caller); `sum(on_wire, casts)` starts after the first cast and its Work orders the cast
+// back, after which the returned Work completes. The host waits for none of it.
 template <class Sum>
-void sum_in_wire_type(const CommBuffer& values, void* wire_values, DType wire, float pre_scale, float post_scale,
-                      Sum&& sum) {
+std::shared_ptr<Work> sum_in_wire_type(const CommBuffer& values, void* wire_values, DType wire, float pre_scale,
+                                       float post_scale, Stream& casts, Sum&& sum) {
   float* f32 = static_cast<float*>(values.data);
   const CommBuffer on_wire{wire_values, values.count, wire, values.device};
   if (values.device.is_cpu()) {
     convert_from_f32(wire, wire_values, f32, values.count, pre_scale);
-    sum(on_wire);
+    sum(on_wire, casts)->wait();
     convert_to_f32(wire, f32, wire_values, values.count, post_scale);
-    return;
+    return completed_work();
   }
 #ifdef SDP_HAVE_CUDA
-  cuda_casts::set_device(values.device.index);
-  cuda_casts::from_f32(wire, wire_values, f32, values.count, pre_scale, nullptr);
-  cuda_casts::synchronize(nullptr);
-  sum(on_wire);
-  cuda_casts::to_f32(wire, f32, wire_values, values.count, post_scale, nullptr);
-  cuda_casts::synchronize(nullptr);
-#else
-  throw std::logic_error("sum_in_wire_type: a GPU buffer in a build without the CUDA backend");
+  if (values.device.is_cuda()) {
+    cuda_casts::set_device(values.device.index);  // the calling thread's, for the launches
+    cuda_casts::from_f32(wire, wire_values, f32, values.count, pre_scale, &casts);
+    sum(on_wire, casts)->block_stream(casts);
+    cuda_casts::to_f32(wire, f32, wire_values, values.count, post_scale, &casts);
+    return work_after(casts);
+  }
 #endif
+  throw std::logic_error("sum_in_wire_type: no casts for buffers on " + values.device.str() + " in this build");
+}
+
+// The Work of a host algorithm's last phase, waited for: host buffers are reduced when run returns.
+std::shared_ptr<Work> finished(const std::shared_ptr<Work>& work) {
+  work->wait();
+  return completed_work();
 }
 
 }  // namespace
 
-void FlatAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
-  AllreduceOptions options;
-  options.op = op;
-  world_->allreduce(buffer, options)->wait();
+std::shared_ptr<Work> FlatAllreduce::start(const CommBuffer& buffer, ReduceOp op, Stream& stream) {
+  world_->stream().wait_for(stream);
+  std::shared_ptr<Work> work = world_->allreduce(buffer, {op});
+  return buffer.device.is_cpu() ? finished(work) : work;
 }
 
-void RingAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
+std::shared_ptr<Work> RingAllreduce::start(const CommBuffer& buffer, ReduceOp op, Stream& /*stream*/) {
   // The ring adds segments on the host as they arrive, and pipelines deeper than NCCL's
   // grouped send/recv allow: it is for host memory (and for study).
   if (!buffer.device.is_cpu())
     throw InputError("distributed.allreduce: ring reduces host memory only, not " + buffer.device.str() +
                      "; use flat or hierarchical (NCCL) for GPU buffers");
   const int n = world_->size(), r = world_->rank();
-  if (n == 1 || buffer.count == 0) return;  // an average over one rank is the input
+  if (n == 1 || buffer.count == 0) return completed_work();  // an average over one rank is the input
   const std::vector<int64_t> counts = split_counts(buffer.count, n);
   const std::vector<int64_t> offsets = part_offsets(counts);
   const int right = (r + 1) % n, left = (r + n - 1) % n;
@@ -109,6 +116,7 @@ void RingAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
     works.push_back(world_->send(buffer.slice(offsets[send_part], counts[send_part]), right, tag));
     for (auto& w : works) w->wait();
   }
+  return completed_work();
 }
 
 HierarchicalAllreduce::HierarchicalAllreduce(std::shared_ptr<Communicator> intra, std::shared_ptr<Communicator> inter,
@@ -126,7 +134,26 @@ bool HierarchicalAllreduce::uses_shared_memory(const CommBuffer& buffer) const {
   return arena_ && buffer.device.is_cpu() && arena_->holds(buffer.data, buffer.nbytes());
 }
 
-void HierarchicalAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
+std::shared_ptr<Work> HierarchicalAllreduce::start_on_device(const CommBuffer& buffer, ReduceOp op,
+                                                             Stream& stream) {
+  // No host arithmetic on GPU buffers: the average is taken on the wire, over the node and
+  // then over the nodes (sum / (local x nodes)). Each phase waits for the previous one on the
+  // device, the host for none.
+  if (wire_ != DType::kF32)  // make_allreduce compresses GPU buffers around the algorithm
+    throw std::logic_error("HierarchicalAllreduce: host-side compression of a GPU buffer");
+  const std::vector<int64_t> counts = split_counts(buffer.count, intra_->size(), kShmAlign);
+  intra_->stream().wait_for(stream);
+  std::shared_ptr<Work> scattered = intra_->reduce_scatter(buffer, counts, {op});
+  if (inter_->size() > 1) {
+    scattered->block_stream(inter_->stream());
+    const CommBuffer part = buffer.slice(part_offsets(counts)[intra_->rank()], counts[intra_->rank()]);
+    inter_->allreduce(part, {op})->block_stream(intra_->stream());
+  }
+  return intra_->allgather(buffer, counts);
+}
+
+std::shared_ptr<Work> HierarchicalAllreduce::start(const CommBuffer& buffer, ReduceOp op, Stream& stream) {
+  if (!buffer.device.is_cpu()) return start_on_device(buffer, op, stream);
   const int local = intra_->size(), nodes = inter_->size();
   const float total = static_cast<float>(local) * static_cast<float>(nodes);
   const float average = op == ReduceOp::kAvg ? 1.0f / total : 1.0f;
@@ -135,19 +162,6 @@ void HierarchicalAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
   const int64_t begin = part_offsets(counts)[intra_->rank()];
   const CommBuffer part = buffer.slice(begin, counts[intra_->rank()]);
   const bool shared = uses_shared_memory(buffer);
-
-  if (!buffer.device.is_cpu()) {
-    // GPU buffers (NCCL): no host arithmetic on them. The average is taken on the wire,
-    // over the node and then over the nodes: sum / (local x nodes). Each phase waits for
-    // the previous one on the host (cudaEventSynchronize); chaining them on the streams
-    // with block_stream() is the next step.
-    if (wire_ != DType::kF32)  // make_allreduce compresses GPU buffers around the algorithm
-      throw std::logic_error("HierarchicalAllreduce: host-side compression of a GPU buffer");
-    intra_->reduce_scatter(buffer, counts, {op})->wait();
-    if (nodes > 1) inter_->allreduce(part, {op})->wait();
-    intra_->allgather(buffer, counts)->wait();
-    return;
-  }
   if (nodes == 1) {  // the node phase is the whole AllReduce; the average is fused into it
     if (shared) {
       shm_allreduce(*arena_, buffer, average);
@@ -155,7 +169,7 @@ void HierarchicalAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
       intra_->reduce_scatter(buffer, counts, {op})->wait();
       intra_->allgather(buffer, counts)->wait();
     }
-    return;
+    return completed_work();
   }
   // A compressed inter-node phase sums values pre-scaled by 1/size, so the 16-bit sum
   // cannot overflow; reduce_across_nodes undoes it for a SUM. Uncompressed, the exact sum
@@ -174,13 +188,13 @@ void HierarchicalAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
     shm_broadcast_part(*arena_, buffer, counts);
   else
     intra_->allgather(buffer, counts)->wait();
+  return completed_work();
 }
 
-void HierarchicalAllreduce::sum_across_nodes(const CommBuffer& part) {
-  if (sockets_)
-    sockets_->allreduce(part);
-  else
-    inter_->allreduce(part)->wait();
+std::shared_ptr<Work> HierarchicalAllreduce::sum_across_nodes(const CommBuffer& part) {
+  if (!sockets_) return finished(inter_->allreduce(part));
+  sockets_->allreduce(part);
+  return completed_work();
 }
 
 void HierarchicalAllreduce::reduce_across_nodes(const CommBuffer& part, ReduceOp op) {
@@ -188,32 +202,41 @@ void HierarchicalAllreduce::reduce_across_nodes(const CommBuffer& part, ReduceOp
     sum_across_nodes(part);  // SUM; the caller applies any average
     return;
   }
+  // Host memory only (start_on_device handles GPU buffers): done when this returns.
   // The caller pre-scaled the values by 1/total; a SUM is scaled back.
   const float total = static_cast<float>(intra_->size()) * static_cast<float>(inter_->size());
   scratch_.resize(static_cast<std::size_t>(part.count));
-  sum_in_wire_type(part, scratch_.data(), wire_, 1.0f, op == ReduceOp::kSum ? total : 1.0f,
-                   [&](const CommBuffer& on_wire) { sum_across_nodes(on_wire); });
+  sum_in_wire_type(part, scratch_.data(), wire_, 1.0f, op == ReduceOp::kSum ? total : 1.0f, host_stream(),
+                   [&](const CommBuffer& on_wire, Stream&) { return sum_across_nodes(on_wire); });
 }
 
-void CompressedAllreduce::run(const CommBuffer& buffer, ReduceOp op) {
+std::shared_ptr<Work> CompressedAllreduce::start(const CommBuffer& buffer, ReduceOp op, Stream& stream) {
   if (buffer.dtype != DType::kF32) throw std::logic_error("CompressedAllreduce: input must be f32");
   const float n = static_cast<float>(world_size_);
   void* wire_values = nullptr;
+  Stream* casts = &host_stream();
   if (buffer.device.is_cpu()) {
     scratch_.resize(static_cast<std::size_t>(buffer.count));
     wire_values = scratch_.data();
   } else {
-    // The bucket's gradients are final here (the caller waited for their events).
+    if (!casts_) casts_ = make_stream(buffer.device);
+    casts = casts_.get();
+    casts->wait_for(stream);
+    // One scratch for every bucket: a bucket's first cast is queued on `casts` after the
+    // previous bucket's cast back, which waited for that bucket's sum.
     const std::size_t bytes = static_cast<std::size_t>(buffer.count) * dtype_size(wire_);
     if (device_scratch_bytes_ < bytes) {  // the first buckets only: then it has its size
+      casts->synchronize();               // the old scratch may still be in use
       device_scratch_ = allocate(buffer.device, bytes);
       device_scratch_bytes_ = bytes;
     }
     wire_values = device_scratch_.get();
   }
   // Pre-scaled by 1/ranks so that the 16-bit sum stays in range; a SUM is scaled back.
-  sum_in_wire_type(buffer, wire_values, wire_, 1.0f / n, op == ReduceOp::kSum ? n : 1.0f,
-                   [&](const CommBuffer& on_wire) { inner_->run(on_wire, ReduceOp::kSum); });
+  return sum_in_wire_type(buffer, wire_values, wire_, 1.0f / n, op == ReduceOp::kSum ? n : 1.0f, *casts,
+                          [&](const CommBuffer& on_wire, Stream& after) {
+                            return inner_->run(on_wire, ReduceOp::kSum, after);
+                          });
 }
 
 AllreduceAlgorithm& AutoAllreduce::choose(const CommBuffer& buffer) const {

@@ -21,9 +21,16 @@
 // inter-node phase: the node phase stays f32 in shared memory, where compression would cost
 // more than it saves.
 //
-// Contract: run() is collective over the world and blocking; every rank calls it in the
-// same order with the same count, dtype and op. All algorithms give every rank bitwise the
-// same result, and the exact sum for integer-valued f32 input that fits the mantissa.
+// Contract: run() is collective over the world; every rank calls it in the same order with the
+// same count, dtype and op. All algorithms give every rank bitwise the same result, and the
+// exact sum for integer-valued f32 input that fits the mantissa.
+// Ordering (c10d's Work): run(buffer, op, stream) starts after the work queued so far on
+// `stream` (the one that produced the buffer; host_stream() when it is ready on the host) and
+// returns a Work. Host buffers are reduced when run returns (MPI's blocking collectives are
+// its fastest), and the Work is complete. GPU buffers: the phases are enqueued on the
+// communicators' streams and chained by events, the host waits for none of them, and the Work
+// completes with the last; Work::block_stream orders later device work after it. So the
+// buckets of a step pipeline on NCCL.
 #pragma once
 
 #include <memory>
@@ -44,16 +51,21 @@ class AllreduceAlgorithm {
  public:
   virtual ~AllreduceAlgorithm() = default;
   virtual std::string name() const = 0;
-  virtual void run(const CommBuffer& buffer, ReduceOp op) = 0;
+  std::shared_ptr<Work> run(const CommBuffer& buffer, ReduceOp op, Stream& stream = host_stream()) {
+    return start(buffer, op, stream);
+  }
+
+ private:
+  virtual std::shared_ptr<Work> start(const CommBuffer& buffer, ReduceOp op, Stream& stream) = 0;
 };
 
 class FlatAllreduce final : public AllreduceAlgorithm {
  public:
   explicit FlatAllreduce(std::shared_ptr<Communicator> world) : world_(std::move(world)) {}
   std::string name() const override { return "flat"; }
-  void run(const CommBuffer& buffer, ReduceOp op) override;
 
  private:
+  std::shared_ptr<Work> start(const CommBuffer& buffer, ReduceOp op, Stream& stream) override;
   std::shared_ptr<Communicator> world_;
 };
 
@@ -64,9 +76,9 @@ class RingAllreduce final : public AllreduceAlgorithm {
   explicit RingAllreduce(std::shared_ptr<Communicator> world, int64_t segment_bytes = 256 << 10)
       : world_(std::move(world)), segment_bytes_(segment_bytes) {}
   std::string name() const override { return "ring"; }
-  void run(const CommBuffer& buffer, ReduceOp op) override;
 
  private:
+  std::shared_ptr<Work> start(const CommBuffer& buffer, ReduceOp op, Stream& stream) override;
   std::shared_ptr<Communicator> world_;
   int64_t segment_bytes_;
   std::vector<char> scratch_;
@@ -80,7 +92,6 @@ class HierarchicalAllreduce final : public AllreduceAlgorithm {
                         std::shared_ptr<SharedArena> arena = nullptr, DType wire = DType::kF32);
   ~HierarchicalAllreduce() override;
   std::string name() const override { return "hierarchical"; }
-  void run(const CommBuffer& buffer, ReduceOp op) override;
   // True when run(buffer) would take the shared-memory node phase.
   bool uses_shared_memory(const CommBuffer& buffer) const;
   // Runs the inter-node phase over `sockets` (socket_ring.hpp) instead of inter's allreduce.
@@ -89,8 +100,11 @@ class HierarchicalAllreduce final : public AllreduceAlgorithm {
   std::string inter_transport() const { return sockets_ ? "sockets" : "mpi"; }
 
  private:
+  std::shared_ptr<Work> start(const CommBuffer& buffer, ReduceOp op, Stream& stream) override;
+  // GPU buffers: the three phases chained on the communicators' streams.
+  std::shared_ptr<Work> start_on_device(const CommBuffer& buffer, ReduceOp op, Stream& stream);
   void reduce_across_nodes(const CommBuffer& part, ReduceOp op);
-  void sum_across_nodes(const CommBuffer& part);
+  std::shared_ptr<Work> sum_across_nodes(const CommBuffer& part);
   std::shared_ptr<Communicator> intra_, inter_;
   std::unique_ptr<SocketRing> sockets_;
   std::shared_ptr<SharedArena> arena_;
@@ -99,22 +113,24 @@ class HierarchicalAllreduce final : public AllreduceAlgorithm {
 };
 
 // Runs `inner` on a 16-bit copy (pre-scaled by 1/size, so the sum cannot overflow where the
-// f32 mean would not) and converts back. GPU buffers: the casts run on the device, and the
-// whole algorithm (over NCCL, in the 16-bit type) moves half the bytes.
+// f32 mean would not) and converts back. GPU buffers: the casts run on the device, on a stream
+// of this algorithm's that the inner phases are chained to, and the whole algorithm (over
+// NCCL, in the 16-bit type) moves half the bytes.
 class CompressedAllreduce final : public AllreduceAlgorithm {
  public:
   CompressedAllreduce(std::unique_ptr<AllreduceAlgorithm> inner, DType wire, int world_size)
       : inner_(std::move(inner)), wire_(wire), world_size_(world_size) {}
   std::string name() const override { return inner_->name(); }
-  void run(const CommBuffer& buffer, ReduceOp op) override;
 
  private:
+  std::shared_ptr<Work> start(const CommBuffer& buffer, ReduceOp op, Stream& stream) override;
   std::unique_ptr<AllreduceAlgorithm> inner_;
   DType wire_;
   int world_size_;
   std::vector<uint16_t> scratch_;          // host buffers' 16-bit copy
   std::shared_ptr<void> device_scratch_;   // GPU buffers' (allocated on the first, grown)
   std::size_t device_scratch_bytes_ = 0;
+  std::shared_ptr<Stream> casts_;          // GPU buffers: where the casts run (made on the first)
 };
 
 // 2 simulated hosts x 2 ranks, 1 Gbit/s links: flat 34 us vs hierarchical 190 us at 4 KiB,
@@ -129,11 +145,13 @@ class AutoAllreduce final : public AllreduceAlgorithm {
       : flat_(std::move(flat)), hierarchical_(std::move(hierarchical)), multi_(multi_node_multi_local),
         multi_node_(multi_node) {}
   std::string name() const override { return "auto"; }
-  void run(const CommBuffer& buffer, ReduceOp op) override { choose(buffer).run(buffer, op); }
   // The algorithm auto runs for `buffer` ("flat" or "hierarchical"), for the plan printout.
   std::string choice(const CommBuffer& buffer) const { return choose(buffer).name(); }
 
  private:
+  std::shared_ptr<Work> start(const CommBuffer& buffer, ReduceOp op, Stream& stream) override {
+    return choose(buffer).run(buffer, op, stream);
+  }
   AllreduceAlgorithm& choose(const CommBuffer& buffer) const;
   std::unique_ptr<AllreduceAlgorithm> flat_;
   std::unique_ptr<HierarchicalAllreduce> hierarchical_;

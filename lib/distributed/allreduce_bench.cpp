@@ -74,7 +74,7 @@ AllreduceBenchResult run_allreduce_benchmark(const World& world, const Allreduce
   MPI_Get_library_version(version, &len);
   result.peer = std::string(version).substr(0, std::string(version).find_first_of(",\n"));
   result.node_copy_gbs = measure_node_copy_gbs(world);
-  const bool on_gpu = !options.device.is_cpu();
+  const bool on_gpu = options.device.is_cuda();
 
   const int64_t max_count = options.max_bytes / 4;
   std::shared_ptr<SharedArena> arena;
@@ -133,7 +133,7 @@ AllreduceBenchResult run_allreduce_benchmark(const World& world, const Allreduce
         else if (!algorithm)
           SDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, world.comm()));
         else
-          algorithm->run(buffer, ReduceOp::kSum);
+          algorithm->run(buffer, ReduceOp::kSum)->wait();
       };
       refill(count);
       for (int i = 0; i < options.warmup; ++i) run_once();
@@ -196,7 +196,7 @@ std::string format_allreduce_table(const AllreduceBenchResult& r) {
       line, sizeof line,
       "# sdp-train bench allreduce: %d ranks (%d node%s x %d), float32 sum, in place%s%s\n",
       r.ranks, r.nodes, r.nodes == 1 ? "" : "s", r.local_size,
-      !r.options.device.is_cpu()          ? ", buffers in GPU memory (NCCL)"
+      r.options.device.is_cuda()          ? ", buffers in GPU memory (NCCL)"
       : r.options.shared_memory          ? ", buffers in node-shared memory"
                                          : "",
       r.options.compression != Compression::kNone

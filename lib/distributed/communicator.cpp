@@ -1,10 +1,42 @@
 #include "distributed/communicator.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 namespace sdp {
 
 const char* reduce_op_name(ReduceOp op) { return op == ReduceOp::kSum ? "sum" : "avg"; }
+
+namespace {
+
+class EventWork final : public Work {
+ public:
+  explicit EventWork(std::unique_ptr<Event> event) : event_(std::move(event)) {}
+  void wait() override { event_->synchronize(); }
+  bool wait(std::chrono::nanoseconds timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!event_->query()) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    return true;
+  }
+  bool test() override { return event_->query(); }
+  void block_stream(Stream& stream) override { event_->block(stream); }
+
+ private:
+  std::unique_ptr<Event> event_;
+};
+
+}  // namespace
+
+std::shared_ptr<Work> work_after(Stream& stream) {
+  if (stream.device().is_cpu()) return completed_work();
+  std::unique_ptr<Event> event = stream.make_event();
+  event->record();
+  return std::make_shared<EventWork>(std::move(event));
+}
 
 std::shared_ptr<Work> completed_work() {
   static const std::shared_ptr<Work> done = std::make_shared<CompletedWork>();

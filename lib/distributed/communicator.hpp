@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/dtype.hpp"
+#include "core/stream.hpp"
 #include "core/tensor.hpp"
 
 namespace sdp {
@@ -48,10 +49,6 @@ struct CommBuffer {
   }
 };
 
-// An opaque device stream (a cudaStream_t under CUDA; null = no stream, host work). Kept
-// opaque so no CUDA type leaks into headers of host code.
-using StreamHandle = void*;
-
 // Handle to an asynchronous operation (c10d's Work). A Work must be complete (wait() returned,
 // or wait(timeout) / test() returned true) before its buffer is reused or freed; dropping an
 // incomplete Work is a programming error that the backend may detect.
@@ -66,6 +63,7 @@ using StreamHandle = void*;
 //     the timeout, wait() is cudaEventSynchronize. block_stream(s) is cudaStreamWaitEvent(s,
 //     event): work later enqueued on `s` (e.g. the optimizer on the compute stream) sees the
 //     result, and the host does not block (llm.c zero.cuh; c10d's ProcessGroupNCCL::WorkNCCL).
+//     A host stream given to block_stream is ordered by waiting.
 // A failed operation throws its error (sdp::Error) from wait() and from the wait(timeout) /
 // test() call that observes the failure.
 // Threads: test() and wait(timeout) must be cheap and never block past the timeout; only the
@@ -83,7 +81,7 @@ class Work {
   virtual bool test() = 0;
   // Orders work later enqueued on `stream` after this operation, without blocking the host.
   // Host backends: nothing to order (the result is in host memory once complete).
-  virtual void block_stream(StreamHandle /*stream*/) {}
+  virtual void block_stream(Stream& /*stream*/) {}
 };
 
 // A Work that completed when it was created (blocking backends, empty operations).
@@ -94,6 +92,9 @@ class CompletedWork final : public Work {
   bool test() override { return true; }
 };
 std::shared_ptr<Work> completed_work();
+// A Work that completes with the work queued on `stream` so far (an Event recorded there);
+// on a host stream, completed_work().
+std::shared_ptr<Work> work_after(Stream& stream);
 
 struct AllreduceOptions {
   ReduceOp op = ReduceOp::kSum;
@@ -117,6 +118,10 @@ class Communicator {
   // Where buffers must live (cpu for MPI over host memory, cuda:i for NCCL).
   virtual Device device() const = 0;
   virtual std::string name() const = 0;
+  // The stream the collectives are enqueued on (device backends; an algorithm chains phases
+  // over several communicators with Work::block_stream and Stream::wait_for). Host backends
+  // run on the calling thread: host_stream().
+  virtual Stream& stream() { return host_stream(); }
 
   virtual std::shared_ptr<Work> allreduce(const CommBuffer& buffer, const AllreduceOptions& options = {}) = 0;
   // counts.size() == size(); sum(counts) == buffer.count. See the in-place rules above.

@@ -23,7 +23,7 @@ bool comm_backend_built(CommBackend backend) {
 
 CommBackend resolve_comm_backend(CommBackend backend, const Device& device) {
   if (backend != CommBackend::kAuto) return backend;
-  return !device.is_cpu() && comm_backend_built(CommBackend::kNccl) ? CommBackend::kNccl : CommBackend::kMpi;
+  return device.is_cuda() && comm_backend_built(CommBackend::kNccl) ? CommBackend::kNccl : CommBackend::kMpi;
 }
 
 std::shared_ptr<Communicator> make_communicator(CommBackend backend, MPI_Comm group,

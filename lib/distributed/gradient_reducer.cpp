@@ -86,7 +86,7 @@ void GradientReducer::begin_step(int64_t step) {
   step_ = step;
 }
 
-void GradientReducer::on_grad_ready(int param_index, const GradReadyEvent* ready) {
+void GradientReducer::on_grad_ready(int param_index, const Event* ready) {
   if (param_index < 0 || param_index >= static_cast<int>(params_.size()))
     throw std::logic_error("GradientReducer: no parameter " + std::to_string(param_index));
   std::lock_guard<std::mutex> lock(mutex_);
@@ -110,38 +110,69 @@ void GradientReducer::launch_ready_locked() {
   if (launched) cv_.notify_all();
 }
 
-void GradientReducer::run_bucket(int k) {
+void GradientReducer::issue_bucket(int k) {
   const GradientBucket& b = buckets_[k];
   for (int i = b.first_param; i <= b.last_param; ++i)
-    if (ready_events_[i]) ready_events_[i]->wait();
-  const auto t0 = std::chrono::steady_clock::now();
-  algorithm_->run(arena_.slice(b.begin, b.count), options_.op);
-  const auto t1 = std::chrono::steady_clock::now();
-  comm_s_ += std::chrono::duration<double>(t1 - t0).count();
-  ++reductions_[k];
+    if (ready_events_[i]) ready_events_[i]->synchronize();
+  // The gradients are final now: the algorithm starts after nothing (host_stream()).
+  const auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<Work> work = algorithm_->run(arena_.slice(b.begin, b.count), options_.op, host_stream());
+  in_flight_.push_back({k, start, std::move(work)});
+}
+
+void GradientReducer::finish_bucket(const InFlight& bucket) {
+  const auto end = std::chrono::steady_clock::now();
+  comm_s_ += std::chrono::duration<double>(end - bucket.start).count();
+  ++reductions_[bucket.k];
   // step_ is stable here: wait_all moves it on only after every bucket's Work completed.
   if (options_.on_bucket_reduced)
-    options_.on_bucket_reduced({step_, k, b.count * arena_.element_size(), t0, t1});
+    options_.on_bucket_reduced({step_, bucket.k, buckets_[bucket.k].count * arena_.element_size(), bucket.start, end});
+}
+
+bool GradientReducer::progress_in_flight(std::chrono::nanoseconds timeout) {
+  InFlight& oldest = in_flight_.front();
+  std::exception_ptr error;
+  try {
+    if (!oldest.work->wait(timeout)) return false;
+    finish_bucket(oldest);
+  } catch (...) {
+    error = std::current_exception();
+    comm_failed_ = true;
+  }
+  work_[oldest.k]->complete(error);
+  in_flight_.pop_front();
+  return true;
 }
 
 void GradientReducer::comm_loop() {
+  // Host algorithms return complete Works: each bucket completes as soon as it was run. A
+  // device bucket's Work completes later, on the device; the thread issues the next buckets
+  // meanwhile (they pipeline on the communicators' streams) and completes them in order.
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
-    cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (in_flight_.empty()) cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
     if (stop_) return;
+    if (queue_.empty()) {
+      lock.unlock();
+      progress_in_flight(std::chrono::microseconds(100));  // then look for new buckets again
+      lock.lock();
+      continue;
+    }
     const int k = queue_.front();
     queue_.pop_front();
     lock.unlock();  // backward keeps reporting gradients while this bucket is on the wire
-    std::exception_ptr error;
-    if (!comm_failed_) {  // after a failure the ranks are out of step: issue nothing more
+    if (comm_failed_) {  // after a failure the ranks are out of step: issue nothing more
+      work_[k]->complete();
+    } else {
       try {
-        run_bucket(k);
+        issue_bucket(k);
+        while (!in_flight_.empty() && progress_in_flight(std::chrono::nanoseconds(0))) {
+        }
       } catch (...) {
-        error = std::current_exception();
         comm_failed_ = true;
+        work_[k]->complete(std::current_exception());
       }
     }
-    work_[k]->complete(error);
     lock.lock();
   }
 }

@@ -19,9 +19,10 @@
 // in bucket order through the watchdog, which polls them and reports a bucket that stalls.
 //
 // The communication thread runs the AllreduceAlgorithm (blocking on host backends: MPI's
-// blocking collectives are its fastest). A device backend (NCCL) plugs in at run_bucket:
-// the thread then waits the bucket's GradReadyEvents on the communicator's stream, enqueues,
-// and completes the bucket's Work when the device Work is (communicator.hpp's contract).
+// blocking collectives are its fastest). Device buffers (NCCL): the thread waits for the
+// bucket's gradient events, starts the algorithm (its phases chain on the communicators'
+// streams: allreduce.hpp), and goes on to the next bucket while the device works, so buckets
+// pipeline; it completes each bucket's Work, in order, when the device's Work is.
 //
 // Thread level: the communication thread is the only one driving the communicators between
 // the first on_grad_ready and wait_all's return; the training loop must not use them (nor
@@ -111,7 +112,7 @@ class GradientReducer {
 
   void begin_step(int64_t step);
   // `ready` (optional) must stay valid until wait_all returns (see grad_ready.hpp).
-  void on_grad_ready(int param_index, const GradReadyEvent* ready = nullptr);
+  void on_grad_ready(int param_index, const Event* ready = nullptr);
   // Blocks until every bucket of this step is reduced; rethrows a communication error.
   // Afterwards the reducer is ready for the next step (step + 1).
   void wait_all();
@@ -120,8 +121,19 @@ class GradientReducer {
   const std::vector<int64_t>& reductions_per_bucket() const { return reductions_; }
 
  private:
+  // A bucket whose algorithm was started and whose Work is not complete yet (device buffers).
+  struct InFlight {
+    int k = 0;
+    std::chrono::steady_clock::time_point start;
+    std::shared_ptr<Work> work;
+  };
   void launch_ready_locked();
-  void run_bucket(int k);
+  // Communication thread: starts bucket k's algorithm (its Work joins in_flight_).
+  void issue_bucket(int k);
+  // Communication thread: completes the oldest in-flight bucket if its Work completes within
+  // `timeout` (false: not yet); a failure completes it with the error.
+  bool progress_in_flight(std::chrono::nanoseconds timeout);
+  void finish_bucket(const InFlight& bucket);
   void comm_loop();
   void wait_bucket(int k);
 
@@ -137,11 +149,12 @@ class GradientReducer {
   std::condition_variable cv_;
   std::vector<int> pending_;        // per bucket: params not yet ready this step
   std::vector<char> param_ready_;   // per param, this step
-  std::vector<const GradReadyEvent*> ready_events_;  // per param, this step (null: host)
+  std::vector<const Event*> ready_events_;  // per param, this step (null: host)
   int next_launch_ = 0;             // buckets [0, next_launch_) handed to the comm thread
   std::deque<int> queue_;
   std::vector<std::unique_ptr<HostWork>> work_;  // per bucket, completed by the comm thread
   std::vector<WatchTicket> tickets_;             // per bucket, when it was issued this step
+  std::deque<InFlight> in_flight_;  // comm thread only: started, in bucket order
   bool comm_failed_ = false;        // comm thread: a bucket failed this step, skip the rest
   bool stop_ = false;
   int64_t step_ = 0;

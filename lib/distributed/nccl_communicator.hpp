@@ -44,9 +44,6 @@ class NcclCommunicator : public Communicator {
   // communicator cannot be used again: a job aborts all of them and ends (see below).
   virtual void abort(const std::string& reason) = 0;
   virtual bool aborted() const = 0;
-  // The communicator's CUDA stream (a cudaStream_t): work that must run after a collective
-  // without a Work at hand may be enqueued after cudaStreamWaitEvent on it.
-  virtual StreamHandle stream() const = 0;
 };
 
 // Throws InputError when this process sees no CUDA device, options.device is not one it

@@ -18,6 +18,7 @@
 #include "core/device_info.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/stream_cuda.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/mpi_check.hpp"
 #include "distributed/nccl_communicator.hpp"
@@ -442,8 +443,11 @@ class NcclWork final : public Work {
     return true;
   }
 
-  // A null stream is the legacy default stream (cudaStream_t 0), as everywhere in CUDA.
-  void block_stream(StreamHandle stream) override {
+  void block_stream(Stream& stream) override {
+    if (stream.device().is_cpu()) {  // host work after a device operation: wait for it
+      wait();
+      return;
+    }
     Backoff backoff;
     cudaEvent_t event;
     while ((event = launched()) == nullptr) {
@@ -452,7 +456,7 @@ class NcclWork final : public Work {
     }
     state_->check_health(what_);
     SDP_CUDA_CHECK(state_->where(),
-                   cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), event, 0));
+                   cudaStreamWaitEvent(as_cuda_stream(stream).get(), event, 0));
   }
 
  private:
@@ -474,13 +478,14 @@ class NcclWork final : public Work {
 
 class NcclCommunicatorImpl final : public NcclCommunicator {
  public:
-  explicit NcclCommunicatorImpl(std::shared_ptr<NcclState> state) : state_(std::move(state)) {}
+  explicit NcclCommunicatorImpl(std::shared_ptr<NcclState> state)
+      : state_(std::move(state)), stream_(state_->ordinal(), state_->stream()) {}
 
   int rank() const override { return state_->rank(); }
   int size() const override { return state_->size(); }
   Device device() const override { return Device::cuda(state_->ordinal()); }
   std::string name() const override { return state_->label(); }
-  StreamHandle stream() const override { return state_->stream(); }
+  Stream& stream() override { return stream_; }
   void abort(const std::string& reason) override { state_->abort(reason); }
   bool aborted() const override { return state_->aborted(); }
 
@@ -686,6 +691,7 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   }
 
   std::shared_ptr<NcclState> state_;
+  CudaStream stream_;  // a view of state_'s stream, for algorithms that chain phases
 };
 
 }  // namespace

@@ -10,16 +10,12 @@
 
 namespace sdp::nn {
 
-std::shared_ptr<Stream> make_stream(const Device& device) {
+std::shared_ptr<Stream> make_compute_stream(const Device& device) {
   if (device.is_cpu()) return std::make_shared<OneDnnStream>();
 #ifdef SDP_HAVE_CUDA
-  if (device.kind == DeviceKind::kCuda) return make_cuda_stream(device);
+  if (device.is_cuda()) return sdp::make_stream(device);
 #endif
   throw_no_implementation("Stream", device);
-}
-
-void Stream::cast_from_f32(void* /*dst*/, DType dtype, const float* /*src*/, int64_t /*count*/) {
-  throw std::invalid_argument(std::string("this device computes in f32 only, not ") + dtype_name(dtype));
 }
 
 void convert_layout(Context& ctx, const TensorRef& src, const TensorRef& dst) {
@@ -27,7 +23,7 @@ void convert_layout(Context& ctx, const TensorRef& src, const TensorRef& dst) {
     throw std::invalid_argument("convert_layout: " + src.desc.str() + " -> " + dst.desc.str());
   if (ctx.device.is_cpu()) return convert_layout_cpu(ctx, src, dst);
 #ifdef SDP_HAVE_CUDA
-  if (ctx.device.kind == DeviceKind::kCuda) return convert_layout_cuda(ctx, src, dst);
+  if (ctx.device.is_cuda()) return convert_layout_cuda(ctx, src, dst);
 #endif
   throw_no_implementation("convert_layout", ctx.device);
 }

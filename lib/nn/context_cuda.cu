@@ -15,6 +15,7 @@
 #include "nn/dtype_cuda.hpp"
 #include "nn/layout_rule.hpp"
 #include "core/grid_stride_cuda.hpp"
+#include "core/stream_cuda.hpp"
 
 namespace sdp::nn {
 
@@ -28,58 +29,6 @@ void check_launch(const char* kernel) { sdp::check_launch(kernel, "kernel launch
 
 namespace {
 
-// One non-blocking stream per Context. Non-blocking: it does not wait for the legacy
-// default stream, which the synchronous helpers of core/device_memory use (they synchronize
-// the whole device around their copies instead), and the NCCL communicator's stream is
-// ordered after it by events, not by implicit default-stream barriers.
-class CudaStream final : public Stream {
- public:
-  explicit CudaStream(int ordinal) {
-    cuda::check(cudaSetDevice(ordinal), "cudaSetDevice");
-    cuda::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-  }
-  ~CudaStream() override {
-    if (copy_stream_ != nullptr) {
-      cudaStreamSynchronize(copy_stream_);
-      cudaEventDestroy(copied_);
-      cudaStreamDestroy(copy_stream_);
-    }
-    if (stream_ == nullptr) return;
-    cudaStreamSynchronize(stream_);  // nothing to report from a destructor
-    attachments_.clear();            // library handles bound to the stream go before it
-    cudaStreamDestroy(stream_);
-  }
-  void prefetch_from_host(void* dst, const void* src, std::size_t bytes) override {
-    if (copy_stream_ == nullptr) {  // made at the first prefetch: most contexts never prefetch
-      cuda::check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-      cuda::check(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    }
-    if (bytes > 0)
-      cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, copy_stream_), "cudaMemcpyAsync");
-    cuda::check(cudaEventRecord(copied_, copy_stream_), "cudaEventRecord");
-  }
-  void wait_for_prefetch() override {
-    if (copy_stream_ != nullptr) cuda::check(cudaStreamWaitEvent(stream_, copied_, 0), "cudaStreamWaitEvent");
-  }
-  void synchronize() override { cuda::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
-  void* native_handle() override { return stream_; }
-  void copy_from_host(void* dst, const void* src, std::size_t bytes) override {
-    if (bytes == 0) return;
-    cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
-  }
-  void cast_from_f32(void* dst, DType dtype, const float* src, int64_t count) override {
-    cuda_casts::from_f32(dtype, dst, src, count, 1.0f, stream_);
-  }
-  cudaStream_t get() const { return stream_; }
-  std::shared_ptr<void>& attachment(const std::string& key) { return attachments_[key]; }
-
- private:
-  std::map<std::string, std::shared_ptr<void>> attachments_;
-  cudaStream_t stream_ = nullptr;
-  cudaStream_t copy_stream_ = nullptr;  // input prefetches (prefetch_from_host)
-  cudaEvent_t copied_ = nullptr;        // the last prefetch's end on copy_stream_
-};
-
 // NCHW <-> NHWC, one thread per element of the destination (layout_rule.hpp's index map).
 template <class T>
 __global__ void nchw_nhwc_kernel(const T* src, T* dst, int64_t n, int64_t c, int64_t hw, bool to_nhwc) {
@@ -91,24 +40,13 @@ __global__ void nchw_nhwc_kernel(const T* src, T* dst, int64_t n, int64_t c, int
 }  // namespace
 
 namespace cuda {
-namespace {
-CudaStream& cuda_stream(Context& ctx) {
-  auto* s = dynamic_cast<CudaStream*>(ctx.stream.get());
-  if (s == nullptr) throw std::logic_error("context for " + ctx.device.str() + " has no CUDA stream");
-  return *s;
-}
-}  // namespace
 
-cudaStream_t stream_of(Context& ctx) { return cuda_stream(ctx).get(); }
+cudaStream_t stream_of(Context& ctx) { return as_cuda_stream(*ctx.stream).get(); }
 
 std::shared_ptr<void>& stream_attachment(Context& ctx, const std::string& key) {
-  return cuda_stream(ctx).attachment(key);
+  return as_cuda_stream(*ctx.stream).attachment(key);
 }
 }  // namespace cuda
-
-std::shared_ptr<Stream> make_cuda_stream(const Device& device) {
-  return std::make_shared<CudaStream>(device.index);
-}
 
 void require_cuda_layout(const TensorDesc& desc, const std::string& who) {
   if (desc.device.is_cpu() || desc.layout == Layout::kBackend)

@@ -16,8 +16,6 @@
 
 namespace sdp::nn {
 
-// A non-blocking cudaStream_t on `device` (one per Context); synchronize() waits for it.
-std::shared_ptr<Stream> make_cuda_stream(const Device& device);
 // convert_layout for CUDA tensors: plain <-> channels_last by a kernel, equal layouts by a
 // copy, all on ctx's stream.
 void convert_layout_cuda(Context& ctx, const TensorRef& src, const TensorRef& dst);

@@ -164,10 +164,12 @@ const TensorRef& Conv2dCuda::forward(const TensorRef& src) {
   const void* w = weight_->value.raw();
   const void* b = bias_ ? bias_->value.raw() : nullptr;
   if (dtype != DType::kF32) {
-    cuda_casts::from_f32(dtype, d.weight_lp.get(), weight_->value.data<float>(), weight_->value.numel(), 1.0f, stream);
+    cuda_casts::from_f32(dtype, d.weight_lp.get(), weight_->value.data<float>(), weight_->value.numel(), 1.0f,
+                         ctx_.stream.get());
     w = d.weight_lp.get();
     if (bias_) {
-      cuda_casts::from_f32(dtype, d.bias_lp.get(), bias_->value.data<float>(), bias_->value.numel(), 1.0f, stream);
+      cuda_casts::from_f32(dtype, d.bias_lp.get(), bias_->value.data<float>(), bias_->value.numel(), 1.0f,
+                           ctx_.stream.get());
       b = d.bias_lp.get();
     }
   }
@@ -204,7 +206,7 @@ const TensorRef& Conv2dCuda::backward(const TensorRef& diff_dst) {
                                                    d.algos.backward_filter, ws.data, ws.bytes, &zero, d.w.get(), dw),
                     "cudnnConvolutionBackwardFilter");
   if (low_precision)
-    cuda_casts::to_f32(dtype, weight_->grad.data<float>(), dw, weight_->grad.numel(), 1.0f, stream);
+    cuda_casts::to_f32(dtype, weight_->grad.data<float>(), dw, weight_->grad.numel(), 1.0f, ctx_.stream.get());
   if (bias_) {
     const Shape& y = plain_dst_.shape;
     // cuDNN's bias gradient takes no bf16: 16-bit gradients are summed by our kernel, in f32

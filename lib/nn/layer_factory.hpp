@@ -22,7 +22,7 @@ std::unique_ptr<Kind> make_for_device(Context& ctx, const char* kind, Args&&... 
   if (ctx.device.is_cpu()) return std::make_unique<Cpu>(ctx, std::forward<Args>(args)...);
 #ifdef SDP_HAVE_CUDA
   if constexpr (!std::is_same_v<Cuda, NoCudaTwin>) {
-    if (ctx.device.kind == DeviceKind::kCuda)
+    if (ctx.device.is_cuda())
       return std::make_unique<Cuda>(ctx, std::forward<Args>(args)...);
   }
 #endif

@@ -148,7 +148,7 @@ const void* LinearCuda::weight_values() {
   // uses the same cast.
   if (src_.desc.dtype == DType::kF32) return weight_->value.raw();
   cuda_casts::from_f32(src_.desc.dtype, weight_lp_.get(), weight_->value.data<float>(), weight_->value.numel(), 1.0f,
-                       cuda::stream_of(ctx_));
+                       ctx_.stream.get());
   return weight_lp_.get();
 }
 

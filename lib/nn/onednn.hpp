@@ -58,6 +58,7 @@ TensorDesc to_tensor_desc(const memory::desc& md);
 class OneDnnStream final : public Stream {
  public:
   OneDnnStream() : stream_(cpu_engine()) {}
+  Device device() const override { return Device::cpu(); }
   void synchronize() override { stream_.wait(); }
   void copy_from_host(void* dst, const void* src, std::size_t bytes) override {
     if (bytes > 0) std::memcpy(dst, src, bytes);

@@ -42,7 +42,8 @@ float SoftmaxCrossEntropyCuda::forward(const TensorRef& logits, const int32_t* l
                      label_smoothing_, loss_scale_, grad_.as<float>(), row_loss_.as<double>(), totals_.as<double>(),
                      bad_label_.as<int>(), s);
   if (logits.desc.dtype != DType::kF32)
-    cuda_casts::from_f32(logits.desc.dtype, grad_lp_.get(), grad_.as<const float>(), batch_ * num_classes_, 1.0f, s);
+    cuda_casts::from_f32(logits.desc.dtype, grad_lp_.get(), grad_.as<const float>(), batch_ * num_classes_, 1.0f,
+                         ctx_.stream.get());
   double totals[2] = {0.0, 0.0};
   cuda::check(cudaMemcpyAsync(totals, totals_.get(), sizeof(totals), cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
   cuda::check(cudaStreamSynchronize(s), "cudaStreamSynchronize");

@@ -17,7 +17,11 @@ Adam::Adam(ParameterStore& store, const AdamOptions& options)
   exp_avg_sq_ = add_state("exp_avg_sq");
 }
 
-bool Adam::update_cpu(float lr, int64_t t) {
+std::unique_ptr<Adam> Adam::create(ParameterStore& store, const AdamOptions& options) {
+  return make_for_device<Adam, AdamCpu, AdamCuda>(store, "optimizer adam", options);
+}
+
+bool AdamCpu::update(float lr, int64_t t) {
   float* p_all = store_.param_arena().data<float>();
   const float* g_all = store_.grad_arena().data<float>();
   float* m_all = exp_avg_;
@@ -59,16 +63,5 @@ bool Adam::update_cpu(float lr, int64_t t) {
   }
   return non_finite == 0;
 }
-
-#ifdef SDP_HAVE_CUDA
-void Adam::update_cuda(float lr, int64_t t) {
-  // The per-step scalars exactly as update_cpu computes them.
-  const double bias1 = update_rules::bias_correction(options_.beta1, t);
-  const double bias2 = update_rules::bias_correction(options_.beta2, t);
-  cuda_updates::adam(segment_table(), store_.param_arena().data<float>(), store_.grad_arena().data<float>(), exp_avg_,
-                     exp_avg_sq_, lr, options_.beta1, options_.beta2, options_.eps, static_cast<float>(lr / bias1),
-                     static_cast<float>(std::sqrt(bias2)), options_.decoupled, device_stream_);
-}
-#endif
 
 }  // namespace sdp

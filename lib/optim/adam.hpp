@@ -4,6 +4,8 @@
 //   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)   (eps outside the sqrt)
 #pragma once
 
+#include <memory>
+
 #include "optim/optimizer.hpp"
 
 namespace sdp {
@@ -20,18 +22,32 @@ struct AdamOptions {
 class Adam : public Optimizer {
  public:
   Adam(ParameterStore& store, const AdamOptions& options);
+  // The implementation for the store's device (AdamCpu, AdamCuda), as layers pick theirs.
+  static std::unique_ptr<Adam> create(ParameterStore& store, const AdamOptions& options);
   const char* name() const override { return options_.decoupled ? "adamw" : "adam"; }
   const AdamOptions& options() const { return options_; }
 
- private:
-  bool update_cpu(float lr, int64_t t) override;
-#ifdef SDP_HAVE_CUDA
-  void update_cuda(float lr, int64_t t) override;
-#endif
-
+ protected:
   AdamOptions options_;
   float* exp_avg_ = nullptr;
   float* exp_avg_sq_ = nullptr;
+};
+
+// The CPU update: one multi-tensor pass over the arenas (adam.cpp).
+class AdamCpu final : public Adam {
+ public:
+  using Adam::Adam;
+  bool update(float lr, int64_t t) override;
+  bool checks_gradients_in_update() const override { return true; }
+};
+
+// The GPU update: optim/cuda_updates.hpp's kernels on the optimizer's stream (adam_cuda.cpp,
+// built with the CUDA backend).
+class AdamCuda final : public Adam {
+ public:
+  using Adam::Adam;
+  bool update(float lr, int64_t t) override;
+  bool checks_gradients_in_update() const override { return false; }
 };
 
 }  // namespace sdp

@@ -16,6 +16,7 @@
 #include "optim/cuda_updates.hpp"
 #include "optim/update_rules.hpp"
 #include "core/grid_stride_cuda.hpp"
+#include "core/stream_cuda.hpp"
 
 namespace sdp::cuda_updates {
 
@@ -27,7 +28,7 @@ constexpr int kMaxBlocksPerRange = 1024;
 
 void check(cudaError_t status, const char* what) { check_cuda(status, what, "optimizer on the GPU"); }
 
-cudaStream_t as_stream(void* stream) { return static_cast<cudaStream_t>(stream); }
+cudaStream_t as_stream(Stream* stream) { return cuda_stream_of(stream); }
 
 // Sum of value(i)^2 over [0, n) by one block, in double; every thread gets the result.
 template <typename Value>
@@ -208,7 +209,7 @@ std::shared_ptr<const RangeTable> make_range_table(const std::vector<Range>& ran
 }
 
 void sgd(const RangeTable& t, float* p, const float* g, float* buf, float lr, float momentum, float keep, bool first,
-         bool nesterov, void* stream) {
+         bool nesterov, Stream* stream) {
   if (t.count == 0) return;
   if (buf == nullptr)
     sgd_kernel<<<t.grid(), kThreads, 0, as_stream(stream)>>>(t.ranges, p, g, lr);
@@ -219,7 +220,7 @@ void sgd(const RangeTable& t, float* p, const float* g, float* buf, float lr, fl
 }
 
 void adam(const RangeTable& t, float* p, const float* g, float* m, float* v, float lr, float beta1, float beta2,
-          float eps, float step_size, float bias2_sqrt, bool decoupled, void* stream) {
+          float eps, float step_size, float bias2_sqrt, bool decoupled, Stream* stream) {
   if (t.count == 0) return;
   adam_kernel<<<t.grid(), kThreads, 0, as_stream(stream)>>>(t.ranges, p, g, m, v, lr, beta1, beta2, eps, step_size,
                                                             bias2_sqrt, decoupled);
@@ -227,7 +228,7 @@ void adam(const RangeTable& t, float* p, const float* g, float* m, float* v, flo
 }
 
 void lars(const RangeTable& t, float* p, const float* g, float* v, float lr, float momentum, float trust_coefficient,
-          float eps, void* stream) {
+          float eps, Stream* stream) {
   if (t.count == 0) return;
   lars_norms_kernel<<<t.count, kNormThreads, 0, as_stream(stream)>>>(t.ranges, p, g, t.norms);
   lars_step_kernel<<<t.grid(), kThreads, 0, as_stream(stream)>>>(t.ranges, t.norms, p, g, v, lr, momentum,
@@ -236,7 +237,7 @@ void lars(const RangeTable& t, float* p, const float* g, float* v, float lr, flo
 }
 
 void lamb(const RangeTable& t, float* p, const float* g, float* m, float* v, float lr, float beta1, float beta2,
-          float bias1, float bias2, float eps, void* stream) {
+          float bias1, float bias2, float eps, Stream* stream) {
   if (t.count == 0) return;
   lamb_moments_kernel<<<t.grid(), kThreads, 0, as_stream(stream)>>>(t.ranges, g, m, v, beta1, beta2);
   lamb_norms_kernel<<<t.count, kNormThreads, 0, as_stream(stream)>>>(t.ranges, p, m, v, bias1, bias2, eps, t.norms);

@@ -20,7 +20,11 @@ Lamb::Lamb(ParameterStore& store, const LambOptions& options)
   exp_avg_sq_ = add_state("exp_avg_sq");
 }
 
-bool Lamb::update_cpu(float lr, int64_t t) {
+std::unique_ptr<Lamb> Lamb::create(ParameterStore& store, const LambOptions& options) {
+  return make_for_device<Lamb, LambCpu, LambCuda>(store, "optimizer lamb", options);
+}
+
+bool LambCpu::update(float lr, int64_t t) {
   float* p_all = store_.param_arena().data<float>();
   const float* g_all = store_.grad_arena().data<float>();
   float* m_all = exp_avg_;
@@ -75,15 +79,5 @@ bool Lamb::update_cpu(float lr, int64_t t) {
   }
   return non_finite == 0;
 }
-
-#ifdef SDP_HAVE_CUDA
-void Lamb::update_cuda(float lr, int64_t t) {
-  const float bias1 = static_cast<float>(update_rules::bias_correction(options_.beta1, t));
-  const float bias2 = static_cast<float>(update_rules::bias_correction(options_.beta2, t));
-  cuda_updates::lamb(parameter_table(options_.weight_decay), store_.param_arena().data<float>(),
-                     store_.grad_arena().data<float>(), exp_avg_, exp_avg_sq_, lr, options_.beta1, options_.beta2,
-                     bias1, bias2, options_.eps, device_stream_);
-}
-#endif
 
 }  // namespace sdp

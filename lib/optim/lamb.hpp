@@ -15,6 +15,7 @@
 // is not state: a checkpoint holds Adam's moments only.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "optim/optimizer.hpp"
@@ -32,15 +33,12 @@ class Lamb : public Optimizer {
  public:
   // Throws InputError for betas outside [0, 1) or negative eps / weight_decay.
   Lamb(ParameterStore& store, const LambOptions& options);
+  // The implementation for the store's device (LambCpu, LambCuda), as layers pick theirs.
+  static std::unique_ptr<Lamb> create(ParameterStore& store, const LambOptions& options);
   const char* name() const override { return "lamb"; }
   const LambOptions& options() const { return options_; }
 
- private:
-  bool update_cpu(float lr, int64_t t) override;
-#ifdef SDP_HAVE_CUDA
-  void update_cuda(float lr, int64_t t) override;
-#endif
-
+ protected:
   LambOptions options_;
   float* exp_avg_ = nullptr;
   float* exp_avg_sq_ = nullptr;
@@ -48,6 +46,23 @@ class Lamb : public Optimizer {
   // and ||w||, ||r|| per parameter tensor.
   std::vector<float> direction_;
   std::vector<double> norms_;
+};
+
+// The CPU update: one multi-tensor pass over the arenas (lamb.cpp).
+class LambCpu final : public Lamb {
+ public:
+  using Lamb::Lamb;
+  bool update(float lr, int64_t t) override;
+  bool checks_gradients_in_update() const override { return true; }
+};
+
+// The GPU update: optim/cuda_updates.hpp's kernels on the optimizer's stream (lamb_cuda.cpp,
+// built with the CUDA backend).
+class LambCuda final : public Lamb {
+ public:
+  using Lamb::Lamb;
+  bool update(float lr, int64_t t) override;
+  bool checks_gradients_in_update() const override { return false; }
 };
 
 }  // namespace sdp

@@ -21,7 +21,11 @@ Lars::Lars(ParameterStore& store, const LarsOptions& options)
   momentum_ = add_state("momentum_buffer");
 }
 
-bool Lars::update_cpu(float lr, int64_t /*t*/) {
+std::unique_ptr<Lars> Lars::create(ParameterStore& store, const LarsOptions& options) {
+  return make_for_device<Lars, LarsCpu, LarsCuda>(store, "optimizer lars", options);
+}
+
+bool LarsCpu::update(float lr, int64_t /*t*/) {
   float* p_all = store_.param_arena().data<float>();
   const float* g_all = store_.grad_arena().data<float>();
   float* v_all = momentum_;
@@ -63,13 +67,5 @@ bool Lars::update_cpu(float lr, int64_t /*t*/) {
   }
   return non_finite == 0;
 }
-
-#ifdef SDP_HAVE_CUDA
-void Lars::update_cuda(float lr, int64_t /*t*/) {
-  cuda_updates::lars(parameter_table(options_.weight_decay), store_.param_arena().data<float>(),
-                     store_.grad_arena().data<float>(), momentum_, lr, options_.momentum, options_.trust_coefficient,
-                     options_.eps, device_stream_);
-}
-#endif
 
 }  // namespace sdp

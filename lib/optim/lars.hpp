@@ -18,6 +18,7 @@
 // whatever decay_all says: the recipe needs it.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "optim/optimizer.hpp"
@@ -36,18 +37,32 @@ class Lars : public Optimizer {
   // Throws InputError for momentum outside [0, 1), negative weight_decay or eps, or a
   // trust_coefficient that is not positive.
   Lars(ParameterStore& store, const LarsOptions& options);
+  // The implementation for the store's device (LarsCpu, LarsCuda), as layers pick theirs.
+  static std::unique_ptr<Lars> create(ParameterStore& store, const LarsOptions& options);
   const char* name() const override { return "lars"; }
   const LarsOptions& options() const { return options_; }
 
- private:
-  bool update_cpu(float lr, int64_t t) override;
-#ifdef SDP_HAVE_CUDA
-  void update_cuda(float lr, int64_t t) override;
-#endif
-
+ protected:
   LarsOptions options_;
   float* momentum_ = nullptr;  // "momentum_buffer" arena (always, even with momentum 0)
   std::vector<double> norms_;  // CPU: ||w||, ||g|| per parameter tensor, this step
+};
+
+// The CPU update: one multi-tensor pass over the arenas (lars.cpp).
+class LarsCpu final : public Lars {
+ public:
+  using Lars::Lars;
+  bool update(float lr, int64_t t) override;
+  bool checks_gradients_in_update() const override { return true; }
+};
+
+// The GPU update: optim/cuda_updates.hpp's kernels on the optimizer's stream (lars_cuda.cpp,
+// built with the CUDA backend).
+class LarsCuda final : public Lars {
+ public:
+  using Lars::Lars;
+  bool update(float lr, int64_t t) override;
+  bool checks_gradients_in_update() const override { return false; }
 };
 
 }  // namespace sdp

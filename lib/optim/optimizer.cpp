@@ -37,59 +37,21 @@ Optimizer::Optimizer(ParameterStore& store, float weight_decay, bool decay_all) 
 }
 
 void Optimizer::step(float lr) {
-  // The device switch: the update runs where the arenas live.
-  const Device& device = store_.device();
-  if (device.is_cpu()) {
-    update_cpu(lr, step_count_ + 1);
-  } else {
-    require_device(device, name());
-    update_cuda(lr, step_count_ + 1);
-  }
+  update(lr, step_count_ + 1);
   ++step_count_;
 }
 
 bool Optimizer::step_checking_gradients(float lr) {
-  if (store_.device().is_cpu()) {
-    const bool finite = update_cpu(lr, step_count_ + 1);
-    ++step_count_;
-    return finite;
-  }
-  if (!store_.grad_arena().all_finite(device_stream_)) return false;
-  step(lr);
-  return true;
+  // A GPU update does not read the gradients for this: a separate check runs first, and a
+  // non-finite gradient leaves the weights untouched.
+  if (!checks_gradients_in_update() && !store_.grad_arena().all_finite(stream_)) return false;
+  const bool finite = update(lr, step_count_ + 1);
+  ++step_count_;
+  return finite;
 }
 
-void Optimizer::update_cuda(float /*lr*/, int64_t /*t*/) {
-  throw InputError(std::string("optimizer ") + name() + " has no update for device " + store_.device().str() +
-                   " in this build of sdp-train");
-}
-
-const cuda_updates::RangeTable& Optimizer::segment_table() {
-#ifdef SDP_HAVE_CUDA
-  if (!segment_table_) {
-    std::vector<cuda_updates::Range> ranges;
-    for (const Segment& seg : segments_) ranges.push_back({seg.begin, seg.count, seg.weight_decay, 0});
-    segment_table_ = cuda_updates::make_range_table(ranges, store_.device().index);
-  }
-  return *segment_table_;
-#else
-  throw std::logic_error("Optimizer::segment_table: built without the CUDA backend");
-#endif
-}
-
-const cuda_updates::RangeTable& Optimizer::parameter_table(float weight_decay) {
-#ifdef SDP_HAVE_CUDA
-  if (!parameter_table_) {
-    std::vector<cuda_updates::Range> ranges;
-    for (const Param& p : store_.params())
-      ranges.push_back({p.offset, shape_numel(p.shape), p.weight_decay ? weight_decay : 0.0f, p.weight_decay ? 1 : 0});
-    parameter_table_ = cuda_updates::make_range_table(ranges, store_.device().index);
-  }
-  return *parameter_table_;
-#else
-  (void)weight_decay;
-  throw std::logic_error("Optimizer::parameter_table: built without the CUDA backend");
-#endif
+void throw_no_update(const char* kind, const Device& device) {
+  throw InputError(std::string(kind) + " has no update for device " + device.str() + " in this build of sdp-train");
 }
 
 float* Optimizer::add_state(const std::string& kind) {

@@ -1,8 +1,10 @@
 // Optimizer: updates every parameter of a ParameterStore in place from its gradient
-// arena, with state (momentum, Adam moments) held in arenas of the same layout. On the CPU
-// the update is one multi-tensor pass (optim/multi_tensor.hpp): one OpenMP region over
-// chunks of the arenas, the per-tensor norms of LARS and LAMB gathered inside it; on a GPU
-// a few launches cover every tensor (optim/cuda_updates.hpp).
+// arena, with state (momentum, Adam moments) held in arenas of the same layout. Each kind
+// (Sgd, Adam, Lars, Lamb) holds its options and state; its device twins hold the update, and
+// X::create picks the twin for the store's device, as layers do (nn/layer_factory.hpp):
+//   XCpu   one multi-tensor pass (optim/multi_tensor.hpp): one OpenMP region over chunks of
+//          the arenas, the per-tensor norms of LARS and LAMB gathered inside it;
+//   XCuda  a few launches that cover every tensor (optim/cuda_updates.hpp), on stream().
 //
 // Contract: step(lr) is called once per training step, after the gradients have been
 // averaged over all ranks; every rank then applies the identical update. The learning
@@ -50,9 +52,14 @@ class Optimizer {
   // "conv1.weight.exp_avg"), for checkpoints. Writing to them restores the state.
   std::vector<NamedTensor> state_tensors() const;
 
-  // Where the update is enqueued when the arenas live on a GPU: the rank's compute stream (a
-  // cudaStream_t, opaque here); null is CUDA's default stream. Ignored on the CPU.
-  void set_device_stream(void* stream) { device_stream_ = stream; }
+  // Where the update is enqueued when the arenas live on a GPU: the rank's compute stream;
+  // null is CUDA's default stream. Ignored on the CPU.
+  void set_stream(Stream* stream) { stream_ = stream; }
+
+  // The update with 1-based number `t`: on the CPU it also reports whether every gradient it
+  // read was finite; twins that do not check (checks_gradients_in_update() false) return true.
+  virtual bool update(float lr, int64_t t) = 0;
+  virtual bool checks_gradients_in_update() const = 0;
 
  protected:
   Optimizer(ParameterStore& store, float weight_decay, bool decay_all);
@@ -64,14 +71,6 @@ class Optimizer {
     float weight_decay = 0;
   };
 
-  // `t` is the 1-based number of this update. update_cpu: the arenas are host memory; one
-  // multi-tensor pass over segment_chunks() or parameter_chunks(), returning whether every
-  // gradient it read was finite. update_cuda: they are on a GPU; it only enqueues kernels on
-  // device_stream_ (built with the CUDA backend; the default says the optimizer has no device
-  // twin). step() picks by the store's device. Both run update_rules.hpp's arithmetic.
-  virtual bool update_cpu(float lr, int64_t t) = 0;
-  virtual void update_cuda(float lr, int64_t t);
-
   // The arenas in chunks: of segments_ (group = segment index: SGD, Adam), or of each
   // parameter tensor (group = index in store_.params(): LARS, LAMB, whose scalars are per
   // tensor). Made once, from the layout alone.
@@ -79,7 +78,8 @@ class Optimizer {
   const std::vector<multi_tensor::Chunk>& parameter_chunks() const { return parameter_chunks_; }
 
   // segments_ (SGD, Adam) or one range per parameter (LARS, LAMB: `adapt` = the parameter
-  // takes weight decay and the trust ratio), copied to the GPU on first use.
+  // takes weight decay and the trust ratio), copied to the GPU on first use. Defined in
+  // optimizer_cuda.cpp, for the CUDA twins.
   const cuda_updates::RangeTable& segment_table();
   const cuda_updates::RangeTable& parameter_table(float weight_decay);
   // A zero-filled state arena with the parameter arena's layout, on the store's device.
@@ -88,7 +88,7 @@ class Optimizer {
   ParameterStore& store_;
   std::vector<Segment> segments_;
 
-  void* device_stream_ = nullptr;
+  Stream* stream_ = nullptr;
 
  private:
   std::vector<multi_tensor::Chunk> segment_chunks_, parameter_chunks_;
@@ -97,5 +97,24 @@ class Optimizer {
   std::vector<NamedTensor> state_;
   int64_t step_count_ = 0;
 };
+
+// Throws InputError: `kind` has no update for `device` in this build.
+[[noreturn]] void throw_no_update(const char* kind, const Device& device);
+
+// Makes `Cpu` or `Cuda` (a twin of optimizer kind `Kind`) for the store's device; throws
+// sdp::InputError naming `kind` when this build has none for it. Cuda is instantiated only in
+// builds with the CUDA backend.
+template <class Kind, class Cpu, class Cuda, class Options>
+std::unique_ptr<Kind> make_for_device(ParameterStore& store, const char* kind, const Options& options) {
+  const Device device = store.device();
+  if (device.is_cpu()) return std::make_unique<Cpu>(store, options);
+#ifdef SDP_HAVE_CUDA
+  if (device.is_cuda()) {
+    require_device(device, kind);
+    return std::make_unique<Cuda>(store, options);
+  }
+#endif
+  throw_no_update(kind, device);
+}
 
 }  // namespace sdp

@@ -18,7 +18,7 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& spec, Paramete
       o.nesterov = spec.nesterov;
       o.weight_decay = spec.weight_decay;
       o.decay_all = spec.decay_all;
-      return std::make_unique<Sgd>(store, o);
+      return Sgd::create(store, o);
     }
     case OptimizerKind::kAdam:
     case OptimizerKind::kAdamW: {
@@ -29,7 +29,7 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& spec, Paramete
       o.weight_decay = spec.weight_decay;
       o.decoupled = spec.kind == OptimizerKind::kAdamW;
       o.decay_all = spec.decay_all;
-      return std::make_unique<Adam>(store, o);
+      return Adam::create(store, o);
     }
     case OptimizerKind::kLars: {
       LarsOptions o;
@@ -37,7 +37,7 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& spec, Paramete
       o.weight_decay = spec.weight_decay;
       o.trust_coefficient = spec.trust_coefficient;
       o.eps = spec.eps;
-      return std::make_unique<Lars>(store, o);
+      return Lars::create(store, o);
     }
     case OptimizerKind::kLamb: {
       LambOptions o;
@@ -45,7 +45,7 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& spec, Paramete
       o.beta2 = spec.beta2;
       o.eps = spec.eps;
       o.weight_decay = spec.weight_decay;
-      return std::make_unique<Lamb>(store, o);
+      return Lamb::create(store, o);
     }
   }
   throw std::logic_error("make_optimizer: unhandled OptimizerKind");

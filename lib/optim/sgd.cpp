@@ -14,7 +14,11 @@ Sgd::Sgd(ParameterStore& store, const SgdOptions& options)
   if (options.momentum != 0) momentum_ = add_state("momentum_buffer");
 }
 
-bool Sgd::update_cpu(float lr, int64_t t) {
+std::unique_ptr<Sgd> Sgd::create(ParameterStore& store, const SgdOptions& options) {
+  return make_for_device<Sgd, SgdCpu, SgdCuda>(store, "optimizer sgd", options);
+}
+
+bool SgdCpu::update(float lr, int64_t t) {
   float* p_all = store_.param_arena().data<float>();
   const float* g_all = store_.grad_arena().data<float>();
   float* buf_all = momentum_;
@@ -62,12 +66,5 @@ bool Sgd::update_cpu(float lr, int64_t t) {
   }
   return non_finite == 0;
 }
-
-#ifdef SDP_HAVE_CUDA
-void Sgd::update_cuda(float lr, int64_t t) {
-  cuda_updates::sgd(segment_table(), store_.param_arena().data<float>(), store_.grad_arena().data<float>(), momentum_,
-                    lr, options_.momentum, 1.0f - options_.dampening, t == 1, options_.nesterov, device_stream_);
-}
-#endif
 
 }  // namespace sdp

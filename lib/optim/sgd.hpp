@@ -4,6 +4,8 @@
 // p -= lr * d.
 #pragma once
 
+#include <memory>
+
 #include "optim/optimizer.hpp"
 
 namespace sdp {
@@ -21,17 +23,31 @@ class Sgd : public Optimizer {
   // Throws InputError for PyTorch's invalid combinations (nesterov without momentum or
   // with dampening, negative values).
   Sgd(ParameterStore& store, const SgdOptions& options);
+  // The implementation for the store's device (SgdCpu, SgdCuda), as layers pick theirs.
+  static std::unique_ptr<Sgd> create(ParameterStore& store, const SgdOptions& options);
   const char* name() const override { return "sgd"; }
   const SgdOptions& options() const { return options_; }
 
- private:
-  bool update_cpu(float lr, int64_t t) override;
-#ifdef SDP_HAVE_CUDA
-  void update_cuda(float lr, int64_t t) override;
-#endif
-
+ protected:
   SgdOptions options_;
   float* momentum_ = nullptr;  // "momentum_buffer" arena, when momentum != 0
+};
+
+// The CPU update: one multi-tensor pass over the arenas (sgd.cpp).
+class SgdCpu final : public Sgd {
+ public:
+  using Sgd::Sgd;
+  bool update(float lr, int64_t t) override;
+  bool checks_gradients_in_update() const override { return true; }
+};
+
+// The GPU update: optim/cuda_updates.hpp's kernels on the optimizer's stream (sgd_cuda.cpp,
+// built with the CUDA backend).
+class SgdCuda final : public Sgd {
+ public:
+  using Sgd::Sgd;
+  bool update(float lr, int64_t t) override;
+  bool checks_gradients_in_update() const override { return false; }
 };
 
 }  // namespace sdp

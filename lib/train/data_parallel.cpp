@@ -24,7 +24,7 @@ DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const 
     : world_(world), check_every_(spec.check_every_steps) {
   ParameterStore& store = model.store();
   const Device device = store.device();
-  void* stream = model.context().stream->native_handle();  // null on the CPU
+  Stream& stream = *model.context().stream;
   if (world.size() > 1) {
     // Host gradients live in node-shared memory (the node phase reads its peers' directly);
     // GPU gradients stay in device memory, and NCCL moves them.
@@ -56,12 +56,12 @@ DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const 
       };
     reducer_ = std::make_unique<GradientReducer>(CommBuffer::of(store.grad_arena()), param_extents(store),
                                                  algorithm, options, watchdog_.get());
-    grad_events_ = make_grad_ready_events(device, stream, static_cast<int>(store.params().size()));
+    grad_events_ = std::make_unique<GradReadyEvents>(stream, static_cast<int>(store.params().size()));
     params_ = store.param_arena();
     shared_ = std::move(shared);
   }
   if (accumulate_steps > 1)
-    accumulator_ = std::make_unique<GradientAccumulator>(store, accumulate_steps, stream);
+    accumulator_ = std::make_unique<GradientAccumulator>(store, accumulate_steps, &stream);
   if (!reducer_ && !accumulator_) return;
   std::unordered_map<const Param*, int> index;
   for (const Param& p : store.params()) index.emplace(&p, static_cast<int>(index.size()));

@@ -9,7 +9,7 @@
 
 namespace sdp {
 
-GradientAccumulator::GradientAccumulator(const ParameterStore& store, int steps, void* stream)
+GradientAccumulator::GradientAccumulator(const ParameterStore& store, int steps, Stream* stream)
     : steps_(steps),
       inverse_steps_(1.0f / static_cast<float>(steps)),
       sum_(store.grad_arena().shape(), store.grad_arena().dtype(), store.device()),
@@ -20,7 +20,7 @@ GradientAccumulator::GradientAccumulator(const ParameterStore& store, int steps,
   if (store.grad_arena().dtype() != DType::kF32)
     throw std::logic_error("GradientAccumulator: f32 gradients only");
 #ifdef SDP_HAVE_CUDA
-  if (store.device().kind == DeviceKind::kCuda) return;
+  if (store.device().is_cuda()) return;
 #endif
   if (!store.device().is_cpu())
     throw std::logic_error("GradientAccumulator: no sums for gradients on " + store.device().str());
@@ -39,7 +39,7 @@ bool GradientAccumulator::add(const Param& p) {
   float* sum = sum_.data<float>() + p.offset;
   ++added_;
 #ifdef SDP_HAVE_CUDA
-  if (!sum_.device().is_cpu()) {  // the same three cases, as kernels on the compute stream
+  if (sum_.device().is_cuda()) {  // the same three cases, as kernels on the compute stream
     if (micro_ == 0) {
       cuda_casts::from_f32(DType::kF32, sum, grad, count, 1.0f, stream_);  // x * 1 is x
       return false;

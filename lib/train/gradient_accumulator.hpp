@@ -35,8 +35,8 @@ namespace sdp {
 class GradientAccumulator {
  public:
   // `steps` >= 2 micro-batches per optimizer step; `store` finalized. `stream`: the compute
-  // stream's handle where the store is on a GPU (a cudaStream_t), ignored on the CPU.
-  GradientAccumulator(const ParameterStore& store, int steps, void* stream = nullptr);
+  // stream, where the store is on a GPU (the sums are enqueued on it); ignored on the CPU.
+  GradientAccumulator(const ParameterStore& store, int steps, Stream* stream = nullptr);
 
   int steps() const { return steps_; }
   // Before micro-batch `micro` (0 .. steps - 1) of a step.
@@ -52,7 +52,7 @@ class GradientAccumulator {
   int steps_;
   float inverse_steps_;
   Tensor sum_;  // the gradient arena's layout, on its device
-  void* stream_;
+  Stream* stream_;
   std::size_t params_;
   int micro_ = 0;
   std::size_t added_ = 0;  // parameters folded in during this micro-batch

@@ -60,8 +60,8 @@ Trainer::Trainer(JobSetup& setup)
   reject_unimplemented(spec_, world_);
   // The rank's device (distributed/device_assignment): its GPU, pinned by local rank, or the CPU.
   parts_ = build_training_parts(spec_, world_, setup.device.device);
-  // The optimizer's kernels go on the model's stream, after backward's (null on the CPU).
-  parts_.optimizer->set_device_stream(parts_.model->context().stream->native_handle());
+  // The optimizer's kernels go on the model's stream, after backward's.
+  parts_.optimizer->set_stream(parts_.model->context().stream.get());
   steps_per_epoch_ = parts_.loader->steps_per_epoch();
   total_steps_ = steps_per_epoch_ * spec_.train.epochs;
   if (spec_.train.max_steps > 0 && (total_steps_ == 0 || spec_.train.max_steps < total_steps_))
@@ -283,7 +283,7 @@ bool Trainer::update(bool finite_loss, int64_t epoch, double lr) {
   // bad gradient ends the run anyway (on_nonfinite: abort, no loss scaler) and the update runs
   // on the CPU, the check rides in the optimizer's pass instead of a pass of its own.
   nn::Model& model = *parts_.model;
-  void* stream = model.context().stream->native_handle();
+  Stream* stream = model.context().stream.get();
   Tensor grads = model.store().grad_arena();  // shares the arena's storage
   const bool check_in_update = model.device().is_cpu() && !scaler_.enabled() &&
                                spec_.train.on_nonfinite == OnNonfinite::kAbort;

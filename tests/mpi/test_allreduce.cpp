@@ -181,13 +181,17 @@ TEST(SharedMemory, GradientArenaCanLiveInTheWindow) {
   for (int64_t i = 0; i < store.grad_arena().numel(); ++i) ASSERT_EQ(store.grad_arena().data<float>()[i], mean);
 }
 
+// Host buffers are reduced when run returns: the Work it hands back is already complete.
 TEST(Algorithms, WorkOverALocalCommunicator) {
   auto local = std::make_shared<LocalCommunicator>();
   std::vector<float> data = {1, 2, 3};
-  FlatAllreduce(local).run(CommBuffer::host(data.data(), 3), ReduceOp::kAvg);
-  RingAllreduce(local).run(CommBuffer::host(data.data(), 3), ReduceOp::kSum);
-  HierarchicalAllreduce(local, local).run(CommBuffer::host(data.data(), 3), ReduceOp::kAvg);
-  EXPECT_EQ(data, (std::vector<float>{1, 2, 3}));
+  EXPECT_TRUE(FlatAllreduce(local).run(CommBuffer::host(data.data(), 3), ReduceOp::kAvg)->test());
+  EXPECT_TRUE(RingAllreduce(local).run(CommBuffer::host(data.data(), 3), ReduceOp::kSum)->test());
+  EXPECT_TRUE(HierarchicalAllreduce(local, local).run(CommBuffer::host(data.data(), 3), ReduceOp::kAvg)->test());
+  EXPECT_TRUE(CompressedAllreduce(std::make_unique<FlatAllreduce>(local), DType::kBF16, 1)
+                  .run(CommBuffer::host(data.data(), 3), ReduceOp::kAvg)
+                  ->test());
+  EXPECT_EQ(data, (std::vector<float>{1, 2, 3}));  // small integers: exact in bf16 too
 }
 
 // GPU buffers never reach host arithmetic: the ring and 16-bit compression refuse them with

@@ -136,7 +136,6 @@ class FakeNccl final : public NcclCommunicator {
   }
   void abort(const std::string& reason) override { reasons.push_back(reason); }
   bool aborted() const override { return !reasons.empty(); }
-  StreamHandle stream() const override { return nullptr; }
   std::vector<std::string> reasons;
 };
 
@@ -164,7 +163,7 @@ TEST(Work, CompletedAndHostWorkFollowTheContract) {
   auto done = completed_work();
   EXPECT_TRUE(done->test());
   EXPECT_TRUE(done->wait(0ns));
-  done->block_stream(nullptr);  // host work: nothing to order
+  done->block_stream(host_stream());  // host work: nothing to order
 
   HostWork work;
   EXPECT_FALSE(work.test());

@@ -149,9 +149,15 @@ TEST(GradientReducer, RejectsDoubleReports) {
 
 // A device-style readiness event: the gradient counts as produced only once released, as a
 // CUDA event completes after the kernels recorded before it.
-class GatedReady final : public GradReadyEvent {
+class GatedReady final : public Event {
  public:
-  void wait() const override {
+  void record() override {}
+  bool query() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return released_;
+  }
+  void block(Stream& /*stream*/) const override { synchronize(); }
+  void synchronize() const override {
     std::unique_lock<std::mutex> lock(mutex_);
     ++waits_;
     released_cv_.wait(lock, [&] { return released_; });
@@ -173,6 +179,56 @@ class GatedReady final : public GradReadyEvent {
   bool released_ = false;
 };
 
+// An algorithm whose Works complete only when the test says so, as a device's do (allreduce.hpp:
+// GPU buffers return before the device has reduced them).
+class DeferredAllreduce final : public AllreduceAlgorithm {
+ public:
+  std::string name() const override { return "deferred"; }
+  // Blocks until `n` buckets were started, or 10 s passed; returns how many were.
+  std::size_t wait_started(std::size_t n) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    started_cv_.wait_for(lock, std::chrono::seconds(10), [&] { return works_.size() >= n; });
+    return works_.size();
+  }
+  void finish(std::size_t i) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    works_.at(i)->complete();
+  }
+
+ private:
+  std::shared_ptr<Work> start(const CommBuffer&, ReduceOp, Stream&) override {
+    auto work = std::make_shared<HostWork>();
+    std::lock_guard<std::mutex> lock(mutex_);
+    works_.push_back(work);
+    started_cv_.notify_all();
+    return work;
+  }
+  std::mutex mutex_;
+  std::condition_variable started_cv_;
+  std::vector<std::shared_ptr<HostWork>> works_;
+};
+
+// Buckets pipeline: the communication thread starts bucket 1 while bucket 0's Work is still in
+// flight, and completes the buckets in order, each only when its own Work has.
+TEST(GradientReducer, StartsTheNextBucketWhileTheLastOneIsInFlight) {
+  auto algorithm = std::make_shared<DeferredAllreduce>();
+  std::vector<float> arena(64, 1.0f);
+  GradientReducerOptions options;
+  options.bucket_mb = 1e-6;  // one bucket per parameter
+  GradientReducer reducer(CommBuffer::host(arena.data(), 64), {{0, 10}, {16, 10}}, algorithm, options);
+  ASSERT_EQ(reducer.buckets().size(), 2u);
+  reducer.on_grad_ready(1);
+  reducer.on_grad_ready(0);
+  ASSERT_EQ(algorithm->wait_started(2), 2u) << "bucket 1 did not start while bucket 0 was in flight";
+  algorithm->finish(1);  // out of order: bucket 1 may not complete before bucket 0
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(reducer.reductions_per_bucket()[1], 0);
+  algorithm->finish(0);
+  reducer.wait_all();
+  EXPECT_EQ(reducer.reductions_per_bucket()[0], 1);
+  EXPECT_EQ(reducer.reductions_per_bucket()[1], 1);
+}
+
 TEST(GradientReducer, WaitsForEachGradientsReadyEventBeforeItsBucket) {
   // Two params, one bucket each (tiny cap): bucket 0 holds param 1, bucket 1 param 0.
   auto algorithm = std::make_shared<FlatAllreduce>(std::make_shared<LocalCommunicator>());
@@ -182,9 +238,9 @@ TEST(GradientReducer, WaitsForEachGradientsReadyEventBeforeItsBucket) {
   GradientReducer reducer(CommBuffer::host(arena.data(), 64), {{0, 10}, {16, 10}}, algorithm, options);
   ASSERT_EQ(reducer.buckets().size(), 2u);
   GatedReady gate;
-  HostGradReady host;
+  std::unique_ptr<Event> host = host_stream().make_event();
   reducer.on_grad_ready(1, &gate);  // bucket 0 launches, and waits on the gate
-  reducer.on_grad_ready(0, &host);
+  reducer.on_grad_ready(0, host.get());
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(reducer.reductions_per_bucket()[0], 0);  // not reduced before its gradient is ready
   EXPECT_EQ(gate.waits(), 1);

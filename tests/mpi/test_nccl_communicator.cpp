@@ -181,7 +181,7 @@ TEST_F(Nccl, TheBackendDrivesThisRanksGpu) {
   EXPECT_EQ(r_, rank);
   EXPECT_EQ(n_, size);
   ASSERT_NE(std::dynamic_pointer_cast<NcclCommunicator>(world_), nullptr);
-  EXPECT_NE(std::dynamic_pointer_cast<NcclCommunicator>(world_)->stream(), nullptr);
+  EXPECT_EQ(world_->stream().device(), gpu());  // its own stream, on this rank's GPU
 }
 
 TEST_F(Nccl, AllreduceSumIsExactAndAverageWithinTolerance) {
@@ -290,17 +290,21 @@ TEST_F(Nccl, SendRecvRoundsAndBarrier) {
   EXPECT_TRUE(barrier->test());
 }
 
-// block_stream(null) orders the legacy default stream after the allreduce: the copy back
-// (cudaMemcpy on that stream) sees the sum without the host waiting on the Work first. The
-// communicator's stream is non-blocking, so without block_stream nothing would order them.
+// block_stream(s) orders the work later queued on s after the allreduce without the host
+// waiting: an event recorded on s after it completes only once the allreduce has. Both
+// streams are non-blocking, so without block_stream nothing would order them.
 TEST_F(Nccl, BlockStreamOrdersLaterWorkWithoutWaiting) {
   const int64_t count = 1000003;
   DeviceArray data(count, DType::kF32);
   data.upload(rank_values(r_, count));
+  std::shared_ptr<Stream> later = make_stream(gpu());
   auto work = world_->allreduce(data.buffer());
-  work->block_stream(nullptr);
+  work->block_stream(*later);
+  std::unique_ptr<Event> after = later->make_event();
+  after->record();
+  after->synchronize();
+  EXPECT_TRUE(work->test());  // the event on `later` completed after the allreduce
   const std::vector<float> got = data.download();
-  EXPECT_TRUE(work->test());  // the copy finished after the event
   EXPECT_TRUE(work->wait(0ns));
   work->wait();
   for (int64_t i = 0; i < count; ++i) ASSERT_EQ(got[i], exact_sum(n_, i)) << i;
@@ -356,7 +360,7 @@ TEST_F(Nccl, FlatAndHierarchicalAllreduceRunOverNccl) {
       SCOPED_TRACE(c.name + " " + reduce_op_name(op));
       DeviceArray data(count, DType::kF32);
       data.upload(rank_values(r_, count));
-      c.algorithm->run(data.buffer(), op);
+      c.algorithm->run(data.buffer(), op)->wait();  // GPU buffers: the Work completes with the last phase
       const std::vector<float> got = data.download();
       for (int64_t i = 0; i < count; ++i) {
         const float sum = exact_sum(n_, i);
@@ -386,7 +390,7 @@ TEST_F(Nccl, CompressedAllreduceCastsOnTheDevice) {
         SCOPED_TRACE(name + " " + dtype_name(wire) + " " + reduce_op_name(op));
         DeviceArray data(count, DType::kF32);
         data.upload(rank_values(r_, count));
-        algorithm->run(data.buffer(), op);
+        algorithm->run(data.buffer(), op)->wait();
         const std::vector<float> got = data.download();
         const double rounding = (wire == DType::kF16 ? 1e-3 : 8e-3) * n_;
         for (int64_t i = 0; i < count; ++i) {

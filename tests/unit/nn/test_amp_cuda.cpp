@@ -240,11 +240,11 @@ TEST(AmpLossScale, OverflowingScaleGivesNonFiniteGradients) {
   gpu->set_loss_scale(65536.0f);
   EXPECT_TRUE(std::isfinite(gpu->forward(x, labels.data(), true)));
   gpu->backward();
-  EXPECT_TRUE(gpu->store().grad_arena().all_finite(gpu->context().stream->native_handle()));
+  EXPECT_TRUE(gpu->store().grad_arena().all_finite(gpu->context().stream.get()));
   gpu->set_loss_scale(1e30f);
   EXPECT_TRUE(std::isfinite(gpu->forward(x, labels.data(), true)));
   gpu->backward();
-  EXPECT_FALSE(gpu->store().grad_arena().all_finite(gpu->context().stream->native_handle()));
+  EXPECT_FALSE(gpu->store().grad_arena().all_finite(gpu->context().stream.get()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, AmpVsCpu, ::testing::Values(DType::kF16, DType::kBF16),

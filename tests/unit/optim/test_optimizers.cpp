@@ -62,7 +62,7 @@ void run_and_check(Optimizer& opt, Model& m, const Values (&expected)[3], double
 TEST(Sgd, Plain) {
   // p -= 0.1 g: 1 - .01 = .99, -2 - .02 = -2.02, .5 + .03 = .53; then .99 + .02 = 1.01, ...
   Model m;
-  Sgd opt(m.store, {});
+  SgdCpu opt(m.store, {});
   const Values expected[3] = {{0.99, -2.02, 0.53}, {1.01, -2.03, 0.49}, {0.98, -2.02, 0.485}};
   run_and_check(opt, m, expected);
   EXPECT_TRUE(opt.state_arenas().empty());
@@ -75,7 +75,7 @@ TEST(Sgd, Momentum) {
   Model m;
   SgdOptions o;
   o.momentum = 0.9f;
-  Sgd opt(m.store, o);
+  SgdCpu opt(m.store, o);
   const Values expected[3] = {
       {0.99, -2.02, 0.53}, {1.001, -2.048, 0.517}, {0.9809, -2.0632, 0.5003}};
   run_and_check(opt, m, expected);
@@ -90,7 +90,7 @@ TEST(Sgd, MomentumWeightDecayOnAllParams) {
   SgdOptions o;
   o.momentum = 0.9f;
   o.weight_decay = 0.1f;
-  Sgd opt(m.store, o);
+  SgdCpu opt(m.store, o);
   const Values expected[3] = {
       {0.98, -2.0, 0.525}, {0.9722, -1.99, 0.50225}, {0.925458, -1.9511, 0.4717525}};
   run_and_check(opt, m, expected);
@@ -103,7 +103,7 @@ TEST(Sgd, WeightDecayOnlyOnFlaggedParams) {
   o.momentum = 0.9f;
   o.weight_decay = 0.1f;
   o.decay_all = false;
-  Sgd opt(m.store, o);
+  SgdCpu opt(m.store, o);
   const Values expected[3] = {
       {0.98, -2.0, 0.53}, {0.9722, -1.99, 0.517}, {0.925458, -1.9511, 0.5003}};
   run_and_check(opt, m, expected);
@@ -119,7 +119,7 @@ TEST(Sgd, NesterovWeightDecay) {
   o.momentum = 0.9f;
   o.weight_decay = 0.1f;
   o.nesterov = true;
-  Sgd opt(m.store, o);
+  SgdCpu opt(m.store, o);
   const Values expected[3] = {
       {0.962, -2.0, 0.5475}, {0.965522, -1.981, 0.4813475}, {0.884004882, -1.916261, 0.4440921475}};
   run_and_check(opt, m, expected);
@@ -131,7 +131,7 @@ TEST(Sgd, Dampening) {
   SgdOptions o;
   o.momentum = 0.9f;
   o.dampening = 0.5f;
-  Sgd opt(m.store, o);
+  SgdCpu opt(m.store, o);
   const Values expected[3] = {
       {0.99, -2.02, 0.53}, {0.991, -2.043, 0.537}, {0.9769, -2.0587, 0.5408}};
   run_and_check(opt, m, expected);
@@ -141,17 +141,17 @@ TEST(Sgd, RejectsWhatPyTorchRejects) {
   Model m;
   SgdOptions o;
   o.nesterov = true;
-  EXPECT_THROW(Sgd(m.store, o), InputError);  // nesterov without momentum
+  EXPECT_THROW(SgdCpu(m.store, o), InputError);  // nesterov without momentum
   o.momentum = 0.9f;
   o.dampening = 0.1f;
-  EXPECT_THROW(Sgd(m.store, o), InputError);  // nesterov with dampening
+  EXPECT_THROW(SgdCpu(m.store, o), InputError);  // nesterov with dampening
 }
 
 TEST(Adam, NoWeightDecay) {
   // Step 1: m = .1 g, v = .001 g^2; m / (1 - .9) = g, sqrt(v / (1 - .999)) = |g|, so
   // p -= .1 g / (|g| + 1e-8) ~ .1 sign(g): [.9 -2.1 .6] (up to 1e-8 from eps).
   Model m;
-  Adam opt(m.store, {});
+  AdamCpu opt(m.store, {});
   const Values expected[3] = {{0.90000001, -2.099999995, 0.5999999967},
                               {0.9366103604, -2.193217953, 0.5806489563},
                               {0.9022862539, -2.232888474, 0.5594041667}};
@@ -165,7 +165,7 @@ TEST(Adam, L2WeightDecay) {
   Model m;
   AdamOptions o;
   o.weight_decay = 0.1f;
-  Adam opt(m.store, o);
+  AdamCpu opt(m.store, o);
   const Values expected[3] = {{0.900000005, -2.0, 0.599999996},
                               {0.8771703825, -1.925586328, 0.5665946751},
                               {0.8131607474, -1.846538969, 0.5285328033}};
@@ -179,7 +179,7 @@ TEST(AdamW, DecoupledWeightDecay) {
   AdamOptions o;
   o.weight_decay = 0.1f;
   o.decoupled = true;
-  Adam opt(m.store, o);
+  AdamCpu opt(m.store, o);
   EXPECT_STREQ(opt.name(), "adamw");
   const Values expected[3] = {{0.89000001, -2.079999995, 0.5949999967},
                               {0.9177103603, -2.152417953, 0.5696989563},
@@ -194,7 +194,7 @@ TEST(AdamW, DecayOnlyOnFlaggedParams) {
   o.weight_decay = 0.1f;
   o.decoupled = true;
   o.decay_all = false;
-  Adam opt(m.store, o);
+  AdamCpu opt(m.store, o);
   const Values expected[3] = {{0.89000001, -2.079999995, 0.5999999967},
                               {0.9177103603, -2.152417953, 0.5806489563},
                               {0.8742091502, -2.170564295, 0.5594041667}};
@@ -218,7 +218,7 @@ TEST(Lars, HandComputedUpdates) {
   o.weight_decay = 0.1f;
   o.trust_coefficient = 0.5f;
   o.eps = 0.0f;
-  Lars opt(m.store, o);
+  LarsCpu opt(m.store, o);
   const Values expected[3] = {
       {0.95, -2.0, 0.53}, {0.9311207681, -1.975123078, 0.517}, {0.8338434006, -1.89197232, 0.5003}};
   run_and_check(opt, m, expected);
@@ -232,7 +232,7 @@ TEST(Lars, DefaultTrustCoefficient) {
   Model m;
   LarsOptions o;
   o.weight_decay = 5e-4f;
-  Lars opt(m.store, o);
+  LarsCpu opt(m.store, o);
   const Values expected[3] = {{0.9999, -2.00019801, 0.53},
                               {1.000008519, -2.000474732, 0.517},
                               {0.9998944091, -2.000652602, 0.5003}};
@@ -249,7 +249,7 @@ TEST(Lars, ZeroWeightNormOrGradientNormUsesLocalLrOne) {
     Model m;
     m.w->value.data<float>()[0] = 0.0f;
     m.w->value.data<float>()[1] = 0.0f;
-    Lars opt(m.store, o);
+    LarsCpu opt(m.store, o);
     m.set_grads(kGrads[0]);
     opt.step(0.1f);
     EXPECT_FLOAT_EQ(m.values()[0], -0.01f);
@@ -258,7 +258,7 @@ TEST(Lars, ZeroWeightNormOrGradientNormUsesLocalLrOne) {
   {
     // ||g|| = 0: local LR 1, the decay alone: v = .1 * .1 w = [.01 -.02] -> w = [.99 -1.98].
     Model m;
-    Lars opt(m.store, o);
+    LarsCpu opt(m.store, o);
     m.set_grads({0.0, 0.0, 0.0});
     opt.step(0.1f);
     EXPECT_FLOAT_EQ(m.values()[0], 0.99f);
@@ -271,13 +271,13 @@ TEST(Lars, RejectsInvalidOptions) {
   Model m;
   LarsOptions o;
   o.trust_coefficient = 0.0f;
-  EXPECT_THROW(Lars(m.store, o), InputError);
+  EXPECT_THROW(LarsCpu(m.store, o), InputError);
   o = {};
   o.momentum = 1.0f;
-  EXPECT_THROW(Lars(m.store, o), InputError);
+  EXPECT_THROW(LarsCpu(m.store, o), InputError);
   o = {};
   o.weight_decay = -1.0f;
-  EXPECT_THROW(Lars(m.store, o), InputError);
+  EXPECT_THROW(LarsCpu(m.store, o), InputError);
 }
 
 // --- LAMB ------------------------------------------------------------------------------
@@ -290,7 +290,7 @@ TEST(Lamb, HandComputedUpdates) {
   Model m;
   LambOptions o;
   o.eps = 0.0f;
-  Lamb opt(m.store, o);
+  LambCpu opt(m.store, o);
   const Values expected[3] = {{0.841886117, -2.158113883, 0.6},
                               {0.9265679045, -2.373732232, 0.5806489591},
                               {0.7598391585, -2.566431099, 0.5594041688}};
@@ -307,7 +307,7 @@ TEST(Lamb, WeightDecayAndBiasCorrection) {
   Model m;
   LambOptions o;
   o.weight_decay = 0.1f;
-  Lamb opt(m.store, o);
+  LambCpu opt(m.store, o);
   const Values expected[3] = {{0.8191611157, -2.131519192, 0.5999999967},
                               {0.9030959681, -2.34388428, 0.5806489563},
                               {0.667857208, -2.431955185, 0.5594041667}};
@@ -320,7 +320,7 @@ TEST(Lamb, ZeroNormsUseRatioOne) {
     Model m;
     m.w->value.data<float>()[0] = 0.0f;
     m.w->value.data<float>()[1] = 0.0f;
-    Lamb opt(m.store, {});
+    LambCpu opt(m.store, {});
     m.set_grads(kGrads[0]);
     opt.step(0.1f);
     EXPECT_NEAR(m.values()[0], -0.1, 1e-6);
@@ -329,7 +329,7 @@ TEST(Lamb, ZeroNormsUseRatioOne) {
   {
     // ||r|| = 0 (zero gradient, no decay): ratio 1 and nothing moves, no NaN.
     Model m;
-    Lamb opt(m.store, {});
+    LambCpu opt(m.store, {});
     m.set_grads({0.0, 0.0, 0.0});
     opt.step(0.1f);
     EXPECT_EQ(m.values(), (Values{1.0, -2.0, 0.5}));
@@ -340,10 +340,10 @@ TEST(Lamb, RejectsInvalidOptions) {
   Model m;
   LambOptions o;
   o.beta1 = 1.0f;
-  EXPECT_THROW(Lamb(m.store, o), InputError);
+  EXPECT_THROW(LambCpu(m.store, o), InputError);
   o = {};
   o.eps = -1.0f;
-  EXPECT_THROW(Lamb(m.store, o), InputError);
+  EXPECT_THROW(LambCpu(m.store, o), InputError);
 }
 
 // --- LARS and LAMB against a float64 reference on a larger model ---------------------------
@@ -415,7 +415,7 @@ TEST(Lars, MatchesFloat64ReferenceOverTenSteps) {
   o.momentum = 0.9f;
   o.weight_decay = 1e-3f;
   o.trust_coefficient = 0.02f;
-  Lars opt(model.store, o);
+  LarsCpu opt(model.store, o);
   Tensors buf;
   for (Param* p : model.params) buf.emplace_back(p->value.numel(), 0.0);
   compare_with_reference(opt, model, [&](Tensors& w, const Tensors& g, double lr, int) {
@@ -438,7 +438,7 @@ TEST(Lamb, MatchesFloat64ReferenceOverTenSteps) {
   LambOptions o;
   o.weight_decay = 0.01f;
   o.eps = 1e-6f;
-  Lamb opt(model.store, o);
+  LambCpu opt(model.store, o);
   Tensors m, v;
   for (Param* p : model.params) {
     m.emplace_back(p->value.numel(), 0.0);
@@ -504,24 +504,24 @@ TEST(Optimizer, StateTensorsArePerParameterViewsForCheckpoints) {
   Model m;
   SgdOptions o;
   o.momentum = 0.9f;
-  Sgd opt(m.store, o);
+  SgdCpu opt(m.store, o);
   m.set_grads(kGrads[0]);
   opt.step(0.1f);
   auto state = opt.state_tensors();
   ASSERT_EQ(state.size(), 2u);
   EXPECT_EQ(state[0].tensor.shape(), (Shape{2}));
   EXPECT_FLOAT_EQ(state[1].tensor.data<float>()[0], -0.3f);
-  check_state_round_trip<Sgd>(o, {"w.momentum_buffer", "b.momentum_buffer"});
+  check_state_round_trip<SgdCpu>(o, {"w.momentum_buffer", "b.momentum_buffer"});
 }
 
 TEST(Optimizer, LarsAndLambStateRoundTrips) {
   LarsOptions lars;
   lars.weight_decay = 0.1f;
   lars.trust_coefficient = 0.5f;
-  check_state_round_trip<Lars>(lars, {"w.momentum_buffer", "b.momentum_buffer"});
+  check_state_round_trip<LarsCpu>(lars, {"w.momentum_buffer", "b.momentum_buffer"});
   LambOptions lamb;
   lamb.weight_decay = 0.1f;
-  check_state_round_trip<Lamb>(lamb, {"w.exp_avg", "b.exp_avg", "w.exp_avg_sq", "b.exp_avg_sq"});
+  check_state_round_trip<LambCpu>(lamb, {"w.exp_avg", "b.exp_avg", "w.exp_avg_sq", "b.exp_avg_sq"});
 }
 
 TEST(OptimizerFactory, BuildsByName) {

@@ -1,0 +1,47 @@
+#include "core/stream.hpp"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace sdp {
+
+namespace {
+
+// Host work is finished when it returns: an event has nothing to wait for.
+class HostEvent final : public Event {
+ public:
+  void record() override {}
+  void synchronize() const override {}
+  bool query() const override { return true; }
+  void block(Stream& /*stream*/) const override {}
+};
+
+}  // namespace
+
+std::unique_ptr<Event> Stream::make_event() { return std::make_unique<HostEvent>(); }
+
+void Stream::cast_from_f32(void* /*dst*/, DType dtype, const float* /*src*/, int64_t /*count*/) {
+  throw std::invalid_argument(std::string("this device computes in f32 only, not ") + dtype_name(dtype));
+}
+
+void HostStream::copy_from_host(void* dst, const void* src, std::size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+
+HostStream& host_stream() {
+  static HostStream stream;
+  return stream;
+}
+
+std::shared_ptr<Stream> make_stream(const Device& device) {
+  if (device.is_cpu()) return std::make_shared<HostStream>();
+#ifdef SDP_HAVE_CUDA
+  if (device.is_cuda()) return make_cuda_stream(device.index);
+#endif
+  throw RuntimeError("streams: this sdp-train has no backend for " + device.str());
+}
+
+}  // namespace sdp

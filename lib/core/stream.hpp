@@ -1,0 +1,76 @@
+// Stream and Event: a device's ordered queue of work and a mark in it (CUDA's stream and
+// event; on the host, work runs in order on the calling thread, so both are trivial). They
+// live in core/ so that every module that enqueues device work (nn's layers, optim's
+// updates, distributed's collectives, data's decoders) passes them as themselves. Only the
+// backend that made one looks inside (core/stream_cuda.hpp for CUDA).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/dtype.hpp"
+
+namespace sdp {
+
+class Stream;
+
+// A point in a stream's work: what was queued on it before the last record().
+class Event {
+ public:
+  virtual ~Event() = default;
+  // Marks the work queued so far on the stream that made this event.
+  virtual void record() = 0;
+  // Blocks the calling thread until the marked work is done.
+  virtual void synchronize() const = 0;
+  // True when the marked work is done; never blocks.
+  virtual bool query() const = 0;
+  // Work queued on `stream` after this call runs after the marked work; the host does not wait.
+  virtual void block(Stream& stream) const = 0;
+};
+
+class Stream {
+ public:
+  virtual ~Stream() = default;
+  virtual Device device() const = 0;
+  // Blocks until all work queued so far is done (a no-op on the host, which runs in order on
+  // the calling thread).
+  virtual void synchronize() = 0;
+  // Work queued here after this call runs after the work queued on `other` so far. The
+  // default (host streams) waits for `other` on the calling thread.
+  virtual void wait_for(Stream& other) { other.synchronize(); }
+  // An event of this stream, not yet recorded (then it counts as done).
+  virtual std::unique_ptr<Event> make_event();
+  // Copies `bytes` of host memory into this device's memory at `dst`, ordered after the work
+  // queued so far. Returns once `src` may be reused (CUDA stages pageable memory first).
+  virtual void copy_from_host(void* dst, const void* src, std::size_t bytes) = 0;
+  // Starts copying `bytes` of host memory into this device's memory at `dst` on a side copy
+  // stream and returns at once when `src` is page-locked (pageable memory is staged first),
+  // so the copy runs while this stream computes. The work queued here after the next
+  // wait_for_prefetch() sees the bytes; until then neither `src` nor `dst` may be touched.
+  // The default (the host's) copies right away.
+  virtual void prefetch_from_host(void* dst, const void* src, std::size_t bytes) { copy_from_host(dst, src, bytes); }
+  virtual void wait_for_prefetch() {}
+  // dst[i] = dtype(src[i]) for `count` elements in this device's memory (a model's f32 input
+  // into its compute dtype under mixed precision). Only the CUDA stream has 16-bit compute.
+  virtual void cast_from_f32(void* dst, DType dtype, const float* src, int64_t count);
+};
+
+// The host's stream: work is done when the call that did it returns.
+class HostStream : public Stream {
+ public:
+  Device device() const override { return Device::cpu(); }
+  void synchronize() override {}
+  void copy_from_host(void* dst, const void* src, std::size_t bytes) override;
+};
+
+// One HostStream for code that orders host buffers (host communicators, tests).
+HostStream& host_stream();
+
+// A stream on `device`: a HostStream for the CPU, a non-blocking CUDA stream for cuda:i
+// (core/stream_cuda.hpp). Throws sdp::Error when this build has no backend for `device`.
+std::shared_ptr<Stream> make_stream(const Device& device);
+// The CUDA one (core/stream_cuda.cpp), only in builds with the CUDA backend.
+std::shared_ptr<Stream> make_cuda_stream(int ordinal);
+
+}  // namespace sdp
