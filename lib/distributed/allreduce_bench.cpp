@@ -59,6 +59,131 @@ double measure_node_copy_gbs(const World& world) {
   return 2.0 * bytes * world.local_size() / best / 1e9;
 }
 
+// The benchmark's buffer and the rows it times at each size. `host` is where values are filled
+// and checked; `data` is what the collectives reduce: `host`, or GPU memory on a GPU.
+class AllreduceBench {
+ public:
+  AllreduceBench(const World& world, const AllreduceBenchOptions& options)
+      : world_(world), options_(options), on_gpu_(options.device.is_cuda()) {
+    const int64_t max_count = options.max_bytes / 4;
+    if (options.shared_memory && !on_gpu_) {  // where the trainer puts the gradient arena
+      arena_ = SharedArena::create(world.intra(), max_count * 4);
+      host_ = static_cast<float*>(arena_->data());
+    } else {
+      heap_.resize(static_cast<std::size_t>(max_count));
+      host_ = heap_.data();
+    }
+    data_ = host_;
+    if (on_gpu_) {
+      gpu_buffer_ = allocate(options.device, static_cast<std::size_t>(max_count) * 4);
+      data_ = static_cast<float*>(gpu_buffer_.get());
+      nccl_world_ = make_communicator(CommBackend::kNccl, world.comm(), {"world", options.device});
+    }
+    // The rows of each size, in order; a null algorithm is the peer.
+    if (options.mpi_peer) runs_.emplace_back(on_gpu_ ? "nccl" : "mpi", nullptr);
+    for (AllreduceKind kind : options.algorithms) {
+      if (on_gpu_ && kind == AllreduceKind::kRing) continue;  // host-only (allreduce.cpp)
+      AllreduceSetup setup{kind, options.compression, arena_};
+      if (on_gpu_) {
+        setup.backend = CommBackend::kNccl;
+        setup.device = options.device;
+      }
+      runs_.emplace_back(to_string(kind), make_allreduce(world, setup));
+    }
+  }
+
+  // The peer's name for the table: NCCL's communicator on a GPU, else empty (MPI's version).
+  std::string gpu_peer() const { return nccl_world_ ? "ncclAllReduce of " + nccl_world_->name() : ""; }
+
+  // One row per algorithm at `bytes`, the peer's first; vs_mpi relative to the peer.
+  std::vector<AllreduceBenchRow> measure_size(int64_t bytes) {
+    const int64_t count = bytes / 4;
+    const int iters = bytes <= (8 << 20) ? options_.iters
+                                         : std::max<int>(5, static_cast<int>(options_.iters * (8.0 * (1 << 20)) / bytes));
+    std::vector<AllreduceBenchRow> rows;
+    double peer_busbw = 0;
+    for (auto& [name, algorithm] : runs_) {
+      rows.push_back(measure(name, algorithm.get(), count, iters));
+      if (!algorithm) peer_busbw = rows.back().busbw_gbs;
+    }
+    if (peer_busbw > 0)
+      for (auto& row : rows) row.vs_mpi = row.busbw_gbs / peer_busbw;
+    return rows;
+  }
+
+ private:
+  // Fills the input (untimed) and, on a GPU, copies it there.
+  void refill(int64_t count) {
+    fill(host_, count, world_.rank());
+    if (on_gpu_) copy_bytes(options_.device, data_, Device::cpu(), host_, static_cast<std::size_t>(count) * 4);
+  }
+
+  // One AllReduce of `count` elements: `algorithm`, or the peer (MPI_Allreduce, or one
+  // ncclAllReduce on the world's NCCL communicator) when it is null.
+  void run_once(AllreduceAlgorithm* algorithm, int64_t count) {
+    const CommBuffer buffer{data_, count, DType::kF32, options_.device};
+    if (algorithm)
+      algorithm->run(buffer, ReduceOp::kSum)->wait();
+    else if (on_gpu_)
+      nccl_world_->allreduce(buffer)->wait();
+    else
+      SDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data_, static_cast<int>(count), MPI_FLOAT, MPI_SUM, world_.comm()));
+  }
+
+  AllreduceBenchRow measure(const std::string& name, AllreduceAlgorithm* algorithm, int64_t count, int iters) {
+    const int n = world_.size();
+    // SUM in place multiplies the values by ~n per iteration: refill (untimed) before they
+    // could leave the range where f32 stays finite.
+    const int block = std::max(1, static_cast<int>(60 / std::max(1.0, std::log2(static_cast<double>(n)))));
+    refill(count);
+    for (int i = 0; i < options_.warmup; ++i) run_once(algorithm, count);
+    double elapsed = 0;
+    for (int done = 0; done < iters;) {
+      refill(count);
+      const int k = std::min(block, iters - done);
+      SDP_MPI_CHECK(MPI_Barrier(world_.comm()));
+      const double t0 = MPI_Wtime();
+      for (int i = 0; i < k; ++i) run_once(algorithm, count);
+      elapsed += MPI_Wtime() - t0;
+      done += k;
+    }
+    // One more, untimed, from fresh input: its result is the one checked.
+    refill(count);
+    run_once(algorithm, count);
+    if (on_gpu_) copy_bytes(Device::cpu(), host_, options_.device, data_, static_cast<std::size_t>(count) * 4);
+    AllreduceBenchRow row;
+    row.bytes = count * 4;
+    row.count = count;
+    row.algorithm = name;
+    row.ran = name;
+    if (auto* a = dynamic_cast<AutoAllreduce*>(algorithm))
+      row.ran = a->choice({data_, count, DType::kF32, options_.device});
+    row.max_error = max_over_ranks(max_error(host_, count, n), world_.comm());
+    row.time_us = max_over_ranks(elapsed / iters, world_.comm()) * 1e6;
+    row.algbw_gbs = row.time_us > 0 ? row.bytes / (row.time_us * 1e-6) / 1e9 : 0;
+    row.busbw_gbs = row.algbw_gbs * 2.0 * (n - 1) / n;
+    return row;
+  }
+
+  const World& world_;
+  const AllreduceBenchOptions& options_;
+  bool on_gpu_;
+  std::shared_ptr<SharedArena> arena_;
+  std::vector<float> heap_;
+  std::shared_ptr<void> gpu_buffer_;
+  float* host_ = nullptr;
+  float* data_ = nullptr;
+  std::shared_ptr<Communicator> nccl_world_;
+  std::vector<std::pair<std::string, std::unique_ptr<AllreduceAlgorithm>>> runs_;
+};
+
+std::string mpi_library_version() {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int len = 0;
+  MPI_Get_library_version(version, &len);
+  return std::string(version).substr(0, std::string(version).find_first_of(",\n"));
+}
+
 }  // namespace
 
 AllreduceBenchResult run_allreduce_benchmark(const World& world, const AllreduceBenchOptions& options) {
@@ -69,104 +194,12 @@ AllreduceBenchResult run_allreduce_benchmark(const World& world, const Allreduce
   result.ranks = world.size();
   result.nodes = world.nodes();
   result.local_size = world.local_size();
-  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
-  int len = 0;
-  MPI_Get_library_version(version, &len);
-  result.peer = std::string(version).substr(0, std::string(version).find_first_of(",\n"));
+  result.peer = mpi_library_version();
   result.node_copy_gbs = measure_node_copy_gbs(world);
-  const bool on_gpu = options.device.is_cuda();
-
-  const int64_t max_count = options.max_bytes / 4;
-  std::shared_ptr<SharedArena> arena;
-  std::vector<float> heap;
-  std::shared_ptr<void> gpu_buffer;
-  float* host = nullptr;  // where values are filled and checked
-  float* data = nullptr;  // what the collectives reduce: `host`, or GPU memory on a GPU
-  if (options.shared_memory && !on_gpu) {
-    arena = SharedArena::create(world.intra(), max_count * 4);
-    host = static_cast<float*>(arena->data());
-  } else {
-    heap.resize(static_cast<std::size_t>(max_count));
-    host = heap.data();
-  }
-  data = host;
-  std::shared_ptr<Communicator> nccl_world;
-  if (on_gpu) {
-    gpu_buffer = allocate(options.device, static_cast<std::size_t>(max_count) * 4);
-    data = static_cast<float*>(gpu_buffer.get());
-    nccl_world = make_communicator(CommBackend::kNccl, world.comm(), {"world", options.device});
-    result.peer = "ncclAllReduce of " + nccl_world->name();
-  }
-  // Fills the input (untimed) and, on a GPU, copies it there.
-  auto refill = [&](int64_t count) {
-    fill(host, count, world.rank());
-    if (on_gpu) copy_bytes(options.device, data, Device::cpu(), host, static_cast<std::size_t>(count) * 4);
-  };
-  // The rows of each size, in order; a null algorithm is the peer (MPI_Allreduce, or one
-  // ncclAllReduce on the world's NCCL communicator).
-  std::vector<std::pair<std::string, std::unique_ptr<AllreduceAlgorithm>>> runs;
-  if (options.mpi_peer) runs.emplace_back(on_gpu ? "nccl" : "mpi", nullptr);
-  for (AllreduceKind kind : options.algorithms) {
-    if (on_gpu && kind == AllreduceKind::kRing) continue;  // host-only (allreduce.cpp)
-    AllreduceSetup setup{kind, options.compression, arena};
-    if (on_gpu) {
-      setup.backend = CommBackend::kNccl;
-      setup.device = options.device;
-    }
-    runs.emplace_back(to_string(kind), make_allreduce(world, setup));
-  }
-
-  const int n = world.size();
-  // SUM in place multiplies the values by ~n per iteration: refill (untimed) before they
-  // could leave the range where f32 stays finite.
-  const int block = std::max(1, static_cast<int>(60 / std::max(1.0, std::log2(static_cast<double>(n)))));
-  for (int64_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= options.factor) {
-    const int64_t count = bytes / 4;
-    const CommBuffer buffer{data, count, DType::kF32, options.device};
-    const int iters = bytes <= (8 << 20) ? options.iters
-                                         : std::max<int>(5, static_cast<int>(options.iters * (8.0 * (1 << 20)) / bytes));
-    double mpi_busbw = 0;
-    for (auto& [name, algorithm] : runs) {
-      auto run_once = [&, &algorithm = algorithm] {
-        if (!algorithm && on_gpu)
-          nccl_world->allreduce(buffer)->wait();
-        else if (!algorithm)
-          SDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, world.comm()));
-        else
-          algorithm->run(buffer, ReduceOp::kSum)->wait();
-      };
-      refill(count);
-      for (int i = 0; i < options.warmup; ++i) run_once();
-      double elapsed = 0;
-      for (int done = 0; done < iters;) {
-        refill(count);
-        const int k = std::min(block, iters - done);
-        SDP_MPI_CHECK(MPI_Barrier(world.comm()));
-        const double t0 = MPI_Wtime();
-        for (int i = 0; i < k; ++i) run_once();
-        elapsed += MPI_Wtime() - t0;
-        done += k;
-      }
-      refill(count);
-      run_once();
-      if (on_gpu) copy_bytes(Device::cpu(), host, options.device, data, static_cast<std::size_t>(count) * 4);
-      AllreduceBenchRow row;
-      row.bytes = count * 4;
-      row.count = count;
-      row.algorithm = name;
-      row.ran = name;
-      if (auto* a = dynamic_cast<AutoAllreduce*>(algorithm.get())) row.ran = a->choice(buffer);
-      row.max_error = max_over_ranks(max_error(host, count, n), world.comm());
-      row.time_us = max_over_ranks(elapsed / iters, world.comm()) * 1e6;
-      row.algbw_gbs = row.time_us > 0 ? row.bytes / (row.time_us * 1e-6) / 1e9 : 0;
-      row.busbw_gbs = row.algbw_gbs * 2.0 * (n - 1) / n;
-      if (!algorithm) mpi_busbw = row.busbw_gbs;
-      result.rows.push_back(row);
-    }
-    if (mpi_busbw > 0)
-      for (auto& row : result.rows)
-        if (row.bytes == count * 4) row.vs_mpi = row.busbw_gbs / mpi_busbw;
-  }
+  AllreduceBench bench(world, options);
+  if (!bench.gpu_peer().empty()) result.peer = bench.gpu_peer();
+  for (int64_t bytes = options.min_bytes; bytes <= options.max_bytes; bytes *= options.factor)
+    for (AllreduceBenchRow& row : bench.measure_size(bytes)) result.rows.push_back(row);
   return result;
 }
 

@@ -476,6 +476,50 @@ class NcclWork final : public Work {
   std::atomic<bool> done_{false};
 };
 
+// Shape checks of the collectives' arguments: a mismatch is a bug in the caller, reported
+// before anything is enqueued.
+void check_counts(const std::vector<int64_t>& counts, int64_t total, int group_size, const char* what) {
+  const std::string prefix = std::string("NcclCommunicator::") + what + ": ";
+  if (static_cast<int>(counts.size()) != group_size)
+    throw std::logic_error(prefix + std::to_string(counts.size()) + " counts for a group of " +
+                           std::to_string(group_size));
+  int64_t sum = 0;
+  for (int64_t c : counts) {
+    if (c < 0) throw std::logic_error(prefix + "negative part " + std::to_string(c));
+    sum += c;
+  }
+  if (sum != total)
+    throw std::logic_error(prefix + "counts sum to " + std::to_string(sum) + " but the buffer holds " +
+                           std::to_string(total));
+}
+
+void check_peer(int peer, int group_size, const char* what) {
+  if (peer < 0 || peer >= group_size)
+    throw std::logic_error(std::string("NcclCommunicator::") + what + ": rank " + std::to_string(peer) +
+                           " is not in a group of " + std::to_string(group_size));
+}
+
+bool equal(const std::vector<int64_t>& counts) {
+  return std::all_of(counts.begin(), counts.end(), [&](int64_t c) { return c == counts[0]; });
+}
+
+size_t count_of(const CommBuffer& buffer) { return static_cast<size_t>(buffer.count); }
+
+// One ncclGroup of `issue(q)` for every non-empty part q. ncclGroupEnd is called even after an
+// error inside the group, which would otherwise stay open on this thread.
+template <typename Issue>
+ncclResult_t grouped(const std::vector<int64_t>& counts, Issue&& issue) {
+  ncclResult_t result = ncclGroupStart();
+  if (result != ncclSuccess) return result;
+  for (int q = 0; q < static_cast<int>(counts.size()); ++q) {
+    if (counts[q] == 0) continue;
+    const ncclResult_t r = issue(q);
+    if (r != ncclSuccess && r != ncclInProgress && result == ncclSuccess) result = r;
+  }
+  const ncclResult_t end = ncclGroupEnd();
+  return result != ncclSuccess ? result : end;
+}
+
 class NcclCommunicatorImpl final : public NcclCommunicator {
  public:
   explicit NcclCommunicatorImpl(std::shared_ptr<NcclState> state)
@@ -489,210 +533,157 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   void abort(const std::string& reason) override { state_->abort(reason); }
   bool aborted() const override { return state_->aborted(); }
 
-  std::shared_ptr<Work> allreduce(const CommBuffer& buffer,
-                                  const AllreduceOptions& options) override {
-    check_buffer(buffer, "allreduce");
-    if (buffer.count == 0) return nothing_to_do("allreduce");
-    return work("allreduce", state_->enqueue(SDP_CALL_SITE("ncclAllReduce"), [&](ncclComm_t comm,
-                                                                                 cudaStream_t s) {
-      return ncclAllReduce(buffer.data, buffer.data, count_of(buffer), nccl_type(buffer.dtype),
-                           nccl_op(options.op), comm, s);
-    }));
-  }
-
-  // Equal parts are NCCL's own in-place ncclReduceScatter (my part at rank * count). Uneven
-  // parts (a count that does not divide by size: split_counts gives the first parts one more
-  // element, and the hierarchical algorithm's aligned parts differ more) cannot be: NCCL
-  // needs equal counts. Padding to the largest part would need a scratch buffer of
-  // size * max part and two copies, since the parts are contiguous here, not strided. Instead
-  // every part is an ncclReduce to its owner, all in one ncclGroup: NCCL runs them together in
-  // one launch, each element still crosses each link about once (as in a ring
-  // reduce-scatter), the result is exact, and no memory is needed.
+  std::shared_ptr<Work> allreduce(const CommBuffer& buffer, const AllreduceOptions& options) override;
   std::shared_ptr<Work> reduce_scatter(const CommBuffer& buffer, const std::vector<int64_t>& counts,
-                                       const ReduceScatterOptions& options) override {
-    check_buffer(buffer, "reduce_scatter");
-    check_counts(counts, buffer.count, "reduce_scatter");
-    if (buffer.count == 0) return nothing_to_do("reduce_scatter");
-    const ncclDataType_t type = nccl_type(buffer.dtype);
-    const ncclRedOp_t op = nccl_op(options.op);
-    if (equal(counts)) {
-      const int64_t part = counts[0];
-      return work(
-          "reduce_scatter",
-          state_->enqueue(SDP_CALL_SITE("ncclReduceScatter"), [&](ncclComm_t comm, cudaStream_t s) {
-            return ncclReduceScatter(buffer.data, buffer.slice(rank() * part, part).data,
-                                     static_cast<size_t>(part), type, op, comm, s);
-          }));
-    }
-    const std::vector<int64_t> offsets = part_offsets(counts);
-    return work("reduce_scatter",
-                state_->enqueue(SDP_CALL_SITE("ncclReduce group (uneven reduce_scatter)"),
-                                [&](ncclComm_t comm, cudaStream_t s) {
-                                  return grouped(counts, [&](int q) {
-                                    void* part = buffer.slice(offsets[q], counts[q]).data;
-                                    return ncclReduce(part, part, static_cast<size_t>(counts[q]),
-                                                      type, op, q, comm, s);
-                                  });
-                                }));
-  }
-
-  // Equal parts: ncclAllGather in place (my part at rank * count is the input). Uneven parts:
-  // every part an ncclBroadcast from its owner, in one ncclGroup (see reduce_scatter).
-  std::shared_ptr<Work> allgather(const CommBuffer& buffer,
-                                  const std::vector<int64_t>& counts) override {
-    check_buffer(buffer, "allgather");
-    check_counts(counts, buffer.count, "allgather");
-    if (buffer.count == 0) return nothing_to_do("allgather");
-    const ncclDataType_t type = nccl_type(buffer.dtype);
-    if (equal(counts)) {
-      const int64_t part = counts[0];
-      return work("allgather", state_->enqueue(SDP_CALL_SITE("ncclAllGather"), [&](ncclComm_t comm,
-                                                                                   cudaStream_t s) {
-        return ncclAllGather(buffer.slice(rank() * part, part).data, buffer.data,
-                             static_cast<size_t>(part), type, comm, s);
-      }));
-    }
-    const std::vector<int64_t> offsets = part_offsets(counts);
-    return work("allgather",
-                state_->enqueue(SDP_CALL_SITE("ncclBroadcast group (uneven allgather)"),
-                                [&](ncclComm_t comm, cudaStream_t s) {
-                                  return grouped(counts, [&](int q) {
-                                    void* part = buffer.slice(offsets[q], counts[q]).data;
-                                    return ncclBroadcast(part, part, static_cast<size_t>(counts[q]),
-                                                         type, q, comm, s);
-                                  });
-                                }));
-  }
-
-  std::shared_ptr<Work> broadcast(const CommBuffer& buffer,
-                                  const BroadcastOptions& options) override {
-    check_buffer(buffer, "broadcast");
-    check_peer(options.root, "broadcast");
-    if (buffer.count == 0) return nothing_to_do("broadcast");
-    return work("broadcast", state_->enqueue(SDP_CALL_SITE("ncclBroadcast"), [&](ncclComm_t comm,
-                                                                                 cudaStream_t s) {
-      return ncclBroadcast(buffer.data, buffer.data, count_of(buffer), nccl_type(buffer.dtype),
-                           options.root, comm, s);
-    }));
-  }
-
-  // An allreduce of one scratch element on the device: it completes on a rank only once
-  // every rank has enqueued it, so a completed barrier Work means every rank got there (and
-  // everything enqueued on this communicator before it is done). An empty ncclGroup would
-  // enqueue nothing and prove nothing.
-  std::shared_ptr<Work> barrier() override {
-    return work("barrier", state_->enqueue(SDP_CALL_SITE("ncclAllReduce (barrier)"),
-                                           [&](ncclComm_t comm, cudaStream_t s) {
-                                             return ncclAllReduce(state_->scratch(),
-                                                                  state_->scratch(), 1, ncclFloat32,
-                                                                  ncclSum, comm, s);
-                                           }));
-  }
-
+                                       const ReduceScatterOptions& options) override;
+  std::shared_ptr<Work> allgather(const CommBuffer& buffer, const std::vector<int64_t>& counts) override;
+  std::shared_ptr<Work> broadcast(const CommBuffer& buffer, const BroadcastOptions& options) override;
+  std::shared_ptr<Work> barrier() override;
   // NCCL has no tags (options.tag is not used): pairs match by peer in call order.
-  std::shared_ptr<Work> send(const CommBuffer& buffer, int peer,
-                             const PointToPointOptions&) override {
+  std::shared_ptr<Work> send(const CommBuffer& buffer, int peer, const PointToPointOptions&) override {
     return point_to_point(buffer, peer, /*sending=*/true);
   }
-  std::shared_ptr<Work> recv(const CommBuffer& buffer, int peer,
-                             const PointToPointOptions&) override {
+  std::shared_ptr<Work> recv(const CommBuffer& buffer, int peer, const PointToPointOptions&) override {
     return point_to_point(buffer, peer, /*sending=*/false);
   }
 
  private:
-  std::shared_ptr<Work> point_to_point(const CommBuffer& buffer, int peer, bool sending) {
-    const char* what = sending ? "send" : "recv";
-    check_buffer(buffer, what);
-    check_peer(peer, what);
-    // Both sides agree on the count, so an empty message is skipped on both.
-    if (buffer.count == 0) return nothing_to_do(what);
-    return work(
-        what, state_->post({sending, buffer.data, count_of(buffer), nccl_type(buffer.dtype), peer},
-                           what));
-  }
-
+  std::shared_ptr<Work> point_to_point(const CommBuffer& buffer, int peer, bool sending);
   std::shared_ptr<Work> work(const char* what, std::shared_ptr<EventSlot> slot) {
     return std::make_shared<NcclWork>(state_, std::move(slot), what);
   }
-
   // Every rank skips the same empty operation (counts agree), so nothing is enqueued; an
   // aborted communicator still says so.
   std::shared_ptr<Work> nothing_to_do(const char* what) {
     state_->check_health(what);
     return completed_work();
   }
-
-  // One ncclGroup of `issue(q)` for every non-empty part q. ncclGroupEnd is called even
-  // after an error inside the group, which would otherwise stay open on this thread.
-  template <typename Issue>
-  static ncclResult_t grouped(const std::vector<int64_t>& counts, Issue&& issue) {
-    ncclResult_t result = ncclGroupStart();
-    if (result != ncclSuccess) return result;
-    for (int q = 0; q < static_cast<int>(counts.size()); ++q) {
-      if (counts[q] == 0) continue;
-      const ncclResult_t r = issue(q);
-      if (r != ncclSuccess && r != ncclInProgress && result == ncclSuccess) result = r;
-    }
-    const ncclResult_t end = ncclGroupEnd();
-    return result != ncclSuccess ? result : end;
-  }
-
-  static bool equal(const std::vector<int64_t>& counts) {
-    return std::all_of(counts.begin(), counts.end(), [&](int64_t c) { return c == counts[0]; });
-  }
-  static size_t count_of(const CommBuffer& buffer) { return static_cast<size_t>(buffer.count); }
-
-  // The buffer must be memory of this communicator's GPU: by its label, and by what CUDA
-  // says of the pointer (a host pointer labelled cuda would fault inside the kernel, far
-  // from the mistake).
-  void check_buffer(const CommBuffer& buffer, const char* what) const {
-    const std::string prefix =
-        std::string("NcclCommunicator::") + what + " (" + state_->label() + "): ";
-    if (!(buffer.device == device()))
-      throw std::logic_error(prefix + "buffer on " + buffer.device.str() +
-                             "; this communicator reaches " + device().str() + " memory only");
-    if (buffer.count < 0)
-      throw std::logic_error(prefix + "negative count " + std::to_string(buffer.count));
-    if (buffer.count == 0) return;
-    if (buffer.data == nullptr) throw std::logic_error(prefix + "null buffer");
-    cudaPointerAttributes attributes{};
-    const cudaError_t status = cudaPointerGetAttributes(&attributes, buffer.data);
-    if (status != cudaSuccess) cudaGetLastError();
-    const bool on_device = status == cudaSuccess && (attributes.type == cudaMemoryTypeDevice ||
-                                                     attributes.type == cudaMemoryTypeManaged);
-    if (!on_device)
-      throw std::logic_error(prefix + "buffer labelled " + buffer.device.str() +
-                             " is not device memory (host memory or not a CUDA allocation)");
-    if (attributes.type == cudaMemoryTypeDevice && attributes.device != state_->ordinal())
-      throw std::logic_error(prefix + "buffer labelled " + buffer.device.str() +
-                             " lies on cuda:" + std::to_string(attributes.device));
-  }
-
-  void check_counts(const std::vector<int64_t>& counts, int64_t total, const char* what) const {
-    const std::string prefix = std::string("NcclCommunicator::") + what + ": ";
-    if (static_cast<int>(counts.size()) != size())
-      throw std::logic_error(prefix + std::to_string(counts.size()) + " counts for a group of " +
-                             std::to_string(size()));
-    int64_t sum = 0;
-    for (int64_t c : counts) {
-      if (c < 0) throw std::logic_error(prefix + "negative part " + std::to_string(c));
-      sum += c;
-    }
-    if (sum != total)
-      throw std::logic_error(prefix + "counts sum to " + std::to_string(sum) +
-                             " but the buffer holds " + std::to_string(total));
-  }
-
-  void check_peer(int peer, const char* what) const {
-    if (peer < 0 || peer >= size())
-      throw std::logic_error(std::string("NcclCommunicator::") + what + ": rank " +
-                             std::to_string(peer) + " is not in a group of " +
-                             std::to_string(size()));
-  }
+  void check_buffer(const CommBuffer& buffer, const char* what) const;
 
   std::shared_ptr<NcclState> state_;
   CudaStream stream_;  // a view of state_'s stream, for algorithms that chain phases
 };
+
+std::shared_ptr<Work> NcclCommunicatorImpl::allreduce(const CommBuffer& buffer, const AllreduceOptions& options) {
+  check_buffer(buffer, "allreduce");
+  if (buffer.count == 0) return nothing_to_do("allreduce");
+  return work("allreduce", state_->enqueue(SDP_CALL_SITE("ncclAllReduce"), [&](ncclComm_t comm, cudaStream_t s) {
+    return ncclAllReduce(buffer.data, buffer.data, count_of(buffer), nccl_type(buffer.dtype), nccl_op(options.op),
+                         comm, s);
+  }));
+}
+
+// Equal parts are NCCL's own in-place ncclReduceScatter (my part at rank * count). Uneven
+// parts (a count that does not divide by size: split_counts gives the first parts one more
+// element, and the hierarchical algorithm's aligned parts differ more) cannot be: NCCL
+// needs equal counts. Padding to the largest part would need a scratch buffer of
+// size * max part and two copies, since the parts are contiguous here, not strided. Instead
+// every part is an ncclReduce to its owner, all in one ncclGroup: NCCL runs them together in
+// one launch, each element still crosses each link about once (as in a ring
+// reduce-scatter), the result is exact, and no memory is needed.
+std::shared_ptr<Work> NcclCommunicatorImpl::reduce_scatter(const CommBuffer& buffer, const std::vector<int64_t>& counts,
+                                                           const ReduceScatterOptions& options) {
+  check_buffer(buffer, "reduce_scatter");
+  check_counts(counts, buffer.count, size(), "reduce_scatter");
+  if (buffer.count == 0) return nothing_to_do("reduce_scatter");
+  const ncclDataType_t type = nccl_type(buffer.dtype);
+  const ncclRedOp_t op = nccl_op(options.op);
+  if (equal(counts)) {
+    const int64_t part = counts[0];
+    return work("reduce_scatter",
+                state_->enqueue(SDP_CALL_SITE("ncclReduceScatter"), [&](ncclComm_t comm, cudaStream_t s) {
+                  return ncclReduceScatter(buffer.data, buffer.slice(rank() * part, part).data,
+                                           static_cast<size_t>(part), type, op, comm, s);
+                }));
+  }
+  const std::vector<int64_t> offsets = part_offsets(counts);
+  return work("reduce_scatter", state_->enqueue(SDP_CALL_SITE("ncclReduce group (uneven reduce_scatter)"),
+                                                [&](ncclComm_t comm, cudaStream_t s) {
+                                                  return grouped(counts, [&](int q) {
+                                                    void* part = buffer.slice(offsets[q], counts[q]).data;
+                                                    return ncclReduce(part, part, static_cast<size_t>(counts[q]),
+                                                                      type, op, q, comm, s);
+                                                  });
+                                                }));
+}
+
+// Equal parts: ncclAllGather in place (my part at rank * count is the input). Uneven parts:
+// every part an ncclBroadcast from its owner, in one ncclGroup (see reduce_scatter).
+std::shared_ptr<Work> NcclCommunicatorImpl::allgather(const CommBuffer& buffer, const std::vector<int64_t>& counts) {
+  check_buffer(buffer, "allgather");
+  check_counts(counts, buffer.count, size(), "allgather");
+  if (buffer.count == 0) return nothing_to_do("allgather");
+  const ncclDataType_t type = nccl_type(buffer.dtype);
+  if (equal(counts)) {
+    const int64_t part = counts[0];
+    return work("allgather", state_->enqueue(SDP_CALL_SITE("ncclAllGather"), [&](ncclComm_t comm, cudaStream_t s) {
+      return ncclAllGather(buffer.slice(rank() * part, part).data, buffer.data, static_cast<size_t>(part), type, comm,
+                           s);
+    }));
+  }
+  const std::vector<int64_t> offsets = part_offsets(counts);
+  return work("allgather", state_->enqueue(SDP_CALL_SITE("ncclBroadcast group (uneven allgather)"),
+                                           [&](ncclComm_t comm, cudaStream_t s) {
+                                             return grouped(counts, [&](int q) {
+                                               void* part = buffer.slice(offsets[q], counts[q]).data;
+                                               return ncclBroadcast(part, part, static_cast<size_t>(counts[q]), type,
+                                                                    q, comm, s);
+                                             });
+                                           }));
+}
+
+std::shared_ptr<Work> NcclCommunicatorImpl::broadcast(const CommBuffer& buffer, const BroadcastOptions& options) {
+  check_buffer(buffer, "broadcast");
+  check_peer(options.root, size(), "broadcast");
+  if (buffer.count == 0) return nothing_to_do("broadcast");
+  return work("broadcast", state_->enqueue(SDP_CALL_SITE("ncclBroadcast"), [&](ncclComm_t comm, cudaStream_t s) {
+    return ncclBroadcast(buffer.data, buffer.data, count_of(buffer), nccl_type(buffer.dtype), options.root, comm, s);
+  }));
+}
+
+// An allreduce of one scratch element on the device: it completes on a rank only once
+// every rank has enqueued it, so a completed barrier Work means every rank got there (and
+// everything enqueued on this communicator before it is done). An empty ncclGroup would
+// enqueue nothing and prove nothing.
+std::shared_ptr<Work> NcclCommunicatorImpl::barrier() {
+  return work("barrier",
+              state_->enqueue(SDP_CALL_SITE("ncclAllReduce (barrier)"), [&](ncclComm_t comm, cudaStream_t s) {
+                return ncclAllReduce(state_->scratch(), state_->scratch(), 1, ncclFloat32, ncclSum, comm, s);
+              }));
+}
+
+std::shared_ptr<Work> NcclCommunicatorImpl::point_to_point(const CommBuffer& buffer, int peer, bool sending) {
+  const char* what = sending ? "send" : "recv";
+  check_buffer(buffer, what);
+  check_peer(peer, size(), what);
+  // Both sides agree on the count, so an empty message is skipped on both.
+  if (buffer.count == 0) return nothing_to_do(what);
+  return work(what, state_->post({sending, buffer.data, count_of(buffer), nccl_type(buffer.dtype), peer}, what));
+}
+
+// The buffer must be memory of this communicator's GPU: by its label, and by what CUDA
+// says of the pointer (a host pointer labelled cuda would fault inside the kernel, far
+// from the mistake).
+void NcclCommunicatorImpl::check_buffer(const CommBuffer& buffer, const char* what) const {
+  const std::string prefix = std::string("NcclCommunicator::") + what + " (" + state_->label() + "): ";
+  if (!(buffer.device == device()))
+    throw std::logic_error(prefix + "buffer on " + buffer.device.str() + "; this communicator reaches " +
+                           device().str() + " memory only");
+  if (buffer.count < 0) throw std::logic_error(prefix + "negative count " + std::to_string(buffer.count));
+  if (buffer.count == 0) return;
+  if (buffer.data == nullptr) throw std::logic_error(prefix + "null buffer");
+  cudaPointerAttributes attributes{};
+  const cudaError_t status = cudaPointerGetAttributes(&attributes, buffer.data);
+  if (status != cudaSuccess) cudaGetLastError();
+  const bool on_device = status == cudaSuccess &&
+                         (attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged);
+  if (!on_device)
+    throw std::logic_error(prefix + "buffer labelled " + buffer.device.str() +
+                           " is not device memory (host memory or not a CUDA allocation)");
+  if (attributes.type == cudaMemoryTypeDevice && attributes.device != state_->ordinal())
+    throw std::logic_error(prefix + "buffer labelled " + buffer.device.str() + " lies on cuda:" +
+                           std::to_string(attributes.device));
+}
 
 }  // namespace
 

@@ -50,6 +50,40 @@ const Perf& pick(const Perf* perf, int count, DType dtype, const std::string& wh
   return *fallback;
 }
 
+// The three algorithms of one shape (see pick) and the workspace the largest of them needs.
+ConvAlgorithms choose_algorithms(cudnnHandle_t handle, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+                                 cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, DType dtype,
+                                 const std::string& what) {
+  ConvAlgorithms a;
+  int count = 0;
+  std::size_t bytes = 0;
+  cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  cuda::check_cudnn(
+      cudnnGetConvolutionForwardAlgorithm_v7(handle, x, w, conv, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, fwd),
+      "cudnnGetConvolutionForwardAlgorithm_v7");
+  a.forward = pick(fwd, count, dtype, what).algo;
+  cuda::check_cudnn(cudnnGetConvolutionForwardWorkspaceSize(handle, x, w, conv, y, a.forward, &bytes),
+                    "cudnnGetConvolutionForwardWorkspaceSize");
+  a.workspace_bytes = bytes;
+  cudnnConvolutionBwdFilterAlgoPerf_t bwf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  cuda::check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x, y, conv, w,
+                                                                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, bwf),
+                    "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+  a.backward_filter = pick(bwf, count, dtype, what).algo;
+  cuda::check_cudnn(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, x, y, conv, w, a.backward_filter, &bytes),
+                    "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+  a.workspace_bytes = std::max(a.workspace_bytes, bytes);
+  cudnnConvolutionBwdDataAlgoPerf_t bwd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  cuda::check_cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w, y, conv, x,
+                                                                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, bwd),
+                    "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+  a.backward_data = pick(bwd, count, dtype, what).algo;
+  cuda::check_cudnn(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w, y, conv, x, a.backward_data, &bytes),
+                    "cudnnGetConvolutionBackwardDataWorkspaceSize");
+  a.workspace_bytes = std::max(a.workspace_bytes, bytes);
+  return a;
+}
+
 }  // namespace
 
 struct Conv2dCuda::Impl {
@@ -98,44 +132,13 @@ TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
     if (training) d.weight_grad_lp.reserve(device, static_cast<std::size_t>(weight_->value.numel()) * element);
     if (bias_) d.bias_lp.reserve(device, static_cast<std::size_t>(o.out_channels) * element);
   }
-  cudnnHandle_t handle = cuda::cudnn_handle(ctx_);
   auto cached = d.cache.find({src.shape, dtype});
-  if (cached == d.cache.end()) {
-    ConvAlgorithms a;
-    const std::string what = "Conv2d " + name_;
-    int count = 0;
-    cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    cuda::check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(handle, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
-                                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, fwd),
-                      "cudnnGetConvolutionForwardAlgorithm_v7");
-    a.forward = pick(fwd, count, dtype, what).algo;
-    std::size_t bytes = 0;
-    cuda::check_cudnn(cudnnGetConvolutionForwardWorkspaceSize(handle, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
-                                                              a.forward, &bytes),
-                      "cudnnGetConvolutionForwardWorkspaceSize");
-    a.workspace_bytes = bytes;
-    cudnnConvolutionBwdFilterAlgoPerf_t bwf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    cuda::check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, d.x.get(), d.y.get(), d.conv.get(),
-                                                                    d.w.get(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-                                                                    &count, bwf),
-                      "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-    a.backward_filter = pick(bwf, count, dtype, what).algo;
-    cuda::check_cudnn(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, d.x.get(), d.y.get(), d.conv.get(),
-                                                                     d.w.get(), a.backward_filter, &bytes),
-                      "cudnnGetConvolutionBackwardFilterWorkspaceSize");
-    a.workspace_bytes = std::max(a.workspace_bytes, bytes);
-    cudnnConvolutionBwdDataAlgoPerf_t bwd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    cuda::check_cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, d.w.get(), d.y.get(), d.conv.get(),
-                                                                  d.x.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                                                                  &count, bwd),
-                      "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-    a.backward_data = pick(bwd, count, dtype, what).algo;
-    cuda::check_cudnn(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, d.w.get(), d.y.get(), d.conv.get(),
-                                                                   d.x.get(), a.backward_data, &bytes),
-                      "cudnnGetConvolutionBackwardDataWorkspaceSize");
-    a.workspace_bytes = std::max(a.workspace_bytes, bytes);
-    cached = d.cache.emplace(std::make_pair(src.shape, dtype), a).first;
-  }
+  if (cached == d.cache.end())
+    cached = d.cache
+                 .emplace(std::make_pair(src.shape, dtype),
+                          choose_algorithms(cuda::cudnn_handle(ctx_), d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
+                                            dtype, "Conv2d " + name_))
+                 .first;
   d.algos = cached->second;
   cuda::reserve_cudnn_workspace(ctx_, d.algos.workspace_bytes);
 
