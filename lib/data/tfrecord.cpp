@@ -182,7 +182,10 @@ std::optional<std::vector<int64_t>> load_fresh_index(const std::string& path, in
   const auto index_time = fs::last_write_time(index_path, ec);
   if (ec) return std::nullopt;
   const auto data_time = fs::last_write_time(path, ec);
-  if (ec || index_time < data_time) return std::nullopt;  // the data changed after the index
+  // Equal times count as stale: file times are coarse (a few ms), so the data may have been
+  // rewritten just after the index. The rescan rewrites the index, which is then
+  // (a tick later) newer.
+  if (ec || index_time <= data_time) return std::nullopt;
   const auto index_bytes = fs::file_size(index_path, ec);
   // At most ~21 bytes per record of at least 16 bytes: a longer file is not an index of this one.
   if (ec || index_bytes > static_cast<uintmax_t>(2 * data_bytes + 256)) return std::nullopt;

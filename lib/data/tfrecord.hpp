@@ -76,9 +76,9 @@ std::string tfrecord_index_path(const std::string& path);
 // collide). Returns the offsets. Throws RuntimeError when the index cannot be written.
 std::vector<int64_t> write_tfrecord_index(const std::string& path);
 
-// The offsets of `path`'s records: from its index file when that exists, is at least as
-// new as the data file and records the data file's size (and is well formed); otherwise
-// by scanning, after which the index is written for next time (when the directory is
+// The offsets of `path`'s records: from its index file when that exists, is well formed,
+// was modified after the data file and records the data file's size; otherwise by
+// scanning, after which the index is written for next time (when the directory is
 // read-only, the offsets are returned all the same).
 std::vector<int64_t> tfrecord_index(const std::string& path);
 

@@ -167,6 +167,25 @@ TEST(TarShards, GnuLongNamesAndPaxPaths) {
   EXPECT_EQ(samples[2].key, "after");
 }
 
+// A pax "size" replaces the header's size field (GNU tar writes one for members over 8 GiB).
+TEST(TarShards, PaxSizeOverridesTheHeader) {
+  TempDir dir;
+  {
+    TarWriter tar(dir.file("pax-size.tar"));
+    tar.add_entry("PaxHeaders/a.jpg", 'x', text("10 size=5\n"));
+    tar.add_file("a.jpg", text("12345"));
+    tar.add_file("b.jpg", text("b"));
+    tar.close();
+  }
+  Bytes tar = testing::read_raw(dir.file("pax-size.tar"));
+  set_field(tar, 1024, 124, text("00000000000"));  // a.jpg's header says 0 bytes
+  testing::write_raw(dir.file("pax-size.tar"), tar);
+  const std::vector<TarSample> samples = read_samples(dir.file("pax-size.tar"));
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples[0].files.at("jpg"), text("12345"));
+  EXPECT_EQ(samples[1].files.at("jpg"), text("b"));
+}
+
 // Cross-check with GNU tar, an independent writer, when the machine has it.
 TEST(TarShards, ReadsWhatGnuTarWrites) {
   if (std::system("tar --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "no tar command";
