@@ -45,8 +45,8 @@ uint32_t crc32c_extend_table(uint32_t crc, const void* data, std::size_t n) {
   for (; n >= 8; n -= 8, p += 8) {
     const uint64_t v = load_le64(p) ^ c;
     c = kTables[7][v & 0xff] ^ kTables[6][(v >> 8) & 0xff] ^ kTables[5][(v >> 16) & 0xff] ^
-        kTables[4][(v >> 24) & 0xff] ^ kTables[3][(v >> 32) & 0xff] ^
-        kTables[2][(v >> 40) & 0xff] ^ kTables[1][(v >> 48) & 0xff] ^ kTables[0][v >> 56];
+        kTables[4][(v >> 24) & 0xff] ^ kTables[3][(v >> 32) & 0xff] ^ kTables[2][(v >> 40) & 0xff] ^
+        kTables[1][(v >> 48) & 0xff] ^ kTables[0][v >> 56];
   }
   for (; n > 0; --n, ++p) c = (c >> 8) ^ kTables[0][(c ^ *p) & 0xff];
   return ~c;
@@ -54,7 +54,7 @@ uint32_t crc32c_extend_table(uint32_t crc, const void* data, std::size_t n) {
 
 #ifdef SDP_CRC32C_X86
 __attribute__((target("sse4.2"))) uint32_t crc32c_extend_hardware(uint32_t crc, const void* data,
-                                                                   std::size_t n) {
+                                                                  std::size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
   uint64_t c = ~crc;
   for (; n >= 8; n -= 8, p += 8) {

@@ -102,7 +102,8 @@ std::string parse_pax(const std::vector<uint8_t>& data, PaxOverrides& out) {
     int64_t length = 0;
     while (i < text.size() && text[i] >= '0' && text[i] <= '9' && length <= kMaxMetadataBytes)
       length = length * 10 + (text[i++] - '0');
-    if (i == pos || i >= text.size() || text[i] != ' ' || length <= static_cast<int64_t>(i - pos) + 1 ||
+    if (i == pos || i >= text.size() || text[i] != ' ' ||
+        length <= static_cast<int64_t>(i - pos) + 1 ||
         length > static_cast<int64_t>(text.size() - pos))
       return "bad pax record length at byte " + std::to_string(pos) + " of the pax header";
     const std::string_view record = text.substr(i + 1, pos + length - (i + 1));  // key=value\n
@@ -132,7 +133,8 @@ std::string parse_pax(const std::vector<uint8_t>& data, PaxOverrides& out) {
 
 TarReader::TarReader(const std::string& path) : file_(path) {}
 
-void TarReader::fail(const std::string& name, int64_t header_offset, const std::string& what) const {
+void TarReader::fail(const std::string& name, int64_t header_offset,
+                     const std::string& what) const {
   throw InputError(file_.path() + ": member " + printable(name) + " at byte offset " +
                    std::to_string(header_offset) + ": " + what);
 }
@@ -142,8 +144,9 @@ void TarReader::read_exact(void* dst, int64_t n, const std::string& name, int64_
   const int64_t got = file_.read(dst, n);
   offset_ += got;
   if (got < n)
-    fail(name, header_offset, std::string("truncated ") + what + ": expected " + std::to_string(n) +
-                                  " bytes, the file ends after " + std::to_string(got));
+    fail(name, header_offset,
+         std::string("truncated ") + what + ": expected " + std::to_string(n) +
+             " bytes, the file ends after " + std::to_string(got));
 }
 
 std::vector<uint8_t> TarReader::read_contents(int64_t size, const std::string& name,
@@ -158,8 +161,9 @@ std::vector<uint8_t> TarReader::read_contents(int64_t size, const std::string& n
     offset_ += got;
     have += got;
     if (got < want)
-      fail(name, header_offset, "truncated member: expected " + std::to_string(size) +
-                                    " bytes, the file ends after " + std::to_string(have));
+      fail(name, header_offset,
+           "truncated member: expected " + std::to_string(size) + " bytes, the file ends after " +
+               std::to_string(have));
   }
   skip(padding(size), name, header_offset);
   return data;
@@ -174,9 +178,9 @@ void TarReader::skip(int64_t n, const std::string& name, int64_t header_offset) 
     offset_ += got;
     left -= got;
     if (got < want)
-      fail(name, header_offset, "truncated member: expected " + std::to_string(n) +
-                                    " more bytes (data and padding), the file ends after " +
-                                    std::to_string(n - left));
+      fail(name, header_offset,
+           "truncated member: expected " + std::to_string(n) +
+               " more bytes (data and padding), the file ends after " + std::to_string(n - left));
   }
 }
 
@@ -200,14 +204,15 @@ bool TarReader::next_member(TarMember& member) {
     }
     std::string name = field_string(header, kName);
     if (got < kBlock)
-      fail(name, header_offset, "truncated header: expected 512 bytes, the file ends after " +
-                                    std::to_string(got));
+      fail(name, header_offset,
+           "truncated header: expected 512 bytes, the file ends after " + std::to_string(got));
     const std::optional<int64_t> stored = parse_number(field_bytes(header, kChecksum));
     int64_t computed = 0;
     if (!stored || !checksum_matches(header, *stored, &computed))
       fail(name, header_offset,
-           "bad header checksum (stored " + std::string(stored ? std::to_string(*stored) : "unreadable") +
-               ", computed " + std::to_string(computed) + "): not a tar file, or corrupt");
+           "bad header checksum (stored " +
+               std::string(stored ? std::to_string(*stored) : "unreadable") + ", computed " +
+               std::to_string(computed) + "): not a tar file, or corrupt");
     std::optional<int64_t> size = parse_number(field_bytes(header, kSize));
     if (!size)
       fail(name, header_offset,
@@ -220,8 +225,9 @@ bool TarReader::next_member(TarMember& member) {
 
     if (type == 'x' || type == 'L') {  // metadata for the next member
       if (*size > kMaxMetadataBytes)
-        fail(name, header_offset, std::string(type == 'x' ? "pax" : "long-name") + " header of " +
-                                      std::to_string(*size) + " bytes: corrupt");
+        fail(name, header_offset,
+             std::string(type == 'x' ? "pax" : "long-name") + " header of " +
+                 std::to_string(*size) + " bytes: corrupt");
       if (metadata_offset < 0) metadata_offset = header_offset;
       const std::vector<uint8_t> data = read_contents(*size, name, header_offset);
       if (type == 'L') {
@@ -245,14 +251,16 @@ bool TarReader::next_member(TarMember& member) {
     // '0' and '\0' (old tars) are files, '7' a contiguous file; an old-style name ending
     // in '/' is a directory. Everything else (directories, links, devices, pax globals,
     // GNU long link names, volume labels) is skipped over its data.
-    const bool regular = type == '0' || type == '7' || (type == '\0' && (name.empty() || name.back() != '/'));
+    const bool regular =
+        type == '0' || type == '7' || (type == '\0' && (name.empty() || name.back() != '/'));
     if (!regular) {
       skip(*size + padding(*size), name, header_offset);
       continue;
     }
     if (*size > kMaxTarMemberBytes)
-      fail(name, header_offset, "member of " + std::to_string(*size) + " bytes is over the limit of " +
-                                    std::to_string(kMaxTarMemberBytes) + " bytes: corrupt");
+      fail(name, header_offset,
+           "member of " + std::to_string(*size) + " bytes is over the limit of " +
+               std::to_string(kMaxTarMemberBytes) + " bytes: corrupt");
     member.data = read_contents(*size, name, header_offset);
     member.name = std::move(name);
     member.offset = header_offset;
@@ -312,7 +320,8 @@ namespace {
 
 // `digits` octal digits of `value`, zero-padded.
 void write_octal(uint8_t* dst, int digits, uint64_t value) {
-  for (int i = digits - 1; i >= 0; --i, value >>= 3) dst[i] = static_cast<uint8_t>('0' + (value & 7));
+  for (int i = digits - 1; i >= 0; --i, value >>= 3)
+    dst[i] = static_cast<uint8_t>('0' + (value & 7));
 }
 
 // A numeric field as tar writes it: width - 1 octal digits and a NUL; a value too large
@@ -320,7 +329,8 @@ void write_octal(uint8_t* dst, int digits, uint64_t value) {
 void put_number(uint8_t* header, Field f, int64_t value) {
   if (value >= (int64_t{1} << (3 * (f.width - 1)))) {
     header[f.offset] = 0x80;
-    for (int i = f.width - 1; i >= 1; --i, value >>= 8) header[f.offset + i] = static_cast<uint8_t>(value & 0xff);
+    for (int i = f.width - 1; i >= 1; --i, value >>= 8)
+      header[f.offset + i] = static_cast<uint8_t>(value & 0xff);
     return;
   }
   write_octal(header + f.offset, f.width - 1, static_cast<uint64_t>(value));
@@ -345,7 +355,8 @@ TarWriter::~TarWriter() {
 void TarWriter::put(const void* data, std::size_t n) {
   if (n == 0) return;
   if (gz_ == nullptr) throw std::logic_error("TarWriter: write after close: " + path_);
-  if (n > (1u << 30) || gzwrite(static_cast<gzFile>(gz_), data, static_cast<unsigned>(n)) != static_cast<int>(n))
+  if (n > (1u << 30) ||
+      gzwrite(static_cast<gzFile>(gz_), data, static_cast<unsigned>(n)) != static_cast<int>(n))
     throw RuntimeError("cannot write '" + path_ + "'");
 }
 
@@ -358,7 +369,10 @@ void TarWriter::add_entry(const std::string& name, char type, const std::vector<
   put_number(header, kSize, static_cast<int64_t>(data.size()));
   put_number(header, {136, 12}, 0);  // mtime
   header[kType.offset] = static_cast<uint8_t>(type);
-  std::memcpy(header + kMagic.offset, "ustar\0" "00", 8);
+  std::memcpy(header + kMagic.offset,
+              "ustar\0"
+              "00",
+              8);
   std::memset(header + kChecksum.offset, ' ', kChecksum.width);
   int64_t sum = 0;
   for (uint8_t b : header) sum += b;
@@ -391,7 +405,8 @@ void TarWriter::close() {
   put(zeros, sizeof zeros);
   const int status = gzclose(static_cast<gzFile>(gz_));
   gz_ = nullptr;
-  if (status != Z_OK) throw RuntimeError("cannot write '" + path_ + "': zlib error " + std::to_string(status));
+  if (status != Z_OK)
+    throw RuntimeError("cannot write '" + path_ + "': zlib error " + std::to_string(status));
 }
 
 }  // namespace sdp

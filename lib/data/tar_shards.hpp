@@ -48,7 +48,8 @@ class TarReader {
                   const char* what);
   std::vector<uint8_t> read_contents(int64_t size, const std::string& name, int64_t header_offset);
   void skip(int64_t n, const std::string& name, int64_t header_offset);
-  [[noreturn]] void fail(const std::string& name, int64_t header_offset, const std::string& what) const;
+  [[noreturn]] void fail(const std::string& name, int64_t header_offset,
+                         const std::string& what) const;
 
   CompressedFile file_;
   int64_t offset_ = 0;

@@ -10,7 +10,14 @@ namespace sdp {
 
 namespace {
 
-enum WireType : int { kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kStartGroup = 3, kEndGroup = 4, kFixed32 = 5 };
+enum WireType : int {
+  kVarint = 0,
+  kFixed64 = 1,
+  kLengthDelimited = 2,
+  kStartGroup = 3,
+  kEndGroup = 4,
+  kFixed32 = 5
+};
 constexpr int kMaxGroupDepth = 64;
 
 [[noreturn]] void bad(const std::string& what) {
@@ -52,9 +59,15 @@ class WireReader {
   WireField next() {
     WireField f = read_tag();
     switch (f.wire_type) {
-      case kVarint: f.scalar = varint(); break;
-      case kFixed64: f.scalar = fixed(8); break;
-      case kFixed32: f.scalar = fixed(4); break;
+      case kVarint:
+        f.scalar = varint();
+        break;
+      case kFixed64:
+        f.scalar = fixed(8);
+        break;
+      case kFixed32:
+        f.scalar = fixed(4);
+        break;
       case kLengthDelimited: {
         const uint64_t length = varint();
         if (length > static_cast<uint64_t>(end_ - p_))
@@ -65,8 +78,11 @@ class WireReader {
         p_ += length;
         break;
       }
-      case kStartGroup: skip_group(f.number); break;
-      case kEndGroup: bad(std::string("end-group tag without a start in ") + message_);
+      case kStartGroup:
+        skip_group(f.number);
+        break;
+      case kEndGroup:
+        bad(std::string("end-group tag without a start in ") + message_);
     }
     return f;
   }
@@ -80,8 +96,8 @@ class WireReader {
       bad("field number " + std::to_string(tag >> 3) + " out of range in " + message_);
     f.number = static_cast<uint32_t>(tag >> 3);
     if (f.wire_type > kFixed32)
-      bad("unknown wire type " + std::to_string(f.wire_type) + " (field " + std::to_string(f.number) +
-          ") in " + message_);
+      bad("unknown wire type " + std::to_string(f.wire_type) + " (field " +
+          std::to_string(f.number) + ") in " + message_);
     return f;
   }
 
@@ -100,17 +116,25 @@ class WireReader {
       if (p_ == end_) bad(std::string("unterminated group in ") + message_);
       const WireField f = read_tag();
       switch (f.wire_type) {
-        case kVarint: varint(); break;
-        case kFixed64: fixed(8); break;
-        case kFixed32: fixed(4); break;
+        case kVarint:
+          varint();
+          break;
+        case kFixed64:
+          fixed(8);
+          break;
+        case kFixed32:
+          fixed(4);
+          break;
         case kLengthDelimited: {
           const uint64_t length = varint();
-          if (length > static_cast<uint64_t>(end_ - p_)) bad(std::string("truncated group in ") + message_);
+          if (length > static_cast<uint64_t>(end_ - p_))
+            bad(std::string("truncated group in ") + message_);
           p_ += length;
           break;
         }
         case kStartGroup:
-          if (open.size() >= kMaxGroupDepth) bad(std::string("groups nested too deeply in ") + message_);
+          if (open.size() >= kMaxGroupDepth)
+            bad(std::string("groups nested too deeply in ") + message_);
           open.push_back(f.number);
           break;
         case kEndGroup:
@@ -139,7 +163,8 @@ void parse_list(const WireField& list, Feature& feature) {
       WireReader r(list, "BytesList");
       while (!r.done()) {
         const WireField f = r.next();
-        if (f.number == 1 && f.wire_type == kLengthDelimited) feature.bytes_values.push_back({f.bytes, f.size});
+        if (f.number == 1 && f.wire_type == kLengthDelimited)
+          feature.bytes_values.push_back({f.bytes, f.size});
       }
       break;
     }
@@ -151,11 +176,13 @@ void parse_list(const WireField& list, Feature& feature) {
         if (f.wire_type == kFixed32) {
           feature.float_values.push_back(float_from_bits(static_cast<uint32_t>(f.scalar)));
         } else if (f.wire_type == kLengthDelimited) {  // packed
-          if (f.size % 4 != 0) bad("packed FloatList of " + std::to_string(f.size) + " bytes, not a multiple of 4");
+          if (f.size % 4 != 0)
+            bad("packed FloatList of " + std::to_string(f.size) + " bytes, not a multiple of 4");
           for (std::size_t i = 0; i < f.size; i += 4) {
             const uint8_t* b = f.bytes + i;
             feature.float_values.push_back(float_from_bits(uint32_t{b[0]} | uint32_t{b[1]} << 8 |
-                                                           uint32_t{b[2]} << 16 | uint32_t{b[3]} << 24));
+                                                           uint32_t{b[2]} << 16 |
+                                                           uint32_t{b[3]} << 24));
           }
         }
       }
@@ -170,12 +197,14 @@ void parse_list(const WireField& list, Feature& feature) {
           feature.int64_values.push_back(static_cast<int64_t>(f.scalar));
         } else if (f.wire_type == kLengthDelimited) {  // packed
           WireReader packed(f, "packed Int64List");
-          while (!packed.done()) feature.int64_values.push_back(static_cast<int64_t>(packed.varint()));
+          while (!packed.done())
+            feature.int64_values.push_back(static_cast<int64_t>(packed.varint()));
         }
       }
       break;
     }
-    case FeatureKind::kNone: break;
+    case FeatureKind::kNone:
+      break;
   }
 }
 
@@ -186,7 +215,8 @@ void merge_feature(const WireField& field, Feature& feature) {
     const WireField f = r.next();
     if (f.wire_type != kLengthDelimited || f.number < 1 || f.number > 3) continue;
     const auto kind = static_cast<FeatureKind>(f.number);  // 1, 2, 3 = bytes, float, int64
-    if (kind != feature.kind) feature = Feature{kind, {}, {}, {}};  // a oneof: the last one set wins
+    if (kind != feature.kind)
+      feature = Feature{kind, {}, {}, {}};  // a oneof: the last one set wins
     parse_list(f, feature);
   }
 }
@@ -199,13 +229,15 @@ void put_varint(std::vector<uint8_t>& out, uint64_t v) {
   out.push_back(static_cast<uint8_t>(v));
 }
 
-void put_bytes_field(std::vector<uint8_t>& out, uint32_t number, const uint8_t* data, std::size_t size) {
+void put_bytes_field(std::vector<uint8_t>& out, uint32_t number, const uint8_t* data,
+                     std::size_t size) {
   put_varint(out, uint64_t{number} << 3 | kLengthDelimited);
   put_varint(out, size);
   out.insert(out.end(), data, data + size);
 }
 
-void put_bytes_field(std::vector<uint8_t>& out, uint32_t number, const std::vector<uint8_t>& bytes) {
+void put_bytes_field(std::vector<uint8_t>& out, uint32_t number,
+                     const std::vector<uint8_t>& bytes) {
   put_bytes_field(out, number, bytes.data(), bytes.size());
 }
 
@@ -245,7 +277,8 @@ const Feature& single_value_feature(const std::map<std::string, Feature>& featur
   if (f.kind != kind)
     throw InputError("tf.train.Example feature " + printable(key) + " (the " + role + ") is " +
                      kind_with_article(f.kind) + ", expected " + kind_with_article(kind));
-  const std::size_t count = kind == FeatureKind::kBytesList ? f.bytes_values.size() : f.int64_values.size();
+  const std::size_t count =
+      kind == FeatureKind::kBytesList ? f.bytes_values.size() : f.int64_values.size();
   if (count != 1)
     throw InputError("tf.train.Example feature " + printable(key) + " (the " + role + ") holds " +
                      std::to_string(count) + " values, expected 1");
@@ -256,10 +289,14 @@ const Feature& single_value_feature(const std::map<std::string, Feature>& featur
 
 const char* feature_kind_name(FeatureKind kind) {
   switch (kind) {
-    case FeatureKind::kBytesList: return "bytes_list";
-    case FeatureKind::kFloatList: return "float_list";
-    case FeatureKind::kInt64List: return "int64_list";
-    case FeatureKind::kNone: break;
+    case FeatureKind::kBytesList:
+      return "bytes_list";
+    case FeatureKind::kFloatList:
+      return "float_list";
+    case FeatureKind::kInt64List:
+      return "int64_list";
+    case FeatureKind::kNone:
+      break;
   }
   return "no value";
 }
@@ -295,7 +332,8 @@ ExampleFields parse_example(const uint8_t* data, std::size_t size, const std::st
   const ByteView image =
       single_value_feature(features, image_key, FeatureKind::kBytesList, "image").bytes_values[0];
   ExampleFields fields;
-  fields.label = single_value_feature(features, label_key, FeatureKind::kInt64List, "label").int64_values[0];
+  fields.label =
+      single_value_feature(features, label_key, FeatureKind::kInt64List, "label").int64_values[0];
   fields.image.assign(image.data, image.data + image.size);
   return fields;
 }

@@ -50,8 +50,8 @@ std::string hex32(uint32_t v) {
 
 InputError record_error(const std::string& path, int64_t record, int64_t offset,
                         const std::string& what) {
-  const std::string which = record >= 0 ? "record " + std::to_string(record) + " (from 0) at"
-                                        : "record at";
+  const std::string which =
+      record >= 0 ? "record " + std::to_string(record) + " (from 0) at" : "record at";
   return InputError(path + ": " + which + " byte offset " + std::to_string(offset) + ": " + what);
 }
 
@@ -98,8 +98,9 @@ int64_t pread_full(int fd, void* dst, int64_t n, int64_t offset, const std::stri
   int64_t total = 0;
   auto* out = static_cast<uint8_t*>(dst);
   while (total < n) {
-    const ssize_t got = ::pread(fd, out + total, static_cast<size_t>(std::min(n - total, kReadChunk)),
-                                static_cast<off_t>(offset + total));
+    const ssize_t got =
+        ::pread(fd, out + total, static_cast<size_t>(std::min(n - total, kReadChunk)),
+                static_cast<off_t>(offset + total));
     if (got < 0) {
       if (errno == EINTR) continue;
       throw RuntimeError(path + ": read error at byte offset " + std::to_string(offset + total) +
@@ -143,7 +144,8 @@ std::optional<std::vector<int64_t>> parse_index(const std::string& text, int64_t
   const char* p = text.data();
   const char* end = p + text.size();
   auto expect_word = [&](const std::string& word) {
-    if (static_cast<size_t>(end - p) < word.size() || text.compare(p - text.data(), word.size(), word) != 0)
+    if (static_cast<size_t>(end - p) < word.size() ||
+        text.compare(p - text.data(), word.size(), word) != 0)
       return false;
     p += word.size();
     return true;
@@ -219,7 +221,8 @@ TfRecordReader::TfRecordReader(const std::string& path) : path_(path) {
     gz_ = std::make_unique<CompressedFile>(path);
   } else {
     plain_ = std::fopen(path.c_str(), "rb");
-    if (plain_ == nullptr) throw InputError(path + ": cannot open for reading: " + std::strerror(errno));
+    if (plain_ == nullptr)
+      throw InputError(path + ": cannot open for reading: " + std::strerror(errno));
     plain_size_ = file_size_of(::fileno(plain_), path);
   }
 }
@@ -258,8 +261,8 @@ bool TfRecordReader::next(std::vector<uint8_t>& payload) {
   int64_t got = read_some(header, kHeaderBytes);
   if (got == 0) return false;
   if (got < kHeaderBytes)
-    fail(start, "truncated record header: expected 12 bytes, the file ends after " +
-                    std::to_string(got));
+    fail(start,
+         "truncated record header: expected 12 bytes, the file ends after " + std::to_string(got));
   const std::string problem = header_problem(header, gz_ ? -1 : plain_size_ - offset_);
   if (!problem.empty()) fail(start, problem);
   // The length is bounded, and the payload grows as it arrives: a gzip stream's claim costs
@@ -306,9 +309,9 @@ std::vector<int64_t> scan_tfrecord_offsets(const std::string& path) {
     uint8_t header[kHeaderBytes];
     const int64_t got = pread_full(fd.get(), header, kHeaderBytes, offset, path);
     if (got < kHeaderBytes)
-      throw record_error(path, record, offset,
-                         "truncated record header: expected 12 bytes, the file ends after " +
-                             std::to_string(got));
+      throw record_error(
+          path, record, offset,
+          "truncated record header: expected 12 bytes, the file ends after " + std::to_string(got));
     const std::string problem = header_problem(header, size - offset - kHeaderBytes);
     if (!problem.empty()) throw record_error(path, record, offset, problem);
     offsets.push_back(offset);
@@ -395,9 +398,9 @@ void TfRecordFile::read_at(int64_t offset, int64_t record, std::vector<uint8_t>&
   uint8_t header[kHeaderBytes];
   int64_t got = pread_full(fd_, header, kHeaderBytes, offset, path_);
   if (got < kHeaderBytes)
-    throw record_error(path_, record, offset,
-                       "truncated record header: expected 12 bytes, the file ends after " +
-                           std::to_string(got));
+    throw record_error(
+        path_, record, offset,
+        "truncated record header: expected 12 bytes, the file ends after " + std::to_string(got));
   const std::string problem = header_problem(header, file_size_ - offset - kHeaderBytes);
   if (!problem.empty()) throw record_error(path_, record, offset, problem);
   // header_problem bounded the length by the file's size, so this allocation is backed.
@@ -405,7 +408,8 @@ void TfRecordFile::read_at(int64_t offset, int64_t record, std::vector<uint8_t>&
   payload.resize(static_cast<size_t>(length));
   got = pread_full(fd_, payload.data(), length, offset + kHeaderBytes, path_);
   uint8_t footer[kFooterBytes];
-  if (got == length) got += pread_full(fd_, footer, kFooterBytes, offset + kHeaderBytes + length, path_);
+  if (got == length)
+    got += pread_full(fd_, footer, kFooterBytes, offset + kHeaderBytes + length, path_);
   if (got < length + kFooterBytes) {  // the file shrank since it was opened
     payload.clear();
     throw record_error(path_, record, offset,
@@ -440,7 +444,9 @@ void TfRecordWriter::put(const void* data, std::size_t n) {
       int errnum = 0;
       const char* msg = gzerror(static_cast<gzFile>(gz_), &errnum);
       throw RuntimeError("cannot write '" + path_ + "': " +
-                         (errnum == Z_ERRNO ? std::strerror(errno) : msg ? msg : "zlib error"));
+                         (errnum == Z_ERRNO ? std::strerror(errno)
+                          : msg             ? msg
+                                            : "zlib error"));
     }
     p += chunk;
     n -= chunk;
@@ -465,8 +471,9 @@ void TfRecordWriter::close() {
   const int status = gzclose(static_cast<gzFile>(gz_));
   gz_ = nullptr;
   if (status != Z_OK)
-    throw RuntimeError("cannot write '" + path_ + "': " +
-                       (status == Z_ERRNO ? std::strerror(errno) : "zlib error " + std::to_string(status)));
+    throw RuntimeError(
+        "cannot write '" + path_ + "': " +
+        (status == Z_ERRNO ? std::strerror(errno) : "zlib error " + std::to_string(status)));
 }
 
 }  // namespace sdp

@@ -56,7 +56,7 @@ class TfRecordReader {
 
   std::string path_;
   std::unique_ptr<CompressedFile> gz_;  // gzip files
-  std::FILE* plain_ = nullptr;           // plain files (see tfrecord_is_gzip for why not gzread)
+  std::FILE* plain_ = nullptr;          // plain files (see tfrecord_is_gzip for why not gzread)
   int64_t plain_size_ = 0;
   int64_t offset_ = 0;
   int64_t record_ = 0;

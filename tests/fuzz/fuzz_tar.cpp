@@ -11,7 +11,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const bool gz = data[0] & 1;
-  const std::string path = sdp::fuzz::write_file(gz ? "shard.tar.gz" : "shard.tar", data + 1, size - 1);
+  const std::string path =
+      sdp::fuzz::write_file(gz ? "shard.tar.gz" : "shard.tar", data + 1, size - 1);
   try {
     sdp::TarShardReader reader(path);
     sdp::TarSample sample;

@@ -55,7 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (!plain) return 0;
   try {
-    const sdp::TfRecordFile file(path);  // scans, writes the index
+    const sdp::TfRecordFile file(path);   // scans, writes the index
     const sdp::TfRecordFile again(path);  // may load the index just written
     if (file.size() != static_cast<int64_t>(records.size()) || again.offsets() != file.offsets())
       __builtin_trap();

@@ -132,9 +132,9 @@ TEST(TarShards, MembersInOrderWithOffsets) {
     names.push_back(m.name);
     offsets.push_back(m.offset);
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"train/n0001.jpg", "train/n0001.cls", "train/n0002.JPG",
-                                             "train/n0002.cls", "train/n0002.meta.json", "README",
-                                             "a.b.cls"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"train/n0001.jpg", "train/n0001.cls",
+                                             "train/n0002.JPG", "train/n0002.cls",
+                                             "train/n0002.meta.json", "README", "a.b.cls"}));
   // directory (512), n0001.jpg (512 + 1024), n0001.cls (1024), link (512), n0002.JPG (1024).
   EXPECT_EQ(offsets[0], 512);
   EXPECT_EQ(offsets[1], 512 + 1536);
@@ -190,7 +190,8 @@ TEST(TarShards, PaxSizeOverridesTheHeader) {
 TEST(TarShards, ReadsWhatGnuTarWrites) {
   if (std::system("tar --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "no tar command";
   TempDir dir;
-  const std::string deep = std::string(90, 'a') + "/" + std::string(90, 'b');  // > 155: no ustar split
+  const std::string deep =
+      std::string(90, 'a') + "/" + std::string(90, 'b');  // > 155: no ustar split
   fs::create_directories(dir.file("src/" + deep));
   fs::create_directories(dir.file("src/short"));
   testing::write_raw(dir.file("src/" + deep + "/k1.jpg"), pattern(3000, 5));
@@ -200,10 +201,11 @@ TEST(TarShards, ReadsWhatGnuTarWrites) {
     SCOPED_TRACE(format);
     const std::string archive = dir.file("gnu-" + format + ".tar.gz");
     // ustar stores a path of up to 255 bytes as prefix + name; only a shorter one fits.
-    const std::string members = format == "ustar-split" ? "short " + std::string(90, 'a') : deep + " short";
+    const std::string members =
+        format == "ustar-split" ? "short " + std::string(90, 'a') : deep + " short";
     const std::string cmd = "cd " + dir.file("src") + " && tar --sort=name --format=" +
-                            (format == "ustar-split" ? "ustar" : format) + " -czf " + archive + " " +
-                            members + " 2>/dev/null";
+                            (format == "ustar-split" ? "ustar" : format) + " -czf " + archive +
+                            " " + members + " 2>/dev/null";
     if (format == "ustar-split") {
       const std::string mid = std::string(90, 'a') + "/" + std::string(60, 'c');
       fs::create_directories(dir.file("src/" + mid));
@@ -263,7 +265,8 @@ Bytes two_sample_tar(const TempDir& dir) {
   return testing::read_raw(dir.file("good.tar"));
 }
 
-void expect_tar_error(const TempDir& dir, const Bytes& tar, bool gzip, std::initializer_list<std::string> parts) {
+void expect_tar_error(const TempDir& dir, const Bytes& tar, bool gzip,
+                      std::initializer_list<std::string> parts) {
   const std::string path = dir.file(gzip ? "bad.tar.gz" : "bad.tar");
   (gzip ? testing::write_gz : testing::write_raw)(path, tar);
   std::vector<std::string> all(parts);
@@ -276,7 +279,8 @@ void expect_tar_error(const TempDir& dir, const Bytes& tar, bool gzip, std::init
     ADD_FAILURE() << "expected InputError";
   } catch (const InputError& e) {
     for (const std::string& part : all)
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << "'" << part << "' not in: " << e.what();
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+          << "'" << part << "' not in: " << e.what();
   }
 }
 
@@ -286,13 +290,16 @@ TEST(TarShards, TruncatedArchives) {
   for (bool gzip : {false, true}) {
     SCOPED_TRACE(gzip ? "gzip" : "plain");
     expect_tar_error(dir, Bytes(tar.begin(), tar.begin() + 2048 + 1000), gzip,
-                     {"member 's2.jpg' at byte offset 1536", "truncated member: expected 1500 bytes, the file ends after 1000"});
-    // In the padding after the data.
-    expect_tar_error(dir, Bytes(tar.begin(), tar.begin() + 2048 + 1510), gzip,
                      {"member 's2.jpg' at byte offset 1536",
-                      "truncated member: expected 36 more bytes (data and padding), the file ends after 10"});
+                      "truncated member: expected 1500 bytes, the file ends after 1000"});
+    // In the padding after the data.
+    expect_tar_error(
+        dir, Bytes(tar.begin(), tar.begin() + 2048 + 1510), gzip,
+        {"member 's2.jpg' at byte offset 1536",
+         "truncated member: expected 36 more bytes (data and padding), the file ends after 10"});
     expect_tar_error(dir, Bytes(tar.begin(), tar.begin() + 1536 + 300), gzip,
-                     {"member 's2.jpg' at byte offset 1536", "truncated header: expected 512 bytes, the file ends after 300"});
+                     {"member 's2.jpg' at byte offset 1536",
+                      "truncated header: expected 512 bytes, the file ends after 300"});
   }
 }
 
@@ -301,16 +308,20 @@ TEST(TarShards, BadHeaders) {
   const Bytes good = two_sample_tar(dir);
   Bytes flipped = good;
   flipped[1536 + 1] ^= 0x01;  // 's2.jpg' -> 's3.jpg' without a new checksum
-  expect_tar_error(dir, flipped, false, {"member 's3.jpg' at byte offset 1536", "bad header checksum", "not a tar file"});
+  expect_tar_error(
+      dir, flipped, false,
+      {"member 's3.jpg' at byte offset 1536", "bad header checksum", "not a tar file"});
   Bytes bad_octal = good;
   set_field(bad_octal, 1536, 124, text("0000000z750"));
-  expect_tar_error(dir, bad_octal, true,
-                   {"member 's2.jpg' at byte offset 1536", "bad octal number in the size field: '0000000z750"});
+  expect_tar_error(
+      dir, bad_octal, true,
+      {"member 's2.jpg' at byte offset 1536", "bad octal number in the size field: '0000000z750"});
   Bytes negative = good;
   set_field(negative, 1536, 124, Bytes(12, 0xff));
   expect_tar_error(dir, negative, false, {"member 's2.jpg'", "bad octal number in the size field"});
   // Not a tar at all.
-  expect_tar_error(dir, Bytes(2000, 'x'), false, {"member 'xxxx", "at byte offset 0", "bad header checksum"});
+  expect_tar_error(dir, Bytes(2000, 'x'), false,
+                   {"member 'xxxx", "at byte offset 0", "bad header checksum"});
   // 8 GiB - 1 (the largest octal size) in a small file: over the limit, nothing allocated.
   Bytes huge = good;
   set_field(huge, 1536, 124, text("77777777777"));
@@ -318,7 +329,8 @@ TEST(TarShards, BadHeaders) {
   // 512 MiB claimed: read as it arrives, then the truncation is reported.
   Bytes big = good;
   set_field(big, 1536, 124, text("04000000000"));
-  expect_tar_error(dir, big, true, {"member 's2.jpg'", "truncated member: expected 536870912 bytes"});
+  expect_tar_error(dir, big, true,
+                   {"member 's2.jpg'", "truncated member: expected 536870912 bytes"});
 }
 
 TEST(TarShards, Base256Size) {
@@ -337,8 +349,8 @@ TEST(TarShards, Base256Size) {
 
 TEST(TarShards, BadPaxAndDanglingLongName) {
   TempDir dir;
-  for (const std::string& pax : {std::string("99 path=x\n"), std::string("x path=y\n"), std::string("9 pathy\n\n"),
-                                 std::string("12 size=-1\n")}) {
+  for (const std::string& pax : {std::string("99 path=x\n"), std::string("x path=y\n"),
+                                 std::string("9 pathy\n\n"), std::string("12 size=-1\n")}) {
     {
       TarWriter tar(dir.file("pax.tar"));
       tar.add_entry("PaxHeaders/a", 'x', text(pax));

@@ -77,8 +77,10 @@ uint32_t float_bits(float f) {
 
 // Unknown fields of every wire type, including a nested group, as a newer writer may add.
 Bytes unknown_fields() {
-  return cat({varint_field(15, 300), fixed64_field(16, 0x1122334455667788ull), field(17, str("future")),
-              group(18, cat({varint_field(1, 5), group(2, field(3, str("deep")))})), fixed32_field(19, 7)});
+  return cat({varint_field(15, 300), fixed64_field(16, 0x1122334455667788ull),
+              field(17, str("future")),
+              group(18, cat({varint_field(1, 5), group(2, field(3, str("deep")))})),
+              fixed32_field(19, 7)});
 }
 
 // Example{features: Features{feature: entries}}, with unknown fields at the outer levels.
@@ -113,7 +115,8 @@ TEST(TfExample, EncodeParseRoundTrip) {
   for (int64_t label : {int64_t{0}, int64_t{7}, int64_t{999}, int64_t{-3}, INT64_MIN, INT64_MAX}) {
     const Bytes image = {0xff, 0xd8, 0x00, 0x10, 0xff, 0xd9};
     const Bytes encoded = encode_example(image, label, "image/encoded", "image/class/label");
-    const ExampleFields fields = parse_example(encoded.data(), encoded.size(), "image/encoded", "image/class/label");
+    const ExampleFields fields =
+        parse_example(encoded.data(), encoded.size(), "image/encoded", "image/class/label");
     EXPECT_EQ(fields.image, image);
     EXPECT_EQ(fields.label, label);
   }
@@ -125,6 +128,7 @@ TEST(TfExample, EncodeParseRoundTrip) {
 // worked out by hand, in the order the encoder writes the entries (TensorFlow's own order
 // of map entries is unspecified; any order parses the same).
 TEST(TfExample, EncoderWritesTheWireFormat) {
+  // clang-format off
   const Bytes expected = {
       0x0a, 0x1d,                                    // Example.features (1, LEN), 29 bytes
       0x0a, 0x0d,                                    //  Features.feature entry (1, LEN), 13 bytes
@@ -134,6 +138,7 @@ TEST(TfExample, EncoderWritesTheWireFormat) {
       0x0a, 0x03, 'c', 'l', 's',                     //   key "cls"
       0x12, 0x05, 0x1a, 0x03, 0x0a, 0x01, 0x05,      //   value: int64_list (3) {value (1): packed [5]}
   };
+  // clang-format on
   EXPECT_EQ(encode_example({'a', 'b'}, 5, "img", "cls"), expected);
 }
 
@@ -142,8 +147,8 @@ TEST(TfExample, PackedAndUnpackedLabelsAndUnknownFields) {
   for (bool packed : {true, false}) {
     SCOPED_TRACE(packed ? "packed" : "unpacked");
     const Bytes label = packed ? int64_packed({-7}) : int64_unpacked({-7});
-    const Bytes ex = example({entry("other", bytes_feature({str("x")})), entry("image", bytes_feature({image})),
-                              entry("label", label)});
+    const Bytes ex = example({entry("other", bytes_feature({str("x")})),
+                              entry("image", bytes_feature({image})), entry("label", label)});
     const ExampleFields fields = parse_example(ex.data(), ex.size(), "image", "label");
     EXPECT_EQ(fields.image, image);
     EXPECT_EQ(fields.label, -7);
@@ -158,7 +163,7 @@ TEST(TfExample, GenericFeatures) {
   }
   const Bytes floats_packed = field(2, field(1, packed_floats));
   const Bytes floats_unpacked = field(2, cat({fixed32_field(1, float_bits(0.25f)), unknown_fields(),
-                                               fixed32_field(1, float_bits(3.0f))}));
+                                              fixed32_field(1, float_bits(3.0f))}));
   const Bytes ex = example({entry("fp", floats_packed), entry("fu", floats_unpacked),
                             entry("ints", int64_unpacked({1, 2, 300})),
                             entry("strs", bytes_feature({str("a"), str(""), str("ccc")})),
@@ -172,7 +177,9 @@ TEST(TfExample, GenericFeatures) {
   EXPECT_EQ(features.at("ints").int64_values, (std::vector<int64_t>{1, 2, 300}));
   const Feature& strs = features.at("strs");
   ASSERT_EQ(strs.bytes_values.size(), 3u);
-  EXPECT_EQ(std::string(reinterpret_cast<const char*>(strs.bytes_values[2].data), strs.bytes_values[2].size), "ccc");
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(strs.bytes_values[2].data),
+                        strs.bytes_values[2].size),
+            "ccc");
   EXPECT_EQ(strs.bytes_values[1].size, 0u);
   EXPECT_EQ(features.at("none").kind, FeatureKind::kNone);
   EXPECT_TRUE(parse_example_features(nullptr, 0).empty());
@@ -181,9 +188,10 @@ TEST(TfExample, GenericFeatures) {
 TEST(TfExample, ProtobufMergeRules) {
   // A oneof set twice: the last kind wins. A key given twice: the last entry wins. Two
   // Features messages: merged.
-  const Bytes ex = cat({field(1, cat({field(1, entry("label", cat({bytes_feature({str("no")}), int64_packed({3})}))),
-                                      field(1, entry("image", bytes_feature({str("old")})))})),
-                        field(1, field(1, entry("image", bytes_feature({str("new")}))))});
+  const Bytes ex = cat(
+      {field(1, cat({field(1, entry("label", cat({bytes_feature({str("no")}), int64_packed({3})}))),
+                     field(1, entry("image", bytes_feature({str("old")})))})),
+       field(1, field(1, entry("image", bytes_feature({str("new")}))))});
   const ExampleFields fields = parse_example(ex.data(), ex.size(), "image", "label");
   EXPECT_EQ(fields.image, str("new"));
   EXPECT_EQ(fields.label, 3);
@@ -194,17 +202,20 @@ TEST(TfExample, ProtobufMergeRules) {
 }
 
 TEST(TfExample, MissingKeyWrongKindWrongCount) {
-  const Bytes ex = example({entry("image/encoded", bytes_feature({str("jpg")})),
-                            entry("image/class/label", int64_packed({4})),
-                            entry("two", int64_packed({1, 2})), entry("floats", field(2, Bytes{}))});
+  const Bytes ex =
+      example({entry("image/encoded", bytes_feature({str("jpg")})),
+               entry("image/class/label", int64_packed({4})), entry("two", int64_packed({1, 2})),
+               entry("floats", field(2, Bytes{}))});
   auto parse = [&](const std::string& image_key, const std::string& label_key) {
     parse_example(ex.data(), ex.size(), image_key, label_key);
   };
-  expect_input_error([&] { parse("image", "image/class/label"); },
-                     {"no feature 'image' (the image)", "'image/encoded'", "'image/class/label'", "'two'"});
+  expect_input_error(
+      [&] { parse("image", "image/class/label"); },
+      {"no feature 'image' (the image)", "'image/encoded'", "'image/class/label'", "'two'"});
   expect_input_error([&] { parse("image/encoded", "label"); }, {"no feature 'label' (the label)"});
-  expect_input_error([&] { parse("image/class/label", "image/class/label"); },
-                     {"feature 'image/class/label' (the image) is an int64_list, expected a bytes_list"});
+  expect_input_error(
+      [&] { parse("image/class/label", "image/class/label"); },
+      {"feature 'image/class/label' (the image) is an int64_list, expected a bytes_list"});
   expect_input_error([&] { parse("image/encoded", "floats"); },
                      {"feature 'floats' (the label) is a float_list, expected an int64_list"});
   expect_input_error([&] { parse("image/encoded", "two"); },
@@ -240,20 +251,21 @@ TEST(TfExample, MalformedInputIsAnInputError) {
   for (int i = 0; i < 100; ++i) tag(deep_groups, 1, 4);
   Bytes odd_packed_floats = example({entry("f", field(2, field(1, Bytes{1, 2, 3})))});
   Bytes truncated_packed_int = example({entry("i", field(3, field(1, Bytes{0x80})))});
-  for (const auto& [name, bytes] :
-       std::vector<std::pair<std::string, Bytes>>{{"varint longer than 64 bits", eleven_byte_varint},
-                                                   {"varint longer than 64 bits", ten_byte_overflow},
-                                                   {"claims 5 bytes, 1 are left", length_past_end},
-                                                   {"claims", huge_length},
-                                                   {"unknown wire type 7", wire_type_7},
-                                                   {"field number 0", field_zero},
-                                                   {"end-group tag without a start", lone_end_group},
-                                                   {"unterminated group", unterminated_group},
-                                                   {"mismatched end-group", mismatched_group},
-                                                   {"groups nested too deeply", deep_groups},
-                                                   {"not a multiple of 4", odd_packed_floats},
-                                                   {"truncated varint in packed Int64List", truncated_packed_int}})
-    expect_input_error([&] { parse_example_features(bytes.data(), bytes.size()); }, {"bad tf.train.Example", name});
+  for (const auto& [name, bytes] : std::vector<std::pair<std::string, Bytes>>{
+           {"varint longer than 64 bits", eleven_byte_varint},
+           {"varint longer than 64 bits", ten_byte_overflow},
+           {"claims 5 bytes, 1 are left", length_past_end},
+           {"claims", huge_length},
+           {"unknown wire type 7", wire_type_7},
+           {"field number 0", field_zero},
+           {"end-group tag without a start", lone_end_group},
+           {"unterminated group", unterminated_group},
+           {"mismatched end-group", mismatched_group},
+           {"groups nested too deeply", deep_groups},
+           {"not a multiple of 4", odd_packed_floats},
+           {"truncated varint in packed Int64List", truncated_packed_int}})
+    expect_input_error([&] { parse_example_features(bytes.data(), bytes.size()); },
+                       {"bad tf.train.Example", name});
   // Groups nested as deep as allowed are skipped.
   Bytes ok_groups;
   for (int i = 0; i < 64; ++i) tag(ok_groups, 1, 3);

@@ -172,8 +172,9 @@ TEST(TfRecord, TruncatedHeaderPayloadAndChecksum) {
   expect_third_record_error(two_records_then(Bytes(third.begin(), third.end() - 2)), true,
                             "truncated payload checksum: expected 4 bytes, the file ends after 2");
   // A plain file knows its size: the header's claim is checked before anything is read.
-  expect_third_record_error(two_records_then(Bytes(third.begin(), third.begin() + 12 + 7)), false,
-                            "the header claims 20 bytes of payload and 4 of checksum, the file has 7");
+  expect_third_record_error(
+      two_records_then(Bytes(third.begin(), third.begin() + 12 + 7)), false,
+      "the header claims 20 bytes of payload and 4 of checksum, the file has 7");
 }
 
 TEST(TfRecord, BadChecksums) {
@@ -187,8 +188,7 @@ TEST(TfRecord, BadChecksums) {
     expect_third_record_error(two_records_then(crc_flipped), gzip, "bad length checksum");
     Bytes payload_flipped = frame(pattern(20, 3));
     payload_flipped[12 + 19] ^= 0x80;
-    expect_third_record_error(two_records_then(payload_flipped), gzip,
-                              "bad payload checksum");
+    expect_third_record_error(two_records_then(payload_flipped), gzip, "bad payload checksum");
     Bytes footer_flipped = frame(pattern(20, 3));
     footer_flipped.back() ^= 0x01;
     expect_third_record_error(two_records_then(footer_flipped), gzip, "bad payload checksum");
@@ -216,12 +216,13 @@ TEST(TfRecord, NotATfRecordFile) {
   TempDir dir;
   testing::write_raw(dir.file("text.txt"), Bytes(40, 'x'));
   expect_input_error([&] { read_all_records(dir.file("text.txt")); },
-                     {dir.file("text.txt"), "record 0 (from 0) at byte offset 0", "bad length checksum",
-                      "not a TFRecord file"});
+                     {dir.file("text.txt"), "record 0 (from 0) at byte offset 0",
+                      "bad length checksum", "not a TFRecord file"});
   expect_input_error([&] { TfRecordReader reader(dir.file("missing")); },
                      {dir.file("missing"), "no such file"});
   // Gzip magic and then garbage: zlib's error, with the file and the record.
-  testing::write_raw(dir.file("broken.gz"), {0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 3, 0xff, 0xff, 0xff, 0xff});
+  testing::write_raw(dir.file("broken.gz"),
+                     {0x1f, 0x8b, 0x08, 0, 0, 0, 0, 0, 0, 3, 0xff, 0xff, 0xff, 0xff});
   expect_input_error([&] { read_all_records(dir.file("broken.gz")); },
                      {dir.file("broken.gz"), "gzip", "record 0"});
 }
@@ -305,14 +306,16 @@ TEST(TfRecordIndex, GzipCannotBeIndexed) {
                     +[](const std::string& p) { tfrecord_index(p); },
                     +[](const std::string& p) { write_tfrecord_index(p); },
                     +[](const std::string& p) { TfRecordFile file(p); }})
-    expect_input_error([&] { call(path); }, {path, "gzip-compressed", "cannot be indexed", "read it in order"});
+    expect_input_error([&] { call(path); },
+                       {path, "gzip-compressed", "cannot be indexed", "read it in order"});
   EXPECT_FALSE(fs::exists(tfrecord_index_path(path)));
 }
 
 // Sets the modification time of `path` to `seconds` after the epoch of the file clock's
 // now, so tests order files without sleeping.
 void set_mtime(const std::string& path, int seconds_from_now) {
-  fs::last_write_time(path, fs::file_time_type::clock::now() + std::chrono::seconds(seconds_from_now));
+  fs::last_write_time(path,
+                      fs::file_time_type::clock::now() + std::chrono::seconds(seconds_from_now));
 }
 
 TEST(TfRecordIndex, MadeOnFirstUseThenReused) {
@@ -381,10 +384,11 @@ TEST(TfRecordIndex, StaleOrMalformedIndexIsRemade) {
 
   // Offsets that cannot belong to the file (past its end, not increasing): rescanned.
   const int64_t size = static_cast<int64_t>(fs::file_size(path));
-  for (const std::string& offsets : {"0\n" + std::to_string(size) + "\n", std::string("0\n0\n"),
-                                     std::string("5\n40\n")}) {
-    std::ofstream(index, std::ios::trunc) << "sdp-tfrecord-index 1\ndata_bytes " << size
-                                           << "\nrecords 2\n" << offsets;
+  for (const std::string& offsets :
+       {"0\n" + std::to_string(size) + "\n", std::string("0\n0\n"), std::string("5\n40\n")}) {
+    std::ofstream(index, std::ios::trunc)
+        << "sdp-tfrecord-index 1\ndata_bytes " << size << "\nrecords 2\n"
+        << offsets;
     set_mtime(index, 10);
     EXPECT_EQ(tfrecord_index(path), expected_offsets(same_size)) << offsets;
   }
