@@ -1,6 +1,6 @@
 // Writes the small binary seed corpora of the fuzz targets (valid tiny files, so the fuzzer
 // starts past the magic numbers and headers): make_fuzz_seeds <corpus dir>. Makes
-// <dir>/{safetensors,idx,cifar10}/; scripts/fuzz.sh adds the YAML and JSON seeds from configs/.
+// <dir>/{safetensors,idx,cifar10,tfrecord,tar}/; scripts/fuzz.sh adds the YAML and JSON seeds from configs/.
 // Generated rather than committed so the tree holds no binary blobs.
 #include <zlib.h>
 
@@ -11,6 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "data/tar_shards.hpp"
+#include "data/tf_example.hpp"
+#include "data/tfrecord.hpp"
 #include "io/checkpoint.hpp"
 #include "io/safetensors.hpp"
 
@@ -38,6 +41,11 @@ Bytes gzip(const Bytes& raw) {
   out.resize(zs.total_out);
   deflateEnd(&zs);
   return out;
+}
+
+Bytes read(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 void put_be32(Bytes& v, uint32_t x) {
@@ -103,6 +111,60 @@ void safetensors_seeds(const fs::path& dir) {
   sdp::save_safetensors((dir / "empty").string(), {}, meta);
 }
 
+// The tfrecord target's framing: a flags byte (bit 0: the rest is one Example), then the
+// bytes. TFRecord files of Examples as the ImageNet converters write them, plain and gzip,
+// one of records that are not Examples, and Examples alone.
+void tfrecord_seeds(const fs::path& dir) {
+  const fs::path tmp = dir / "records.tmp";
+  auto framed = [&](uint8_t flags, const Bytes& bytes) {
+    Bytes input{flags};
+    input.insert(input.end(), bytes.begin(), bytes.end());
+    return input;
+  };
+  for (bool gz : {false, true}) {
+    sdp::TfRecordWriter writer(tmp.string(), gz);
+    for (int i = 0; i < 3; ++i) {
+      Bytes image(20 + 7 * i);
+      for (std::size_t k = 0; k < image.size(); ++k) image[k] = static_cast<uint8_t>(k * 29 + i);
+      const Bytes example = sdp::encode_example(image, i - 1, "image/encoded", "image/class/label");
+      writer.write(example);
+      if (!gz) write(dir / ("example-" + std::to_string(i)), framed(1, example));
+    }
+    writer.close();
+    write(dir / (gz ? "examples-gz" : "examples"), framed(0, read(tmp)));
+  }
+  sdp::TfRecordWriter other(tmp.string());
+  other.write(Bytes{'a', 'b', 'c'});
+  other.write(Bytes{});
+  other.close();
+  write(dir / "not-examples", framed(0, read(tmp)));
+  fs::remove(tmp);
+}
+
+// The tar target's framing: a flags byte (bit 0: gzip), then the shard. Shards with two
+// samples, a directory, a GNU long name and a pax header.
+void tar_seeds(const fs::path& dir) {
+  for (bool gz : {false, true}) {
+    const fs::path tmp = dir / "shard.tmp";
+    {
+      sdp::TarWriter tar(tmp.string(), gz);
+      tar.add_directory("train");
+      tar.add_file("train/s1.jpg", Bytes(700, 0x5a));
+      tar.add_file("train/s1.cls", Bytes{'3'});
+      tar.add_file("train/" + std::string(110, 'n') + ".jpg", Bytes(30, 0x11));
+      const std::string pax = "20 path=long/s3.jpg\n";  // 20 bytes, the length included
+      tar.add_entry("PaxHeaders/s3", 'x', Bytes(pax.begin(), pax.end()));
+      tar.add_file("s3.jpg", Bytes(5, 0x22));
+      tar.close();
+    }
+    Bytes input{static_cast<uint8_t>(gz ? 1 : 0)};
+    const Bytes shard = read(tmp);
+    input.insert(input.end(), shard.begin(), shard.end());
+    write(dir / (gz ? "shard-gz" : "shard"), input);
+    fs::remove(tmp);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -111,9 +173,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path root = argv[1];
-  for (const char* sub : {"safetensors", "idx", "cifar10"}) fs::create_directories(root / sub);
+  for (const char* sub : {"safetensors", "idx", "cifar10", "tfrecord", "tar"}) fs::create_directories(root / sub);
   safetensors_seeds(root / "safetensors");
   idx_seeds(root / "idx");
   cifar_seeds(root / "cifar10");
+  tfrecord_seeds(root / "tfrecord");
+  tar_seeds(root / "tar");
   return 0;
 }

@@ -1,0 +1,111 @@
+// WebDataset shards: tar files (POSIX ustar, pax or GNU; plain or gzip: .tar.gz / .tgz) whose
+// consecutive members with the same key form one sample, "dir/n0001.jpg" + "dir/n0001.cls"
+// -> sample "dir/n0001" {jpg, cls}. TarReader reads the regular files of a tar in order,
+// TarShardReader groups them into samples, TarWriter writes small tars (tests, converter).
+// Every defect is an InputError naming the file, the member and its header's byte offset.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/compressed_file.hpp"
+
+namespace sdp {
+
+// A regular member over this size is treated as corruption (no sample file comes near it).
+constexpr int64_t kMaxTarMemberBytes = int64_t{1} << 30;
+
+struct TarMember {
+  std::string name;           // the full path: GNU long name / pax path / ustar prefix honoured
+  std::vector<uint8_t> data;  // its contents
+  int64_t offset = 0;         // byte offset of its header (uncompressed)
+};
+
+// Sequential reader of the regular files of a tar. Directories, links, devices, pax global
+// headers and other entries are skipped; a pax extended header ('x': path, size) or a GNU
+// long name ('L') applies to the member after it. The archive ends at a zero block (as in
+// Python's tarfile: the second one is not required) or at the end of the file after a
+// complete member.
+class TarReader {
+ public:
+  // Throws InputError when the file cannot be opened (or is a ".gz" that is not gzip).
+  explicit TarReader(const std::string& path);
+
+  // Replaces `member` with the next regular file; false at the end of the archive. Throws
+  // InputError "<path>: member '<name>' at byte offset <o>: ..." on a truncated header or
+  // member, a bad header checksum, a bad octal or base-256 number, a malformed pax record,
+  // or a member over kMaxTarMemberBytes.
+  bool next_member(TarMember& member);
+
+  const std::string& path() const { return file_.path(); }
+
+ private:
+  // Reads exactly n bytes into dst, or fails naming `name` and `header_offset`.
+  void read_exact(void* dst, int64_t n, const std::string& name, int64_t header_offset,
+                  const char* what);
+  std::vector<uint8_t> read_contents(int64_t size, const std::string& name, int64_t header_offset);
+  void skip(int64_t n, const std::string& name, int64_t header_offset);
+  [[noreturn]] void fail(const std::string& name, int64_t header_offset,
+                         const std::string& what) const;
+
+  CompressedFile file_;
+  int64_t offset_ = 0;
+  bool ended_ = false;
+};
+
+// WebDataset's split of a member name: key = the path up to the first '.' of its base name,
+// extension = the rest, lower-cased ("dir/a.b.JPG" -> "dir/a", "b.jpg"). False (the member
+// is not part of any sample) when the base name has no '.' or starts with one, or for a
+// top-level "__...__" metadata file, as WebDataset skips them.
+bool split_sample_name(const std::string& name, std::string& key, std::string& extension);
+
+struct TarSample {
+  std::string key;
+  std::map<std::string, std::vector<uint8_t>> files;  // extension -> contents
+};
+
+// The samples of a WebDataset shard, in order.
+class TarShardReader {
+ public:
+  explicit TarShardReader(const std::string& path);
+
+  // Replaces `sample` with the next group of consecutive members sharing a key; false at
+  // the end. Throws what TarReader throws, and InputError for two members of one sample with
+  // the same extension.
+  bool next(TarSample& sample);
+
+  const std::string& path() const { return tar_.path(); }
+
+ private:
+  TarReader tar_;
+  std::optional<TarMember> pending_;  // read ahead: the first member of the next sample
+};
+
+// Writes a ustar archive (GNU 'L' records for names over 100 bytes), plain or gzip.
+class TarWriter {
+ public:
+  // Throws RuntimeError when the file cannot be created.
+  explicit TarWriter(const std::string& path, bool gzip = false);
+  ~TarWriter();  // finishes the archive; errors at that point are lost: call close()
+  TarWriter(const TarWriter&) = delete;
+  TarWriter& operator=(const TarWriter&) = delete;
+
+  void add_file(const std::string& name, const std::vector<uint8_t>& data);
+  void add_directory(const std::string& name);
+  // One header of type `type` ('0' file, '5' directory, 'x' pax, 'L' long name, ...) and
+  // its data; `name` is cut to the header's 100 bytes. For tests that build odd archives.
+  void add_entry(const std::string& name, char type, const std::vector<uint8_t>& data);
+  // Writes the two zero blocks that end the archive and closes the file. Throws RuntimeError.
+  void close();
+
+ private:
+  void put(const void* data, std::size_t n);
+
+  std::string path_;
+  void* gz_ = nullptr;  // gzFile ("wbT" for plain files)
+};
+
+}  // namespace sdp

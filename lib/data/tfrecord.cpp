@@ -1,0 +1,479 @@
+#include "data/tfrecord.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "data/compressed_file.hpp"
+#include "data/crc32c.hpp"
+
+namespace sdp {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int64_t kHeaderBytes = 12;  // length + its CRC
+constexpr int64_t kFooterBytes = 4;   // payload CRC
+constexpr int64_t kReadChunk = 16 << 20;
+constexpr const char* kIndexMagic = "sdp-tfrecord-index 1";
+
+uint64_t load_le64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+uint32_t load_le32(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+
+void store_le(uint8_t* p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
+InputError record_error(const std::string& path, int64_t record, int64_t offset,
+                        const std::string& what) {
+  const std::string which =
+      record >= 0 ? "record " + std::to_string(record) + " (from 0) at" : "record at";
+  return InputError(path + ": " + which + " byte offset " + std::to_string(offset) + ": " + what);
+}
+
+// What is wrong with a record header, or "" when nothing is. `left` is how many bytes the
+// file holds after the header, or -1 when that is unknown (gzip).
+std::string header_problem(const uint8_t* header, int64_t left) {
+  const uint32_t stored = load_le32(header + 8);
+  const uint32_t computed = crc32c_mask(crc32c(header, 8));
+  if (stored != computed)
+    return "bad length checksum (stored " + hex32(stored) + ", computed " + hex32(computed) +
+           "): not a TFRecord file, or corrupt";
+  const uint64_t length = load_le64(header);
+  if (length > static_cast<uint64_t>(kMaxTfRecordBytes))
+    return "record length " + std::to_string(length) + " is over the limit of " +
+           std::to_string(kMaxTfRecordBytes) + " bytes: corrupt";
+  if (left >= 0 && static_cast<int64_t>(length) + kFooterBytes > left)
+    return "truncated: the header claims " + std::to_string(length) +
+           " bytes of payload and 4 of checksum, the file has " + std::to_string(left) +
+           " bytes left";
+  return "";
+}
+
+std::string payload_crc_problem(const std::vector<uint8_t>& payload, const uint8_t* footer) {
+  const uint32_t stored = load_le32(footer);
+  const uint32_t computed = crc32c_mask(crc32c(payload.data(), payload.size()));
+  if (stored == computed) return "";
+  return "bad payload checksum (stored " + hex32(stored) + ", computed " + hex32(computed) +
+         " over " + std::to_string(payload.size()) + " bytes): corrupt record";
+}
+
+InputError not_indexable(const std::string& path) {
+  return InputError(path +
+                    ": gzip-compressed TFRecord file: its records have no byte offsets to seek "
+                    "to, so it cannot be indexed or read in random order; read it in order, or "
+                    "decompress it (gunzip) for random access");
+}
+
+void require_file(const std::string& path) {
+  if (!data_file_exists(path)) throw InputError(path + ": no such file");
+}
+
+// pread until n bytes or the end of the file; returns the bytes read.
+int64_t pread_full(int fd, void* dst, int64_t n, int64_t offset, const std::string& path) {
+  int64_t total = 0;
+  auto* out = static_cast<uint8_t*>(dst);
+  while (total < n) {
+    const ssize_t got =
+        ::pread(fd, out + total, static_cast<size_t>(std::min(n - total, kReadChunk)),
+                static_cast<off_t>(offset + total));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw RuntimeError(path + ": read error at byte offset " + std::to_string(offset + total) +
+                         ": " + std::strerror(errno));
+    }
+    if (got == 0) break;
+    total += got;
+  }
+  return total;
+}
+
+class Fd {
+ public:
+  explicit Fd(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd_ < 0) throw InputError(path + ": cannot open for reading: " + std::strerror(errno));
+  }
+  ~Fd() { ::close(fd_); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+
+ private:
+  int fd_;
+};
+
+int64_t file_size_of(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    throw RuntimeError(path + ": cannot stat: " + std::string(std::strerror(errno)));
+  return static_cast<int64_t>(st.st_size);
+}
+
+// The offsets of index file `text` when it is a well-formed index of a data file of
+// `data_bytes` bytes; nullopt otherwise (the caller then rescans).
+std::optional<std::vector<int64_t>> parse_index(const std::string& text, int64_t data_bytes) {
+  const char* p = text.data();
+  const char* end = p + text.size();
+  auto expect_word = [&](const std::string& word) {
+    if (static_cast<size_t>(end - p) < word.size() ||
+        text.compare(p - text.data(), word.size(), word) != 0)
+      return false;
+    p += word.size();
+    return true;
+  };
+  auto number = [&](int64_t& v) {
+    const auto [next, ec] = std::from_chars(p, end, v);
+    if (ec != std::errc() || next == end || *next != '\n') return false;
+    p = next + 1;
+    return true;
+  };
+  int64_t recorded_bytes = -1, count = -1;
+  if (!expect_word(std::string(kIndexMagic) + "\ndata_bytes ") || !number(recorded_bytes) ||
+      recorded_bytes != data_bytes || !expect_word("records ") || !number(count) || count < 0 ||
+      count > data_bytes / (kHeaderBytes + kFooterBytes))
+    return std::nullopt;
+  std::vector<int64_t> offsets;
+  offsets.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t offset = 0;
+    if (!number(offset)) return std::nullopt;
+    // Each record takes at least 16 bytes; the first starts the file.
+    const int64_t min_offset = i == 0 ? 0 : offsets.back() + kHeaderBytes + kFooterBytes;
+    if ((i == 0 && offset != 0) || offset < min_offset ||
+        offset > data_bytes - kHeaderBytes - kFooterBytes)
+      return std::nullopt;
+    offsets.push_back(offset);
+  }
+  if (p != end) return std::nullopt;
+  return offsets;
+}
+
+std::optional<std::vector<int64_t>> load_fresh_index(const std::string& path, int64_t data_bytes) {
+  const std::string index_path = tfrecord_index_path(path);
+  std::error_code ec;
+  if (!fs::is_regular_file(index_path, ec)) return std::nullopt;
+  const auto index_time = fs::last_write_time(index_path, ec);
+  if (ec) return std::nullopt;
+  const auto data_time = fs::last_write_time(path, ec);
+  // Equal times count as stale: file times are coarse (a few ms), so the data may have been
+  // rewritten just after the index. The rescan rewrites the index, which is then
+  // (a tick later) newer.
+  if (ec || index_time <= data_time) return std::nullopt;
+  const auto index_bytes = fs::file_size(index_path, ec);
+  // At most ~21 bytes per record of at least 16 bytes: a longer file is not an index of this one.
+  if (ec || index_bytes > static_cast<uintmax_t>(2 * data_bytes + 256)) return std::nullopt;
+  std::FILE* f = std::fopen(index_path.c_str(), "rb");
+  if (f == nullptr) return std::nullopt;
+  std::string text(index_bytes, '\0');
+  const size_t got = std::fread(text.data(), 1, text.size(), f);
+  std::fclose(f);
+  if (got != text.size()) return std::nullopt;
+  return parse_index(text, data_bytes);
+}
+
+}  // namespace
+
+bool tfrecord_is_gzip(const std::string& path) {
+  require_file(path);
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) throw InputError(path + ": cannot open for reading: " + std::strerror(errno));
+  uint8_t head[kHeaderBytes] = {};
+  const size_t got = std::fread(head, 1, sizeof head, f);
+  std::fclose(f);
+  if (got < 2 || head[0] != 0x1f || head[1] != 0x8b) return false;
+  if (got < static_cast<size_t>(kHeaderBytes)) return true;
+  return load_le32(head + 8) != crc32c_mask(crc32c(head, 8));
+}
+
+// ---- TfRecordReader ----
+
+TfRecordReader::TfRecordReader(const std::string& path) : path_(path) {
+  if (tfrecord_is_gzip(path)) {
+    gz_ = std::make_unique<CompressedFile>(path);
+  } else {
+    plain_ = std::fopen(path.c_str(), "rb");
+    if (plain_ == nullptr)
+      throw InputError(path + ": cannot open for reading: " + std::strerror(errno));
+    plain_size_ = file_size_of(::fileno(plain_), path);
+  }
+}
+
+TfRecordReader::~TfRecordReader() {
+  if (plain_) std::fclose(plain_);
+}
+
+int64_t TfRecordReader::read_some(void* dst, int64_t n) {
+  int64_t got = 0;
+  if (gz_) {
+    try {
+      got = gz_->read(dst, n);
+    } catch (const InputError& e) {  // a corrupt gzip stream: add the record it broke
+      throw InputError(std::string(e.what()) + " (in record " + std::to_string(record_) +
+                       " (from 0))");
+    }
+  } else {
+    got = static_cast<int64_t>(std::fread(dst, 1, static_cast<size_t>(n), plain_));
+    if (got < n && std::ferror(plain_))
+      throw RuntimeError(path_ + ": read error at byte offset " + std::to_string(offset_ + got) +
+                         ": " + std::strerror(errno));
+  }
+  offset_ += got;
+  return got;
+}
+
+void TfRecordReader::fail(int64_t record_offset, const std::string& what) const {
+  throw record_error(path_, record_, record_offset, what);
+}
+
+bool TfRecordReader::next(std::vector<uint8_t>& payload) {
+  payload.clear();
+  const int64_t start = offset_;
+  uint8_t header[kHeaderBytes];
+  int64_t got = read_some(header, kHeaderBytes);
+  if (got == 0) return false;
+  if (got < kHeaderBytes)
+    fail(start,
+         "truncated record header: expected 12 bytes, the file ends after " + std::to_string(got));
+  const std::string problem = header_problem(header, gz_ ? -1 : plain_size_ - offset_);
+  if (!problem.empty()) fail(start, problem);
+  // The length is bounded, and the payload grows as it arrives: a gzip stream's claim costs
+  // no more memory than the stream really holds.
+  const auto length = static_cast<int64_t>(load_le64(header));
+  int64_t have = 0;
+  while (have < length) {
+    const int64_t want = std::min(kReadChunk, length - have);
+    payload.resize(static_cast<size_t>(have + want));
+    got = read_some(payload.data() + have, want);
+    have += got;
+    if (got < want) {
+      payload.clear();
+      fail(start, "truncated payload: expected " + std::to_string(length) +
+                      " bytes, the file ends after " + std::to_string(have));
+    }
+  }
+  uint8_t footer[kFooterBytes];
+  got = read_some(footer, kFooterBytes);
+  if (got < kFooterBytes) {
+    payload.clear();
+    fail(start, "truncated payload checksum: expected 4 bytes, the file ends after " +
+                    std::to_string(got));
+  }
+  const std::string crc_problem = payload_crc_problem(payload, footer);
+  if (!crc_problem.empty()) {
+    payload.clear();
+    fail(start, crc_problem);
+  }
+  ++record_;
+  return true;
+}
+
+// ---- index ----
+
+std::vector<int64_t> scan_tfrecord_offsets(const std::string& path) {
+  if (tfrecord_is_gzip(path)) throw not_indexable(path);
+  Fd fd(path);
+  const int64_t size = file_size_of(fd.get(), path);
+  std::vector<int64_t> offsets;
+  int64_t offset = 0;
+  while (offset < size) {
+    const auto record = static_cast<int64_t>(offsets.size());
+    uint8_t header[kHeaderBytes];
+    const int64_t got = pread_full(fd.get(), header, kHeaderBytes, offset, path);
+    if (got < kHeaderBytes)
+      throw record_error(
+          path, record, offset,
+          "truncated record header: expected 12 bytes, the file ends after " + std::to_string(got));
+    const std::string problem = header_problem(header, size - offset - kHeaderBytes);
+    if (!problem.empty()) throw record_error(path, record, offset, problem);
+    offsets.push_back(offset);
+    offset += kHeaderBytes + static_cast<int64_t>(load_le64(header)) + kFooterBytes;
+  }
+  return offsets;
+}
+
+std::string tfrecord_index_path(const std::string& path) {
+  return path + ".idx";
+}
+
+std::vector<int64_t> write_tfrecord_index(const std::string& path) {
+  std::vector<int64_t> offsets = scan_tfrecord_offsets(path);
+  const auto data_bytes = static_cast<int64_t>(fs::file_size(path));
+  std::string text = std::string(kIndexMagic) + "\ndata_bytes " + std::to_string(data_bytes) +
+                     "\nrecords " + std::to_string(offsets.size()) + "\n";
+  for (int64_t offset : offsets) text += std::to_string(offset) + "\n";
+
+  // A temporary file of this process, renamed over the index: readers and other ranks
+  // writing the same index see either the old file or the whole new one.
+  const std::string index_path = tfrecord_index_path(path);
+  const std::string temp = index_path + ".tmp." + std::to_string(::getpid());
+  std::FILE* f = std::fopen(temp.c_str(), "wb");
+  if (f == nullptr) throw RuntimeError("cannot create '" + temp + "': " + std::strerror(errno));
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !written) {
+    const int write_errno = errno;
+    std::remove(temp.c_str());
+    throw RuntimeError("cannot write '" + temp + "': " + std::strerror(write_errno));
+  }
+  if (std::rename(temp.c_str(), index_path.c_str()) != 0) {
+    const int rename_errno = errno;
+    std::remove(temp.c_str());
+    throw RuntimeError("cannot rename '" + temp + "' to '" + index_path +
+                       "': " + std::strerror(rename_errno));
+  }
+  return offsets;
+}
+
+std::vector<int64_t> tfrecord_index(const std::string& path) {
+  if (tfrecord_is_gzip(path)) throw not_indexable(path);
+  const auto data_bytes = static_cast<int64_t>(fs::file_size(path));
+  if (auto loaded = load_fresh_index(path, data_bytes)) return std::move(*loaded);
+  try {
+    return write_tfrecord_index(path);
+  } catch (const RuntimeError& e) {
+    // A read-only data directory (SageMaker's input channels are) only costs the scan.
+    log_warn(std::string("TFRecord index not saved, the file was scanned instead: ") + e.what());
+    return scan_tfrecord_offsets(path);
+  }
+}
+
+// ---- TfRecordFile ----
+
+TfRecordFile::TfRecordFile(const std::string& path) : path_(path) {
+  if (tfrecord_is_gzip(path)) throw not_indexable(path);
+  Fd fd(path);
+  file_size_ = file_size_of(fd.get(), path);
+  offsets_ = tfrecord_index(path);
+  fd_ = fd.release();
+}
+
+TfRecordFile::~TfRecordFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void TfRecordFile::read(int64_t record, std::vector<uint8_t>& payload) const {
+  if (record < 0 || record >= size())
+    throw std::out_of_range("TfRecordFile::read: record " + std::to_string(record) + " of " +
+                            std::to_string(size()));
+  read_at(offsets_[static_cast<size_t>(record)], record, payload);
+}
+
+void TfRecordFile::read_record_at(int64_t offset, std::vector<uint8_t>& payload) const {
+  read_at(offset, -1, payload);
+}
+
+void TfRecordFile::read_at(int64_t offset, int64_t record, std::vector<uint8_t>& payload) const {
+  payload.clear();
+  if (offset < 0 || offset > file_size_)
+    throw record_error(path_, record, offset,
+                       "offset outside the file (" + std::to_string(file_size_) + " bytes)");
+  uint8_t header[kHeaderBytes];
+  int64_t got = pread_full(fd_, header, kHeaderBytes, offset, path_);
+  if (got < kHeaderBytes)
+    throw record_error(
+        path_, record, offset,
+        "truncated record header: expected 12 bytes, the file ends after " + std::to_string(got));
+  const std::string problem = header_problem(header, file_size_ - offset - kHeaderBytes);
+  if (!problem.empty()) throw record_error(path_, record, offset, problem);
+  // header_problem bounded the length by the file's size, so this allocation is backed.
+  const auto length = static_cast<int64_t>(load_le64(header));
+  payload.resize(static_cast<size_t>(length));
+  got = pread_full(fd_, payload.data(), length, offset + kHeaderBytes, path_);
+  uint8_t footer[kFooterBytes];
+  if (got == length)
+    got += pread_full(fd_, footer, kFooterBytes, offset + kHeaderBytes + length, path_);
+  if (got < length + kFooterBytes) {  // the file shrank since it was opened
+    payload.clear();
+    throw record_error(path_, record, offset,
+                       "truncated: expected " + std::to_string(length + kFooterBytes) +
+                           " bytes of payload and checksum, the file ends after " +
+                           std::to_string(got));
+  }
+  const std::string crc_problem = payload_crc_problem(payload, footer);
+  if (!crc_problem.empty()) {
+    payload.clear();
+    throw record_error(path_, record, offset, crc_problem);
+  }
+}
+
+// ---- TfRecordWriter ----
+
+TfRecordWriter::TfRecordWriter(const std::string& path, bool gzip) : path_(path) {
+  gz_ = gzopen(path.c_str(), gzip ? "wb" : "wbT");
+  if (gz_ == nullptr) throw RuntimeError("cannot create '" + path + "': " + std::strerror(errno));
+}
+
+TfRecordWriter::~TfRecordWriter() {
+  if (gz_) gzclose(static_cast<gzFile>(gz_));
+}
+
+void TfRecordWriter::put(const void* data, std::size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    // gzwrite takes an unsigned count and returns int: write in chunks below INT_MAX.
+    const auto chunk = static_cast<unsigned>(std::min<std::size_t>(n, 1u << 30));
+    if (gzwrite(static_cast<gzFile>(gz_), p, chunk) != static_cast<int>(chunk)) {
+      int errnum = 0;
+      const char* msg = gzerror(static_cast<gzFile>(gz_), &errnum);
+      throw RuntimeError("cannot write '" + path_ + "': " +
+                         (errnum == Z_ERRNO ? std::strerror(errno)
+                          : msg             ? msg
+                                            : "zlib error"));
+    }
+    p += chunk;
+    n -= chunk;
+  }
+}
+
+void TfRecordWriter::write(const void* payload, std::size_t n) {
+  if (gz_ == nullptr) throw std::logic_error("TfRecordWriter::write after close: " + path_);
+  uint8_t header[kHeaderBytes];
+  store_le(header, n, 8);
+  store_le(header + 8, crc32c_mask(crc32c(header, 8)), 4);
+  uint8_t footer[kFooterBytes];
+  store_le(footer, crc32c_mask(crc32c(payload, n)), 4);
+  put(header, sizeof header);
+  put(payload, n);
+  put(footer, sizeof footer);
+  ++records_;
+}
+
+void TfRecordWriter::close() {
+  if (gz_ == nullptr) return;
+  const int status = gzclose(static_cast<gzFile>(gz_));
+  gz_ = nullptr;
+  if (status != Z_OK)
+    throw RuntimeError(
+        "cannot write '" + path_ + "': " +
+        (status == Z_ERRNO ? std::strerror(errno) : "zlib error " + std::to_string(status)));
+}
+
+}  // namespace sdp
