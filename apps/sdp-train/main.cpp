@@ -17,6 +17,7 @@
 #include "config/job_spec_yaml.hpp"
 #include "core/device_info.hpp"
 #include "core/error.hpp"
+#include "data/inspect.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/allreduce_bench.hpp"
 #include "distributed/device_assignment.hpp"
@@ -108,6 +109,20 @@ int run_bench_allreduce(sdp::JobSources sources, sdp::AllreduceBenchOptions opti
   return 0;
 }
 
+// No MPI: it reads files on this machine only. 0 when every record read, 2 at the first defect.
+int run_data_inspect(const std::string& path, const sdp::InspectOptions& options) {
+  try {
+    const sdp::DataInspection inspection = sdp::inspect_data(path, options);
+    std::cout << sdp::format_inspection(inspection) << std::flush;
+    if (inspection.bad_message.empty()) return 0;
+    print_error(inspection.bad_message);
+    return static_cast<int>(ExitCode::kUsage);
+  } catch (const sdp::Error& e) {
+    print_error(e.what());
+    return static_cast<int>(e.code());
+  }
+}
+
 int run_evaluate(const sdp::JobSources& sources, const std::string& model_path) {
   sdp::JobSetup setup = sdp::set_up_job(sources);
   sdp::evaluate_model_file(setup, model_path);
@@ -156,7 +171,9 @@ struct CommandLine {
                "launched by MPI (one process per GPU or CPU share)."};
   sdp::JobSources top_sources, train_sources, validate_sources, env_sources, bench_sources, evaluate_sources;
   CLI::App *train = nullptr, *validate = nullptr, *bench_gemm = nullptr, *bench_allreduce = nullptr,
-           *evaluate = nullptr, *env = nullptr;
+           *evaluate = nullptr, *env = nullptr, *data_inspect = nullptr;
+  std::string inspect_path;
+  sdp::InspectOptions inspect_options;
   int gemm_size = 2048, gemm_threads = 0;
   sdp::AllreduceBenchOptions allreduce_options;
   std::string algorithms_csv, compression = "none", bench_device = "cpu", evaluate_model;
@@ -219,6 +236,18 @@ void declare_commands(CommandLine& cl) {
   cl.evaluate->add_option("--model", cl.evaluate_model, "model.safetensors or a checkpoint file")->required();
   cl.env = app.add_subcommand("env", "print ranks, topology, devices and the SageMaker cluster as JSON");
   add_job_options(*cl.env, cl.env_sources);
+  auto* data = app.add_subcommand("data", "tools for data sets");
+  data->require_subcommand(1);
+  cl.data_inspect = data->add_subcommand(
+      "inspect", "read every record of a TFRecord or tar-shard data set: records, labels, the first bad record");
+  CLI::App& inspect = *cl.data_inspect;
+  inspect.add_option("path", cl.inspect_path, "a data file, or a directory of shards")->required();
+  inspect.add_option("--format", cl.inspect_options.format, "auto, tfrecord or tar-shards")
+      ->check(CLI::IsMember({"auto", "tfrecord", "tar-shards"}));
+  inspect.add_option("--image-key", cl.inspect_options.image_key, "tfrecord: the Example's encoded image");
+  inspect.add_option("--label-key", cl.inspect_options.label_key, "tfrecord: the Example's int64 label");
+  inspect.add_option("--max-records", cl.inspect_options.max_records, "stop after this many (0: all)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 // Parses the command line; an exit status when there is nothing to run (--help, --version, a
@@ -288,6 +317,7 @@ int main(int argc, char** argv) {
   // validate and env too, so that the plan they print is the one training would run.
   const sdp::JobSources* job = cl.job();
   reexec_with_omp_wait_policy(argv, job ? sdp::requested_threads_before_mpi(*job) : 0);
+  if (cl.data_inspect->parsed()) return run_data_inspect(cl.inspect_path, cl.inspect_options);
   if (cl.bench_gemm->parsed()) {
     sdp::nn::set_num_threads(cl.gemm_threads > 0 ? cl.gemm_threads : sdp::cpu_core_count());
     const double gflops = sdp::nn::measure_sgemm_gflops(cl.gemm_size);

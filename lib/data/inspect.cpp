@@ -1,0 +1,205 @@
+#include "data/inspect.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "data/crc32c.hpp"
+#include "data/tar_shards.hpp"
+#include "data/tf_example.hpp"
+#include "data/tfrecord.hpp"
+
+namespace sdp {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+bool is_tar_name(const std::string& path) {
+  return ends_with(path, ".tar") || ends_with(path, ".tar.gz") || ends_with(path, ".tgz");
+}
+
+// A plain TFRecord file starts with a length whose masked CRC-32C follows it; a gzip one is
+// recognised by tfrecord_is_gzip's rule, and its records are checked as they are read.
+bool looks_like_tfrecord(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  unsigned char header[12];
+  const std::size_t got = std::fread(header, 1, sizeof header, f);
+  std::fclose(f);
+  if (got >= 2 && header[0] == 0x1f && header[1] == 0x8b) return true;
+  if (got != sizeof header) return false;
+  uint32_t stored = 0;
+  for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(header[8 + i]) << (8 * i);
+  return crc32c_mask(crc32c(header, 8)) == stored;
+}
+
+// The data files under `path` (itself when it is a file), sorted so that every run and every
+// rank sees them in one order. Index files and hidden files are not data.
+std::vector<std::string> list_files(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw InputError("data inspect: " + path + " does not exist");
+  if (!fs::is_directory(path, ec)) return {path};
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || name.empty() || name[0] == '.' || ends_with(name, ".idx")) continue;
+    files.push_back(entry.path().string());
+  }
+  if (ec) throw InputError("data inspect: cannot list " + path + ": " + ec.message());
+  std::sort(files.begin(), files.end());
+  if (files.empty()) throw InputError("data inspect: " + path + " holds no data file");
+  return files;
+}
+
+std::string resolve_format(const std::vector<std::string>& files, const std::string& requested) {
+  if (requested == "tfrecord" || requested == "tar-shards") return requested;
+  if (requested != "auto")
+    throw InputError("data inspect: --format " + requested + " is not one of auto, tfrecord, tar-shards");
+  if (is_tar_name(files.front())) return "tar-shards";
+  if (looks_like_tfrecord(files.front())) return "tfrecord";
+  throw InputError("data inspect: " + files.front() +
+                   " is neither a tar shard (.tar, .tar.gz, .tgz) nor a TFRecord file; name the format with --format");
+}
+
+class Tally {
+ public:
+  explicit Tally(DataInspection& result) : result_(result) {}
+  void add(int64_t label, std::size_t image_bytes) {
+    ++result_.labels[label];
+    const auto bytes = static_cast<int64_t>(image_bytes);
+    result_.image_bytes_min = result_.records == 0 ? bytes : std::min(result_.image_bytes_min, bytes);
+    result_.image_bytes_max = std::max(result_.image_bytes_max, bytes);
+    total_ += static_cast<double>(bytes);
+    ++result_.records;
+    result_.image_bytes_mean = total_ / static_cast<double>(result_.records);
+  }
+
+ private:
+  DataInspection& result_;
+  double total_ = 0;
+};
+
+// The message of a defect, naming the file and the record once: the readers' own messages
+// name them already, the Example's and the label's do not.
+void record_defect(DataInspection& result, const std::string& file, int64_t record, const std::string& what) {
+  result.bad_file = file;
+  result.bad_record = record;
+  result.bad_message = what.compare(0, file.size(), file) == 0
+                           ? what
+                           : file + ": record " + std::to_string(record) + " (from 0): " + what;
+}
+
+// A .cls member: the label as decimal text (WebDataset's convention), surrounding space allowed.
+int64_t parse_label_text(const std::vector<uint8_t>& bytes) {
+  std::string text(bytes.begin(), bytes.end());
+  const auto first = text.find_first_not_of(" \t\r\n");
+  const auto last = text.find_last_not_of(" \t\r\n");
+  if (first == std::string::npos) throw InputError("the label member is empty");
+  text = text.substr(first, last - first + 1);
+  std::size_t used = 0;
+  int64_t label = 0;
+  try {
+    label = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size()) throw InputError("the label member holds '" + text.substr(0, 40) + "', not an integer");
+  return label;
+}
+
+// Reads every record of `file`; false when a defect (recorded in `result`) or max_records
+// ended the reading.
+bool inspect_tfrecord(const std::string& file, const InspectOptions& options, Tally& tally, DataInspection& result) {
+  TfRecordReader reader(file);
+  std::vector<uint8_t> payload;
+  while (true) {
+    if (options.max_records > 0 && result.records >= options.max_records) return false;
+    const int64_t record = reader.records_read();
+    try {
+      if (!reader.next(payload)) return true;
+      const ExampleFields fields =
+          parse_example(payload.data(), payload.size(), options.image_key, options.label_key);
+      tally.add(fields.label, fields.image.size());
+    } catch (const InputError& e) {
+      record_defect(result, file, record, e.what());
+      return false;
+    }
+  }
+}
+
+bool inspect_tar(const std::string& file, const InspectOptions& options, Tally& tally, DataInspection& result) {
+  TarShardReader reader(file);
+  TarSample sample;
+  int64_t index = 0;
+  while (true) {
+    if (options.max_records > 0 && result.records >= options.max_records) return false;
+    try {
+      if (!reader.next(sample)) return true;
+      for (const auto& [extension, bytes] : sample.files) ++result.members[extension];
+      const auto label = sample.files.find(options.label_extension);
+      if (label == sample.files.end())
+        throw InputError("sample '" + sample.key + "' has no ." + options.label_extension + " member");
+      std::size_t image_bytes = 0;
+      for (const auto& [extension, bytes] : sample.files)
+        if (extension != options.label_extension) image_bytes += bytes.size();
+      tally.add(parse_label_text(label->second), image_bytes);
+    } catch (const InputError& e) {
+      record_defect(result, file, index, e.what());
+      return false;
+    }
+    ++index;
+  }
+}
+
+}  // namespace
+
+DataInspection inspect_data(const std::string& path, const InspectOptions& options) {
+  DataInspection result;
+  result.files = list_files(path);
+  result.format = resolve_format(result.files, options.format);
+  Tally tally(result);
+  for (const std::string& file : result.files) {
+    const bool went_on = result.format == "tfrecord" ? inspect_tfrecord(file, options, tally, result)
+                                                     : inspect_tar(file, options, tally, result);
+    if (!went_on) {
+      if (result.bad_message.empty()) result.complete = false;  // max_records reached
+      break;
+    }
+  }
+  return result;
+}
+
+std::string format_inspection(const DataInspection& r) {
+  std::ostringstream out;
+  out << "format        " << r.format << "\n";
+  out << "files         " << r.files.size() << (r.files.size() == 1 ? " (" + r.files.front() + ")" : "") << "\n";
+  out << "records       " << r.records << (r.complete ? "" : " (stopped at --max-records)") << "\n";
+  if (!r.labels.empty()) {
+    out << "labels        " << r.labels.size() << " distinct, " << r.labels.begin()->first << " .. "
+        << r.labels.rbegin()->first << "\n";
+    int64_t fewest = INT64_MAX, most = 0;
+    for (const auto& [label, count] : r.labels) {
+      fewest = std::min(fewest, count);
+      most = std::max(most, count);
+    }
+    out << "per label     " << fewest << " .. " << most << " records\n";
+    char mean[32];
+    std::snprintf(mean, sizeof mean, "%.0f", r.image_bytes_mean);
+    out << "image bytes   " << r.image_bytes_min << " .. " << r.image_bytes_max << " (mean " << mean << ")\n";
+  }
+  for (const auto& [extension, count] : r.members) out << "member ." << extension << "  in " << count << " samples\n";
+  if (r.bad_message.empty())
+    out << "first bad     none\n";
+  else
+    out << "first bad     " << r.bad_message << "\n";
+  return out.str();
+}
+
+}  // namespace sdp

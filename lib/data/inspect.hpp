@@ -1,0 +1,46 @@
+// `sdp-train data inspect PATH`: what a data set holds and whether every record of it reads,
+// before a job spends an allocation finding out. PATH is a file or a directory of shards.
+// Formats: tfrecord (tf.train.Example records with an encoded image and an int64 label) and
+// tar-shards (WebDataset: members grouped by key, the label in a .cls member); auto picks by
+// name (.tar, .tar.gz, .tgz) and otherwise by the TFRecord framing of the first 12 bytes.
+// Every record is read and checked (CRCs, the Example's keys); the first defect is reported
+// with its file, record and message, and reading stops there.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sdp {
+
+struct InspectOptions {
+  std::string format = "auto";  // auto, tfrecord, tar-shards
+  std::string image_key = "image/encoded";
+  std::string label_key = "image/class/label";
+  std::string label_extension = "cls";  // tar-shards: the member holding the label as text
+  int64_t max_records = 0;              // 0: every record
+};
+
+struct DataInspection {
+  std::string format;
+  std::vector<std::string> files;
+  int64_t records = 0;
+  std::map<int64_t, int64_t> labels;       // label -> records
+  std::map<std::string, int64_t> members;  // tar-shards: extension -> samples that have it
+  int64_t image_bytes_min = 0, image_bytes_max = 0;
+  double image_bytes_mean = 0;
+  bool complete = true;  // false when max_records stopped the reading early
+  // The first defect: bad_message empty when every record read; it names the file and record.
+  std::string bad_file;
+  int64_t bad_record = -1;
+  std::string bad_message;
+};
+
+// Throws InputError when PATH does not exist, holds no data file, or the format is unknown;
+// a defective record does not throw: it is reported in the result.
+DataInspection inspect_data(const std::string& path, const InspectOptions& options);
+// The report, one fact a line.
+std::string format_inspection(const DataInspection& inspection);
+
+}  // namespace sdp
