@@ -21,7 +21,7 @@ BatchAssembler::BatchAssembler(const Dataset& dataset, const AugmentOptions& aug
 }
 
 void BatchAssembler::assemble(const std::vector<int64_t>& indices, int64_t epoch,
-                              Batch& out) const {
+                              Batch& out) {
   const Dataset& ds = dataset_;
   const int C = ds.channels, H = ds.height, W = ds.width;
   const int64_t plane = int64_t{H} * W;

@@ -10,10 +10,11 @@
 #include "data/augment.hpp"
 #include "data/batch.hpp"
 #include "data/dataset.hpp"
+#include "data/sample_set.hpp"
 
 namespace sdp {
 
-class BatchAssembler {
+class BatchAssembler final : public SampleAssembler {
  public:
   // `dataset` must outlive the assembler.
   BatchAssembler(const Dataset& dataset, const AugmentOptions& augment = {});
@@ -21,7 +22,7 @@ class BatchAssembler {
   const Dataset& dataset() const { return dataset_; }
   // Fills out.images, out.labels and out.indices; reuses out.storage when large enough.
   // `epoch` keys the augmentation draw.
-  void assemble(const std::vector<int64_t>& indices, int64_t epoch, Batch& out) const;
+  void assemble(const std::vector<int64_t>& indices, int64_t epoch, Batch& out) override;
 
  private:
   const Dataset& dataset_;

@@ -13,9 +13,9 @@ AugmentOptions seeded(AugmentOptions augment, uint64_t seed) {
 }
 }  // namespace
 
-TrainLoader::TrainLoader(const Dataset& dataset, const LoaderOptions& options)
-    : assembler_(dataset, seeded(options.augment, options.seed)),
-      sampler_(dataset.count, options.seed, options.rank, options.world, options.batch_size,
+TrainLoader::TrainLoader(const SampleSet& samples, const LoaderOptions& options)
+    : assembler_(samples.make_assembler(seeded(options.augment, options.seed))),
+      sampler_(samples.count(), options.seed, options.rank, options.world, options.batch_size,
                options.accumulate),
       pinned_(options.pinned),
       prefetcher_(options.prefetch) {}
@@ -34,7 +34,7 @@ bool TrainLoader::produce(Batch& batch) {
   if (produced_ >= limit_) return false;
   sampler_.batch_indices(cursor_, micro_, indices_);
   batch.pinned = pinned_;
-  assembler_.assemble(indices_, cursor_.epoch, batch);
+  assembler_->assemble(indices_, cursor_.epoch, batch);
   batch.step = produced_;
   batch.micro = micro_;
   batch.cursor = cursor_;
@@ -47,15 +47,14 @@ bool TrainLoader::produce(Batch& batch) {
   return true;
 }
 
-EvalLoader::EvalLoader(const Dataset& dataset, int64_t batch_size, int rank, int world,
-                       int prefetch)
-    : assembler_(dataset), batch_size_(batch_size), prefetcher_(prefetch) {
+EvalLoader::EvalLoader(const SampleSet& samples, int64_t batch_size, int rank, int world, int prefetch)
+    : assembler_(samples.make_assembler({})), batch_size_(batch_size), prefetcher_(prefetch) {
   if (batch_size < 1)
     throw InputError("eval loader: batch size must be >= 1, got " + std::to_string(batch_size));
   if (world < 1 || rank < 0 || rank >= world)
     throw InputError("eval loader: rank " + std::to_string(rank) + " outside world size " +
                      std::to_string(world));
-  order_ = eval_indices(dataset.count, rank, world);
+  order_ = eval_indices(samples.count(), rank, world);
 }
 
 void EvalLoader::start() {
@@ -69,7 +68,7 @@ bool EvalLoader::produce(Batch& batch) {
   if (position_ >= num_samples()) return false;
   const int64_t end = std::min(num_samples(), position_ + batch_size_);
   indices_.assign(order_.begin() + position_, order_.begin() + end);
-  assembler_.assemble(indices_, /*epoch=*/0, batch);
+  assembler_->assemble(indices_, /*epoch=*/0, batch);
   batch.step = produced_++;
   batch.cursor = batch.next_cursor = SampleCursor{};
   position_ = end;

@@ -1,4 +1,4 @@
-// Loaders: a Dataset + an index order + a BatchAssembler behind a Prefetcher.
+// Loaders: a SampleSet (sample_set.hpp) + an index order + its assembler behind a Prefetcher.
 //
 // TrainLoader walks one epoch of the ShardedSampler from a SampleCursor (the start of an
 // epoch, or a resumed mid-epoch position) to the end of that epoch, one step after the other,
@@ -6,7 +6,7 @@
 // cursor of its step and the cursor after that step for checkpoints. EvalLoader reads every sample
 // of the split once (this rank's share: r, r + world, ...), last partial batch included.
 //
-// The Dataset must outlive the loader. Loader methods are called from one thread;
+// The SampleSet (or Dataset) must outlive the loader. Loader methods are called from one thread;
 // the worker thread is internal.
 #pragma once
 
@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "data/augment.hpp"
-#include "data/batch_assembler.hpp"
 #include "data/dataset.hpp"
 #include "data/prefetcher.hpp"
+#include "data/sample_set.hpp"
 #include "data/sampler.hpp"
 
 namespace sdp {
@@ -34,7 +34,9 @@ struct LoaderOptions {
 
 class TrainLoader {
  public:
-  TrainLoader(const Dataset& dataset, const LoaderOptions& options);
+  TrainLoader(const SampleSet& samples, const LoaderOptions& options);
+  TrainLoader(const Dataset& dataset, const LoaderOptions& options)
+      : TrainLoader(DatasetSamples::view(dataset), options) {}
 
   // While an iteration runs, use only the size/step queries: batch_indices() and
   // permutation() share a cache with the worker thread.
@@ -53,7 +55,7 @@ class TrainLoader {
  private:
   bool produce(Batch& batch);
 
-  BatchAssembler assembler_;
+  std::unique_ptr<SampleAssembler> assembler_;
   ShardedSampler sampler_;
   bool pinned_;
   // Worker-side iteration state; written by start() only while no worker runs.
@@ -66,8 +68,9 @@ class TrainLoader {
 
 class EvalLoader {
  public:
-  EvalLoader(const Dataset& dataset, int64_t batch_size, int rank = 0, int world = 1,
-             int prefetch = 2);
+  EvalLoader(const SampleSet& samples, int64_t batch_size, int rank = 0, int world = 1, int prefetch = 2);
+  EvalLoader(const Dataset& dataset, int64_t batch_size, int rank = 0, int world = 1, int prefetch = 2)
+      : EvalLoader(DatasetSamples::view(dataset), batch_size, rank, world, prefetch) {}
 
   int64_t num_samples() const { return static_cast<int64_t>(order_.size()); }  // this rank
   int64_t num_batches() const { return (num_samples() + batch_size_ - 1) / batch_size_; }
@@ -78,7 +81,7 @@ class EvalLoader {
  private:
   bool produce(Batch& batch);
 
-  BatchAssembler assembler_;
+  std::unique_ptr<SampleAssembler> assembler_;
   int64_t batch_size_;
   std::vector<int64_t> order_;
   int64_t position_ = 0, produced_ = 0;

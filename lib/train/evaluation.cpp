@@ -9,7 +9,7 @@ void average_buffers(nn::Model& model, Communicator& comm) {
   comm.allreduce(CommBuffer::of(model.store().buffer_arena()), {ReduceOp::kAvg})->wait();
 }
 
-EvalResult evaluate(nn::Model& model, const Dataset& test, const JobSpec& spec, const World& world,
+EvalResult evaluate(nn::Model& model, const SampleSet& test, const JobSpec& spec, const World& world,
                     Communicator& comm, Watchdog* watch, int64_t step) {
   run_watched(watch, step, "evaluation buffer average", [&] { average_buffers(model, comm); });
 

@@ -49,7 +49,7 @@ EvalResult evaluate_model_file(JobSetup& setup, const std::string& model_path) {
   std::unique_ptr<nn::Model> model;
   run_on_all_ranks(world.comm(), [&] {
     data = std::make_unique<DataSplits>(load_data(spec));
-    model = build_model(spec, data->train, Device::cpu());
+    model = build_model(spec, *data->train, Device::cpu());
   });
   ParameterStore& store = model->store();
   run_on_all_ranks(world.comm(), [&] {
@@ -65,10 +65,10 @@ EvalResult evaluate_model_file(JobSetup& setup, const std::string& model_path) {
     comm->broadcast(CommBuffer::of(store.param_arena()), {0})->wait();
     comm->broadcast(CommBuffer::of(store.buffer_arena()), {0})->wait();
   });
-  const EvalResult result = evaluate(*model, data->test, spec, world, *comm, &watch, 0);
+  const EvalResult result = evaluate(*model, *data->test, spec, world, *comm, &watch, 0);
   MetricsLog metrics(world.rank() == 0, "");
   metrics.emit("eval", "eval", {{"test_loss", result.loss}, {"test_accuracy", result.accuracy},
-                                {"test_samples", static_cast<double>(data->test.count)}});
+                                {"test_samples", static_cast<double>(data->test->count())}});
   return result;
 }
 

@@ -377,7 +377,7 @@ void Trainer::evaluate_after_epoch(int64_t epoch) {
   TraceScope trace(timeline_.get(), "evaluation", step_);
   if (faults_.stalls_in("evaluation")) FaultPlan::stall(world_.rank(), "before the evaluation");
   const EvalResult eval =
-      evaluate(*parts_.model, parts_.data->test, spec_, world_, *world_comm_, control_watch_.get(), step_);
+      evaluate(*parts_.model, *parts_.data->test, spec_, world_, *world_comm_, control_watch_.get(), step_);
   result_.test_loss = eval.loss;
   result_.test_accuracy = eval.accuracy;
   log_.eval(epoch, step_, eval);

@@ -16,10 +16,13 @@ namespace sdp {
 
 DataSplits load_data(const JobSpec& spec) {
   const DataSpec& d = spec.data;
-  if (d.format == DataFormat::kMnist)
-    return {load_mnist(d.train, Split::kTrain), load_mnist(d.test, Split::kTest)};
+  auto in_memory = [](Dataset train, Dataset test) {
+    return DataSplits{std::make_unique<DatasetSamples>(std::move(train)),
+                      std::make_unique<DatasetSamples>(std::move(test))};
+  };
+  if (d.format == DataFormat::kMnist) return in_memory(load_mnist(d.train, Split::kTrain), load_mnist(d.test, Split::kTest));
   if (d.format == DataFormat::kCifar10)
-    return {load_cifar10(d.train, Split::kTrain), load_cifar10(d.test, Split::kTest)};
+    return in_memory(load_cifar10(d.train, Split::kTrain), load_cifar10(d.test, Split::kTest));
   SyntheticSpec s;
   s.channels = d.synthetic.channels;
   s.height = d.synthetic.height;
@@ -30,21 +33,19 @@ DataSplits load_data(const JobSpec& spec) {
   s.count = d.synthetic.train_samples;
   Dataset train = make_synthetic(s, Split::kTrain);
   s.count = d.synthetic.test_samples;
-  return {std::move(train), make_synthetic(s, Split::kTest)};
+  return in_memory(std::move(train), make_synthetic(s, Split::kTest));
 }
 
-std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const Dataset& data,
-                                       const Device& device) {
-  if (data.num_classes > spec.model.num_classes)
-    throw InputError("key 'model.num_classes' is " + std::to_string(spec.model.num_classes) +
-                     " but the " + data.name + " data has " + std::to_string(data.num_classes) +
-                     " classes");
+std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const SampleSet& data, const Device& device) {
+  if (data.num_classes() > spec.model.num_classes)
+    throw InputError("key 'model.num_classes' is " + std::to_string(spec.model.num_classes) + " but the " +
+                     data.name() + " data has " + std::to_string(data.num_classes()) + " classes");
   models::ModelOptions options;
   options.name = spec.model.name;
   options.num_classes = spec.model.num_classes;
-  options.in_channels = data.channels;
-  options.height = data.height;
-  options.width = data.width;
+  options.in_channels = data.channels();
+  options.height = data.height();
+  options.width = data.width();
   options.hidden = spec.model.hidden;
   options.dropout = static_cast<float>(spec.model.dropout);
   options.zero_init_residual = spec.model.zero_init_residual;
@@ -105,7 +106,7 @@ TrainingParts build_training_parts(const JobSpec& spec, const World& world, cons
   run_on_all_ranks(world.comm(), [&] {
     parts.data = std::make_unique<DataSplits>(load_data(spec));
     const DataSplits& data = *parts.data;
-    parts.model = build_model(spec, data.train, device);
+    parts.model = build_model(spec, *data.train, device);
     parts.optimizer = make_optimizer(optimizer_options(spec.optimizer), parts.model->store());
     LoaderOptions loader_options;
     loader_options.batch_size = spec.data.batch_size;
@@ -119,15 +120,15 @@ TrainingParts build_training_parts(const JobSpec& spec, const World& world, cons
     // which needs page-locked memory to run asynchronously.
     loader_options.pinned = !device.is_cpu();
     const GlobalBatch batch = global_batch(spec, world.size());
-    if (data.train.count < batch.size())
+    if (data.train->count() < batch.size())
       throw InputError("key 'data.batch_size': " + std::to_string(batch.per_rank) + " x " +
                        std::to_string(batch.ranks) + " rank(s)" +
                        (batch.accumulate > 1 ? " x " + std::to_string(batch.accumulate) +
                                                    " micro-batches (train.accumulate_steps)"
                                              : std::string()) +
-                       " is more than the " + std::to_string(data.train.count) +
+                       " is more than the " + std::to_string(data.train->count()) +
                        " training samples: not one step per epoch");
-    parts.loader = std::make_unique<TrainLoader>(data.train, loader_options);
+    parts.loader = std::make_unique<TrainLoader>(*data.train, loader_options);
   });
   return parts;
 }

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/floating_point.hpp"
+#include "data/batch_assembler.hpp"
 #include "data/data_loader.hpp"
 #include "data/prefetcher.hpp"
 #include "data/synthetic.hpp"

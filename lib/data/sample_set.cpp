@@ -1,0 +1,11 @@
+#include "data/sample_set.hpp"
+
+#include "data/batch_assembler.hpp"
+
+namespace sdp {
+
+std::unique_ptr<SampleAssembler> DatasetSamples::make_assembler(const AugmentOptions& augment) const {
+  return std::make_unique<BatchAssembler>(*dataset_, augment);
+}
+
+}  // namespace sdp

@@ -1,0 +1,64 @@
+// SampleSet: what a loader reads, by sample index, whatever the format: an in-memory Dataset
+// of raw pixels (MNIST, CIFAR-10, synthetic) or a set of encoded images (records or files,
+// decoded as batches are assembled). The loaders' sampling, sharding across ranks, prefetching
+// and checkpoint cursors (data_loader.hpp) are the same for every kind; only the assembler,
+// which turns indices into a normalized batch, differs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/augment.hpp"
+#include "data/batch.hpp"
+#include "data/dataset.hpp"
+
+namespace sdp {
+
+class SampleAssembler {
+ public:
+  virtual ~SampleAssembler() = default;
+  // Fills out.images ([B, C, H, W] f32, normalized), out.labels and out.indices for
+  // `indices`; `epoch` keys the augmentation draw. Called from one loader's worker thread.
+  // Throws InputError naming the file and record of a sample that cannot be read.
+  virtual void assemble(const std::vector<int64_t>& indices, int64_t epoch, Batch& out) = 0;
+};
+
+class SampleSet {
+ public:
+  virtual ~SampleSet() = default;
+  virtual std::string name() const = 0;  // "cifar10/train", "tfrecord:/data/train", ...
+  virtual int64_t count() const = 0;
+  virtual int num_classes() const = 0;
+  // One assembled sample is [channels, height, width].
+  virtual int channels() const = 0;
+  virtual int height() const = 0;
+  virtual int width() const = 0;
+  // A loader's assembler: training transforms when augment.enabled (keyed by augment.seed),
+  // evaluation's otherwise.
+  virtual std::unique_ptr<SampleAssembler> make_assembler(const AugmentOptions& augment) const = 0;
+};
+
+// An in-memory Dataset as a SampleSet (its assembler: BatchAssembler).
+class DatasetSamples final : public SampleSet {
+ public:
+  explicit DatasetSamples(Dataset dataset) : dataset_(std::make_shared<const Dataset>(std::move(dataset))) {}
+  // A view of `dataset`, which must outlive this object and its assemblers.
+  static DatasetSamples view(const Dataset& dataset) { return DatasetSamples(&dataset); }
+
+  const Dataset& dataset() const { return *dataset_; }
+  std::string name() const override { return dataset_->name; }
+  int64_t count() const override { return dataset_->count; }
+  int num_classes() const override { return dataset_->num_classes; }
+  int channels() const override { return dataset_->channels; }
+  int height() const override { return dataset_->height; }
+  int width() const override { return dataset_->width; }
+  std::unique_ptr<SampleAssembler> make_assembler(const AugmentOptions& augment) const override;
+
+ private:
+  explicit DatasetSamples(const Dataset* borrowed) : dataset_(borrowed, [](const Dataset*) {}) {}
+  std::shared_ptr<const Dataset> dataset_;
+};
+
+}  // namespace sdp
