@@ -14,6 +14,8 @@ packages=(
   libdnnl-dev                         # oneDNN: CPU kernels
   ocl-icd-opencl-dev opencl-headers   # dnnl-config.cmake requires OpenCL (Debian builds oneDNN's GPU runtime); a recommends, so --no-install-recommends skips it
   zlib1g-dev                          # .gz data sets
+  libturbojpeg0-dev libjpeg62-turbo-dev  # JPEG: TurboJPEG headers/encoder, libjpeg API for region + DCT-scaled decode
+  libpng-dev                          # PNG decode
   libgtest-dev                        # unit tests
   python3                             # test and benchmark scripts
 )
