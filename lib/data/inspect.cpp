@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <sstream>
 
 #include "core/error.hpp"
 #include "data/crc32c.hpp"
+#include "data/data_files.hpp"
 #include "data/tar_shards.hpp"
 #include "data/tf_example.hpp"
 #include "data/tfrecord.hpp"
@@ -14,8 +14,6 @@
 namespace sdp {
 
 namespace {
-
-namespace fs = std::filesystem;
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -38,24 +36,6 @@ bool looks_like_tfrecord(const std::string& path) {
   uint32_t stored = 0;
   for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(header[8 + i]) << (8 * i);
   return crc32c_mask(crc32c(header, 8)) == stored;
-}
-
-// The data files under `path` (itself when it is a file), sorted so that every run and every
-// rank sees them in one order. Index files and hidden files are not data.
-std::vector<std::string> list_files(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw InputError("data inspect: " + path + " does not exist");
-  if (!fs::is_directory(path, ec)) return {path};
-  std::vector<std::string> files;
-  for (const auto& entry : fs::directory_iterator(path, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!entry.is_regular_file() || name.empty() || name[0] == '.' || ends_with(name, ".idx")) continue;
-    files.push_back(entry.path().string());
-  }
-  if (ec) throw InputError("data inspect: cannot list " + path + ": " + ec.message());
-  std::sort(files.begin(), files.end());
-  if (files.empty()) throw InputError("data inspect: " + path + " holds no data file");
-  return files;
 }
 
 std::string resolve_format(const std::vector<std::string>& files, const std::string& requested) {
@@ -162,7 +142,7 @@ bool inspect_tar(const std::string& file, const InspectOptions& options, Tally& 
 
 DataInspection inspect_data(const std::string& path, const InspectOptions& options) {
   DataInspection result;
-  result.files = list_files(path);
+  result.files = list_data_files(path, "data inspect");
   result.format = resolve_format(result.files, options.format);
   Tally tally(result);
   for (const std::string& file : result.files) {
