@@ -38,7 +38,8 @@ void check_dimensions(int64_t width, int64_t height, const std::string& what) {
   if (width <= 0 || height <= 0)
     throw InputError(what + ": image has no pixels (" + std::to_string(width) + "x" +
                      std::to_string(height) + ")");
-  if (width * height > kMaxImagePixels)
+  // Each side first: a PNG side may be up to 2^32 - 1, and the product of two would overflow.
+  if (width > kMaxImagePixels || height > kMaxImagePixels || width * height > kMaxImagePixels)
     throw InputError(what + ": image of " + std::to_string(width) + "x" + std::to_string(height) +
                      " pixels is larger than the limit of " + std::to_string(kMaxImagePixels) +
                      " pixels");
@@ -286,6 +287,10 @@ ImageDecoder::ImageDecoder() : jpeg_(std::make_unique<Jpeg>()) {
   if (setjmp(j.jump)) throw RuntimeError(std::string("jpeg_create_decompress: ") + j.message);
   jpeg_create_decompress(&j.cinfo);
   j.cinfo.progress = &j.progress;
+  // libjpeg's own buffers (a progressive image keeps every coefficient: 2 bytes per sample)
+  // are capped, so a small file declaring a huge progressive image fails instead of
+  // allocating gigabytes.
+  j.cinfo.mem->max_memory_to_use = 512L << 20;
 }
 
 ImageDecoder::~ImageDecoder() {
