@@ -3,7 +3,7 @@
 #
 #   scripts/fuzz.sh [--seconds N] [reader...]
 #     --seconds N   fuzzing time per reader (default 600)
-#     reader        safetensors idx cifar10 tfrecord tar job_spec json (default: all)
+#     reader        safetensors idx cifar10 tfrecord tar image job_spec json (default: all)
 #
 # Configures and builds build-fuzz (clang, -DSDP_FUZZ=ON), generates the seed corpora from
 # code and configs/, runs two targets at a time (the machine has two cores) and prints a
@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
     *) readers+=("$1"); shift ;;
   esac
 done
-all=(safetensors idx cifar10 tfrecord tar job_spec json)
+all=(safetensors idx cifar10 tfrecord tar image job_spec json)
 [ ${#readers[@]} -gt 0 ] || readers=("${all[@]}")
 for r in "${readers[@]}"; do
   [[ " ${all[*]} " == *" $r "* ]] || { echo "fuzz.sh: unknown reader '$r' (one of: ${all[*]})" >&2; exit 2; }

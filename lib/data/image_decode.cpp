@@ -38,7 +38,8 @@ void check_dimensions(int64_t width, int64_t height, const std::string& what) {
   if (width <= 0 || height <= 0)
     throw InputError(what + ": image has no pixels (" + std::to_string(width) + "x" +
                      std::to_string(height) + ")");
-  if (width * height > kMaxImagePixels)
+  // Each side first: a PNG side may be up to 2^32 - 1, and the product of two would overflow.
+  if (width > kMaxImagePixels || height > kMaxImagePixels || width * height > kMaxImagePixels)
     throw InputError(what + ": image of " + std::to_string(width) + "x" + std::to_string(height) +
                      " pixels is larger than the limit of " + std::to_string(kMaxImagePixels) +
                      " pixels");
@@ -197,6 +198,12 @@ Jpeg* jpeg_of(j_common_ptr cinfo) {
 extern "C" void jpeg_on_error(j_common_ptr cinfo) {
   Jpeg* j = jpeg_of(cinfo);
   (*cinfo->err->format_message)(cinfo, j->message);
+  // Over max_memory_to_use libjpeg asks for a backing store (a temporary file) it does not
+  // have; say what that means.
+  if (cinfo->err->msg_code == JERR_NO_BACKING_STORE || cinfo->err->msg_code == JERR_OUT_OF_MEMORY)
+    std::snprintf(j->message, sizeof j->message,
+                  "the image needs more than %ld MiB of decoder memory (max_memory_to_use)",
+                  cinfo->mem->max_memory_to_use >> 20);
   std::longjmp(j->jump, 1);
 }
 
@@ -230,11 +237,13 @@ struct JpegRegion {
   int scale_num;
   int x0, x1, y0, y1;
   bool cmyk;
+  int skip;  // columns decoded left of x0 (the iMCU alignment of jpeg_crop_scanline)
 };
 
-// Phase 2: decode the region into `dst` (RGB, (x1 - x0) * 3 bytes per row). `row` holds one
-// scaled row of 4 bytes per pixel.
-bool jpeg_decode_phase(Jpeg& j, const JpegRegion& r, uint8_t* dst, uint8_t* row) {
+// Phase 2: start the decompressor at the region's scale and columns; sets r.skip. Before
+// the caller allocates the region, so an image libjpeg cannot take (its own buffers over the
+// cap) fails before we touch memory for its pixels.
+bool jpeg_start_phase(Jpeg& j, JpegRegion& r) {
   if (setjmp(j.jump)) return false;
   jpeg_decompress_struct& c = j.cinfo;
   c.scale_num = static_cast<unsigned>(r.scale_num);
@@ -242,10 +251,25 @@ bool jpeg_decode_phase(Jpeg& j, const JpegRegion& r, uint8_t* dst, uint8_t* row)
   c.out_color_space = r.cmyk ? JCS_CMYK : JCS_RGB;
   c.dct_method = JDCT_ISLOW;  // the accurate one, as Pillow and torchvision use
   jpeg_start_decompress(&c);
+  if (c.output_width < static_cast<JDIMENSION>(r.x1) ||
+      c.output_height < static_cast<JDIMENSION>(r.y1)) {
+    std::snprintf(j.message, sizeof j.message, "scaled size %ux%u smaller than expected",
+                  c.output_width, c.output_height);
+    return false;
+  }
   JDIMENSION xoffset = static_cast<JDIMENSION>(r.x0), width = static_cast<JDIMENSION>(r.x1 - r.x0);
   // Decode only the iMCU columns of the crop; libjpeg widens the span to iMCU boundaries.
   if (width < c.output_width) jpeg_crop_scanline(&c, &xoffset, &width);
-  const int skip = r.x0 - static_cast<int>(xoffset);
+  r.skip = r.x0 - static_cast<int>(xoffset);
+  return true;
+}
+
+// Phase 3: decode the region's rows into `dst` (RGB, (x1 - x0) * 3 bytes per row). `row`
+// holds one scaled row of 4 bytes per pixel.
+bool jpeg_read_phase(Jpeg& j, const JpegRegion& r, uint8_t* dst, uint8_t* row) {
+  if (setjmp(j.jump)) return false;
+  jpeg_decompress_struct& c = j.cinfo;
+  const int skip = r.skip;
   if (r.y0 > 0) jpeg_skip_scanlines(&c, static_cast<JDIMENSION>(r.y0));
   const int components = c.output_components, w = r.x1 - r.x0;
   for (int y = r.y0; y < r.y1; ++y) {
@@ -286,6 +310,10 @@ ImageDecoder::ImageDecoder() : jpeg_(std::make_unique<Jpeg>()) {
   if (setjmp(j.jump)) throw RuntimeError(std::string("jpeg_create_decompress: ") + j.message);
   jpeg_create_decompress(&j.cinfo);
   j.cinfo.progress = &j.progress;
+  // libjpeg's own buffers (a progressive image keeps every coefficient: 2 bytes per sample)
+  // are capped, so a small file declaring a huge progressive image fails instead of
+  // allocating gigabytes.
+  j.cinfo.mem->max_memory_to_use = 512L << 20;
 }
 
 ImageDecoder::~ImageDecoder() {
@@ -317,7 +345,7 @@ DecodedImage jpeg_window(Jpeg& j, const SampleWindow& window, int out_w, int out
   const double s = num / 8.0;
   const int scaled_w = static_cast<int>((int64_t{W} * num + 7) / 8);  // libjpeg's jdiv_round_up
   const int scaled_h = static_cast<int>((int64_t{H} * num + 7) / 8);
-  JpegRegion r;
+  JpegRegion r{};
   r.scale_num = num;
   r.x0 = static_cast<int>(std::floor(box.x * s));
   r.y0 = static_cast<int>(std::floor(box.y * s));
@@ -329,8 +357,9 @@ DecodedImage jpeg_window(Jpeg& j, const SampleWindow& window, int out_w, int out
     throw InputError(what + ": JPEG colour space " + std::to_string(int(cs)) + " with " +
                      std::to_string(c.num_components) + " components is not supported");
   const int rw = r.x1 - r.x0, rh = r.y1 - r.y0;
+  if (!jpeg_start_phase(j, r)) throw InputError(what + ": corrupt JPEG: " + j.message);
   std::vector<uint8_t> region(size_t(rw) * rh * 3), row(size_t(scaled_w) * 4);
-  if (!jpeg_decode_phase(j, r, region.data(), row.data()))
+  if (!jpeg_read_phase(j, r, region.data(), row.data()))
     throw InputError(what + ": corrupt JPEG: " + j.message);
   DecodedImage out;
   if (out_w == 0) {

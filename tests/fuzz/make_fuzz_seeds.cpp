@@ -1,7 +1,7 @@
 // Writes the small binary seed corpora of the fuzz targets (valid tiny files, so the fuzzer
 // starts past the magic numbers and headers): make_fuzz_seeds <corpus dir>. Makes
-// <dir>/{safetensors,idx,cifar10,tfrecord,tar}/; scripts/fuzz.sh adds the YAML and JSON seeds from configs/.
-// Generated rather than committed so the tree holds no binary blobs.
+// <dir>/{safetensors,idx,cifar10,tfrecord,tar,image}/; scripts/fuzz.sh adds the YAML and JSON seeds
+// from configs/. Generated rather than committed so the tree holds no binary blobs.
 #include <zlib.h>
 
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../unit/data/image_samples.hpp"  // the unit tests' JPEG / PNG encoders
 #include "data/tar_shards.hpp"
 #include "data/tf_example.hpp"
 #include "data/tfrecord.hpp"
@@ -165,6 +166,46 @@ void tar_seeds(const fs::path& dir) {
   }
 }
 
+// The image target's framing: output size, crop fractions, then the file. Small JPEGs
+// (baseline, progressive, gray, CMYK, 4:4:4) and PNGs (RGB, palette, 16-bit gray+alpha,
+// interlaced), so the fuzzer starts inside the entropy-coded and zlib data.
+void image_seeds(const fs::path& dir) {
+  using sdp::testing::encode_jpeg;
+  using sdp::testing::encode_png;
+  using sdp::testing::gradient_rgb;
+  using sdp::testing::make_pixels;
+  const Bytes framing{40, 30, 10, 20, 200, 180};
+  auto put = [&](const std::string& name, const Bytes& file) {
+    Bytes input = framing;
+    input.insert(input.end(), file.begin(), file.end());
+    write(dir / name, input);
+  };
+  const Bytes rgb = gradient_rgb(40, 24);
+  put("baseline.jpg", encode_jpeg(rgb, 40, 24));
+  put("progressive.jpg", encode_jpeg(rgb, 40, 24, TJPF_RGB, TJSAMP_420, 80, TJFLAG_PROGRESSIVE));
+  put("444.jpg", encode_jpeg(rgb, 40, 24, TJPF_RGB, TJSAMP_444, 90));
+  put("gray.jpg", encode_jpeg(make_pixels(17, 9, 1, [](int x, int y, int) { return x * 9 + y; }),
+                              17, 9, TJPF_GRAY));
+  put("cmyk.jpg",
+      encode_jpeg(make_pixels(16, 8, 4, [](int x, int, int c) { return x * 16 + c * 40; }), 16, 8,
+                  TJPF_CMYK));
+  put("rgb.png", sdp::testing::encode_png_rgb(rgb, 40, 24));
+  sdp::testing::PngSpec palette;
+  palette.colour_type = PNG_COLOR_TYPE_PALETTE;
+  palette.palette = {{0, 0, 0}, {255, 0, 0}, {0, 255, 0}};
+  put("palette.png", encode_png(make_pixels(9, 5, 1, [](int x, int y, int) { return (x + y) % 3; }),
+                                9, 5, palette));
+  sdp::testing::PngSpec gray_alpha16;
+  gray_alpha16.colour_type = PNG_COLOR_TYPE_GRAY_ALPHA;
+  gray_alpha16.bit_depth = 16;
+  put("gray-alpha-16.png",
+      encode_png(make_pixels(6, 4, 4, [](int x, int y, int b) { return x * 40 + y + b; }), 6, 4,
+                 gray_alpha16));
+  sdp::testing::PngSpec interlaced;
+  interlaced.interlaced = true;
+  put("interlaced.png", encode_png(rgb, 40, 24, interlaced));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -173,11 +214,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path root = argv[1];
-  for (const char* sub : {"safetensors", "idx", "cifar10", "tfrecord", "tar"}) fs::create_directories(root / sub);
+  for (const char* sub : {"safetensors", "idx", "cifar10", "tfrecord", "tar", "image"})
+    fs::create_directories(root / sub);
   safetensors_seeds(root / "safetensors");
   idx_seeds(root / "idx");
   cifar_seeds(root / "cifar10");
   tfrecord_seeds(root / "tfrecord");
   tar_seeds(root / "tar");
+  image_seeds(root / "image");
   return 0;
 }

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -306,6 +307,28 @@ TEST(ImageDecoder, RejectsAbsurdDimensionsFromTheHeader) {
   png[20] = 0x00, png[21] = 0x01, png[22] = 0x00, png[23] = 0x00;  // height 65536
   expect_input_error([&] { decoder.decode(png.data(), png.size(), "huge.png"); },
                      {"huge.png", "limit"});
+  // Sides near 2^32 (the fuzzer's find): their product overflows 64 bits if computed first.
+  for (int i = 16; i < 24; ++i) png[i] = 0xff;
+  expect_input_error([&] { read_image_info(png.data(), png.size(), "huger.png"); },
+                     {"huger.png", "4294967295x4294967295", "limit"});
+}
+
+TEST(ImageDecoder, RejectsAProgressiveJpegTooBigForTheDecoderMemoryCapBeforeAllocating) {
+  // 16000 x 16000 is under the pixel limit, but progressive 4:4:4 needs every DCT
+  // coefficient in memory (1.5 GB): libjpeg's cap refuses it, before our 768 MB pixel buffer.
+  Bytes jpeg =
+      encode_jpeg(gradient_rgb(16, 16), 16, 16, TJPF_RGB, TJSAMP_444, 90, TJFLAG_PROGRESSIVE);
+  size_t sof = 0;
+  for (size_t i = 2; i + 1 < jpeg.size() && sof == 0; ++i)
+    if (jpeg[i] == 0xff && jpeg[i + 1] == 0xc2) sof = i;  // SOF2: progressive
+  ASSERT_GT(sof, 0u);
+  jpeg[sof + 5] = 0x3e, jpeg[sof + 6] = 0x80, jpeg[sof + 7] = 0x3e, jpeg[sof + 8] = 0x80;
+  ImageDecoder decoder;
+  expect_input_error([&] { decoder.decode(jpeg.data(), jpeg.size(), "big.jpg"); },
+                     {"big.jpg", "decoder memory"});
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  EXPECT_LT(usage.ru_maxrss, 400 * 1024) << "peak RSS in KiB";
 }
 
 }  // namespace
