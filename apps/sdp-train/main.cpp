@@ -17,7 +17,11 @@
 #include "config/job_spec_yaml.hpp"
 #include "core/device_info.hpp"
 #include "core/error.hpp"
+#include "data/cifar10.hpp"
+#include "data/convert.hpp"
 #include "data/inspect.hpp"
+#include "data/mnist.hpp"
+#include "data/synthetic.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/allreduce_bench.hpp"
 #include "distributed/device_assignment.hpp"
@@ -123,6 +127,44 @@ int run_data_inspect(const std::string& path, const sdp::InspectOptions& options
   }
 }
 
+// What `data convert` reads: a data set this build loads into memory.
+struct ConvertSource {
+  std::string from = "cifar10";  // mnist, cifar10, synthetic
+  std::string input;             // mnist, cifar10: their directory
+  std::string split = "train";
+  int64_t synthetic_samples = 2048;
+};
+
+// No MPI: one process writes the files.
+int run_data_convert(const ConvertSource& source, const sdp::ConvertOptions& options) {
+  try {
+    const sdp::Split split = source.split == "test" ? sdp::Split::kTest : sdp::Split::kTrain;
+    if (source.from != "synthetic" && source.input.empty())
+      throw sdp::InputError("data convert: --input must name the " + source.from + " directory");
+    sdp::Dataset dataset;
+    if (source.from == "mnist") {
+      dataset = sdp::load_mnist(source.input, split);
+    } else if (source.from == "cifar10") {
+      dataset = sdp::load_cifar10(source.input, split);
+    } else {
+      sdp::SyntheticSpec spec;  // colour 32 x 32, CIFAR's shape
+      spec.channels = 3;
+      spec.height = spec.width = 32;
+      spec.count = source.synthetic_samples;
+      dataset = sdp::make_synthetic(spec, split);
+    }
+    const sdp::ConvertResult result = sdp::convert_dataset(dataset, options);
+    std::printf("converted %lld %s samples into %d %s under %s (%.1f MB of JPEG, quality %d)\n",
+                static_cast<long long>(result.samples), dataset.name.c_str(), result.files,
+                options.format == "image-folder" ? "class folders" : (options.format + " files").c_str(),
+                options.output.c_str(), result.bytes / 1e6, options.quality);
+    return 0;
+  } catch (const sdp::Error& e) {
+    print_error(e.what());
+    return static_cast<int>(e.code());
+  }
+}
+
 int run_evaluate(const sdp::JobSources& sources, const std::string& model_path) {
   sdp::JobSetup setup = sdp::set_up_job(sources);
   sdp::evaluate_model_file(setup, model_path);
@@ -171,7 +213,9 @@ struct CommandLine {
                "launched by MPI (one process per GPU or CPU share)."};
   sdp::JobSources top_sources, train_sources, validate_sources, env_sources, bench_sources, evaluate_sources;
   CLI::App *train = nullptr, *validate = nullptr, *bench_gemm = nullptr, *bench_allreduce = nullptr,
-           *evaluate = nullptr, *env = nullptr, *data_inspect = nullptr;
+           *evaluate = nullptr, *env = nullptr, *data_inspect = nullptr, *data_convert = nullptr;
+  ConvertSource convert_source;
+  sdp::ConvertOptions convert_options;
   std::string inspect_path;
   sdp::InspectOptions inspect_options;
   int gemm_size = 2048, gemm_threads = 0;
@@ -248,6 +292,26 @@ void declare_commands(CommandLine& cl) {
   inspect.add_option("--label-key", cl.inspect_options.label_key, "tfrecord: the Example's int64 label");
   inspect.add_option("--max-records", cl.inspect_options.max_records, "stop after this many (0: all)")
       ->check(CLI::NonNegativeNumber);
+  cl.data_convert = data->add_subcommand(
+      "convert", "write MNIST, CIFAR-10 or the synthetic set as JPEGs: TFRecord shards, an image folder or tar shards");
+  CLI::App& convert = *cl.data_convert;
+  convert.add_option("--from", cl.convert_source.from, "mnist, cifar10 or synthetic (colour 32 x 32)")
+      ->check(CLI::IsMember({"mnist", "cifar10", "synthetic"}));
+  convert.add_option("--input", cl.convert_source.input, "the mnist or cifar10 directory");
+  convert.add_option("--split", cl.convert_source.split, "train or test")->check(CLI::IsMember({"train", "test"}));
+  convert.add_option("--synthetic-samples", cl.convert_source.synthetic_samples, "synthetic: how many")
+      ->check(CLI::PositiveNumber);
+  convert.add_option("--output", cl.convert_options.output, "the directory to write")->required();
+  convert.add_option("--format", cl.convert_options.format, "tfrecord, image-folder or tar-shards")
+      ->check(CLI::IsMember({"tfrecord", "image-folder", "tar-shards"}));
+  convert.add_option("--prefix", cl.convert_options.prefix, "shard file names start with this");
+  convert.add_option("--shards", cl.convert_options.shards, "tfrecord, tar-shards: how many files")
+      ->check(CLI::PositiveNumber);
+  convert.add_option("--quality", cl.convert_options.quality, "JPEG quality 1-100")->check(CLI::Range(1, 100));
+  convert.add_option("--resize", cl.convert_options.resize, "colour: scale the shorter side to this (0: keep)")
+      ->check(CLI::NonNegativeNumber);
+  convert.add_option("--limit", cl.convert_options.limit, "the first N samples only (0: all)")
+      ->check(CLI::NonNegativeNumber);
 }
 
 // Parses the command line; an exit status when there is nothing to run (--help, --version, a
@@ -318,6 +382,7 @@ int main(int argc, char** argv) {
   const sdp::JobSources* job = cl.job();
   reexec_with_omp_wait_policy(argv, job ? sdp::requested_threads_before_mpi(*job) : 0);
   if (cl.data_inspect->parsed()) return run_data_inspect(cl.inspect_path, cl.inspect_options);
+  if (cl.data_convert->parsed()) return run_data_convert(cl.convert_source, cl.convert_options);
   if (cl.bench_gemm->parsed()) {
     sdp::nn::set_num_threads(cl.gemm_threads > 0 ? cl.gemm_threads : sdp::cpu_core_count());
     const double gflops = sdp::nn::measure_sgemm_gflops(cl.gemm_size);

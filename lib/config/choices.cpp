@@ -35,7 +35,9 @@ SDP_SPELLING(Precision, {{Precision::kFp32, "fp32"},
                          {Precision::kAmpBf16, "amp-bf16"}});
 SDP_SPELLING(DataFormat, {{DataFormat::kMnist, "mnist"},
                           {DataFormat::kCifar10, "cifar10"},
-                          {DataFormat::kSynthetic, "synthetic"}});
+                          {DataFormat::kSynthetic, "synthetic"},
+                          {DataFormat::kTfrecord, "tfrecord"},
+                          {DataFormat::kImageFolder, "image-folder"}});
 SDP_SPELLING(DataShard, {{DataShard::kRank, "rank"}, {DataShard::kHost, "host"}});
 SDP_SPELLING(Augmentation, {{Augmentation::kAuto, "auto"},
                             {Augmentation::kNone, "none"},

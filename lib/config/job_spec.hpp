@@ -39,6 +39,14 @@ struct DataSpec {
   int prefetch = 2;
   Augmentation augment = Augmentation::kAuto;  // auto = crop+flip for cifar10
   SyntheticDataSpec synthetic;
+  // Encoded images (tfrecord, image-folder): decoded and transformed as batches are made.
+  int image_size = 224;  // the square crop the model reads
+  int resize = 256;      // evaluation: the shorter side before the centre crop
+  int workers = 0;       // decoding threads per loader; 0 = the rank's compute threads
+  std::string normalize = "imagenet";  // imagenet or cifar10 mean/std
+  std::string image_key = "image/encoded";      // tfrecord: the Example's encoded image
+  std::string label_key = "image/class/label";  // tfrecord: the Example's int64 label
+  int64_t label_offset = 0;                     // tfrecord: subtracted (ImageNet counts from 1)
 };
 
 struct TrainSpec {

@@ -216,6 +216,13 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("data.shard", data.shard));
     f.push_back(SDP_FIELD("data.prefetch", data.prefetch));
     f.push_back(SDP_FIELD("data.augment", data.augment));
+    f.push_back(SDP_FIELD("data.image_size", data.image_size));
+    f.push_back(SDP_FIELD("data.resize", data.resize));
+    f.push_back(SDP_FIELD("data.workers", data.workers));
+    f.push_back(SDP_FIELD("data.normalize", data.normalize, {"imagenet", "cifar10"}));
+    f.push_back(SDP_FIELD("data.image_key", data.image_key));
+    f.push_back(SDP_FIELD("data.label_key", data.label_key));
+    f.push_back(SDP_FIELD("data.label_offset", data.label_offset));
     f.push_back(SDP_FIELD("data.synthetic.train_samples", data.synthetic.train_samples));
     f.push_back(SDP_FIELD("data.synthetic.test_samples", data.synthetic.test_samples));
     f.push_back(SDP_FIELD("data.synthetic.channels", data.synthetic.channels));

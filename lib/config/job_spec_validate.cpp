@@ -58,6 +58,12 @@ void check_data_keys(const JobSpec& spec, const RangeChecker& check) {
   check.require(d.synthetic.height > 0, "data.synthetic.height", "must be positive");
   check.require(d.synthetic.width > 0, "data.synthetic.width", "must be positive");
   check.require(d.synthetic.noise >= 0, "data.synthetic.noise", "must be >= 0");
+  check.require(d.image_size >= 1, "data.image_size", "must be a positive number of pixels");
+  check.require(d.resize >= d.image_size, "data.resize",
+                "must be >= data.image_size (" + std::to_string(d.image_size) + "): the centre crop is cut from it");
+  check.require(d.workers >= 0, "data.workers", "must be >= 0 (0: the rank's compute threads)");
+  check.require(!d.image_key.empty(), "data.image_key", "must name the Example's image feature");
+  check.require(!d.label_key.empty(), "data.label_key", "must name the Example's label feature");
 }
 
 // train.*

@@ -14,6 +14,9 @@ struct AugmentOptions {
   int pad = 4;
   bool flip = true;
   uint64_t seed = 0;
+  // Encoded images (encoded_images.hpp): torchvision's RandomResizedCrop + flip (ImageNet's
+  // recipe) instead of this padded crop + flip (CIFAR's).
+  bool random_resized_crop = false;
 };
 
 struct CropFlip {

@@ -132,7 +132,22 @@ class DecodingAssembler final : public SampleAssembler {
   struct Worker {
     ImageDecoder decoder;
     std::vector<uint8_t> bytes;
+    std::vector<uint8_t> shifted;
   };
+
+  // augment.hpp's crop/flip on an interleaved RGB image; the padding is black, as
+  // torchvision's RandomCrop(padding=4) pads.
+  static void crop_flip_rgb(const std::vector<uint8_t>& src, std::vector<uint8_t>& dst, int size, int pad,
+                            const CropFlip& cf) {
+    dst.assign(src.size(), 0);
+    for (int y = 0; y < size; ++y)
+      for (int x = 0; x < size; ++x) {
+        const int64_t from = crop_flip_source(cf, pad, size, size, y, x);
+        if (from < 0) continue;
+        const std::size_t to = (static_cast<std::size_t>(y) * size + x) * 3;
+        for (int c = 0; c < 3; ++c) dst[to + c] = src[static_cast<std::size_t>(from) * 3 + c];
+      }
+  }
 
   int32_t decode_sample(int64_t i, int64_t epoch, Worker& worker, float* out) {
     const int64_t label = source_->read(i, worker.bytes);
@@ -143,7 +158,7 @@ class DecodingAssembler final : public SampleAssembler {
     const int size = options_.image_size;
     const ImageInfo info = read_image_info(worker.bytes.data(), worker.bytes.size(), where);
     DecodedImage image;
-    if (augment_.enabled) {
+    if (augment_.enabled && augment_.random_resized_crop) {
       std::mt19937_64 rng = sample_rng(augment_.seed, epoch, i);
       const CropBox box = random_resized_crop_box(info.width, info.height, rng, options_.crop);
       image = worker.decoder.decode_crop(worker.bytes.data(), worker.bytes.size(), box, size, size, where);
@@ -152,6 +167,10 @@ class DecodingAssembler final : public SampleAssembler {
       const ResizeCenterCrop eval = resize_shorter_then_center_crop(info.width, info.height, options_.resize, size);
       image = worker.decoder.decode_window(worker.bytes.data(), worker.bytes.size(),
                                            eval.source_window(info.width, info.height), size, size, where);
+      if (augment_.enabled) {  // CIFAR's padded crop + flip, drawn as the in-memory sets draw it
+        crop_flip_rgb(image.pixels, worker.shifted, size, augment_.pad, draw_crop_flip(augment_, epoch, i));
+        std::swap(image.pixels, worker.shifted);
+      }
     }
     normalize_image(image.pixels.data(), size, size, options_.normalization, TensorLayout::kChw, TensorType::kF32,
                     out);

@@ -4,9 +4,11 @@
 // data.prefetch batches whatever the set's size.
 //
 // Transforms, torchvision's (data/image_transforms.hpp): training takes RandomResizedCrop
-// (scale 0.08-1, ratio 3/4-4/3) to image_size x image_size and a horizontal flip, drawn from
-// (seed, epoch, sample) alone, so a resumed job augments as an uninterrupted one; evaluation
-// takes Resize(shorter side = resize) and CenterCrop(image_size). The JPEG decoder reads only
+// (scale 0.08-1, ratio 3/4-4/3) to image_size x image_size and a horizontal flip
+// (AugmentOptions::random_resized_crop), or the evaluation transform then CIFAR's padded crop
+// and flip (augment.hpp), each drawn from (seed, epoch, sample) alone, so a resumed job
+// augments as an uninterrupted one; evaluation takes Resize(shorter side = resize) and
+// CenterCrop(image_size). The JPEG decoder reads only
 // the DCT scale and the region a crop needs. Output: normalized f32 CHW.
 //
 // Decoding runs on a pool of data.workers threads, the loader's own thread among them; each

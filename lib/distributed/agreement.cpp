@@ -1,6 +1,8 @@
 #include "distributed/agreement.hpp"
 
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 
 #include "core/error.hpp"
 #include "distributed/mpi_check.hpp"
@@ -41,6 +43,28 @@ void check_all_ranks(MPI_Comm comm, std::exception_ptr local) {
     if (failed_count > 1) message += " (and " + std::to_string(failed_count - 1) + " other ranks)";
   }
   throw CollectiveFailure(static_cast<ExitCode>(code), message, rank == first);
+}
+
+void end_job_from_this_rank(MPI_Comm world, std::exception_ptr error) {
+  int size = 1, rank = 0;
+  MPI_Comm_size(world, &size);
+  MPI_Comm_rank(world, &rank);
+  if (size == 1) std::rethrow_exception(error);
+  int code = static_cast<int>(ExitCode::kRuntime);
+  std::string what = "unknown error";
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    code = static_cast<int>(e.code());
+    what = e.what();
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  std::fprintf(stderr, "sdp-train: error: rank %d: %s\n", rank, what.c_str());
+  std::fflush(stderr);
+  MPI_Abort(world, code);
+  std::abort();  // MPI_Abort does not return; if it did, the job must still end
 }
 
 }  // namespace sdp

@@ -29,6 +29,13 @@ class CollectiveFailure : public Error {
   bool report_here_;
 };
 
+// An error this rank met alone while the others may be inside a collective (a bad record in
+// its share of the data, a failed read): no agreement can be reached, and unwinding would run
+// destructors that are collective themselves (freeing a shared window waits for every rank).
+// Prints "sdp-train: error: rank R: <what>" and ends the whole job now with MPI_Abort and the
+// error's exit status. On a world of one rank it rethrows instead: nothing can hang there.
+[[noreturn]] void end_job_from_this_rank(MPI_Comm world, std::exception_ptr error);
+
 // `local` is the exception this rank caught, or nullptr. Returns when no rank failed.
 void check_all_ranks(MPI_Comm comm, std::exception_ptr local);
 

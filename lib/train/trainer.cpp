@@ -158,6 +158,19 @@ void Trainer::start_replicas() {
 }
 
 TrainResult Trainer::run() {
+  // An error every rank met together (CollectiveFailure) unwinds in order. One met by this
+  // rank alone (its data, its disk) ends the job here, while the members that hold collective
+  // resources are still alive: their destructors would wait for ranks that never come.
+  try {
+    return run_epochs();
+  } catch (const CollectiveFailure&) {
+    throw;
+  } catch (...) {
+    end_job_from_this_rank(world_.comm(), std::current_exception());
+  }
+}
+
+TrainResult Trainer::run_epochs() {
   start_replicas();
   log_.start(*schedule_, steps_per_epoch_, total_steps_, parts_.model->store().num_parameters());
   for (int64_t epoch = cursor_.epoch; epoch < epochs_; ++epoch) {

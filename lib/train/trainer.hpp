@@ -54,6 +54,7 @@ class Trainer {
   TrainResult run();
 
  private:
+  TrainResult run_epochs();
   // Agreement before step 0: same steps per epoch, same model; the checkpoint to resume
   // from (if any) restored; rank 0's weights, buffers and optimizer state on every rank.
   void start_replicas();

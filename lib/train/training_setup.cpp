@@ -5,24 +5,56 @@
 
 #include "core/error.hpp"
 #include "data/cifar10.hpp"
+#include "data/encoded_images.hpp"
 #include "data/mnist.hpp"
 #include "data/synthetic.hpp"
 #include "distributed/agreement.hpp"
 #include "models/registry.hpp"
+#include "nn/threads.hpp"
 #include "optim/optimizer_factory.hpp"
 #include "train/global_batch.hpp"
 
 namespace sdp {
 
+namespace {
+
+bool encoded_images(DataFormat format) { return format == DataFormat::kTfrecord || format == DataFormat::kImageFolder; }
+
+// tfrecord and image-folder: sets of encoded images, decoded as batches are made.
+DataSplits open_encoded_images(const JobSpec& spec) {
+  const DataSpec& d = spec.data;
+  EncodedImageOptions options;
+  options.image_size = d.image_size;
+  options.resize = d.resize;
+  options.num_classes = spec.model.num_classes;
+  options.workers = d.workers > 0 ? d.workers : nn::num_threads();
+  if (d.normalize == "cifar10") options.normalization = Normalization::cifar10();
+  auto open = [&](const std::string& path) -> std::shared_ptr<const EncodedSource> {
+    if (d.format == DataFormat::kImageFolder) return open_image_folder_source(path);
+    return open_tfrecord_source(path, {d.image_key, d.label_key, d.label_offset});
+  };
+  auto train = std::make_unique<EncodedImageSet>(open(d.train), options);
+  return {std::move(train), std::make_unique<EncodedImageSet>(open(d.test), options)};
+}
+
+}  // namespace
+
 DataSplits load_data(const JobSpec& spec) {
   const DataSpec& d = spec.data;
+  if (encoded_images(d.format)) return open_encoded_images(spec);
+  // The training split is read first, so that its errors are the ones reported.
   auto in_memory = [](Dataset train, Dataset test) {
     return DataSplits{std::make_unique<DatasetSamples>(std::move(train)),
                       std::make_unique<DatasetSamples>(std::move(test))};
   };
-  if (d.format == DataFormat::kMnist) return in_memory(load_mnist(d.train, Split::kTrain), load_mnist(d.test, Split::kTest));
-  if (d.format == DataFormat::kCifar10)
-    return in_memory(load_cifar10(d.train, Split::kTrain), load_cifar10(d.test, Split::kTest));
+  if (d.format == DataFormat::kMnist) {
+    Dataset train = load_mnist(d.train, Split::kTrain);
+    return in_memory(std::move(train), load_mnist(d.test, Split::kTest));
+  }
+  if (d.format == DataFormat::kCifar10) {
+    Dataset train = load_cifar10(d.train, Split::kTrain);
+    return in_memory(std::move(train), load_cifar10(d.test, Split::kTest));
+  }
   SyntheticSpec s;
   s.channels = d.synthetic.channels;
   s.height = d.synthetic.height;
@@ -95,8 +127,11 @@ void reject_unimplemented(const JobSpec& spec, const World& world) {
 
 AugmentOptions augment_options(const DataSpec& data) {
   AugmentOptions options;
+  // Encoded images: auto is ImageNet's RandomResizedCrop + flip; crop-flip and flip are CIFAR's.
+  options.random_resized_crop = encoded_images(data.format) && data.augment == Augmentation::kAuto;
   options.enabled = data.augment == Augmentation::kCropFlip || data.augment == Augmentation::kFlip ||
-                    (data.augment == Augmentation::kAuto && data.format == DataFormat::kCifar10);
+                    (data.augment == Augmentation::kAuto && data.format == DataFormat::kCifar10) ||
+                    (data.augment == Augmentation::kAuto && encoded_images(data.format));
   if (data.augment == Augmentation::kFlip) options.pad = 0;  // no crop: the image as is, or mirrored
   return options;
 }

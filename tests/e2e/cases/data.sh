@@ -73,3 +73,50 @@ case_data_inspect_bad_record() {
 case_data_inspect_missing() {
     expect_error 0 'no-such-dir does not exist' data inspect "$WORK/no-such-dir"
 }
+
+# convert_synthetic FORMAT DIR [ARGS...]: the synthetic set (colour, 32 x 32, 10 classes) as
+# JPEGs in FORMAT under DIR; no data set needed, so these cases run everywhere.
+convert_synthetic() {
+    local format=$1 dir=$2; shift 2
+    expect_ok 0 data convert --from synthetic --format "$format" --output "$dir" "$@"
+    grep -q "^converted " "$WORK/out" || fail "no summary line from data convert"
+}
+
+# Training from TFRecord shards resumes bit for bit: the crops and flips are drawn from
+# (seed, epoch, sample), whichever worker decodes them (2 ranks x 2 workers, 40 steps over
+# two epochs, interrupted at step 15).
+case_data_train_tfrecord_resume_bitwise() {
+    convert_synthetic tfrecord "$WORK/tf" --synthetic-samples 2048 --shards 3
+    expect_ok 0 data inspect "$WORK/tf"
+    grep -q '^records       2048' "$WORK/out" || fail "the converted set does not hold 2048 records"
+    resume_bitwise 2 --set data.format=tfrecord --set data.train="$WORK/tf" --set data.test="$WORK/tf" \
+        --set data.image_size=24 --set data.resize=32 --set data.workers=2
+}
+
+# An image folder trains like the in-memory set it came from: the synthetic classes are easy,
+# so three epochs reach a high test accuracy through JPEG, decoding and the workers.
+case_data_train_image_folder_learns() {
+    convert_synthetic image-folder "$WORK/train" --synthetic-samples 2048
+    convert_synthetic image-folder "$WORK/test" --split test --synthetic-samples 512
+    [ "$(ls "$WORK/train" | tr '\n' ' ')" = "0 1 2 3 4 5 6 7 8 9 " ] || fail "class folders: $(ls "$WORK/train")"
+    expect_ok 2 --config "$SRC/configs/quickstart.yaml" --set data.format=image-folder \
+        --set data.train="$WORK/train" --set data.test="$WORK/test" --set data.image_size=32 --set data.resize=32 \
+        --set data.normalize=cifar10 --set data.augment=flip --set checkpoint.dir="$WORK/ck" \
+        --set output.model_dir="$WORK/m" --set output.metrics= --set threads=1
+    grep -q 'data         : image-folder' "$WORK/out" || fail "the plan does not name the format"
+    local acc
+    acc=$(grep -oE '^\[done\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
+    [ -n "$acc" ] || fail "no final test accuracy"
+    python3 -c "import sys; sys.exit(0 if float('$acc') >= 0.9 else 1)" || fail "test accuracy $acc < 0.9"
+}
+
+# A file in the folder that is not an image ends the job on every rank with exit 2, naming it
+# (training meets it, or evaluation, which reads every sample of the same folder).
+case_data_train_bad_image() {
+    convert_synthetic image-folder "$WORK/train" --synthetic-samples 256
+    echo "not a jpeg" >"$WORK/train/3/zz_broken.jpg"
+    expect_error 2 'zz_broken.jpg' --config "$SRC/configs/quickstart.yaml" --set data.format=image-folder \
+        --set data.train="$WORK/train" --set data.test="$WORK/train" --set data.image_size=32 --set data.resize=32 \
+        --set data.batch_size=64 --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m" \
+        --set output.metrics= --set threads=1
+}

@@ -1,0 +1,33 @@
+// `sdp-train data convert`: an in-memory data set (MNIST, CIFAR-10, or the synthetic one)
+// written as JPEGs in the layouts users bring: TFRecord shards of tf.train.Example (with their
+// index files), a torchvision image folder, or WebDataset tar shards. Tests and benchmarks get
+// real JPEG data sets this way, with no download; labels keep their numbers in every layout.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "data/dataset.hpp"
+
+namespace sdp {
+
+struct ConvertOptions {
+  std::string format = "tfrecord";  // tfrecord, image-folder, tar-shards
+  std::string output;               // the directory written (created; files in it replaced)
+  std::string prefix = "train";     // shard file names: <prefix>-00000-of-00004, <prefix>-00000.tar
+  int shards = 1;                   // tfrecord, tar-shards: samples go round-robin over them
+  int quality = 95;                 // JPEG quality
+  int resize = 0;                   // > 0: images scaled (bilinear) so the shorter side is this
+  int64_t limit = 0;                // > 0: the first `limit` samples only
+};
+
+struct ConvertResult {
+  int64_t samples = 0;
+  int64_t bytes = 0;  // encoded image bytes written
+  int files = 0;
+};
+
+// Throws InputError for a bad option, RuntimeError when a file cannot be written.
+ConvertResult convert_dataset(const Dataset& dataset, const ConvertOptions& options);
+
+}  // namespace sdp
