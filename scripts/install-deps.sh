@@ -2,7 +2,7 @@
 # Installs every Debian package sdp-train needs to build and test. Idempotent and
 # non-interactive; runs apt-get as root, or through sudo otherwise.
 #   scripts/install-deps.sh           build + test dependencies
-#   scripts/install-deps.sh --bench   also PyTorch (python3-torch) with OpenBLAS, the peer the benchmarks compare with
+#   scripts/install-deps.sh --bench   also PyTorch (python3-torch, python3-torchvision) with OpenBLAS, the peer the benchmarks compare with
 set -euo pipefail
 
 packages=(
@@ -23,6 +23,7 @@ if [ "${1:-}" = "--bench" ]; then
   # Debian's torch does its matrix products through libblas.so.3: without OpenBLAS that is
   # the reference BLAS, ~20x slower, which would make PyTorch an unfair peer.
   packages+=(python3-torch libopenblas0-pthread)
+  packages+=(python3-torchvision)  # the peer of scripts/bench-data.sh: DataLoader + ImageFolder
   packages+=(python3-matplotlib)  # the plots of scripts/plot_*.py
 fi
 

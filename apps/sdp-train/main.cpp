@@ -28,6 +28,7 @@
 #include "distributed/world.hpp"
 #include "nn/gemm_peak.hpp"
 #include "nn/threads.hpp"
+#include "train/data_bench.hpp"
 #include "train/job_setup.hpp"
 #include "train/model_evaluation.hpp"
 #include "train/trainer.hpp"
@@ -213,7 +214,11 @@ struct CommandLine {
                "launched by MPI (one process per GPU or CPU share)."};
   sdp::JobSources top_sources, train_sources, validate_sources, env_sources, bench_sources, evaluate_sources;
   CLI::App *train = nullptr, *validate = nullptr, *bench_gemm = nullptr, *bench_allreduce = nullptr,
-           *evaluate = nullptr, *env = nullptr, *data_inspect = nullptr, *data_convert = nullptr;
+           *evaluate = nullptr, *env = nullptr, *data_inspect = nullptr, *data_convert = nullptr,
+           *bench_data = nullptr;
+  sdp::JobSources bench_data_sources;
+  std::vector<int> bench_data_workers{1, 2};
+  int64_t bench_data_batches = 50;
   ConvertSource convert_source;
   sdp::ConvertOptions convert_options;
   std::string inspect_path;
@@ -254,6 +259,10 @@ void declare_commands(CommandLine& cl) {
   add_job_options(*cl.validate, cl.validate_sources);
   auto* bench = app.add_subcommand("bench", "micro-benchmarks (see scripts/bench-*.sh for full comparisons)");
   bench->require_subcommand(1);
+  cl.bench_data = bench->add_subcommand("data", "the job's input side alone: images/s per decoding worker count");
+  add_job_options(*cl.bench_data, cl.bench_data_sources);
+  cl.bench_data->add_option("--workers", cl.bench_data_workers, "worker counts to time (default 1 2)")->delimiter(',');
+  cl.bench_data->add_option("--batches", cl.bench_data_batches, "timed batches per row")->check(CLI::PositiveNumber);
   cl.bench_gemm = bench->add_subcommand("gemm", "oneDNN sgemm GFLOP/s: the machine's practical fp32 peak");
   cl.bench_gemm->add_option("--size", cl.gemm_size, "matrix size n (n x n x n)")->check(CLI::PositiveNumber);
   cl.bench_gemm->add_option("--threads", cl.gemm_threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
@@ -383,6 +392,22 @@ int main(int argc, char** argv) {
   reexec_with_omp_wait_policy(argv, job ? sdp::requested_threads_before_mpi(*job) : 0);
   if (cl.data_inspect->parsed()) return run_data_inspect(cl.inspect_path, cl.inspect_options);
   if (cl.data_convert->parsed()) return run_data_convert(cl.convert_source, cl.convert_options);
+  if (cl.bench_data->parsed()) {
+    try {
+      require_job_spec(cl.bench_data_sources, "--config");
+      const sdp::JobSpec spec = sdp::load_job_spec(cl.bench_data_sources, nullptr);
+      std::cout << sdp::format_data_bench(sdp::run_data_benchmark(spec, cl.bench_data_workers, cl.bench_data_batches),
+                                          spec)
+                << std::flush;
+      return 0;
+    } catch (const CLI::RequiredError& e) {
+      print_error(e.what());
+      return static_cast<int>(ExitCode::kUsage);
+    } catch (const sdp::Error& e) {
+      print_error(e.what());
+      return static_cast<int>(e.code());
+    }
+  }
   if (cl.bench_gemm->parsed()) {
     sdp::nn::set_num_threads(cl.gemm_threads > 0 ? cl.gemm_threads : sdp::cpu_core_count());
     const double gflops = sdp::nn::measure_sgemm_gflops(cl.gemm_size);

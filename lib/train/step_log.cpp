@@ -97,7 +97,12 @@ void StepLog::done(const TrainResult& result, bool evaluated_last) {
   std::vector<std::pair<std::string, double>> summary = {
       {"steps", static_cast<double>(result.steps)},
       {"train_seconds", result.train_seconds},
-      {"images_per_sec", result.images_per_sec}};
+      {"images_per_sec", result.images_per_sec},
+      // The share of the step loop (steps and the waits between them) spent waiting for data:
+      // ~0 when the loader keeps up.
+      {"data_wait_percent", result.train_seconds + result.data_wait_seconds > 0
+                                ? 100.0 * result.data_wait_seconds / (result.train_seconds + result.data_wait_seconds)
+                                : 0.0}};
   if (spec_.train.on_nonfinite == OnNonfinite::kSkip)
     summary.push_back({"skipped_steps", static_cast<double>(result.skipped_steps)});
   if (spec_.precision == Precision::kAmpFp16)

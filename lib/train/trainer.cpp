@@ -225,6 +225,7 @@ void Trainer::run_epoch(int64_t epoch) {
     log_.progress(step_, epoch, epochs_, total_steps_);
     if (stop_agreed_) break;
   }
+  result_.data_wait_seconds += loader.wait_seconds();  // start() begins each iteration at 0
 }
 
 const Batch* Trainer::next_batch(Clock::time_point since) {

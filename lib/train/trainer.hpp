@@ -40,6 +40,7 @@ struct TrainResult {
       0;  // updates skipped for a non-finite loss or gradient (on_nonfinite: skip)
   int64_t overflow_skips = 0;  // amp-fp16 updates skipped for overflowing gradients
   double checkpoint_blocked_seconds = 0;  // step loop waiting on rank 0's checkpoint snapshots
+  double data_wait_seconds = 0;  // step loop waiting for the loader's next batch (this rank)
 };
 
 // Collective. Checks the output locations first (train/output_check.hpp). Bad data or model
