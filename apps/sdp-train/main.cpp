@@ -317,6 +317,8 @@ void declare_commands(CommandLine& cl) {
   convert.add_option("--shards", cl.convert_options.shards, "tfrecord, tar-shards: how many files")
       ->check(CLI::PositiveNumber);
   convert.add_option("--quality", cl.convert_options.quality, "JPEG quality 1-100")->check(CLI::Range(1, 100));
+  convert.add_flag("--full-chroma", cl.convert_options.full_chroma,
+                   "colour at full resolution (4:4:4) instead of 4:2:0: for tiny images such as CIFAR's");
   convert.add_option("--resize", cl.convert_options.resize, "colour: scale the shorter side to this (0: keep)")
       ->check(CLI::NonNegativeNumber);
   convert.add_option("--limit", cl.convert_options.limit, "the first N samples only (0: all)")

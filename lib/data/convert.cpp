@@ -32,13 +32,13 @@ std::vector<uint8_t> sample_jpeg(const Dataset& d, int64_t i, const ConvertOptio
     for (int x = 0; x < w; ++x)
       for (int ch = 0; ch < c; ++ch)
         pixels[(static_cast<std::size_t>(y) * w + x) * c + ch] = planes[(static_cast<std::size_t>(ch) * h + y) * w + x];
-  if (options.resize <= 0 || c != 3) return encode_jpeg(pixels.data(), w, h, c, options.quality);
+  if (options.resize <= 0 || c != 3) return encode_jpeg(pixels.data(), w, h, c, options.quality, options.full_chroma);
   const int out_w = w <= h ? options.resize : static_cast<int>(int64_t{options.resize} * w / h);
   const int out_h = w <= h ? static_cast<int>(int64_t{options.resize} * h / w) : options.resize;
   std::vector<uint8_t> resized(static_cast<std::size_t>(out_w) * out_h * 3);
   resize_bilinear(pixels.data(), w, h, static_cast<std::size_t>(w) * 3, SampleWindow::of_box({0, 0, w, h}),
                   resized.data(), out_w, out_h);
-  return encode_jpeg(resized.data(), out_w, out_h, 3, options.quality);
+  return encode_jpeg(resized.data(), out_w, out_h, 3, options.quality, options.full_chroma);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@ struct ConvertOptions {
   std::string prefix = "train";     // shard file names: <prefix>-00000-of-00004, <prefix>-00000.tar
   int shards = 1;                   // tfrecord, tar-shards: samples go round-robin over them
   int quality = 95;                 // JPEG quality
+  bool full_chroma = false;         // colour at full resolution (4:4:4) instead of 4:2:0
   int resize = 0;                   // > 0: images scaled (bilinear) so the shorter side is this
   int64_t limit = 0;                // > 0: the first `limit` samples only
 };

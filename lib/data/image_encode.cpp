@@ -9,7 +9,8 @@
 
 namespace sdp {
 
-std::vector<uint8_t> encode_jpeg(const uint8_t* pixels, int width, int height, int channels, int quality) {
+std::vector<uint8_t> encode_jpeg(const uint8_t* pixels, int width, int height, int channels, int quality,
+                                 bool full_chroma) {
   if (channels != 1 && channels != 3) throw std::logic_error("encode_jpeg: 1 or 3 channels");
   // One compressor per thread: TurboJPEG handles are not thread-safe, and making one per image
   // costs more than the small images it encodes.
@@ -18,7 +19,7 @@ std::vector<uint8_t> encode_jpeg(const uint8_t* pixels, int width, int height, i
   unsigned char* out = nullptr;
   unsigned long size = 0;
   const int format = channels == 1 ? TJPF_GRAY : TJPF_RGB;
-  const int subsampling = channels == 1 ? TJSAMP_GRAY : TJSAMP_420;
+  const int subsampling = channels == 1 ? TJSAMP_GRAY : full_chroma ? TJSAMP_444 : TJSAMP_420;
   if (tjCompress2(handle.get(), pixels, width, 0, height, format, &out, &size, subsampling, quality, 0) != 0) {
     const std::string error = tjGetErrorStr2(handle.get());
     tjFree(out);
