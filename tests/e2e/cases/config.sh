@@ -270,3 +270,13 @@ case_err_empty_spec() {
     printf '# only a comment\n' >"$WORK/comment.yaml"
     expect_error 2 "config file '$WORK/comment.yaml' is empty" validate --config "$WORK/comment.yaml"
 }
+
+# Every shipped recipe is a valid job spec (validate reads no data), so a renamed key or a
+# changed default cannot leave a config in configs/ that fails at start-up.
+case_shipped_configs_validate() {
+    local cfg
+    for cfg in "$SRC"/configs/*.yaml; do
+        expect_ok 0 validate --config "$cfg"
+        grep -q '^# valid' "$WORK/out" || fail "$(basename "$cfg") is not valid: $(tail -1 "$WORK/out")"
+    done
+}
