@@ -47,6 +47,7 @@ struct DataSpec {
   std::string image_key = "image/encoded";      // tfrecord: the Example's encoded image
   std::string label_key = "image/class/label";  // tfrecord: the Example's int64 label
   int64_t label_offset = 0;                     // tfrecord: subtracted (ImageNet counts from 1)
+  std::string on_bad_record = "abort";          // abort, or skip (replace, warn, count)
 };
 
 struct TrainSpec {

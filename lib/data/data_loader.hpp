@@ -51,6 +51,8 @@ class TrainLoader {
   // the last micro-batch of a step).
   const Batch* next() { return prefetcher_.next(); }
   double wait_seconds() const { return prefetcher_.wait_seconds(); }
+  // Bad samples the assembler replaced so far (data.on_bad_record: skip); read between iterations.
+  int64_t skipped_samples() const { return assembler_->skipped(); }
 
  private:
   bool produce(Batch& batch);

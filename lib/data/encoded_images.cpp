@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "data/data_files.hpp"
 #include "data/image_decode.hpp"
 #include "data/image_folder.hpp"
@@ -123,12 +124,44 @@ class DecodingAssembler final : public SampleAssembler {
     out.shape_images(batch, 3, size, size);
     float* images = out.images.data<float>();
     const int64_t per_image = int64_t{3} * size * size;
+    bad_.assign(indices.size(), 0);
     pool_.run(batch, [&](int64_t k, int w) {
-      out.labels[k] = decode_sample(indices[k], epoch, workers_[w], images + k * per_image);
+      if (!options_.skip_bad_records) {
+        out.labels[k] = decode_sample(indices[k], epoch, workers_[w], images + k * per_image);
+        return;
+      }
+      try {
+        out.labels[k] = decode_sample(indices[k], epoch, workers_[w], images + k * per_image);
+      } catch (const InputError& e) {
+        bad_[k] = 1;
+        log_warn(std::string(e.what()) + ": skipped (data.on_bad_record: skip)");
+      }
     });
+    replace_bad_samples(out, per_image);
   }
 
+  int64_t skipped() const override { return skipped_; }
+
  private:
+  // Each bad slot takes a copy of the batch's first good sample, so that every rank still
+  // steps with a full batch; a batch with no good sample cannot be filled.
+  void replace_bad_samples(Batch& out, int64_t per_image) {
+    const auto good = std::find(bad_.begin(), bad_.end(), 0);
+    const int64_t bad = std::count(bad_.begin(), bad_.end(), 1);
+    if (bad == 0) return;
+    if (good == bad_.end())
+      throw InputError("every sample of a batch of " + std::to_string(bad_.size()) + " was bad (" +
+                       source_->where(out.indices.front()) + " first): the data set is not readable");
+    const auto g = static_cast<std::size_t>(good - bad_.begin());
+    float* images = out.images.data<float>();
+    for (std::size_t k = 0; k < bad_.size(); ++k)
+      if (bad_[k]) {
+        std::copy(images + g * per_image, images + (g + 1) * per_image, images + k * per_image);
+        out.labels[k] = out.labels[g];
+      }
+    skipped_ += bad;
+  }
+
   struct Worker {
     ImageDecoder decoder;
     std::vector<uint8_t> bytes;
@@ -182,6 +215,8 @@ class DecodingAssembler final : public SampleAssembler {
   int num_classes_;
   AugmentOptions augment_;
   std::vector<Worker> workers_;
+  std::vector<char> bad_;  // per slot of the batch being assembled
+  int64_t skipped_ = 0;
   WorkerPool pool_;  // last: its threads stop before the workers' state goes
 };
 

@@ -13,7 +13,8 @@
 //
 // Decoding runs on a pool of data.workers threads, the loader's own thread among them; each
 // worker keeps its decoder. A sample that cannot be read or decoded, or whose label is out of
-// [0, num_classes), is an InputError naming its file and record.
+// [0, num_classes), is an InputError naming its file and record, or (skip_bad_records) is
+// replaced by a good sample of its batch and counted: the batch keeps its size on every rank.
 #pragma once
 
 #include <cstdint>
@@ -65,6 +66,9 @@ struct EncodedImageOptions {
   int resize = 256;      // evaluation: the shorter side before the centre crop
   int num_classes = 0;   // labels must lie in [0, num_classes); the source's own count wins
   int workers = 1;       // decoding threads per loader, its own thread included
+  // A sample that cannot be read or decoded: false ends the job (InputError); true replaces it
+  // in its batch by a good sample of the same batch, warns naming it, and counts it.
+  bool skip_bad_records = false;
   Normalization normalization{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};  // ImageNet's
   RandomResizedCropOptions crop;
 };

@@ -23,6 +23,8 @@ class SampleAssembler {
   // `indices`; `epoch` keys the augmentation draw. Called from one loader's worker thread.
   // Throws InputError naming the file and record of a sample that cannot be read.
   virtual void assemble(const std::vector<int64_t>& indices, int64_t epoch, Batch& out) = 0;
+  // Samples that could not be read and were replaced (data.on_bad_record: skip), so far.
+  virtual int64_t skipped() const { return 0; }
 };
 
 class SampleSet {

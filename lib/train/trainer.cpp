@@ -226,6 +226,7 @@ void Trainer::run_epoch(int64_t epoch) {
     if (stop_agreed_) break;
   }
   result_.data_wait_seconds += loader.wait_seconds();  // start() begins each iteration at 0
+  result_.skipped_samples = loader.skipped_samples();
 }
 
 const Batch* Trainer::next_batch(Clock::time_point since) {
@@ -416,6 +417,9 @@ void Trainer::finish() {
   else
     watched("checkpoint agreement", [&] { run_on_all_ranks(world_.comm(), [&] { checkpointer_->wait(); }); });
   result_.checkpoint_blocked_seconds = checkpointer_->blocked_seconds();
+  if (result_.skipped_samples > 0)
+    log_warn(std::to_string(result_.skipped_samples) +
+             " bad training sample(s) were skipped on this rank and replaced in their batches (data.on_bad_record: skip)");
   // Keep buffers averaged (and the replicas identical) for the saved model.
   if (!evaluated_last_) watched("buffer average", [&] { average_buffers(*parts_.model, *world_comm_); });
   result_.steps = step_;

@@ -41,6 +41,7 @@ struct TrainResult {
   int64_t overflow_skips = 0;  // amp-fp16 updates skipped for overflowing gradients
   double checkpoint_blocked_seconds = 0;  // step loop waiting on rank 0's checkpoint snapshots
   double data_wait_seconds = 0;  // step loop waiting for the loader's next batch (this rank)
+  int64_t skipped_samples = 0;   // bad training samples replaced on this rank (data.on_bad_record: skip)
 };
 
 // Collective. Checks the output locations first (train/output_check.hpp). Bad data or model

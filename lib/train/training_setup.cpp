@@ -28,6 +28,7 @@ DataSplits open_encoded_images(const JobSpec& spec) {
   options.resize = d.resize;
   options.num_classes = spec.model.num_classes;
   options.workers = d.workers > 0 ? d.workers : nn::num_threads();
+  options.skip_bad_records = d.on_bad_record == "skip";
   if (d.normalize == "cifar10") options.normalization = Normalization::cifar10();
   auto open = [&](const std::string& path) -> std::shared_ptr<const EncodedSource> {
     if (d.format == DataFormat::kImageFolder) return open_image_folder_source(path);

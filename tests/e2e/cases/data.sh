@@ -120,3 +120,17 @@ case_data_train_bad_image() {
         --set data.batch_size=64 --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m" \
         --set output.metrics= --set threads=1
 }
+
+# data.on_bad_record: skip trains through the same broken file: a warning names it, the batch is
+# filled from its good samples, and each rank that met it counts it at the end.
+case_data_train_skip_bad_image() {
+    convert_synthetic image-folder "$WORK/train" --synthetic-samples 256
+    echo "not a jpeg" >"$WORK/train/3/zz_broken.jpg"
+    expect_ok 2 --config "$SRC/configs/quickstart.yaml" --set data.format=image-folder --set data.on_bad_record=skip \
+        --set data.train="$WORK/train" --set data.test="$WORK/train" --set data.image_size=32 --set data.resize=32 \
+        --set data.batch_size=64 --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m" \
+        --set output.metrics= --set threads=1
+    grep -q 'zz_broken.jpg.*skipped (data.on_bad_record: skip)' "$WORK/out" || fail "no warning naming the file"
+    grep -qE 'bad training sample\(s\) were skipped on this rank' "$WORK/out" || fail "no count at the end"
+    grep -q '^\[done\]' "$WORK/out" || fail "the run did not finish"
+}

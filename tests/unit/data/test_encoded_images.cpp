@@ -2,6 +2,7 @@
 // transformed on a pool of workers, into the batches the loaders hand the model.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -158,6 +159,30 @@ TEST(EncodedImages, BadSamplesNameTheirFileAndRecord) {
   expect_input_error([&] { assembler->assemble({0, 1}, 0, batch); },
                      {dir.file("d/s"), "record 1 (from 0)", "label 5 is outside [0, 3)"});
   expect_input_error([&] { assembler->assemble({2}, 0, batch); }, {dir.file("d/s"), "record 2 (from 0)"});
+}
+
+// data.on_bad_record: skip: a bad sample's slot takes the batch's first good sample, the batch
+// keeps its size, and the assembler counts it; a batch of bad samples only still fails.
+TEST(EncodedImages, SkippingReplacesABadSampleByAGoodOneOfItsBatch) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("d"));
+  TfRecordWriter writer(dir.file("d/s"));
+  writer.write(encode_example(Bytes{'b', 'a', 'd'}, 1, "image/encoded", "image/class/label"));
+  writer.write(encode_example(flat_jpeg(20, 20, 200, 100, 50), 2, "image/encoded", "image/class/label"));
+  writer.write(encode_example(Bytes{'w', 'o', 'r', 's', 'e'}, 0, "image/encoded", "image/class/label"));
+  writer.close();
+  EncodedImageOptions options = small_images(3);
+  options.skip_bad_records = true;
+  EncodedImageSet set(open_tfrecord_source(dir.file("d"), {}), options);
+  auto assembler = set.make_assembler({});
+  Batch batch;
+  assembler->assemble({0, 1}, 0, batch);
+  ASSERT_EQ(batch.size(), 2);
+  EXPECT_EQ(batch.labels, (std::vector<int32_t>{2, 2}));
+  const float* x = batch.images.data<float>();
+  EXPECT_TRUE(std::equal(x, x + 768, x + 768)) << "the bad slot holds a copy of the good sample";
+  EXPECT_EQ(assembler->skipped(), 1);
+  expect_input_error([&] { assembler->assemble({0, 2}, 0, batch); }, {"every sample of a batch of 2 was bad"});
 }
 
 TEST(EncodedImages, RefusesGzipShardsAndUnknownClassCounts) {
