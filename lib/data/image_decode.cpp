@@ -461,25 +461,34 @@ DecodedImage decode_png(const uint8_t* data, size_t size, const std::string& wha
   return img;
 }
 
-}  // namespace
-
-DecodedImage ImageDecoder::decode(const uint8_t* data, size_t size, const std::string& what) {
-  if (is_png(data, size)) return decode_png(data, size, what);
+// A JPEG's header read and its size checked, then `decode_pixels()`; whatever throws leaves
+// the decompressor reset for the next image.
+template <class DecodePixels>
+DecodedImage decode_jpeg(ImageDecoder::Jpeg& j, const uint8_t* data, size_t size, const std::string& what,
+                         DecodePixels&& decode_pixels) {
   if (!is_jpeg(data, size)) throw_not_an_image(what);
-  Jpeg& j = *jpeg_;
   if (!jpeg_read_header_phase(j, data, size)) {
     jpeg_abort_decompress(&j.cinfo);
     throw InputError(what + ": corrupt JPEG: " + j.message);
   }
-  // Whatever throws leaves the decompressor reset for the next image.
   try {
     check_dimensions(j.cinfo.image_width, j.cinfo.image_height, what);
-    const CropBox whole{0, 0, int(j.cinfo.image_width), int(j.cinfo.image_height)};
-    return jpeg_window(j, SampleWindow::of_box(whole), 0, 0, what);
+    return decode_pixels();
   } catch (...) {
     jpeg_abort_decompress(&j.cinfo);
     throw;
   }
+}
+
+}  // namespace
+
+DecodedImage ImageDecoder::decode(const uint8_t* data, size_t size, const std::string& what) {
+  if (is_png(data, size)) return decode_png(data, size, what);
+  Jpeg& j = *jpeg_;
+  return decode_jpeg(j, data, size, what, [&] {
+    const CropBox whole{0, 0, int(j.cinfo.image_width), int(j.cinfo.image_height)};
+    return jpeg_window(j, SampleWindow::of_box(whole), 0, 0, what);
+  });
 }
 
 DecodedImage ImageDecoder::decode_crop(const uint8_t* data, size_t size, const CropBox& box,
@@ -505,19 +514,8 @@ DecodedImage ImageDecoder::decode_window(const uint8_t* data, size_t size,
                     out.pixels.data(), out_w, out_h);
     return out;
   }
-  if (!is_jpeg(data, size)) throw_not_an_image(what);
   Jpeg& j = *jpeg_;
-  if (!jpeg_read_header_phase(j, data, size)) {
-    jpeg_abort_decompress(&j.cinfo);
-    throw InputError(what + ": corrupt JPEG: " + j.message);
-  }
-  try {
-    check_dimensions(j.cinfo.image_width, j.cinfo.image_height, what);
-    return jpeg_window(j, window, out_w, out_h, what);
-  } catch (...) {
-    jpeg_abort_decompress(&j.cinfo);
-    throw;
-  }
+  return decode_jpeg(j, data, size, what, [&] { return jpeg_window(j, window, out_w, out_h, what); });
 }
 
 }  // namespace sdp

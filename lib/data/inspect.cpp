@@ -5,7 +5,6 @@
 #include <sstream>
 
 #include "core/error.hpp"
-#include "data/crc32c.hpp"
 #include "data/data_files.hpp"
 #include "data/tar_shards.hpp"
 #include "data/tf_example.hpp"
@@ -21,21 +20,6 @@ bool ends_with(const std::string& s, const std::string& tail) {
 
 bool is_tar_name(const std::string& path) {
   return ends_with(path, ".tar") || ends_with(path, ".tar.gz") || ends_with(path, ".tgz");
-}
-
-// A plain TFRecord file starts with a length whose masked CRC-32C follows it; a gzip one is
-// recognised by tfrecord_is_gzip's rule, and its records are checked as they are read.
-bool looks_like_tfrecord(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return false;
-  unsigned char header[12];
-  const std::size_t got = std::fread(header, 1, sizeof header, f);
-  std::fclose(f);
-  if (got >= 2 && header[0] == 0x1f && header[1] == 0x8b) return true;
-  if (got != sizeof header) return false;
-  uint32_t stored = 0;
-  for (int i = 0; i < 4; ++i) stored |= static_cast<uint32_t>(header[8 + i]) << (8 * i);
-  return crc32c_mask(crc32c(header, 8)) == stored;
 }
 
 std::string resolve_format(const std::vector<std::string>& files, const std::string& requested) {

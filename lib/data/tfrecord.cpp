@@ -202,16 +202,41 @@ std::optional<std::vector<int64_t>> load_fresh_index(const std::string& path, in
 
 }  // namespace
 
+namespace {
+
+// The first kHeaderBytes of a file (fewer when it is shorter), and what they say.
+struct FileHead {
+  uint8_t bytes[kHeaderBytes] = {};
+  size_t size = 0;
+  bool gzip_magic() const { return size >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b; }
+  bool record_header() const {
+    return size == static_cast<size_t>(kHeaderBytes) && load_le32(bytes + 8) == crc32c_mask(crc32c(bytes, 8));
+  }
+  // A plain file may start with the gzip magic (see tfrecord_is_gzip): the header decides.
+  bool gzip() const { return gzip_magic() && !record_header(); }
+};
+
+// False when the file cannot be opened.
+bool read_head(const std::string& path, FileHead& head) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return false;
+  head.size = std::fread(head.bytes, 1, sizeof head.bytes, f);
+  std::fclose(f);
+  return true;
+}
+
+}  // namespace
+
 bool tfrecord_is_gzip(const std::string& path) {
   require_file(path);
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) throw InputError(path + ": cannot open for reading: " + std::strerror(errno));
-  uint8_t head[kHeaderBytes] = {};
-  const size_t got = std::fread(head, 1, sizeof head, f);
-  std::fclose(f);
-  if (got < 2 || head[0] != 0x1f || head[1] != 0x8b) return false;
-  if (got < static_cast<size_t>(kHeaderBytes)) return true;
-  return load_le32(head + 8) != crc32c_mask(crc32c(head, 8));
+  FileHead head;
+  if (!read_head(path, head)) throw InputError(path + ": cannot open for reading: " + std::strerror(errno));
+  return head.gzip();
+}
+
+bool looks_like_tfrecord(const std::string& path) {
+  FileHead head;
+  return read_head(path, head) && (head.gzip() || head.record_header());
 }
 
 // ---- TfRecordReader ----

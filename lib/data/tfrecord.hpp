@@ -26,6 +26,9 @@ constexpr int64_t kMaxTfRecordBytes = int64_t{1} << 30;
 // when its first 12 bytes are not a valid record header. Throws InputError if it cannot be
 // opened.
 bool tfrecord_is_gzip(const std::string& path);
+// True when `path` starts as a TFRecord file does: a gzip stream (tfrecord_is_gzip), or a first
+// record header whose length checksum holds. False when it cannot be read; nothing thrown.
+bool looks_like_tfrecord(const std::string& path);
 
 // Sequential reader of a plain or gzip TFRecord file.
 class TfRecordReader {

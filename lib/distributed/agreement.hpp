@@ -36,6 +36,19 @@ class CollectiveFailure : public Error {
 // error's exit status. On a world of one rank it rethrows instead: nothing can hang there.
 [[noreturn]] void end_job_from_this_rank(MPI_Comm world, std::exception_ptr error);
 
+// Runs `body`; an error every rank met together (CollectiveFailure) propagates, any other ends
+// the job from this rank (end_job_from_this_rank) while the caller's objects are still alive.
+template <typename Body>
+auto end_job_on_local_error(MPI_Comm world, Body&& body) -> decltype(body()) {
+  try {
+    return body();
+  } catch (const CollectiveFailure&) {
+    throw;
+  } catch (...) {
+    end_job_from_this_rank(world, std::current_exception());
+  }
+}
+
 // `local` is the exception this rank caught, or nullptr. Returns when no rank failed.
 void check_all_ranks(MPI_Comm comm, std::exception_ptr local);
 

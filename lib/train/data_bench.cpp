@@ -18,12 +18,7 @@ std::vector<DataBenchRow> run_data_benchmark(const JobSpec& base, const std::vec
     JobSpec spec = base;
     spec.data.workers = w;
     const DataSplits data = load_data(spec);
-    LoaderOptions options;
-    options.batch_size = spec.data.batch_size;
-    options.seed = spec.seed;
-    options.prefetch = spec.data.prefetch;
-    options.augment = augment_options(spec.data);
-    TrainLoader loader(*data.train, options);
+    TrainLoader loader(*data.train, train_loader_options(spec, 0, 1, Device::cpu()));
     // Two batches to warm the page cache and the decoders; then `batches` timed, across epochs.
     const int64_t warmup = 2;
     int64_t epoch = 0, taken = 0, images = 0;

@@ -65,14 +65,9 @@ EvalResult evaluate_model_file(JobSetup& setup, const std::string& model_path) {
     comm->broadcast(CommBuffer::of(store.param_arena()), {0})->wait();
     comm->broadcast(CommBuffer::of(store.buffer_arena()), {0})->wait();
   });
-  EvalResult result;
-  try {  // a sample this rank alone cannot read: end the job now (see end_job_from_this_rank)
-    result = evaluate(*model, *data->test, spec, world, *comm, &watch, 0);
-  } catch (const CollectiveFailure&) {
-    throw;
-  } catch (...) {
-    end_job_from_this_rank(world.comm(), std::current_exception());
-  }
+  // A sample this rank alone cannot read ends the job now (see end_job_from_this_rank).
+  const EvalResult result = end_job_on_local_error(
+      world.comm(), [&] { return evaluate(*model, *data->test, spec, world, *comm, &watch, 0); });
   MetricsLog metrics(world.rank() == 0, "");
   metrics.emit("eval", "eval", {{"test_loss", result.loss}, {"test_accuracy", result.accuracy},
                                 {"test_samples", static_cast<double>(data->test->count())}});

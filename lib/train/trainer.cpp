@@ -161,13 +161,7 @@ TrainResult Trainer::run() {
   // An error every rank met together (CollectiveFailure) unwinds in order. One met by this
   // rank alone (its data, its disk) ends the job here, while the members that hold collective
   // resources are still alive: their destructors would wait for ranks that never come.
-  try {
-    return run_epochs();
-  } catch (const CollectiveFailure&) {
-    throw;
-  } catch (...) {
-    end_job_from_this_rank(world_.comm(), std::current_exception());
-  }
+  return end_job_on_local_error(world_.comm(), [&] { return run_epochs(); });
 }
 
 TrainResult Trainer::run_epochs() {

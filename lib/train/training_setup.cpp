@@ -137,6 +137,21 @@ AugmentOptions augment_options(const DataSpec& data) {
   return options;
 }
 
+LoaderOptions train_loader_options(const JobSpec& spec, int rank, int world, const Device& device) {
+  LoaderOptions options;
+  options.batch_size = spec.data.batch_size;
+  options.accumulate = spec.train.accumulate_steps;
+  options.seed = spec.seed;
+  options.rank = rank;
+  options.world = world;
+  options.prefetch = spec.data.prefetch;
+  options.augment = augment_options(spec.data);
+  // A GPU model copies each batch in on a copy stream while the previous step computes,
+  // which needs page-locked memory to run asynchronously.
+  options.pinned = !device.is_cpu();
+  return options;
+}
+
 TrainingParts build_training_parts(const JobSpec& spec, const World& world, const Device& device) {
   TrainingParts parts;
   run_on_all_ranks(world.comm(), [&] {
@@ -144,17 +159,7 @@ TrainingParts build_training_parts(const JobSpec& spec, const World& world, cons
     const DataSplits& data = *parts.data;
     parts.model = build_model(spec, *data.train, device);
     parts.optimizer = make_optimizer(optimizer_options(spec.optimizer), parts.model->store());
-    LoaderOptions loader_options;
-    loader_options.batch_size = spec.data.batch_size;
-    loader_options.accumulate = spec.train.accumulate_steps;
-    loader_options.seed = spec.seed;
-    loader_options.rank = world.rank();
-    loader_options.world = world.size();
-    loader_options.prefetch = spec.data.prefetch;
-    loader_options.augment = augment_options(spec.data);
-    // A GPU model copies each batch in on a copy stream while the previous step computes,
-    // which needs page-locked memory to run asynchronously.
-    loader_options.pinned = !device.is_cpu();
+    const LoaderOptions loader_options = train_loader_options(spec, world.rank(), world.size(), device);
     const GlobalBatch batch = global_batch(spec, world.size());
     if (data.train->count() < batch.size())
       throw InputError("key 'data.batch_size': " + std::to_string(batch.per_rank) + " x " +

@@ -42,6 +42,9 @@ void reject_unimplemented(const JobSpec& spec, const World& world);
 // data.augment as the loader applies it: crop-flip (and auto on cifar10) crops from a 4-pixel
 // zero padding and flips; flip only flips (pad 0); none does neither.
 AugmentOptions augment_options(const DataSpec& data);
+// The training loader of rank `rank` of `world` ranks, as the job spec sets it; `device`: where
+// the model computes (a GPU model's batches go to page-locked memory).
+LoaderOptions train_loader_options(const JobSpec& spec, int rank, int world, const Device& device);
 
 // Collective.
 TrainingParts build_training_parts(const JobSpec& spec, const World& world, const Device& device);
