@@ -37,7 +37,8 @@ SDP_SPELLING(DataFormat, {{DataFormat::kMnist, "mnist"},
                           {DataFormat::kCifar10, "cifar10"},
                           {DataFormat::kSynthetic, "synthetic"},
                           {DataFormat::kTfrecord, "tfrecord"},
-                          {DataFormat::kImageFolder, "image-folder"}});
+                          {DataFormat::kImageFolder, "image-folder"},
+                          {DataFormat::kTarShards, "tar-shards"}});
 SDP_SPELLING(DataShard, {{DataShard::kRank, "rank"}, {DataShard::kHost, "host"}});
 SDP_SPELLING(Augmentation, {{Augmentation::kAuto, "auto"},
                             {Augmentation::kNone, "none"},

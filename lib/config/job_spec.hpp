@@ -48,6 +48,7 @@ struct DataSpec {
   std::string label_key = "image/class/label";  // tfrecord: the Example's int64 label
   int64_t label_offset = 0;                     // tfrecord: subtracted (ImageNet counts from 1)
   std::string on_bad_record = "abort";          // abort, or skip (replace, warn, count)
+  int64_t shuffle_buffer = 4096;  // streamed sets (tar-shards, gzip tfrecord): records shuffled at once
 };
 
 struct TrainSpec {

@@ -13,14 +13,14 @@ AugmentOptions seeded(AugmentOptions augment, uint64_t seed) {
 }
 }  // namespace
 
-TrainLoader::TrainLoader(const SampleSet& samples, const LoaderOptions& options)
+IndexedTrainLoader::IndexedTrainLoader(const SampleSet& samples, const LoaderOptions& options)
     : assembler_(samples.make_assembler(seeded(options.augment, options.seed))),
       sampler_(samples.count(), options.seed, options.rank, options.world, options.batch_size,
                options.accumulate),
       pinned_(options.pinned),
       prefetcher_(options.prefetch) {}
 
-void TrainLoader::start(const SampleCursor& from, int64_t max_steps) {
+void IndexedTrainLoader::start(const SampleCursor& from, int64_t max_steps) {
   prefetcher_.stop();  // the worker reads the state below
   cursor_ = from;
   produced_ = 0;
@@ -30,7 +30,7 @@ void TrainLoader::start(const SampleCursor& from, int64_t max_steps) {
   prefetcher_.start([this](Batch& batch) { return produce(batch); });
 }
 
-bool TrainLoader::produce(Batch& batch) {
+bool IndexedTrainLoader::produce(Batch& batch) {
   if (produced_ >= limit_) return false;
   sampler_.batch_indices(cursor_, micro_, indices_);
   batch.pinned = pinned_;
@@ -47,7 +47,7 @@ bool TrainLoader::produce(Batch& batch) {
   return true;
 }
 
-EvalLoader::EvalLoader(const SampleSet& samples, int64_t batch_size, int rank, int world, int prefetch)
+IndexedEvalLoader::IndexedEvalLoader(const SampleSet& samples, int64_t batch_size, int rank, int world, int prefetch)
     : assembler_(samples.make_assembler({})), batch_size_(batch_size), prefetcher_(prefetch) {
   if (batch_size < 1)
     throw InputError("eval loader: batch size must be >= 1, got " + std::to_string(batch_size));
@@ -57,14 +57,14 @@ EvalLoader::EvalLoader(const SampleSet& samples, int64_t batch_size, int rank, i
   order_ = eval_indices(samples.count(), rank, world);
 }
 
-void EvalLoader::start() {
+void IndexedEvalLoader::start() {
   prefetcher_.stop();
   position_ = 0;
   produced_ = 0;
   prefetcher_.start([this](Batch& batch) { return produce(batch); });
 }
 
-bool EvalLoader::produce(Batch& batch) {
+bool IndexedEvalLoader::produce(Batch& batch) {
   if (position_ >= num_samples()) return false;
   const int64_t end = std::min(num_samples(), position_ + batch_size_);
   indices_.assign(order_.begin() + position_, order_.begin() + end);
@@ -73,6 +73,14 @@ bool EvalLoader::produce(Batch& batch) {
   batch.cursor = batch.next_cursor = SampleCursor{};
   position_ = end;
   return true;
+}
+
+std::unique_ptr<TrainLoader> SampleSet::make_train_loader(const LoaderOptions& options) const {
+  return std::make_unique<IndexedTrainLoader>(*this, options);
+}
+
+std::unique_ptr<EvalLoader> SampleSet::make_eval_loader(int64_t batch_size, int rank, int world, int prefetch) const {
+  return std::make_unique<IndexedEvalLoader>(*this, batch_size, rank, world, prefetch);
 }
 
 }  // namespace sdp

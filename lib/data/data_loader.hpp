@@ -1,9 +1,12 @@
-// Loaders: a SampleSet (sample_set.hpp) + an index order + its assembler behind a Prefetcher.
+// Loaders: what the trainer and the evaluation read batches from, whatever the source
+// (sample_set.hpp makes them). TrainLoader and EvalLoader are the interfaces; the indexed
+// loaders below serve SampleSets, the streamed ones (stream_loader.hpp) the streamed sets.
 //
-// TrainLoader walks one epoch of the ShardedSampler from a SampleCursor (the start of an
+// Indexed loaders: a SampleSet + an index order + its assembler behind a Prefetcher.
+// IndexedTrainLoader walks one epoch of the ShardedSampler from a SampleCursor (the start of an
 // epoch, or a resumed mid-epoch position) to the end of that epoch, one step after the other,
 // each step as `accumulate` micro-batches (Batch::micro 0, 1, ...); each Batch carries the
-// cursor of its step and the cursor after that step for checkpoints. EvalLoader reads every sample
+// cursor of its step and the cursor after that step for checkpoints. IndexedEvalLoader reads every sample
 // of the split once (this rank's share: r, r + world, ...), last partial batch included.
 //
 // The SampleSet (or Dataset) must outlive the loader. Loader methods are called from one thread;
@@ -32,27 +35,52 @@ struct LoaderOptions {
   bool pinned = false;     // images in page-locked memory, for a GPU model (core/device_memory.hpp)
 };
 
+// Training batches of one rank: steps of `accumulate` micro-batches, epoch after epoch.
 class TrainLoader {
  public:
-  TrainLoader(const SampleSet& samples, const LoaderOptions& options);
-  TrainLoader(const Dataset& dataset, const LoaderOptions& options)
-      : TrainLoader(DatasetSamples::view(dataset), options) {}
+  virtual ~TrainLoader() = default;
+  // Steps of an epoch started from its beginning: the same on every rank.
+  virtual int64_t steps_per_epoch() const = 0;
+  // Full steps left in the epoch of `at`.
+  virtual int64_t steps_left(const SampleCursor& at) const = 0;
+  // Starts iterating at `from` until the end of its epoch, or after `max_steps` steps
+  // (of `accumulate` micro-batches each) when >= 0. Any iteration in progress is abandoned.
+  virtual void start(const SampleCursor& from, int64_t max_steps = -1) = 0;
+  void start_epoch(int64_t epoch) { start(SampleCursor{epoch, 0}); }
+  // The next micro-batch (valid until the next call), or nullptr at the end (always after
+  // the last micro-batch of a step). Each Batch carries its step's cursor and the next one.
+  virtual const Batch* next() = 0;
+  // Seconds next() waited for batches since start() (a data stall).
+  virtual double wait_seconds() const = 0;
+  // Bad samples replaced so far (data.on_bad_record: skip); read between iterations.
+  virtual int64_t skipped_samples() const = 0;
+};
+
+// Evaluation batches of one rank: its share of the set, every sample of the set read once over
+// all ranks, the last batch partial (ranks may hold different counts: combine after the loop).
+class EvalLoader {
+ public:
+  virtual ~EvalLoader() = default;
+  virtual void start() = 0;
+  virtual const Batch* next() = 0;
+};
+
+class IndexedTrainLoader final : public TrainLoader {
+ public:
+  IndexedTrainLoader(const SampleSet& samples, const LoaderOptions& options);
+  IndexedTrainLoader(const Dataset& dataset, const LoaderOptions& options)
+      : IndexedTrainLoader(DatasetSamples::view(dataset), options) {}
 
   // While an iteration runs, use only the size/step queries: batch_indices() and
   // permutation() share a cache with the worker thread.
   const ShardedSampler& sampler() const { return sampler_; }
-  int64_t steps_per_epoch() const { return sampler_.steps_per_epoch(); }
+  int64_t steps_per_epoch() const override { return sampler_.steps_per_epoch(); }
+  int64_t steps_left(const SampleCursor& at) const override { return sampler_.steps_left(at); }
 
-  // Starts iterating at `from` until the end of its epoch, or after `max_steps` steps
-  // (of `accumulate` micro-batches each) when >= 0. Any iteration in progress is abandoned.
-  void start(const SampleCursor& from, int64_t max_steps = -1);
-  void start_epoch(int64_t epoch) { start(SampleCursor{epoch, 0}); }
-  // The next micro-batch (valid until the next call), or nullptr at the end (always after
-  // the last micro-batch of a step).
-  const Batch* next() { return prefetcher_.next(); }
-  double wait_seconds() const { return prefetcher_.wait_seconds(); }
-  // Bad samples the assembler replaced so far (data.on_bad_record: skip); read between iterations.
-  int64_t skipped_samples() const { return assembler_->skipped(); }
+  void start(const SampleCursor& from, int64_t max_steps = -1) override;
+  const Batch* next() override { return prefetcher_.next(); }
+  double wait_seconds() const override { return prefetcher_.wait_seconds(); }
+  int64_t skipped_samples() const override { return assembler_->skipped(); }
 
  private:
   bool produce(Batch& batch);
@@ -68,17 +96,17 @@ class TrainLoader {
   Prefetcher prefetcher_;  // last: destroyed (joined) before the state it uses
 };
 
-class EvalLoader {
+class IndexedEvalLoader final : public EvalLoader {
  public:
-  EvalLoader(const SampleSet& samples, int64_t batch_size, int rank = 0, int world = 1, int prefetch = 2);
-  EvalLoader(const Dataset& dataset, int64_t batch_size, int rank = 0, int world = 1, int prefetch = 2)
-      : EvalLoader(DatasetSamples::view(dataset), batch_size, rank, world, prefetch) {}
+  IndexedEvalLoader(const SampleSet& samples, int64_t batch_size, int rank = 0, int world = 1, int prefetch = 2);
+  IndexedEvalLoader(const Dataset& dataset, int64_t batch_size, int rank = 0, int world = 1, int prefetch = 2)
+      : IndexedEvalLoader(DatasetSamples::view(dataset), batch_size, rank, world, prefetch) {}
 
   int64_t num_samples() const { return static_cast<int64_t>(order_.size()); }  // this rank
   int64_t num_batches() const { return (num_samples() + batch_size_ - 1) / batch_size_; }
 
-  void start();
-  const Batch* next() { return prefetcher_.next(); }
+  void start() override;
+  const Batch* next() override { return prefetcher_.next(); }
 
  private:
   bool produce(Batch& batch);

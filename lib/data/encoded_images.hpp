@@ -18,10 +18,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "data/batch.hpp"
 #include "data/dataset.hpp"
 #include "data/image_transforms.hpp"
 #include "data/sample_set.hpp"
@@ -71,6 +73,35 @@ struct EncodedImageOptions {
   bool skip_bad_records = false;
   Normalization normalization{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};  // ImageNet's
   RandomResizedCropOptions crop;
+};
+
+// One loader's decoding of batches of encoded images (the indexed sets' assembler and the
+// streamed sets' loaders share it): a pool of options.workers threads, each with its own
+// decoder, applying the training or evaluation transform, with options.skip_bad_records.
+class BatchDecoder {
+ public:
+  BatchDecoder(const EncodedImageOptions& options, int num_classes, const AugmentOptions& augment);
+  ~BatchDecoder();
+  BatchDecoder(const BatchDecoder&) = delete;
+  BatchDecoder& operator=(const BatchDecoder&) = delete;
+
+  // Sample k's encoded bytes (read into `scratch`, or a buffer of the caller's) and its label.
+  // Called by several workers at once. Throws InputError naming the sample.
+  using Read = std::function<const std::vector<uint8_t>&(int64_t k, std::vector<uint8_t>& scratch, int64_t& label)>;
+  // Names sample k in an error: its file and record, or its path.
+  using Where = std::function<std::string(int64_t k)>;
+
+  // Decodes and transforms samples 0 .. keys.size() - 1 into out.images ([B, 3, S, S] f32,
+  // normalized) and out.labels; keys[k] and `epoch` key sample k's random augmentation.
+  // out.indices is the caller's. Throws InputError for a bad sample (or, skipping, for a batch
+  // with no good sample).
+  void decode(const std::vector<int64_t>& keys, int64_t epoch, const Read& read, const Where& where, Batch& out);
+  // Samples replaced so far (skip_bad_records).
+  int64_t skipped() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 class EncodedImageSet final : public SampleSet {

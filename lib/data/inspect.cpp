@@ -60,24 +60,6 @@ void record_defect(DataInspection& result, const std::string& file, int64_t reco
                            : file + ": record " + std::to_string(record) + " (from 0): " + what;
 }
 
-// A .cls member: the label as decimal text (WebDataset's convention), surrounding space allowed.
-int64_t parse_label_text(const std::vector<uint8_t>& bytes) {
-  std::string text(bytes.begin(), bytes.end());
-  const auto first = text.find_first_not_of(" \t\r\n");
-  const auto last = text.find_last_not_of(" \t\r\n");
-  if (first == std::string::npos) throw InputError("the label member is empty");
-  text = text.substr(first, last - first + 1);
-  std::size_t used = 0;
-  int64_t label = 0;
-  try {
-    label = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size()) throw InputError("the label member holds '" + text.substr(0, 40) + "', not an integer");
-  return label;
-}
-
 // Reads every record of `file`; false when a defect (recorded in `result`) or max_records
 // ended the reading.
 bool inspect_tfrecord(const std::string& file, const InspectOptions& options, Tally& tally, DataInspection& result) {
@@ -113,7 +95,7 @@ bool inspect_tar(const std::string& file, const InspectOptions& options, Tally& 
       std::size_t image_bytes = 0;
       for (const auto& [extension, bytes] : sample.files)
         if (extension != options.label_extension) image_bytes += bytes.size();
-      tally.add(parse_label_text(label->second), image_bytes);
+      tally.add(parse_tar_label(label->second), image_bytes);
     } catch (const InputError& e) {
       record_defect(result, file, index, e.what());
       return false;

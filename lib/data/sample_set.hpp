@@ -1,8 +1,12 @@
-// SampleSet: what a loader reads, by sample index, whatever the format: an in-memory Dataset
-// of raw pixels (MNIST, CIFAR-10, synthetic) or a set of encoded images (records or files,
-// decoded as batches are assembled). The loaders' sampling, sharding across ranks, prefetching
-// and checkpoint cursors (data_loader.hpp) are the same for every kind; only the assembler,
-// which turns indices into a normalized batch, differs.
+// SampleSource: what a job trains or evaluates on, whatever the format; it makes its own
+// loaders (data_loader.hpp). Two kinds:
+// - SampleSet: read by sample index: an in-memory Dataset of raw pixels (MNIST, CIFAR-10,
+//   synthetic) or a set of encoded images read by offset (plain TFRecord files, image folders,
+//   decoded as batches are assembled). Their loaders' sampling, sharding across ranks,
+//   prefetching and checkpoint cursors are the same for every kind; only the assembler, which
+//   turns indices into a normalized batch, differs.
+// - streamed sets (stream_loader.hpp): shards read in order through a shuffle buffer (tar
+//   shards, gzip TFRecords).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +20,29 @@
 
 namespace sdp {
 
+class TrainLoader;
+class EvalLoader;
+struct LoaderOptions;
+
+class SampleSource {
+ public:
+  virtual ~SampleSource() = default;
+  virtual std::string name() const = 0;  // "cifar10/train", "tfrecord:/data/train", ...
+  virtual int64_t count() const = 0;
+  virtual int num_classes() const = 0;
+  // One assembled sample is [channels, height, width].
+  virtual int channels() const = 0;
+  virtual int height() const = 0;
+  virtual int width() const = 0;
+  // One line for the log: the name, the samples, and how they are read.
+  virtual std::string describe() const { return name() + ": " + std::to_string(count()) + " samples"; }
+  // This rank's training loader, and its evaluation loader (every sample of the set read once
+  // over all ranks). The source must outlive them.
+  virtual std::unique_ptr<TrainLoader> make_train_loader(const LoaderOptions& options) const = 0;
+  virtual std::unique_ptr<EvalLoader> make_eval_loader(int64_t batch_size, int rank, int world,
+                                                       int prefetch) const = 0;
+};
+
 class SampleAssembler {
  public:
   virtual ~SampleAssembler() = default;
@@ -27,16 +54,12 @@ class SampleAssembler {
   virtual int64_t skipped() const { return 0; }
 };
 
-class SampleSet {
+// A set read by sample index; its loaders are data_loader.hpp's IndexedTrainLoader and
+// IndexedEvalLoader.
+class SampleSet : public SampleSource {
  public:
-  virtual ~SampleSet() = default;
-  virtual std::string name() const = 0;  // "cifar10/train", "tfrecord:/data/train", ...
-  virtual int64_t count() const = 0;
-  virtual int num_classes() const = 0;
-  // One assembled sample is [channels, height, width].
-  virtual int channels() const = 0;
-  virtual int height() const = 0;
-  virtual int width() const = 0;
+  std::unique_ptr<TrainLoader> make_train_loader(const LoaderOptions& options) const override;
+  std::unique_ptr<EvalLoader> make_eval_loader(int64_t batch_size, int rank, int world, int prefetch) const override;
   // A loader's assembler: training transforms when augment.enabled (keyed by augment.seed),
   // evaluation's otherwise.
   virtual std::unique_ptr<SampleAssembler> make_assembler(const AugmentOptions& augment) const = 0;

@@ -129,6 +129,31 @@ std::string parse_pax(const std::vector<uint8_t>& data, PaxOverrides& out) {
 
 }  // namespace
 
+int64_t parse_tar_label(const std::vector<uint8_t>& bytes) {
+  std::string text(bytes.begin(), bytes.end());
+  const auto first = text.find_first_not_of(" \t\r\n");
+  const auto last = text.find_last_not_of(" \t\r\n");
+  if (first == std::string::npos) throw InputError("the label member is empty");
+  text = text.substr(first, last - first + 1);
+  std::size_t used = 0;
+  int64_t label = 0;
+  try {
+    label = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size()) throw InputError("the label member holds " + printable(text.substr(0, 40)) + ", not an integer");
+  return label;
+}
+
+std::vector<uint8_t>* tar_sample_image(TarSample& sample) {
+  for (const char* extension : {"jpg", "jpeg", "png"}) {
+    const auto found = sample.files.find(extension);
+    if (found != sample.files.end()) return &found->second;
+  }
+  return nullptr;
+}
+
 // ---- TarReader ----
 
 TarReader::TarReader(const std::string& path) : file_(path) {}

@@ -67,6 +67,12 @@ struct TarSample {
   std::map<std::string, std::vector<uint8_t>> files;  // extension -> contents
 };
 
+// A label member (WebDataset's .cls): the label as decimal text, surrounding space allowed.
+// Throws InputError for an empty member or one that is not an integer.
+int64_t parse_tar_label(const std::vector<uint8_t>& bytes);
+// The sample's image member: the first of .jpg, .jpeg, .png it has (the formats the decoder reads); nullptr when none.
+std::vector<uint8_t>* tar_sample_image(TarSample& sample);
+
 // The samples of a WebDataset shard, in order.
 class TarShardReader {
  public:

@@ -16,6 +16,7 @@
 #include "core/log.hpp"
 #include "data/compressed_file.hpp"
 #include "data/crc32c.hpp"
+#include "data/data_files.hpp"
 
 namespace sdp {
 
@@ -178,26 +179,10 @@ std::optional<std::vector<int64_t>> parse_index(const std::string& text, int64_t
 }
 
 std::optional<std::vector<int64_t>> load_fresh_index(const std::string& path, int64_t data_bytes) {
-  const std::string index_path = tfrecord_index_path(path);
-  std::error_code ec;
-  if (!fs::is_regular_file(index_path, ec)) return std::nullopt;
-  const auto index_time = fs::last_write_time(index_path, ec);
-  if (ec) return std::nullopt;
-  const auto data_time = fs::last_write_time(path, ec);
-  // Equal times count as stale: file times are coarse (a few ms), so the data may have been
-  // rewritten just after the index. The rescan rewrites the index, which is then
-  // (a tick later) newer.
-  if (ec || index_time <= data_time) return std::nullopt;
-  const auto index_bytes = fs::file_size(index_path, ec);
   // At most ~21 bytes per record of at least 16 bytes: a longer file is not an index of this one.
-  if (ec || index_bytes > static_cast<uintmax_t>(2 * data_bytes + 256)) return std::nullopt;
-  std::FILE* f = std::fopen(index_path.c_str(), "rb");
-  if (f == nullptr) return std::nullopt;
-  std::string text(index_bytes, '\0');
-  const size_t got = std::fread(text.data(), 1, text.size(), f);
-  std::fclose(f);
-  if (got != text.size()) return std::nullopt;
-  return parse_index(text, data_bytes);
+  const auto text = read_fresh_index(path, tfrecord_index_path(path), static_cast<uint64_t>(2 * data_bytes + 256));
+  if (!text) return std::nullopt;
+  return parse_index(*text, data_bytes);
 }
 
 }  // namespace
@@ -356,24 +341,7 @@ std::vector<int64_t> write_tfrecord_index(const std::string& path) {
                      "\nrecords " + std::to_string(offsets.size()) + "\n";
   for (int64_t offset : offsets) text += std::to_string(offset) + "\n";
 
-  // A temporary file of this process, renamed over the index: readers and other ranks
-  // writing the same index see either the old file or the whole new one.
-  const std::string index_path = tfrecord_index_path(path);
-  const std::string temp = index_path + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(temp.c_str(), "wb");
-  if (f == nullptr) throw RuntimeError("cannot create '" + temp + "': " + std::strerror(errno));
-  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !written) {
-    const int write_errno = errno;
-    std::remove(temp.c_str());
-    throw RuntimeError("cannot write '" + temp + "': " + std::strerror(write_errno));
-  }
-  if (std::rename(temp.c_str(), index_path.c_str()) != 0) {
-    const int rename_errno = errno;
-    std::remove(temp.c_str());
-    throw RuntimeError("cannot rename '" + temp + "' to '" + index_path +
-                       "': " + std::strerror(rename_errno));
-  }
+  write_file_atomically(tfrecord_index_path(path), text);
   return offsets;
 }
 

@@ -18,16 +18,16 @@ std::vector<DataBenchRow> run_data_benchmark(const JobSpec& base, const std::vec
     JobSpec spec = base;
     spec.data.workers = w;
     const DataSplits data = load_data(spec);
-    TrainLoader loader(*data.train, train_loader_options(spec, 0, 1, Device::cpu()));
+    const auto loader = data.train->make_train_loader(train_loader_options(spec, 0, 1, Device::cpu()));
     // Two batches to warm the page cache and the decoders; then `batches` timed, across epochs.
     const int64_t warmup = 2;
     int64_t epoch = 0, taken = 0, images = 0;
     auto start = std::chrono::steady_clock::now();
-    loader.start_epoch(epoch);
+    loader->start_epoch(epoch);
     while (taken < warmup + batches) {
-      const Batch* batch = loader.next();
+      const Batch* batch = loader->next();
       if (batch == nullptr) {
-        loader.start_epoch(++epoch);
+        loader->start_epoch(++epoch);
         continue;
       }
       if (++taken == warmup) start = std::chrono::steady_clock::now();

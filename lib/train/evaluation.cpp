@@ -9,14 +9,14 @@ void average_buffers(nn::Model& model, Communicator& comm) {
   comm.allreduce(CommBuffer::of(model.store().buffer_arena()), {ReduceOp::kAvg})->wait();
 }
 
-EvalResult evaluate(nn::Model& model, const SampleSet& test, const JobSpec& spec, const World& world,
+EvalResult evaluate(nn::Model& model, const SampleSource& test, const JobSpec& spec, const World& world,
                     Communicator& comm, Watchdog* watch, int64_t step) {
   run_watched(watch, step, "evaluation buffer average", [&] { average_buffers(model, comm); });
 
-  EvalLoader loader(test, spec.data.batch_size, world.rank(), world.size(), spec.data.prefetch);
-  loader.start();
+  const auto loader = test.make_eval_loader(spec.data.batch_size, world.rank(), world.size(), spec.data.prefetch);
+  loader->start();
   double totals[3] = {0, 0, 0};  // loss sum, correct, samples
-  while (const Batch* batch = loader.next()) {
+  while (const Batch* batch = loader->next()) {
     int64_t correct = 0;
     float loss = model.forward(batch->images, batch->labels.data(), /*training=*/false, &correct);
     totals[0] += static_cast<double>(loss) * batch->size();

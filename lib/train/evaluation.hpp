@@ -17,7 +17,7 @@ struct EvalResult {
 
 // Collective: the mean test loss and top-1 accuracy; averages the buffers first (over `comm`,
 // the world's communicator). With `watch`, both collectives are watched (reports say `step`).
-EvalResult evaluate(nn::Model& model, const SampleSet& test, const JobSpec& spec, const World& world,
+EvalResult evaluate(nn::Model& model, const SampleSource& test, const JobSpec& spec, const World& world,
                     Communicator& comm, Watchdog* watch = nullptr, int64_t step = 0);
 
 // Collective: BatchNorm running statistics were gathered from each rank's own batches; their

@@ -195,7 +195,7 @@ void Trainer::run_epoch(int64_t epoch) {
   TrainLoader& loader = *parts_.loader;
   if (cursor_.epoch < epoch)
     cursor_ = SampleCursor{epoch, 0};  // the dropped tail of the last epoch
-  const int64_t steps = std::min(loader.sampler().steps_left(cursor_), total_steps_ - step_);
+  const int64_t steps = std::min(loader.steps_left(cursor_), total_steps_ - step_);
   if (steps <= 0) return;
   have_ahead_ = false;  // a batch fetched ahead of a stop belongs to the iteration start() ends
   loader.start(cursor_, steps);

@@ -1,11 +1,16 @@
 #include "train/training_setup.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "core/error.hpp"
+#include "core/log.hpp"
 #include "data/cifar10.hpp"
+#include "data/data_files.hpp"
 #include "data/encoded_images.hpp"
+#include "data/stream_loader.hpp"
+#include "data/tfrecord.hpp"
 #include "data/mnist.hpp"
 #include "data/synthetic.hpp"
 #include "distributed/agreement.hpp"
@@ -18,9 +23,18 @@ namespace sdp {
 
 namespace {
 
-bool encoded_images(DataFormat format) { return format == DataFormat::kTfrecord || format == DataFormat::kImageFolder; }
+bool encoded_images(DataFormat format) {
+  return format == DataFormat::kTfrecord || format == DataFormat::kImageFolder || format == DataFormat::kTarShards;
+}
 
-// tfrecord and image-folder: sets of encoded images, decoded as batches are made.
+// Gzip files have no offsets to read records by: such a set is streamed.
+bool has_gzip_tfrecords(const std::string& path) {
+  const std::vector<std::string> files = list_data_files(path, "data.format tfrecord");
+  return std::any_of(files.begin(), files.end(), [](const std::string& f) { return tfrecord_is_gzip(f); });
+}
+
+// tfrecord, tar-shards and image-folder: sets of encoded images, decoded as batches are made;
+// read by offset (plain TFRecords, image folders) or streamed (tar shards, gzip TFRecords).
 DataSplits open_encoded_images(const JobSpec& spec) {
   const DataSpec& d = spec.data;
   EncodedImageOptions options;
@@ -30,12 +44,23 @@ DataSplits open_encoded_images(const JobSpec& spec) {
   options.workers = d.workers > 0 ? d.workers : nn::num_threads();
   options.skip_bad_records = d.on_bad_record == "skip";
   if (d.normalize == "cifar10") options.normalization = Normalization::cifar10();
-  auto open = [&](const std::string& path) -> std::shared_ptr<const EncodedSource> {
-    if (d.format == DataFormat::kImageFolder) return open_image_folder_source(path);
-    return open_tfrecord_source(path, {d.image_key, d.label_key, d.label_offset});
+  auto open = [&](const std::string& path) -> std::unique_ptr<SampleSource> {
+    if (d.format == DataFormat::kImageFolder)
+      return std::make_unique<EncodedImageSet>(open_image_folder_source(path), options);
+    if (d.format == DataFormat::kTarShards || has_gzip_tfrecords(path)) {
+      StreamSourceOptions stream;
+      stream.format = d.format == DataFormat::kTarShards ? StreamFormat::kTarShards : StreamFormat::kTfRecord;
+      stream.image_key = d.image_key;
+      stream.label_key = d.label_key;
+      stream.label_offset = d.label_offset;
+      return std::make_unique<StreamedImageSet>(std::make_shared<StreamSource>(path, stream), options,
+                                                d.shuffle_buffer);
+    }
+    return std::make_unique<EncodedImageSet>(open_tfrecord_source(path, {d.image_key, d.label_key, d.label_offset}),
+                                             options);
   };
-  auto train = std::make_unique<EncodedImageSet>(open(d.train), options);
-  return {std::move(train), std::make_unique<EncodedImageSet>(open(d.test), options)};
+  auto train = open(d.train);
+  return {std::move(train), open(d.test)};
 }
 
 }  // namespace
@@ -69,7 +94,7 @@ DataSplits load_data(const JobSpec& spec) {
   return in_memory(std::move(train), make_synthetic(s, Split::kTest));
 }
 
-std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const SampleSet& data, const Device& device) {
+std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const SampleSource& data, const Device& device) {
   if (data.num_classes() > spec.model.num_classes)
     throw InputError("key 'model.num_classes' is " + std::to_string(spec.model.num_classes) + " but the " +
                      data.name() + " data has " + std::to_string(data.num_classes()) + " classes");
@@ -169,7 +194,8 @@ TrainingParts build_training_parts(const JobSpec& spec, const World& world, cons
                                              : std::string()) +
                        " is more than the " + std::to_string(data.train->count()) +
                        " training samples: not one step per epoch");
-    parts.loader = std::make_unique<TrainLoader>(*data.train, loader_options);
+    parts.loader = data.train->make_train_loader(loader_options);
+    if (world.rank() == 0) log_info("training data " + data.train->describe());
   });
   return parts;
 }

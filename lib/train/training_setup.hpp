@@ -18,7 +18,7 @@
 namespace sdp {
 
 struct DataSplits {
-  std::unique_ptr<SampleSet> train, test;
+  std::unique_ptr<SampleSource> train, test;
 };
 
 struct TrainingParts {
@@ -31,7 +31,7 @@ struct TrainingParts {
 // The train and test splits data.format names (not collective: wrap in run_on_all_ranks).
 DataSplits load_data(const JobSpec& spec);
 // The model.name model for `data`'s image shape on `device` (not collective).
-std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const SampleSet& data, const Device& device);
+std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const SampleSource& data, const Device& device);
 // The activations' dtype of `precision`: f32, or f16 / bf16 under mixed precision.
 DType compute_dtype(Precision precision);
 

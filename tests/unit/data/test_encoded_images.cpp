@@ -130,7 +130,7 @@ TEST(EncodedImages, ALoaderStepsThroughEveryRecordOncePerEpoch) {
   LoaderOptions options;
   options.batch_size = 2;
   options.prefetch = 2;
-  TrainLoader loader(set, options);
+  IndexedTrainLoader loader(set, options);
   loader.start_epoch(0);
   std::vector<int64_t> seen;
   while (const Batch* batch = loader.next()) {

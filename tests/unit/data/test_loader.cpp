@@ -54,9 +54,9 @@ TEST(TrainLoader, PrefetchedEqualsSynchronousAndDirectAssembly) {
   opt.world = 2;
   opt.augment.enabled = true;
   opt.prefetch = 3;
-  TrainLoader async(ds, opt);
+  IndexedTrainLoader async(ds, opt);
   opt.prefetch = 0;
-  TrainLoader sync(ds, opt);
+  IndexedTrainLoader sync(ds, opt);
   for (int64_t epoch : {0, 1}) {
     async.start_epoch(epoch);
     sync.start_epoch(epoch);
@@ -85,9 +85,9 @@ TEST(TrainLoader, PinnedBatchesHoldTheSameValues) {
   LoaderOptions opt;
   opt.batch_size = 16;
   opt.augment.enabled = true;
-  TrainLoader pageable(ds, opt);
+  IndexedTrainLoader pageable(ds, opt);
   opt.pinned = true;
-  TrainLoader pinned(ds, opt);
+  IndexedTrainLoader pinned(ds, opt);
   pageable.start_epoch(0);
   pinned.start_epoch(0);
   int batches = 0;
@@ -107,7 +107,7 @@ TEST(TrainLoader, StartAtACursorContinuesTheEpoch) {
   Dataset ds = small_synthetic();
   LoaderOptions opt;
   opt.batch_size = 10;
-  TrainLoader loader(ds, opt);
+  IndexedTrainLoader loader(ds, opt);
   loader.start_epoch(2);
   auto full = drain(loader);
   loader.start(full[3].next_cursor);  // as if resumed from a checkpoint after step 3
@@ -126,7 +126,7 @@ TEST(TrainLoader, MicroBatchesOfAStepShareItsCursors) {
   opt.rank = 1;
   opt.world = 2;
   opt.accumulate = 3;
-  TrainLoader loader(ds, opt);
+  IndexedTrainLoader loader(ds, opt);
   EXPECT_EQ(loader.steps_per_epoch(), 4);
   loader.start_epoch(1);
   auto batches = drain(loader);
@@ -154,7 +154,7 @@ TEST(TrainLoader, DestroyedMidEpochWithoutHanging) {
   opt.batch_size = 8;
   opt.prefetch = 4;
   for (int i = 0; i < 20; ++i) {
-    TrainLoader loader(ds, opt);
+    IndexedTrainLoader loader(ds, opt);
     loader.start_epoch(i);
     if (i % 2) ASSERT_NE(loader.next(), nullptr);
     // Restarting mid-epoch is also clean.
@@ -222,7 +222,7 @@ TEST(Prefetcher, WorkerComputesInTheJobsFloatingPointMode) {
 
 TEST(EvalLoader, EverySampleOnceWithThePartialLastBatch) {
   Dataset ds = small_synthetic(103);
-  EvalLoader single(ds, 25);
+  IndexedEvalLoader single(ds, 25);
   EXPECT_EQ(single.num_batches(), 5);
   single.start();
   std::vector<int64_t> sizes, seen;
@@ -236,7 +236,7 @@ TEST(EvalLoader, EverySampleOnceWithThePartialLastBatch) {
 
   std::multiset<int64_t> all;
   for (int r = 0; r < 4; ++r) {
-    EvalLoader shard(ds, 10, r, 4, 1);
+    IndexedEvalLoader shard(ds, 10, r, 4, 1);
     shard.start();
     while (const Batch* b = shard.next()) all.insert(b->indices.begin(), b->indices.end());
   }
@@ -250,7 +250,7 @@ TEST(TrainLoader, ThroughputReport) {
   LoaderOptions opt;
   opt.batch_size = 128;
   opt.augment.enabled = true;
-  TrainLoader loader(ds, opt);
+  IndexedTrainLoader loader(ds, opt);
   auto t0 = std::chrono::steady_clock::now();
   int64_t batches = 0;
   for (int epoch = 0; epoch < 4; ++epoch) {

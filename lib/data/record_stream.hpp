@@ -1,0 +1,79 @@
+// Streamed shards: encoded samples read in order, shard after shard, never by offset, so that
+// gzip files and (later) pipes serve as well as plain files (issue #21). Formats: TFRecord files
+// of tf.train.Examples (plain or gzip) and WebDataset tar shards (plain or gzip: an image member,
+// .jpg / .jpeg / .png, and a label member, .cls by default).
+//
+// StreamSource lists a data set's shards and how many samples each holds, from a per-shard index
+// (<file>.idx) made by reading the shard once; the loaders (stream_loader.hpp) need the counts to
+// agree on steps per epoch and to find where a resumed job stands. Sample ids: shard s holds
+// first_id(s) .. first_id(s) + shard_samples(s) - 1, in shard order.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sdp {
+
+enum class StreamFormat { kTfRecord, kTarShards };
+
+struct StreamSourceOptions {
+  StreamFormat format = StreamFormat::kTfRecord;
+  std::string image_key = "image/encoded";      // tfrecord: the Example's encoded image
+  std::string label_key = "image/class/label";  // tfrecord: the Example's int64 label
+  std::string label_extension = "cls";          // tar-shards: the member holding the label as text
+  int64_t label_offset = 0;                     // subtracted from every label
+};
+
+struct EncodedRecord {
+  std::vector<uint8_t> image;  // the encoded image's bytes
+  int64_t label = 0;           // label_offset already subtracted
+  int shard = 0;
+  int64_t record = 0;  // in its shard, from 0
+};
+
+// One shard, read in order.
+class ShardReader {
+ public:
+  virtual ~ShardReader() = default;
+  // Replaces `record` with the next sample; false at the end of the shard. Throws InputError
+  // "<file>: record <n> (from 0)...: ..." for a defect of the framing, the Example, or a tar
+  // sample without its image or label member.
+  virtual bool next(EncodedRecord& record) = 0;
+};
+
+// The samples of one shard: from its index file when that is fresh, otherwise by reading the
+// shard (every record checked as the training reads it), after which the index is written
+// for next time (a read-only directory only costs the reading). A plain TFRecord file's count
+// comes from its offset index (tfrecord.hpp). Throws InputError for a defect met on the way.
+int64_t count_stream_samples(const std::string& path, const StreamSourceOptions& options);
+
+class StreamSource {
+ public:
+  // The shards under `path` (data_files.hpp: a file, or a directory's files sorted by name)
+  // and their counts. Throws InputError for a missing path, an empty directory, a defective
+  // shard, or a set without a sample.
+  StreamSource(const std::string& path, const StreamSourceOptions& options);
+
+  std::string name() const;  // "tar-shards:/data/train"
+  int num_shards() const { return static_cast<int>(shards_.size()); }
+  const std::string& shard_path(int shard) const { return shards_[static_cast<std::size_t>(shard)]; }
+  int64_t shard_samples(int shard) const { return counts_[static_cast<std::size_t>(shard)]; }
+  const std::vector<int64_t>& shard_counts() const { return counts_; }
+  int64_t first_id(int shard) const { return first_ids_[static_cast<std::size_t>(shard)]; }
+  int64_t total() const { return total_; }
+
+  std::unique_ptr<ShardReader> open(int shard) const;
+  // Names a sample in an error: "<file>: record <n> (from 0)".
+  std::string where(int shard, int64_t record) const;
+
+ private:
+  std::string path_;
+  StreamSourceOptions options_;
+  std::vector<std::string> shards_;
+  std::vector<int64_t> counts_, first_ids_;
+  int64_t total_ = 0;
+};
+
+}  // namespace sdp

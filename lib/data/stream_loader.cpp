@@ -1,0 +1,352 @@
+#include "data/stream_loader.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "core/error.hpp"
+#include "core/floating_point.hpp"
+#include "data/random.hpp"
+#include "data/sampler.hpp"
+
+namespace sdp {
+
+namespace {
+
+// Constants apart from the sampler's and the augmentations' keys, so no two draws share a stream.
+constexpr uint64_t kShardOrderKey = 0x7f4a7c159e3779b9ull;
+constexpr uint64_t kShuffleBufferKey = 0x94d049bb133111ebull;
+// A rank's stream looks this many passes ahead for a record before calling its share empty.
+constexpr int64_t kMaxEmptyPasses = 1000;
+
+InputError empty_share(const StreamSource& source, int rank, int world) {
+  return InputError(source.name() + ": rank " + std::to_string(rank) + " of " + std::to_string(world) +
+                    " gets no record in " + std::to_string(kMaxEmptyPasses) +
+                    " passes: every shard it is given is empty");
+}
+
+AugmentOptions seeded(AugmentOptions augment, uint64_t seed) {
+  augment.seed = seed;
+  return augment;
+}
+
+// Fills `records` from the stream and `out.indices` / `keys` from them; `key_pass_stride`
+// folds each record's pass into its augmentation key (0: the sample id alone). Returns how
+// many records were taken (fewer than `count` only at the end of a finite stream).
+int64_t take_records(RecordStream& stream, const StreamSource& source, int64_t count, int64_t key_pass_stride,
+                     std::vector<StreamedRecord>& records, std::vector<int64_t>& keys, Batch& out) {
+  records.resize(static_cast<std::size_t>(count));
+  int64_t taken = 0;
+  while (taken < count && stream.next(records[static_cast<std::size_t>(taken)])) ++taken;
+  records.resize(static_cast<std::size_t>(taken));
+  keys.resize(records.size());
+  out.indices.resize(records.size());
+  for (std::size_t k = 0; k < records.size(); ++k) {
+    const EncodedRecord& r = records[k].record;
+    out.indices[k] = source.first_id(r.shard) + r.record;
+    keys[k] = records[k].pass * key_pass_stride + out.indices[k];
+  }
+  return taken;
+}
+
+void decode_records(BatchDecoder& decoder, const StreamSource& source, std::vector<StreamedRecord>& records,
+                    const std::vector<int64_t>& keys, Batch& out) {
+  decoder.decode(
+      keys, /*epoch=*/0,
+      [&](int64_t k, std::vector<uint8_t>&, int64_t& label) -> const std::vector<uint8_t>& {
+        const EncodedRecord& r = records[static_cast<std::size_t>(k)].record;
+        label = r.label;
+        return r.image;
+      },
+      [&](int64_t k) {
+        const EncodedRecord& r = records[static_cast<std::size_t>(k)].record;
+        return source.where(r.shard, r.record);
+      },
+      out);
+}
+
+}  // namespace
+
+PassShare pass_share(const std::vector<int64_t>& shard_samples, uint64_t seed, int64_t pass, int rank, int world,
+                     bool shuffle) {
+  const auto shards = static_cast<int64_t>(shard_samples.size());
+  std::vector<int64_t> order(static_cast<std::size_t>(shards));
+  if (shuffle)
+    order = epoch_permutation(shards, mix_keys(seed, kShardOrderKey), pass);
+  else
+    std::iota(order.begin(), order.end(), int64_t{0});
+  PassShare share;
+  if (shards >= world) {
+    for (int64_t i = rank; i < shards; i += world) {
+      share.shards.push_back(static_cast<int>(order[static_cast<std::size_t>(i)]));
+      share.samples += shard_samples[static_cast<std::size_t>(order[static_cast<std::size_t>(i)])];
+    }
+    return share;
+  }
+  for (int64_t s : order) share.shards.push_back(static_cast<int>(s));
+  share.stride = world;
+  share.phase = rank;
+  const int64_t total = std::accumulate(shard_samples.begin(), shard_samples.end(), int64_t{0});
+  share.samples = total > rank ? (total - rank - 1) / world + 1 : 0;
+  return share;
+}
+
+// ---- RecordStream ----
+
+RecordStream::RecordStream(std::shared_ptr<const StreamSource> source, const Options& options)
+    : source_(std::move(source)), options_(options) {
+  options_.queue = std::max<int64_t>(1, options_.queue);
+}
+
+RecordStream::~RecordStream() {
+  stop();
+}
+
+void RecordStream::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (reader_.joinable()) reader_.join();
+}
+
+void RecordStream::start(int64_t pass, int64_t skip) {
+  stop();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.clear();
+    done_ = false;
+    stop_ = false;
+    error_ = nullptr;
+  }
+  reader_ = start_thread([this, pass, skip] {
+    try {
+      read(pass, skip);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      error_ = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+  });
+}
+
+bool RecordStream::push(StreamedRecord&& record) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return stop_ || static_cast<int64_t>(queue_.size()) < options_.queue; });
+  if (stop_) return false;
+  queue_.push_back(std::move(record));
+  lock.unlock();
+  cv_.notify_all();
+  return true;
+}
+
+bool RecordStream::next(StreamedRecord& out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !queue_.empty() || done_; });
+  if (queue_.empty()) {
+    if (error_) std::rethrow_exception(error_);
+    return false;
+  }
+  out = std::move(queue_.front());
+  queue_.pop_front();
+  lock.unlock();
+  cv_.notify_all();
+  return true;
+}
+
+void RecordStream::read(int64_t first_pass, int64_t skip) {
+  const StreamSource& source = *source_;
+  const auto buffer_size = static_cast<std::size_t>(std::max<int64_t>(1, options_.shuffle_buffer));
+  int64_t empty_passes = 0;
+  for (int64_t pass = first_pass;; ++pass) {
+    const PassShare share =
+        pass_share(source.shard_counts(), options_.seed, pass, options_.rank, options_.world, options_.shuffle_shards);
+    if (share.samples == 0) {
+      if (++empty_passes >= kMaxEmptyPasses) throw empty_share(source, options_.rank, options_.world);
+      if (!options_.repeat) return;
+      continue;
+    }
+    empty_passes = 0;
+    // tf.data's shuffle(buffer): fill the buffer, then each record read takes the place of a
+    // random one, which goes out; at the end of the pass the buffer drains in random order.
+    std::mt19937_64 rng(mix_keys(options_.seed ^ kShuffleBufferKey, static_cast<uint64_t>(pass),
+                                 static_cast<uint64_t>(options_.rank)));
+    std::vector<EncodedRecord> buffer;
+    buffer.reserve(std::min<std::size_t>(buffer_size, static_cast<std::size_t>(share.samples)));
+    int64_t to_drop = pass == first_pass ? skip : 0;
+    auto emit = [&](EncodedRecord&& record) {
+      if (to_drop > 0) {  // a resume reads up to where it stopped
+        --to_drop;
+        std::lock_guard<std::mutex> lock(mu_);
+        return !stop_;
+      }
+      return push({std::move(record), pass});
+    };
+    int64_t read_in_pass = 0;
+    EncodedRecord record;
+    for (int shard : share.shards) {
+      const auto reader = source.open(shard);
+      int64_t in_shard = 0;
+      while (reader->next(record)) {
+        ++in_shard;
+        if (read_in_pass++ % share.stride != share.phase) continue;
+        if (buffer.size() < buffer_size) {
+          buffer.push_back(std::move(record));
+          continue;
+        }
+        std::swap(buffer[uniform_below(rng, buffer.size())], record);
+        if (!emit(std::move(record))) return;
+      }
+      // The counts decide every rank's share and the steps per epoch: a shard that changed
+      // under the job would silently shift them.
+      if (in_shard != source.shard_samples(shard))
+        throw InputError(source.shard_path(shard) + ": holds " + std::to_string(in_shard) +
+                         " records, but its count when the job started was " +
+                         std::to_string(source.shard_samples(shard)) + ": the file changed during the job");
+    }
+    while (!buffer.empty()) {
+      std::swap(buffer[uniform_below(rng, buffer.size())], buffer.back());
+      if (!emit(std::move(buffer.back()))) return;
+      buffer.pop_back();
+    }
+    if (!options_.repeat) return;
+  }
+}
+
+// ---- StreamedImageSet ----
+
+StreamedImageSet::StreamedImageSet(std::shared_ptr<const StreamSource> source, const EncodedImageOptions& options,
+                                   int64_t shuffle_buffer)
+    : source_(std::move(source)), options_(options), shuffle_buffer_(shuffle_buffer) {
+  if (options_.num_classes <= 0)
+    throw InputError(source_->name() + ": the number of classes is not known (model.num_classes)");
+  if (options_.image_size < 1 || options_.resize < options_.image_size)
+    throw InputError("data.image_size " + std::to_string(options_.image_size) + " and data.resize " +
+                     std::to_string(options_.resize) + ": need 1 <= image_size <= resize");
+  options_.workers = std::max(1, options_.workers);
+}
+
+std::string StreamedImageSet::describe() const {
+  return name() + ": " + std::to_string(count()) + " samples in " + std::to_string(source_->num_shards()) +
+         " shard(s), streamed through a shuffle buffer of " + std::to_string(shuffle_buffer_) + " records";
+}
+
+std::unique_ptr<TrainLoader> StreamedImageSet::make_train_loader(const LoaderOptions& options) const {
+  return std::make_unique<StreamTrainLoader>(source_, options_, options, shuffle_buffer_);
+}
+
+std::unique_ptr<EvalLoader> StreamedImageSet::make_eval_loader(int64_t batch_size, int rank, int world,
+                                                               int prefetch) const {
+  return std::make_unique<StreamEvalLoader>(source_, options_, batch_size, rank, world, prefetch);
+}
+
+// ---- StreamTrainLoader ----
+
+StreamTrainLoader::StreamTrainLoader(std::shared_ptr<const StreamSource> source, const EncodedImageOptions& images,
+                                     const LoaderOptions& options, int64_t shuffle_buffer)
+    : source_(std::move(source)),
+      options_(options),
+      global_batch_(options.batch_size * options.accumulate * options.world),
+      steps_per_epoch_(global_batch_ > 0 ? source_->total() / global_batch_ : 0),
+      decoder_(images, images.num_classes, seeded(options.augment, options.seed)),
+      stream_(source_, {options.seed, options.rank, options.world, shuffle_buffer, /*shuffle_shards=*/true,
+                        /*repeat=*/true, std::max<int64_t>(256, 2 * options.batch_size)}),
+      prefetcher_(options.prefetch) {
+  if (steps_per_epoch_ < 1)
+    throw InputError(source_->name() + ": " + std::to_string(source_->total()) +
+                     " samples are fewer than one global batch of " + std::to_string(global_batch_));
+}
+
+int64_t StreamTrainLoader::steps_left(const SampleCursor& at) const {
+  return std::max<int64_t>(0, steps_per_epoch_ - at.offset / global_batch_);
+}
+
+SampleCursor StreamTrainLoader::cursor_of_step(int64_t global_step) const {
+  return {global_step / steps_per_epoch_, (global_step % steps_per_epoch_) * global_batch_};
+}
+
+std::pair<int64_t, int64_t> StreamTrainLoader::stream_position(int64_t records) const {
+  int64_t pass = 0, empty_passes = 0;
+  for (;; ++pass) {
+    const int64_t share =
+        pass_share(source_->shard_counts(), options_.seed, pass, options_.rank, options_.world, true).samples;
+    if (records < share) return {pass, records};
+    records -= share;
+    empty_passes = share == 0 ? empty_passes + 1 : 0;
+    if (empty_passes >= kMaxEmptyPasses) throw empty_share(*source_, options_.rank, options_.world);
+  }
+}
+
+void StreamTrainLoader::start(const SampleCursor& from, int64_t max_steps) {
+  prefetcher_.stop();  // the worker reads the state below
+  step_ = from.epoch * steps_per_epoch_ + std::min(from.offset / global_batch_, steps_per_epoch_);
+  produced_ = 0;
+  micro_ = 0;
+  limit_ = steps_left(from);
+  if (max_steps >= 0) limit_ = std::min(limit_, max_steps);
+  // An epoch that follows the last one continues the running stream; anything else (the
+  // first start, a resume, batches made ahead and dropped) repositions it.
+  const int64_t records = step_ * options_.batch_size * options_.accumulate;
+  if (records != stream_records_) {
+    const auto [pass, skip] = stream_position(records);
+    stream_.start(pass, skip);
+    stream_records_ = records;
+  }
+  prefetcher_.start([this](Batch& batch) { return produce(batch); });
+}
+
+bool StreamTrainLoader::produce(Batch& batch) {
+  if (produced_ >= limit_) return false;
+  const int64_t taken =
+      take_records(stream_, *source_, options_.batch_size, source_->total(), records_, keys_, batch);
+  stream_records_ += taken;
+  if (taken < options_.batch_size) throw std::logic_error("StreamTrainLoader: the repeating stream ended");
+  batch.pinned = options_.pinned;
+  decode_records(decoder_, *source_, records_, keys_, batch);
+  batch.step = produced_;
+  batch.micro = micro_;
+  batch.cursor = cursor_of_step(step_);
+  batch.next_cursor = cursor_of_step(step_ + 1);
+  if (++micro_ == options_.accumulate) {
+    micro_ = 0;
+    ++produced_;
+    ++step_;
+  }
+  return true;
+}
+
+// ---- StreamEvalLoader ----
+
+StreamEvalLoader::StreamEvalLoader(std::shared_ptr<const StreamSource> source, const EncodedImageOptions& images,
+                                   int64_t batch_size, int rank, int world, int prefetch)
+    : source_(std::move(source)),
+      batch_size_(batch_size),
+      samples_(pass_share(source_->shard_counts(), 0, 0, rank, world, /*shuffle=*/false).samples),
+      decoder_(images, images.num_classes, AugmentOptions{}),
+      stream_(source_, {0, rank, world, /*shuffle_buffer=*/0, /*shuffle_shards=*/false, /*repeat=*/false,
+                        std::max<int64_t>(256, 2 * batch_size)}),
+      prefetcher_(prefetch) {
+  if (batch_size < 1) throw InputError("eval loader: batch size must be >= 1, got " + std::to_string(batch_size));
+}
+
+void StreamEvalLoader::start() {
+  prefetcher_.stop();
+  stream_.start(0, 0);
+  produced_ = 0;
+  prefetcher_.start([this](Batch& batch) { return produce(batch); });
+}
+
+bool StreamEvalLoader::produce(Batch& batch) {
+  if (take_records(stream_, *source_, batch_size_, 0, records_, keys_, batch) == 0) return false;
+  decode_records(decoder_, *source_, records_, keys_, batch);
+  batch.step = produced_++;
+  batch.cursor = batch.next_cursor = SampleCursor{};
+  return true;
+}
+
+}  // namespace sdp
