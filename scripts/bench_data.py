@@ -2,9 +2,11 @@
 """The input side alone, sdp-train vs PyTorch, on the same JPEGs and the same transforms.
 
 Makes ImageNet-sized JPEGs once (CIFAR-10 images upscaled to 375 x 375 by `sdp-train data
-convert --resize 375 --quality 90`, in an image folder and in TFRecord shards), then for each
+convert --resize 375 --quality 90`, in an image folder, in TFRecord shards and in WebDataset tar
+shards), then for each
 worker count times, alternately and --rounds times:
-  sdp-train   `sdp-train bench data` (image-folder and tfrecord): read, decode (libjpeg-turbo,
+  sdp-train   `sdp-train bench data` (image-folder, tfrecord, tar-shards streamed through the
+              shuffle buffer): read, decode (libjpeg-turbo,
               DCT-scaled region decode), RandomResizedCrop(224) + flip, normalize, batch of 64
   pytorch     DataLoader(ImageFolder(root, Compose([RandomResizedCrop(224), RandomHorizontalFlip(),
               ToTensor(), Normalize(...)])), batch_size=64, shuffle=True, num_workers=w)
@@ -23,13 +25,14 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "build", "sdp-train")
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+FORMAT_DIRS = {"image-folder": "folder", "tfrecord": "tf", "tar-shards": "tar"}
 
 
 def make_data(work, images, data_dir):
     cifar = os.path.join(data_dir, "cifar10")
     if not os.path.isdir(cifar):
         sys.exit(f"bench-data: no CIFAR-10 at {cifar} (set SDP_DATA_DIR): the JPEGs are made from it")
-    for fmt, out in (("image-folder", "folder"), ("tfrecord", "tf")):
+    for fmt, out in FORMAT_DIRS.items():
         path = os.path.join(work, out)
         if os.path.isdir(path):
             continue
@@ -39,12 +42,12 @@ def make_data(work, images, data_dir):
 
 
 def sdp_rate(work, fmt, workers, batches):
-    path = os.path.join(work, "folder" if fmt == "image-folder" else "tf")
+    path = os.path.join(work, FORMAT_DIRS[fmt])
     out = subprocess.run([BIN, "bench", "data", "--config", os.path.join(work, "job.yaml"), "--set",
                           f"data.format={fmt}", "--set", f"data.train={path}", "--set", f"data.test={path}",
                           "--workers", str(workers), "--batches", str(batches)],
                          check=True, capture_output=True, text=True).stdout
-    rows = [line.split() for line in out.splitlines() if re.match(r"^(image-folder|tfrecord) ", line)]
+    rows = [line.split() for line in out.splitlines() if re.match(r"^(image-folder|tfrecord|tar-shards) ", line)]
     return float(rows[-1][4])
 
 
@@ -90,6 +93,7 @@ def main():
         for w in workers:
             runs = [("sdp-train image-folder", lambda: sdp_rate(args.work, "image-folder", w, args.batches)),
                     ("sdp-train tfrecord", lambda: sdp_rate(args.work, "tfrecord", w, args.batches)),
+                    ("sdp-train tar-shards", lambda: sdp_rate(args.work, "tar-shards", w, args.batches)),
                     ("pytorch image-folder", lambda: torch_rate(args.work, w, args.batches))]
             if r % 2:
                 runs.reverse()  # a drift of the host's speed hits both sides
@@ -101,7 +105,7 @@ def main():
     print(f"{'loader':<24}{'workers':>8}{'images/s':>11}{'vs pytorch':>12}")
     for w in workers:
         peer = statistics.median(results[("pytorch image-folder", w)])
-        for name in ("sdp-train image-folder", "sdp-train tfrecord", "pytorch image-folder"):
+        for name in ("sdp-train image-folder", "sdp-train tfrecord", "sdp-train tar-shards", "pytorch image-folder"):
             rate = statistics.median(results[(name, w)])
             print(f"{name:<24}{w:>8}{rate:>11.0f}{rate / peer:>11.2f}x")
 
