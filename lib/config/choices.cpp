@@ -39,7 +39,7 @@ SDP_SPELLING(DataFormat, {{DataFormat::kMnist, "mnist"},
                           {DataFormat::kTfrecord, "tfrecord"},
                           {DataFormat::kImageFolder, "image-folder"},
                           {DataFormat::kTarShards, "tar-shards"}});
-SDP_SPELLING(DataShard, {{DataShard::kRank, "rank"}, {DataShard::kHost, "host"}});
+SDP_SPELLING(DataShard, {{DataShard::kAuto, "auto"}, {DataShard::kRank, "rank"}, {DataShard::kHost, "host"}});
 SDP_SPELLING(Augmentation, {{Augmentation::kAuto, "auto"},
                             {Augmentation::kNone, "none"},
                             {Augmentation::kCropFlip, "crop-flip"},

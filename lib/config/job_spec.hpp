@@ -35,7 +35,7 @@ struct DataSpec {
   std::string train = "${SM_CHANNEL_TRAINING:-data}";
   std::string test = "${SM_CHANNEL_TEST:-data}";
   int batch_size = 64;  // per rank; global batch = batch_size * world size * train.accumulate_steps
-  DataShard shard = DataShard::kRank;
+  DataShard shard = DataShard::kAuto;  // auto: host for a SageMaker channel ShardedByS3Key, else rank
   int prefetch = 2;
   Augmentation augment = Augmentation::kAuto;  // auto = crop+flip for cifar10
   SyntheticDataSpec synthetic;

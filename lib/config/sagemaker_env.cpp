@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -106,6 +107,37 @@ SageMakerVariables read_sagemaker_variables() {
   vars.checkpoint_dir = get("SM_CHECKPOINT_DIR");
   if (std::string gpus = get("SM_NUM_GPUS"); !gpus.empty()) vars.num_gpus = std::atoi(gpus.c_str());
   return vars;
+}
+
+std::optional<ChannelConfig> channel_config(const std::string& data_path, const std::string& config_path) {
+  nlohmann::json config;
+  std::string source;
+  if (const char* env = std::getenv("SM_INPUT_DATA_CONFIG"); env != nullptr && *env != '\0') {
+    source = "SM_INPUT_DATA_CONFIG";
+    config = nlohmann::json::parse(env, nullptr, /*allow_exceptions=*/false);
+    if (config.is_discarded()) throw InputError("SM_INPUT_DATA_CONFIG: not valid JSON");
+  } else {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(config_path, ec)) return std::nullopt;
+    source = config_path;
+    config = read_json_file(config_path, "SageMaker inputdataconfig.json");
+  }
+  if (!config.is_object()) throw InputError(source + ": expected a JSON object of channels");
+  std::string name = std::filesystem::path(data_path).lexically_normal().filename().string();
+  if (name.empty()) name = std::filesystem::path(data_path).lexically_normal().parent_path().filename().string();
+  const auto found = config.find(name);
+  if (found == config.end()) return std::nullopt;
+  if (!found->is_object()) throw InputError(source + ": key '" + name + "': expected an object");
+  ChannelConfig channel;
+  auto text = [&](const char* key, std::string& out) {
+    const auto value = found->find(key);
+    if (value == found->end()) return;
+    if (!value->is_string()) throw InputError(source + ": key '" + name + "." + key + "': expected a string");
+    out = value->get<std::string>();
+  };
+  text("TrainingInputMode", channel.input_mode);
+  text("S3DistributionType", channel.distribution);
+  return channel;
 }
 
 }  // namespace sdp

@@ -11,6 +11,7 @@ namespace sdp {
 
 inline constexpr const char* kDefaultResourceConfigPath = "/opt/ml/input/config/resourceconfig.json";
 inline constexpr const char* kDefaultHyperparametersPath = "/opt/ml/input/config/hyperparameters.json";
+inline constexpr const char* kDefaultInputDataConfigPath = "/opt/ml/input/config/inputdataconfig.json";
 
 struct ResourceConfig {
   std::string source;  // file the config came from (or "SM_HOSTS/SM_CURRENT_HOST")
@@ -36,5 +37,17 @@ struct SageMakerVariables {
   int num_gpus = -1;  // SM_NUM_GPUS, -1 when unset
 };
 SageMakerVariables read_sagemaker_variables();
+
+// A channel as inputdataconfig.json describes it.
+struct ChannelConfig {
+  std::string input_mode = "File";                // TrainingInputMode: File, FastFile or Pipe
+  std::string distribution = "FullyReplicated";  // S3DistributionType: or ShardedByS3Key
+};
+// The channel that `data_path` names (its last path component, as SageMaker mounts channel
+// <name> at /opt/ml/input/data/<name>) in the SageMaker toolkit's SM_INPUT_DATA_CONFIG (JSON)
+// or, without it, in `config_path` when that file exists; nullopt off SageMaker or for a path
+// that is no channel. Throws InputError for a config that is not a JSON object of objects.
+std::optional<ChannelConfig> channel_config(const std::string& data_path,
+                                            const std::string& config_path = kDefaultInputDataConfigPath);
 
 }  // namespace sdp

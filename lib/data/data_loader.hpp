@@ -43,6 +43,9 @@ class TrainLoader {
   virtual int64_t steps_per_epoch() const = 0;
   // Full steps left in the epoch of `at`.
   virtual int64_t steps_left(const SampleCursor& at) const = 0;
+  // Caps the steps of every epoch at `steps` (>= 1): ranks whose sets differ in size (one set
+  // per host, data.shard: host) agree on the smallest. Before the first start().
+  virtual void limit_steps_per_epoch(int64_t steps) = 0;
   // Starts iterating at `from` until the end of its epoch, or after `max_steps` steps
   // (of `accumulate` micro-batches each) when >= 0. Any iteration in progress is abandoned.
   virtual void start(const SampleCursor& from, int64_t max_steps = -1) = 0;
@@ -76,6 +79,7 @@ class IndexedTrainLoader final : public TrainLoader {
   const ShardedSampler& sampler() const { return sampler_; }
   int64_t steps_per_epoch() const override { return sampler_.steps_per_epoch(); }
   int64_t steps_left(const SampleCursor& at) const override { return sampler_.steps_left(at); }
+  void limit_steps_per_epoch(int64_t steps) override { sampler_.limit_steps_per_epoch(steps); }
 
   void start(const SampleCursor& from, int64_t max_steps = -1) override;
   const Batch* next() override { return prefetcher_.next(); }

@@ -1,6 +1,8 @@
 #include "data/sampler.hpp"
 
+#include <algorithm>
 #include <random>
+#include <stdexcept>
 
 #include "core/error.hpp"
 #include "data/random.hpp"
@@ -20,7 +22,7 @@ std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) 
 
 ShardedSampler::ShardedSampler(int64_t n, uint64_t seed, int rank, int world, int64_t batch,
                                int accumulate)
-    : n_(n), seed_(seed), rank_(rank), world_(world), batch_(batch), accumulate_(accumulate) {
+    : n_(n), usable_(n), seed_(seed), rank_(rank), world_(world), batch_(batch), accumulate_(accumulate) {
   if (world < 1 || rank < 0 || rank >= world)
     throw InputError("sampler: rank " + std::to_string(rank) + " outside world size " +
                      std::to_string(world));
@@ -36,7 +38,12 @@ ShardedSampler::ShardedSampler(int64_t n, uint64_t seed, int rank, int world, in
 }
 
 int64_t ShardedSampler::steps_left(const SampleCursor& at) const {
-  return at.offset >= n_ ? 0 : (n_ - at.offset) / global_batch();
+  return at.offset >= usable_ ? 0 : (usable_ - at.offset) / global_batch();
+}
+
+void ShardedSampler::limit_steps_per_epoch(int64_t steps) {
+  if (steps < 1) throw std::invalid_argument("sampler: a step limit must be >= 1");
+  usable_ = std::min(n_, steps * global_batch());
 }
 
 const std::vector<int64_t>& ShardedSampler::permutation(int64_t epoch) const {

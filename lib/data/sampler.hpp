@@ -43,7 +43,11 @@ class ShardedSampler {
 
   // Full steps of an epoch started from its beginning; the tail of fewer than
   // global_batch() samples is dropped (a different tail each epoch, since it is shuffled).
-  int64_t steps_per_epoch() const { return n_ / global_batch(); }
+  int64_t steps_per_epoch() const { return usable_ / global_batch(); }
+  // At most `steps` steps per epoch (1 <= steps), so that hosts reading sets of different
+  // sizes (data.shard: host) run the same number: each epoch uses the first steps x global batch
+  // positions of its permutation.
+  void limit_steps_per_epoch(int64_t steps);
   // Full steps left in the epoch of `at`.
   int64_t steps_left(const SampleCursor& at) const;
 
@@ -65,6 +69,7 @@ class ShardedSampler {
 
  private:
   int64_t n_;
+  int64_t usable_;  // permutation positions an epoch uses: n, or fewer under a step limit
   uint64_t seed_;
   int rank_, world_;
   int64_t batch_;

@@ -23,6 +23,7 @@
 // another, the shares differ and it reads on from the same global step.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -121,6 +122,7 @@ class StreamTrainLoader final : public TrainLoader {
                     const LoaderOptions& options, int64_t shuffle_buffer);
   int64_t steps_per_epoch() const override { return steps_per_epoch_; }
   int64_t steps_left(const SampleCursor& at) const override;
+  void limit_steps_per_epoch(int64_t steps) override { steps_per_epoch_ = std::min(steps_per_epoch_, steps); }
   void start(const SampleCursor& from, int64_t max_steps = -1) override;
   const Batch* next() override { return prefetcher_.next(); }
   double wait_seconds() const override { return prefetcher_.wait_seconds(); }

@@ -2,6 +2,7 @@
 
 #include "data/data_loader.hpp"
 #include "distributed/collectives.hpp"
+#include "train/training_setup.hpp"
 
 namespace sdp {
 
@@ -13,7 +14,8 @@ EvalResult evaluate(nn::Model& model, const SampleSource& test, const JobSpec& s
                     Communicator& comm, Watchdog* watch, int64_t step) {
   run_watched(watch, step, "evaluation buffer average", [&] { average_buffers(model, comm); });
 
-  const auto loader = test.make_eval_loader(spec.data.batch_size, world.rank(), world.size(), spec.data.prefetch);
+  const auto [reader, readers] = data_reader(spec, spec.data.test, world);
+  const auto loader = test.make_eval_loader(spec.data.batch_size, reader, readers, spec.data.prefetch);
   loader->start();
   double totals[3] = {0, 0, 0};  // loss sum, correct, samples
   while (const Batch* batch = loader->next()) {

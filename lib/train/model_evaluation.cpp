@@ -44,7 +44,6 @@ EvalResult evaluate_model_file(JobSetup& setup, const std::string& model_path) {
   const World& world = *setup.world;
   nn::set_num_threads(setup.device.threads);
   set_flush_denormals(spec.numerics.flush_denormals);
-  reject_unimplemented(spec, world);
   std::unique_ptr<DataSplits> data;
   std::unique_ptr<nn::Model> model;
   run_on_all_ranks(world.comm(), [&] {

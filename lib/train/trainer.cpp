@@ -57,7 +57,6 @@ Trainer::Trainer(JobSetup& setup)
   // Before any thread of the job starts: they inherit the pool's size and the float mode.
   nn::set_num_threads(setup.device.threads);
   set_flush_denormals(spec_.numerics.flush_denormals);
-  reject_unimplemented(spec_, world_);
   // The rank's device (distributed/device_assignment): its GPU, pinned by local rank, or the CPU.
   parts_ = build_training_parts(spec_, world_, setup.device.device);
   // The optimizer's kernels go on the model's stream, after backward's.

@@ -13,7 +13,9 @@
 #include "data/tfrecord.hpp"
 #include "data/mnist.hpp"
 #include "data/synthetic.hpp"
+#include "config/sagemaker_env.hpp"
 #include "distributed/agreement.hpp"
+#include "distributed/collectives.hpp"
 #include "models/registry.hpp"
 #include "nn/threads.hpp"
 #include "optim/optimizer_factory.hpp"
@@ -141,14 +143,15 @@ OptimizerOptions optimizer_options(const OptimizerSpec& o) {
 
 }  // namespace
 
-void reject_unimplemented(const JobSpec& spec, const World& world) {
-  run_on_all_ranks(world.comm(), [&] {
-    auto refuse = [](const std::string& key, const std::string& value) {
-      throw InputError("key '" + key + "': " + value +
-                       " is not implemented in this version of sdp-train");
-    };
-    if (spec.data.shard != DataShard::kRank) refuse("data.shard", to_string(spec.data.shard));
-  });
+DataShard resolve_data_shard(DataShard shard, const std::string& path) {
+  if (shard != DataShard::kAuto) return shard;
+  const auto channel = channel_config(path);
+  return channel && channel->distribution == "ShardedByS3Key" ? DataShard::kHost : DataShard::kRank;
+}
+
+std::pair<int, int> data_reader(const JobSpec& spec, const std::string& path, const World& world) {
+  if (resolve_data_shard(spec.data.shard, path) == DataShard::kHost) return {world.local_rank(), world.local_size()};
+  return {world.rank(), world.size()};
 }
 
 AugmentOptions augment_options(const DataSpec& data) {
@@ -184,19 +187,32 @@ TrainingParts build_training_parts(const JobSpec& spec, const World& world, cons
     const DataSplits& data = *parts.data;
     parts.model = build_model(spec, *data.train, device);
     parts.optimizer = make_optimizer(optimizer_options(spec.optimizer), parts.model->store());
-    const LoaderOptions loader_options = train_loader_options(spec, world.rank(), world.size(), device);
-    const GlobalBatch batch = global_batch(spec, world.size());
+    const auto [reader, readers] = data_reader(spec, spec.data.train, world);
+    const LoaderOptions loader_options = train_loader_options(spec, reader, readers, device);
+    const GlobalBatch batch = global_batch(spec, readers);  // over the ranks that share this set
     if (data.train->count() < batch.size())
       throw InputError("key 'data.batch_size': " + std::to_string(batch.per_rank) + " x " +
-                       std::to_string(batch.ranks) + " rank(s)" +
+                       std::to_string(batch.ranks) + " rank(s)" + (readers < world.size() ? " of this host" : "") +
                        (batch.accumulate > 1 ? " x " + std::to_string(batch.accumulate) +
                                                    " micro-batches (train.accumulate_steps)"
                                              : std::string()) +
                        " is more than the " + std::to_string(data.train->count()) +
-                       " training samples: not one step per epoch");
+                       " training samples" + (readers < world.size() ? " this host holds" : "") +
+                       ": not one step per epoch");
     parts.loader = data.train->make_train_loader(loader_options);
     if (world.rank() == 0) log_info("training data " + data.train->describe());
   });
+  // One set per host: the hosts' sets differ in size, and every rank must run the same steps.
+  if (data_reader(spec, spec.data.train, world).second < world.size()) {
+    const std::vector<int> steps = allgather_ints(world.comm(), static_cast<int>(parts.loader->steps_per_epoch()));
+    const int fewest = *std::min_element(steps.begin(), steps.end());
+    parts.loader->limit_steps_per_epoch(fewest);
+    if (world.rank() == 0)
+      log_info("data.shard host: each host reads its own set; steps per epoch " + std::to_string(fewest) +
+               (fewest < *std::max_element(steps.begin(), steps.end())
+                    ? " (the smallest host set's; hosts with more leave the rest of each epoch's order)"
+                    : ""));
+  }
   return parts;
 }
 

@@ -35,9 +35,14 @@ std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const SampleSource& 
 // The activations' dtype of `precision`: f32, or f16 / bf16 under mixed precision.
 DType compute_dtype(Precision precision);
 
-// Keys the spec accepts whose feature has not landed yet: refused loudly (exit 2) rather
-// than training differently from what the user asked for. Collective.
-void reject_unimplemented(const JobSpec& spec, const World& world);
+// How the ranks split the set at `path` (data.shard): `rank`, all ranks the whole set; `host`,
+// the ranks of each host the set that host sees (SageMaker's ShardedByS3Key gives each host its
+// own files at the same path); `auto`, host for a SageMaker channel distributed ShardedByS3Key
+// (inputdataconfig.json), rank otherwise.
+DataShard resolve_data_shard(DataShard shard, const std::string& path);
+// This rank's place among the readers of the set at `path`: (rank, size) of the world, or of
+// its host under data.shard host.
+std::pair<int, int> data_reader(const JobSpec& spec, const std::string& path, const World& world);
 
 // data.augment as the loader applies it: crop-flip (and auto on cifar10) crops from a 4-pixel
 // zero padding and flips; flip only flips (pad 0); none does neither.

@@ -188,3 +188,22 @@ case_data_train_truncated_tar_shard() {
         --set data.image_size=24 --set data.resize=32 --set checkpoint.dir="$WORK/ck" \
         --set output.model_dir="$WORK/m" --set output.metrics= --set threads=1
 }
+
+# data.shard: auto on a SageMaker channel distributed ShardedByS3Key: each host reads the set it
+# sees (two simulated hosts, one rank each, with 1024 and 640 samples at the same channel name),
+# and both run the smaller set's steps. Under data.shard: rank the same job stops with exit 2:
+# the ranks disagree on the steps per epoch.
+case_data_shard_host_sharded_channel() {
+    convert_synthetic tar-shards "$WORK/h0/train" --synthetic-samples 1024 --shards 2
+    convert_synthetic tar-shards "$WORK/h1/train" --synthetic-samples 640 --shards 2
+    convert_synthetic tar-shards "$WORK/test" --split test --synthetic-samples 256
+    SM_INPUT_DATA_CONFIG='{"train": {"TrainingInputMode": "File", "S3DistributionType": "ShardedByS3Key"}}' \
+    expect_ok 2 --config "$SRC/configs/quickstart.yaml" --set data.format=tar-shards \
+        --set 'data.train='"$WORK"'/h${OMPI_COMM_WORLD_RANK}/train' --set data.test="$WORK/test" \
+        --set data.image_size=24 --set data.resize=32 --set distributed.ranks_per_node=1 --set train.epochs=2 \
+        --set data.batch_size=64 --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m" \
+        --set output.metrics= --set threads=1
+    grep -q 'data.shard host: each host reads its own set; steps per epoch 10 (the smallest' "$WORK/out" ||
+        fail "the hosts did not agree on the smaller set's 10 steps"
+    grep -qE '^\[done\] steps=20 ' "$WORK/out" || fail "not 2 x 10 steps"
+}

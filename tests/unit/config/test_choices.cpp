@@ -24,7 +24,7 @@ TEST(Choices, EveryWordRoundTrips) {
   expect_round_trip<DevicePreference>({"auto", "cpu", "cuda"});
   expect_round_trip<Precision>({"fp32", "amp-fp16", "amp-bf16"});
   expect_round_trip<DataFormat>({"mnist", "cifar10", "synthetic", "tfrecord", "image-folder", "tar-shards"});
-  expect_round_trip<DataShard>({"rank", "host"});
+  expect_round_trip<DataShard>({"auto", "rank", "host"});
   expect_round_trip<Augmentation>({"auto", "none", "crop-flip", "flip"});
   expect_round_trip<OptimizerKind>({"sgd", "adam", "adamw", "lars", "lamb"});
   expect_round_trip<ScheduleKind>({"constant", "step", "cosine", "linear"});

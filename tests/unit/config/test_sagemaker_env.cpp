@@ -96,5 +96,38 @@ TEST(SageMakerVariables, ReadsChannelsAndDirectories) {
   EXPECT_EQ(vars.num_gpus, 8);
 }
 
+// inputdataconfig.json decides data.shard: auto (ShardedByS3Key -> one set per host), from
+// the toolkit's SM_INPUT_DATA_CONFIG first, the file otherwise.
+TEST(ChannelConfig, FindsTheChannelADataPathNames) {
+  ::unsetenv("SM_INPUT_DATA_CONFIG");
+  const std::string file = write_config(
+      "inputdataconfig.json",
+      R"({"train": {"TrainingInputMode": "File", "S3DistributionType": "ShardedByS3Key", "RecordWrapperType": "None"},
+          "validation": {"TrainingInputMode": "Pipe"}})");
+  const auto train = channel_config("/opt/ml/input/data/train", file);
+  ASSERT_TRUE(train.has_value());
+  EXPECT_EQ(train->distribution, "ShardedByS3Key");
+  EXPECT_EQ(train->input_mode, "File");
+  const auto validation = channel_config("/opt/ml/input/data/validation/", file);
+  ASSERT_TRUE(validation.has_value());
+  EXPECT_EQ(validation->distribution, "FullyReplicated");  // SageMaker's default
+  EXPECT_EQ(validation->input_mode, "Pipe");
+  EXPECT_FALSE(channel_config("/data/imagenet", file).has_value());
+  EXPECT_FALSE(channel_config("/opt/ml/input/data/train", file + ".missing").has_value());
+
+  ::setenv("SM_INPUT_DATA_CONFIG", R"({"imagenet": {"S3DistributionType": "ShardedByS3Key"}})", 1);
+  EXPECT_EQ(channel_config("/data/imagenet", file)->distribution, "ShardedByS3Key");
+  EXPECT_FALSE(channel_config("/opt/ml/input/data/train", file).has_value());  // the variable wins
+  ::setenv("SM_INPUT_DATA_CONFIG", R"({"imagenet": {"S3DistributionType": 3}})", 1);
+  try {
+    channel_config("/data/imagenet", file);
+    ADD_FAILURE() << "a number as S3DistributionType was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("key 'imagenet.S3DistributionType': expected a string"), std::string::npos)
+        << e.what();
+  }
+  ::unsetenv("SM_INPUT_DATA_CONFIG");
+}
+
 }  // namespace
 }  // namespace sdp

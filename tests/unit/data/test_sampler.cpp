@@ -176,5 +176,19 @@ TEST(EvalIndices, EverySampleOnceStridedByRank) {
   EXPECT_EQ(eval_indices(10, 2, 3).size(), 3u);
 }
 
+// data.shard: host: hosts holding sets of different sizes run the smallest one's steps; each
+// epoch then uses the first steps x global batch positions of its permutation.
+TEST(ShardedSampler, AStepLimitShortensEveryEpoch) {
+  ShardedSampler sampler(100, 5, 1, 2, 10);
+  ASSERT_EQ(sampler.steps_per_epoch(), 5);
+  sampler.limit_steps_per_epoch(3);
+  EXPECT_EQ(sampler.steps_per_epoch(), 3);
+  EXPECT_EQ(sampler.steps_left(SampleCursor{4, 20}), 2);
+  EXPECT_EQ(sampler.advance(SampleCursor{4, 40}), (SampleCursor{5, 0}));
+  EXPECT_EQ(sampler.cursor_at_step(7), (SampleCursor{2, 20}));
+  sampler.limit_steps_per_epoch(9);  // more than the set holds: no change
+  EXPECT_EQ(sampler.steps_per_epoch(), 5);
+}
+
 }  // namespace
 }  // namespace sdp
