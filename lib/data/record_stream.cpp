@@ -1,8 +1,8 @@
 #include "data/record_stream.hpp"
 
 #include <charconv>
-#include <optional>
 #include <filesystem>
+#include <optional>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -31,7 +31,8 @@ class TfRecordShardReader final : public ShardReader {
     if (!reader_.next(payload_)) return false;
     ExampleFields fields;
     try {
-      fields = parse_example(payload_.data(), payload_.size(), options_.image_key, options_.label_key);
+      fields =
+          parse_example(payload_.data(), payload_.size(), options_.image_key, options_.label_key);
     } catch (const InputError& e) {
       throw InputError(record_where(reader_.path(), number) + ": " + e.what());
     }
@@ -58,7 +59,8 @@ class TarShardStreamReader final : public ShardReader {
     if (!reader_.next(sample_)) return false;
     const int64_t number = samples_++;
     auto fail = [&](const std::string& what) {
-      throw InputError(record_where(reader_.path(), number) + " (key '" + sample_.key + "'): " + what);
+      throw InputError(record_where(reader_.path(), number) + " (key '" + sample_.key +
+                       "'): " + what);
     };
     std::vector<uint8_t>* image = tar_sample_image(sample_);
     if (image == nullptr) fail("no .jpg, .jpeg or .png member");
@@ -83,8 +85,10 @@ class TarShardStreamReader final : public ShardReader {
   int64_t samples_ = 0;
 };
 
-std::unique_ptr<ShardReader> open_shard(const std::string& path, int shard, const StreamSourceOptions& options) {
-  if (options.format == StreamFormat::kTarShards) return std::make_unique<TarShardStreamReader>(path, shard, options);
+std::unique_ptr<ShardReader> open_shard(const std::string& path, int shard,
+                                        const StreamSourceOptions& options) {
+  if (options.format == StreamFormat::kTarShards)
+    return std::make_unique<TarShardStreamReader>(path, shard, options);
   return std::make_unique<TfRecordShardReader>(path, shard, options);
 }
 
@@ -94,9 +98,10 @@ const char* format_name(StreamFormat format) {
 
 // "sdp-stream-index 1\nformat F\ndata_bytes N\nsamples K\n": the count, when the text is that
 // of this format and of a data file of `data_bytes` bytes.
-std::optional<int64_t> parse_count_index(const std::string& text, StreamFormat format, int64_t data_bytes) {
-  const std::string head = std::string(kCountIndexMagic) + "\nformat " + format_name(format) + "\ndata_bytes " +
-                           std::to_string(data_bytes) + "\nsamples ";
+std::optional<int64_t> parse_count_index(const std::string& text, StreamFormat format,
+                                         int64_t data_bytes) {
+  const std::string head = std::string(kCountIndexMagic) + "\nformat " + format_name(format) +
+                           "\ndata_bytes " + std::to_string(data_bytes) + "\nsamples ";
   if (text.compare(0, head.size(), head) != 0 || text.back() != '\n') return std::nullopt;
   int64_t count = -1;
   const char* first = text.data() + head.size();
@@ -122,11 +127,13 @@ int64_t count_stream_samples(const std::string& path, const StreamSourceOptions&
   EncodedRecord record;
   for (auto reader = open_shard(path, 0, options); reader->next(record);) ++count;
   try {
-    write_file_atomically(index_path, std::string(kCountIndexMagic) + "\nformat " + format_name(options.format) +
-                                          "\ndata_bytes " + std::to_string(data_bytes) + "\nsamples " +
+    write_file_atomically(index_path, std::string(kCountIndexMagic) + "\nformat " +
+                                          format_name(options.format) + "\ndata_bytes " +
+                                          std::to_string(data_bytes) + "\nsamples " +
                                           std::to_string(count) + "\n");
   } catch (const RuntimeError& e) {
-    log_warn(std::string("stream index not saved, the shard will be read again next time: ") + e.what());
+    log_warn(std::string("stream index not saved, the shard will be read again next time: ") +
+             e.what());
   }
   return count;
 }
@@ -139,7 +146,8 @@ StreamSource::StreamSource(const std::string& path, const StreamSourceOptions& o
     counts_.push_back(count_stream_samples(shard, options_));
     total_ += counts_.back();
   }
-  if (total_ == 0) throw InputError(name() + ": no samples in " + std::to_string(shards_.size()) + " shard(s)");
+  if (total_ == 0)
+    throw InputError(name() + ": no samples in " + std::to_string(shards_.size()) + " shard(s)");
 }
 
 std::string StreamSource::name() const {

@@ -58,7 +58,9 @@ class StreamSource {
 
   std::string name() const;  // "tar-shards:/data/train"
   int num_shards() const { return static_cast<int>(shards_.size()); }
-  const std::string& shard_path(int shard) const { return shards_[static_cast<std::size_t>(shard)]; }
+  const std::string& shard_path(int shard) const {
+    return shards_[static_cast<std::size_t>(shard)];
+  }
   int64_t shard_samples(int shard) const { return counts_[static_cast<std::size_t>(shard)]; }
   const std::vector<int64_t>& shard_counts() const { return counts_; }
   int64_t first_id(int shard) const { return first_ids_[static_cast<std::size_t>(shard)]; }

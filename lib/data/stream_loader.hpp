@@ -30,6 +30,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -47,12 +48,52 @@ struct PassShare {
   int64_t phase = 0;        //   k % stride == phase
   int64_t samples = 0;      // records kept
 };
-PassShare pass_share(const std::vector<int64_t>& shard_samples, uint64_t seed, int64_t pass, int rank, int world,
-                     bool shuffle);
+PassShare pass_share(const std::vector<int64_t>& shard_samples, uint64_t seed, int64_t pass,
+                     int rank, int world, bool shuffle);
 
 struct StreamedRecord {
   EncodedRecord record;
   int64_t pass = 0;
+};
+
+// The records one rank reads, pass after pass, in reading order (before the shuffle buffer):
+// its share of the shards (ShardRecords, below), or what its host's reader of a pipe hands it
+// (pipe_channel.hpp).
+class RankRecords {
+ public:
+  virtual ~RankRecords() = default;
+  // Pass `pass`'s records; the reader's next() returns false at the end of the pass. Passes are
+  // opened in order, one at a time.
+  virtual std::unique_ptr<ShardReader> open_pass(int64_t pass) = 0;
+  // Records of pass `pass`, or -1 when they cannot be known before reading it (a pipe).
+  virtual int64_t pass_samples(int64_t pass) const = 0;
+  // A record's id, unique within a pass (Batch::indices), and its name in an error.
+  virtual int64_t sample_id(const StreamedRecord& r) const = 0;
+  virtual std::string where(const StreamedRecord& r) const = 0;
+  // Augmentation keys are pass * key_stride + sample id: distinct for every (pass, sample).
+  virtual int64_t key_stride() const = 0;
+};
+
+// A rank's share of a StreamSource's shards, pass by pass (pass_share).
+class ShardRecords final : public RankRecords {
+ public:
+  ShardRecords(std::shared_ptr<const StreamSource> source, uint64_t seed, int rank, int world,
+               bool shuffle_shards);
+  std::unique_ptr<ShardReader> open_pass(int64_t pass) override;
+  int64_t pass_samples(int64_t pass) const override;
+  int64_t sample_id(const StreamedRecord& r) const override {
+    return source_->first_id(r.record.shard) + r.record.record;
+  }
+  std::string where(const StreamedRecord& r) const override {
+    return source_->where(r.record.shard, r.record.record);
+  }
+  int64_t key_stride() const override { return source_->total(); }
+
+ private:
+  std::shared_ptr<const StreamSource> source_;
+  uint64_t seed_;
+  int rank_, world_;
+  bool shuffle_shards_;
 };
 
 // A rank's records, pass after pass, read and shuffled on a thread of their own into a bounded
@@ -61,13 +102,12 @@ class RecordStream {
  public:
   struct Options {
     uint64_t seed = 42;
-    int rank = 0, world = 1;
+    int rank = 0;                // keys the shuffle buffer
     int64_t shuffle_buffer = 0;  // records; 0 or 1: no shuffling
-    bool shuffle_shards = true;
-    bool repeat = true;   // false: one pass, then next() returns false
-    int64_t queue = 256;  // records read ahead of the consumer
+    bool repeat = true;          // false: one pass, then next() returns false
+    int64_t queue = 256;         // records read ahead of the consumer
   };
-  RecordStream(std::shared_ptr<const StreamSource> source, const Options& options);
+  RecordStream(std::shared_ptr<RankRecords> records, const Options& options);
   ~RecordStream();
   RecordStream(const RecordStream&) = delete;
   RecordStream& operator=(const RecordStream&) = delete;
@@ -84,7 +124,7 @@ class RecordStream {
   void read(int64_t pass, int64_t skip);
   bool push(StreamedRecord&& record);  // false when stopped
 
-  std::shared_ptr<const StreamSource> source_;
+  std::shared_ptr<RankRecords> records_;
   Options options_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -107,7 +147,8 @@ class StreamedImageSet final : public SampleSource {
   int width() const override { return options_.image_size; }
   std::string describe() const override;
   std::unique_ptr<TrainLoader> make_train_loader(const LoaderOptions& options) const override;
-  std::unique_ptr<EvalLoader> make_eval_loader(int64_t batch_size, int rank, int world, int prefetch) const override;
+  std::unique_ptr<EvalLoader> make_eval_loader(int64_t batch_size, int rank, int world,
+                                               int prefetch) const override;
 
  private:
   std::shared_ptr<const StreamSource> source_;
@@ -117,26 +158,31 @@ class StreamedImageSet final : public SampleSource {
 
 class StreamTrainLoader final : public TrainLoader {
  public:
-  // Throws InputError when the set has not one global batch.
-  StreamTrainLoader(std::shared_ptr<const StreamSource> source, const EncodedImageOptions& images,
-                    const LoaderOptions& options, int64_t shuffle_buffer);
+  // `samples_per_epoch`: the set's size, which makes the steps of an epoch. Throws InputError
+  // when the set has not one global batch.
+  StreamTrainLoader(std::shared_ptr<RankRecords> records, int64_t samples_per_epoch,
+                    const EncodedImageOptions& images, const LoaderOptions& options,
+                    int64_t shuffle_buffer);
   int64_t steps_per_epoch() const override { return steps_per_epoch_; }
   int64_t steps_left(const SampleCursor& at) const override;
-  void limit_steps_per_epoch(int64_t steps) override { steps_per_epoch_ = std::min(steps_per_epoch_, steps); }
+  void limit_steps_per_epoch(int64_t steps) override {
+    steps_per_epoch_ = std::min(steps_per_epoch_, steps);
+  }
   void start(const SampleCursor& from, int64_t max_steps = -1) override;
   const Batch* next() override { return prefetcher_.next(); }
   double wait_seconds() const override { return prefetcher_.wait_seconds(); }
   int64_t skipped_samples() const override { return decoder_.skipped(); }
 
   int64_t global_batch() const { return global_batch_; }
-  // Where this rank's stream stands after `records` of its records: (pass, records into it).
-  std::pair<int64_t, int64_t> stream_position(int64_t records) const;
+  // Where this rank's stream stands after `records` of its records: (pass, records into it);
+  // nullopt when the passes' sizes are not known (a pipe).
+  std::optional<std::pair<int64_t, int64_t>> stream_position(int64_t records) const;
 
  private:
   bool produce(Batch& batch);
   SampleCursor cursor_of_step(int64_t global_step) const;
 
-  std::shared_ptr<const StreamSource> source_;
+  std::shared_ptr<RankRecords> rank_records_;
   LoaderOptions options_;
   int64_t global_batch_, steps_per_epoch_;
   BatchDecoder decoder_;
@@ -152,16 +198,17 @@ class StreamTrainLoader final : public TrainLoader {
 
 class StreamEvalLoader final : public EvalLoader {
  public:
-  StreamEvalLoader(std::shared_ptr<const StreamSource> source, const EncodedImageOptions& images,
-                   int64_t batch_size, int rank, int world, int prefetch);
-  int64_t num_samples() const { return samples_; }  // this rank
+  // `rank` keys nothing but the reader's name; `records` is this rank's share (one pass).
+  StreamEvalLoader(std::shared_ptr<RankRecords> records, const EncodedImageOptions& images,
+                   int64_t batch_size, int rank, int prefetch);
+  int64_t num_samples() const { return samples_; }  // this rank; -1 when unknown (a pipe)
   void start() override;
   const Batch* next() override { return prefetcher_.next(); }
 
  private:
   bool produce(Batch& batch);
 
-  std::shared_ptr<const StreamSource> source_;
+  std::shared_ptr<RankRecords> rank_records_;
   int64_t batch_size_, samples_;
   BatchDecoder decoder_;
   RecordStream stream_;

@@ -227,6 +227,14 @@ bool looks_like_tfrecord(const std::string& path) {
 // ---- TfRecordReader ----
 
 TfRecordReader::TfRecordReader(const std::string& path) : path_(path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)) {
+    // A pipe (SageMaker's Pipe mode) can be read once, in order: no sniffing for gzip, no size.
+    plain_ = std::fopen(path.c_str(), "rb");
+    if (plain_ == nullptr) throw InputError(path + ": cannot open for reading: " + std::strerror(errno));
+    plain_size_ = -1;
+    return;
+  }
   if (tfrecord_is_gzip(path)) {
     gz_ = std::make_unique<CompressedFile>(path);
   } else {
@@ -273,7 +281,7 @@ bool TfRecordReader::next(std::vector<uint8_t>& payload) {
   if (got < kHeaderBytes)
     fail(start,
          "truncated record header: expected 12 bytes, the file ends after " + std::to_string(got));
-  const std::string problem = header_problem(header, gz_ ? -1 : plain_size_ - offset_);
+  const std::string problem = header_problem(header, gz_ || plain_size_ < 0 ? -1 : plain_size_ - offset_);
   if (!problem.empty()) fail(start, problem);
   // The length is bounded, and the payload grows as it arrives: a gzip stream's claim costs
   // no more memory than the stream really holds.

@@ -30,7 +30,7 @@ bool tfrecord_is_gzip(const std::string& path);
 // record header whose length checksum holds. False when it cannot be read; nothing thrown.
 bool looks_like_tfrecord(const std::string& path);
 
-// Sequential reader of a plain or gzip TFRecord file.
+// Sequential reader of a plain or gzip TFRecord file, or of a named pipe carrying plain records.
 class TfRecordReader {
  public:
   // Throws InputError when the file cannot be opened.

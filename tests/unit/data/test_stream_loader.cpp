@@ -35,17 +35,24 @@ constexpr int kClasses = 3;
 const std::vector<int> kShardSizes = {5, 3, 7, 1};
 constexpr int kTotal = 16;
 
-int red_of(int64_t id) { return 10 + 15 * static_cast<int>(id); }
-int label_of(int64_t id) { return static_cast<int>(id % kClasses); }
+int red_of(int64_t id) {
+  return 10 + 15 * static_cast<int>(id);
+}
+int label_of(int64_t id) {
+  return static_cast<int>(id % kClasses);
+}
 
 // Sample `id`: a flat 24 x 20 JPEG whose red channel is red_of(id).
 Bytes sample_jpeg(int64_t id) {
-  const Bytes pixels =
-      sdp::testing::make_pixels(24, 20, 3, [&](int, int, int c) { return c == 0 ? red_of(id) : c == 1 ? 90 : 160; });
+  const Bytes pixels = sdp::testing::make_pixels(24, 20, 3, [&](int, int, int c) {
+    return c == 0 ? red_of(id) : c == 1 ? 90 : 160;
+  });
   return sdp::testing::encode_jpeg(pixels, 24, 20, TJPF_RGB, TJSAMP_444, 95);
 }
 
-Bytes text(const std::string& s) { return Bytes(s.begin(), s.end()); }
+Bytes text(const std::string& s) {
+  return Bytes(s.begin(), s.end());
+}
 
 // kShardSizes as WebDataset tar shards under dir/train (shard 1 gzip-compressed); ids count
 // through the shards in order, as StreamSource numbers them.
@@ -82,7 +89,9 @@ EncodedImageOptions small_images(int workers = 2) {
   return options;
 }
 
-float normalized(int byte) { return (byte / 255.0f - 0.5f) / 0.25f; }
+float normalized(int byte) {
+  return (byte / 255.0f - 0.5f) / 0.25f;
+}
 
 std::vector<int64_t> drain_ids(RecordStream& stream, const StreamSource& source, int64_t limit) {
   std::vector<int64_t> ids;
@@ -109,7 +118,8 @@ TEST(PassShare, ShardsSplitOverRanksCoverEveryRecordOncePerPass) {
     }
   }
   // The shard order changes from pass to pass.
-  EXPECT_NE(pass_share(counts, 7, 0, 0, 1, true).shards, pass_share(counts, 7, 1, 0, 1, true).shards);
+  EXPECT_NE(pass_share(counts, 7, 0, 0, 1, true).shards,
+            pass_share(counts, 7, 1, 0, 1, true).shards);
   EXPECT_EQ(pass_share(counts, 7, 3, 0, 1, false).shards, (std::vector<int>{0, 1, 2, 3}));
 }
 
@@ -133,7 +143,8 @@ TEST(StreamSource, CountsShardsThroughAnIndexWrittenOnFirstUse) {
   const StreamSource source(root, tar_options());
   ASSERT_EQ(source.num_shards(), 4);
   EXPECT_EQ(source.total(), kTotal);
-  for (int s = 0; s < 4; ++s) EXPECT_EQ(source.shard_samples(s), kShardSizes[static_cast<std::size_t>(s)]);
+  for (int s = 0; s < 4; ++s)
+    EXPECT_EQ(source.shard_samples(s), kShardSizes[static_cast<std::size_t>(s)]);
   EXPECT_EQ(source.first_id(2), 8);
   EXPECT_EQ(source.name(), "tar-shards:" + root);
 
@@ -142,14 +153,15 @@ TEST(StreamSource, CountsShardsThroughAnIndexWrittenOnFirstUse) {
   ASSERT_TRUE(std::filesystem::exists(shard + ".idx"));
   {
     std::ofstream index(shard + ".idx");
-    index << "sdp-stream-index 1\nformat tar-shards\ndata_bytes " << std::filesystem::file_size(shard)
-          << "\nsamples 9\n";
+    index << "sdp-stream-index 1\nformat tar-shards\ndata_bytes "
+          << std::filesystem::file_size(shard) << "\nsamples 9\n";
   }
-  std::filesystem::last_write_time(shard + ".idx",
-                                   std::filesystem::last_write_time(shard) + std::chrono::seconds(5));
+  std::filesystem::last_write_time(
+      shard + ".idx", std::filesystem::last_write_time(shard) + std::chrono::seconds(5));
   EXPECT_EQ(count_stream_samples(shard, tar_options()), 9);
   // ...and one older than its shard is not.
-  std::filesystem::last_write_time(shard, std::filesystem::last_write_time(shard + ".idx") + std::chrono::seconds(5));
+  std::filesystem::last_write_time(
+      shard, std::filesystem::last_write_time(shard + ".idx") + std::chrono::seconds(5));
   EXPECT_EQ(count_stream_samples(shard, tar_options()), 5);
 }
 
@@ -158,13 +170,14 @@ TEST(StreamSource, GzipTfRecordsAreCountedAndRead) {
   const std::string path = dir.file("train.tfrecord.gz");
   TfRecordWriter writer(path, /*gzip=*/true);
   for (int64_t id = 0; id < 6; ++id)
-    writer.write(encode_example(sample_jpeg(id), label_of(id) + 1, "image/encoded", "image/class/label"));
+    writer.write(
+        encode_example(sample_jpeg(id), label_of(id) + 1, "image/encoded", "image/class/label"));
   writer.close();
   StreamSourceOptions options;
   options.label_offset = 1;
   const auto source = std::make_shared<const StreamSource>(path, options);
   EXPECT_EQ(source->total(), 6);
-  RecordStream stream(source, {1, 0, 1, 0, false, false, 4});
+  RecordStream stream(std::make_shared<ShardRecords>(source, 1, 0, 1, false), {1, 0, 0, false, 4});
   stream.start(0, 0);
   StreamedRecord r;
   for (int64_t id = 0; id < 6; ++id) {
@@ -181,7 +194,8 @@ TEST(RecordStream, EachPassIsAPermutationShuffledWithinTheBuffer) {
   const auto source = std::make_shared<const StreamSource>(write_tar_shards(dir), tar_options());
   // Shards in name order, so a record's reading position is its id.
   const int64_t buffer = 4;
-  RecordStream stream(source, {3, 0, 1, buffer, /*shuffle_shards=*/false, /*repeat=*/true, 5});
+  RecordStream stream(std::make_shared<ShardRecords>(source, 3, 0, 1, /*shuffle_shards=*/false),
+                      {3, 0, buffer, /*repeat=*/true, 5});
   stream.start(0, 0);
   const std::vector<int64_t> ids = drain_ids(stream, *source, 2 * kTotal);
   ASSERT_EQ(ids.size(), 2u * kTotal);
@@ -196,7 +210,7 @@ TEST(RecordStream, EachPassIsAPermutationShuffledWithinTheBuffer) {
     EXPECT_EQ(got, all) << "pass " << pass;
   }
   // Without a buffer the stream is the reading order.
-  RecordStream plain(source, {3, 0, 1, 0, false, false, 5});
+  RecordStream plain(std::make_shared<ShardRecords>(source, 3, 0, 1, false), {3, 0, 0, false, 5});
   plain.start(0, 0);
   EXPECT_EQ(drain_ids(plain, *source, kTotal + 1), all);
 }
@@ -207,10 +221,12 @@ TEST(RecordStream, RanksReadDisjointSharesOfEveryPass) {
   for (int world : {2, 5}) {  // by shard, then by record
     std::vector<int64_t> seen;
     for (int r = 0; r < world; ++r) {
-      RecordStream stream(source, {9, r, world, 3, true, /*repeat=*/false, 8});
+      RecordStream stream(std::make_shared<ShardRecords>(source, 9, r, world, true),
+                          {9, r, 3, /*repeat=*/false, 8});
       stream.start(0, 0);
       const std::vector<int64_t> ids = drain_ids(stream, *source, kTotal + 1);
-      EXPECT_EQ(static_cast<int64_t>(ids.size()), pass_share(source->shard_counts(), 9, 0, r, world, true).samples);
+      EXPECT_EQ(static_cast<int64_t>(ids.size()),
+                pass_share(source->shard_counts(), 9, 0, r, world, true).samples);
       seen.insert(seen.end(), ids.begin(), ids.end());
     }
     std::sort(seen.begin(), seen.end());
@@ -232,11 +248,18 @@ std::vector<StepRecord> collect(TrainLoader& loader, const SampleCursor& from, i
   for (SampleCursor at = from; at.epoch < epochs; at = SampleCursor{at.epoch + 1, 0}) {
     loader.start(at);
     while (const Batch* b = loader.next())
-      steps.push_back({b->indices, b->labels,
-                       std::vector<float>(b->images.data<float>(), b->images.data<float>() + b->images.numel()),
-                       b->cursor, b->next_cursor});
+      steps.push_back(
+          {b->indices, b->labels,
+           std::vector<float>(b->images.data<float>(), b->images.data<float>() + b->images.numel()),
+           b->cursor, b->next_cursor});
   }
   return steps;
+}
+
+// The loader's records: this rank's share of the shards.
+std::shared_ptr<RankRecords> shard_records(const std::shared_ptr<const StreamSource>& source,
+                                           const LoaderOptions& options) {
+  return std::make_shared<ShardRecords>(source, options.seed, options.rank, options.world, true);
 }
 
 LoaderOptions loader_options(int rank, int world, bool augment) {
@@ -254,17 +277,20 @@ LoaderOptions loader_options(int rank, int world, bool augment) {
 TEST(StreamTrainLoader, BatchesHoldTheirRecordsDecodedWithTheirLabels) {
   TempDir dir;
   const auto source = std::make_shared<const StreamSource>(write_tar_shards(dir), tar_options());
-  StreamTrainLoader loader(source, small_images(), loader_options(0, 2, false), 4);
+  StreamTrainLoader loader(shard_records(source, loader_options(0, 2, false)), source->total(),
+                           small_images(), loader_options(0, 2, false), 4);
   EXPECT_EQ(loader.steps_per_epoch(), kTotal / 4);
   const std::vector<StepRecord> steps = collect(loader, {}, 3);
   ASSERT_EQ(steps.size(), 3u * kTotal / 4);
   for (std::size_t s = 0; s < steps.size(); ++s) {
-    EXPECT_EQ(steps[s].cursor, (SampleCursor{static_cast<int64_t>(s) / 4, static_cast<int64_t>(s % 4) * 4}));
+    EXPECT_EQ(steps[s].cursor,
+              (SampleCursor{static_cast<int64_t>(s) / 4, static_cast<int64_t>(s % 4) * 4}));
     for (std::size_t k = 0; k < 2; ++k) {
       const int64_t id = steps[s].indices[k];
       EXPECT_EQ(steps[s].labels[k], label_of(id));
       // The evaluation transform of a flat image: every red value is the sample's own.
-      EXPECT_NEAR(steps[s].images[k * 3 * 16 * 16], normalized(red_of(id)), 0.05f) << "sample " << id;
+      EXPECT_NEAR(steps[s].images[k * 3 * 16 * 16], normalized(red_of(id)), 0.05f)
+          << "sample " << id;
     }
   }
 }
@@ -274,17 +300,23 @@ TEST(StreamTrainLoader, AResumedLoaderReadsAndAugmentsAsAnUninterruptedOne) {
   const auto source = std::make_shared<const StreamSource>(write_tar_shards(dir), tar_options());
   for (int world : {1, 2, 5}) {
     for (int rank = 0; rank < world; rank += std::max(1, world - 1)) {
-      StreamTrainLoader whole(source, small_images(), loader_options(rank, world, true), 4);
+      StreamTrainLoader whole(shard_records(source, loader_options(rank, world, true)),
+                              source->total(), small_images(), loader_options(rank, world, true),
+                              4);
       const int64_t spe = whole.steps_per_epoch();
       const std::vector<StepRecord> all = collect(whole, {}, 4);
       ASSERT_EQ(static_cast<int64_t>(all.size()), 4 * spe);
       for (int64_t step : {int64_t{1}, spe + 1, 3 * spe - 1}) {
-        StreamTrainLoader resumed(source, small_images(), loader_options(rank, world, true), 4);
-        const std::vector<StepRecord> rest = collect(resumed, all[static_cast<std::size_t>(step)].cursor, 4);
+        StreamTrainLoader resumed(shard_records(source, loader_options(rank, world, true)),
+                                  source->total(), small_images(),
+                                  loader_options(rank, world, true), 4);
+        const std::vector<StepRecord> rest =
+            collect(resumed, all[static_cast<std::size_t>(step)].cursor, 4);
         ASSERT_EQ(static_cast<int64_t>(rest.size()), 4 * spe - step);
         for (std::size_t s = 0; s < rest.size(); ++s) {
           const StepRecord& a = all[static_cast<std::size_t>(step) + s];
-          EXPECT_EQ(rest[s].indices, a.indices) << "world " << world << " from step " << step << " + " << s;
+          EXPECT_EQ(rest[s].indices, a.indices)
+              << "world " << world << " from step " << step << " + " << s;
           EXPECT_EQ(rest[s].labels, a.labels);
           EXPECT_EQ(rest[s].images, a.images);  // bit for bit: the crop draws repeat
           EXPECT_EQ(rest[s].next_cursor, a.next_cursor);
@@ -299,8 +331,12 @@ TEST(StreamTrainLoader, FewerSamplesThanAGlobalBatchIsAnInputError) {
   const auto source = std::make_shared<const StreamSource>(write_tar_shards(dir), tar_options());
   LoaderOptions options = loader_options(0, 3, false);
   options.batch_size = 6;
-  expect_input_error([&] { StreamTrainLoader(source, small_images(), options, 4); },
-                     {"16 samples", "one global batch of 18"});
+  expect_input_error(
+      [&] {
+        StreamTrainLoader(shard_records(source, options), source->total(), small_images(), options,
+                          4);
+      },
+      {"16 samples are fewer than one global batch of 18"});
 }
 
 TEST(StreamEvalLoader, EverySampleOnceOverTheRanks) {
@@ -309,13 +345,15 @@ TEST(StreamEvalLoader, EverySampleOnceOverTheRanks) {
   for (int world : {1, 3, 6}) {
     std::vector<int64_t> seen;
     for (int r = 0; r < world; ++r) {
-      StreamEvalLoader loader(source, small_images(1), 3, r, world, 1);
+      StreamEvalLoader loader(std::make_shared<ShardRecords>(source, 0, r, world, false),
+                              small_images(1), 3, r, 1);
       loader.start();
       int64_t count = 0;
       while (const Batch* b = loader.next()) {
         for (std::size_t k = 0; k < b->indices.size(); ++k) {
           EXPECT_EQ(b->labels[k], label_of(b->indices[k]));
-          EXPECT_NEAR(b->images.data<float>()[k * 3 * 16 * 16], normalized(red_of(b->indices[k])), 0.05f);
+          EXPECT_NEAR(b->images.data<float>()[k * 3 * 16 * 16], normalized(red_of(b->indices[k])),
+                      0.05f);
         }
         seen.insert(seen.end(), b->indices.begin(), b->indices.end());
         count += b->size();
@@ -345,7 +383,8 @@ TEST(StreamSource, ASampleWithoutItsLabelIsAnInputErrorNamingItsRecord) {
   tar.add_file("a.cls", text("1"));
   tar.add_file("b.jpg", sample_jpeg(1));
   tar.close();
-  expect_input_error([&] { StreamSource(path, tar_options()); }, {path + ": record 1 (from 0)", "'b'", "no .cls"});
+  expect_input_error([&] { StreamSource(path, tar_options()); },
+                     {path + ": record 1 (from 0)", "'b'", "no .cls"});
 }
 
 TEST(StreamTrainLoader, ALabelOutOfRangeEndsTheIterationNamingTheRecord) {
@@ -358,7 +397,8 @@ TEST(StreamTrainLoader, ALabelOutOfRangeEndsTheIterationNamingTheRecord) {
   }
   tar.close();
   const auto source = std::make_shared<const StreamSource>(path, tar_options());
-  StreamTrainLoader loader(source, small_images(), loader_options(0, 1, false), 0);
+  StreamTrainLoader loader(shard_records(source, loader_options(0, 1, false)), source->total(),
+                           small_images(), loader_options(0, 1, false), 0);
   loader.start_epoch(0);
   expect_input_error(
       [&] {
@@ -372,7 +412,8 @@ TEST(StreamTrainLoader, DestroyedMidEpochWithoutHanging) {
   TempDir dir;
   const auto source = std::make_shared<const StreamSource>(write_tar_shards(dir), tar_options());
   for (int i = 0; i < 20; ++i) {
-    StreamTrainLoader loader(source, small_images(), loader_options(0, 1, true), 8);
+    StreamTrainLoader loader(shard_records(source, loader_options(0, 1, true)), source->total(),
+                             small_images(), loader_options(0, 1, true), 8);
     loader.start_epoch(0);
     ASSERT_NE(loader.next(), nullptr);
   }
