@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "config/job_spec.hpp"
+
 namespace sdp {
 
 inline constexpr const char* kDefaultResourceConfigPath = "/opt/ml/input/config/resourceconfig.json";
@@ -36,5 +38,29 @@ struct SageMakerVariables {
   int num_gpus = -1;  // SM_NUM_GPUS, -1 when unset
 };
 SageMakerVariables read_sagemaker_variables();
+
+// SageMaker's output directories for this job (/opt/ml/output), all "" off SageMaker.
+struct SageMakerOutputs {
+  std::string dir;       // /opt/ml/output
+  std::string data_dir;  // /opt/ml/output/data: uploaded as output.tar.gz when the job ends
+  bool on_sagemaker() const { return !dir.empty(); }
+  // Its text is the job's FailureReason.
+  std::string failure_file() const { return dir.empty() ? "" : dir + "/failure"; }
+  // Synced to S3 while the job runs when the estimator sets a TensorBoardOutputConfig.
+  std::string tensorboard_dir() const { return dir.empty() ? "" : dir + "/tensorboard"; }
+};
+
+// Where they are: SM_OUTPUT_DIR and SM_OUTPUT_DATA_DIR when set (SageMaker's training toolkit
+// and scripts/sagemaker-entrypoint.sh set them); else, when `resource_config_file` (the
+// resourceconfig.json the job reads, "" for none) lies at <root>/input/config/resourceconfig.json
+// as SageMaker puts it (under /opt/ml, or a tree a test fakes), <root>/output and
+// <root>/output/data. Neither: not on SageMaker.
+SageMakerOutputs find_sagemaker_outputs(const std::string& resource_config_file);
+
+// The output locations of `spec` for where it runs. On SageMaker, relative paths of
+// output.metrics, output.timeline and output.tensorboard are taken under outputs.data_dir (a
+// relative path would land in the container's working directory, which is lost with it), and
+// output.tensorboard: auto is outputs.tensorboard_dir(). Elsewhere auto is "" (none).
+void resolve_output_locations(JobSpec& spec, const SageMakerOutputs& outputs);
 
 }  // namespace sdp

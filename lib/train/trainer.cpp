@@ -351,7 +351,8 @@ void Trainer::fetch_ahead() {
 }
 
 void Trainer::after_step(int64_t epoch, double lr) {
-  log_.maybe_emit(step_, epoch, lr, total_steps_);
+  // The loader's wait restarts at each epoch's start(); run_epoch adds it up at the epoch's end.
+  log_.maybe_emit(step_, epoch, lr, total_steps_, result_.data_wait_seconds + parts_.loader->wait_seconds());
   if (stop_agreed_) {
     save_checkpoint(/*wait=*/true);  // the process ends next: the file must be on disk
     return;
