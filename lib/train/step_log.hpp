@@ -21,6 +21,8 @@ class StepLog {
  public:
   StepLog(const JobSpec& spec, const World& world);
 
+  // A resumed run: metrics.jsonl continues after the records of the runs before.
+  void continue_metrics() { metrics_.continue_file(); }
   void start(const LrSchedule& schedule, int64_t steps_per_epoch, int64_t total_steps,
              int64_t parameters);
   // One finished step: its loss (mean over the ranks), wall time and exposed communication.
