@@ -3,6 +3,7 @@
 # Debian does not have (pip). Idempotent and non-interactive; runs apt-get as root, or through
 # sudo otherwise.
 #   scripts/install-deps.sh           build + test dependencies
+#   scripts/install-deps.sh --no-pip  the Debian packages only (an image that runs jobs, not tests)
 #   scripts/install-deps.sh --bench   also PyTorch (python3-torch, python3-torchvision) with OpenBLAS, the peer the benchmarks compare with
 set -euo pipefail
 
@@ -52,6 +53,7 @@ else
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+[ "${1:-}" = "--no-pip" ] && exit 0
 python_missing=()
 for p in "${python_packages[@]}"; do
   python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('${p%%==*}') != '${p#*==}')" 2>/dev/null ||
