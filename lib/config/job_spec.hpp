@@ -111,7 +111,7 @@ struct OutputSpec {
   std::string metrics = "out/metrics.jsonl";  // "" = none
   std::string timeline = "";                  // Chrome trace path; "" = none
   // TensorBoard event files' directory; "" = none; auto = SageMaker's /opt/ml/output/tensorboard
-  // there, none elsewhere (resolve_output_locations, sagemaker_env.hpp).
+  // there, none elsewhere (sagemaker_env.hpp: resolve_output_locations, tensorboard_directory).
   std::string tensorboard = "auto";
   ProgressMode progress = ProgressMode::kAuto;  // live bar on a terminal, else metric lines
 };

@@ -129,9 +129,9 @@ SageMakerOutputs find_sagemaker_outputs(const std::string& resource_config_file)
 }
 
 void resolve_output_locations(JobSpec& spec, const SageMakerOutputs& outputs) {
+  if (!outputs.on_sagemaker()) return;
   OutputSpec& out = spec.output;
   if (out.tensorboard == "auto") out.tensorboard = outputs.tensorboard_dir();
-  if (!outputs.on_sagemaker()) return;
   for (std::string* path : {&out.metrics, &out.timeline, &out.tensorboard})
     if (!path->empty() && std::filesystem::path(*path).is_relative())
       *path = (std::filesystem::path(outputs.data_dir) / *path).lexically_normal().string();

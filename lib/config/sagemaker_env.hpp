@@ -60,7 +60,14 @@ SageMakerOutputs find_sagemaker_outputs(const std::string& resource_config_file)
 // The output locations of `spec` for where it runs. On SageMaker, relative paths of
 // output.metrics, output.timeline and output.tensorboard are taken under outputs.data_dir (a
 // relative path would land in the container's working directory, which is lost with it), and
-// output.tensorboard: auto is outputs.tensorboard_dir(). Elsewhere auto is "" (none).
+// output.tensorboard: auto becomes outputs.tensorboard_dir(). Elsewhere nothing changes (auto
+// stays, as other auto keys do, and means none: tensorboard_directory).
 void resolve_output_locations(JobSpec& spec, const SageMakerOutputs& outputs);
+
+// The directory TensorBoard's event files go to, "" for none (output.tensorboard "" or an
+// auto left off SageMaker).
+inline std::string tensorboard_directory(const OutputSpec& output) {
+  return output.tensorboard == "auto" ? "" : output.tensorboard;
+}
 
 }  // namespace sdp

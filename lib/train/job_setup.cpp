@@ -176,7 +176,7 @@ std::string describe_plan(const JobSetup& setup) {
   if (!s.output.timeline.empty())
     out << ", timeline " << s.output.timeline << " (and " << rank_trace_path(s.output.timeline, 0)
         << ", ... per rank)";
-  if (!s.output.tensorboard.empty()) out << ", tensorboard " << s.output.tensorboard;
+  if (const std::string tb = tensorboard_directory(s.output); !tb.empty()) out << ", tensorboard " << tb;
   out << "\n";
   return out.str();
 }

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/sagemaker_env.hpp"
 #include "train/global_batch.hpp"
 #include "train/trainer.hpp"
 
@@ -13,7 +14,7 @@ namespace sdp {
 StepLog::StepLog(const JobSpec& spec, const World& world)
     : spec_(spec),
       world_(world),
-      metrics_(world.rank() == 0, spec.output.metrics, spec.output.tensorboard),
+      metrics_(world.rank() == 0, spec.output.metrics, tensorboard_directory(spec.output)),
       bar_(progress_bar_wanted(spec.output.progress, world.rank() == 0)),
       global_batch_(sdp::global_batch(spec, world.size()).size()) {}
 

@@ -210,9 +210,9 @@ case_sagemaker_output_locations() {
     for line in "metrics: \"$data/out/quickstart/metrics.jsonl\"" "timeline: \"$data/t.json\"" "tensorboard: \"$OPT_ML/output/tensorboard\""; do
       grep -qF "  $line" "$WORK/out" || fail "validate does not print '$line'"
     done
-    # ... and off SageMaker none of it: relative paths stay, TensorBoard is off.
+    # ... and off SageMaker none of it: relative paths stay, TensorBoard's auto is off.
     run 0 validate --config "$SRC/configs/quickstart.yaml"
-    grep -qF '  metrics: "out/quickstart/metrics.jsonl"' "$WORK/out" && grep -qF '  tensorboard: ""' "$WORK/out" ||
+    grep -qF '  metrics: "out/quickstart/metrics.jsonl"' "$WORK/out" && grep -qF '  tensorboard: "auto"' "$WORK/out" ||
       fail "off SageMaker the outputs changed: $(grep -E '^  (metrics|tensorboard):' "$WORK/out")"
 }
 

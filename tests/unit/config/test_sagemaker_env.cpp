@@ -164,10 +164,13 @@ TEST(SageMakerOutputs, OffSageMakerPathsStayAndTensorBoardAutoIsOff) {
   resolve_output_locations(spec, SageMakerOutputs{});
   EXPECT_EQ(spec.output.metrics, "out/metrics.jsonl");
   EXPECT_EQ(spec.output.timeline, "tl.json");
-  EXPECT_EQ(spec.output.tensorboard, "");
+  EXPECT_EQ(spec.output.tensorboard, "auto");  // printed as the other auto keys are
+  EXPECT_EQ(tensorboard_directory(spec.output), "");
   spec.output.tensorboard = "tb";
   resolve_output_locations(spec, SageMakerOutputs{});
-  EXPECT_EQ(spec.output.tensorboard, "tb");
+  EXPECT_EQ(tensorboard_directory(spec.output), "tb");
+  spec.output.tensorboard = "";
+  EXPECT_EQ(tensorboard_directory(spec.output), "");
 }
 
 }  // namespace
