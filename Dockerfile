@@ -25,7 +25,7 @@ RUN apt-get update -qq \
 
 WORKDIR /opt/sdp-train
 COPY scripts/install-deps.sh scripts/
-RUN bash scripts/install-deps.sh && rm -rf /var/lib/apt/lists/*
+RUN bash scripts/install-deps.sh --no-pip && rm -rf /var/lib/apt/lists/*
 
 # The README's build command, without the tests (they need not ship).
 COPY CMakeLists.txt ./

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Installs every Debian package sdp-train needs to build and test. Idempotent and
-# non-interactive; runs apt-get as root, or through sudo otherwise.
+# Installs every Debian package sdp-train needs to build and test, and the Python packages
+# Debian does not have (pip). Idempotent and non-interactive; runs apt-get as root, or through
+# sudo otherwise.
 #   scripts/install-deps.sh           build + test dependencies
+#   scripts/install-deps.sh --no-pip  the Debian packages only (an image that runs jobs, not tests)
 #   scripts/install-deps.sh --bench   also PyTorch (python3-torch, python3-torchvision) with OpenBLAS, the peer the benchmarks compare with
 set -euo pipefail
 
@@ -18,6 +20,11 @@ packages=(
   libpng-dev                          # PNG decode
   libgtest-dev                        # unit tests
   python3                             # test and benchmark scripts
+  python3-pip                         # the Python packages below
+)
+# Not in Debian: pip installs them for the python3 the tests run (the first on PATH).
+python_packages=(
+  tensorboard==2.20.0                 # its own event reader checks output.tensorboard's files
 )
 if [ "${1:-}" = "--bench" ]; then
   # Debian's torch does its matrix products through libblas.so.3: without OpenBLAS that is
@@ -27,21 +34,44 @@ if [ "${1:-}" = "--bench" ]; then
   packages+=(python3-matplotlib)  # the plots of scripts/plot_*.py
 fi
 
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: run as root or install sudo" >&2; exit 1; }
+  SUDO="sudo"
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages are installed"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "install-deps: run as root or install sudo" >&2; exit 1; }
-  SUDO="sudo"
+[ "${1:-}" = "--no-pip" ] && exit 0
+python_missing=()
+for p in "${python_packages[@]}"; do
+  python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('${p%%==*}') != '${p#*==}')" 2>/dev/null ||
+    python_missing+=("$p")
+done
+if [ ${#python_missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#python_packages[@]} Python packages are installed"
+  exit 0
 fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: pip installing ${python_missing[*]} for $(command -v python3)"
+pip_flags=(--quiet --disable-pip-version-check)
+# Debian's own python3 is marked externally managed (PEP 668): pip refuses it without this flag.
+python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))' &&
+  pip_flags+=(--break-system-packages)
+[ "$(id -u)" -eq 0 ] && pip_flags+=(--root-user-action=ignore)
+# A system python3 installs into /usr/local (root); a user's own (pyenv, a venv) into itself.
+if [ "$(id -u)" -ne 0 ] && [ ! -w "$(python3 -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" ]; then
+  $SUDO python3 -m pip install "${pip_flags[@]}" "${python_missing[@]}"
+else
+  python3 -m pip install "${pip_flags[@]}" "${python_missing[@]}"
+fi

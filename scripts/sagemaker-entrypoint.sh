@@ -9,7 +9,7 @@
 # Python training toolkit, which this image does not use), only /opt/ml: input/config/
 # {resourceconfig,hyperparameters,inputdataconfig}.json, the channels under input/data/<name>,
 # and model/ and checkpoints/ for outputs. This script derives the SM_* values the job specs
-# read (SM_CHANNEL_<NAME>, SM_MODEL_DIR, SM_CHECKPOINT_DIR, SM_OUTPUT_DATA_DIR, SM_NUM_GPUS)
+# read (SM_CHANNEL_<NAME>, SM_MODEL_DIR, SM_CHECKPOINT_DIR, SM_OUTPUT_DIR, SM_OUTPUT_DATA_DIR, SM_NUM_GPUS)
 # from them, unless they are set already.
 #
 # The job spec: --config FILE when given; else the hyperparameter `config` names a YAML file,
@@ -62,11 +62,16 @@ else
 fi
 
 log() { echo "sagemaker-entrypoint: $*" >&2; }
-# fail STATUS MESSAGE: the error, also as SageMaker's FailureReason (/opt/ml/output/failure).
+FAILURE=$OPT_ML/output/failure
+# The failure reason of an earlier job run on the same tree (a local test) is not this one's.
+rm -f "$FAILURE"
+# fail STATUS MESSAGE: the error, also as SageMaker's FailureReason (/opt/ml/output/failure)
+# unless the job wrote one: sdp-train's own (its first error, from the rank that met it) says
+# more than "the job ended with exit status N".
 fail() {
   local status=$1; shift
   echo "sdp-train: error: $*" >&2
-  [ -d "$OPT_ML/output" ] && echo "sdp-train: error: $*" >"$OPT_ML/output/failure" 2>/dev/null
+  [ -d "$OPT_ML/output" ] && [ ! -e "$FAILURE" ] && echo "sdp-train: error: $*" >"$FAILURE" 2>/dev/null
   exit "$status"
 }
 die() { fail 2 "$@"; }
@@ -115,6 +120,7 @@ while IFS= read -r channel; do
 done < <(channels)
 export SM_MODEL_DIR=${SM_MODEL_DIR:-$OPT_ML/model}
 export SM_CHECKPOINT_DIR=${SM_CHECKPOINT_DIR:-$OPT_ML/checkpoints}  # checkpoint_local_path's default
+export SM_OUTPUT_DIR=${SM_OUTPUT_DIR:-$OPT_ML/output}  # sdp-train's failure file, tensorboard/
 export SM_OUTPUT_DATA_DIR=${SM_OUTPUT_DATA_DIR:-$OPT_ML/output/data}
 if [ -z "${SM_NUM_GPUS:-}" ]; then
   SM_NUM_GPUS=0
@@ -271,8 +277,10 @@ if [ "$CURRENT_HOST" = "$LEADER" ]; then
     fail 1 "$REACH_ERROR"
   fi
   log "all ${#HOSTS[@]} hosts reached; ${cmd[*]}"
-  # Not exec: the workers are told how the job ended.
-  "${cmd[@]}" &
+  # Not exec: the workers are told how the job ended. The ranks' stderr is kept too: a rank on
+  # another host writes its error to that host's failure file, and the leader's is the one to
+  # carry it.
+  "${cmd[@]}" 2> >(tee "$RUN_DIR/mpirun.stderr" >&2) &
   MPIRUN_PID=$!
   # SIGTERM (spot reclaim, docker stop) goes to this host's ranks at once, as on the workers:
   # they stop at the next step with a checkpoint and exit 0, and so does mpirun. When they
@@ -295,6 +303,9 @@ if [ "$CURRENT_HOST" = "$LEADER" ]; then
   done
   wait $MPIRUN_PID && status=0 || status=$?
   tell_workers $status
+  if [ $status -ne 0 ] && [ ! -e "$FAILURE" ] && [ -d "$OPT_ML/output" ]; then
+    grep -m 1 '^sdp-train: error: ' "$RUN_DIR/mpirun.stderr" >"$FAILURE" 2>/dev/null || rm -f "$FAILURE"
+  fi
   [ $status -eq 0 ] || fail $status "the job ended with exit status $status (mpirun; the ranks' errors are above)"
   exit 0
 fi

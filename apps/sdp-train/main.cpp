@@ -17,6 +17,7 @@
 #include "config/job_spec_yaml.hpp"
 #include "core/device_info.hpp"
 #include "core/error.hpp"
+#include "core/job_failure.hpp"
 #include "data/cifar10.hpp"
 #include "data/convert.hpp"
 #include "data/inspect.hpp"
@@ -37,9 +38,13 @@ namespace {
 
 using sdp::ExitCode;
 
-void print_error(const std::string& message) {
-  std::fprintf(stderr, "sdp-train: error: %s\n", message.c_str());
-  std::fflush(stderr);
+// On SageMaker also the job's FailureReason (core/job_failure.hpp).
+void print_error(const std::string& message) { sdp::report_job_error(message); }
+
+// Where a failing run leaves its error for SageMaker: beside the resourceconfig.json it reads
+// (or SM_OUTPUT_DIR); no file off SageMaker.
+void set_failure_file_for(const sdp::JobSources& sources) {
+  sdp::set_failure_file(sdp::find_sagemaker_outputs(sdp::resource_config_file(sources)).failure_file());
 }
 
 // This rank alone failed: the others may be inside a collective, so end the whole job.
@@ -340,6 +345,7 @@ std::optional<int> parse_command_line(CommandLine& cl, int argc, char** argv) {
     if (pre_mpi_rank <= 0) cl.app.exit(e);
     return 0;
   } catch (const CLI::ParseError& e) {
+    set_failure_file_for(sdp::JobSources{});  // the command line did not say: SageMaker's own files
     if (pre_mpi_rank <= 0) print_error(std::string(e.what()) + " (run `sdp-train --help` for usage)");
     return static_cast<int>(ExitCode::kUsage);
   }
@@ -391,6 +397,7 @@ int main(int argc, char** argv) {
   if (const std::optional<int> done = parse_command_line(cl, argc, argv)) return *done;
   // validate and env too, so that the plan they print is the one training would run.
   const sdp::JobSources* job = cl.job();
+  set_failure_file_for(job ? *job : sdp::JobSources{});
   reexec_with_omp_wait_policy(argv, job ? sdp::requested_threads_before_mpi(*job) : 0);
   if (cl.data_inspect->parsed()) return run_data_inspect(cl.inspect_path, cl.inspect_options);
   if (cl.data_convert->parsed()) return run_data_convert(cl.convert_source, cl.convert_options);

@@ -111,6 +111,9 @@ struct OutputSpec {
   std::string model_dir = "${SM_MODEL_DIR:-out/model}";
   std::string metrics = "out/metrics.jsonl";  // "" = none
   std::string timeline = "";                  // Chrome trace path; "" = none
+  // TensorBoard event files' directory; "" = none; auto = SageMaker's /opt/ml/output/tensorboard
+  // there, none elsewhere (sagemaker_env.hpp: resolve_output_locations, tensorboard_directory).
+  std::string tensorboard = "auto";
   ProgressMode progress = ProgressMode::kAuto;  // live bar on a terminal, else metric lines
 };
 

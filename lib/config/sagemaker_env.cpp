@@ -140,4 +140,32 @@ std::optional<ChannelConfig> channel_config(const std::string& data_path, const 
   return channel;
 }
 
+SageMakerOutputs find_sagemaker_outputs(const std::string& resource_config_file) {
+  namespace fs = std::filesystem;
+  SageMakerOutputs outputs;
+  const char* dir = std::getenv("SM_OUTPUT_DIR");
+  if (dir != nullptr && *dir != '\0') {
+    outputs.dir = dir;
+  } else if (!resource_config_file.empty()) {
+    std::error_code ec;
+    const fs::path file = fs::absolute(resource_config_file, ec).lexically_normal();
+    const fs::path config = file.parent_path(), input = config.parent_path();
+    if (!ec && file.filename() == "resourceconfig.json" && config.filename() == "config" && input.filename() == "input")
+      outputs.dir = (input.parent_path() / "output").string();
+  }
+  if (outputs.dir.empty()) return outputs;
+  const char* data = std::getenv("SM_OUTPUT_DATA_DIR");
+  outputs.data_dir = data != nullptr && *data != '\0' ? std::string(data) : outputs.dir + "/data";
+  return outputs;
+}
+
+void resolve_output_locations(JobSpec& spec, const SageMakerOutputs& outputs) {
+  if (!outputs.on_sagemaker()) return;
+  OutputSpec& out = spec.output;
+  if (out.tensorboard == "auto") out.tensorboard = outputs.tensorboard_dir();
+  for (std::string* path : {&out.metrics, &out.timeline, &out.tensorboard})
+    if (!path->empty() && std::filesystem::path(*path).is_relative())
+      *path = (std::filesystem::path(outputs.data_dir) / *path).lexically_normal().string();
+}
+
 }  // namespace sdp

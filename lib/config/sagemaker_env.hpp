@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "config/job_spec.hpp"
+
 namespace sdp {
 
 inline constexpr const char* kDefaultResourceConfigPath = "/opt/ml/input/config/resourceconfig.json";
@@ -49,5 +51,36 @@ struct ChannelConfig {
 // that is no channel. Throws InputError for a config that is not a JSON object of objects.
 std::optional<ChannelConfig> channel_config(const std::string& data_path,
                                             const std::string& config_path = kDefaultInputDataConfigPath);
+
+// SageMaker's output directories for this job (/opt/ml/output), all "" off SageMaker.
+struct SageMakerOutputs {
+  std::string dir;       // /opt/ml/output
+  std::string data_dir;  // /opt/ml/output/data: uploaded as output.tar.gz when the job ends
+  bool on_sagemaker() const { return !dir.empty(); }
+  // Its text is the job's FailureReason.
+  std::string failure_file() const { return dir.empty() ? "" : dir + "/failure"; }
+  // Synced to S3 while the job runs when the estimator sets a TensorBoardOutputConfig.
+  std::string tensorboard_dir() const { return dir.empty() ? "" : dir + "/tensorboard"; }
+};
+
+// Where they are: SM_OUTPUT_DIR and SM_OUTPUT_DATA_DIR when set (SageMaker's training toolkit
+// and scripts/sagemaker-entrypoint.sh set them); else, when `resource_config_file` (the
+// resourceconfig.json the job reads, "" for none) lies at <root>/input/config/resourceconfig.json
+// as SageMaker puts it (under /opt/ml, or a tree a test fakes), <root>/output and
+// <root>/output/data. Neither: not on SageMaker.
+SageMakerOutputs find_sagemaker_outputs(const std::string& resource_config_file);
+
+// The output locations of `spec` for where it runs. On SageMaker, relative paths of
+// output.metrics, output.timeline and output.tensorboard are taken under outputs.data_dir (a
+// relative path would land in the container's working directory, which is lost with it), and
+// output.tensorboard: auto becomes outputs.tensorboard_dir(). Elsewhere nothing changes (auto
+// stays, as other auto keys do, and means none: tensorboard_directory).
+void resolve_output_locations(JobSpec& spec, const SageMakerOutputs& outputs);
+
+// The directory TensorBoard's event files go to, "" for none (output.tensorboard "" or an
+// auto left off SageMaker).
+inline std::string tensorboard_directory(const OutputSpec& output) {
+  return output.tensorboard == "auto" ? "" : output.tensorboard;
+}
 
 }  // namespace sdp

@@ -467,6 +467,18 @@ void TfRecordWriter::write(const void* payload, std::size_t n) {
   ++records_;
 }
 
+void TfRecordWriter::flush() {
+  if (gz_ == nullptr) throw std::logic_error("TfRecordWriter::flush after close: " + path_);
+  // Z_SYNC_FLUSH: a gzip stream stays readable up to here; a plain ("T") file is just written out.
+  const int status = gzflush(static_cast<gzFile>(gz_), Z_SYNC_FLUSH);
+  if (status != Z_OK) {
+    int errnum = 0;
+    const char* msg = gzerror(static_cast<gzFile>(gz_), &errnum);
+    throw RuntimeError("cannot write '" + path_ + "': " +
+                       (errnum == Z_ERRNO ? std::strerror(errno) : msg ? msg : "zlib error"));
+  }
+}
+
 void TfRecordWriter::close() {
   if (gz_ == nullptr) return;
   const int status = gzclose(static_cast<gzFile>(gz_));

@@ -127,6 +127,11 @@ class TfRecordWriter {
 
   void write(const void* payload, std::size_t n);
   void write(const std::vector<uint8_t>& payload) { write(payload.data(), payload.size()); }
+  // Hands every record written so far to the operating system, so that a process that dies
+  // later leaves them whole in a plain file (TensorBoard's event files are read while training
+  // runs, and after a crash); a gzip stream is sync-flushed (decodable so far, its end written
+  // at close). Throws RuntimeError naming the file on a failed write.
+  void flush();
   // Flushes and closes; throws RuntimeError naming the file on a failed write.
   void close();
   int64_t records_written() const { return records_; }

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "core/error.hpp"
+#include "core/job_failure.hpp"
 #include "distributed/mpi_check.hpp"
 
 namespace sdp {
@@ -61,8 +62,7 @@ void end_job_from_this_rank(MPI_Comm world, std::exception_ptr error) {
     what = e.what();
   } catch (...) {
   }
-  std::fprintf(stderr, "sdp-train: error: rank %d: %s\n", rank, what.c_str());
-  std::fflush(stderr);
+  report_job_error("rank " + std::to_string(rank) + ": " + what);
   MPI_Abort(world, code);
   std::abort();  // MPI_Abort does not return; if it did, the job must still end
 }

@@ -10,6 +10,7 @@
 #include <new>
 
 #include "core/floating_point.hpp"
+#include "core/job_failure.hpp"
 #include "core/log.hpp"
 #include "distributed/mpi_check.hpp"
 #include "distributed/shared_arena.hpp"
@@ -213,9 +214,7 @@ StallReport Watchdog::report(const WatchTicket& ticket, double waited_s) const {
 }
 
 void abort_on_timeout(const StallReport& report, double timeout_s) {
-  std::fprintf(stderr, "sdp-train: error: %s; aborting the job (distributed.timeout_s = %s)\n",
-               report.message().c_str(), fixed1(timeout_s).c_str());
-  std::fflush(stderr);
+  report_job_error(report.message() + "; aborting the job (distributed.timeout_s = " + fixed1(timeout_s) + ")");
   // Under MPI_THREAD_SERIALIZED another thread may be inside MPI right now; MPI_Abort from
   // here is the one exception we accept (the process ends either way), and _exit backs it up.
   if (mpi_is_initialized()) MPI_Abort(MPI_COMM_WORLD, 3);

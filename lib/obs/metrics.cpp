@@ -8,17 +8,13 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "obs/tensorboard.hpp"
 
 namespace sdp {
 
-MetricsLog::MetricsLog(bool enabled, const std::string& jsonl_path) : enabled_(enabled), path_(jsonl_path) {
-  if (!enabled_ || jsonl_path.empty()) return;
-  std::filesystem::path p(jsonl_path);
-  std::error_code ec;
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-  jsonl_ = std::fopen(jsonl_path.c_str(), "w");
-  if (jsonl_ == nullptr)
-    throw RuntimeError("cannot open output.metrics '" + jsonl_path + "': " + std::strerror(errno));
+MetricsLog::MetricsLog(bool enabled, const std::string& jsonl_path, const std::string& tensorboard_dir)
+    : enabled_(enabled), path_(jsonl_path) {
+  if (enabled_ && !tensorboard_dir.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboard_dir);
 }
 
 MetricsLog::~MetricsLog() {
@@ -58,10 +54,23 @@ void MetricsLog::emit(const std::string& kind, const std::string& tag,
     std::printf("%s\n", line.c_str());
     std::fflush(stdout);
   }
+  if (jsonl_ == nullptr && !path_.empty()) {
+    std::filesystem::path p(path_);
+    std::error_code ec;
+    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
+    jsonl_ = std::fopen(path_.c_str(), append_ ? "a" : "w");
+    if (jsonl_ == nullptr) throw RuntimeError("cannot open output.metrics '" + path_ + "': " + std::strerror(errno));
+  }
   if (jsonl_) {
     std::string text = record.dump() + "\n";
     std::fwrite(text.data(), 1, text.size(), jsonl_);
     std::fflush(jsonl_);
+  }
+  if (tensorboard_ && record.contains("step")) {
+    std::vector<std::pair<std::string, float>> scalars;
+    for (const auto& [key, value] : values)
+      if (std::string tag = tensorboard_tag(kind, key); !tag.empty()) scalars.emplace_back(tag, static_cast<float>(value));
+    tensorboard_->add_scalars(static_cast<int64_t>(record["step"].get<double>()), scalars);
   }
 }
 

@@ -130,6 +130,23 @@ void restore_on_rank0(const Checkpoint& c, const JobSpec& spec, nn::Model& model
   }
 }
 
+// What this job changed of the job spec the checkpoint was written under: one line per key,
+// so that a changed learning rate or epoch count is never taken over silently.
+std::vector<std::string> job_spec_changes(const Checkpoint& c, const JobSpec& spec) {
+  if (c.metadata.count("job_spec") == 0) return {};
+  try {
+    std::vector<std::string> lines;
+    for (const JobSpecDifference& d : job_spec_differences(c.meta("job_spec"), job_spec_to_yaml(spec)))
+      lines.push_back("resume: key '" + d.key + "' " +
+                      (d.before.empty() ? "was not in the checkpoint's job spec" : "was " + d.before + " in the checkpoint") +
+                      ", now " + d.after);
+    return lines;
+  } catch (const InputError& e) {
+    log_warn(c.path + ": cannot compare with the job spec it holds (" + e.what() + ")");
+    return {};
+  }
+}
+
 }  // namespace
 
 Checkpointer::Checkpointer(const JobSpec& spec, const World& world, nn::Model& model,
@@ -283,7 +300,9 @@ std::optional<ResumePoint> Checkpointer::resume(Communicator& comm, int64_t step
   if (scaler_ != nullptr && meta.count("loss_scale") > 0)
     scaler_->restore(std::stof(meta.at("loss_scale")), get("loss_scale_good_steps"));
 
-  return resume_point(meta, steps_per_epoch, schedule);
+  ResumePoint point = resume_point(meta, steps_per_epoch, schedule);
+  for (const std::string& change : spec_changes_) log_info(change);  // rank 0's only
+  return point;
 }
 
 std::string Checkpointer::read_on_rank0() {
@@ -305,6 +324,7 @@ std::string Checkpointer::read_on_rank0() {
   nlohmann::json meta = c->metadata;
   if (stash_rank_buffers(*c)) meta["rank_buffers"] = "1";
   meta["path"] = c->path;
+  spec_changes_ = job_spec_changes(*c, spec_);
   meta.erase("job_spec");  // not needed by the other ranks
   return meta.dump();
 }

@@ -96,8 +96,9 @@ class Checkpointer {
   LossScaler* scaler_;
   // Rank 0 at resume: keeps the other ranks' saved buffers for restore_rank_buffers().
   bool stash_rank_buffers(const Checkpoint& c);
-  // Rank 0 at resume: finds and reads the checkpoint, restores its own state from it, and
-  // returns the metadata the other ranks need as JSON ("" when there is none to resume).
+  // Rank 0 at resume: finds and reads the checkpoint, restores its own state from it, notes
+  // the keys of its job spec this job changed (spec_changes_), and returns the metadata the
+  // other ranks need as JSON ("" when there is none to resume).
   std::string read_on_rank0();
   // Where the run continues, re-derived for this run's global batch, and rank 0's line saying so.
   ResumePoint resume_point(const std::map<std::string, std::string>& meta, int64_t steps_per_epoch,
@@ -113,6 +114,8 @@ class Checkpointer {
   // Every rank's buffer arena, rank after rank (rank 0 fills it at resume; empty if unused).
   Tensor rank_buffers_;
   bool rank_buffers_pending_ = false;
+  // Rank 0 at resume: "resume: key 'optimizer.lr' was 0.1 in the checkpoint, now 0.2", one per key.
+  std::vector<std::string> spec_changes_;
   double blocked_seconds_ = 0;
   int64_t last_saved_step_ = -1;
 };

@@ -42,6 +42,11 @@ std::string resolved_allreduce(const DistributedSpec& distributed, const World& 
   return world.local_size() > 1 ? "hierarchical" : "flat";
 }
 
+std::string resource_config_file(const JobSources& sources) {
+  if (!sources.resource_config_path.empty()) return sources.resource_config_path;
+  return file_exists(kDefaultResourceConfigPath) ? kDefaultResourceConfigPath : "";
+}
+
 JobSpec load_job_spec(const JobSources& sources, std::string* hyperparameters_path) {
   JobSpecLoader loader;
   if (!sources.config_path.empty()) loader.apply_yaml_file(sources.config_path);
@@ -68,14 +73,11 @@ int requested_threads_before_mpi(const JobSources& sources) {
 JobSetup set_up_job(const JobSources& sources) {
   JobSetup setup;
   run_on_all_ranks(MPI_COMM_WORLD, [&] {
-    if (!sources.resource_config_path.empty())
-      setup.resource_config = load_resource_config(sources.resource_config_path);
-    else if (file_exists(kDefaultResourceConfigPath))
-      setup.resource_config = load_resource_config(kDefaultResourceConfigPath);
-    else
-      setup.resource_config = resource_config_from_env();
-
+    const std::string rc_file = resource_config_file(sources);
+    setup.resource_config = rc_file.empty() ? resource_config_from_env() : load_resource_config(rc_file);
     setup.spec = load_job_spec(sources, &setup.hyperparameters_path);
+    setup.sagemaker_outputs = find_sagemaker_outputs(rc_file);
+    resolve_output_locations(setup.spec, setup.sagemaker_outputs);
   });
 
   run_on_all_ranks(MPI_COMM_WORLD, [&] {
@@ -174,6 +176,7 @@ std::string describe_plan(const JobSetup& setup) {
   if (!s.output.timeline.empty())
     out << ", timeline " << s.output.timeline << " (and " << rank_trace_path(s.output.timeline, 0)
         << ", ... per rank)";
+  if (const std::string tb = tensorboard_directory(s.output); !tb.empty()) out << ", tensorboard " << tb;
   out << "\n";
   return out.str();
 }

@@ -25,12 +25,17 @@ struct JobSources {
 };
 
 struct JobSetup {
-  JobSpec spec;
+  JobSpec spec;  // its output locations resolved for where the job runs (resolve_output_locations)
   std::optional<ResourceConfig> resource_config;
+  SageMakerOutputs sagemaker_outputs;  // all "" off SageMaker
   std::string hyperparameters_path;  // the file applied, "" if none
   std::unique_ptr<World> world;
   DeviceAssignment device;
 };
+
+// The resourceconfig.json the job reads: --resource-config, else SageMaker's own when it
+// exists, else "" (SM_HOSTS/SM_CURRENT_HOST or none).
+std::string resource_config_file(const JobSources& sources);
 
 // The job spec from its sources (YAML, SageMaker hyperparameters, --set), without MPI.
 // Throws InputError. `hyperparameters_path` (optional) gets the hyperparameters file applied.

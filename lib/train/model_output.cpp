@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "config/job_spec_yaml.hpp"
+#include "core/error.hpp"
 #include "io/safetensors.hpp"
 
 namespace sdp {
@@ -29,6 +30,21 @@ void save_model(const nn::Model& model, const JobSpec& spec, const World& world,
   };
   save_safetensors((std::filesystem::path(spec.output.model_dir) / "model.safetensors").string(), tensors,
                    metadata);
+}
+
+bool is_final_model_of(const std::string& path, const JobSpec& spec, int64_t step) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return false;
+  try {
+    const std::map<std::string, std::string> meta = load_safetensors(path).metadata;
+    auto is = [&](const char* key, const std::string& value) {
+      auto it = meta.find(key);
+      return it != meta.end() && it->second == value;
+    };
+    return is("format", "sdp-train model") && is("model", spec.model.name) && is("step", std::to_string(step));
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 }  // namespace sdp

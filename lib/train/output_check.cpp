@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <string>
 
+#include "config/sagemaker_env.hpp"
 #include "core/error.hpp"
 #include "distributed/agreement.hpp"
 
@@ -59,6 +60,7 @@ void check_output_locations(const JobSpec& spec, const World& world) {
     check_directory("checkpoint.dir", spec.checkpoint.dir);
     if (!spec.output.metrics.empty()) check_file("output.metrics", spec.output.metrics);
     if (!spec.output.timeline.empty()) check_file("output.timeline", spec.output.timeline);
+    if (const std::string tb = tensorboard_directory(spec.output); !tb.empty()) check_directory("output.tensorboard", tb);
   });
 }
 

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "config/sagemaker_env.hpp"
 #include "train/global_batch.hpp"
 #include "train/trainer.hpp"
 
@@ -13,7 +14,7 @@ namespace sdp {
 StepLog::StepLog(const JobSpec& spec, const World& world)
     : spec_(spec),
       world_(world),
-      metrics_(world.rank() == 0, spec.output.metrics),
+      metrics_(world.rank() == 0, spec.output.metrics, tensorboard_directory(spec.output)),
       bar_(progress_bar_wanted(spec.output.progress, world.rank() == 0)),
       global_batch_(sdp::global_batch(spec, world.size()).size()) {}
 
@@ -67,13 +68,16 @@ void StepLog::progress(int64_t step, int64_t epoch, int64_t epochs, int64_t tota
   bar_.update(state);
 }
 
-void StepLog::maybe_emit(int64_t step, int64_t epoch, double lr, int64_t total_steps) {
+void StepLog::maybe_emit(int64_t step, int64_t epoch, double lr, int64_t total_steps, double data_wait_seconds) {
   if (window_steps_ == 0 || (step % spec_.train.log_every != 0 && step != total_steps)) return;
   std::vector<std::pair<std::string, double>> values = {
       {"epoch", static_cast<double>(epoch + 1)},
       {"step", static_cast<double>(step)},
       {"lr", lr},
-      {"images_per_sec", static_cast<double>(window_steps_ * global_batch_) / window_seconds_}};
+      {"images_per_sec", static_cast<double>(window_steps_ * global_batch_) / window_seconds_},
+      // Per step, on rank 0: ~0 when the loader keeps up (the window's steps exclude it).
+      {"data_wait_ms", 1e3 * (data_wait_seconds - data_wait_at_last_line_) / window_steps_}};
+  data_wait_at_last_line_ = data_wait_seconds;
   // A window of skipped updates only (on_nonfinite: skip) has no loss: the key is left out.
   if (window_loss_steps_ > 0)
     values.insert(values.begin() + 2, {"train_loss", window_loss_ / window_loss_steps_});

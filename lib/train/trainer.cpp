@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -113,10 +114,11 @@ void Trainer::start_replicas() {
     });
   });
   // Resume before the broadcasts below: they carry rank 0's restored weights and buffers.
-  if (auto point = checkpointer_->resume(*world_comm_, steps_per_epoch_, *schedule_)) {
-    step_ = point->position.step;
-    cursor_ = point->position.cursor;
-    if (step_ == point->checkpoint_step) checkpointer_->note_on_disk(step_);
+  if ((resumed_ = checkpointer_->resume(*world_comm_, steps_per_epoch_, *schedule_))) {
+    step_ = resumed_->position.step;
+    cursor_ = resumed_->position.cursor;
+    if (step_ == resumed_->checkpoint_step) checkpointer_->note_on_disk(step_);
+    log_.continue_metrics();  // metrics.jsonl goes on after the records of the runs before
   }
   watched("start-up broadcast", [&] {
     world_comm_->broadcast(CommBuffer::of(store.param_arena()), {0})->wait();
@@ -165,6 +167,11 @@ TrainResult Trainer::run() {
 
 TrainResult Trainer::run_epochs() {
   start_replicas();
+  if (resumed_ && step_ >= total_steps_) {
+    finish_without_training();
+    write_timeline();
+    return result_;
+  }
   log_.start(*schedule_, steps_per_epoch_, total_steps_, parts_.model->store().num_parameters());
   for (int64_t epoch = cursor_.epoch; epoch < epochs_; ++epoch) {
     run_epoch(epoch);
@@ -350,7 +357,8 @@ void Trainer::fetch_ahead() {
 }
 
 void Trainer::after_step(int64_t epoch, double lr) {
-  log_.maybe_emit(step_, epoch, lr, total_steps_);
+  // The loader's wait restarts at each epoch's start(); run_epoch adds it up at the epoch's end.
+  log_.maybe_emit(step_, epoch, lr, total_steps_, result_.data_wait_seconds + parts_.loader->wait_seconds());
   if (stop_agreed_) {
     save_checkpoint(/*wait=*/true);  // the process ends next: the file must be on disk
     return;
@@ -425,6 +433,27 @@ void Trainer::finish() {
     save_model(*parts_.model, spec_, world_, result_, epochs_);
   }
   log_.done(result_, evaluated_last_);
+}
+
+void Trainer::finish_without_training() {
+  const std::string model_file = (std::filesystem::path(spec_.output.model_dir) / "model.safetensors").string();
+  // Rank 0 alone reads the file; every rank takes the same way (the evaluation is collective).
+  std::string kept = world_.rank() == 0 && is_final_model_of(model_file, spec_, step_) ? "1" : "";
+  watched("resume agreement", [&] { kept = broadcast_string(world_.comm(), kept, 0); });
+  result_.steps = step_;
+  if (world_.rank() == 0)
+    log_info("nothing to train: " + resumed_->path + " is at step " + std::to_string(step_) +
+             (step_ > total_steps_ ? ", past" : ", the end of") + " this job's " + std::to_string(total_steps_) +
+             " steps (train.epochs, train.max_steps); " +
+             (kept.empty() ? "the final model is written now from it to " + model_file
+                           : "the final model of the run that wrote it is already in " + model_file +
+                                 " and is left as it is") +
+             ". To train further, raise train.epochs or train.max_steps; to start afresh, set "
+             "checkpoint.resume: never or another checkpoint.dir");
+  if (!kept.empty()) return;
+  evaluate_after_epoch(epochs_ - 1);  // the final model's metadata holds its test accuracy
+  if (!evaluated_last_) watched("buffer average", [&] { average_buffers(*parts_.model, *world_comm_); });
+  if (world_.rank() == 0) save_model(*parts_.model, spec_, world_, result_, epochs_);
 }
 
 void Trainer::write_timeline() {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "distributed/communicator.hpp"
 #include "distributed/watchdog.hpp"
@@ -86,6 +87,10 @@ class Trainer {
   void save_checkpoint(bool wait);
   void evaluate_after_epoch(int64_t epoch);
   void finish();
+  // Resumed from a checkpoint at or past this job's last step: nothing to train. Says so, and
+  // keeps the final model of the run that wrote the checkpoint when it is in output.model_dir,
+  // or makes it now from the checkpoint (evaluated, as a finished run's is).
+  void finish_without_training();
   // The next batch from the loader; its wait is the timeline's data_wait (from `since`).
   const Batch* next_batch(std::chrono::steady_clock::time_point since);
   // A GPU model: takes the next micro-batch from the loader now and starts its copy to the
@@ -122,6 +127,7 @@ class Trainer {
   bool have_ahead_ = false;        // fetch_ahead() ran and next_batch has not taken it
   const Batch* ahead_ = nullptr;   // its batch (nullptr: the loader had ended)
   int64_t step_ = 0;
+  std::optional<ResumePoint> resumed_;  // the checkpoint this run continues, if any
   SampleCursor cursor_;       // the first sample of the next step
   bool stop_agreed_ = false;  // every rank saw a signal flag at the last step's allreduce
   bool evaluated_last_ = false;

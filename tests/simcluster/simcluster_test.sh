@@ -86,11 +86,14 @@ PY
     for alg in hierarchical ring flat; do
       mpirun_hosts "$BUILD/sdp-train" --config "$SRC/configs/quickstart.yaml" --set train.max_steps=20 \
         --set distributed.allreduce=$alg --set distributed.check_every_steps=1 --set distributed.bucket_mb=0.25 \
-        --set output.metrics= --set output.model_dir="$WORK/model"
+        --set output.metrics= --set output.model_dir="$WORK/model" --set checkpoint.dir="$WORK/ck-$alg"
       [ $STATUS -eq 0 ] || fail "$alg: exit status $STATUS"
       grep -q "allreduce    : $alg" "$WORK/out" || fail "algorithm $alg not used"
       grep -qE "$HOSTS nodes?" "$WORK/out" || fail "$alg: not spread over $HOSTS hosts"
-      grep -q "^\[done\]" "$WORK/out" || fail "$alg: no [done] line"
+      # Its own checkpoint.dir: with a shared one, the runs after the first resumed the first's
+      # finished checkpoint and trained nothing.
+      grep -q "^\[done\] steps=20 " "$WORK/out" || fail "$alg: no [done] line of 20 steps"
+      grep -q "^\[step 20\]" "$WORK/out" || fail "$alg: did not train"
     done ;;
   *) echo "unknown case $CASE"; exit 2 ;;
 esac

@@ -74,6 +74,9 @@ case_ckpt_incompatible_model() {
       "${CKPT_ARGS[@]}" --set model.hidden=[32] --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
     expect_error 2 "cannot resume from this checkpoint: it holds the state of optimizer 'sgd' but key 'optimizer.name' is 'adam'" \
       "${CKPT_ARGS[@]}" --set optimizer.name=adam --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
+    # Another input shape is another model too (the first layer's weights): still exit 2.
+    expect_error 2 "ckpt-000000003.safetensors: cannot resume from this checkpoint: .*other parameter names or shapes" \
+      "${CKPT_ARGS[@]}" --set data.synthetic.height=14 --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
     expect_ok 0 "${CKPT_ARGS[@]}" --set model.hidden=[32] --set checkpoint.dir="$WORK/ck" --set checkpoint.resume=never \
       --set train.max_steps=2 --set output.model_dir="$WORK/m"
 }
@@ -234,4 +237,45 @@ case_ckpt_full_disk() {
     cmp "$WORK/small/ckpt-000000002.safetensors" "$WORK/ref.safetensors" || fail "previous checkpoint changed"
     ls "$WORK/small" | grep -q tmp && fail "temporary file left behind"
     true
+}
+
+case_ckpt_resume_finished_job() {
+    # A job run again over its own finished checkpoint trains nothing and says so: no metric
+    # lines, the final model left as it is, metrics.jsonl kept; past the end with the model gone,
+    # the model is made from the checkpoint. A resumed run continues metrics.jsonl.
+    ckpt_args
+    job=("${CKPT_ARGS[@]}" --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m" --set output.metrics="$WORK/m.jsonl")
+    expect_ok 0 "${job[@]}" --set train.max_steps=10
+    expect_ok 0 "${job[@]}" --set train.max_steps=20
+    [ "$(grep -c '"event":"train"' "$WORK/m.jsonl")" -eq 20 ] || fail "metrics.jsonl does not hold both runs' 20 steps"
+    cp "$WORK/m/model.safetensors" "$WORK/final.safetensors"
+    cp "$WORK/m.jsonl" "$WORK/m.before"
+    expect_ok 0 "${job[@]}" --set train.max_steps=20
+    grep -q "info: nothing to train: .*ckpt-000000020.safetensors is at step 20, the end of this job's 20 steps (train.epochs, train.max_steps); the final model of the run that wrote it is already in $WORK/m/model.safetensors and is left as it is. To train further, raise train.epochs or train.max_steps; to start afresh, set checkpoint.resume: never or another checkpoint.dir$" "$WORK/out" ||
+      fail "no clear message for a finished job"
+    grep -qE '^\[(start|step|epoch|done)' "$WORK/out" && fail "metric lines for a run that trained nothing"
+    cmp -s "$WORK/m/model.safetensors" "$WORK/final.safetensors" || fail "the final model was rewritten"
+    cmp -s "$WORK/m.jsonl" "$WORK/m.before" || fail "metrics.jsonl changed"
+    [ "$(ls "$WORK/ck")" = "$(printf 'ckpt-000000010.safetensors\nckpt-000000020.safetensors')" ] || fail "checkpoints changed: $(ls "$WORK/ck")"
+    rm "$WORK/m/model.safetensors"
+    expect_ok 0 "${job[@]}" --set train.max_steps=12
+    grep -q "info: nothing to train: .*ckpt-000000020.safetensors is at step 20, past this job's 12 steps (train.epochs, train.max_steps); the final model is written now from it to $WORK/m/model.safetensors\. To train further" "$WORK/out" ||
+      fail "no clear message for a checkpoint past the job's end"
+    same_tensors "$WORK/m/model.safetensors" "$WORK/final.safetensors"
+}
+
+case_ckpt_resume_lists_changed_keys() {
+    # At resume, every key that differs from the job spec the checkpoint holds is one line;
+    # unchanged keys are not listed.
+    ckpt_args
+    job=("${CKPT_ARGS[@]}" --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m")
+    expect_ok 0 "${job[@]}" --set train.max_steps=5
+    expect_ok 2 "${job[@]}" --set train.max_steps=8 --set optimizer.lr=0.2 --set optimizer.milestones=[1,2]
+    for line in "resume: key 'train.max_steps' was 5 in the checkpoint, now 8" \
+                "resume: key 'optimizer.lr' was 0.02 in the checkpoint, now 0.2" \
+                "resume: key 'optimizer.milestones' was [] in the checkpoint, now [1, 2]"; do
+      [ "$(grep -cF "info: $line" "$WORK/out")" -eq 1 ] || fail "not said once: $line"
+    done
+    [ "$(grep -c 'resume: key ' "$WORK/out")" -eq 3 ] || fail "other keys listed: $(grep 'resume: key ' "$WORK/out")"
+    grep -q '^\[step 8\]' "$WORK/out" || fail "did not train on to step 8"
 }

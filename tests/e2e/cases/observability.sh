@@ -113,3 +113,73 @@ case_plot_bench_png() {
     grep -qF "<stdin>:$bad: expected 'size(B) count(elems) algorithm" "$WORK/plot.out" || fail "no line-numbered error: $(cat "$WORK/plot.out")"
     [ ! -e "$WORK/bad.png" ] || fail "a PNG was written for malformed input"
 }
+
+# need_tensorboard: sets TB_PY to a Python that imports the tensorboard package (python3, else
+# /usr/bin/python3), or exits 77 (skipped) saying how to get it.
+need_tensorboard() {
+  for TB_PY in python3 /usr/bin/python3; do
+    "$TB_PY" -c 'import tensorboard' 2>/dev/null && return 0
+  done
+  echo "SKIP [$CASE]: the tensorboard Python package is not importable by python3 or /usr/bin/python3 (scripts/install-deps.sh installs it with pip)"
+  exit 77
+}
+# tensorboard_scalars DIR: every scalar of the event files in DIR as "tag step value" lines, read
+# by the tensorboard package's own reader (EventAccumulator; CRCs checked, every record kept).
+tensorboard_scalars() {
+  "$TB_PY" - "$1" <<'PY' 2>"$WORK/tb.err" || { cat "$WORK/tb.err"; fail "TensorBoard could not read $1"; }
+import sys
+from tensorboard.backend.event_processing import event_accumulator as ea
+acc = ea.EventAccumulator(sys.argv[1], size_guidance={ea.SCALARS: 0})
+acc.Reload()
+for tag in acc.Tags()["scalars"]:
+    for s in acc.Scalars(tag):
+        print(tag, s.step, repr(s.value))
+PY
+}
+
+case_tensorboard_matches_metrics() {
+    # output.tensorboard on 2 ranks: TensorBoard's own reader finds every charted value of
+    # metrics.jsonl at its step (as float32), and nothing else; rank 0 alone writes.
+    need_tensorboard
+    expect_ok 2 "${SHORT_TRAIN[@]}" --set output.tensorboard="$WORK/tb"
+    grep -q "tensorboard $WORK/tb" "$WORK/out" || fail "the plan does not name the TensorBoard directory"
+    [ "$(ls "$WORK/tb" | wc -l)" -eq 1 ] || fail "expected one event file: $(ls "$WORK/tb")"
+    ls "$WORK/tb" | grep -qE "^events\.out\.tfevents\.[0-9]{10}\.$(hostname)$" || fail "not TensorFlow's file name: $(ls "$WORK/tb")"
+    tensorboard_scalars "$WORK/tb" >"$WORK/scalars.txt"
+    python3 - "$WORK/m.jsonl" "$WORK/scalars.txt" <<'PY' || fail "TensorBoard's scalars differ from metrics.jsonl"
+import json, struct, sys
+tags = {("train", "train_loss"): "train/loss", ("train", "lr"): "train/lr",
+        ("train", "images_per_sec"): "train/images_per_sec", ("train", "data_wait_ms"): "train/data_wait_ms",
+        ("train", "exposed_comm_ms"): "train/exposed_comm_ms",
+        ("eval", "test_loss"): "test/loss", ("eval", "test_accuracy"): "test/accuracy"}
+f32 = lambda v: struct.unpack("f", struct.pack("f", v))[0]
+want = {}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    for (event, key), tag in tags.items():
+        if r["event"] == event and key in r:
+            want[(tag, int(r["step"]))] = f32(r[key])
+got = {}
+for line in open(sys.argv[2]):
+    tag, step, value = line.split()
+    assert (tag, int(step)) not in got, f"{tag} twice at step {step}"
+    got[(tag, int(step))] = float(value)
+assert got == want, (sorted(set(got.items()) ^ set(want.items())))[:10]
+assert {t for t, _ in got} == set(tags.values()), {t for t, _ in got}
+print(f"{len(got)} scalars, every one equal to metrics.jsonl's ({len({s for _, s in got})} steps)")
+PY
+}
+
+case_tensorboard_survives_a_crash() {
+    # kill -9 of a job that stopped at step 20: what it wrote is in the event file, whole.
+    need_tensorboard
+    (cd "$WORK" && SDP_TEST_STALL_RANK=0 SDP_TEST_STALL_STEP=20 exec "$BIN" "${SHORT_TRAIN[@]}" --set train.log_every=1 \
+       --set output.tensorboard="$WORK/tb") >"$WORK/out" 2>&1 &
+    pid=$!
+    for i in $(seq 300); do grep -q 'stops taking part' "$WORK/out" && break; sleep 0.1; done
+    grep -q 'stops taking part' "$WORK/out" || { kill -KILL $pid; fail "the stall hook did not trigger"; }
+    kill -KILL $pid; wait $pid
+    tensorboard_scalars "$WORK/tb" >"$WORK/scalars.txt"
+    [ "$(grep -c '^train/loss ' "$WORK/scalars.txt")" -eq 20 ] || fail "expected the 20 steps' losses: $(grep -c '^train/loss ' "$WORK/scalars.txt")"
+    grep -q '^train/loss 20 ' "$WORK/scalars.txt" || fail "step 20's loss is missing"
+}

@@ -187,3 +187,67 @@ for d in defs:
     print(f"{d['Name']}: {found} value(s), all equal to metrics.jsonl")
 PY
 }
+
+case_sagemaker_output_locations() {
+    # On SageMaker, relative output paths land under /opt/ml/output/data (uploaded as
+    # output.tar.gz), not in the container's working directory, and TensorBoard's event files
+    # under /opt/ml/output/tensorboard: through the entry point (SM_OUTPUT_DIR), and run
+    # directly, from where its resourceconfig.json lies.
+    fake_opt_ml algo-1 algo-1
+    echo '{"config": "\"quickstart.yaml\"", "threads": "1", "train.max_steps": "6", "train.log_every": "2",
+           "output.timeline": "tl/trace.json"}' >"$OPT_ML/input/config/hyperparameters.json"
+    entrypoint
+    [ $STATUS -eq 0 ] || fail "exit status $STATUS"
+    data=$OPT_ML/output/data
+    [ "$(grep -c '"event":"train"' "$data/out/quickstart/metrics.jsonl")" -eq 3 ] || fail "no metrics.jsonl of 3 [step] records under $data"
+    [ -s "$data/tl/trace.json" ] && [ -s "$data/tl/trace.rank0.json" ] || fail "the timeline is not under $data"
+    ls "$OPT_ML/output/tensorboard"/events.out.tfevents.* >/dev/null || fail "no TensorBoard events in $OPT_ML/output/tensorboard"
+    left=$(find "$WORK" \( -name metrics.jsonl -o -name 'trace*.json' -o -name 'events.out.tfevents.*' \) -not -path "$OPT_ML/*")
+    [ -z "$left" ] || fail "outputs outside $OPT_ML: $left"
+    # sdp-train without the entry point: the same places, from --resource-config's tree ...
+    run 0 validate --config "$SRC/configs/quickstart.yaml" --resource-config "$OPT_ML/input/config/resourceconfig.json" --set output.timeline=t.json
+    [ $STATUS -eq 0 ] || fail "validate: exit status $STATUS"
+    for line in "metrics: \"$data/out/quickstart/metrics.jsonl\"" "timeline: \"$data/t.json\"" "tensorboard: \"$OPT_ML/output/tensorboard\""; do
+      grep -qF "  $line" "$WORK/out" || fail "validate does not print '$line'"
+    done
+    # ... and off SageMaker none of it: relative paths stay, TensorBoard's auto is off.
+    run 0 validate --config "$SRC/configs/quickstart.yaml"
+    grep -qF '  metrics: "out/quickstart/metrics.jsonl"' "$WORK/out" && grep -qF '  tensorboard: "auto"' "$WORK/out" ||
+      fail "off SageMaker the outputs changed: $(grep -E '^  (metrics|tensorboard):' "$WORK/out")"
+}
+
+# expect_failure_reason STATUS REGEX: the entry point ended with STATUS and the failure file
+# holds one line, matching REGEX, the error sdp-train printed.
+expect_failure_reason() {
+    [ $STATUS -eq "$1" ] || fail "exit status $STATUS, expected $1"
+    [ -f "$OPT_ML/output/failure" ] || fail "no $OPT_ML/output/failure"
+    [ "$(wc -l <"$OPT_ML/output/failure")" -eq 1 ] || fail "failure has $(wc -l <"$OPT_ML/output/failure") lines: $(cat "$OPT_ML/output/failure")"
+    grep -qE "$2" "$OPT_ML/output/failure" || fail "failure reason '$(cat "$OPT_ML/output/failure")' does not match /$2/"
+    grep -qxF "$(cat "$OPT_ML/output/failure")" "$WORK/out" || fail "the failure reason is not the error printed"
+    ls "$OPT_ML/output" | grep -q tmp && fail "a temporary file was left in $OPT_ML/output"
+    echo "failure reason (exit $1): $(cat "$OPT_ML/output/failure")"
+}
+
+case_sagemaker_failure_reason() {
+    # A failing job leaves its one-line error in /opt/ml/output/failure, SageMaker's
+    # FailureReason, written by sdp-train (the entry point execs mpirun on one host): bad
+    # input (exit 2), a runtime error of the job (exit 1), a rank that stops taking part (the
+    # watchdog of both ranks waiting for it aborts, exit 3: one of them writes it, whole).
+    fake_opt_ml algo-1 algo-1
+    hp=$OPT_ML/input/config/hyperparameters.json
+    echo '{"config": "quickstart.yaml", "train.epochs": "ten"}' >"$hp"
+    SDP_SIGKILL_TIMEOUT=1 entrypoint
+    expect_failure_reason 2 "^sdp-train: error: .*hyperparameters.json: key 'train.epochs': expected an integer, got 'ten'$"
+    echo '{"config": "quickstart.yaml", "threads": "1", "train.max_steps": "10", "output.metrics": ""}' >"$hp"
+    SDP_TEST_NAN_RANK=1 SDP_TEST_NAN_STEP=3 SDP_PROCS_PER_HOST=2 SDP_SIGKILL_TIMEOUT=1 entrypoint
+    expect_failure_reason 1 "^sdp-train: error: step 3 \(epoch 0\): the training loss is (not finite|finite but a gradient is not) .*train.on_nonfinite: skip\)$"
+    echo '{"config": "quickstart.yaml", "threads": "1", "train.max_steps": "10", "output.metrics": "",
+           "distributed.timeout_s": "3", "distributed.stall_warning_s": "2"}' >"$hp"
+    SDP_TEST_STALL_RANK=2 SDP_TEST_STALL_STEP=2 SDP_PROCS_PER_HOST=3 SDP_SIGKILL_TIMEOUT=1 entrypoint
+    expect_failure_reason 3 "^sdp-train: error: rank [01] step 2 .*never arrived: 2; aborting the job \(distributed.timeout_s = 3.0\)$"
+    # Run directly on the same tree, sdp-train adds no second reason: the first error stays
+    # (the entry point clears the file when a job starts, as each run above shows).
+    run 0 --config "$SRC/configs/quickstart.yaml" --resource-config "$OPT_ML/input/config/resourceconfig.json" --set train.epochs=0
+    [ $STATUS -eq 2 ] || fail "exit status $STATUS for train.epochs=0"
+    grep -q "aborting the job" "$OPT_ML/output/failure" || fail "a later error replaced the first: $(cat "$OPT_ML/output/failure")"
+}

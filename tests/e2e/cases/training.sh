@@ -7,7 +7,7 @@ case_train_quickstart() {
     # The default job learns: >= 95% test accuracy on the noisy synthetic set (98% measured).
     expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set threads=1 --set output.model_dir="$WORK/model" --set output.metrics="$WORK/m.jsonl"
     grep -q 'plan for job' "$WORK/out" || fail "no plan printed"
-    grep -qE '^\[step [0-9]+\] epoch=[0-9]+ step=[0-9]+ train_loss=[0-9.e+-]+ lr=[0-9.e+-]+ images_per_sec=[0-9.]+$' "$WORK/out" || fail "no metric line"
+    grep -qE '^\[step [0-9]+\] epoch=[0-9]+ step=[0-9]+ train_loss=[0-9.e+-]+ lr=[0-9.e+-]+ images_per_sec=[0-9.]+ data_wait_ms=[0-9.e+-]+$' "$WORK/out" || fail "no metric line"
     acc=$(grep -oE '^\[epoch 3\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
     python3 -c "import sys; sys.exit(0 if float('$acc') >= 0.95 else 1)" || fail "test_accuracy $acc < 0.95"
     python3 - "$WORK/model/model.safetensors" <<'PY' || fail "model.safetensors is not valid safetensors"

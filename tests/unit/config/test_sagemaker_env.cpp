@@ -129,5 +129,82 @@ TEST(ChannelConfig, FindsTheChannelADataPathNames) {
   ::unsetenv("SM_INPUT_DATA_CONFIG");
 }
 
+// Runs with SM_OUTPUT_DIR / SM_OUTPUT_DATA_DIR as given (nullptr: unset), restoring neither:
+// every test that reads them sets them.
+void set_output_env(const char* dir, const char* data_dir) {
+  dir ? ::setenv("SM_OUTPUT_DIR", dir, 1) : ::unsetenv("SM_OUTPUT_DIR");
+  data_dir ? ::setenv("SM_OUTPUT_DATA_DIR", data_dir, 1) : ::unsetenv("SM_OUTPUT_DATA_DIR");
+}
+
+TEST(SageMakerOutputs, FromTheResourceConfigsPlaceInItsTree) {
+  set_output_env(nullptr, nullptr);
+  SageMakerOutputs o = find_sagemaker_outputs("/opt/ml/input/config/resourceconfig.json");
+  EXPECT_TRUE(o.on_sagemaker());
+  EXPECT_EQ(o.dir, "/opt/ml/output");
+  EXPECT_EQ(o.data_dir, "/opt/ml/output/data");
+  EXPECT_EQ(o.failure_file(), "/opt/ml/output/failure");
+  EXPECT_EQ(o.tensorboard_dir(), "/opt/ml/output/tensorboard");
+  // A tree a test fakes: the same layout anywhere.
+  EXPECT_EQ(find_sagemaker_outputs("/tmp/job/opt/ml/input/config/../config/resourceconfig.json").dir,
+            "/tmp/job/opt/ml/output");
+  // A resourceconfig.json elsewhere (--resource-config of a test), or none: not SageMaker.
+  for (const char* other : {"/tmp/rc.json", "/tmp/config/resourceconfig.json", "/tmp/input/x/resourceconfig.json", ""}) {
+    const SageMakerOutputs none = find_sagemaker_outputs(other);
+    EXPECT_FALSE(none.on_sagemaker()) << other;
+    EXPECT_EQ(none.failure_file(), "") << other;
+    EXPECT_EQ(none.tensorboard_dir(), "") << other;
+  }
+}
+
+TEST(SageMakerOutputs, TheToolkitsVariablesWin) {
+  set_output_env("/elsewhere/output", nullptr);
+  EXPECT_EQ(find_sagemaker_outputs("").dir, "/elsewhere/output");
+  EXPECT_EQ(find_sagemaker_outputs("/opt/ml/input/config/resourceconfig.json").data_dir, "/elsewhere/output/data");
+  set_output_env("/elsewhere/output", "/data/out");
+  EXPECT_EQ(find_sagemaker_outputs("").data_dir, "/data/out");
+  set_output_env(nullptr, "/data/out");  // the data directory alone does not say SageMaker
+  EXPECT_FALSE(find_sagemaker_outputs("").on_sagemaker());
+  set_output_env(nullptr, nullptr);
+}
+
+TEST(SageMakerOutputs, RelativeOutputsGoUnderTheDataDirectory) {
+  SageMakerOutputs sm{"/opt/ml/output", "/opt/ml/output/data"};
+  JobSpec spec;  // defaults: metrics out/metrics.jsonl, timeline none, tensorboard auto
+  spec.output.timeline = "tl/trace.json";
+  resolve_output_locations(spec, sm);
+  EXPECT_EQ(spec.output.metrics, "/opt/ml/output/data/out/metrics.jsonl");
+  EXPECT_EQ(spec.output.timeline, "/opt/ml/output/data/tl/trace.json");
+  EXPECT_EQ(spec.output.tensorboard, "/opt/ml/output/tensorboard");
+  // Absolute paths and "" (off) stay; so do the model and checkpoints (their own SM_* defaults).
+  JobSpec mine;
+  mine.output.metrics = "/mnt/m.jsonl";
+  mine.output.timeline = "";
+  mine.output.tensorboard = "./tb";
+  mine.output.model_dir = "model";
+  resolve_output_locations(mine, sm);
+  EXPECT_EQ(mine.output.metrics, "/mnt/m.jsonl");
+  EXPECT_EQ(mine.output.timeline, "");
+  EXPECT_EQ(mine.output.tensorboard, "/opt/ml/output/data/tb");
+  EXPECT_EQ(mine.output.model_dir, "model");
+  mine.output.tensorboard = "";
+  resolve_output_locations(mine, sm);
+  EXPECT_EQ(mine.output.tensorboard, "");
+}
+
+TEST(SageMakerOutputs, OffSageMakerPathsStayAndTensorBoardAutoIsOff) {
+  JobSpec spec;
+  spec.output.timeline = "tl.json";
+  resolve_output_locations(spec, SageMakerOutputs{});
+  EXPECT_EQ(spec.output.metrics, "out/metrics.jsonl");
+  EXPECT_EQ(spec.output.timeline, "tl.json");
+  EXPECT_EQ(spec.output.tensorboard, "auto");  // printed as the other auto keys are
+  EXPECT_EQ(tensorboard_directory(spec.output), "");
+  spec.output.tensorboard = "tb";
+  resolve_output_locations(spec, SageMakerOutputs{});
+  EXPECT_EQ(tensorboard_directory(spec.output), "tb");
+  spec.output.tensorboard = "";
+  EXPECT_EQ(tensorboard_directory(spec.output), "");
+}
+
 }  // namespace
 }  // namespace sdp

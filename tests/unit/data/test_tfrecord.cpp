@@ -118,6 +118,29 @@ TEST(TfRecord, RoundTripPlainAndGzip) {
 
 // A plain file whose first record is 0x8b1f bytes long starts with the gzip magic bytes
 // 1f 8b: zlib's gzread would take it for gzip and fail. It must read as the plain file it is.
+TEST(TfRecord, FlushedRecordsReadBackWhileTheWriterIsOpen) {
+  // What a process that dies after flush() leaves in a plain file: every record so far, whole.
+  TempDir dir;
+  const std::string path = dir.file("open.tfrecord");
+  TfRecordWriter writer(path);
+  writer.write(pattern(10, 1));
+  writer.write(pattern(300, 2));
+  writer.flush();
+  EXPECT_EQ(read_all_records(path), (std::vector<Bytes>{pattern(10, 1), pattern(300, 2)}));
+  writer.write(pattern(5, 3));
+  writer.close();
+  EXPECT_EQ(read_all_records(path), (std::vector<Bytes>{pattern(10, 1), pattern(300, 2), pattern(5, 3)}));
+  EXPECT_THROW(writer.flush(), std::logic_error);
+  // A gzip file may be flushed mid-stream and still ends as a valid stream at close.
+  const std::string gz = dir.file("open.tfrecord.gz");
+  TfRecordWriter gz_writer(gz, /*gzip=*/true);
+  gz_writer.write(pattern(10, 1));
+  gz_writer.flush();
+  gz_writer.write(pattern(20, 2));
+  gz_writer.close();
+  EXPECT_EQ(read_all_records(gz), (std::vector<Bytes>{pattern(10, 1), pattern(20, 2)}));
+}
+
 TEST(TfRecord, PlainFileStartingWithGzipMagic) {
   TempDir dir;
   const std::string path = dir.file("magic.tfrecord");
