@@ -2,7 +2,8 @@
 # Installs every Debian package sdp-train needs to build and test. Idempotent and
 # non-interactive; runs apt-get as root, or through sudo otherwise.
 #   scripts/install-deps.sh           build + test dependencies
-#   scripts/install-deps.sh --bench   also PyTorch (python3-torch, python3-torchvision) with OpenBLAS, the peer the benchmarks compare with
+#   scripts/install-deps.sh --bench   also PyTorch (python3-torch, python3-torchvision) with OpenBLAS, the peer the benchmarks compare with,
+#                                     and the loader peers of scripts/bench-data.sh (tf.data, NVIDIA DALI) in a virtual environment
 set -euo pipefail
 
 packages=(
@@ -25,23 +26,50 @@ if [ "${1:-}" = "--bench" ]; then
   packages+=(python3-torch libopenblas0-pthread)
   packages+=(python3-torchvision)  # the peer of scripts/bench-data.sh: DataLoader + ImageFolder
   packages+=(python3-matplotlib)  # the plots of scripts/plot_*.py
+  packages+=(python3-venv)        # the virtual environment of the loader peers, below
 fi
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+SUDO=""
+as_root() {  # root, or sudo: asked for only when something is to be installed
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "install-deps: run as root or install sudo" >&2; exit 1; }
+    SUDO="sudo"
+  fi
+}
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages are installed"
-  exit 0
+else
+  as_root
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "install-deps: run as root or install sudo" >&2; exit 1; }
-  SUDO="sudo"
+if [ "${1:-}" = "--bench" ]; then
+  # The other loader peers of scripts/bench-data.sh: tf.data and NVIDIA DALI's CPU pipeline,
+  # bench-only (sdp-train neither links nor imports them). They come from PyPI, pinned to the
+  # versions docs/benchmarks.md reports, into a virtual environment of their own rather than
+  # `pip --break-system-packages`: tensorflow-cpu needs numpy >= 1.26 and protobuf >= 6, which
+  # in /usr/local would shadow Debian's numpy 1.24 and protobuf 3.21 for every /usr/bin/python3
+  # program, Debian's torch 1.13 (built against numpy 1.x) included. bench_data.py runs these
+  # peers with the environment's python, one process per timed run. SDP_BENCH_VENV moves it.
+  venv=${SDP_BENCH_VENV:-/opt/sdp-bench-venv}
+  peers=(tensorflow-cpu==2.21.0 nvidia-dali-cuda130==2.4.0)
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" - "${peers[@]}" <<'PY' 2>/dev/null
+import importlib.metadata as m, sys
+sys.exit(any(m.version(n) != v for n, v in (p.split("==") for p in sys.argv[1:])))
+PY
+  then
+    echo "install-deps: ${peers[*]} are installed in $venv"
+  else
+    as_root
+    echo "install-deps: installing ${peers[*]} into $venv (about 2 GB)"
+    [ -x "$venv/bin/python" ] || $SUDO /usr/bin/python3 -m venv "$venv"
+    $SUDO "$venv/bin/python" -m pip install -q --disable-pip-version-check "${peers[@]}"
+  fi
 fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
