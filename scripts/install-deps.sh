@@ -4,7 +4,8 @@
 # sudo otherwise.
 #   scripts/install-deps.sh           build + test dependencies
 #   scripts/install-deps.sh --no-pip  the Debian packages only (an image that runs jobs, not tests)
-#   scripts/install-deps.sh --bench   also PyTorch (python3-torch, python3-torchvision) with OpenBLAS, the peer the benchmarks compare with
+#   scripts/install-deps.sh --bench   also PyTorch (python3-torch, python3-torchvision) with OpenBLAS, the peer the benchmarks compare with,
+#                                     and the loader peers of scripts/bench-data.sh (tf.data, NVIDIA DALI) in a virtual environment
 set -euo pipefail
 
 packages=(
@@ -32,6 +33,7 @@ if [ "${1:-}" = "--bench" ]; then
   packages+=(python3-torch libopenblas0-pthread)
   packages+=(python3-torchvision)  # the peer of scripts/bench-data.sh: DataLoader + ImageFolder
   packages+=(python3-matplotlib)  # the plots of scripts/plot_*.py
+  packages+=(python3-venv)        # the virtual environment of the loader peers, below
 fi
 
 SUDO=""
@@ -61,17 +63,40 @@ for p in "${python_packages[@]}"; do
 done
 if [ ${#python_missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#python_packages[@]} Python packages are installed"
-  exit 0
-fi
-echo "install-deps: pip installing ${python_missing[*]} for $(command -v python3)"
-pip_flags=(--quiet --disable-pip-version-check)
-# Debian's own python3 is marked externally managed (PEP 668): pip refuses it without this flag.
-python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))' &&
-  pip_flags+=(--break-system-packages)
-[ "$(id -u)" -eq 0 ] && pip_flags+=(--root-user-action=ignore)
-# A system python3 installs into /usr/local (root); a user's own (pyenv, a venv) into itself.
-if [ "$(id -u)" -ne 0 ] && [ ! -w "$(python3 -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" ]; then
-  $SUDO python3 -m pip install "${pip_flags[@]}" "${python_missing[@]}"
 else
-  python3 -m pip install "${pip_flags[@]}" "${python_missing[@]}"
+  echo "install-deps: pip installing ${python_missing[*]} for $(command -v python3)"
+  pip_flags=(--quiet --disable-pip-version-check)
+  # Debian's own python3 is marked externally managed (PEP 668): pip refuses it without this flag.
+  python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))' &&
+    pip_flags+=(--break-system-packages)
+  [ "$(id -u)" -eq 0 ] && pip_flags+=(--root-user-action=ignore)
+  # A system python3 installs into /usr/local (root); a user's own (pyenv, a venv) into itself.
+  if [ "$(id -u)" -ne 0 ] && [ ! -w "$(python3 -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" ]; then
+    $SUDO python3 -m pip install "${pip_flags[@]}" "${python_missing[@]}"
+  else
+    python3 -m pip install "${pip_flags[@]}" "${python_missing[@]}"
+  fi
+fi
+
+if [ "${1:-}" = "--bench" ]; then
+  # The other loader peers of scripts/bench-data.sh: tf.data and NVIDIA DALI's CPU pipeline,
+  # bench-only (sdp-train neither links nor imports them). They come from PyPI, pinned to the
+  # versions docs/benchmarks.md reports, into a virtual environment of their own rather than
+  # `pip --break-system-packages`: tensorflow-cpu needs numpy >= 1.26 and protobuf >= 6, which
+  # in /usr/local would shadow Debian's numpy 1.24 and protobuf 3.21 for every /usr/bin/python3
+  # program, Debian's torch 1.13 (built against numpy 1.x) included. bench_data.py runs these
+  # peers with the environment's python, one process per timed run. SDP_BENCH_VENV moves it.
+  venv=${SDP_BENCH_VENV:-/opt/sdp-bench-venv}
+  peers=(tensorflow-cpu==2.21.0 nvidia-dali-cuda130==2.4.0)
+  if [ -x "$venv/bin/python" ] && "$venv/bin/python" - "${peers[@]}" <<'PY' 2>/dev/null
+import importlib.metadata as m, sys
+sys.exit(any(m.version(n) != v for n, v in (p.split("==") for p in sys.argv[1:])))
+PY
+  then
+    echo "install-deps: ${peers[*]} are installed in $venv"
+  else
+    echo "install-deps: installing ${peers[*]} into $venv (about 2 GB)"
+    [ -x "$venv/bin/python" ] || $SUDO /usr/bin/python3 -m venv "$venv"
+    $SUDO "$venv/bin/python" -m pip install -q --disable-pip-version-check "${peers[@]}"
+  fi
 fi
