@@ -16,6 +16,13 @@
 #     --build-only           build the image, run nothing
 #     --hyperparameters JSON hyperparameters.json, e.g. '{"config": "lenet-mnist.yaml"}' (default {})
 #     --channel NAME=DIR     mount DIR at /opt/ml/input/data/NAME, read-only (repeatable)
+#     --input-mode MODE      File (default) or Pipe: in Pipe mode every channel's files reach each
+#                            container through FIFOs /opt/ml/input/data/NAME_0, _1, ..., one per
+#                            pass, fed from this machine by scripts/sagemaker-pipe-feed.sh, and
+#                            inputdataconfig.json says TrainingInputMode: Pipe
+#     --distribution TYPE    FullyReplicated (default) or ShardedByS3Key: each host gets the
+#                            channel's files i with i % hosts == its index (inputdataconfig.json's
+#                            S3DistributionType says so)
 #     --out DIR              each host's /opt/ml (config, model, checkpoints, output) goes to
 #                            DIR/algo-<i> (default: a new temporary directory, printed)
 #     --absent HOST          list HOST in the resourceconfig but start no container for it
@@ -36,7 +43,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 HOSTS_N=2 IMAGE=sdp-train:test BASE_IMAGE=debian:bookworm BUILD=0 HP='{}' OUT="" JOB=sdp-local-$$
-STOP_ON="" STOP_AFTER="" STOP_GRACE=120 TIMEOUT=3600 KEEP=0 CPUS=""
+STOP_ON="" STOP_AFTER="" STOP_GRACE=120 TIMEOUT=3600 KEEP=0 CPUS="" INPUT_MODE=File DISTRIBUTION=FullyReplicated
 CHANNELS=() ABSENT=() ENVS=() HOST_ENVS=() TRAIN_ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -47,6 +54,8 @@ while [ $# -gt 0 ]; do
     --build-only) BUILD=2; shift ;;
     --hyperparameters) HP=$2; shift 2 ;;
     --channel) CHANNELS+=("$2"); shift 2 ;;
+    --input-mode) INPUT_MODE=$2; shift 2 ;;
+    --distribution) DISTRIBUTION=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --absent) ABSENT+=("$2"); shift 2 ;;
     --env) ENVS+=(-e "$2"); shift 2 ;;
@@ -65,6 +74,8 @@ while [ $# -gt 0 ]; do
 done
 say() { echo "sagemaker-local: $*" >&2; }
 
+case "$INPUT_MODE" in File|Pipe) ;; *) say "--input-mode $INPUT_MODE: File or Pipe"; exit 2 ;; esac
+case "$DISTRIBUTION" in FullyReplicated|ShardedByS3Key) ;; *) say "--distribution $DISTRIBUTION: FullyReplicated or ShardedByS3Key"; exit 2 ;; esac
 docker info >/dev/null 2>&1 || { say "no Docker daemon answers (docker info)"; exit 2; }
 if [ $BUILD != 0 ] || ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
   say "building $IMAGE on $BASE_IMAGE"
@@ -78,14 +89,16 @@ mkdir -p "$OUT"; OUT=$(readlink -f "$OUT")
 HOSTS=()
 for i in $(seq 1 "$HOSTS_N"); do HOSTS+=("algo-$i"); done
 hosts_json=$(printf '"%s",' "${HOSTS[@]}"); hosts_json="[${hosts_json%,}]"
-channels_json=$(for c in "${CHANNELS[@]}"; do printf '"%s": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"},' "${c%%=*}"; done)
+channels_json=$(for c in "${CHANNELS[@]}"; do printf '"%s": {"TrainingInputMode": "%s", "S3DistributionType": "%s", "RecordWrapperType": "None"},' "${c%%=*}" "$INPUT_MODE" "$DISTRIBUTION"; done)
 channels_json="{${channels_json%,}}"
 
 STARTED=()
 # Every container's prefixed output, also kept here so that --stop-on can watch it.
 JOB_LOG=$(mktemp /tmp/sagemaker-local-log.XXXXXX)
+FEEDER_PIDS=()
 cleanup() {
   rm -f "$JOB_LOG"
+  [ ${#FEEDER_PIDS[@]} -eq 0 ] || { pkill -P "$(printf '%s,' "${FEEDER_PIDS[@]}" | sed 's/,$//')" 2>/dev/null; kill "${FEEDER_PIDS[@]}" 2>/dev/null; } || true
   [ ${#LOG_PIDS[@]} -eq 0 ] || kill "${LOG_PIDS[@]}" 2>/dev/null || true
   if [ $KEEP = 0 ]; then
     [ ${#STARTED[@]} -eq 0 ] || docker rm -f "${STARTED[@]}" >/dev/null 2>&1 || true
@@ -110,7 +123,38 @@ for h in "${HOSTS[@]}"; do
           -v "$dir/checkpoints:/opt/ml/checkpoints" -v "$dir/output:/opt/ml/output")
   host_envs=()
   for e in "${HOST_ENVS[@]}"; do [ "${e%%:*}" != "$h" ] || host_envs+=(-e "${e#*:}"); done
-  for c in "${CHANNELS[@]}"; do mounts+=(-v "$(readlink -f "${c#*=}"):/opt/ml/input/data/${c%%=*}:ro"); done
+  if [ "$INPUT_MODE" = Pipe ]; then
+    # This host's FIFOs, fed from here (a FIFO on a bind mount is the same pipe on both sides).
+    mkdir -p "$dir/input/data"
+    mounts+=(-v "$dir/input/data:/opt/ml/input/data")
+    host_index=$(( ${h#algo-} - 1 ))
+    for c in "${CHANNELS[@]}"; do
+      files=()
+      while IFS= read -r f; do files+=("$f"); done < <(find "$(readlink -f "${c#*=}")" -maxdepth 1 -type f ! -name '.*' ! -name '*.idx' | sort)
+      if [ "$DISTRIBUTION" = ShardedByS3Key ]; then
+        mine=(); for k in "${!files[@]}"; do [ $((k % HOSTS_N)) -ne $host_index ] || mine+=("${files[$k]}"); done
+        files=("${mine[@]}")
+      fi
+      [ ${#files[@]} -gt 0 ] || { say "$h: channel ${c%%=*} has no file for this host"; exit 2; }
+      bash scripts/sagemaker-pipe-feed.sh "$dir/input/data/${c%%=*}" "${files[@]}" &
+      FEEDER_PIDS+=($!)
+    done
+  elif [ "$DISTRIBUTION" = ShardedByS3Key ]; then
+    # This host's part of each channel, linked (or copied) into a directory of its own.
+    host_index=$(( ${h#algo-} - 1 ))
+    for c in "${CHANNELS[@]}"; do
+      part=$dir/input/data/${c%%=*}
+      rm -rf "$part"; mkdir -p "$part"
+      k=0
+      while IFS= read -r f; do
+        [ $((k % HOSTS_N)) -ne $host_index ] || cp -l "$f" "$part/" 2>/dev/null || cp "$f" "$part/"
+        k=$((k + 1))
+      done < <(find "$(readlink -f "${c#*=}")" -maxdepth 1 -type f ! -name '.*' ! -name '*.idx' | sort)
+      mounts+=(-v "$part:/opt/ml/input/data/${c%%=*}:ro")
+    done
+  else
+    for c in "${CHANNELS[@]}"; do mounts+=(-v "$(readlink -f "${c#*=}"):/opt/ml/input/data/${c%%=*}:ro"); done
+  fi
   docker run -d --name "$JOB-$h" --hostname "$h" --network "$JOB" --network-alias "$h" \
     ${CPUS:+--cpus "$CPUS"} --stop-timeout "$STOP_GRACE" \
     -e TRAINING_JOB_NAME="$JOB" -e TRAINING_JOB_ARN="arn:aws:sagemaker:local:000000000000:training-job/$JOB" \

@@ -49,6 +49,7 @@ struct DataSpec {
   int64_t label_offset = 0;                     // tfrecord: subtracted (ImageNet counts from 1)
   std::string on_bad_record = "abort";          // abort, or skip (replace, warn, count)
   int64_t shuffle_buffer = 4096;  // streamed sets (tar-shards, gzip tfrecord): records shuffled at once
+  int64_t samples_per_epoch = 0;  // a Pipe-mode channel's size (it cannot be counted before it is read)
 };
 
 struct TrainSpec {

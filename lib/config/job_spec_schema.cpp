@@ -225,6 +225,7 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("data.label_offset", data.label_offset));
     f.push_back(SDP_FIELD("data.on_bad_record", data.on_bad_record, {"abort", "skip"}));
     f.push_back(SDP_FIELD("data.shuffle_buffer", data.shuffle_buffer));
+    f.push_back(SDP_FIELD("data.samples_per_epoch", data.samples_per_epoch));
     f.push_back(SDP_FIELD("data.synthetic.train_samples", data.synthetic.train_samples));
     f.push_back(SDP_FIELD("data.synthetic.test_samples", data.synthetic.test_samples));
     f.push_back(SDP_FIELD("data.synthetic.channels", data.synthetic.channels));

@@ -156,7 +156,10 @@ void RecordStream::stop() {
     stop_ = true;
   }
   cv_.notify_all();
-  if (reader_.joinable()) reader_.join();
+  if (reader_.joinable()) {
+    records_->cancel();  // a reader may be blocked on a pipe or a socket
+    reader_.join();
+  }
 }
 
 void RecordStream::start(int64_t pass, int64_t skip) {

@@ -72,6 +72,8 @@ class RankRecords {
   virtual std::string where(const StreamedRecord& r) const = 0;
   // Augmentation keys are pass * key_stride + sample id: distinct for every (pass, sample).
   virtual int64_t key_stride() const = 0;
+  // Releases a reader blocked in open_pass() or next() for good (the stream is stopping).
+  virtual void cancel() {}
 };
 
 // A rank's share of a StreamSource's shards, pass by pass (pass_share).

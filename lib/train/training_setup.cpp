@@ -1,7 +1,10 @@
 #include "train/training_setup.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <string>
 
 #include "core/error.hpp"
@@ -9,6 +12,7 @@
 #include "data/cifar10.hpp"
 #include "data/data_files.hpp"
 #include "data/encoded_images.hpp"
+#include "data/pipe_channel.hpp"
 #include "data/stream_loader.hpp"
 #include "data/tfrecord.hpp"
 #include "data/mnist.hpp"
@@ -35,9 +39,28 @@ bool has_gzip_tfrecords(const std::string& path) {
   return std::any_of(files.begin(), files.end(), [](const std::string& f) { return tfrecord_is_gzip(f); });
 }
 
+// The set at `path` of a tfrecord, tar-shards or image-folder job: read by offset (plain
+// TFRecords, image folders) or streamed (tar shards, gzip TFRecords).
+std::unique_ptr<SampleSource> open_encoded_set(const DataSpec& d, const EncodedImageOptions& options,
+                                               const std::string& path) {
+  if (d.format == DataFormat::kImageFolder)
+    return std::make_unique<EncodedImageSet>(open_image_folder_source(path), options);
+  if (d.format == DataFormat::kTarShards || has_gzip_tfrecords(path)) {
+    StreamSourceOptions stream;
+    stream.format = d.format == DataFormat::kTarShards ? StreamFormat::kTarShards : StreamFormat::kTfRecord;
+    stream.image_key = d.image_key;
+    stream.label_key = d.label_key;
+    stream.label_offset = d.label_offset;
+    return std::make_unique<StreamedImageSet>(std::make_shared<StreamSource>(path, stream), options,
+                                              d.shuffle_buffer);
+  }
+  return std::make_unique<EncodedImageSet>(open_tfrecord_source(path, {d.image_key, d.label_key, d.label_offset}),
+                                           options);
+}
+
 // tfrecord, tar-shards and image-folder: sets of encoded images, decoded as batches are made;
-// read by offset (plain TFRecords, image folders) or streamed (tar shards, gzip TFRecords).
-DataSplits open_encoded_images(const JobSpec& spec) {
+// a training channel in SageMaker's Pipe mode is read from its FIFOs (pipe_channel.hpp).
+DataSplits open_encoded_images(const JobSpec& spec, const DataReaders& readers) {
   const DataSpec& d = spec.data;
   EncodedImageOptions options;
   options.image_size = d.image_size;
@@ -46,30 +69,44 @@ DataSplits open_encoded_images(const JobSpec& spec) {
   options.workers = d.workers > 0 ? d.workers : nn::num_threads();
   options.skip_bad_records = d.on_bad_record == "skip";
   if (d.normalize == "cifar10") options.normalization = Normalization::cifar10();
-  auto open = [&](const std::string& path) -> std::unique_ptr<SampleSource> {
-    if (d.format == DataFormat::kImageFolder)
-      return std::make_unique<EncodedImageSet>(open_image_folder_source(path), options);
-    if (d.format == DataFormat::kTarShards || has_gzip_tfrecords(path)) {
-      StreamSourceOptions stream;
-      stream.format = d.format == DataFormat::kTarShards ? StreamFormat::kTarShards : StreamFormat::kTfRecord;
-      stream.image_key = d.image_key;
-      stream.label_key = d.label_key;
-      stream.label_offset = d.label_offset;
-      return std::make_unique<StreamedImageSet>(std::make_shared<StreamSource>(path, stream), options,
-                                                d.shuffle_buffer);
-    }
-    return std::make_unique<EncodedImageSet>(open_tfrecord_source(path, {d.image_key, d.label_key, d.label_offset}),
-                                             options);
-  };
-  auto train = open(d.train);
-  return {std::move(train), open(d.test)};
+  if (const auto test_channel = channel_config(d.test); test_channel && test_channel->input_mode == "Pipe")
+    throw InputError("key 'data.test': " + d.test +
+                     " is a SageMaker channel in Pipe mode; evaluation reads its test set in File or FastFile mode "
+                     "(the test channel's TrainingInputMode)");
+  const auto train_channel = channel_config(d.train);
+  if (!train_channel || train_channel->input_mode != "Pipe") {
+    auto train = open_encoded_set(d, options, d.train);  // first: its errors are the ones reported
+    return {std::move(train), open_encoded_set(d, options, d.test)};
+  }
+  if (d.format != DataFormat::kTfrecord)
+    throw InputError("key 'data.format': " + to_string(d.format) + ": a channel in Pipe mode (" + d.train +
+                     ") carries TFRecord files back to back; use data.format: tfrecord");
+  PipeOptions pipe;
+  pipe.path = d.train;
+  pipe.local_rank = readers.local_rank;
+  pipe.local_size = readers.local_size;
+  pipe.host = readers.host;
+  pipe.hosts = readers.hosts;
+  pipe.host_sharded = train_channel->distribution == "ShardedByS3Key";
+  pipe.token = readers.token;
+  pipe.timeout_s = spec.distributed.timeout_s;
+  pipe.records.image_key = d.image_key;
+  pipe.records.label_key = d.label_key;
+  pipe.records.label_offset = d.label_offset;
+  auto train =
+      std::make_unique<PipeImageSet>(pipe, options, d.samples_per_epoch, d.shuffle_buffer, readers.rank, readers.size);
+  return {std::move(train), open_encoded_set(d, options, d.test)};
 }
 
 }  // namespace
 
-DataSplits load_data(const JobSpec& spec) {
+DataReaders DataReaders::of(const World& world, const std::string& token) {
+  return {world.rank(), world.size(), world.local_rank(), world.local_size(), world.node(), world.nodes(), token};
+}
+
+DataSplits load_data(const JobSpec& spec, const DataReaders& readers) {
   const DataSpec& d = spec.data;
-  if (encoded_images(d.format)) return open_encoded_images(spec);
+  if (encoded_images(d.format)) return open_encoded_images(spec, readers);
   // The training split is read first, so that its errors are the ones reported.
   auto in_memory = [](Dataset train, Dataset test) {
     return DataSplits{std::make_unique<DatasetSamples>(std::move(train)),
@@ -182,8 +219,11 @@ LoaderOptions train_loader_options(const JobSpec& spec, int rank, int world, con
 
 TrainingParts build_training_parts(const JobSpec& spec, const World& world, const Device& device) {
   TrainingParts parts;
+  // Names this job's sockets between the ranks of a host (Pipe mode): rank 0's random draw.
+  const std::string token = broadcast_string(world.comm(), std::to_string(std::random_device{}()) + "-" +
+                                                               std::to_string(::getpid()));
   run_on_all_ranks(world.comm(), [&] {
-    parts.data = std::make_unique<DataSplits>(load_data(spec));
+    parts.data = std::make_unique<DataSplits>(load_data(spec, DataReaders::of(world, token)));
     const DataSplits& data = *parts.data;
     parts.model = build_model(spec, *data.train, device);
     parts.optimizer = make_optimizer(optimizer_options(spec.optimizer), parts.model->store());

@@ -28,8 +28,18 @@ struct TrainingParts {
   std::unique_ptr<TrainLoader> loader;
 };
 
+// Where this rank stands among the job's readers of data: what a training channel in SageMaker's
+// Pipe mode needs (one reader of its FIFOs per host, dealing records to the host's ranks).
+struct DataReaders {
+  int rank = 0, size = 1;
+  int local_rank = 0, local_size = 1;
+  int host = 0, hosts = 1;
+  std::string token;  // the same on every rank of a job (pipe_channel.hpp's sockets)
+  static DataReaders of(const World& world, const std::string& token);
+};
+
 // The train and test splits data.format names (not collective: wrap in run_on_all_ranks).
-DataSplits load_data(const JobSpec& spec);
+DataSplits load_data(const JobSpec& spec, const DataReaders& readers = {});
 // The model.name model for `data`'s image shape on `device` (not collective).
 std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const SampleSource& data, const Device& device);
 // The activations' dtype of `precision`: f32, or f16 / bf16 under mixed precision.

@@ -207,3 +207,68 @@ case_data_shard_host_sharded_channel() {
         fail "the hosts did not agree on the smaller set's 10 steps"
     grep -qE '^\[done\] steps=20 ' "$WORK/out" || fail "not 2 x 10 steps"
 }
+
+# feed_pipe CHANNEL FILE... : SageMaker's Pipe mode, as a channel's reader sees it
+# (scripts/sagemaker-pipe-feed.sh, in the background); stop_pipes ends it.
+PIPE_FEEDERS=()
+feed_pipe() {
+    bash "$SRC/scripts/sagemaker-pipe-feed.sh" --passes 6 "$@" &
+    PIPE_FEEDERS+=($!)
+}
+stop_pipes() {
+    local pid
+    for pid in "${PIPE_FEEDERS[@]}"; do pkill -P "$pid" 2>/dev/null; kill "$pid" 2>/dev/null; done
+    PIPE_FEEDERS=()
+}
+
+# A training channel in Pipe mode (SM_INPUT_DATA_CONFIG) on two simulated hosts of two ranks:
+# on each host local rank 0 reads the FIFOs and deals the records to both ranks; FullyReplicated,
+# so each host keeps every other record. Two epochs run through two FIFOs each, and learn.
+case_data_pipe_mode_trains() {
+    convert_synthetic tfrecord "$WORK/tf" --synthetic-samples 1024 --shards 2
+    convert_synthetic tfrecord "$WORK/test" --split test --synthetic-samples 256
+    mkdir -p "$WORK/h0" "$WORK/h1"
+    feed_pipe "$WORK/h0/train" "$WORK"/tf/train-0000[01]-of-00002
+    feed_pipe "$WORK/h1/train" "$WORK"/tf/train-0000[01]-of-00002
+    # Each simulated host sees its own /opt/ml/input/data: ranks 0, 1 host 0's, ranks 2, 3 host 1's.
+    local r
+    for r in 0 1 2 3; do ln -s "$WORK/h$((r / 2))" "$WORK/r$r"; done
+    SM_INPUT_DATA_CONFIG='{"train": {"TrainingInputMode": "Pipe", "S3DistributionType": "FullyReplicated"}}' \
+    run 4 --config "$SRC/configs/quickstart.yaml" --set data.format=tfrecord \
+        --set 'data.train='"$WORK"'/r${OMPI_COMM_WORLD_RANK}/train' --set data.test="$WORK/test" \
+        --set data.samples_per_epoch=1024 --set data.image_size=24 --set data.resize=32 \
+        --set distributed.ranks_per_node=2 --set train.epochs=2 --set data.batch_size=32 \
+        --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m" --set output.metrics= --set threads=1
+    stop_pipes
+    [ $STATUS -eq 0 ] || fail "exit status $STATUS, expected 0"
+    grep -q "training data tfrecord pipe:$WORK/r0/train: 1024 samples per epoch" "$WORK/out" ||
+        fail "the log does not say the channel is read as a pipe"
+    grep -qE '^\[done\] steps=16 ' "$WORK/out" || fail "not 2 epochs of 1024 / (4 x 32) steps"
+    local acc
+    acc=$(grep -oE '^\[done\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
+    python3 -c "import sys; sys.exit(0 if float('$acc') >= 0.5 else 1)" || fail "test accuracy $acc < 0.5"
+}
+
+# A FIFO whose stream ends inside a record: exit 2 on every rank, naming the FIFO and the record.
+case_data_pipe_closes_early() {
+    convert_synthetic tfrecord "$WORK/tf" --synthetic-samples 256
+    head -c 30000 "$WORK"/tf/train-00000-of-00001 >"$WORK/cut"
+    feed_pipe "$WORK/train" "$WORK/cut"
+    SM_INPUT_DATA_CONFIG='{"train": {"TrainingInputMode": "Pipe"}}' \
+    run 2 --config "$SRC/configs/quickstart.yaml" --set data.format=tfrecord --set data.train="$WORK/train" \
+        --set data.test="$WORK/tf" --set data.samples_per_epoch=256 --set data.image_size=24 --set data.resize=32 \
+        --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m" --set output.metrics= --set threads=1
+    stop_pipes
+    [ $STATUS -eq 2 ] || fail "exit status $STATUS, expected 2"
+    grep '^sdp-train: error:' "$WORK/out" | grep -qE "train_0: record [0-9]+ \(from 0\) at byte offset [0-9]+: truncated" ||
+        fail "the error does not name the FIFO and the record"
+}
+
+# Pipe mode without data.samples_per_epoch: exit 2 naming the key, before any FIFO is read.
+case_data_pipe_needs_samples_per_epoch() {
+    convert_synthetic tfrecord "$WORK/tf" --synthetic-samples 256
+    SM_INPUT_DATA_CONFIG='{"train": {"TrainingInputMode": "Pipe"}}' \
+    expect_error 2 "key 'data.samples_per_epoch'.*Pipe mode" --config "$SRC/configs/quickstart.yaml" \
+        --set data.format=tfrecord --set data.train="$WORK/train" --set data.test="$WORK/tf" \
+        --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m" --set output.metrics= --set threads=1
+}

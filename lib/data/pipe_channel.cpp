@@ -1,0 +1,414 @@
+#include "data/pipe_channel.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/floating_point.hpp"
+#include "data/tf_example.hpp"
+#include "data/tfrecord.hpp"
+
+namespace sdp {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A frame on a socket (and an item of the feeder's own queue): a record's payload, the end of a
+// pass, or the feeder's error, which every rank of the host then raises.
+constexpr uint64_t kEndOfPass = ~uint64_t{0};
+constexpr uint64_t kFeederError = ~uint64_t{0} - 1;
+
+struct Frame {
+  uint64_t kind = 0;  // a payload's length, kEndOfPass or kFeederError
+  int64_t record = 0;
+  std::vector<uint8_t> bytes;  // the payload, or the error's text
+};
+
+// Local rank r's socket: an abstract Unix name (nothing in the file system to clean up).
+sockaddr_un socket_address(const PipeOptions& o, int local_rank, socklen_t& length) {
+  // One training channel per job; the host's index keeps simulated hosts on one machine apart.
+  const std::string name =
+      "sdp-pipe-" + o.token + "-" + std::to_string(o.host) + "-" + std::to_string(local_rank);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  address.sun_path[0] = '\0';
+  std::memcpy(address.sun_path + 1, name.data(),
+              std::min(name.size(), sizeof address.sun_path - 2));
+  length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 +
+                                  std::min(name.size(), sizeof address.sun_path - 2));
+  return address;
+}
+
+[[noreturn]] void socket_failure(const std::string& what) {
+  throw RuntimeError("pipe mode: " + what + ": " + std::strerror(errno));
+}
+
+void send_all(int fd, const void* data, std::size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    const ssize_t sent = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      socket_failure("a local rank's socket closed (it has stopped)");
+    }
+    p += sent;
+    n -= static_cast<std::size_t>(sent);
+  }
+}
+
+// False at the end of the stream before the first byte; throws on a partial read.
+bool recv_all(int fd, void* data, std::size_t n) {
+  auto* p = static_cast<uint8_t*>(data);
+  std::size_t have = 0;
+  while (have < n) {
+    const ssize_t got = ::recv(fd, p + have, n - have, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) socket_failure("reading from the host's pipe reader");
+    if (got == 0) {
+      if (have == 0) return false;
+      throw RuntimeError(
+          "pipe mode: the host's pipe reader (local rank 0) stopped in the middle of a record");
+    }
+    have += static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+void send_frame(int fd, const Frame& frame) {
+  const uint64_t header[2] = {frame.kind, static_cast<uint64_t>(frame.record)};
+  send_all(fd, header, sizeof header);
+  if (frame.kind == kFeederError) {
+    const uint64_t length = frame.bytes.size();
+    send_all(fd, &length, sizeof length);
+  }
+  if (!frame.bytes.empty()) send_all(fd, frame.bytes.data(), frame.bytes.size());
+}
+
+bool recv_frame(int fd, Frame& frame) {
+  uint64_t header[2];
+  if (!recv_all(fd, header, sizeof header)) return false;
+  frame.kind = header[0];
+  frame.record = static_cast<int64_t>(header[1]);
+  uint64_t length = frame.kind;
+  if (frame.kind == kEndOfPass) length = 0;
+  if (frame.kind == kFeederError && !recv_all(fd, &length, sizeof length))
+    throw RuntimeError("pipe mode: the host's pipe reader stopped in the middle of an error");
+  if (length > static_cast<uint64_t>(kMaxTfRecordBytes))
+    throw RuntimeError("pipe mode: a frame of " + std::to_string(length) +
+                       " bytes from the host's pipe reader");
+  frame.bytes.resize(length);
+  if (length > 0 && !recv_all(fd, frame.bytes.data(), length))
+    throw RuntimeError("pipe mode: the host's pipe reader stopped in the middle of a record");
+  return true;
+}
+
+}  // namespace
+
+std::string pipe_fifo_path(const std::string& channel, int64_t pass) {
+  return channel + "_" + std::to_string(pass);
+}
+
+struct PipeRecords::Shared {
+  explicit Shared(const PipeOptions& o) : options(o) {}
+
+  PipeOptions options;
+  std::atomic<bool> stop{false};
+  // Local rank 0: the feeder's sockets to local ranks 1.., and this rank's own queue.
+  std::vector<int> peers;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Frame> own;             // guarded by mu
+  bool feeder_done = false;          // guarded by mu
+  std::atomic<int64_t> opening{-1};  // the pass whose FIFO the feeder is opening (a blocking open)
+  std::thread feeder;
+  // Local ranks > 0: the listening socket and the feeder's connection.
+  int listen_fd = -1, connection = -1;
+  static constexpr std::size_t kOwnQueue = 64;
+
+  double seconds_left(Clock::time_point start) const {
+    return options.timeout_s - std::chrono::duration<double>(Clock::now() - start).count();
+  }
+
+  void connect_peers() {
+    peers.assign(static_cast<std::size_t>(options.local_size), -1);
+    for (int r = 1; r < options.local_size; ++r) {
+      const auto start = Clock::now();
+      for (;;) {
+        const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) socket_failure("socket");
+        socklen_t length = 0;
+        const sockaddr_un address = socket_address(options, r, length);
+        if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), length) == 0) {
+          peers[static_cast<std::size_t>(r)] = fd;
+          break;
+        }
+        ::close(fd);
+        if (stop) return;
+        if (seconds_left(start) <= 0)
+          throw RuntimeError("pipe mode: local rank " + std::to_string(r) +
+                             " did not listen for its records within " +
+                             std::to_string(static_cast<int>(options.timeout_s)) + " s");
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+  }
+
+  // Hands a frame to local rank r: this rank's queue, or r's socket.
+  void deliver(int r, Frame&& frame) {
+    if (r != 0) return send_frame(peers[static_cast<std::size_t>(r)], frame);
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return stop || own.size() < kOwnQueue; });
+    if (stop) return;
+    own.push_back(std::move(frame));
+    cv.notify_all();
+  }
+
+  void wait_for_fifo(const std::string& fifo) {
+    const auto start = Clock::now();
+    std::error_code ec;
+    while (!std::filesystem::exists(fifo, ec)) {
+      if (stop) return;
+      if (seconds_left(start) <= 0)
+        throw InputError(fifo + ": no such FIFO after " +
+                         std::to_string(static_cast<int>(options.timeout_s)) +
+                         " s: a channel in Pipe mode (TrainingInputMode: Pipe) gets <channel>_0, "
+                         "_1, ..., one per "
+                         "pass, from SageMaker");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
+  void feed() {
+    const PipeOptions& o = options;
+    try {
+      connect_peers();
+      for (int64_t pass = 0; !stop; ++pass) {
+        const std::string fifo = pipe_fifo_path(o.path, pass);
+        wait_for_fifo(fifo);
+        if (stop) break;
+        opening = pass;
+        TfRecordReader reader(fifo);  // blocks until SageMaker's writer opens it
+        opening = -1;
+        int64_t read = 0, kept = 0;
+        std::vector<uint8_t> payload;
+        while (!stop && reader.next(payload)) {
+          const int64_t record = read++;
+          if (!o.host_sharded && record % o.hosts != o.host) continue;
+          deliver(static_cast<int>(kept++ % o.local_size),
+                  Frame{payload.size(), record, std::move(payload)});
+        }
+        if (stop) break;
+        if (read == 0) throw InputError(fifo + ": the FIFO closed before its first record");
+        for (int r = 0; r < o.local_size; ++r) deliver(r, Frame{kEndOfPass, 0, {}});
+      }
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      for (int r = 0; r < o.local_size; ++r) {
+        try {
+          if (r == 0 || peers.size() > static_cast<std::size_t>(r)) {
+            if (r != 0 && peers[static_cast<std::size_t>(r)] < 0) continue;
+            deliver(r, Frame{kFeederError, 0, std::vector<uint8_t>(what.begin(), what.end())});
+          }
+        } catch (const std::exception&) {  // that rank is gone: nothing to tell it
+        }
+      }
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    feeder_done = true;
+    cv.notify_all();
+  }
+
+  void accept_feeder() {
+    const auto start = Clock::now();
+    pollfd p{listen_fd, POLLIN, 0};
+    for (;;) {
+      if (stop) throw RuntimeError("pipe mode: cancelled");
+      const int ready = ::poll(&p, 1, 100);
+      if (ready > 0) break;
+      if (ready < 0 && errno != EINTR) socket_failure("waiting for the host's pipe reader");
+      if (seconds_left(start) <= 0)
+        throw RuntimeError(
+            "pipe mode: the host's pipe reader (local rank 0) did not connect within " +
+            std::to_string(static_cast<int>(options.timeout_s)) + " s");
+    }
+    connection = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (connection < 0) socket_failure("accepting the host's pipe reader");
+  }
+};
+
+namespace {
+
+// The records of one pass as this rank receives them: from the feeder's queue (local rank 0) or
+// from its socket (the others), parsed as tf.train.Examples.
+class PipePassReader final : public ShardReader {
+ public:
+  PipePassReader(PipeRecords::Shared& shared, int64_t pass) : s_(shared), pass_(pass) {}
+
+  bool next(EncodedRecord& record) override {
+    Frame frame;
+    if (s_.options.local_rank == 0) {
+      std::unique_lock<std::mutex> lock(s_.mu);
+      s_.cv.wait(lock, [&] { return s_.stop || !s_.own.empty() || s_.feeder_done; });
+      if (s_.own.empty()) throw RuntimeError("pipe mode: the host's pipe reader stopped");
+      frame = std::move(s_.own.front());
+      s_.own.pop_front();
+      s_.cv.notify_all();
+    } else if (!recv_frame(s_.connection, frame)) {
+      throw RuntimeError("pipe mode: the host's pipe reader (local rank 0) closed its connection");
+    }
+    if (frame.kind == kEndOfPass) return false;
+    if (frame.kind == kFeederError)
+      throw InputError(std::string(frame.bytes.begin(), frame.bytes.end()));
+    const std::string where = pipe_fifo_path(s_.options.path, pass_) + ": record " +
+                              std::to_string(frame.record) + " (from 0)";
+    ExampleFields fields;
+    try {
+      fields = parse_example(frame.bytes.data(), frame.bytes.size(), s_.options.records.image_key,
+                             s_.options.records.label_key);
+    } catch (const InputError& e) {
+      throw InputError(where + ": " + e.what());
+    }
+    record.image = std::move(fields.image);
+    record.label = fields.label - s_.options.records.label_offset;
+    record.shard = 0;
+    record.record = frame.record;
+    return true;
+  }
+
+ private:
+  PipeRecords::Shared& s_;
+  int64_t pass_;
+};
+
+}  // namespace
+
+PipeRecords::PipeRecords(const PipeOptions& options)
+    : options_(options), shared_(std::make_shared<Shared>(options)) {
+  if (options.local_rank > 0) {
+    shared_->listen_fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (shared_->listen_fd < 0) socket_failure("socket");
+    socklen_t length = 0;
+    const sockaddr_un address = socket_address(options, options.local_rank, length);
+    if (::bind(shared_->listen_fd, reinterpret_cast<const sockaddr*>(&address), length) != 0 ||
+        ::listen(shared_->listen_fd, 1) != 0)
+      socket_failure("listening for the host's pipe reader");
+    return;
+  }
+  // The feeder owns a reference: a thread stuck reading a FIFO whose writer went quiet is let
+  // go at destruction, and must not outlive what it uses.
+  std::shared_ptr<Shared> shared = shared_;
+  shared_->feeder = start_thread([shared] { shared->feed(); });
+}
+
+PipeRecords::~PipeRecords() {
+  cancel();
+  Shared& s = *shared_;
+  if (s.feeder.joinable()) {
+    std::unique_lock<std::mutex> lock(s.mu);
+    const bool done = s.cv.wait_for(lock, std::chrono::seconds(5), [&] { return s.feeder_done; });
+    lock.unlock();
+    if (done) {
+      s.feeder.join();
+    } else {
+      s.feeder.detach();  // blocked in a read of a FIFO whose writer is alive but silent
+      return;             // it still uses the sockets
+    }
+  }
+  for (int fd : s.peers)
+    if (fd >= 0) ::close(fd);
+  if (s.connection >= 0) ::close(s.connection);
+  if (s.listen_fd >= 0) ::close(s.listen_fd);
+}
+
+void PipeRecords::cancel() {
+  Shared& s = *shared_;
+  s.stop = true;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.cv.notify_all();
+  }
+  for (int fd : s.peers)
+    if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+  if (s.connection >= 0) ::shutdown(s.connection, SHUT_RDWR);
+  if (s.listen_fd >= 0) ::shutdown(s.listen_fd, SHUT_RDWR);
+  // A feeder blocked opening a FIFO that no writer opens: opening it for writing releases it.
+  if (const int64_t pass = s.opening; pass >= 0) {
+    const int fd =
+        ::open(pipe_fifo_path(options_.path, pass).c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+std::unique_ptr<ShardReader> PipeRecords::open_pass(int64_t pass) {
+  if (options_.local_rank > 0 && shared_->connection < 0) shared_->accept_feeder();
+  return std::make_unique<PipePassReader>(*shared_, pass);
+}
+
+std::string PipeRecords::where(const StreamedRecord& r) const {
+  return pipe_fifo_path(options_.path, r.pass) + ": record " + std::to_string(r.record.record) +
+         " (from 0)";
+}
+
+// ---- PipeImageSet ----
+
+PipeImageSet::PipeImageSet(const PipeOptions& pipe, const EncodedImageOptions& images,
+                           int64_t samples_per_epoch, int64_t shuffle_buffer, int world_rank,
+                           int world_size)
+    : pipe_(pipe),
+      images_(images),
+      samples_per_epoch_(samples_per_epoch),
+      shuffle_buffer_(shuffle_buffer),
+      world_rank_(world_rank),
+      world_size_(world_size) {
+  if (samples_per_epoch < 1)
+    throw InputError(
+        "key 'data.samples_per_epoch': " + pipe.path +
+        " is a channel in Pipe mode, whose size cannot be known before it is read: set it to the "
+        "number of training records");
+  if (images_.num_classes <= 0)
+    throw InputError(name() + ": the number of classes is not known (model.num_classes)");
+  if (images_.image_size < 1 || images_.resize < images_.image_size)
+    throw InputError("data.image_size " + std::to_string(images_.image_size) + " and data.resize " +
+                     std::to_string(images_.resize) + ": need 1 <= image_size <= resize");
+  images_.workers = std::max(1, images_.workers);
+}
+
+std::string PipeImageSet::describe() const {
+  return name() + ": " + std::to_string(samples_per_epoch_) +
+         " samples per epoch (data.samples_per_epoch), read from " + pipe_fifo_path(pipe_.path, 0) +
+         ", _1, ... by local rank 0 of each host" +
+         (pipe_.host_sharded ? " (ShardedByS3Key: each host its own part)" : "") +
+         ", through a shuffle buffer of " + std::to_string(shuffle_buffer_) + " records";
+}
+
+std::unique_ptr<TrainLoader> PipeImageSet::make_train_loader(const LoaderOptions& options) const {
+  LoaderOptions counted = options;
+  counted.rank = world_rank_;
+  counted.world = world_size_;
+  return std::make_unique<StreamTrainLoader>(std::make_shared<PipeRecords>(pipe_),
+                                             samples_per_epoch_, images_, counted, shuffle_buffer_);
+}
+
+std::unique_ptr<EvalLoader> PipeImageSet::make_eval_loader(int64_t, int, int, int) const {
+  throw std::logic_error("PipeImageSet: a Pipe-mode channel is not read for evaluation");
+}
+
+}  // namespace sdp
