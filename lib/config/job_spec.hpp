@@ -36,7 +36,7 @@ struct DataSpec {
   std::string test = "${SM_CHANNEL_TEST:-data}";
   int batch_size = 64;  // per rank; global batch = batch_size * world size * train.accumulate_steps
   DataShard shard = DataShard::kAuto;  // auto: host for a SageMaker channel ShardedByS3Key, else rank
-  int prefetch = 2;
+  int prefetch = 4;  // deep enough that JPEG decoding jitter does not reach the step (docs/job-spec.md)
   Augmentation augment = Augmentation::kAuto;  // auto = crop+flip for cifar10
   SyntheticDataSpec synthetic;
   // Encoded images (tfrecord, image-folder): decoded and transformed as batches are made.
