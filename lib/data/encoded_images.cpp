@@ -260,11 +260,16 @@ EncodedImageSet::EncodedImageSet(std::shared_ptr<const EncodedSource> source, co
     : source_(std::move(source)), options_(options) {
   num_classes_ = source_->num_classes() > 0 ? source_->num_classes() : options.num_classes;
   if (source_->count() == 0) throw InputError(source_->name() + ": no samples");
-  if (num_classes_ <= 0) throw InputError(source_->name() + ": the number of classes is not known (model.num_classes)");
-  if (options_.image_size < 1 || options_.resize < options_.image_size)
-    throw InputError("data.image_size " + std::to_string(options_.image_size) + " and data.resize " +
-                     std::to_string(options_.resize) + ": need 1 <= image_size <= resize");
-  options_.workers = std::max(1, options_.workers);
+  options_ = checked_image_options(source_->name(), options_, num_classes_);
+}
+
+EncodedImageOptions checked_image_options(const std::string& set_name, EncodedImageOptions options, int num_classes) {
+  if (num_classes <= 0) throw InputError(set_name + ": the number of classes is not known (model.num_classes)");
+  if (options.image_size < 1 || options.resize < options.image_size)
+    throw InputError("data.image_size " + std::to_string(options.image_size) + " and data.resize " +
+                     std::to_string(options.resize) + ": need 1 <= image_size <= resize");
+  options.workers = std::max(1, options.workers);
+  return options;
 }
 
 std::unique_ptr<SampleAssembler> EncodedImageSet::make_assembler(const AugmentOptions& augment) const {

@@ -75,6 +75,11 @@ struct EncodedImageOptions {
   RandomResizedCropOptions crop;
 };
 
+// `options` checked for a set named `set_name` whose labels lie in [0, num_classes), with at
+// least one worker. Throws InputError when num_classes is not known (<= 0) or image_size and
+// resize do not fit (1 <= image_size <= resize).
+EncodedImageOptions checked_image_options(const std::string& set_name, EncodedImageOptions options, int num_classes);
+
 // One loader's decoding of batches of encoded images (the indexed sets' assembler and the
 // streamed sets' loaders share it): a pool of options.workers threads, each with its own
 // decoder, applying the training or evaluation transform, with options.skip_bad_records.

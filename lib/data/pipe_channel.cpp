@@ -383,12 +383,7 @@ PipeImageSet::PipeImageSet(const PipeOptions& pipe, const EncodedImageOptions& i
         "key 'data.samples_per_epoch': " + pipe.path +
         " is a channel in Pipe mode, whose size cannot be known before it is read: set it to the "
         "number of training records");
-  if (images_.num_classes <= 0)
-    throw InputError(name() + ": the number of classes is not known (model.num_classes)");
-  if (images_.image_size < 1 || images_.resize < images_.image_size)
-    throw InputError("data.image_size " + std::to_string(images_.image_size) + " and data.resize " +
-                     std::to_string(images_.resize) + ": need 1 <= image_size <= resize");
-  images_.workers = std::max(1, images_.workers);
+  images_ = checked_image_options(name(), images_, images_.num_classes);
 }
 
 std::string PipeImageSet::describe() const {

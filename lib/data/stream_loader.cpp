@@ -271,13 +271,7 @@ void RecordStream::read(int64_t first_pass, int64_t skip) {
 StreamedImageSet::StreamedImageSet(std::shared_ptr<const StreamSource> source,
                                    const EncodedImageOptions& options, int64_t shuffle_buffer)
     : source_(std::move(source)), options_(options), shuffle_buffer_(shuffle_buffer) {
-  if (options_.num_classes <= 0)
-    throw InputError(source_->name() + ": the number of classes is not known (model.num_classes)");
-  if (options_.image_size < 1 || options_.resize < options_.image_size)
-    throw InputError("data.image_size " + std::to_string(options_.image_size) +
-                     " and data.resize " + std::to_string(options_.resize) +
-                     ": need 1 <= image_size <= resize");
-  options_.workers = std::max(1, options_.workers);
+  options_ = checked_image_options(source_->name(), options_, options_.num_classes);
 }
 
 std::string StreamedImageSet::describe() const {
