@@ -16,13 +16,15 @@
 #     --build-only           build the image, run nothing
 #     --hyperparameters JSON hyperparameters.json, e.g. '{"config": "lenet-mnist.yaml"}' (default {})
 #     --channel NAME=DIR     mount DIR at /opt/ml/input/data/NAME, read-only (repeatable)
-#     --input-mode MODE      File (default) or Pipe: in Pipe mode every channel's files reach each
+#     --input-mode MODE      File (default) or Pipe, for every channel; --input-mode NAME=MODE for
+#                            channel NAME (repeatable). A Pipe-mode channel's files reach each
 #                            container through FIFOs /opt/ml/input/data/NAME_0, _1, ..., one per
 #                            pass, fed from this machine by scripts/sagemaker-pipe-feed.sh, and
 #                            inputdataconfig.json says TrainingInputMode: Pipe
-#     --distribution TYPE    FullyReplicated (default) or ShardedByS3Key: each host gets the
-#                            channel's files i with i % hosts == its index (inputdataconfig.json's
-#                            S3DistributionType says so)
+#     --distribution TYPE    FullyReplicated (default) or ShardedByS3Key, for every channel;
+#                            --distribution NAME=TYPE for channel NAME (repeatable). Sharded: each
+#                            host gets the channel's files i with i % hosts == its index
+#                            (inputdataconfig.json's S3DistributionType says so)
 #     --out DIR              each host's /opt/ml (config, model, checkpoints, output) goes to
 #                            DIR/algo-<i> (default: a new temporary directory, printed)
 #     --absent HOST          list HOST in the resourceconfig but start no container for it
@@ -44,7 +46,7 @@ cd "$(dirname "$0")/.."
 
 HOSTS_N=2 IMAGE=sdp-train:test BASE_IMAGE=debian:bookworm BUILD=0 HP='{}' OUT="" JOB=sdp-local-$$
 STOP_ON="" STOP_AFTER="" STOP_GRACE=120 TIMEOUT=3600 KEEP=0 CPUS="" INPUT_MODE=File DISTRIBUTION=FullyReplicated
-CHANNELS=() ABSENT=() ENVS=() HOST_ENVS=() TRAIN_ARGS=()
+CHANNELS=() ABSENT=() ENVS=() HOST_ENVS=() TRAIN_ARGS=() INPUT_MODES=() DISTRIBUTIONS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) HOSTS_N=$2; shift 2 ;;
@@ -54,8 +56,8 @@ while [ $# -gt 0 ]; do
     --build-only) BUILD=2; shift ;;
     --hyperparameters) HP=$2; shift 2 ;;
     --channel) CHANNELS+=("$2"); shift 2 ;;
-    --input-mode) INPUT_MODE=$2; shift 2 ;;
-    --distribution) DISTRIBUTION=$2; shift 2 ;;
+    --input-mode) if [[ $2 == *=* ]]; then INPUT_MODES+=("$2"); else INPUT_MODE=$2; fi; shift 2 ;;
+    --distribution) if [[ $2 == *=* ]]; then DISTRIBUTIONS+=("$2"); else DISTRIBUTION=$2; fi; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --absent) ABSENT+=("$2"); shift 2 ;;
     --env) ENVS+=(-e "$2"); shift 2 ;;
@@ -74,8 +76,23 @@ while [ $# -gt 0 ]; do
 done
 say() { echo "sagemaker-local: $*" >&2; }
 
-case "$INPUT_MODE" in File|Pipe) ;; *) say "--input-mode $INPUT_MODE: File or Pipe"; exit 2 ;; esac
-case "$DISTRIBUTION" in FullyReplicated|ShardedByS3Key) ;; *) say "--distribution $DISTRIBUTION: FullyReplicated or ShardedByS3Key"; exit 2 ;; esac
+# A channel's TrainingInputMode: its own --input-mode NAME=MODE, else --input-mode MODE.
+channel_mode() {
+  local mode=$INPUT_MODE m
+  for m in "${INPUT_MODES[@]}"; do [ "${m%%=*}" != "$1" ] || mode=${m#*=}; done
+  echo "$mode"
+}
+for m in "$INPUT_MODE" "${INPUT_MODES[@]}"; do
+  case "${m#*=}" in File|Pipe) ;; *) say "--input-mode $m: File or Pipe"; exit 2 ;; esac
+done
+channel_distribution() {
+  local type=$DISTRIBUTION d
+  for d in "${DISTRIBUTIONS[@]}"; do [ "${d%%=*}" != "$1" ] || type=${d#*=}; done
+  echo "$type"
+}
+for d in "$DISTRIBUTION" "${DISTRIBUTIONS[@]}"; do
+  case "${d#*=}" in FullyReplicated|ShardedByS3Key) ;; *) say "--distribution $d: FullyReplicated or ShardedByS3Key"; exit 2 ;; esac
+done
 docker info >/dev/null 2>&1 || { say "no Docker daemon answers (docker info)"; exit 2; }
 if [ $BUILD != 0 ] || ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
   say "building $IMAGE on $BASE_IMAGE"
@@ -89,7 +106,7 @@ mkdir -p "$OUT"; OUT=$(readlink -f "$OUT")
 HOSTS=()
 for i in $(seq 1 "$HOSTS_N"); do HOSTS+=("algo-$i"); done
 hosts_json=$(printf '"%s",' "${HOSTS[@]}"); hosts_json="[${hosts_json%,}]"
-channels_json=$(for c in "${CHANNELS[@]}"; do printf '"%s": {"TrainingInputMode": "%s", "S3DistributionType": "%s", "RecordWrapperType": "None"},' "${c%%=*}" "$INPUT_MODE" "$DISTRIBUTION"; done)
+channels_json=$(for c in "${CHANNELS[@]}"; do printf '"%s": {"TrainingInputMode": "%s", "S3DistributionType": "%s", "RecordWrapperType": "None"},' "${c%%=*}" "$(channel_mode "${c%%=*}")" "$(channel_distribution "${c%%=*}")"; done)
 channels_json="{${channels_json%,}}"
 
 STARTED=()
@@ -123,38 +140,32 @@ for h in "${HOSTS[@]}"; do
           -v "$dir/checkpoints:/opt/ml/checkpoints" -v "$dir/output:/opt/ml/output")
   host_envs=()
   for e in "${HOST_ENVS[@]}"; do [ "${e%%:*}" != "$h" ] || host_envs+=(-e "${e#*:}"); done
-  if [ "$INPUT_MODE" = Pipe ]; then
-    # This host's FIFOs, fed from here (a FIFO on a bind mount is the same pipe on both sides).
-    mkdir -p "$dir/input/data"
-    mounts+=(-v "$dir/input/data:/opt/ml/input/data")
-    host_index=$(( ${h#algo-} - 1 ))
-    for c in "${CHANNELS[@]}"; do
-      files=()
-      while IFS= read -r f; do files+=("$f"); done < <(find "$(readlink -f "${c#*=}")" -maxdepth 1 -type f ! -name '.*' ! -name '*.idx' | sort)
-      if [ "$DISTRIBUTION" = ShardedByS3Key ]; then
-        mine=(); for k in "${!files[@]}"; do [ $((k % HOSTS_N)) -ne $host_index ] || mine+=("${files[$k]}"); done
-        files=("${mine[@]}")
-      fi
-      [ ${#files[@]} -gt 0 ] || { say "$h: channel ${c%%=*} has no file for this host"; exit 2; }
-      bash scripts/sagemaker-pipe-feed.sh "$dir/input/data/${c%%=*}" "${files[@]}" &
+  # The channels: /opt/ml/input/data is this host's directory, holding the FIFOs of the Pipe-mode
+  # channels (fed from here: a FIFO on a bind mount is the same pipe on both sides) and this
+  # host's part of the ShardedByS3Key ones; a FullyReplicated File-mode channel is mounted as is.
+  mkdir -p "$dir/input/data"
+  mounts+=(-v "$dir/input/data:/opt/ml/input/data")
+  host_index=$(( ${h#algo-} - 1 ))
+  for c in "${CHANNELS[@]}"; do
+    name=${c%%=*} src=$(readlink -f "${c#*=}") sharded=0
+    [ "$(channel_distribution "$name")" = FullyReplicated ] || sharded=1
+    files=()
+    k=0
+    while IFS= read -r f; do
+      [ $sharded = 1 ] && [ $((k % HOSTS_N)) -ne $host_index ] || files+=("$f")
+      k=$((k + 1))
+    done < <(find "$src" -maxdepth 1 -type f ! -name '.*' ! -name '*.idx' | sort)
+    if [ "$(channel_mode "$name")" = Pipe ]; then
+      [ ${#files[@]} -gt 0 ] || { say "$h: channel $name has no file for this host"; exit 2; }
+      bash scripts/sagemaker-pipe-feed.sh "$dir/input/data/$name" "${files[@]}" &
       FEEDER_PIDS+=($!)
-    done
-  elif [ "$DISTRIBUTION" = ShardedByS3Key ]; then
-    # This host's part of each channel, linked (or copied) into a directory of its own.
-    host_index=$(( ${h#algo-} - 1 ))
-    for c in "${CHANNELS[@]}"; do
-      part=$dir/input/data/${c%%=*}
-      rm -rf "$part"; mkdir -p "$part"
-      k=0
-      while IFS= read -r f; do
-        [ $((k % HOSTS_N)) -ne $host_index ] || cp -l "$f" "$part/" 2>/dev/null || cp "$f" "$part/"
-        k=$((k + 1))
-      done < <(find "$(readlink -f "${c#*=}")" -maxdepth 1 -type f ! -name '.*' ! -name '*.idx' | sort)
-      mounts+=(-v "$part:/opt/ml/input/data/${c%%=*}:ro")
-    done
-  else
-    for c in "${CHANNELS[@]}"; do mounts+=(-v "$(readlink -f "${c#*=}"):/opt/ml/input/data/${c%%=*}:ro"); done
-  fi
+    elif [ $sharded = 1 ]; then
+      rm -rf "${dir:?}/input/data/$name"; mkdir -p "$dir/input/data/$name"
+      for f in "${files[@]}"; do cp -l "$f" "$dir/input/data/$name/" 2>/dev/null || cp "$f" "$dir/input/data/$name/"; done
+    else
+      mounts+=(-v "$src:/opt/ml/input/data/$name:ro")
+    fi
+  done
   docker run -d --name "$JOB-$h" --hostname "$h" --network "$JOB" --network-alias "$h" \
     ${CPUS:+--cpus "$CPUS"} --stop-timeout "$STOP_GRACE" \
     -e TRAINING_JOB_NAME="$JOB" -e TRAINING_JOB_ARN="arn:aws:sagemaker:local:000000000000:training-job/$JOB" \

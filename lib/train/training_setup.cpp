@@ -75,6 +75,9 @@ DataSplits open_encoded_images(const JobSpec& spec, const DataReaders& readers) 
                      "(the test channel's TrainingInputMode)");
   const auto train_channel = channel_config(d.train);
   if (!train_channel || train_channel->input_mode != "Pipe") {
+    if (d.samples_per_epoch > 0 && readers.rank == 0)
+      log_warn("key 'data.samples_per_epoch' is read only for a training channel in Pipe mode; " + d.train +
+               " is counted instead");
     auto train = open_encoded_set(d, options, d.train);  // first: its errors are the ones reported
     return {std::move(train), open_encoded_set(d, options, d.test)};
   }

@@ -37,6 +37,34 @@ job() {
 }
 
 case "$CASE" in
+  input_modes)
+    # SageMaker's input modes on two hosts: a training channel in Pipe mode (FIFOs
+    # /opt/ml/input/data/training_0, _1, ... fed from outside, one reader per host) and the
+    # same channel distributed ShardedByS3Key in File mode (each host its own files:
+    # data.shard auto -> host), the test channel FullyReplicated in File mode.
+    mkdir -p "$WORK/data"
+    docker run --rm --entrypoint sdp-train -v "$WORK/data:/data" "$IMAGE" data convert --from synthetic \
+      --format tfrecord --output /data/train --synthetic-samples 2048 --shards 4 >/dev/null || fail "convert"
+    docker run --rm --entrypoint sdp-train -v "$WORK/data:/data" "$IMAGE" data convert --from synthetic \
+      --split test --format tfrecord --output /data/test --synthetic-samples 512 >/dev/null || fail "convert"
+    hp='{"config": "quickstart.yaml", "threads": "1", "data.format": "tfrecord", "data.samples_per_epoch": "2048",
+         "data.image_size": "24", "data.resize": "32", "train.epochs": "2"}'
+    for distribution in FullyReplicated ShardedByS3Key; do
+      job -n 2 --input-mode training=Pipe --distribution training=$distribution --channel "training=$WORK/data/train" \
+        --channel "test=$WORK/data/test" --hyperparameters "$hp"
+      [ $STATUS -eq 0 ] || fail "Pipe, $distribution: exit status $STATUS"
+      grep -q '^\[algo-1\] .*training data tfrecord pipe:/opt/ml/input/data/training: 2048 samples per epoch' "$WORK/out" ||
+        fail "Pipe, $distribution: the channel was not read as a pipe"
+      grep -qE '^\[algo-1\] \[done\] steps=32 .*test_accuracy=(0\.9|1)' "$WORK/out" || fail "Pipe, $distribution: not 32 steps that learn"
+      rm -rf "$WORK/ml"
+    done
+    job -n 2 --distribution training=ShardedByS3Key --channel "training=$WORK/data/train" --channel "test=$WORK/data/test" \
+      --hyperparameters "$hp"
+    [ $STATUS -eq 0 ] || fail "File, ShardedByS3Key: exit status $STATUS"
+    grep -q '^\[algo-1\] .*training data tfrecord:/opt/ml/input/data/training: 1024 samples' "$WORK/out" ||
+      fail "File, ShardedByS3Key: a host did not see its half"
+    grep -q '^\[algo-1\] .*data.shard host: each host reads its own set; steps per epoch 16' "$WORK/out" ||
+      fail "File, ShardedByS3Key: data.shard auto did not split per host" ;;
   two_hosts_lenet)
     # Two containers train LeNet-5 for one epoch through the entry point; the model lands in
     # the leader's /opt/ml/model only, the metrics line says 2 ranks.
