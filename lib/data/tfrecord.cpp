@@ -27,6 +27,9 @@ namespace {
 constexpr int64_t kHeaderBytes = 12;  // length + its CRC
 constexpr int64_t kFooterBytes = 4;   // payload CRC
 constexpr int64_t kReadChunk = 16 << 20;
+// Sequential reads in 1 MiB blocks, not stdio's 4 KiB: on SageMaker's FastFile mode (S3 mounted
+// lazily) every read is a request, and streamed sets read whole shards front to back.
+constexpr std::size_t kReadBuffer = 1 << 20;
 constexpr const char* kIndexMagic = "sdp-tfrecord-index 1";
 
 uint64_t load_le64(const uint8_t* p) {
@@ -232,6 +235,7 @@ TfRecordReader::TfRecordReader(const std::string& path) : path_(path) {
     // A pipe (SageMaker's Pipe mode) can be read once, in order: no sniffing for gzip, no size.
     plain_ = std::fopen(path.c_str(), "rb");
     if (plain_ == nullptr) throw InputError(path + ": cannot open for reading: " + std::strerror(errno));
+    set_read_buffer();
     plain_size_ = -1;
     return;
   }
@@ -241,8 +245,15 @@ TfRecordReader::TfRecordReader(const std::string& path) : path_(path) {
     plain_ = std::fopen(path.c_str(), "rb");
     if (plain_ == nullptr)
       throw InputError(path + ": cannot open for reading: " + std::strerror(errno));
+    set_read_buffer();
     plain_size_ = file_size_of(::fileno(plain_), path);
   }
+}
+
+void TfRecordReader::set_read_buffer() {
+  // glibc ignores the size of a buffer it is to allocate itself: hand it ours.
+  read_buffer_ = std::make_unique<char[]>(kReadBuffer);
+  std::setvbuf(plain_, read_buffer_.get(), _IOFBF, kReadBuffer);
 }
 
 TfRecordReader::~TfRecordReader() {

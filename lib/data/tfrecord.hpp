@@ -55,11 +55,13 @@ class TfRecordReader {
  private:
   // Up to n bytes; fewer only at the end of the file.
   int64_t read_some(void* dst, int64_t n);
+  void set_read_buffer();
   [[noreturn]] void fail(int64_t record_offset, const std::string& what) const;
 
   std::string path_;
   std::unique_ptr<CompressedFile> gz_;  // gzip files
   std::FILE* plain_ = nullptr;          // plain files (see tfrecord_is_gzip for why not gzread)
+  std::unique_ptr<char[]> read_buffer_;  // plain_'s stdio buffer: reads of 1 MiB, not 4 KiB
   int64_t plain_size_ = 0;
   int64_t offset_ = 0;
   int64_t record_ = 0;
