@@ -76,23 +76,24 @@ while [ $# -gt 0 ]; do
 done
 say() { echo "sagemaker-local: $*" >&2; }
 
-# A channel's TrainingInputMode: its own --input-mode NAME=MODE, else --input-mode MODE.
-channel_mode() {
-  local mode=$INPUT_MODE m
-  for m in "${INPUT_MODES[@]}"; do [ "${m%%=*}" != "$1" ] || mode=${m#*=}; done
-  echo "$mode"
+# per_channel NAME DEFAULT [NAME=VALUE...]: the value a per-channel option (--input-mode,
+# --distribution) gives channel NAME: its own NAME=VALUE, else the option's plain value.
+per_channel() {
+  local name=$1 value=$2 v
+  shift 2
+  for v in "$@"; do [ "${v%%=*}" != "$name" ] || value=${v#*=}; done
+  echo "$value"
 }
-for m in "$INPUT_MODE" "${INPUT_MODES[@]}"; do
-  case "${m#*=}" in File|Pipe) ;; *) say "--input-mode $m: File or Pipe"; exit 2 ;; esac
-done
-channel_distribution() {
-  local type=$DISTRIBUTION d
-  for d in "${DISTRIBUTIONS[@]}"; do [ "${d%%=*}" != "$1" ] || type=${d#*=}; done
-  echo "$type"
+channel_mode() { per_channel "$1" "$INPUT_MODE" "${INPUT_MODES[@]}"; }                # TrainingInputMode
+channel_distribution() { per_channel "$1" "$DISTRIBUTION" "${DISTRIBUTIONS[@]}"; }  # S3DistributionType
+# check_values OPTION ALLOWED_REGEX VALUE...: every value (NAME=VALUE or VALUE) allowed, or exit 2.
+check_values() {
+  local option=$1 allowed=$2 v
+  shift 2
+  for v in "$@"; do [[ ${v#*=} =~ ^($allowed)$ ]] || { say "$option $v: ${allowed//|/ or }"; exit 2; }; done
 }
-for d in "$DISTRIBUTION" "${DISTRIBUTIONS[@]}"; do
-  case "${d#*=}" in FullyReplicated|ShardedByS3Key) ;; *) say "--distribution $d: FullyReplicated or ShardedByS3Key"; exit 2 ;; esac
-done
+check_values --input-mode 'File|Pipe' "$INPUT_MODE" "${INPUT_MODES[@]}"
+check_values --distribution 'FullyReplicated|ShardedByS3Key' "$DISTRIBUTION" "${DISTRIBUTIONS[@]}"
 docker info >/dev/null 2>&1 || { say "no Docker daemon answers (docker info)"; exit 2; }
 if [ $BUILD != 0 ] || ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
   say "building $IMAGE on $BASE_IMAGE"

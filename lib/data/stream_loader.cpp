@@ -19,6 +19,13 @@ constexpr uint64_t kShuffleBufferKey = 0x94d049bb133111ebull;
 // A rank's stream looks this many passes ahead for a record before calling its share empty.
 constexpr int64_t kMaxEmptyPasses = 1000;
 
+// A rank whose passes hold nothing, pass after pass, would wait for ever.
+InputError no_records(int rank) {
+  return InputError("rank " + std::to_string(rank) + " gets no record in " +
+                    std::to_string(kMaxEmptyPasses) +
+                    " passes: every shard (or pipe pass) it is given is empty");
+}
+
 AugmentOptions seeded(AugmentOptions augment, uint64_t seed) {
   augment.seed = seed;
   return augment;
@@ -217,10 +224,7 @@ void RecordStream::read(int64_t first_pass, int64_t skip) {
   for (int64_t pass = first_pass;; ++pass) {
     const int64_t expected = source.pass_samples(pass);
     if (expected == 0) {
-      if (++empty_passes >= kMaxEmptyPasses)
-        throw InputError("rank " + std::to_string(options_.rank) + " gets no record in " +
-                         std::to_string(kMaxEmptyPasses) +
-                         " passes: every shard it is given is empty");
+      if (++empty_passes >= kMaxEmptyPasses) throw no_records(options_.rank);
       if (!options_.repeat) return;
       continue;
     }
@@ -260,8 +264,7 @@ void RecordStream::read(int64_t first_pass, int64_t skip) {
       buffer.pop_back();
     }
     if (read == 0 && expected < 0 && ++empty_passes >= kMaxEmptyPasses)
-      throw InputError("rank " + std::to_string(options_.rank) + " read no record in " +
-                       std::to_string(kMaxEmptyPasses) + " passes");
+      throw no_records(options_.rank);
     if (!options_.repeat) return;
   }
 }
@@ -332,10 +335,7 @@ std::optional<std::pair<int64_t, int64_t>> StreamTrainLoader::stream_position(
     if (records < share) return std::make_pair(pass, records);
     records -= share;
     empty_passes = share == 0 ? empty_passes + 1 : 0;
-    if (empty_passes >= kMaxEmptyPasses)
-      throw InputError("rank " + std::to_string(options_.rank) + " gets no record in " +
-                       std::to_string(kMaxEmptyPasses) +
-                       " passes: every shard it is given is empty");
+    if (empty_passes >= kMaxEmptyPasses) throw no_records(options_.rank);
   }
 }
 

@@ -183,7 +183,8 @@ std::optional<std::vector<int64_t>> parse_index(const std::string& text, int64_t
 
 std::optional<std::vector<int64_t>> load_fresh_index(const std::string& path, int64_t data_bytes) {
   // At most ~21 bytes per record of at least 16 bytes: a longer file is not an index of this one.
-  const auto text = read_fresh_index(path, tfrecord_index_path(path), static_cast<uint64_t>(2 * data_bytes + 256));
+  const auto text = read_fresh_index(path, tfrecord_index_path(path),
+                                     static_cast<uint64_t>(2 * data_bytes + 256));
   if (!text) return std::nullopt;
   return parse_index(*text, data_bytes);
 }
@@ -198,7 +199,8 @@ struct FileHead {
   size_t size = 0;
   bool gzip_magic() const { return size >= 2 && bytes[0] == 0x1f && bytes[1] == 0x8b; }
   bool record_header() const {
-    return size == static_cast<size_t>(kHeaderBytes) && load_le32(bytes + 8) == crc32c_mask(crc32c(bytes, 8));
+    return size == static_cast<size_t>(kHeaderBytes) &&
+           load_le32(bytes + 8) == crc32c_mask(crc32c(bytes, 8));
   }
   // A plain file may start with the gzip magic (see tfrecord_is_gzip): the header decides.
   bool gzip() const { return gzip_magic() && !record_header(); }
@@ -218,7 +220,8 @@ bool read_head(const std::string& path, FileHead& head) {
 bool tfrecord_is_gzip(const std::string& path) {
   require_file(path);
   FileHead head;
-  if (!read_head(path, head)) throw InputError(path + ": cannot open for reading: " + std::strerror(errno));
+  if (!read_head(path, head))
+    throw InputError(path + ": cannot open for reading: " + std::strerror(errno));
   return head.gzip();
 }
 
@@ -230,24 +233,18 @@ bool looks_like_tfrecord(const std::string& path) {
 // ---- TfRecordReader ----
 
 TfRecordReader::TfRecordReader(const std::string& path) : path_(path) {
+  // A pipe (SageMaker's Pipe mode) can be read once, in order: no sniffing for gzip, no size.
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)) {
-    // A pipe (SageMaker's Pipe mode) can be read once, in order: no sniffing for gzip, no size.
-    plain_ = std::fopen(path.c_str(), "rb");
-    if (plain_ == nullptr) throw InputError(path + ": cannot open for reading: " + std::strerror(errno));
-    set_read_buffer();
-    plain_size_ = -1;
+  const bool pipe = ::stat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
+  if (!pipe && tfrecord_is_gzip(path)) {
+    gz_ = std::make_unique<CompressedFile>(path);
     return;
   }
-  if (tfrecord_is_gzip(path)) {
-    gz_ = std::make_unique<CompressedFile>(path);
-  } else {
-    plain_ = std::fopen(path.c_str(), "rb");
-    if (plain_ == nullptr)
-      throw InputError(path + ": cannot open for reading: " + std::strerror(errno));
-    set_read_buffer();
-    plain_size_ = file_size_of(::fileno(plain_), path);
-  }
+  plain_ = std::fopen(path.c_str(), "rb");
+  if (plain_ == nullptr)
+    throw InputError(path + ": cannot open for reading: " + std::strerror(errno));
+  set_read_buffer();
+  plain_size_ = pipe ? -1 : file_size_of(::fileno(plain_), path);
 }
 
 void TfRecordReader::set_read_buffer() {
@@ -292,7 +289,8 @@ bool TfRecordReader::next(std::vector<uint8_t>& payload) {
   if (got < kHeaderBytes)
     fail(start,
          "truncated record header: expected 12 bytes, the file ends after " + std::to_string(got));
-  const std::string problem = header_problem(header, gz_ || plain_size_ < 0 ? -1 : plain_size_ - offset_);
+  const std::string problem =
+      header_problem(header, gz_ || plain_size_ < 0 ? -1 : plain_size_ - offset_);
   if (!problem.empty()) fail(start, problem);
   // The length is bounded, and the payload grows as it arrives: a gzip stream's claim costs
   // no more memory than the stream really holds.
@@ -486,7 +484,9 @@ void TfRecordWriter::flush() {
     int errnum = 0;
     const char* msg = gzerror(static_cast<gzFile>(gz_), &errnum);
     throw RuntimeError("cannot write '" + path_ + "': " +
-                       (errnum == Z_ERRNO ? std::strerror(errno) : msg ? msg : "zlib error"));
+                       (errnum == Z_ERRNO ? std::strerror(errno)
+                        : msg             ? msg
+                                          : "zlib error"));
   }
 }
 
