@@ -3,7 +3,8 @@
 # Debian does not have (pip). Idempotent and non-interactive; runs apt-get as root, or through
 # sudo otherwise.
 #   scripts/install-deps.sh           build + test dependencies
-#   scripts/install-deps.sh --no-pip  the Debian packages only (an image that runs jobs, not tests)
+#   scripts/install-deps.sh --no-pip  the Debian packages to build and run jobs only (an image that
+#                                     runs jobs, not tests: no pip packages, no Slurm)
 #   scripts/install-deps.sh --bench   also PyTorch (python3-torch, python3-torchvision) with OpenBLAS, the peer the benchmarks compare with,
 #                                     and the loader peers of scripts/bench-data.sh (tf.data, NVIDIA DALI) in a virtual environment
 set -euo pipefail
@@ -23,6 +24,10 @@ packages=(
   python3                             # test and benchmark scripts
   python3-pip                         # the Python packages below
 )
+# The tests' own cluster (tests/slurm: scripts/simcluster.sh slurm): Slurm 22.05 with its PMIx
+# plugin (slurm-wlm-basic-plugins), and munge, its authentication.
+test_packages=(slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge)
+[ "${1:-}" = "--no-pip" ] || packages+=("${test_packages[@]}")
 # Not in Debian: pip installs them for the python3 the tests run (the first on PATH).
 python_packages=(
   tensorboard==2.20.0                 # its own event reader checks output.tensorboard's files

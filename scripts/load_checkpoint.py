@@ -2,6 +2,10 @@
 """Read an sdp-train checkpoint (or final model) into NumPy arrays: NumPy only, no torch.
 
     python3 scripts/load_checkpoint.py out/checkpoints/ckpt-000000500.safetensors
+    python3 scripts/load_checkpoint.py --compare A.safetensors B.safetensors
+
+--compare exits 0 when both files hold the same tensors, bitwise (the metadata, which names
+the job's paths, may differ), and 1 naming the tensors that differ.
 
 As a module: `tensors, metadata = load_checkpoint(path)`; tensors is a dict name -> array
 (model parameters and buffers under their layer names, optimizer state under
@@ -51,9 +55,27 @@ def load_checkpoint(path):
     return tensors, metadata
 
 
+def compare(path_a, path_b):
+    a, _ = load_checkpoint(path_a)
+    b, _ = load_checkpoint(path_b)
+    if a.keys() != b.keys():
+        print(f"tensor names differ: only in {path_a}: {sorted(a.keys() - b.keys())}, "
+              f"only in {path_b}: {sorted(b.keys() - a.keys())}")
+        return 1
+    differing = [k for k in a if a[k].dtype != b[k].dtype or a[k].shape != b[k].shape
+                 or a[k].tobytes() != b[k].tobytes()]
+    if differing:
+        print(f"{len(differing)} of {len(a)} tensors differ: {differing}")
+        return 1
+    print(f"{len(a)} tensors bitwise identical")
+    return 0
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--compare":
+        sys.exit(compare(sys.argv[2], sys.argv[3]))
     if len(sys.argv) != 2:
-        sys.exit("usage: load_checkpoint.py FILE.safetensors")
+        sys.exit("usage: load_checkpoint.py FILE.safetensors | --compare A.safetensors B.safetensors")
     tensors, metadata = load_checkpoint(sys.argv[1])
     for key in sorted(metadata):
         if key != "job_spec":

@@ -10,7 +10,12 @@
 #   scripts/simcluster.sh status             hosts, addresses, shaping, byte counters
 #   scripts/simcluster.sh counters           "host tx_bytes rx_bytes" of each host's link
 #   scripts/simcluster.sh mpirun-args        the mpirun options that launch on the hosts
-#   scripts/simcluster.sh down               removes everything `up` and `shape` made
+#   scripts/simcluster.sh slurm [--gpus G]   a real Slurm cluster on the hosts that are up:
+#                                            munged, slurmctld, one slurmd per host; CPUs =
+#                                            slots, G GPUs per host (default: this machine's
+#                                            GPUs dealt out over the hosts)
+#   scripts/simcluster.sh slurm-down         stops what `slurm` started (`down` does too)
+#   scripts/simcluster.sh down               removes everything `up`, `shape` and `slurm` made
 #
 # Then:  mpirun -np 4 $(scripts/simcluster.sh mpirun-args) build/sdp-train ...
 # or source the env file it writes (SIMCLUSTER_MPIRUN_ARGS, SIMCLUSTER_HOSTS, ...):
@@ -35,6 +40,16 @@
 # after it, and hosts sharing a name would collide in /dev/shm. MPI traffic between hosts
 # is TCP on the private subnet (btl tcp, btl_tcp_if_include / oob_tcp_if_include); ranks
 # of one host use shared memory (vader), as on a real node.
+#
+# Slurm (`slurm`, after `up`): slurmctld runs in the root namespace at $NET.254 and one
+# slurmd per host runs inside the host's network namespace, entered with `nsenter --net`
+# (not `ip netns exec`, which remounts /sys and loses the cgroup mounts slurmd needs), with
+# its own UTS namespace (host name) and mount namespace: the PMIx plugin keeps per-job
+# directories under TmpFS, and slurmd's sharing a file system collide there, so each gets
+# its own directory bound over the TmpFS path. One munged serves them all (its socket is a
+# path). Jobs start from slurmd, so they inherit the host's namespaces, as on a real node.
+# Clients (sbatch, srun, squeue, scancel) find the cluster through SLURM_CONF, which the
+# env file exports. See docs/slurm.md.
 #
 # Needs root and network namespaces; exits 77 (the CTest "skipped" status) with a message
 # when either is missing. `up` and `down` are idempotent; `up` takes well under a second.
@@ -205,8 +220,163 @@ cmd_status() {
   done
 }
 
+
+# ---- Slurm on the simulated hosts ----------------------------------------------------------
+SLURM_DIR=$STATE/slurm
+
+slurm_pids() {  # the daemons `slurm` started, from their pid files
+  cat "$SLURM_DIR"/run/*.pid 2>/dev/null || true
+}
+
+machine_gpu_count() {  # the GPUs nvidia-smi lists, 0 without one
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true
+  else
+    echo 0
+  fi
+}
+
+write_slurm_conf() {
+  local slots=$1 gpus=$2
+  local conf=$SLURM_DIR/slurm.conf
+  mkdir -p "$SLURM_DIR"/{ctld,spool,run,log,tmpfs,hosttmp,munge}
+  cat >"$conf" <<EOF
+# Written by scripts/simcluster.sh slurm: a Slurm cluster on the simulated hosts.
+ClusterName=${PREFIX}sim
+SlurmctldHost=$PREFIX-ctl($NET.254)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+# cred_expire: a requeued job waits this long before it starts again (the revoked credential
+# of its last run must expire first); 120 s by default, 10 here so that tests need not wait.
+AuthInfo=socket=$SLURM_DIR/munge/munge.socket.2,cred_expire=10
+StateSaveLocation=$SLURM_DIR/ctld
+SlurmctldPidFile=$SLURM_DIR/run/slurmctld.pid
+SlurmctldLogFile=$SLURM_DIR/log/slurmctld.log
+SlurmdSpoolDir=$SLURM_DIR/spool/%n
+SlurmdPidFile=$SLURM_DIR/run/slurmd-%n.pid
+SlurmdLogFile=$SLURM_DIR/log/slurmd-%n.log
+SlurmctldPort=${SIMCLUSTER_SLURMCTLD_PORT:-6817}
+SlurmdPort=6818
+TmpFS=$SLURM_DIR/tmpfs
+# Every host shares this machine's cores: no binding, processes tracked through /proc.
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+MpiDefault=pmix
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+SchedulerType=sched/backfill
+# Look at pending jobs every few seconds (default 60 s for the main pass, 30 s for backfill):
+# a requeued job starts soon after its wait.
+SchedulerParameters=sched_interval=5,bf_interval=5
+SlurmdParameters=config_overrides
+ReturnToService=2
+# scancel and requeue send SIGTERM, then SIGKILL this many seconds later.
+KillWait=30
+JobRequeue=1
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+MailProg=/bin/true
+EOF
+  [ "$gpus" -gt 0 ] && echo "GresTypes=gpu" >>"$conf"
+  : >"$SLURM_DIR/gres.conf"
+  local i=0 first
+  for ns in $(hosts); do
+    i=$((i + 1))
+    local gres=""
+    if [ "$gpus" -gt 0 ]; then
+      # The machine's GPUs dealt out: host i gets its own device files.
+      first=$(((i - 1) * gpus))
+      gres=" Gres=gpu:$gpus"
+      echo "NodeName=$ns Name=gpu File=/dev/nvidia[$first-$((first + gpus - 1))]" >>"$SLURM_DIR/gres.conf"
+    fi
+    echo "NodeName=$ns NodeAddr=$NET.$i CPUs=$slots State=UNKNOWN$gres" >>"$conf"
+  done
+  echo "PartitionName=sim Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE" >>"$conf"
+}
+
+cmd_slurm() {
+  local gpus=
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --gpus) gpus=$2; shift 2 ;;
+      *) die "slurm: unknown option $1" ;;
+    esac
+  done
+  need_root
+  [ -n "$(hosts)" ] || die "slurm: no cluster is up (run: $0 up N)"
+  for tool in munged slurmctld slurmd sbatch srun sinfo nsenter; do
+    command -v "$tool" >/dev/null ||
+      skip "no '$tool' command (scripts/install-deps.sh installs Slurm and munge)"
+  done
+  [ -n "$(ls /sys/fs/cgroup 2>/dev/null)" ] || skip "slurmd needs a cgroup file system under /sys/fs/cgroup"
+  cmd_slurm_down >/dev/null
+  local n slots
+  n=$(hosts | wc -l)
+  slots=$(sed -n 's/^SIMCLUSTER_SLOTS=//p' "$STATE/env")
+  [ -n "$gpus" ] || gpus=$(($(machine_gpu_count) / n))
+  [[ "$gpus" =~ ^[0-9]+$ ]] || die "slurm: --gpus needs a count"
+  write_slurm_conf "$slots" "$gpus"
+  local conf=$SLURM_DIR/slurm.conf
+
+  # munge: a fresh key for this cluster, one daemon for every host.
+  dd if=/dev/urandom of="$SLURM_DIR/munge/munge.key" bs=1024 count=1 status=none
+  chmod 400 "$SLURM_DIR/munge/munge.key"
+  munged --force --socket="$SLURM_DIR/munge/munge.socket.2" --key-file="$SLURM_DIR/munge/munge.key" \
+    --pid-file="$SLURM_DIR/run/munged.pid" --log-file="$SLURM_DIR/log/munged.log" \
+    --seed-file="$SLURM_DIR/munge/munged.seed" >"$SLURM_DIR/log/munged.start" 2>&1 ||
+    { cat "$SLURM_DIR/log/munged.start" >&2; die "slurm: munged did not start"; }
+
+  # slurmctld checks that it runs on SlurmctldHost: give it that host name.
+  unshare --uts sh -c 'hostname "$1" && exec slurmctld -f "$2"' sh "$PREFIX-ctl" "$conf" ||
+    { tail -20 "$SLURM_DIR/log/slurmctld.log" >&2; die "slurm: slurmctld did not start"; }
+  for ns in $(hosts); do
+    mkdir -p "$SLURM_DIR/hosttmp/$ns" "$SLURM_DIR/spool/$ns"
+    # The host's network, its own host name and its own TmpFS (see the header).
+    nsenter --net="/run/netns/$ns" unshare --uts --mount --propagation private \
+      sh -c 'hostname "$1" && mount --bind "$2" "$3" && exec slurmd -f "$4" -N "$1"' \
+      sh "$ns" "$SLURM_DIR/hosttmp/$ns" "$SLURM_DIR/tmpfs" "$conf" ||
+      { tail -20 "$SLURM_DIR/log/slurmd-$ns.log" >&2 2>/dev/null; die "slurm: slurmd on $ns did not start"; }
+  done
+  echo "export SLURM_CONF=$conf" >>"$STATE/env"
+  # Every node idle (its slurmd registered) within 30 s.
+  local tries=0 idle=0
+  while [ $tries -lt 60 ]; do
+    idle=$(SLURM_CONF=$conf sinfo -h -N -o '%N %t' 2>/dev/null | awk '$2 == "idle"' | wc -l)
+    [ "$idle" -eq "$n" ] && break
+    sleep 0.5; tries=$((tries + 1))
+  done
+  if [ "$idle" -ne "$n" ]; then
+    SLURM_CONF=$conf sinfo -N >&2 || true
+    for log in "$SLURM_DIR"/log/*.log; do echo "== $log" && tail -n 5 "$log"; done >&2
+    die "slurm: $idle of $n nodes idle after 30 s (logs: $SLURM_DIR/log)"
+  fi
+  echo "simcluster: slurm up: slurmctld at $NET.254, $n nodes of $slots CPUs$([ "$gpus" -gt 0 ] && echo " and $gpus GPUs") each, partition 'sim'"
+  echo "  export SLURM_CONF=$conf"
+}
+
+cmd_slurm_down() {
+  local pids
+  pids=$(slurm_pids)
+  if [ -n "$pids" ]; then
+    # SIGTERM: slurmd ends its job steps, slurmctld saves its state.
+    kill $pids 2>/dev/null || true
+    for _ in $(seq 1 40); do
+      kill -0 $pids 2>/dev/null || break
+      sleep 0.25
+    done
+    kill -9 $pids 2>/dev/null || true
+  fi
+  [ -f "$STATE/env" ] && sed -i '/SLURM_CONF/d' "$STATE/env"
+  rm -rf "$SLURM_DIR"
+  echo "simcluster: slurm down"
+}
+
 cmd_down() {
   need_root
+  cmd_slurm_down >/dev/null
   # Everything this prefix names, whether or not the state file lists it. Deleting a
   # namespace deletes the veths inside it and their peers.
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$PREFIX-(h[0-9]+|sw)$" || true); do
@@ -220,6 +390,8 @@ cmd_down() {
 case "${1:-}" in
   up) shift; cmd_up "$@" ;;
   shape) shift; cmd_shape "$@" ;;
+  slurm) shift; cmd_slurm "$@" ;;
+  slurm-down) need_root; cmd_slurm_down ;;
   down) cmd_down ;;
   status) cmd_status ;;
   counters) cmd_counters ;;

@@ -75,36 +75,76 @@ int default_cpu_threads(const MachineShare& share) {
   return std::max(1, share.usable_cpus / std::max(1, share.sharing_ranks));
 }
 
+ThreadChoice choose_threads(int configured, const char* omp_num_threads,
+                            const char* slurm_cpus_per_task, const MachineShare& share) {
+  if (configured > 0) return {configured, "threads"};
+  if (omp_num_threads && std::atoi(omp_num_threads) > 0)
+    return {std::atoi(omp_num_threads), "OMP_NUM_THREADS"};
+  if (slurm_cpus_per_task && std::atoi(slurm_cpus_per_task) > 0)
+    return {std::max(1, std::min(std::atoi(slurm_cpus_per_task), share.usable_cpus)),
+            "SLURM_CPUS_PER_TASK"};
+  return {default_cpu_threads(share), kThreadsFromShare};
+}
+
+GpuChoice choose_gpu(int local_rank,
+                     const std::vector<std::vector<std::string>>& visible_by_local_rank) {
+  std::set<std::string> taken;
+  for (int r = 0; r < static_cast<int>(visible_by_local_rank.size()); ++r) {
+    const auto& visible = visible_by_local_rank[r];
+    int ordinal = -1;
+    for (int i = 0; i < static_cast<int>(visible.size()) && ordinal < 0; ++i)
+      if (!taken.count(visible[i])) ordinal = i;
+    if (r != local_rank) {
+      if (ordinal >= 0) taken.insert(visible[ordinal]);
+      continue;
+    }
+    if (ordinal >= 0) return {ordinal, ""};
+    std::string seen;
+    for (const auto& id : visible) seen += (seen.empty() ? "" : ", ") + id;
+    return {-1, visible.empty() ? "local rank " + std::to_string(r) + " sees no GPU"
+                                : "the GPUs local rank " + std::to_string(r) + " sees (" + seen +
+                                      ") are all taken by lower local ranks"};
+  }
+  return {-1, "local rank " + std::to_string(local_rank) + " is not on this node"};
+}
+
 DeviceAssignment assign_device(DevicePreference preference, int threads, const World& world,
                                const MachineShare& share) {
   DeviceAssignment a;
+  // Every local rank says which GPUs it sees, before any rank decides (all must gather).
+  std::string mine;
+  for (const GpuDescription& g : describe_gpus()) mine += (mine.empty() ? "" : ",") + g.pci_bus_id;
+  std::vector<std::vector<std::string>> visible;
+  for (const std::string& list : allgather_strings(world.intra(), mine)) {
+    visible.emplace_back();
+    std::istringstream in(list);
+    for (std::string id; std::getline(in, id, ',');) visible.back().push_back(id);
+  }
   a.gpus_on_node = cuda_device_count();
   const bool want_cuda = preference == DevicePreference::kCuda ||
                          (preference == DevicePreference::kAuto && a.gpus_on_node > 0);
   if (want_cuda) {
     if (!cuda_backend_built())
-      throw InputError("device: cuda, but this sdp-train was built without the CUDA backend "
-                       "(configure with -DSDP_WITH_CUDA=ON on a machine with the CUDA toolkit)");
-    if (a.gpus_on_node < world.local_size())
-      throw InputError("device: " + to_string(preference) + " needs one GPU per rank, but node '" +
-                       world.node_name() + "' runs " + std::to_string(world.local_size()) +
-                       " ranks and has " + std::to_string(a.gpus_on_node) +
-                       " GPU(s)" +
-                       (a.gpus_on_node == 0 ? " (" + cuda_unavailable_reason() + ")" : std::string()) +
-                       "; start at most that many ranks per node or use device: cpu");
-    a.device = Device::cuda(world.local_rank());
-    set_cuda_device(world.local_rank());
+      throw InputError(
+          "device: cuda, but this sdp-train was built without the CUDA backend "
+          "(configure with -DSDP_WITH_CUDA=ON on a machine with the CUDA toolkit)");
+    const GpuChoice gpu = choose_gpu(world.local_rank(), visible);
+    if (gpu.ordinal < 0)
+      throw InputError(
+          "device: " + to_string(preference) + " needs one GPU per rank, but node '" +
+          world.node_name() + "' runs " + std::to_string(world.local_size()) +
+          " ranks and this rank sees " + std::to_string(a.gpus_on_node) + " GPU(s)" +
+          (a.gpus_on_node == 0 ? " (" + cuda_unavailable_reason() + ")"
+                               : " (" + gpu.problem + ")") +
+          "; start at most that many ranks per node (under Slurm: --gpus-per-task=1 or "
+          "--ntasks-per-node = the node's GPUs) or use device: cpu");
+    a.device = Device::cuda(gpu.ordinal);
+    set_cuda_device(gpu.ordinal);
   }
-  if (threads > 0) {
-    a.threads = threads;
-    a.threads_source = "threads";
-  } else if (const char* omp = std::getenv("OMP_NUM_THREADS"); omp && std::atoi(omp) > 0) {
-    a.threads = std::atoi(omp);
-    a.threads_source = "OMP_NUM_THREADS";
-  } else {
-    a.threads = default_cpu_threads(share);
-    a.threads_source = "CPUs / ranks sharing them";
-  }
+  const ThreadChoice choice = choose_threads(threads, std::getenv("OMP_NUM_THREADS"),
+                                             std::getenv("SLURM_CPUS_PER_TASK"), share);
+  a.threads = choice.threads;
+  a.threads_source = choice.source;
   return a;
 }
 
@@ -126,11 +166,11 @@ std::string warn_if_cpus_oversubscribed(MPI_Comm comm, const MachineShare& share
   if (most <= 1 || (total <= share.machine_cpus && !rank_over)) return "";
   const char* policy = std::getenv("OMP_WAIT_POLICY");
   const bool passive = policy && std::string(policy) == "passive";
-  std::string message =
-      "machine '" + share.host + "' runs " + std::to_string(share.machine_ranks) +
-      " rank(s) with " + std::to_string(total) + " CPU threads in all on " +
-      std::to_string(share.machine_cpus) + " CPU(s)" +
-      (rank_over ? " (some rank has more threads than CPUs it may run on)" : "") + "; ";
+  std::string message = "machine '" + share.host + "' runs " + std::to_string(share.machine_ranks) +
+                        " rank(s) with " + std::to_string(total) + " CPU threads in all on " +
+                        std::to_string(share.machine_cpus) + " CPU(s)" +
+                        (rank_over ? " (some rank has more threads than CPUs it may run on)" : "") +
+                        "; ";
   message += passive ? "OpenMP threads wait without spinning (OMP_WAIT_POLICY=passive), "
                        "but the ranks still time-share the cores: drop `threads` (the default "
                        "divides each machine's CPUs among its ranks) for full speed"
@@ -146,6 +186,8 @@ bool threads_oversubscribe_before_mpi(int threads) {
   if (threads <= 1) return false;
   int ranks_here = env_int("OMPI_COMM_WORLD_LOCAL_SIZE");
   if (ranks_here <= 0) ranks_here = env_int("MPI_LOCALNRANKS");
+  // srun: "2(x3),1" = 2 tasks on each of 3 nodes, then 1; the first node's count will do.
+  if (ranks_here <= 0) ranks_here = env_int("SLURM_STEP_TASKS_PER_NODE");
   if (ranks_here <= 0) ranks_here = 1;
   return threads > usable_cpu_count() || threads * ranks_here > cpu_core_count();
 }

@@ -66,15 +66,17 @@ int requested_threads_before_mpi(const JobSources& sources) {
   } catch (const std::exception&) {
     return 0;  // set_up_job reports it, on every rank
   }
-  const char* omp = std::getenv("OMP_NUM_THREADS");
-  return omp ? std::max(0, std::atoi(omp)) : 0;
+  for (const char* var : {"OMP_NUM_THREADS", "SLURM_CPUS_PER_TASK"})
+    if (const char* v = std::getenv(var); v && std::atoi(v) > 0) return std::atoi(v);
+  return 0;
 }
 
 JobSetup set_up_job(const JobSources& sources) {
   JobSetup setup;
   run_on_all_ranks(MPI_COMM_WORLD, [&] {
     const std::string rc_file = resource_config_file(sources);
-    setup.resource_config = rc_file.empty() ? resource_config_from_env() : load_resource_config(rc_file);
+    setup.resource_config =
+        rc_file.empty() ? resource_config_from_env() : load_resource_config(rc_file);
     setup.spec = load_job_spec(sources, &setup.hyperparameters_path);
     setup.sagemaker_outputs = find_sagemaker_outputs(rc_file);
     resolve_output_locations(setup.spec, setup.sagemaker_outputs);
@@ -97,8 +99,9 @@ JobSetup set_up_job(const JobSources& sources) {
       const std::string amp = to_string(setup.spec.precision);
       if (setup.device.device.is_cpu()) {
         const std::string why = cuda_unavailable_reason();
-        throw InputError("key 'precision': " + amp + " needs a GPU, but rank " + std::to_string(setup.world->rank()) +
-                         " computes on the CPU (" + (why.empty() ? "device: cpu" : why) + "); use precision: fp32");
+        throw InputError("key 'precision': " + amp + " needs a GPU, but rank " +
+                         std::to_string(setup.world->rank()) + " computes on the CPU (" +
+                         (why.empty() ? "device: cpu" : why) + "); use precision: fp32");
       }
     }
   });
@@ -111,14 +114,32 @@ JobSetup set_up_job(const JobSources& sources) {
   // The default follows the launcher's binding; say when unbinding would give more threads.
   const int unbound_threads = std::max(1, cpu_core_count() / std::max(1, share.machine_ranks));
   if (setup.device.device.is_cpu() && setup.spec.threads <= 0 &&
-      setup.device.threads_source == "CPUs / ranks sharing them" &&
-      setup.device.threads < unbound_threads)
+      setup.device.threads_source == kThreadsFromShare && setup.device.threads < unbound_threads)
     log_warn("this rank is bound to " + std::to_string(share.usable_cpus) +
              " CPU(s) by the launcher, so it uses " + std::to_string(setup.device.threads) +
              " thread(s); launch with `mpirun --bind-to none` or `--map-by slot:PE=" +
              std::to_string(unbound_threads) + "` to give each rank " +
              std::to_string(unbound_threads));
   return setup;
+}
+
+std::string describe_slurm_allocation() {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (!job) return "";
+  const auto var = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v ? v : "");
+  };
+  std::string text = "job " + std::string(job);
+  if (!var("SLURM_STEP_ID").empty()) text += " step " + var("SLURM_STEP_ID");
+  if (!var("SLURM_JOB_NODELIST").empty()) text += " on " + var("SLURM_JOB_NODELIST");
+  if (!var("SLURM_CPUS_PER_TASK").empty())
+    text += ", " + var("SLURM_CPUS_PER_TASK") + " CPU(s) per task";
+  if (!var("SLURM_GPUS_PER_TASK").empty())
+    text += ", " + var("SLURM_GPUS_PER_TASK") + " GPU(s) per task";
+  if (var("SLURM_RESTART_COUNT") != "" && var("SLURM_RESTART_COUNT") != "0")
+    text += ", requeued " + var("SLURM_RESTART_COUNT") + " time(s)";
+  return text;
 }
 
 std::string describe_plan(const JobSetup& setup) {
@@ -133,6 +154,8 @@ std::string describe_plan(const JobSetup& setup) {
   out << "plan for job '" << s.name << "'\n";
   out << "  world        : " << w.size() << " rank(s) on " << w.nodes() << " node(s) x "
       << w.local_size() << " rank(s) per node (grouping: " << w.grouping() << ")\n";
+  if (const std::string slurm = describe_slurm_allocation(); !slurm.empty())
+    out << "  slurm        : " << slurm << "\n";
   out << "  ranks        :\n";
   out << "    rank  node  local_rank  device   threads  host\n";
   for (int r = 0; r < w.size(); ++r)
@@ -150,16 +173,18 @@ std::string describe_plan(const JobSetup& setup) {
       << batch.per_rank << " x " << batch.ranks << " rank(s) x " << batch.accumulate
       << " micro-batch(es) per step)\n";
   out << "  learning rate: " << describe_lr_rule(s, w.size());
-  if (s.optimizer.warmup_epochs > 0) out << ", warm-up " << s.optimizer.warmup_epochs << " epoch(s) from " << s.optimizer.lr;
-  if (s.optimizer.warmup_steps > 0) out << ", warm-up " << s.optimizer.warmup_steps << " step(s) from " << s.optimizer.lr;
+  if (s.optimizer.warmup_epochs > 0)
+    out << ", warm-up " << s.optimizer.warmup_epochs << " epoch(s) from " << s.optimizer.lr;
+  if (s.optimizer.warmup_steps > 0)
+    out << ", warm-up " << s.optimizer.warmup_steps << " step(s) from " << s.optimizer.lr;
   out << ", schedule " << to_string(s.optimizer.schedule) << "\n";
   out << "  optimizer    : " << to_string(s.optimizer.name) << "\n";
   out << "  allreduce    : " << resolved_allreduce(s.distributed, w)
       << (s.distributed.allreduce == AllreduceKind::kAuto ? " (auto)" : "") << ", buckets of "
       << s.distributed.bucket_mb << " MB, compression "
       << to_string(resolve_compression(s.distributed.compression, s.precision))
-      << (s.distributed.compression == Compression::kAuto ? " (auto)" : "")
-      << ", timeout " << s.distributed.timeout_s << " s";
+      << (s.distributed.compression == Compression::kAuto ? " (auto)" : "") << ", timeout "
+      << s.distributed.timeout_s << " s";
   if (w.size() > 1)  // the gradients' backend: NCCL for GPU memory under auto
     out << ", over " << to_string(resolve_comm_backend(s.distributed.backend, setup.device.device));
   out << "\n";
@@ -168,15 +193,16 @@ std::string describe_plan(const JobSetup& setup) {
   out << "\n";
   out << "  outputs      : model " << s.output.model_dir << ", checkpoints " << s.checkpoint.dir
       << " ("
-      << (s.checkpoint.every_steps > 0 ? "every " + std::to_string(s.checkpoint.every_steps) +
-                                             " steps and at the end"
-                                       : std::string("at the end"))
+      << (s.checkpoint.every_steps > 0
+              ? "every " + std::to_string(s.checkpoint.every_steps) + " steps and at the end"
+              : std::string("at the end"))
       << ", keep " << s.checkpoint.keep_last << ", resume " << s.checkpoint.resume << ")";
   if (!s.output.metrics.empty()) out << ", metrics " << s.output.metrics;
   if (!s.output.timeline.empty())
     out << ", timeline " << s.output.timeline << " (and " << rank_trace_path(s.output.timeline, 0)
         << ", ... per rank)";
-  if (const std::string tb = tensorboard_directory(s.output); !tb.empty()) out << ", tensorboard " << tb;
+  if (const std::string tb = tensorboard_directory(s.output); !tb.empty())
+    out << ", tensorboard " << tb;
   out << "\n";
   return out.str();
 }
@@ -214,10 +240,12 @@ nlohmann::json describe_environment(const JobSetup& setup) {
   for (int node = 0; node < w.nodes(); ++node) {
     const int first = static_cast<int>(std::find(nodes.begin(), nodes.end(), node) - nodes.begin());
     if (first == w.size()) continue;
-    env["nodes_gpus"].push_back(
-        {{"node", node}, {"node_name", w.node_names()[node]}, {"gpus", nlohmann::json::parse(all_gpus[first])}});
+    env["nodes_gpus"].push_back({{"node", node},
+                                 {"node_name", w.node_names()[node]},
+                                 {"gpus", nlohmann::json::parse(all_gpus[first])}});
   }
-  if (const std::string why = cuda_unavailable_reason(); !why.empty()) env["cuda_unavailable"] = why;
+  if (const std::string why = cuda_unavailable_reason(); !why.empty())
+    env["cuda_unavailable"] = why;
   env["ranks"] = nlohmann::json::array();
   for (int r = 0; r < w.size(); ++r) {
     env["ranks"].push_back({{"rank", r},

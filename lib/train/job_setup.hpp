@@ -18,9 +18,9 @@
 namespace sdp {
 
 struct JobSources {
-  std::string config_path;            // "" = defaults only
-  std::string resource_config_path;   // "" = /opt/ml/input/config/resourceconfig.json if present
-  std::string hyperparameters_path;   // "" = /opt/ml/input/config/hyperparameters.json if present
+  std::string config_path;             // "" = defaults only
+  std::string resource_config_path;    // "" = /opt/ml/input/config/resourceconfig.json if present
+  std::string hyperparameters_path;    // "" = /opt/ml/input/config/hyperparameters.json if present
   std::vector<std::string> overrides;  // --set key.path=value, in order
 };
 
@@ -28,7 +28,7 @@ struct JobSetup {
   JobSpec spec;  // its output locations resolved for where the job runs (resolve_output_locations)
   std::optional<ResourceConfig> resource_config;
   SageMakerOutputs sagemaker_outputs;  // all "" off SageMaker
-  std::string hyperparameters_path;  // the file applied, "" if none
+  std::string hyperparameters_path;    // the file applied, "" if none
   std::unique_ptr<World> world;
   DeviceAssignment device;
 };
@@ -49,6 +49,10 @@ JobSetup set_up_job(const JobSources& sources);
 
 // The AllReduce algorithm `auto` resolves to on this world.
 std::string resolved_allreduce(const DistributedSpec& distributed, const World& world);
+
+// Under Slurm (SLURM_JOB_ID set): "job 17 step 0 on sdp-h[1-2], 1 CPU(s) per task", for the
+// plan; "" elsewhere.
+std::string describe_slurm_allocation();
 
 // The plan printed by `validate` and at the start of training. Collective (it gathers every
 // rank's device); the returned text is complete on rank 0 only.

@@ -172,19 +172,7 @@ step_losses() { grep -oE '^\[step [0-9]+\].*train_loss=[0-9.e+-]+' "$WORK/out" |
 # same_tensors A B: the two safetensors files hold the same tensors, bit for bit (the
 # metadata differs: step counts, the job spec).
 same_tensors() {
-  python3 - "$1" "$2" <<'PY' || fail "tensors of $1 and $2 differ"
-import json, struct, sys
-def tensors(path):
-    data = open(path, 'rb').read()
-    n = struct.unpack('<Q', data[:8])[0]
-    header = json.loads(data[8:8 + n]); header.pop('__metadata__', None)
-    return {k: data[8 + n + v['data_offsets'][0]:8 + n + v['data_offsets'][1]] for k, v in header.items()}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-assert a.keys() == b.keys(), (sorted(a), sorted(b))
-bad = [k for k in a if a[k] != b[k]]
-assert not bad, bad
-print(f"{len(a)} tensors bitwise identical")
-PY
+  python3 "$SRC/scripts/load_checkpoint.py" --compare "$1" "$2" || fail "tensors of $1 and $2 differ"
 }
 # close_curves A B COUNT MAX_REL: the train_loss values of two step_losses files, COUNT of
 # each, differ by at most MAX_REL relative (to max(|loss|, 1e-3)); prints the worst.

@@ -6,7 +6,7 @@
 case_err_cuda_ranks_exceed_gpus() {
     gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
     if [ "${gpus:-0}" -ge 2 ]; then echo "SKIP: this machine has $gpus GPUs, 2 ranks fit"; exit 0; fi
-    expect_error 2 "device: cuda( needs one GPU per rank, but node .* runs 2 ranks and has [0-9]+ GPU|, but this sdp-train was built without)" validate --config "$SRC/configs/quickstart.yaml" --set device=cuda
+    expect_error 2 "device: cuda( needs one GPU per rank, but node .* runs 2 ranks and this rank sees [0-9]+ GPU|, but this sdp-train was built without)" validate --config "$SRC/configs/quickstart.yaml" --set device=cuda
 }
 
 case_err_nccl_without_gpu() {
@@ -157,7 +157,7 @@ case_bench_allreduce_gpu() {
       grep -qE '^ +131072 +32768 +hierarchical ' "$WORK/out" || fail "no hierarchical row"
       awk '$1 ~ /^[0-9]+$/ && $7 != 0 { exit 1 }' "$WORK/out" || fail "a GPU row is not exact: $(cat "$WORK/out")"
     else
-      expect_error 1 "device: cuda needs one GPU per rank, but node .* has 0 GPU\\(s\\) \\(.+\\)|built without the CUDA backend" \
+      expect_error 1 "device: cuda needs one GPU per rank, but node .* sees 0 GPU\\(s\\) \\(.+\\)|built without the CUDA backend" \
         bench allreduce --device cuda --max-bytes 65536
     fi
 }

@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# sdp-train under a real Slurm (scripts/simcluster.sh slurm: munged, slurmctld and one slurmd
+# per simulated host), submitted with the job script users copy, scripts/slurm-train.sbatch:
+# 2 hosts x 2 ranks, `srun --mpi=pmix`.
+#   slurm_test.sh BUILD_DIR SOURCE_DIR CASE
+# Cases:
+#   quickstart    trains configs/quickstart.yaml to its accuracy; the plan shows 2 nodes x 2
+#                 ranks and the Slurm job
+#   lenet_mnist   configs/lenet-mnist.yaml on real MNIST to >= 99.0 % (skipped without it)
+#   scancel       scancel mid-run: CANCELLED, with a checkpoint of the step it stopped at;
+#                 the same script submitted again resumes, and the final model is bitwise
+#                 the one of an uninterrupted run
+#   requeue       scontrol requeue mid-run: Slurm starts the job again by itself, which
+#                 resumes; final model bitwise the uninterrupted one
+#   time_limit    the script's time-limit warning (USR1 to the batch shell, as
+#                 --signal=B:USR1@120 sends it): the ranks checkpoint, the script requeues
+#                 the job, which finishes; final model bitwise the uninterrupted one
+#   mpirun        mpirun inside an sbatch allocation (Open MPI launches through Slurm)
+# Exits 77 (skipped) without root, namespaces or Slurm (scripts/install-deps.sh installs it).
+# Uses its own cluster (prefix sdps, subnet 10.215.0, slurmctld port 6827), removed at exit.
+set -u
+BUILD=$(cd "$1" && pwd)
+SRC=$(cd "$2" && pwd)
+CASE=$3
+export SIMCLUSTER_PREFIX=sdps SIMCLUSTER_NET=10.215.0 SIMCLUSTER_SLURMCTLD_PORT=6827
+SIM="$SRC/scripts/simcluster.sh"
+WORK=$(mktemp -d)
+trap '"$SIM" down >/dev/null 2>&1; rm -rf "$WORK"' EXIT
+unset SM_CHANNEL_TRAINING SM_HOSTS SM_CURRENT_HOST SM_CHECKPOINT_DIR SM_MODEL_DIR
+# The job inherits the submitter's environment: sdp-train from this build.
+export SDP_TRAIN="$BUILD/sdp-train"
+JOB_SCRIPT="$SRC/scripts/slurm-train.sbatch"
+
+fail() {
+  echo "FAIL [$CASE]: $*"
+  for f in "$WORK"/run/*.out; do [ -f "$f" ] && { echo "--- $f ---"; tail -n 40 "$f"; }; done
+  echo "--- squeue ---"; squeue 2>&1
+  exit 1
+}
+
+"$SIM" up 2 --slots 2 >"$WORK/up" 2>&1
+status=$?
+if [ $status -eq 77 ]; then cat "$WORK/up"; exit 77; fi
+[ $status -eq 0 ] || { cat "$WORK/up"; fail "simcluster up failed"; }
+"$SIM" slurm >"$WORK/slurm" 2>&1
+status=$?
+if [ $status -eq 77 ]; then cat "$WORK/slurm"; exit 77; fi
+[ $status -eq 0 ] || { cat "$WORK/slurm"; fail "simcluster slurm failed"; }
+# shellcheck disable=SC1090
+. "$("$SIM" env-file)"
+mkdir -p "$WORK/run"
+cd "$WORK/run" || exit 1
+
+# submit SBATCH_OPTIONS... -- SDP_TRAIN_ARGS...: prints the job id. 2 nodes x 2 tasks of 1 CPU.
+submit() {
+  local opts=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
+  shift
+  sbatch --parsable --nodes=2 --ntasks-per-node=2 --cpus-per-task=1 --output="job-%j.out" "${opts[@]}" \
+    "$JOB_SCRIPT" "$@" || fail "sbatch refused the job"
+}
+state() { scontrol show job "$1" 2>/dev/null | grep -oP 'JobState=\K\S+'; }
+# wait_state JOB STATE SECONDS
+wait_state() {
+  local t=0
+  while [ "$(state "$1")" != "$2" ]; do
+    sleep 1; t=$((t + 1))
+    [ $t -le "$3" ] || fail "job $1 not $2 within $3 s (state $(state "$1"))"
+  done
+}
+# wait_line FILE REGEX SECONDS: until the job's log has a line matching REGEX.
+wait_line() {
+  local t=0
+  until grep -qE "$2" "$1" 2>/dev/null; do
+    sleep 0.5; t=$((t + 1))
+    [ $t -le $(($3 * 2)) ] || fail "no line /$2/ in $1 within $3 s"
+  done
+}
+# A requeued job waits cred_expire seconds (10 on the simulated cluster) and starts again.
+wait_requeued() {
+  wait_state "$1" PENDING 60
+}
+
+# 12 epochs of quickstart (384 steps): long enough to interrupt at step ~100.
+LONG=(--set train.epochs=12 --set train.log_every=20 --set output.metrics=)
+# reference: the uninterrupted run, MODEL_REF its model directory.
+reference() {
+  local j
+  j=$(submit -- "$SRC/configs/quickstart.yaml" "${LONG[@]}" --set checkpoint.dir=ck-ref --set output.model_dir=model-ref)
+  wait_state "$j" COMPLETED 180
+  MODEL_REF=$WORK/run/model-ref
+  [ -f "$MODEL_REF/model.safetensors" ] || fail "the reference run wrote no model"
+}
+# expect_same_model DIR: bitwise the reference's model (its tensors: the metadata names paths).
+expect_same_model() {
+  python3 "$SRC/scripts/load_checkpoint.py" --compare "$1/model.safetensors" "$MODEL_REF/model.safetensors" ||
+    fail "the resumed model differs from the uninterrupted run's"
+}
+INTERRUPTED=(--set checkpoint.dir=ck --set output.model_dir=model)
+
+case "$CASE" in
+  quickstart)
+    j=$(submit -- "$SRC/configs/quickstart.yaml" --set output.metrics=)
+    wait_state "$j" COMPLETED 120
+    log=job-$j.out
+    grep -q "4 rank(s) on 2 node(s) x 2 rank(s) per node" "$log" || fail "not 2 nodes x 2 ranks"
+    grep -qE "slurm +: job $j step 0 on sdps-h\[1-2\], 1 CPU\(s\) per task" "$log" || fail "the plan does not name the Slurm job"
+    [ "$(grep -cE '^    [0-3] +[01] +[01] +cpu +1 +sdps-h[12]$' "$log")" -eq 4 ] || fail "ranks table: not 1 thread (SLURM_CPUS_PER_TASK) on both hosts"
+    acc=$(grep -oE '^\[done\].*test_accuracy=[0-9.]+' "$log" | grep -oE '[0-9.]+$')
+    echo "quickstart under sbatch: test_accuracy=$acc"
+    python3 -c "import sys; sys.exit(0 if float('${acc:-0}') >= 0.95 else 1)" || fail "accuracy ${acc:-none} < 0.95" ;;
+  lenet_mnist)
+    mnist="${SDP_DATA_DIR:-$SRC/../shared/data}/mnist"
+    [ -d "$mnist" ] || { echo "SKIP [$CASE]: no data set at $mnist (set SDP_DATA_DIR to a directory with mnist/)"; exit 77; }
+    j=$(submit -- "$SRC/configs/lenet-mnist.yaml" --set data.train="$mnist" --set data.test="$mnist" \
+      --set train.log_every=200 --set output.metrics=)
+    wait_state "$j" COMPLETED 900
+    acc=$(grep -oE '^\[done\].*test_accuracy=[0-9.]+' "job-$j.out" | grep -oE '[0-9.]+$')
+    grep -oE '^\[(done|epoch [0-9]+)\].*' "job-$j.out"
+    echo "lenet-mnist under sbatch, 2 hosts x 2 ranks: test_accuracy=$acc"
+    python3 -c "import sys; sys.exit(0 if float('${acc:-0}') >= 0.99 else 1)" || fail "accuracy ${acc:-none} < 0.99" ;;
+  scancel)
+    reference
+    j=$(submit -- "$SRC/configs/quickstart.yaml" "${LONG[@]}" "${INTERRUPTED[@]}")
+    wait_line "job-$j.out" '^\[step 100\]' 120
+    scancel "$j"
+    wait_state "$j" CANCELLED 60
+    # Every rank stopped (no slurmstepd left) and rank 0's checkpoint came before it.
+    wait_line "job-$j.out" 'interrupted .*stopped at step [0-9]+ with checkpoint' 45
+    stopped=$(grep -oE 'stopped at step [0-9]+' "job-$j.out" | grep -oE '[0-9]+$')
+    [ -f "ck/ckpt-$(printf %09d "$stopped").safetensors" ] || fail "no checkpoint of step $stopped in ck/"
+    [ -f model/model.safetensors ] && fail "the cancelled run wrote a final model"
+    j2=$(submit -- "$SRC/configs/quickstart.yaml" "${LONG[@]}" "${INTERRUPTED[@]}")
+    wait_state "$j2" COMPLETED 180
+    grep -q "resuming from ck/ckpt-$(printf %09d "$stopped").safetensors: step $stopped" "job-$j2.out" || fail "the second job did not resume step $stopped"
+    echo "scancel at step $stopped, resubmitted, resumed"
+    expect_same_model model ;;
+  requeue)
+    reference
+    j=$(submit -- "$SRC/configs/quickstart.yaml" "${LONG[@]}" "${INTERRUPTED[@]}")
+    wait_line "job-$j.out" '^\[step 100\]' 120
+    scontrol requeue "$j" || fail "scontrol requeue refused"
+    wait_requeued "$j"
+    wait_state "$j" COMPLETED 180
+    grep -q 'stopped at step [0-9]* with checkpoint' "job-$j.out" || fail "the requeued run did not checkpoint"
+    stopped=$(grep -oE 'stopped at step [0-9]+' "job-$j.out" | grep -oE '[0-9]+$')
+    grep -q "^\[slurm\] job $j (restart 1)" "job-$j.out" || fail "no restart 1 in the job's log"
+    grep -q "requeued 1 time(s)" "job-$j.out" || fail "the plan does not say the job was requeued"
+    grep -q "resuming from ck/ckpt-$(printf %09d "$stopped").safetensors: step $stopped" "job-$j.out" || fail "the restart did not resume step $stopped"
+    echo "requeued at step $stopped, restarted, resumed"
+    expect_same_model model ;;
+  time_limit)
+    reference
+    j=$(submit -- "$SRC/configs/quickstart.yaml" "${LONG[@]}" "${INTERRUPTED[@]}")
+    wait_line "job-$j.out" '^\[step 100\]' 120
+    # What --signal=B:USR1@120 does 2 minutes before the time limit.
+    scancel --batch --signal=USR1 "$j" || fail "scancel --batch --signal=USR1 refused"
+    wait_line "job-$j.out" 'time limit near' 30
+    wait_requeued "$j"
+    wait_state "$j" COMPLETED 180
+    stopped=$(grep -oE 'stopped at step [0-9]+' "job-$j.out" | grep -oE '[0-9]+$')
+    [ -n "$stopped" ] || fail "the warned run did not stop with a checkpoint"
+    grep -q "resuming from ck/ckpt-$(printf %09d "$stopped").safetensors: step $stopped" "job-$j.out" || fail "the requeued job did not resume step $stopped"
+    echo "time-limit warning at step $stopped, requeued by the script, resumed"
+    expect_same_model model ;;
+  mpirun)
+    cat >mpirun.sbatch <<EOS
+#!/bin/bash
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+exec mpirun --mca btl tcp,vader,self --mca btl_tcp_if_include $SIMCLUSTER_NET.0/24 --mca oob_tcp_if_include $SIMCLUSTER_NET.0/24 "$SDP_TRAIN" train --config "$SRC/configs/quickstart.yaml" --set output.metrics= --set train.max_steps=20
+EOS
+    j=$(sbatch --parsable --nodes=2 --ntasks-per-node=2 --output="job-%j.out" mpirun.sbatch) || fail "sbatch refused"
+    wait_state "$j" COMPLETED 120
+    grep -q "4 rank(s) on 2 node(s) x 2 rank(s) per node" "job-$j.out" || fail "mpirun in the allocation: not 2 nodes x 2 ranks"
+    grep -q '^\[done\] steps=20 ' "job-$j.out" || fail "mpirun in the allocation did not train" ;;
+  *) echo "unknown case $CASE"; exit 2 ;;
+esac
+echo "PASS [$CASE]"
