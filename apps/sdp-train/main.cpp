@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <sstream>
 #include <nlohmann/json.hpp>
@@ -25,9 +26,11 @@
 #include "data/synthetic.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/allreduce_bench.hpp"
+#include "distributed/communicator_factory.hpp"
 #include "distributed/device_assignment.hpp"
 #include "distributed/world.hpp"
 #include "nn/gemm_peak.hpp"
+#include "nn/library_versions.hpp"
 #include "nn/threads.hpp"
 #include "train/data_bench.hpp"
 #include "train/job_setup.hpp"
@@ -185,10 +188,29 @@ int run_train(const sdp::JobSources& sources) {
   return 0;
 }
 
+// `sdp-train --version`: the program, then each library it runs on with the version it
+// loaded and the file that came from, so that an image or a cluster's modules can be checked
+// for the libraries a job really uses.
 std::string version_text() {
-  std::string v = std::string("sdp-train ") + SDP_VERSION + " (CUDA backend: " +
-                  (sdp::cuda_backend_built() ? "built" : "not built") + ")";
-  return v;
+  std::ostringstream out;
+  out << "sdp-train " << SDP_VERSION << " (CUDA backend: " << (sdp::cuda_backend_built() ? "built" : "not built")
+      << ")";
+  out << "\n  "
+      << sdp::version_and_file(sdp::mpi_library_version(), reinterpret_cast<const void*>(&MPI_Get_library_version));
+  const auto line = [&out](const char* name, const std::string& version) {
+    if (!version.empty()) out << "\n  " << name << " " << version;
+  };
+  line("oneDNN", sdp::nn::onednn_version());
+  if (sdp::cuda_backend_built()) {
+    line("CUDA runtime", sdp::cuda_runtime_version());
+    const std::string driver = sdp::cuda_driver_version();
+    line("CUDA driver", driver.empty() ? "none (" + sdp::cuda_unavailable_reason() + ")" : driver);
+    line("cuDNN", sdp::nn::cudnn_version());
+    line("cuBLAS", sdp::nn::cublas_version());
+    line("NCCL", sdp::nccl_version());
+    line("nvJPEG", "not used: JPEG decoding runs on the CPU (libjpeg-turbo)");
+  }
+  return out.str();
 }
 
 // libgomp (oneDNN's thread pool) reads OMP_WAIT_POLICY once, when it is loaded, before
@@ -255,7 +277,7 @@ void declare_commands(CommandLine& cl) {
       "  sdp-train evaluate --config job.yaml --model out/model/model.safetensors\n"
       "  mpirun -np 4 sdp-train env --set distributed.ranks_per_node=2\n"
       "Exit status: 0 ok, 1 runtime failure, 2 bad input, 3 watchdog timeout.");
-  app.set_version_flag("--version", version_text());
+  app.set_version_flag("--version", std::function<std::string()>(version_text));
   app.require_subcommand(0, 1);
   add_job_options(app, cl.top_sources);
   cl.train = app.add_subcommand("train", "train the job (the default when no command is given)");

@@ -1,5 +1,6 @@
 #include "core/device_info.hpp"
 
+#include <dlfcn.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -48,6 +49,40 @@ std::string cuda_unavailable_reason() {
 #else
   return "this sdp-train was built without the CUDA backend";
 #endif
+}
+
+namespace {
+// CUDA encodes 13.0 as 13000.
+std::string cuda_version_text(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+}  // namespace
+
+std::string cuda_runtime_version() {
+#ifdef SDP_HAVE_CUDA
+  int v = 0;
+  if (cudaRuntimeGetVersion(&v) == cudaSuccess && v > 0)
+    return version_and_file(cuda_version_text(v),
+                            reinterpret_cast<const void*>(&cudaRuntimeGetVersion));
+  cudaGetLastError();
+#endif
+  return "";
+}
+
+std::string cuda_driver_version() {
+#ifdef SDP_HAVE_CUDA
+  int v = 0;
+  if (cudaDriverGetVersion(&v) == cudaSuccess && v > 0) return cuda_version_text(v);
+  cudaGetLastError();
+#endif
+  return "";
+}
+
+std::string version_and_file(const std::string& version, const void* symbol) {
+  if (version.empty()) return "";
+  Dl_info info{};
+  if (symbol == nullptr || dladdr(symbol, &info) == 0 || info.dli_fname == nullptr) return version;
+  return version + " (" + info.dli_fname + ")";
 }
 
 std::vector<GpuDescription> describe_gpus() {

@@ -16,6 +16,15 @@ int cuda_device_count();
 // least one is.
 std::string cuda_unavailable_reason();
 
+// For `sdp-train --version`, which says which of several installed copies of a library (a
+// wheel's, the toolkit's, a module's) a process runs: "VERSION (FILE)", FILE being the shared
+// object that holds `symbol` (left out when it is not in one); "" when `version` is.
+std::string version_and_file(const std::string& version, const void* symbol);
+// The CUDA runtime this process loaded, "13.0 (FILE)", and the driver's CUDA version, "13.0";
+// "" without the backend (runtime) or without a driver (driver).
+std::string cuda_runtime_version();
+std::string cuda_driver_version();
+
 // One GPU as `sdp-train env` reports it.
 struct GpuDescription {
   int index = 0;

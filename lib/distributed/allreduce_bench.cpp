@@ -177,13 +177,6 @@ class AllreduceBench {
   std::vector<std::pair<std::string, std::unique_ptr<AllreduceAlgorithm>>> runs_;
 };
 
-std::string mpi_library_version() {
-  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
-  int len = 0;
-  MPI_Get_library_version(version, &len);
-  return std::string(version).substr(0, std::string(version).find_first_of(",\n"));
-}
-
 }  // namespace
 
 AllreduceBenchResult run_allreduce_benchmark(const World& world, const AllreduceBenchOptions& options) {

@@ -6,6 +6,20 @@
 
 namespace sdp {
 
+#ifndef SDP_HAVE_NCCL
+// With NCCL, nccl_communicator_cuda.cpp defines it.
+std::string nccl_version() { return ""; }
+#endif
+
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int length = 0;
+  if (MPI_Get_library_version(text, &length) != MPI_SUCCESS) return "";
+  // "Open MPI v4.1.4, package: Debian OpenMPI, ident: ...": the first part names it.
+  const std::string full(text, static_cast<size_t>(length));
+  return full.substr(0, full.find_first_of(",\n"));
+}
+
 CommBackend parse_comm_backend(const std::string& name) {
   if (name == "mpi") return CommBackend::kMpi;
   if (name == "nccl") return CommBackend::kNccl;

@@ -25,6 +25,12 @@
 
 namespace sdp {
 
+// The NCCL this process loaded, "2.28.9 (FILE)" (core/device_info.hpp, version_and_file); ""
+// in a build without NCCL.
+std::string nccl_version();
+// The MPI library's own name and version, "Open MPI v4.1.4"; callable before MPI_Init.
+std::string mpi_library_version();
+
 struct CommunicatorOptions {
   std::string label = "world";    // names it in messages and the plan: world, intra, inter
   Device device = Device::cpu();  // nccl: the GPU this rank drives (cuda:local_rank)

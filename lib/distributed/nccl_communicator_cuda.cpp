@@ -21,6 +21,7 @@
 #include "core/stream_cuda.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/mpi_check.hpp"
+#include "distributed/communicator_factory.hpp"
 #include "distributed/nccl_communicator.hpp"
 
 // ncclCommInitRankConfig and non-blocking communicators: 2.14; ncclAvg, ncclBfloat16: 2.10.
@@ -746,6 +747,15 @@ std::shared_ptr<NcclCommunicator> make_nccl_communicator(MPI_Comm group,
   }
   check_all_ranks(group, error);
   return std::make_shared<NcclCommunicatorImpl>(std::move(state));
+}
+
+std::string nccl_version() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "";
+  // NCCL >= 2.9 encodes 2.28.9 as 22809.
+  return version_and_file(
+      std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." + std::to_string(v % 100),
+      reinterpret_cast<const void*>(&ncclGetVersion));
 }
 
 }  // namespace sdp

@@ -10,7 +10,9 @@
 #include <mutex>
 #include <string>
 
+#include "core/device_info.hpp"
 #include "core/error.hpp"
+#include "nn/library_versions.hpp"
 
 namespace {
 
@@ -66,3 +68,19 @@ SDP_CUBLAS_FORWARD(cublasGemmEx, cublasStatus_t,
                     cublasGemmAlgo_t algo),
                    (handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C, Ctype, ldc,
                     computeType, algo))
+
+std::string sdp::nn::cublas_version() {
+  using GetProperty = cublasStatus_t(CUBLASWINAPI*)(libraryPropertyType, int*);
+  GetProperty get = nullptr;
+  try {
+    get = cublas_function<GetProperty>("cublasGetProperty");
+  } catch (const std::exception& e) {
+    return std::string("not loadable: ") + e.what();
+  }
+  int major = 0, minor = 0, patch = 0;
+  if (get(MAJOR_VERSION, &major) != CUBLAS_STATUS_SUCCESS || get(MINOR_VERSION, &minor) != CUBLAS_STATUS_SUCCESS ||
+      get(PATCH_LEVEL, &patch) != CUBLAS_STATUS_SUCCESS)
+    return "";
+  return sdp::version_and_file(std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch),
+                               reinterpret_cast<const void*>(get));
+}

@@ -9,8 +9,22 @@ case_help() {
 }
 
 case_version() {
+    # The version, then each library with the version it loaded and the file it came from
+    # (what an image or a cluster's modules really provide).
     expect_ok 0 --version
     grep -qE '^sdp-train [0-9]+\.[0-9]+\.[0-9]+' "$WORK/out" || fail "no version"
+    libraries=('Open MPI v[0-9.]+ \(/.*libmpi\.so[.0-9]*\)' 'oneDNN [0-9]+\.[0-9]+\.[0-9]+ \(/.*libdnnl\.so[.0-9]*\)')
+    if grep -q 'CUDA backend: built' "$WORK/out"; then
+      libraries+=('CUDA runtime 1[0-9]\.[0-9]+ \(/.*libcudart\.so[.0-9]*\)' 'cuDNN 9\.[0-9]+\.[0-9]+ \(/.*libcudnn\.so[.0-9]*\)'
+                  'cuBLAS 1[0-9]\.[0-9]+\.[0-9]+ \(/.*libcublas\.so[.0-9]*\)' 'NCCL 2\.[0-9]+\.[0-9]+ \(/.*libnccl\.so[.0-9]*\)'
+                  'CUDA driver ([0-9.]+|none \(.+\))' 'nvJPEG not used: .+')
+    fi
+    for pattern in "${libraries[@]}"; do
+      grep -qE "^  $pattern\$" "$WORK/out" || fail "no line /$pattern/"
+    done
+    for file in $(grep -oE '\(/[^)]+\)$' "$WORK/out" | tr -d '()'); do
+      [ -f "$file" ] || fail "--version names $file, which does not exist"
+    done
 }
 
 case_bad_option() {
