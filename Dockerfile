@@ -1,14 +1,17 @@
 # sdp-train as an Amazon SageMaker training image (docs/sagemaker.md).
 #
-#   docker build -t sdp-train .                                            # CUDA (production)
 #   docker build -t sdp-train:test --build-arg BASE_IMAGE=debian:bookworm .  # CPU only (tests)
+#   docker build -t sdp-train:nvidia .        # CUDA on NVIDIA's CUDA image (the alternative)
+#
+# For GPU instances (p4d, p5) build Dockerfile.gpu instead: Debian 12 with the CUDA, cuDNN
+# and NCCL the code is built and tested with, from NVIDIA's wheels, and no compilers in the
+# image. This file on NVIDIA's base image takes that image's CUDA (its default tag is the
+# CUDA 13.0 line of the build machine; never built here: the base cannot be fetched here).
 #
 # SageMaker starts it as `docker run IMAGE train`: the entry point is
-# scripts/sagemaker-entrypoint.sh, also on PATH as `train`. Every container runs sshd, and
-# root on one container reaches root on every other without a password (one key pair, made
-# here and shared by all containers of the image): the leader's mpirun starts the ranks
-# of the other hosts over ssh.
-ARG BASE_IMAGE=nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04
+# scripts/sagemaker-entrypoint.sh, also on PATH as `train` (scripts/image-setup.sh: that and
+# the ssh set-up the leader's mpirun needs).
+ARG BASE_IMAGE=nvidia/cuda:13.0.1-cudnn-devel-ubuntu24.04
 FROM ${BASE_IMAGE}
 
 # AUTO builds the CUDA backend when the base image has nvcc (the CUDA image), not otherwise.
@@ -39,19 +42,9 @@ RUN cmake -S . -B build -G Ninja -DSDP_BUILD_TESTS=OFF -DSDP_WITH_CUDA=${SDP_WIT
  && rm -rf build \
  && sdp-train --version
 
-# sshd: host keys, root by key only, no PAM (a container has no login session to set up).
-# ssh: no host key prompts (containers of one job come and go with new addresses).
-RUN ssh-keygen -A \
- && mkdir -p /run/sshd /root/.ssh && chmod 700 /root/.ssh \
- && ssh-keygen -q -t ed25519 -N '' -f /root/.ssh/id_ed25519 \
- && cp /root/.ssh/id_ed25519.pub /root/.ssh/authorized_keys \
- && printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\nUsePAM no\n' >/etc/ssh/sshd_config.d/sdp-train.conf \
- && printf 'Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n' >/root/.ssh/config \
- && chmod 600 /root/.ssh/config /root/.ssh/authorized_keys
-
 COPY configs configs
 COPY scripts scripts
-RUN ln -s /opt/sdp-train/scripts/sagemaker-entrypoint.sh /usr/local/bin/train
+RUN bash scripts/image-setup.sh
 
 ENTRYPOINT ["/opt/sdp-train/scripts/sagemaker-entrypoint.sh"]
 CMD ["train"]

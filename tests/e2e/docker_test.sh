@@ -8,6 +8,13 @@ set -u
 SRC=$1
 CASE=$2
 IMAGE=${SDP_IMAGE:-sdp-train:test}
+BUILD_HINT="scripts/sagemaker-local.sh --build-only, or docker build -t $IMAGE --build-arg BASE_IMAGE=debian:bookworm ."
+# gpu_image checks the GPU image of Dockerfile.gpu ($SDP_GPU_IMAGE); the other cases run jobs
+# and pass against either image (SDP_IMAGE=sdp-train:gpu runs them on the GPU one).
+if [ "$CASE" = gpu_image ]; then
+  IMAGE=${SDP_GPU_IMAGE:-sdp-train:gpu}
+  BUILD_HINT="docker build -f Dockerfile.gpu -t $IMAGE ., with scripts/cuda-from-wheels.sh --download .cuda-wheels first where the build cannot reach PyPI"
+fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
@@ -15,11 +22,11 @@ skip() { echo "SKIP [$CASE]: $*"; exit 77; }
 fail() { echo "FAIL [$CASE]: $*"; echo "--- output ---"; cat "$WORK/out" 2>/dev/null; exit 1; }
 docker info >/dev/null 2>&1 || skip "no Docker daemon answers (docker info)"
 docker image inspect "$IMAGE" >/dev/null 2>&1 ||
-  skip "no image $IMAGE (build it: scripts/sagemaker-local.sh --build-only, or docker build -t $IMAGE --build-arg BASE_IMAGE=debian:bookworm .)"
+  skip "no image $IMAGE (build it: $BUILD_HINT)"
 # An image built before the entry point last changed would test old code.
 docker run --rm --entrypoint cat "$IMAGE" /opt/sdp-train/scripts/sagemaker-entrypoint.sh 2>/dev/null |
   cmp -s - "$SRC/scripts/sagemaker-entrypoint.sh" ||
-  skip "image $IMAGE holds another scripts/sagemaker-entrypoint.sh than this tree: rebuild it (scripts/sagemaker-local.sh --build-only)"
+  skip "image $IMAGE holds another scripts/sagemaker-entrypoint.sh than this tree: rebuild it ($BUILD_HINT)"
 need_mnist() {
   MNIST="${SDP_DATA_DIR:-$SRC/../shared/data}/mnist"
   [ -d "$MNIST" ] || skip "no MNIST at $MNIST (set SDP_DATA_DIR to a directory with mnist/)"
@@ -37,6 +44,28 @@ job() {
 }
 
 case "$CASE" in
+  gpu_image)
+    # The image for GPU instances: sdp-train built with CUDA, the CUDA libraries from the
+    # wheels in /usr/local/cuda/lib, each one resolved; no compiler in it.
+    docker run --rm --entrypoint sdp-train "$IMAGE" --version >"$WORK/out" 2>&1 || fail "--version failed"
+    cat "$WORK/out"
+    grep -q 'CUDA backend: built' "$WORK/out" || fail "sdp-train in $IMAGE is built without CUDA"
+    for lib in 'CUDA runtime 13\.0 \(/usr/local/cuda/lib/libcudart\.so\.13\)' 'cuDNN 9\.19\.[0-9]+ \(/usr/local/cuda/lib/libcudnn\.so\.9\)' \
+               'cuBLAS 13\.[0-9.]+ \(/usr/local/cuda/lib/libcublas\.so\.13\)' 'NCCL 2\.28\.[0-9]+ \(/usr/local/cuda/lib/libnccl\.so\.2\)' \
+               'nvJPEG not used: .+'; do
+      grep -qE "^  $lib\$" "$WORK/out" || fail "--version has no line /$lib/"
+    done
+    # Every NEEDED library of sdp-train and of the CUDA libraries resolves, but the driver's
+    # libcuda.so.1, which the NVIDIA container runtime mounts from the host.
+    docker run --rm --entrypoint sh "$IMAGE" -c \
+      'for f in /usr/local/bin/sdp-train /usr/local/cuda/lib/*.so*; do ldd "$f" | sed "s|^|$f: |"; done' >"$WORK/out" 2>&1 ||
+      fail "ldd failed"
+    grep 'not found' "$WORK/out" | grep -v 'libcuda\.so\.1 ' && fail "unresolved libraries (above)"
+    echo "ldd: $(grep -c '=>' "$WORK/out") libraries resolved for $(cut -d: -f1 "$WORK/out" | sort -u | wc -l) files"
+    docker run --rm --entrypoint sh "$IMAGE" -c \
+      'for c in gcc g++ cc c++ nvcc cmake ld; do command -v $c; done; ls /usr/lib/gcc/x86_64-linux-gnu/*/cc1 2>/dev/null; ls /usr/local/cuda/include 2>/dev/null | head -1' >"$WORK/out" 2>&1
+    [ -s "$WORK/out" ] && fail "compilers or headers in the runtime image: $(tr '\n' ' ' <"$WORK/out")"
+    echo "no compiler, no CUDA headers in $IMAGE" ;;
   input_modes)
     # SageMaker's input modes on two hosts: a training channel in Pipe mode (FIFOs
     # /opt/ml/input/data/training_0, _1, ... fed from outside, one reader per host) and the
