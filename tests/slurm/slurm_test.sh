@@ -97,6 +97,22 @@ expect_same_model() {
     fail "the resumed model differs from the uninterrupted run's"
 }
 INTERRUPTED=(--set checkpoint.dir=ck --set output.model_dir=model)
+# interrupted_run: the reference, then the same job with its own checkpoint.dir, submitted and
+# waited for up to step 100; JOB is its id, LOG its log.
+interrupted_run() {
+  reference
+  JOB=$(submit -- "$SRC/configs/quickstart.yaml" "${LONG[@]}" "${INTERRUPTED[@]}")
+  LOG=job-$JOB.out
+  wait_line "$LOG" '^\[step 100\]' 120
+}
+# stopped_step LOG: the step an interrupted run stopped at, with its checkpoint.
+stopped_step() { grep -oE 'stopped at step [0-9]+ with checkpoint' "$1" | grep -oE '[0-9]+' | head -1; }
+# expect_resumed LOG STEP: the run in LOG resumed STEP's checkpoint and ended with the model of
+# the uninterrupted run.
+expect_resumed() {
+  grep -q "resuming from ck/ckpt-$(printf %09d "$2").safetensors: step $2" "$1" || fail "$1: no resume of step $2"
+  expect_same_model model
+}
 
 case "$CASE" in
   quickstart)
@@ -120,49 +136,40 @@ case "$CASE" in
     echo "lenet-mnist under sbatch, 2 hosts x 2 ranks: test_accuracy=$acc"
     python3 -c "import sys; sys.exit(0 if float('${acc:-0}') >= 0.99 else 1)" || fail "accuracy ${acc:-none} < 0.99" ;;
   scancel)
-    reference
-    j=$(submit -- "$SRC/configs/quickstart.yaml" "${LONG[@]}" "${INTERRUPTED[@]}")
-    wait_line "job-$j.out" '^\[step 100\]' 120
-    scancel "$j"
-    wait_state "$j" CANCELLED 60
-    # Every rank stopped (no slurmstepd left) and rank 0's checkpoint came before it.
-    wait_line "job-$j.out" 'interrupted .*stopped at step [0-9]+ with checkpoint' 45
-    stopped=$(grep -oE 'stopped at step [0-9]+' "job-$j.out" | grep -oE '[0-9]+$')
+    interrupted_run
+    scancel "$JOB"
+    wait_state "$JOB" CANCELLED 60
+    # Every rank stopped, and rank 0 wrote the checkpoint of that step before it did.
+    wait_line "$LOG" 'interrupted .*stopped at step [0-9]+ with checkpoint' 45
+    stopped=$(stopped_step "$LOG")
     [ -f "ck/ckpt-$(printf %09d "$stopped").safetensors" ] || fail "no checkpoint of step $stopped in ck/"
     [ -f model/model.safetensors ] && fail "the cancelled run wrote a final model"
     j2=$(submit -- "$SRC/configs/quickstart.yaml" "${LONG[@]}" "${INTERRUPTED[@]}")
     wait_state "$j2" COMPLETED 180
-    grep -q "resuming from ck/ckpt-$(printf %09d "$stopped").safetensors: step $stopped" "job-$j2.out" || fail "the second job did not resume step $stopped"
-    echo "scancel at step $stopped, resubmitted, resumed"
-    expect_same_model model ;;
+    echo "scancel at step $stopped, submitted again"
+    expect_resumed "job-$j2.out" "$stopped" ;;
   requeue)
-    reference
-    j=$(submit -- "$SRC/configs/quickstart.yaml" "${LONG[@]}" "${INTERRUPTED[@]}")
-    wait_line "job-$j.out" '^\[step 100\]' 120
-    scontrol requeue "$j" || fail "scontrol requeue refused"
-    wait_requeued "$j"
-    wait_state "$j" COMPLETED 180
-    grep -q 'stopped at step [0-9]* with checkpoint' "job-$j.out" || fail "the requeued run did not checkpoint"
-    stopped=$(grep -oE 'stopped at step [0-9]+' "job-$j.out" | grep -oE '[0-9]+$')
-    grep -q "^\[slurm\] job $j (restart 1)" "job-$j.out" || fail "no restart 1 in the job's log"
-    grep -q "requeued 1 time(s)" "job-$j.out" || fail "the plan does not say the job was requeued"
-    grep -q "resuming from ck/ckpt-$(printf %09d "$stopped").safetensors: step $stopped" "job-$j.out" || fail "the restart did not resume step $stopped"
-    echo "requeued at step $stopped, restarted, resumed"
-    expect_same_model model ;;
+    interrupted_run
+    scontrol requeue "$JOB" || fail "scontrol requeue refused"
+    wait_requeued "$JOB"
+    wait_state "$JOB" COMPLETED 180
+    stopped=$(stopped_step "$LOG")
+    [ -n "$stopped" ] || fail "the requeued run did not stop with a checkpoint"
+    grep -q "^\[slurm\] job $JOB (restart 1)" "$LOG" || fail "no restart 1 in the job's log"
+    grep -q "requeued 1 time(s)" "$LOG" || fail "the plan does not say the job was requeued"
+    echo "requeued at step $stopped, restarted"
+    expect_resumed "$LOG" "$stopped" ;;
   time_limit)
-    reference
-    j=$(submit -- "$SRC/configs/quickstart.yaml" "${LONG[@]}" "${INTERRUPTED[@]}")
-    wait_line "job-$j.out" '^\[step 100\]' 120
+    interrupted_run
     # What --signal=B:USR1@120 does 2 minutes before the time limit.
-    scancel --batch --signal=USR1 "$j" || fail "scancel --batch --signal=USR1 refused"
-    wait_line "job-$j.out" 'time limit near' 30
-    wait_requeued "$j"
-    wait_state "$j" COMPLETED 180
-    stopped=$(grep -oE 'stopped at step [0-9]+' "job-$j.out" | grep -oE '[0-9]+$')
+    scancel --batch --signal=USR1 "$JOB" || fail "scancel --batch --signal=USR1 refused"
+    wait_line "$LOG" 'time limit near' 30
+    wait_requeued "$JOB"
+    wait_state "$JOB" COMPLETED 180
+    stopped=$(stopped_step "$LOG")
     [ -n "$stopped" ] || fail "the warned run did not stop with a checkpoint"
-    grep -q "resuming from ck/ckpt-$(printf %09d "$stopped").safetensors: step $stopped" "job-$j.out" || fail "the requeued job did not resume step $stopped"
-    echo "time-limit warning at step $stopped, requeued by the script, resumed"
-    expect_same_model model ;;
+    echo "time-limit warning at step $stopped, requeued by the script"
+    expect_resumed "$LOG" "$stopped" ;;
   mpirun)
     cat >mpirun.sbatch <<EOS
 #!/bin/bash
