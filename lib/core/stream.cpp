@@ -27,6 +27,16 @@ void Stream::cast_from_f32(void* /*dst*/, DType dtype, const float* /*src*/, int
   throw std::invalid_argument(std::string("this device computes in f32 only, not ") + dtype_name(dtype));
 }
 
+void Stream::copy_to_host_async(void* dst, const void* src, std::size_t bytes) {
+  synchronize();
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+
+void Stream::copy_from_host_async(void* dst, const void* src, std::size_t bytes) {
+  synchronize();
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+
 void HostStream::copy_from_host(void* dst, const void* src, std::size_t bytes) {
   if (bytes > 0) std::memcpy(dst, src, bytes);
 }

@@ -51,6 +51,13 @@ class Stream {
   // The default (the host's) copies right away.
   virtual void prefetch_from_host(void* dst, const void* src, std::size_t bytes) { copy_from_host(dst, src, bytes); }
   virtual void wait_for_prefetch() {}
+  // Queues a copy of `bytes` from this device's memory at `src` into host memory at `dst`, or
+  // from host memory at `src` into this device's memory at `dst`, ordered after the work
+  // queued so far, and returns at once (on a GPU, asynchronous when the host side is
+  // page-locked). Neither buffer may be touched until an event recorded after the copy is
+  // done. The default (host memory) copies right away.
+  virtual void copy_to_host_async(void* dst, const void* src, std::size_t bytes);
+  virtual void copy_from_host_async(void* dst, const void* src, std::size_t bytes);
   // dst[i] = dtype(src[i]) for `count` elements in this device's memory (a model's f32 input
   // into its compute dtype under mixed precision). Only the CUDA stream has 16-bit compute.
   virtual void cast_from_f32(void* dst, DType dtype, const float* src, int64_t count);

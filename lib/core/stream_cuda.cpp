@@ -82,6 +82,14 @@ void CudaStream::copy_from_host(void* dst, const void* src, std::size_t bytes) {
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
 }
 
+void CudaStream::copy_to_host_async(void* dst, const void* src, std::size_t bytes) {
+  if (bytes > 0) check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync");
+}
+
+void CudaStream::copy_from_host_async(void* dst, const void* src, std::size_t bytes) {
+  if (bytes > 0) check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
+}
+
 void CudaStream::prefetch_from_host(void* dst, const void* src, std::size_t bytes) {
   if (copy_stream_ == nullptr) {  // made at the first prefetch: most streams never prefetch
     check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");

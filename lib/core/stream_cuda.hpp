@@ -33,6 +33,8 @@ class CudaStream final : public Stream {
   void copy_from_host(void* dst, const void* src, std::size_t bytes) override;
   void prefetch_from_host(void* dst, const void* src, std::size_t bytes) override;
   void wait_for_prefetch() override;
+  void copy_to_host_async(void* dst, const void* src, std::size_t bytes) override;
+  void copy_from_host_async(void* dst, const void* src, std::size_t bytes) override;
   void cast_from_f32(void* dst, DType dtype, const float* src, int64_t count) override;
 
   cudaStream_t get() const { return stream_; }

@@ -1,8 +1,10 @@
 #include "distributed/communicator_factory.hpp"
 
+#include "core/device_info.hpp"
 #include "core/error.hpp"
 #include "distributed/mpi_communicator.hpp"
 #include "distributed/nccl_communicator.hpp"
+#include "distributed/staged_communicator.hpp"
 
 namespace sdp {
 
@@ -44,11 +46,17 @@ std::shared_ptr<Communicator> make_communicator(CommBackend backend, MPI_Comm gr
                                                 const CommunicatorOptions& options) {
   switch (resolve_comm_backend(backend, options.device)) {
     case CommBackend::kAuto:  // resolved above
-    case CommBackend::kMpi:
-      if (!options.device.is_cpu())
-        throw InputError("communicator backend 'mpi' reaches host memory only, not " +
-                         options.device.str());
-      return std::make_shared<MpiCommunicator>(group, options.label);
+    case CommBackend::kMpi: {
+      auto mpi = std::make_shared<MpiCommunicator>(group, options.label);
+      if (options.device.is_cpu()) return mpi;
+      // GPU memory crosses through page-locked host buffers (staged_communicator.hpp).
+      if (!options.device.is_cuda() || cuda_device_count() <= options.device.index)
+        throw InputError("communicator backend 'mpi' ('" + options.label + "') stages " + options.device.str() +
+                         " memory through the host, but this process cannot use " + options.device.str() + " (" +
+                         (cuda_backend_built() ? cuda_unavailable_reason() : "built without the CUDA backend") +
+                         ")");
+      return std::make_shared<StagedCommunicator>(mpi, make_stream(options.device));
+    }
     case CommBackend::kNccl:
 #ifdef SDP_HAVE_NCCL
       return make_nccl_communicator(group, options);

@@ -4,6 +4,8 @@
 // backend means adding it here and nowhere else.
 //
 //   mpi   MpiCommunicator over the given MPI group, host memory (mpi_communicator.hpp).
+//         On a GPU (options.device cuda:i), the MPI backend stages the buffers through
+//         page-locked host memory in pipelined chunks (StagedCommunicator).
 //   nccl  NcclCommunicator (nccl_communicator.hpp): device memory of options.device, its
 //         own CUDA stream; built only when CMake finds NCCL (SDP_HAVE_NCCL), from
 //         nccl_communicator_cuda.cpp. The MPI group is its bootstrap: rank 0 of the group
