@@ -94,6 +94,7 @@ struct DistributedSpec {
   double timeout_s = 600.0;
   double stall_warning_s = 60.0;
   int64_t check_every_steps = 0;  // replica checksum comparison; 0 = off
+  bool share_gpus = false;  // more ranks than GPUs on a node: gradients over MPI through the host
 };
 
 struct CheckpointSpec {

@@ -86,8 +86,8 @@ ThreadChoice choose_threads(int configured, const char* omp_num_threads,
   return {default_cpu_threads(share), kThreadsFromShare};
 }
 
-GpuChoice choose_gpu(int local_rank,
-                     const std::vector<std::vector<std::string>>& visible_by_local_rank) {
+GpuChoice choose_gpu(int local_rank, const std::vector<std::vector<std::string>>& visible_by_local_rank,
+                     bool share_gpus) {
   std::set<std::string> taken;
   for (int r = 0; r < static_cast<int>(visible_by_local_rank.size()); ++r) {
     const auto& visible = visible_by_local_rank[r];
@@ -99,6 +99,7 @@ GpuChoice choose_gpu(int local_rank,
       continue;
     }
     if (ordinal >= 0) return {ordinal, ""};
+    if (share_gpus && !visible.empty()) return {local_rank % static_cast<int>(visible.size()), ""};
     std::string seen;
     for (const auto& id : visible) seen += (seen.empty() ? "" : ", ") + id;
     return {-1, visible.empty() ? "local rank " + std::to_string(r) + " sees no GPU"
@@ -109,7 +110,7 @@ GpuChoice choose_gpu(int local_rank,
 }
 
 DeviceAssignment assign_device(DevicePreference preference, int threads, const World& world,
-                               const MachineShare& share) {
+                               const MachineShare& share, bool share_gpus) {
   DeviceAssignment a;
   // Every local rank says which GPUs it sees, before any rank decides (all must gather).
   std::string mine;
@@ -128,7 +129,7 @@ DeviceAssignment assign_device(DevicePreference preference, int threads, const W
       throw InputError(
           "device: cuda, but this sdp-train was built without the CUDA backend "
           "(configure with -DSDP_WITH_CUDA=ON on a machine with the CUDA toolkit)");
-    const GpuChoice gpu = choose_gpu(world.local_rank(), visible);
+    const GpuChoice gpu = choose_gpu(world.local_rank(), visible, share_gpus);
     if (gpu.ordinal < 0)
       throw InputError(
           "device: " + to_string(preference) + " needs one GPU per rank, but node '" +
@@ -137,7 +138,8 @@ DeviceAssignment assign_device(DevicePreference preference, int threads, const W
           (a.gpus_on_node == 0 ? " (" + cuda_unavailable_reason() + ")"
                                : " (" + gpu.problem + ")") +
           "; start at most that many ranks per node (under Slurm: --gpus-per-task=1 or "
-          "--ntasks-per-node = the node's GPUs) or use device: cpu");
+          "--ntasks-per-node = the node's GPUs), let ranks share GPUs (distributed.share_gpus: "
+          "true, gradients over MPI through host memory) or use device: cpu");
     a.device = Device::cuda(gpu.ordinal);
     set_cuda_device(gpu.ordinal);
   }

@@ -51,13 +51,14 @@ ThreadChoice choose_threads(int configured, const char* omp_num_threads,
 // first of its own list that no lower local rank took: ranks that see the same GPUs get
 // ordinal local_rank, as before; ranks that a launcher gave GPUs of their own (Slurm's
 // --gpus-per-task, a per-rank CUDA_VISIBLE_DEVICES) get their first. `ordinal` is -1 and
-// `problem` says why when the rank is left without one.
+// `problem` says why when the rank is left without one, unless `share_gpus` (the job's
+// distributed.share_gpus): then a rank left over takes GPU local_rank mod the GPUs it sees.
 struct GpuChoice {
   int ordinal = -1;
   std::string problem;
 };
-GpuChoice choose_gpu(int local_rank,
-                     const std::vector<std::vector<std::string>>& visible_by_local_rank);
+GpuChoice choose_gpu(int local_rank, const std::vector<std::vector<std::string>>& visible_by_local_rank,
+                     bool share_gpus = false);
 
 struct DeviceAssignment {
   Device device;
@@ -67,10 +68,10 @@ struct DeviceAssignment {
 };
 
 // `preference` is the job's device key. Throws InputError when cuda is required but
-// unavailable or the node has fewer GPUs than ranks. Pins the GPU. Collective over the
-// node's ranks (world.intra()): they compare the GPUs they see.
+// unavailable or the node has fewer GPUs than ranks (unless `share_gpus`). Pins the GPU.
+// Collective over the node's ranks (world.intra()): they compare the GPUs they see.
 DeviceAssignment assign_device(DevicePreference preference, int threads, const World& world,
-                               const MachineShare& share);
+                               const MachineShare& share, bool share_gpus = false);
 
 // When the ranks of a machine run more threads than it has CPUs (or one rank more than its
 // CPU set), the first rank of that machine says so, once; returns the warning ("" if none).

@@ -92,7 +92,15 @@ JobSetup set_up_job(const JobSources& sources) {
   MachineShare share;
   run_on_all_ranks(MPI_COMM_WORLD, [&] { share = share_machine(setup.world->comm()); });
   run_on_all_ranks(MPI_COMM_WORLD, [&] {
-    setup.device = assign_device(setup.spec.device, setup.spec.threads, *setup.world, share);
+    DistributedSpec& distributed = setup.spec.distributed;
+    setup.device = assign_device(setup.spec.device, setup.spec.threads, *setup.world, share, distributed.share_gpus);
+    if (distributed.share_gpus && setup.device.device.is_cuda()) {
+      // NCCL refuses two ranks on one GPU; MPI through host memory does not mind.
+      if (distributed.backend == CommBackend::kNccl)
+        throw InputError("distributed.share_gpus: true needs distributed.backend: mpi or auto, not nccl "
+                         "(NCCL runs one rank per GPU)");
+      distributed.backend = CommBackend::kMpi;
+    }
     // Mixed precision is a GPU feature: a rank that computes on the CPU must not train fp32
     // while the job says amp (device: auto on a machine without a usable GPU).
     if (setup.spec.precision != Precision::kFp32) {
@@ -186,7 +194,12 @@ std::string describe_plan(const JobSetup& setup) {
       << (s.distributed.compression == Compression::kAuto ? " (auto)" : "") << ", timeout "
       << s.distributed.timeout_s << " s";
   if (w.size() > 1)  // the gradients' backend: NCCL for GPU memory under auto
-    out << ", over " << to_string(resolve_comm_backend(s.distributed.backend, setup.device.device));
+  {
+    const CommBackend backend = resolve_comm_backend(s.distributed.backend, setup.device.device);
+    out << ", over " << to_string(backend)
+        << (backend == CommBackend::kMpi && setup.device.device.is_cuda() ? " (GPU memory staged through the host)" : "")
+        << (s.distributed.share_gpus && setup.device.device.is_cuda() ? ", ranks share GPUs" : "");
+  }
   out << "\n";
   out << "  training     : " << s.train.epochs << " epoch(s)";
   if (s.train.max_steps > 0) out << ", at most " << s.train.max_steps << " steps";

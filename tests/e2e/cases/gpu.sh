@@ -121,19 +121,45 @@ case_gpu_amp_dp_overflow_agreed() {
     amp_overflow_run 2 1 4 12 --set distributed.check_every_steps=1
 }
 
-case_gpu_dp_matches_single_gpu() {
-    # 2 ranks on 2 GPUs (NCCL averages each bucket after its backward's CUDA event) follow the
-    # loss curve of 1 GPU with twice the batch; the replica check runs after every step.
-    need_gpus 2
+# one_gpu_reference: `base` = 40 steps of quickstart on the GPU at a constant LR, and the loss
+# curve of 1 rank with batch 64 in $WORK/one.txt, for the data-parallel cases to follow.
+one_gpu_reference() {
     base=(--config "$SRC/configs/quickstart.yaml" --set device=cuda --set train.max_steps=40 --set train.log_every=1
           --set train.eval_every_epochs=0 --set optimizer.lr_scaling=none --set optimizer.schedule=constant
           --set data.synthetic.noise=1 --set output.metrics= --set output.model_dir="$WORK/model")
     expect_ok 0 "${base[@]}" --set data.batch_size=64
     step_losses >"$WORK/one.txt"
+}
+
+case_gpu_dp_matches_single_gpu() {
+    # 2 ranks on 2 GPUs (NCCL averages each bucket after its backward's CUDA event) follow the
+    # loss curve of 1 GPU with twice the batch; the replica check runs after every step.
+    need_gpus 2
+    one_gpu_reference
     expect_ok 2 "${base[@]}" --set data.batch_size=32 --set distributed.check_every_steps=1 --set distributed.bucket_mb=0.25
     grep -q 'allreduce    : .*, over nccl$' "$WORK/out" || fail "the plan does not say the gradients go over NCCL"
     step_losses >"$WORK/two.txt"
     same_loss_curves "$WORK/one.txt" "$WORK/two.txt" 40
+}
+
+case_gpu_shared_dp_matches_single_gpu() {
+    # 2 ranks sharing one GPU (distributed.share_gpus: gradients over MPI, staged through host
+    # memory in rounds) follow the loss curve of 1 GPU with twice the batch, replicas checked
+    # after every step; then as 2 logical nodes (ranks_per_node 1), every algorithm a GPU runs.
+    need_gpus 1
+    one_gpu_reference
+    shared=(--set distributed.share_gpus=true --set distributed.check_every_steps=1 --set distributed.bucket_mb=0.25)
+    expect_ok 2 "${base[@]}" --set data.batch_size=32 "${shared[@]}"
+    grep -q 'allreduce    : .*, over mpi (GPU memory staged through the host), ranks share GPUs$' "$WORK/out" ||
+      fail "the plan does not say the gradients are staged over MPI"
+    grep -qE '^    1 +0 +1 +cuda:0 ' "$WORK/out" || fail "rank 1 is not on cuda:0"
+    step_losses >"$WORK/two.txt"
+    same_loss_curves "$WORK/one.txt" "$WORK/two.txt" 40
+    for algo in hierarchical flat; do
+      expect_ok 2 "${base[@]}" --set data.batch_size=32 "${shared[@]}" --set distributed.ranks_per_node=1 \
+        --set distributed.allreduce=$algo
+      grep -q "^\[done\] steps=40 " "$WORK/out" || fail "$algo on 2 logical nodes did not finish"
+    done
 }
 
 case_gpu_dp_hierarchical_replicas_identical() {

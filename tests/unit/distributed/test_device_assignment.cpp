@@ -49,6 +49,18 @@ TEST(ChooseGpu, MoreRanksThanGpusIsAProblemNamingTheRank) {
   EXPECT_NE(choose_gpu(0, none).problem.find("sees no GPU"), std::string::npos);
 }
 
+TEST(ChooseGpu, SharingGivesLeftOverRanksAGpuInTurn) {
+  // distributed.share_gpus: 4 ranks on 1 GPU, 3 ranks on 2.
+  const Lists one(4, {"a"});
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(choose_gpu(r, one, true).ordinal, 0) << r;
+  const Lists two(3, {"a", "b"});
+  EXPECT_EQ(choose_gpu(0, two, true).ordinal, 0);
+  EXPECT_EQ(choose_gpu(1, two, true).ordinal, 1);
+  EXPECT_EQ(choose_gpu(2, two, true).ordinal, 0);
+  // Still no GPU at all is a problem.
+  EXPECT_EQ(choose_gpu(0, Lists{{}}, true).ordinal, -1);
+}
+
 MachineShare two_ranks_on_four_cpus() {
   MachineShare share;
   share.usable_cpus = 4;
