@@ -69,6 +69,14 @@ std::vector<StagedCommunicator::Round> StagedCommunicator::part_rounds(
   return rounds;
 }
 
+std::vector<StagedCommunicator::Round> StagedCommunicator::my_part_rounds(const CommBuffer& buffer,
+                                                                          const std::vector<int64_t>& counts,
+                                                                          bool gather) const {
+  // A round holds a slice of every rank's part: each slice is a size()-th of a chunk.
+  const int64_t per_rank = chunk_bytes_ / buffer.element_size() / std::max(1, size());
+  return part_rounds(counts, per_rank, rank(), gather);
+}
+
 std::shared_ptr<Work> StagedCommunicator::run(
     const CommBuffer& buffer, const std::vector<Round>& rounds,
     const std::function<void(const CommBuffer&, const Round&)>& host_op) {
@@ -130,8 +138,7 @@ std::shared_ptr<Work> StagedCommunicator::reduce_scatter(const CommBuffer& buffe
                                                          const std::vector<int64_t>& counts,
                                                          const ReduceScatterOptions& options) {
   check_buffer(buffer, "reduce_scatter");
-  const int64_t per_rank = chunk_bytes_ / buffer.element_size() / std::max(1, size());
-  return run(buffer, part_rounds(counts, per_rank, rank(), false),
+  return run(buffer, my_part_rounds(buffer, counts, false),
              [&](const CommBuffer& slot, const Round& round) {
                host_->reduce_scatter(slot, round.counts, options)->wait();
              });
@@ -140,8 +147,7 @@ std::shared_ptr<Work> StagedCommunicator::reduce_scatter(const CommBuffer& buffe
 std::shared_ptr<Work> StagedCommunicator::allgather(const CommBuffer& buffer,
                                                     const std::vector<int64_t>& counts) {
   check_buffer(buffer, "allgather");
-  const int64_t per_rank = chunk_bytes_ / buffer.element_size() / std::max(1, size());
-  return run(buffer, part_rounds(counts, per_rank, rank(), true),
+  return run(buffer, my_part_rounds(buffer, counts, true),
              [&](const CommBuffer& slot, const Round& round) {
                host_->allgather(slot, round.counts)->wait();
              });

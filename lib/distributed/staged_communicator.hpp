@@ -77,6 +77,7 @@ class StagedCommunicator final : public Communicator {
   std::shared_ptr<Work> run(const CommBuffer& buffer, const std::vector<Round>& rounds,
                             const std::function<void(const CommBuffer&, const Round&)>& host_op);
   std::vector<Round> slice_rounds(int64_t count, int64_t element_size) const;
+  std::vector<Round> my_part_rounds(const CommBuffer& buffer, const std::vector<int64_t>& counts, bool gather) const;
   void check_buffer(const CommBuffer& buffer, const char* op) const;
 
   std::shared_ptr<Communicator> host_;

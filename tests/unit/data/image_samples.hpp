@@ -11,7 +11,21 @@
 #include <string>
 #include <vector>
 
+#include "data/encoded_images.hpp"
+
 namespace sdp::testing {
+
+// EncodedImageSet options for the small test images: 16x16 crops of an 18-pixel resize, the
+// normalization the tests predict (mean 0.5, std 0.25).
+inline EncodedImageOptions small_images(int num_classes, int workers = 2) {
+  EncodedImageOptions options;
+  options.image_size = 16;
+  options.resize = 18;
+  options.num_classes = num_classes;
+  options.workers = workers;
+  options.normalization = {{0.5f, 0.5f, 0.5f}, {0.25f, 0.25f, 0.25f}};
+  return options;
+}
 
 using Bytes = std::vector<uint8_t>;
 

@@ -21,6 +21,7 @@ namespace {
 
 using sdp::testing::Bytes;
 using sdp::testing::expect_input_error;
+using sdp::testing::small_images;
 using sdp::testing::TempDir;
 
 // A w x h JPEG of one colour (r, g, b): decoding and any resize keep it (within JPEG's error).
@@ -42,16 +43,6 @@ void write_shards(const TempDir& dir, int records) {
                               "image/class/label"));
   first.close();
   second.close();
-}
-
-EncodedImageOptions small_images(int num_classes, int workers = 2) {
-  EncodedImageOptions options;
-  options.image_size = 16;
-  options.resize = 18;
-  options.num_classes = num_classes;
-  options.workers = workers;
-  options.normalization = {{0.5f, 0.5f, 0.5f}, {0.25f, 0.25f, 0.25f}};
-  return options;
 }
 
 float normalized(int byte) { return (byte / 255.0f - 0.5f) / 0.25f; }

@@ -79,15 +79,7 @@ StreamSourceOptions tar_options() {
   return options;
 }
 
-EncodedImageOptions small_images(int workers = 2) {
-  EncodedImageOptions options;
-  options.image_size = 16;
-  options.resize = 18;
-  options.num_classes = kClasses;
-  options.workers = workers;
-  options.normalization = {{0.5f, 0.5f, 0.5f}, {0.25f, 0.25f, 0.25f}};
-  return options;
-}
+EncodedImageOptions small_images(int workers = 2) { return sdp::testing::small_images(kClasses, workers); }
 
 float normalized(int byte) {
   return (byte / 255.0f - 0.5f) / 0.25f;
