@@ -64,6 +64,7 @@ SDP_SPELLING(Compression, {{Compression::kAuto, "auto"},
                            {Compression::kNone, "none"},
                            {Compression::kFp16, "fp16"},
                            {Compression::kBf16, "bf16"}});
+SDP_SPELLING(InterNode, {{InterNode::kAuto, "auto"}, {InterNode::kNccl, "nccl"}, {InterNode::kHost, "host"}});
 SDP_SPELLING(OnNonfinite, {{OnNonfinite::kAbort, "abort"}, {OnNonfinite::kSkip, "skip"}});
 SDP_SPELLING(OnDivergence, {{OnDivergence::kWarn, "warn"}, {OnDivergence::kAbort, "abort"}});
 SDP_SPELLING(ProgressMode, {{ProgressMode::kAuto, "auto"},
@@ -115,6 +116,7 @@ SDP_CHOICE(ScheduleKind)
 SDP_CHOICE(CommBackend)
 SDP_CHOICE(AllreduceKind)
 SDP_CHOICE(Compression)
+SDP_CHOICE(InterNode)
 SDP_CHOICE(OnNonfinite)
 SDP_CHOICE(OnDivergence)
 SDP_CHOICE(ProgressMode)

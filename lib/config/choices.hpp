@@ -22,6 +22,7 @@ enum class ScheduleKind { kConstant, kStep, kCosine, kLinear };          // opti
 enum class CommBackend { kAuto, kMpi, kNccl };                    // distributed.backend
 enum class AllreduceKind { kAuto, kFlat, kRing, kHierarchical };  // distributed.allreduce
 enum class Compression { kAuto, kNone, kFp16, kBf16 };            // distributed.compression
+enum class InterNode { kAuto, kNccl, kHost };                     // distributed.inter_node
 enum class OnNonfinite { kAbort, kSkip };                         // train.on_nonfinite
 enum class OnDivergence { kWarn, kAbort };                        // train.on_divergence
 enum class ProgressMode { kAuto, kBar, kLines };                  // output.progress
@@ -46,6 +47,7 @@ std::string to_string(ScheduleKind value);
 std::string to_string(CommBackend value);
 std::string to_string(AllreduceKind value);
 std::string to_string(Compression value);
+std::string to_string(InterNode value);
 std::string to_string(OnNonfinite value);
 std::string to_string(OnDivergence value);
 std::string to_string(ProgressMode value);

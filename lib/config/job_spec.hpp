@@ -95,6 +95,9 @@ struct DistributedSpec {
   double stall_warning_s = 60.0;
   int64_t check_every_steps = 0;  // replica checksum comparison; 0 = off
   bool share_gpus = false;  // more ranks than GPUs on a node: gradients over MPI through the host
+  // GPU gradients across nodes: NCCL, or staged to host memory and summed by the CPUs
+  // (set_up_job resolves auto into JobSetup::inter_node: inter_node.hpp).
+  InterNode inter_node = InterNode::kAuto;
 };
 
 struct CheckpointSpec {

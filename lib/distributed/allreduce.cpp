@@ -9,11 +9,14 @@
 #include "core/cuda_casts.hpp"
 #endif
 #include "distributed/communicator_factory.hpp"
+#include "distributed/inter_node.hpp"
+#include "distributed/mpi_communicator.hpp"
 #include "distributed/reduce_kernels.hpp"
 #include "distributed/ring_schedule.hpp"
 #include "distributed/shared_arena.hpp"
 #include "distributed/shm_collectives.hpp"
 #include "distributed/socket_ring.hpp"
+#include "distributed/staged_communicator.hpp"
 #include "distributed/world.hpp"
 
 namespace sdp {
@@ -128,8 +131,6 @@ HierarchicalAllreduce::HierarchicalAllreduce(std::shared_ptr<Communicator> intra
 
 HierarchicalAllreduce::~HierarchicalAllreduce() = default;
 
-void HierarchicalAllreduce::use_sockets(std::unique_ptr<SocketRing> sockets) { sockets_ = std::move(sockets); }
-
 bool HierarchicalAllreduce::uses_shared_memory(const CommBuffer& buffer) const {
   return arena_ && buffer.device.is_cpu() && arena_->holds(buffer.data, buffer.nbytes());
 }
@@ -191,15 +192,9 @@ std::shared_ptr<Work> HierarchicalAllreduce::start(const CommBuffer& buffer, Red
   return completed_work();
 }
 
-std::shared_ptr<Work> HierarchicalAllreduce::sum_across_nodes(const CommBuffer& part) {
-  if (!sockets_) return finished(inter_->allreduce(part));
-  sockets_->allreduce(part);
-  return completed_work();
-}
-
 void HierarchicalAllreduce::reduce_across_nodes(const CommBuffer& part, ReduceOp op) {
   if (wire_ == DType::kF32 || part.dtype != DType::kF32) {
-    sum_across_nodes(part);  // SUM; the caller applies any average
+    inter_->allreduce(part)->wait();  // SUM; the caller applies any average
     return;
   }
   // Host memory only (start_on_device handles GPU buffers): done when this returns.
@@ -207,7 +202,7 @@ void HierarchicalAllreduce::reduce_across_nodes(const CommBuffer& part, ReduceOp
   const float total = static_cast<float>(intra_->size()) * static_cast<float>(inter_->size());
   scratch_.resize(static_cast<std::size_t>(part.count));
   sum_in_wire_type(part, scratch_.data(), wire_, 1.0f, op == ReduceOp::kSum ? total : 1.0f, host_stream(),
-                   [&](const CommBuffer& on_wire, Stream&) { return sum_across_nodes(on_wire); });
+                   [&](const CommBuffer& on_wire, Stream&) { return finished(inter_->allreduce(on_wire)); });
 }
 
 std::shared_ptr<Work> CompressedAllreduce::start(const CommBuffer& buffer, ReduceOp op, Stream& stream) {
@@ -265,16 +260,34 @@ std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const All
   const DType requested = compression_wire_type(setup.compression);
   const DType wire = setup.device.is_cpu() ? requested : DType::kF32;
   const DType gpu_wire = setup.device.is_cpu() ? DType::kF32 : requested;
-  auto communicator = [&](MPI_Comm group, const char* label) {
-    CommunicatorOptions options;
-    options.label = label;
-    options.device = setup.device;
-    std::shared_ptr<Communicator> made = make_communicator(setup.backend, group, options);
+  const CommBackend backend = resolve_comm_backend(setup.backend, setup.device);
+  // GPU buffers whose inter-node phase runs on the hosts (inter_node.hpp): nothing crosses the
+  // nodes over NCCL, so the world's communicator (flat) moves host memory too.
+  const CommBackend across_world = world_backend(backend, setup.inter_node, setup.device, world.nodes());
+  const bool host_across_nodes = !setup.device.is_cpu() && world.nodes() > 1 && across_world == CommBackend::kMpi;
+  auto report = [&](std::shared_ptr<Communicator> made) {
     if (setup.communicators != nullptr) setup.communicators->push_back(made);
     return made;
   };
+  auto communicator = [&](MPI_Comm group, const char* label, CommBackend over) {
+    CommunicatorOptions options;
+    options.label = label;
+    options.device = setup.device;
+    return report(make_communicator(over, group, options));
+  };
   // Made only for the algorithms that use it: under NCCL each is a communicator init.
-  auto world_comm = [&] { return communicator(world.comm(), "world"); };
+  auto world_comm = [&] {
+    return communicator(world.comm(), "world", across_world);
+  };
+  // Across nodes over host memory: the TCP socket ring (socket_ring.hpp) for the allreduce when
+  // every rank connects, else MPI; GPU buffers staged through pinned memory in rounds.
+  auto host_inter_comm = [&]() -> std::shared_ptr<Communicator> {
+    std::shared_ptr<Communicator> host = std::make_shared<MpiCommunicator>(world.inter(), "inter");
+    if (std::unique_ptr<SocketRing> ring = SocketRing::create(world.inter(), world.comm()))
+      host = std::make_shared<SocketRingCommunicator>(std::move(ring), host);
+    if (setup.device.is_cpu()) return report(host);
+    return report(std::make_shared<StagedCommunicator>(host, make_stream(setup.device)));
+  };
   auto compressed = [&](std::unique_ptr<AllreduceAlgorithm> inner) -> std::unique_ptr<AllreduceAlgorithm> {
     if (wire == DType::kF32 || world.size() == 1) return inner;
     return std::make_unique<CompressedAllreduce>(std::move(inner), wire, world.size());
@@ -283,12 +296,10 @@ std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const All
     // An arena of another group (e.g. made before a ranks_per_node override) is not used.
     std::shared_ptr<SharedArena> arena =
         setup.arena && setup.arena->local_size() == world.local_size() ? setup.arena : nullptr;
-    auto algorithm = std::make_unique<HierarchicalAllreduce>(communicator(world.intra(), "intra"),
-                                                             communicator(world.inter(), "inter"), arena, wire);
-    // Host buffers across nodes: the inter-node phase over sockets (socket_ring.hpp).
-    if (world.nodes() > 1 && setup.backend == CommBackend::kMpi && setup.device.is_cpu())
-      algorithm->use_sockets(SocketRing::create(world.inter(), world.comm()));
-    return algorithm;
+    std::shared_ptr<Communicator> intra = communicator(world.intra(), "intra", backend);
+    const bool on_hosts = world.nodes() > 1 && (setup.device.is_cpu() ? backend == CommBackend::kMpi : host_across_nodes);
+    std::shared_ptr<Communicator> inter = on_hosts ? host_inter_comm() : communicator(world.inter(), "inter", backend);
+    return std::make_unique<HierarchicalAllreduce>(std::move(intra), std::move(inter), arena, wire);
   };
   auto algorithm = [&]() -> std::unique_ptr<AllreduceAlgorithm> {
     switch (setup.algorithm) {

@@ -6,9 +6,11 @@
 //                 allreduce of my part across nodes (ranks with my local_rank), allgather
 //                 inside the node. When the buffer lies in a SharedArena the intra phases run
 //                 in shared memory (shm_collectives.hpp), else over the intra communicator.
-//                 Built by make_allreduce, the inter-node phase runs over TCP sockets
-//                 (socket_ring.hpp: the link stays busy while ranks wait for a core)
-//                 unless SDP_INTER_TRANSPORT=mpi;
+//                 Built by make_allreduce, the inter-node phase of host buffers runs over
+//                 TCP sockets (socket_ring.hpp: the link stays busy while ranks wait for a
+//                 core) unless SDP_INTER_TRANSPORT=mpi; GPU buffers cross over NCCL, or with
+//                 inter_node host staged through pinned memory to the same sockets
+//                 (inter_node.hpp);
 //   auto          across nodes, flat for buffers under kAutoFlatBelowBytes (latency-bound:
 //                 one MPI call beats two node phases and socket round trips; measured on
 //                 scripts/simcluster.sh, see scripts/bench-simcluster.sh); otherwise
@@ -44,7 +46,6 @@
 namespace sdp {
 
 class SharedArena;
-class SocketRing;
 class World;
 
 class AllreduceAlgorithm {
@@ -94,19 +95,16 @@ class HierarchicalAllreduce final : public AllreduceAlgorithm {
   std::string name() const override { return "hierarchical"; }
   // True when run(buffer) would take the shared-memory node phase.
   bool uses_shared_memory(const CommBuffer& buffer) const;
-  // Runs the inter-node phase over `sockets` (socket_ring.hpp) instead of inter's allreduce.
-  void use_sockets(std::unique_ptr<SocketRing> sockets);
-  // "sockets" or "mpi": how the inter-node phase travels.
-  std::string inter_transport() const { return sockets_ ? "sockets" : "mpi"; }
+  // How the inter-node phase travels: the inter communicator's name ("sockets", or its label,
+  // "inter", over MPI or NCCL).
+  std::string inter_transport() const { return inter_->name(); }
 
  private:
   std::shared_ptr<Work> start(const CommBuffer& buffer, ReduceOp op, Stream& stream) override;
   // GPU buffers: the three phases chained on the communicators' streams.
   std::shared_ptr<Work> start_on_device(const CommBuffer& buffer, ReduceOp op, Stream& stream);
   void reduce_across_nodes(const CommBuffer& part, ReduceOp op);
-  std::shared_ptr<Work> sum_across_nodes(const CommBuffer& part);
   std::shared_ptr<Communicator> intra_, inter_;
-  std::unique_ptr<SocketRing> sockets_;
   std::shared_ptr<SharedArena> arena_;
   DType wire_;
   std::vector<uint16_t> scratch_;
@@ -166,6 +164,9 @@ struct AllreduceSetup {
   std::shared_ptr<SharedArena> arena;
   CommBackend backend = CommBackend::kMpi;  // of the world, intra and inter communicators
   Device device = Device::cpu();            // where the buffers live (nccl: cuda:local_rank)
+  // GPU buffers across nodes (inter_node.hpp, resolved by the caller): kHost stages them to the
+  // hosts' socket ring; kNccl and kAuto leave them on `backend`. Host buffers: the socket ring.
+  InterNode inter_node = InterNode::kAuto;
   // When set, receives every communicator the algorithm was built over (the watchdog's
   // timeout handler aborts the NCCL ones: a stalled NCCL kernel ends only that way).
   std::vector<std::weak_ptr<Communicator>>* communicators = nullptr;

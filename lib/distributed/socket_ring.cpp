@@ -243,4 +243,16 @@ void SocketRing::allreduce(const CommBuffer& buffer) {
   }
 }
 
+SocketRingCommunicator::SocketRingCommunicator(std::unique_ptr<SocketRing> ring, std::shared_ptr<Communicator> group)
+    : ring_(std::move(ring)), group_(std::move(group)) {
+  if (!ring_ || !group_ || group_->size() != ring_->size() || group_->rank() != ring_->rank())
+    throw std::logic_error("SocketRingCommunicator: the ring and the group must span the same ranks");
+}
+
+std::shared_ptr<Work> SocketRingCommunicator::allreduce(const CommBuffer& buffer, const AllreduceOptions& options) {
+  ring_->allreduce(buffer);
+  if (options.op == ReduceOp::kAvg) scale_in_place(buffer.dtype, buffer.data, buffer.count, 1.0f / size());
+  return completed_work();
+}
+
 }  // namespace sdp

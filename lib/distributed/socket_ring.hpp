@@ -63,6 +63,43 @@ class SocketRing {
   std::vector<char> scratch_;
 };
 
+// The inter-node communicator of a hierarchical AllReduce over sockets: allreduce runs on the
+// ring (kAvg: the sum, then scaled once), every other collective on `group`, the MPI
+// communicator of the same ranks. Under a StagedCommunicator it is the host inter-node phase
+// of GPU buffers (inter_node.hpp).
+class SocketRingCommunicator final : public Communicator {
+ public:
+  SocketRingCommunicator(std::unique_ptr<SocketRing> ring, std::shared_ptr<Communicator> group);
+  int rank() const override { return ring_->rank(); }
+  int size() const override { return ring_->size(); }
+  Device device() const override { return Device::cpu(); }
+  std::string name() const override { return "sockets"; }
+  const SocketRing& ring() const { return *ring_; }
+
+  std::shared_ptr<Work> allreduce(const CommBuffer& buffer, const AllreduceOptions& options = {}) override;
+  std::shared_ptr<Work> reduce_scatter(const CommBuffer& buffer, const std::vector<int64_t>& counts,
+                                       const ReduceScatterOptions& options = {}) override {
+    return group_->reduce_scatter(buffer, counts, options);
+  }
+  std::shared_ptr<Work> allgather(const CommBuffer& buffer, const std::vector<int64_t>& counts) override {
+    return group_->allgather(buffer, counts);
+  }
+  std::shared_ptr<Work> broadcast(const CommBuffer& buffer, const BroadcastOptions& options = {}) override {
+    return group_->broadcast(buffer, options);
+  }
+  std::shared_ptr<Work> barrier() override { return group_->barrier(); }
+  std::shared_ptr<Work> send(const CommBuffer& buffer, int peer, const PointToPointOptions& options = {}) override {
+    return group_->send(buffer, peer, options);
+  }
+  std::shared_ptr<Work> recv(const CommBuffer& buffer, int peer, const PointToPointOptions& options = {}) override {
+    return group_->recv(buffer, peer, options);
+  }
+
+ private:
+  std::unique_ptr<SocketRing> ring_;
+  std::shared_ptr<Communicator> group_;
+};
+
 // "mpi" when SDP_INTER_TRANSPORT=mpi, else "sockets".
 std::string inter_transport_from_env();
 

@@ -35,7 +35,7 @@ DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const 
     }
     std::vector<std::weak_ptr<Communicator>> communicators;
     std::shared_ptr<AllreduceAlgorithm> algorithm = make_allreduce(
-        world, {spec.allreduce, spec.compression, shared, spec.backend, device, &communicators});
+        world, {spec.allreduce, spec.compression, shared, spec.backend, device, spec.inter_node, &communicators});
     // A bucket past distributed.timeout_s ends the job (exit 3); NCCL's communicators are
     // aborted first, which stops their kernels and frees the thread waiting on them.
     std::vector<std::weak_ptr<NcclCommunicator>> nccl;

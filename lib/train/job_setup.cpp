@@ -15,6 +15,7 @@
 #include "distributed/agreement.hpp"
 #include "distributed/collectives.hpp"
 #include "distributed/comm_backend.hpp"
+#include "distributed/inter_node.hpp"
 #include "distributed/mpi_check.hpp"
 #include "obs/timeline.hpp"
 #include "train/global_batch.hpp"
@@ -95,11 +96,15 @@ JobSetup set_up_job(const JobSources& sources) {
     DistributedSpec& distributed = setup.spec.distributed;
     setup.device = assign_device(setup.spec.device, setup.spec.threads, *setup.world, share, distributed.share_gpus);
     if (distributed.share_gpus && setup.device.device.is_cuda()) {
-      // NCCL refuses two ranks on one GPU; MPI through host memory does not mind.
-      if (distributed.backend == CommBackend::kNccl)
+      // NCCL refuses two ranks on one GPU; MPI through host memory does not mind. NCCL stays
+      // possible where no NCCL communicator spans two ranks: one rank per node, and nodes
+      // joined through the hosts.
+      const bool nccl_alone = setup.world->local_size() == 1 && distributed.inter_node == InterNode::kHost;
+      if (distributed.backend == CommBackend::kNccl && !nccl_alone)
         throw InputError("distributed.share_gpus: true needs distributed.backend: mpi or auto, not nccl "
-                         "(NCCL runs one rank per GPU)");
-      distributed.backend = CommBackend::kMpi;
+                         "(NCCL runs one rank per GPU), unless every node has one rank and "
+                         "distributed.inter_node is host");
+      if (!nccl_alone) distributed.backend = CommBackend::kMpi;
     }
     // Mixed precision is a GPU feature: a rank that computes on the CPU must not train fp32
     // while the job says amp (device: auto on a machine without a usable GPU).
@@ -114,6 +119,22 @@ JobSetup set_up_job(const JobSources& sources) {
     }
   });
   warn_if_cpus_oversubscribed(setup.world->comm(), share, setup.device.threads);
+
+  // distributed.inter_node: auto follows NCCL's network on this machine (inter_node.hpp).
+  InterNode inter_node = InterNode::kHost;
+  run_on_all_ranks(MPI_COMM_WORLD, [&] {
+    const DistributedSpec& distributed = setup.spec.distributed;
+    const Device& device = setup.device.device;
+    if (device.is_cuda()) setup.nccl_network = probe_nccl_network();
+    inter_node = choose_inter_node(distributed.inter_node, device,
+                                   resolve_comm_backend(distributed.backend, device), setup.nccl_network);
+  });
+  // Every rank must build the same communicators: one rank without RDMA puts the job on the hosts.
+  int nccl = inter_node == InterNode::kNccl, all_nccl = 0;
+  SDP_MPI_CHECK(MPI_Allreduce(&nccl, &all_nccl, 1, MPI_INT, MPI_MIN, setup.world->comm()));
+  setup.inter_node = all_nccl ? InterNode::kNccl : InterNode::kHost;
+  if (setup.world->rank() == 0 && setup.world->nodes() > 1 && setup.device.device.is_cuda())
+    if (const std::string efa = setup.nccl_network.efa_warning(); !efa.empty()) log_warn(efa);
 
   // SageMaker names the network interface the hosts talk over; NCCL must use it too.
   if (setup.resource_config && !setup.resource_config->network_interface_name.empty())
@@ -201,6 +222,11 @@ std::string describe_plan(const JobSetup& setup) {
         << (s.distributed.share_gpus && setup.device.device.is_cuda() ? ", ranks share GPUs" : "");
   }
   out << "\n";
+  if (w.nodes() > 1)
+    out << "  across nodes : "
+        << describe_inter_node(setup.inter_node, s.distributed.inter_node, setup.device.device,
+                               setup.nccl_network)
+        << "\n";
   out << "  training     : " << s.train.epochs << " epoch(s)";
   if (s.train.max_steps > 0) out << ", at most " << s.train.max_steps << " steps";
   out << "\n";
@@ -259,6 +285,14 @@ nlohmann::json describe_environment(const JobSetup& setup) {
   }
   if (const std::string why = cuda_unavailable_reason(); !why.empty())
     env["cuda_unavailable"] = why;
+  // How gradients would cross nodes, and what NCCL would use for it on this machine.
+  env["inter_node"] = to_string(setup.inter_node);
+  const NcclNetwork network = probe_nccl_network();
+  env["nccl_network"] = {{"transport", network.describe()},
+                         {"plugin", network.plugin},
+                         {"rdma_devices", network.rdma_devices},
+                         {"efa_devices", network.efa_devices}};
+  if (const std::string efa = network.efa_warning(); !efa.empty()) env["nccl_network"]["warning"] = efa;
   env["ranks"] = nlohmann::json::array();
   for (int r = 0; r < w.size(); ++r) {
     env["ranks"].push_back({{"rank", r},

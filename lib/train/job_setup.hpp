@@ -13,6 +13,7 @@
 #include "config/job_spec.hpp"
 #include "config/sagemaker_env.hpp"
 #include "distributed/device_assignment.hpp"
+#include "distributed/inter_node.hpp"
 #include "distributed/world.hpp"
 
 namespace sdp {
@@ -31,6 +32,10 @@ struct JobSetup {
   std::string hyperparameters_path;    // the file applied, "" if none
   std::unique_ptr<World> world;
   DeviceAssignment device;
+  // What NCCL would use across nodes (GPU jobs; inter_node.hpp), and distributed.inter_node
+  // resolved from it (kNccl or kHost, the same on every rank; the spec keeps what was asked).
+  NcclNetwork nccl_network;
+  InterNode inter_node = InterNode::kHost;
 };
 
 // The resourceconfig.json the job reads: --resource-config, else SageMaker's own when it

@@ -7,6 +7,7 @@
 #include "core/floating_point.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/communicator_factory.hpp"
+#include "distributed/inter_node.hpp"
 #include "distributed/watchdog.hpp"
 #include "io/safetensors.hpp"
 #include "nn/threads.hpp"
@@ -56,7 +57,9 @@ EvalResult evaluate_model_file(JobSetup& setup, const std::string& model_path) {
   });
   CommunicatorOptions options;
   options.device = store.device();
-  const std::shared_ptr<Communicator> comm = make_communicator(spec.distributed.backend, world.comm(), options);
+  const std::shared_ptr<Communicator> comm = make_communicator(
+      world_backend(spec.distributed.backend, setup.inter_node, options.device, world.nodes()), world.comm(),
+      options);
   // Watched as in training: a rank that stops taking part ends the command with a report.
   Watchdog watch(WatchdogOptions{spec.distributed.stall_warning_s, spec.distributed.timeout_s}, world.rank(),
                  ProgressBoard::create(world));

@@ -16,6 +16,7 @@
 #include "distributed/agreement.hpp"
 #include "distributed/collectives.hpp"
 #include "distributed/communicator_factory.hpp"
+#include "distributed/inter_node.hpp"
 #include "distributed/watchdog.hpp"
 #include "nn/threads.hpp"
 #include "train/evaluation.hpp"
@@ -110,7 +111,9 @@ void Trainer::start_replicas() {
   // Agreed: a backend this rank cannot use (NCCL without a GPU) is one error, printed once.
   watched("communicator set-up", [&] {
     run_on_all_ranks(world_.comm(), [&] {
-      world_comm_ = make_communicator(spec_.distributed.backend, world_.comm(), options);
+      world_comm_ = make_communicator(world_backend(spec_.distributed.backend, setup_.inter_node,
+                                                    options.device, world_.nodes()),
+                                      world_.comm(), options);
     });
   });
   // Resume before the broadcasts below: they carry rank 0's restored weights and buffers.
@@ -134,6 +137,7 @@ void Trainer::start_replicas() {
   watched("data-parallel set-up", [&] { run_on_all_ranks(world_.comm(), [&] {
     DistributedSpec distributed = spec_.distributed;
     distributed.compression = resolve_compression(distributed.compression, spec_.precision);
+    distributed.inter_node = setup_.inter_node;
     parallel_ = std::make_unique<DataParallel>(*parts_.model, distributed, world_,
                                                spec_.train.accumulate_steps, timeline_.get());
   }); });

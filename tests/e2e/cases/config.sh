@@ -60,6 +60,8 @@ case_env_two_nodes() {
     # One GPU list per node; without a usable GPU, the runtime's reason instead of a silent 0.
     json_check '[n["node"] for n in d["nodes_gpus"]] == [0, 1] and all(isinstance(n["gpus"], list) for n in d["nodes_gpus"])'
     json_check 'any(n["gpus"] for n in d["nodes_gpus"]) or len(d["cuda_unavailable"]) > 0'
+    # Across the two nodes: the hosts (a CPU job), and what NCCL would use on this machine.
+    json_check 'd["inter_node"] == "host" and d["nccl_network"]["transport"] != "" and isinstance(d["nccl_network"]["efa_devices"], list)'
 }
 
 case_threads_follow_the_machine() {

@@ -60,7 +60,17 @@ case_dp_replicas_identical() {
         --set distributed.allreduce=$algo --set distributed.check_every_steps=1 --set distributed.bucket_mb=0.25 \
         --set output.metrics= --set output.model_dir="$WORK/model"
       grep -q "allreduce    : $algo.*, over mpi$" "$WORK/out" || fail "algorithm $algo over MPI not used"
+      grep -q "across nodes : host (the node's shard summed by a TCP socket ring)$" "$WORK/out" ||
+        fail "the plan does not say how the gradients cross the nodes"
     done
+}
+
+case_err_inter_node_nccl_on_cpu() {
+    # distributed.inter_node: nccl on a CPU job cannot run: exit 2 on every rank, said once.
+    expect_error 2 "distributed.inter_node: nccl needs GPU gradients over NCCL, but this job's go from the CPU; use auto or host" \
+      validate --config "$SRC/configs/quickstart.yaml" --set device=cpu --set distributed.inter_node=nccl
+    expect_error 2 "key 'distributed.inter_node': unknown value 'gpu' \(expected one of: auto, nccl, host\)" \
+      validate --config "$SRC/configs/quickstart.yaml" --set distributed.inter_node=gpu
 }
 
 case_dp_model_mismatch() {

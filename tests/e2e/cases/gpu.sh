@@ -159,7 +159,20 @@ case_gpu_shared_dp_matches_single_gpu() {
       expect_ok 2 "${base[@]}" --set data.batch_size=32 "${shared[@]}" --set distributed.ranks_per_node=1 \
         --set distributed.allreduce=$algo
       grep -q "^\[done\] steps=40 " "$WORK/out" || fail "$algo on 2 logical nodes did not finish"
+      grep -q "across nodes : host (each node's shard staged through pinned memory" "$WORK/out" ||
+        fail "the plan does not say the gradients cross the nodes through the hosts"
     done
+    # Herring's path (distributed.inter_node: host): the node phase over NCCL (one rank per
+    # node, so no NCCL communicator spans the shared GPU), the shard copied to pinned memory in
+    # rounds, summed over the socket ring, copied back; the same curve as one GPU.
+    expect_ok 2 "${base[@]}" --set data.batch_size=32 "${shared[@]}" --set distributed.ranks_per_node=1 \
+      --set distributed.allreduce=hierarchical --set distributed.backend=nccl --set distributed.inter_node=host
+    grep -q 'allreduce    : hierarchical, .*, over nccl, ranks share GPUs$' "$WORK/out" ||
+      fail "the node phase does not run over NCCL"
+    grep -q "across nodes : host (each node's shard staged through pinned memory, summed by the CPUs over a TCP socket ring)$" \
+      "$WORK/out" || fail "the plan does not name the host inter-node phase"
+    step_losses >"$WORK/host.txt"
+    same_loss_curves "$WORK/one.txt" "$WORK/host.txt" 40
 }
 
 case_gpu_dp_hierarchical_replicas_identical() {

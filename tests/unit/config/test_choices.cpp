@@ -31,6 +31,7 @@ TEST(Choices, EveryWordRoundTrips) {
   expect_round_trip<CommBackend>({"auto", "mpi", "nccl"});
   expect_round_trip<AllreduceKind>({"auto", "flat", "ring", "hierarchical"});
   expect_round_trip<Compression>({"auto", "none", "fp16", "bf16"});
+  expect_round_trip<InterNode>({"auto", "nccl", "host"});
   expect_round_trip<OnNonfinite>({"abort", "skip"});
   expect_round_trip<OnDivergence>({"warn", "abort"});
   expect_round_trip<ProgressMode>({"auto", "bar", "lines"});
@@ -59,6 +60,7 @@ TEST(Choices, EveryEnumeratorHasAWord) {
     EXPECT_NE(to_string(v), "?");
   for (auto v : {Compression::kAuto, Compression::kNone, Compression::kFp16, Compression::kBf16})
     EXPECT_NE(to_string(v), "?");
+  for (auto v : {InterNode::kAuto, InterNode::kNccl, InterNode::kHost}) EXPECT_NE(to_string(v), "?");
   for (auto v : {OnNonfinite::kAbort, OnNonfinite::kSkip}) EXPECT_NE(to_string(v), "?");
   for (auto v : {OnDivergence::kWarn, OnDivergence::kAbort}) EXPECT_NE(to_string(v), "?");
   for (auto v : {ProgressMode::kAuto, ProgressMode::kBar, ProgressMode::kLines})
@@ -230,6 +232,7 @@ TEST(Docs, JobSpecReferenceListsEveryWord) {
   expect_listed("distributed.backend", choice_names<CommBackend>());
   expect_listed("distributed.allreduce", choice_names<AllreduceKind>());
   expect_listed("distributed.compression", choice_names<Compression>());
+  expect_listed("distributed.inter_node", choice_names<InterNode>());
   expect_listed("train.on_nonfinite", choice_names<OnNonfinite>());
   expect_listed("train.on_divergence", choice_names<OnDivergence>());
   expect_listed("output.progress", choice_names<ProgressMode>());
