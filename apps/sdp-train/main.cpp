@@ -116,6 +116,9 @@ int run_bench_allreduce(sdp::JobSources sources, sdp::AllreduceBenchOptions opti
   sdp::run_on_all_ranks(setup.world->comm(), [&] {
     if (!algorithms_csv.empty()) sdp::parse_bench_algorithms(algorithms_csv, options);
     options.device = device == "cuda" ? setup.device.device : sdp::Device::cpu();
+    // The job's gradient path (share_gpus: staged MPI) and its inter-node choice.
+    options.gpu_backend = sdp::resolve_comm_backend(setup.spec.distributed.backend, options.device);
+    options.inter_node = setup.inter_node;
     result = sdp::run_allreduce_benchmark(*setup.world, options);
   });
   if (setup.world->rank() == 0) std::cout << sdp::format_allreduce_table(result) << std::flush;

@@ -15,6 +15,7 @@
 #include "distributed/allreduce.hpp"
 #include "distributed/communicator_factory.hpp"
 #include "distributed/mpi_check.hpp"
+#include "distributed/mpi_communicator.hpp"
 #include "distributed/shared_arena.hpp"
 #include "distributed/world.hpp"
 
@@ -59,6 +60,13 @@ double measure_node_copy_gbs(const World& world) {
   return 2.0 * bytes * world.local_size() / best / 1e9;
 }
 
+enum class RunKind { kAlgorithm, kPeer, kHostBound };
+struct Run {
+  std::string name;
+  std::unique_ptr<AllreduceAlgorithm> algorithm;  // kAlgorithm only
+  RunKind kind = RunKind::kAlgorithm;
+};
+
 // The benchmark's buffer and the rows it times at each size. `host` is where values are filled
 // and checked; `data` is what the collectives reduce: `host`, or GPU memory on a GPU.
 class AllreduceBench {
@@ -74,26 +82,50 @@ class AllreduceBench {
       host_ = heap_.data();
     }
     data_ = host_;
+    const bool nccl = on_gpu_ && options.gpu_backend == CommBackend::kNccl;
     if (on_gpu_) {
       gpu_buffer_ = allocate(options.device, static_cast<std::size_t>(max_count) * 4);
       data_ = static_cast<float*>(gpu_buffer_.get());
-      nccl_world_ = make_communicator(CommBackend::kNccl, world.comm(), {"world", options.device});
+      if (nccl) nccl_world_ = make_communicator(CommBackend::kNccl, world.comm(), {"world", options.device});
+      mpi_world_ = std::make_shared<MpiCommunicator>(world.comm(), "world");
     }
-    // The rows of each size, in order; a null algorithm is the peer.
-    if (options.mpi_peer) runs_.emplace_back(on_gpu_ ? "nccl" : "mpi", nullptr);
+    // The rows of each size, in order: the peer first (vs_mpi is relative to it). On GPUs whose
+    // ranks share them (no NCCL), the peer is the host path's own bound.
+    if (options.mpi_peer) runs_.push_back({on_gpu_ ? (nccl ? "nccl" : "host-bound") : "mpi", nullptr,
+                                           on_gpu_ && !nccl ? RunKind::kHostBound : RunKind::kPeer});
     for (AllreduceKind kind : options.algorithms) {
       if (on_gpu_ && kind == AllreduceKind::kRing) continue;  // host-only (allreduce.cpp)
       AllreduceSetup setup{kind, options.compression, arena_};
       if (on_gpu_) {
-        setup.backend = CommBackend::kNccl;
+        setup.backend = options.gpu_backend;
         setup.device = options.device;
+        setup.inter_node = options.inter_node;
       }
-      runs_.emplace_back(to_string(kind), make_allreduce(world, setup));
+      runs_.push_back({to_string(kind), make_allreduce(world, setup), RunKind::kAlgorithm});
+    }
+    if (on_gpu_ && options.mpi_peer) {
+      // The GPU paths through host memory, next to NCCL: Open MPI's allreduce on staged rounds
+      // (staged_communicator.hpp); the hierarchical AllReduce with its inter-node phase on the
+      // hosts (inter_node.hpp); and, under NCCL, the bound those are measured against.
+      CommunicatorOptions staged{"world", options.device};
+      if (nccl)  // else "flat" is this row already
+        runs_.push_back({"mpi-staged",
+                         std::make_unique<FlatAllreduce>(make_communicator(CommBackend::kMpi, world.comm(), staged)),
+                         RunKind::kAlgorithm});
+      if (world.nodes() > 1) {
+        AllreduceSetup setup{AllreduceKind::kHierarchical, options.compression, nullptr, options.gpu_backend,
+                             options.device, InterNode::kHost};
+        runs_.push_back({"hier-host", make_allreduce(world, setup), RunKind::kAlgorithm});
+      }
+      if (nccl) runs_.push_back({"host-bound", nullptr, RunKind::kHostBound});
     }
   }
 
   // The peer's name for the table: NCCL's communicator on a GPU, else empty (MPI's version).
-  std::string gpu_peer() const { return nccl_world_ ? "ncclAllReduce of " + nccl_world_->name() : ""; }
+  std::string gpu_peer() const {
+    if (nccl_world_) return "ncclAllReduce of " + nccl_world_->name();
+    return on_gpu_ ? "the copies to and from the host plus MPI_Allreduce of host memory, one after the other" : "";
+  }
 
   // One row per algorithm at `bytes`, the peer's first; vs_mpi relative to the peer.
   std::vector<AllreduceBenchRow> measure_size(int64_t bytes) {
@@ -102,9 +134,9 @@ class AllreduceBench {
                                          : std::max<int>(5, static_cast<int>(options_.iters * (8.0 * (1 << 20)) / bytes));
     std::vector<AllreduceBenchRow> rows;
     double peer_busbw = 0;
-    for (auto& [name, algorithm] : runs_) {
-      rows.push_back(measure(name, algorithm.get(), count, iters));
-      if (!algorithm) peer_busbw = rows.back().busbw_gbs;
+    for (Run& run : runs_) {
+      rows.push_back(measure(run, count, iters));
+      if (&run == &runs_.front() && run.kind != RunKind::kAlgorithm) peer_busbw = rows.back().busbw_gbs;
     }
     if (peer_busbw > 0)
       for (auto& row : rows) row.vs_mpi = row.busbw_gbs / peer_busbw;
@@ -118,45 +150,58 @@ class AllreduceBench {
     if (on_gpu_) copy_bytes(options_.device, data_, Device::cpu(), host_, static_cast<std::size_t>(count) * 4);
   }
 
-  // One AllReduce of `count` elements: `algorithm`, or the peer (MPI_Allreduce, or one
-  // ncclAllReduce on the world's NCCL communicator) when it is null.
-  void run_once(AllreduceAlgorithm* algorithm, int64_t count) {
+  // One AllReduce of `count` elements: the run's algorithm; the peer (MPI_Allreduce, or one
+  // ncclAllReduce on the world's NCCL communicator); or the host bound: the whole buffer to the
+  // host, MPI_Allreduce there, and back, each step waiting for the last (no overlap).
+  void run_once(const Run& run, int64_t count) {
     const CommBuffer buffer{data_, count, DType::kF32, options_.device};
-    if (algorithm)
-      algorithm->run(buffer, ReduceOp::kSum)->wait();
-    else if (on_gpu_)
-      nccl_world_->allreduce(buffer)->wait();
-    else
-      SDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data_, static_cast<int>(count), MPI_FLOAT, MPI_SUM, world_.comm()));
+    const std::size_t bytes = static_cast<std::size_t>(count) * 4;
+    switch (run.kind) {
+      case RunKind::kAlgorithm:
+        run.algorithm->run(buffer, ReduceOp::kSum)->wait();
+        return;
+      case RunKind::kPeer:
+        if (on_gpu_)
+          nccl_world_->allreduce(buffer)->wait();
+        else
+          SDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data_, static_cast<int>(count), MPI_FLOAT, MPI_SUM, world_.comm()));
+        return;
+      case RunKind::kHostBound:
+        if (bounce_.size() < static_cast<std::size_t>(count)) bounce_.resize(static_cast<std::size_t>(count));
+        copy_bytes(Device::cpu(), bounce_.data(), options_.device, data_, bytes);
+        mpi_world_->allreduce(CommBuffer::host(bounce_.data(), count))->wait();
+        copy_bytes(options_.device, data_, Device::cpu(), bounce_.data(), bytes);
+        return;
+    }
   }
 
-  AllreduceBenchRow measure(const std::string& name, AllreduceAlgorithm* algorithm, int64_t count, int iters) {
+  AllreduceBenchRow measure(const Run& run, int64_t count, int iters) {
     const int n = world_.size();
     // SUM in place multiplies the values by ~n per iteration: refill (untimed) before they
     // could leave the range where f32 stays finite.
     const int block = std::max(1, static_cast<int>(60 / std::max(1.0, std::log2(static_cast<double>(n)))));
     refill(count);
-    for (int i = 0; i < options_.warmup; ++i) run_once(algorithm, count);
+    for (int i = 0; i < options_.warmup; ++i) run_once(run, count);
     double elapsed = 0;
     for (int done = 0; done < iters;) {
       refill(count);
       const int k = std::min(block, iters - done);
       SDP_MPI_CHECK(MPI_Barrier(world_.comm()));
       const double t0 = MPI_Wtime();
-      for (int i = 0; i < k; ++i) run_once(algorithm, count);
+      for (int i = 0; i < k; ++i) run_once(run, count);
       elapsed += MPI_Wtime() - t0;
       done += k;
     }
     // One more, untimed, from fresh input: its result is the one checked.
     refill(count);
-    run_once(algorithm, count);
+    run_once(run, count);
     if (on_gpu_) copy_bytes(Device::cpu(), host_, options_.device, data_, static_cast<std::size_t>(count) * 4);
     AllreduceBenchRow row;
     row.bytes = count * 4;
     row.count = count;
-    row.algorithm = name;
-    row.ran = name;
-    if (auto* a = dynamic_cast<AutoAllreduce*>(algorithm))
+    row.algorithm = run.name;
+    row.ran = run.name;
+    if (auto* a = dynamic_cast<AutoAllreduce*>(run.algorithm.get()))
       row.ran = a->choice({data_, count, DType::kF32, options_.device});
     row.max_error = max_over_ranks(max_error(host_, count, n), world_.comm());
     row.time_us = max_over_ranks(elapsed / iters, world_.comm()) * 1e6;
@@ -173,8 +218,9 @@ class AllreduceBench {
   std::shared_ptr<void> gpu_buffer_;
   float* host_ = nullptr;
   float* data_ = nullptr;
-  std::shared_ptr<Communicator> nccl_world_;
-  std::vector<std::pair<std::string, std::unique_ptr<AllreduceAlgorithm>>> runs_;
+  std::shared_ptr<Communicator> nccl_world_, mpi_world_;
+  std::vector<float> bounce_;  // the host bound's host copy
+  std::vector<Run> runs_;
 };
 
 }  // namespace
@@ -231,8 +277,11 @@ std::string format_allreduce_table(const AllreduceBenchResult& r) {
   out += line;
   if (r.options.device.is_cpu())
     out += "# peer \"mpi\": MPI_Allreduce of " + r.peer + "; vs_mpi = busbw / busbw(mpi)\n";
+  else if (r.options.gpu_backend == CommBackend::kNccl)
+    out += "# peer \"nccl\": " + r.peer + " alone; vs_mpi = busbw / busbw(nccl); \"host-bound\": the copies "
+           "to and from the host plus MPI_Allreduce of host memory, one after the other\n";
   else
-    out += "# peer \"nccl\": " + r.peer + " alone; vs_mpi = busbw / busbw(nccl)\n";
+    out += "# peer \"host-bound\": " + r.peer + " (ranks share GPUs: no NCCL); vs_mpi = busbw / busbw(host-bound)\n";
   // An in-place allreduce on one node must at least read n inputs and write n outputs of S
   // bytes: algbw <= copy bandwidth / (2n). %mem compares with that bound.
   const double bound = r.node_copy_gbs / (2.0 * r.local_size);

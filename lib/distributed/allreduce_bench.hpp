@@ -7,7 +7,11 @@
 // gradient arena, so "hierarchical"/"auto" can take the shared-memory node phase.
 // With device = cuda:local_rank (`--device cuda`) the buffers are GPU memory, the algorithms
 // run over NCCL communicators, and the peer is ncclAllReduce alone ("nccl"); the ring, which
-// is host-only, is left out.
+// is host-only, is left out. Rows through host memory follow: "mpi-staged" (Open MPI on
+// pinned rounds), "hier-host" (across nodes: the inter-node phase on the hosts) and
+// "host-bound" (the whole buffer to the host, MPI_Allreduce, back: what staging must beat).
+// Ranks sharing a GPU (distributed.share_gpus) have no NCCL: the algorithms run staged over
+// MPI and the peer is "host-bound".
 #pragma once
 
 #include <cstdint>
@@ -33,6 +37,10 @@ struct AllreduceBenchOptions {
   Compression compression = Compression::kNone;  // applied to every algorithm but "mpi"
   bool shared_memory = true;         // buffers in a SharedArena (host buffers only)
   Device device = Device::cpu();     // cuda:i: GPU buffers, NCCL communicators
+  // GPU buffers: the algorithms' backend (mpi when ranks share GPUs: staged through the host,
+  // and the peer is the host bound) and their inter-node path (the job's, resolved).
+  CommBackend gpu_backend = CommBackend::kNccl;
+  InterNode inter_node = InterNode::kAuto;
 };
 
 struct AllreduceBenchRow {

@@ -194,7 +194,16 @@ case_bench_allreduce_gpu() {
       expect_ok 1 bench allreduce --device cuda --min-bytes 4 --max-bytes 4194304 --factor 32 --iters 3 --warmup 1
       grep -qE '^ +4 +1 +nccl ' "$WORK/out" || fail "no nccl peer row"
       grep -qE '^ +131072 +32768 +hierarchical ' "$WORK/out" || fail "no hierarchical row"
+      grep -qE '^ +4194304 +1048576 +mpi-staged ' "$WORK/out" || fail "no row of MPI staged through the host"
+      grep -qE '^ +4194304 +1048576 +host-bound ' "$WORK/out" || fail "no host-bound row"
       awk '$1 ~ /^[0-9]+$/ && $7 != 0 { exit 1 }' "$WORK/out" || fail "a GPU row is not exact: $(cat "$WORK/out")"
+      # 2 ranks sharing the GPU: no NCCL; the algorithms staged over MPI against the host bound,
+      # and as 2 logical nodes the inter-node phase on the hosts.
+      expect_ok 2 bench allreduce --device cuda --set distributed.share_gpus=true --set distributed.ranks_per_node=1 \
+        --min-bytes 4096 --max-bytes 67108864 --factor 128 --iters 3 --warmup 1
+      grep -q '^# peer "host-bound"' "$WORK/out" || fail "the shared-GPU table does not compare with the host bound"
+      grep -qE '^ +67108864 +16777216 +hier-host ' "$WORK/out" || fail "no hierarchical row with the host inter-node phase"
+      awk '$1 ~ /^[0-9]+$/ && $7 != 0 { exit 1 }' "$WORK/out" || fail "a shared-GPU row is not exact: $(cat "$WORK/out")"
     else
       expect_error 1 "device: cuda needs one GPU per rank, but node .* sees 0 GPU\\(s\\) \\(.+\\)|built without the CUDA backend" \
         bench allreduce --device cuda --max-bytes 65536
