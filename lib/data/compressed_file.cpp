@@ -23,8 +23,11 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 CompressedFile::CompressedFile(const std::string& path) : path_(path) {
-  if (!data_file_exists(path)) throw InputError(path + ": no such file");
-  if (ends_with(path, ".gz")) {
+  // A FIFO (SageMaker's Pipe mode) is read once, in order: nothing may be read ahead of gzopen.
+  std::error_code ec;
+  const bool fifo = std::filesystem::is_fifo(path, ec);
+  if (!fifo && !data_file_exists(path)) throw InputError(path + ": no such file");
+  if (!fifo && ends_with(path, ".gz")) {
     // gzread would pass a non-gzip file through silently; a ".gz" that is not gzip is
     // more likely a broken download than a raw file with a misleading name.
     unsigned char magic[2] = {0, 0};

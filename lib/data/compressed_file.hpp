@@ -13,7 +13,8 @@ namespace sdp {
 class CompressedFile {
  public:
   // Throws InputError when the file cannot be opened, or when its name ends in ".gz"
-  // but it does not start with the gzip magic bytes.
+  // but it does not start with the gzip magic bytes. A FIFO is read as a stream (plain or
+  // gzip, told by its first bytes).
   explicit CompressedFile(const std::string& path);
   ~CompressedFile();
   CompressedFile(const CompressedFile&) = delete;

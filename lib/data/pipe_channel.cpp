@@ -22,7 +22,7 @@
 
 #include "core/error.hpp"
 #include "core/floating_point.hpp"
-#include "data/tf_example.hpp"
+#include "data/tar_shards.hpp"
 #include "data/tfrecord.hpp"
 
 namespace sdp {
@@ -44,9 +44,10 @@ struct Frame {
 
 // Local rank r's socket: an abstract Unix name (nothing in the file system to clean up).
 sockaddr_un socket_address(const PipeOptions& o, int local_rank, socklen_t& length) {
-  // One training channel per job; the host's index keeps simulated hosts on one machine apart.
-  const std::string name =
-      "sdp-pipe-" + o.token + "-" + std::to_string(o.host) + "-" + std::to_string(local_rank);
+  // Per job (token) and channel (role: the training and the test channel are read at once);
+  // the host's index keeps simulated hosts on one machine apart.
+  const std::string name = "sdp-pipe-" + o.token + "-" + o.role + "-" + std::to_string(o.host) + "-" +
+                           std::to_string(local_rank);
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   address.sun_path[0] = '\0';
@@ -111,13 +112,25 @@ bool recv_frame(int fd, Frame& frame) {
   if (frame.kind == kEndOfPass) length = 0;
   if (frame.kind == kFeederError && !recv_all(fd, &length, sizeof length))
     throw RuntimeError("pipe mode: the host's pipe reader stopped in the middle of an error");
-  if (length > static_cast<uint64_t>(kMaxTfRecordBytes))
+  if (length > static_cast<uint64_t>(std::max(kMaxTfRecordBytes, kMaxTarMemberBytes)) + sizeof(int64_t))
     throw RuntimeError("pipe mode: a frame of " + std::to_string(length) +
                        " bytes from the host's pipe reader");
   frame.bytes.resize(length);
   if (length > 0 && !recv_all(fd, frame.bytes.data(), length))
     throw RuntimeError("pipe mode: the host's pipe reader stopped in the middle of a record");
   return true;
+}
+
+// A sample as a frame: its label (8 bytes), then its encoded image.
+Frame sample_frame(int64_t record, const EncodedRecord& sample) {
+  Frame frame;
+  frame.record = record;
+  frame.bytes.resize(sizeof(int64_t) + sample.image.size());
+  std::memcpy(frame.bytes.data(), &sample.label, sizeof(int64_t));
+  if (!sample.image.empty())
+    std::memcpy(frame.bytes.data() + sizeof(int64_t), sample.image.data(), sample.image.size());
+  frame.kind = frame.bytes.size();
+  return frame;
 }
 
 }  // namespace
@@ -200,20 +213,20 @@ struct PipeRecords::Shared {
     const PipeOptions& o = options;
     try {
       connect_peers();
-      for (int64_t pass = 0; !stop; ++pass) {
+      for (int64_t pass = o.first_pass; !stop && (o.passes < 0 || pass < o.first_pass + o.passes); ++pass) {
         const std::string fifo = pipe_fifo_path(o.path, pass);
         wait_for_fifo(fifo);
         if (stop) break;
         opening = pass;
-        TfRecordReader reader(fifo);  // blocks until SageMaker's writer opens it
+        // Blocks until SageMaker's writer opens the FIFO. Tar archives arrive back to back.
+        const std::unique_ptr<ShardReader> reader = open_stream_shard(fifo, 0, o.records, /*stream=*/true);
         opening = -1;
         int64_t read = 0, kept = 0;
-        std::vector<uint8_t> payload;
-        while (!stop && reader.next(payload)) {
+        EncodedRecord sample;
+        while (!stop && reader->next(sample)) {
           const int64_t record = read++;
           if (!o.host_sharded && record % o.hosts != o.host) continue;
-          deliver(static_cast<int>(kept++ % o.local_size),
-                  Frame{payload.size(), record, std::move(payload)});
+          deliver(static_cast<int>(kept++ % o.local_size), sample_frame(record, sample));
         }
         if (stop) break;
         if (read == 0) throw InputError(fifo + ": the FIFO closed before its first record");
@@ -277,17 +290,12 @@ class PipePassReader final : public ShardReader {
     if (frame.kind == kEndOfPass) return false;
     if (frame.kind == kFeederError)
       throw InputError(std::string(frame.bytes.begin(), frame.bytes.end()));
-    const std::string where = pipe_fifo_path(s_.options.path, pass_) + ": record " +
-                              std::to_string(frame.record) + " (from 0)";
-    ExampleFields fields;
-    try {
-      fields = parse_example(frame.bytes.data(), frame.bytes.size(), s_.options.records.image_key,
-                             s_.options.records.label_key);
-    } catch (const InputError& e) {
-      throw InputError(where + ": " + e.what());
-    }
-    record.image = std::move(fields.image);
-    record.label = fields.label - s_.options.records.label_offset;
+    // The feeder parsed the sample (its errors name the FIFO and the record): label, image.
+    if (frame.bytes.size() < sizeof(int64_t))
+      throw RuntimeError("pipe mode: a frame of " + std::to_string(frame.bytes.size()) +
+                         " bytes from the host's pipe reader");
+    std::memcpy(&record.label, frame.bytes.data(), sizeof(int64_t));
+    record.image.assign(frame.bytes.begin() + sizeof(int64_t), frame.bytes.end());
     record.shard = 0;
     record.record = frame.record;
     return true;
@@ -387,6 +395,10 @@ PipeImageSet::PipeImageSet(const PipeOptions& pipe, const EncodedImageOptions& i
 }
 
 std::string PipeImageSet::describe() const {
+  if (samples_per_epoch_ < 0)
+    return name() + ": each evaluation reads the next FIFO (" + pipe_fifo_path(pipe_.path, 0) +
+           ", _1, ...) to its end, by local rank 0 of each host" +
+           (pipe_.host_sharded ? " (ShardedByS3Key: each host its own part)" : "");
   return name() + ": " + std::to_string(samples_per_epoch_) +
          " samples per epoch (data.samples_per_epoch), read from " + pipe_fifo_path(pipe_.path, 0) +
          ", _1, ... by local rank 0 of each host" +
@@ -402,8 +414,23 @@ std::unique_ptr<TrainLoader> PipeImageSet::make_train_loader(const LoaderOptions
                                              samples_per_epoch_, images_, counted, shuffle_buffer_);
 }
 
-std::unique_ptr<EvalLoader> PipeImageSet::make_eval_loader(int64_t, int, int, int) const {
-  throw std::logic_error("PipeImageSet: a Pipe-mode channel is not read for evaluation");
+PipeImageSet::PipeImageSet(const PipeOptions& pipe, const EncodedImageOptions& images)
+    : pipe_(pipe), images_(images), samples_per_epoch_(-1), shuffle_buffer_(0), world_rank_(0), world_size_(1) {
+  images_ = checked_image_options(name(), images_, images_.num_classes);
+}
+
+std::unique_ptr<PipeImageSet> PipeImageSet::for_evaluation(const PipeOptions& pipe, const EncodedImageOptions& images) {
+  PipeOptions test = pipe;
+  test.role = "test";
+  return std::unique_ptr<PipeImageSet>(new PipeImageSet(test, images));
+}
+
+std::unique_ptr<EvalLoader> PipeImageSet::make_eval_loader(int64_t batch_size, int rank, int, int prefetch) const {
+  PipeOptions one_pass = pipe_;
+  one_pass.first_pass = evaluations_++;
+  one_pass.passes = 1;
+  return std::make_unique<StreamEvalLoader>(std::make_shared<PipeRecords>(one_pass), images_, batch_size, rank,
+                                            prefetch, one_pass.first_pass);
 }
 
 }  // namespace sdp

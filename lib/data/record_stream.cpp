@@ -52,8 +52,9 @@ class TfRecordShardReader final : public ShardReader {
 
 class TarShardStreamReader final : public ShardReader {
  public:
-  TarShardStreamReader(const std::string& path, int shard, const StreamSourceOptions& options)
-      : reader_(path), shard_(shard), options_(options) {}
+  TarShardStreamReader(const std::string& path, int shard, const StreamSourceOptions& options,
+                       bool concatenated)
+      : reader_(path, concatenated), shard_(shard), options_(options) {}
 
   bool next(EncodedRecord& record) override {
     if (!reader_.next(sample_)) return false;
@@ -85,22 +86,12 @@ class TarShardStreamReader final : public ShardReader {
   int64_t samples_ = 0;
 };
 
-std::unique_ptr<ShardReader> open_shard(const std::string& path, int shard,
-                                        const StreamSourceOptions& options) {
-  if (options.format == StreamFormat::kTarShards)
-    return std::make_unique<TarShardStreamReader>(path, shard, options);
-  return std::make_unique<TfRecordShardReader>(path, shard, options);
-}
-
-const char* format_name(StreamFormat format) {
-  return format == StreamFormat::kTarShards ? "tar-shards" : "tfrecord";
-}
 
 // "sdp-stream-index 1\nformat F\ndata_bytes N\nsamples K\n": the count, when the text is that
 // of this format and of a data file of `data_bytes` bytes.
 std::optional<int64_t> parse_count_index(const std::string& text, StreamFormat format,
                                          int64_t data_bytes) {
-  const std::string head = std::string(kCountIndexMagic) + "\nformat " + format_name(format) +
+  const std::string head = std::string(kCountIndexMagic) + "\nformat " + stream_format_name(format) +
                            "\ndata_bytes " + std::to_string(data_bytes) + "\nsamples ";
   if (text.compare(0, head.size(), head) != 0 || text.back() != '\n') return std::nullopt;
   int64_t count = -1;
@@ -112,6 +103,17 @@ std::optional<int64_t> parse_count_index(const std::string& text, StreamFormat f
 }
 
 }  // namespace
+
+std::unique_ptr<ShardReader> open_stream_shard(const std::string& path, int shard,
+                                               const StreamSourceOptions& options, bool stream) {
+  if (options.format == StreamFormat::kTarShards)
+    return std::make_unique<TarShardStreamReader>(path, shard, options, stream);
+  return std::make_unique<TfRecordShardReader>(path, shard, options);
+}
+
+const char* stream_format_name(StreamFormat format) {
+  return format == StreamFormat::kTarShards ? "tar-shards" : "tfrecord";
+}
 
 int64_t count_stream_samples(const std::string& path, const StreamSourceOptions& options) {
   if (options.format == StreamFormat::kTfRecord && !tfrecord_is_gzip(path))
@@ -125,10 +127,10 @@ int64_t count_stream_samples(const std::string& path, const StreamSourceOptions&
   // Read as training reads it, so a defect is reported now, naming its record.
   int64_t count = 0;
   EncodedRecord record;
-  for (auto reader = open_shard(path, 0, options); reader->next(record);) ++count;
+  for (auto reader = open_stream_shard(path, 0, options); reader->next(record);) ++count;
   try {
     write_file_atomically(index_path, std::string(kCountIndexMagic) + "\nformat " +
-                                          format_name(options.format) + "\ndata_bytes " +
+                                          stream_format_name(options.format) + "\ndata_bytes " +
                                           std::to_string(data_bytes) + "\nsamples " +
                                           std::to_string(count) + "\n");
   } catch (const RuntimeError& e) {
@@ -140,7 +142,7 @@ int64_t count_stream_samples(const std::string& path, const StreamSourceOptions&
 
 StreamSource::StreamSource(const std::string& path, const StreamSourceOptions& options)
     : path_(path), options_(options) {
-  shards_ = list_data_files(path, std::string("data.format ") + format_name(options.format));
+  shards_ = list_data_files(path, std::string("data.format ") + stream_format_name(options.format));
   for (const std::string& shard : shards_) {
     first_ids_.push_back(total_);
     counts_.push_back(count_stream_samples(shard, options_));
@@ -151,11 +153,11 @@ StreamSource::StreamSource(const std::string& path, const StreamSourceOptions& o
 }
 
 std::string StreamSource::name() const {
-  return std::string(format_name(options_.format)) + ":" + path_;
+  return std::string(stream_format_name(options_.format)) + ":" + path_;
 }
 
 std::unique_ptr<ShardReader> StreamSource::open(int shard) const {
-  return open_shard(shard_path(shard), shard, options_);
+  return open_stream_shard(shard_path(shard), shard, options_);
 }
 
 std::string StreamSource::where(int shard, int64_t record) const {

@@ -43,6 +43,14 @@ class ShardReader {
   virtual bool next(EncodedRecord& record) = 0;
 };
 
+// A reader of one shard at `path` (numbered `shard` in the records it gives). `stream`: the
+// file is a Pipe-mode FIFO carrying a channel's objects back to back (tar archives one after
+// another). Throws InputError when it cannot be opened.
+std::unique_ptr<ShardReader> open_stream_shard(const std::string& path, int shard,
+                                               const StreamSourceOptions& options, bool stream = false);
+// "tfrecord" or "tar-shards".
+const char* stream_format_name(StreamFormat format);
+
 // The samples of one shard: from its index file when that is fresh, otherwise by reading the
 // shard (every record checked as the training reads it), after which the index is written
 // for next time (a read-only directory only costs the reading). A plain TFRecord file's count

@@ -387,10 +387,11 @@ bool StreamTrainLoader::produce(Batch& batch) {
 
 StreamEvalLoader::StreamEvalLoader(std::shared_ptr<RankRecords> records,
                                    const EncodedImageOptions& images, int64_t batch_size, int rank,
-                                   int prefetch)
+                                   int prefetch, int64_t pass)
     : rank_records_(std::move(records)),
       batch_size_(batch_size),
-      samples_(rank_records_->pass_samples(0)),
+      pass_(pass),
+      samples_(rank_records_->pass_samples(pass)),
       decoder_(images, images.num_classes, AugmentOptions{}),
       stream_(rank_records_, {0, rank, /*shuffle_buffer=*/0, /*repeat=*/false,
                               std::max<int64_t>(256, 2 * batch_size)}),
@@ -401,7 +402,7 @@ StreamEvalLoader::StreamEvalLoader(std::shared_ptr<RankRecords> records,
 
 void StreamEvalLoader::start() {
   prefetcher_.stop();
-  stream_.start(0, 0);
+  stream_.start(pass_, 0);
   produced_ = 0;
   prefetcher_.start([this](Batch& batch) { return produce(batch); });
 }

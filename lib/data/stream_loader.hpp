@@ -200,9 +200,10 @@ class StreamTrainLoader final : public TrainLoader {
 
 class StreamEvalLoader final : public EvalLoader {
  public:
-  // `rank` keys nothing but the reader's name; `records` is this rank's share (one pass).
+  // `rank` keys nothing but the reader's name; `records` is this rank's share, read for one
+  // pass, `pass` (a pipe's evaluations each read the next FIFO).
   StreamEvalLoader(std::shared_ptr<RankRecords> records, const EncodedImageOptions& images,
-                   int64_t batch_size, int rank, int prefetch);
+                   int64_t batch_size, int rank, int prefetch, int64_t pass = 0);
   int64_t num_samples() const { return samples_; }  // this rank; -1 when unknown (a pipe)
   void start() override;
   const Batch* next() override { return prefetcher_.next(); }
@@ -211,7 +212,7 @@ class StreamEvalLoader final : public EvalLoader {
   bool produce(Batch& batch);
 
   std::shared_ptr<RankRecords> rank_records_;
-  int64_t batch_size_, samples_;
+  int64_t batch_size_, pass_, samples_;
   BatchDecoder decoder_;
   RecordStream stream_;
   int64_t produced_ = 0;

@@ -156,7 +156,7 @@ std::vector<uint8_t>* tar_sample_image(TarSample& sample) {
 
 // ---- TarReader ----
 
-TarReader::TarReader(const std::string& path) : file_(path) {}
+TarReader::TarReader(const std::string& path, bool concatenated) : file_(path), concatenated_(concatenated) {}
 
 void TarReader::fail(const std::string& name, int64_t header_offset,
                      const std::string& what) const {
@@ -220,6 +220,8 @@ bool TarReader::next_member(TarMember& member) {
     uint8_t header[kBlock];
     const int64_t got = file_.read(header, kBlock);
     offset_ += got;
+    if (got == kBlock && all_zero(header) && concatenated_ && metadata_offset < 0)
+      continue;  // the end of one archive (or its padding); another may follow
     if (got == 0 || (got == kBlock && all_zero(header))) {
       ended_ = true;
       if (metadata_offset >= 0)
@@ -311,7 +313,7 @@ bool split_sample_name(const std::string& name, std::string& key, std::string& e
   return true;
 }
 
-TarShardReader::TarShardReader(const std::string& path) : tar_(path) {}
+TarShardReader::TarShardReader(const std::string& path, bool concatenated) : tar_(path, concatenated) {}
 
 bool TarShardReader::next(TarSample& sample) {
   sample.key.clear();

@@ -32,7 +32,9 @@ struct TarMember {
 class TarReader {
  public:
   // Throws InputError when the file cannot be opened (or is a ".gz" that is not gzip).
-  explicit TarReader(const std::string& path);
+  // `concatenated`: archives back to back, as a Pipe-mode FIFO carries a channel's objects:
+  // zero blocks are skipped (GNU tar's --ignore-zeros) and only the end of the stream ends it.
+  explicit TarReader(const std::string& path, bool concatenated = false);
 
   // Replaces `member` with the next regular file; false at the end of the archive. Throws
   // InputError "<path>: member '<name>' at byte offset <o>: ..." on a truncated header or
@@ -54,6 +56,7 @@ class TarReader {
   CompressedFile file_;
   int64_t offset_ = 0;
   bool ended_ = false;
+  bool concatenated_ = false;
 };
 
 // WebDataset's split of a member name: key = the path up to the first '.' of its base name,
@@ -76,7 +79,8 @@ std::vector<uint8_t>* tar_sample_image(TarSample& sample);
 // The samples of a WebDataset shard, in order.
 class TarShardReader {
  public:
-  explicit TarShardReader(const std::string& path);
+  // `concatenated`: as TarReader's.
+  explicit TarShardReader(const std::string& path, bool concatenated = false);
 
   // Replaces `sample` with the next group of consecutive members sharing a key; false at
   // the end. Throws what TarReader throws, and InputError for two members of one sample with

@@ -69,36 +69,44 @@ DataSplits open_encoded_images(const JobSpec& spec, const DataReaders& readers) 
   options.workers = d.workers > 0 ? d.workers : nn::num_threads();
   options.skip_bad_records = d.on_bad_record == "skip";
   if (d.normalize == "cifar10") options.normalization = Normalization::cifar10();
-  if (const auto test_channel = channel_config(d.test); test_channel && test_channel->input_mode == "Pipe")
-    throw InputError("key 'data.test': " + d.test +
-                     " is a SageMaker channel in Pipe mode; evaluation reads its test set in File or FastFile mode "
-                     "(the test channel's TrainingInputMode)");
   const auto train_channel = channel_config(d.train);
-  if (!train_channel || train_channel->input_mode != "Pipe") {
+  const auto test_channel = channel_config(d.test);
+  const bool train_pipe = train_channel && train_channel->input_mode == "Pipe";
+  const bool test_pipe = test_channel && test_channel->input_mode == "Pipe";
+  if ((train_pipe || test_pipe) && d.format == DataFormat::kImageFolder)
+    throw InputError("key 'data.format': image-folder: a channel in Pipe mode (" + (train_pipe ? d.train : d.test) +
+                     ") carries its files back to back, without their folders; use tfrecord or tar-shards "
+                     "(sdp-train data convert makes them from an image folder)");
+  // The channel at `path` read from its FIFOs: one reader per host deals the records.
+  auto pipe_of = [&](const std::string& path, const ChannelConfig& channel) {
+    PipeOptions pipe;
+    pipe.path = path;
+    pipe.local_rank = readers.local_rank;
+    pipe.local_size = readers.local_size;
+    pipe.host = readers.host;
+    pipe.hosts = readers.hosts;
+    pipe.host_sharded = channel.distribution == "ShardedByS3Key";
+    pipe.token = readers.token;
+    pipe.timeout_s = spec.distributed.timeout_s;
+    pipe.records.format = d.format == DataFormat::kTarShards ? StreamFormat::kTarShards : StreamFormat::kTfRecord;
+    pipe.records.image_key = d.image_key;
+    pipe.records.label_key = d.label_key;
+    pipe.records.label_offset = d.label_offset;
+    return pipe;
+  };
+  std::unique_ptr<SampleSource> train;  // first: its errors are the ones reported
+  if (train_pipe) {
+    train = std::make_unique<PipeImageSet>(pipe_of(d.train, *train_channel), options, d.samples_per_epoch,
+                                           d.shuffle_buffer, readers.rank, readers.size);
+  } else {
     if (d.samples_per_epoch > 0 && readers.rank == 0)
       log_warn("key 'data.samples_per_epoch' is read only for a training channel in Pipe mode; " + d.train +
                " is counted instead");
-    auto train = open_encoded_set(d, options, d.train);  // first: its errors are the ones reported
-    return {std::move(train), open_encoded_set(d, options, d.test)};
+    train = open_encoded_set(d, options, d.train);
   }
-  if (d.format != DataFormat::kTfrecord)
-    throw InputError("key 'data.format': " + to_string(d.format) + ": a channel in Pipe mode (" + d.train +
-                     ") carries TFRecord files back to back; use data.format: tfrecord");
-  PipeOptions pipe;
-  pipe.path = d.train;
-  pipe.local_rank = readers.local_rank;
-  pipe.local_size = readers.local_size;
-  pipe.host = readers.host;
-  pipe.hosts = readers.hosts;
-  pipe.host_sharded = train_channel->distribution == "ShardedByS3Key";
-  pipe.token = readers.token;
-  pipe.timeout_s = spec.distributed.timeout_s;
-  pipe.records.image_key = d.image_key;
-  pipe.records.label_key = d.label_key;
-  pipe.records.label_offset = d.label_offset;
-  auto train =
-      std::make_unique<PipeImageSet>(pipe, options, d.samples_per_epoch, d.shuffle_buffer, readers.rank, readers.size);
-  return {std::move(train), open_encoded_set(d, options, d.test)};
+  std::unique_ptr<SampleSource> test =
+      test_pipe ? PipeImageSet::for_evaluation(pipe_of(d.test, *test_channel), options) : open_encoded_set(d, options, d.test);
+  return {std::move(train), std::move(test)};
 }
 
 }  // namespace
@@ -244,6 +252,7 @@ TrainingParts build_training_parts(const JobSpec& spec, const World& world, cons
                        ": not one step per epoch");
     parts.loader = data.train->make_train_loader(loader_options);
     if (world.rank() == 0) log_info("training data " + data.train->describe());
+    if (world.rank() == 0 && data.test->count() < 0) log_info("test data " + data.test->describe());  // a pipe
   });
   // One set per host: the hosts' sets differ in size, and every rank must run the same steps.
   if (data_reader(spec, spec.data.train, world).second < world.size()) {

@@ -1,6 +1,7 @@
 // Fuzzes the WebDataset tar reader (TarShardReader over TarReader). Input layout:
 //   byte 0: bit 0 set = the file is named *.tar.gz (the bytes must then be gzip themselves:
-//           the seeds are), then the file's bytes.
+//           the seeds are); bit 1 set = read as archives back to back (a Pipe-mode FIFO:
+//           zero blocks skipped); then the file's bytes.
 #include <cstdint>
 #include <string>
 
@@ -11,10 +12,11 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const bool gz = data[0] & 1;
+  const bool concatenated = data[0] & 2;
   const std::string path =
       sdp::fuzz::write_file(gz ? "shard.tar.gz" : "shard.tar", data + 1, size - 1);
   try {
-    sdp::TarShardReader reader(path);
+    sdp::TarShardReader reader(path, concatenated);
     sdp::TarSample sample;
     std::string previous_key;
     bool first = true;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "data/pipe_channel.hpp"
+#include "data/tar_shards.hpp"
 #include "data/tf_example.hpp"
 #include "data/tfrecord.hpp"
 #include "unit/data/expect_input_error.hpp"
@@ -40,9 +41,9 @@ std::vector<uint8_t> read_file(const std::string& path) {
 
 // Writes `bytes` into FIFOs channel_0 .. channel_{passes-1}, one after the other, as SageMaker
 // does.
-std::thread feed(const std::string& channel, std::vector<uint8_t> bytes, int passes) {
+std::thread feed(const std::string& channel, std::vector<uint8_t> bytes, int passes, int first = 0) {
   return std::thread([=] {
-    for (int pass = 0; pass < passes; ++pass) {
+    for (int pass = first; pass < first + passes; ++pass) {
       const std::string fifo = pipe_fifo_path(channel, pass);
       ::mkfifo(fifo.c_str(), 0600);
       std::ofstream out(fifo, std::ios::binary);  // blocks until the reader opens it
@@ -134,6 +135,87 @@ TEST(PipeRecords, AStreamThatEndsInsideARecordIsAnErrorOnEveryRankOfTheHost) {
   other.join();
   EXPECT_NE(other_error.find(channel + "_0: record 3 (from 0)"), std::string::npos) << other_error;
   writer.join();
+}
+
+// Tar shards in Pipe mode: the channel's archives arrive back to back (here two shards of 3
+// and 4 samples), and the host's reader deals the samples, label and image, as it deals records.
+TEST(PipeRecords, TarShardsArriveBackToBackAndAreDealtAsSamples) {
+  TempDir dir;
+  std::vector<uint8_t> channel_bytes;
+  int next = 0;
+  for (int shard = 0; shard < 2; ++shard) {
+    const std::string path = dir.file("shard" + std::to_string(shard) + ".tar");
+    TarWriter tar(path);
+    for (int i = 0; i < 3 + shard; ++i, ++next) {
+      const std::string key = "s" + std::to_string(next);
+      tar.add_file(key + ".jpg", {static_cast<uint8_t>(next)});
+      const std::string label = std::to_string(next % 5);
+      tar.add_file(key + ".cls", std::vector<uint8_t>(label.begin(), label.end()));
+    }
+    tar.close();
+    const std::vector<uint8_t> bytes = read_file(path);
+    channel_bytes.insert(channel_bytes.end(), bytes.begin(), bytes.end());
+  }
+  const std::string channel = dir.file("train");
+  std::thread writer = feed(channel, channel_bytes, 1);
+  PipeOptions o0 = options(channel, 0, 2), o1 = options(channel, 1, 2);
+  o0.records.format = o1.records.format = StreamFormat::kTarShards;
+  PipeRecords rank1(o1);
+  PipeRecords rank0(o0);
+  std::vector<int64_t> second;
+  std::thread other([&] { second = read_pass(rank1, 0); });
+  EXPECT_EQ(read_pass(rank0, 0), (std::vector<int64_t>{0, 2, 4, 6}));
+  other.join();
+  EXPECT_EQ(second, (std::vector<int64_t>{1, 3, 5}));
+  writer.join();
+}
+
+// A tar sample without its label in a FIFO: an error naming the FIFO, the record and its key,
+// on both ranks of the host.
+TEST(PipeRecords, ATarSampleWithoutItsLabelIsAnErrorOnEveryRankOfTheHost) {
+  TempDir dir;
+  const std::string path = dir.file("bad.tar");
+  {
+    TarWriter tar(path);
+    tar.add_file("s0.jpg", {0});
+    tar.add_file("s0.cls", {'0'});
+    tar.add_file("s1.jpg", {1});  // no s1.cls
+    tar.close();
+  }
+  const std::string channel = dir.file("train");
+  std::thread writer = feed(channel, read_file(path), 1);
+  PipeOptions o0 = options(channel, 0, 2), o1 = options(channel, 1, 2);
+  o0.records.format = o1.records.format = StreamFormat::kTarShards;
+  PipeRecords rank1(o1);
+  PipeRecords rank0(o0);
+  std::string other_error;
+  std::thread other([&] {
+    try {
+      read_pass(rank1, 0);
+    } catch (const InputError& e) {
+      other_error = e.what();
+    }
+  });
+  expect_input_error([&] { read_pass(rank0, 0); }, {channel + "_0: record 1 (from 0) (key 's1')", "no .cls member"});
+  other.join();
+  EXPECT_NE(other_error.find("key 's1'"), std::string::npos) << other_error;
+  writer.join();
+}
+
+// An evaluation reads one FIFO, the one after the last evaluation's: its reader starts there
+// and stops after it.
+TEST(PipeRecords, AnEvaluationReadsOneFifoFromItsPass) {
+  TempDir dir;
+  const std::string channel = dir.file("test");
+  std::thread writer = feed(channel, read_file(write_records(dir, 5)), 1, /*first=*/1);
+  PipeOptions o = options(channel, 0, 1);
+  o.first_pass = 1;
+  o.passes = 1;
+  PipeRecords records(o);
+  EXPECT_EQ(read_pass(records, 1), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  writer.join();
+  // The next pass is not read: the host's reader ended with the last one, and says so.
+  EXPECT_THROW(read_pass(records, 2), RuntimeError);
 }
 
 TEST(PipeRecords, DestroyedWhileWaitingForAFifoWithoutHanging) {

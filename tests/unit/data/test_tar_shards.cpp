@@ -252,6 +252,38 @@ TEST(TarShards, EndOfArchive) {
   EXPECT_TRUE(read_samples(dir.file("empty.tar")).empty());
 }
 
+// A Pipe-mode FIFO carries a channel's archives back to back: read as concatenated, every
+// archive's samples come in order across the zero blocks between them (GNU tar's
+// --ignore-zeros; gzip members back to back too); read as one archive, the first ends it.
+TEST(TarShards, ConcatenatedArchivesAsAPipeCarriesThem) {
+  TempDir dir;
+  for (bool gzip : {false, true}) {
+    const std::string ext = gzip ? ".tar.gz" : ".tar";
+    for (int part = 0; part < 2; ++part) {
+      TarWriter tar(dir.file("part" + std::to_string(part) + ext), gzip);
+      tar.add_file("a" + std::to_string(part) + ".jpg", pattern(700, part));
+      tar.add_file("a" + std::to_string(part) + ".cls", text(std::to_string(part)));
+      tar.close();
+    }
+    // Plain: the first archive padded to GNU tar's 10 KiB record, then the second. Gzip: the
+    // two compressed files back to back, as S3 objects arrive.
+    Bytes both = testing::read_raw(dir.file("part0" + ext));
+    if (!gzip) both.insert(both.end(), 10240 - both.size() % 10240, 0);
+    const Bytes second = testing::read_raw(dir.file("part1" + ext));
+    both.insert(both.end(), second.begin(), second.end());
+    const std::string path = dir.file("both" + ext);
+    testing::write_raw(path, both);
+    TarShardReader stream(path, /*concatenated=*/true);
+    std::vector<std::string> keys;
+    for (TarSample sample; stream.next(sample);) {
+      keys.push_back(sample.key);
+      EXPECT_EQ(sample.files.at("cls"), text(sample.key.substr(1)));
+    }
+    EXPECT_EQ(keys, (std::vector<std::string>{"a0", "a1"})) << ext;
+    EXPECT_EQ(read_samples(path).size(), 1u) << ext;  // one archive: the first end block ends it
+  }
+}
+
 // A tar of two samples: s1.jpg (600 bytes, header at 0), s2.jpg (1500 bytes, header at 1536,
 // data at 2048), s2.cls (header at 3584).
 Bytes two_sample_tar(const TempDir& dir) {
