@@ -96,14 +96,16 @@ JobSetup set_up_job(const JobSources& sources) {
     DistributedSpec& distributed = setup.spec.distributed;
     setup.device = assign_device(setup.spec.device, setup.spec.threads, *setup.world, share, distributed.share_gpus);
     if (distributed.share_gpus && setup.device.device.is_cuda()) {
-      // NCCL refuses two ranks on one GPU; MPI through host memory does not mind. NCCL stays
-      // possible where no NCCL communicator spans two ranks: one rank per node, and nodes
-      // joined through the hosts.
-      const bool nccl_alone = setup.world->local_size() == 1 && distributed.inter_node == InterNode::kHost;
+      // NCCL refuses two ranks on one GPU of one host; MPI through host memory does not mind.
+      // NCCL stays possible with one rank per node where no NCCL communicator spans two of
+      // them (nodes joined through the hosts), or where NCCL_HOSTID gives each rank a host of
+      // its own (NCCL then joins the nodes over its network transport: tests on one GPU).
+      const bool nccl_alone = setup.world->local_size() == 1 &&
+                              (distributed.inter_node == InterNode::kHost || std::getenv("NCCL_HOSTID") != nullptr);
       if (distributed.backend == CommBackend::kNccl && !nccl_alone)
         throw InputError("distributed.share_gpus: true needs distributed.backend: mpi or auto, not nccl "
                          "(NCCL runs one rank per GPU), unless every node has one rank and "
-                         "distributed.inter_node is host");
+                         "distributed.inter_node is host (or NCCL_HOSTID differs from rank to rank)");
       if (!nccl_alone) distributed.backend = CommBackend::kMpi;
     }
     // Mixed precision is a GPU feature: a rank that computes on the CPU must not train fp32

@@ -175,6 +175,29 @@ case_gpu_shared_dp_matches_single_gpu() {
     same_loss_curves "$WORK/one.txt" "$WORK/host.txt" 40
 }
 
+case_gpu_nccl_between_logical_hosts_on_one_gpu() {
+    # NCCL across nodes, on one GPU: 2 ranks as 2 logical nodes (ranks_per_node 1) sharing the
+    # GPU, each with an NCCL_HOSTID of its own, so that NCCL takes them for two hosts (its
+    # duplicate-GPU check compares host and bus id) and joins them over its network transport
+    # (TCP sockets on loopback here). The inter-node phase over NCCL, the curve of one GPU.
+    need_gpus 1
+    one_gpu_reference
+    cat >"$WORK/own-host.sh" <<SH
+#!/usr/bin/env bash
+NCCL_HOSTID=sdp-logical-host-\$OMPI_COMM_WORLD_RANK NCCL_SOCKET_IFNAME=lo exec "$BIN" "\$@"
+SH
+    chmod +x "$WORK/own-host.sh"
+    local real=$BIN
+    BIN=$WORK/own-host.sh
+    expect_ok 2 "${base[@]}" --set data.batch_size=32 --set distributed.share_gpus=true --set distributed.ranks_per_node=1 \
+      --set distributed.backend=nccl --set distributed.inter_node=nccl --set distributed.allreduce=hierarchical \
+      --set distributed.check_every_steps=1 --set distributed.bucket_mb=0.25
+    BIN=$real
+    grep -q "across nodes : nccl over TCP sockets$" "$WORK/out" || fail "the plan does not say NCCL crosses the nodes over sockets"
+    step_losses >"$WORK/nccl.txt"
+    same_loss_curves "$WORK/one.txt" "$WORK/nccl.txt" 40
+}
+
 case_gpu_dp_hierarchical_replicas_identical() {
     # 4 ranks on 4 GPUs as 2 nodes x 2: the node phase and the cross-node phase over NCCL,
     # replicas bitwise identical after every step, for each algorithm a GPU can run.
