@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Every GPU check and benchmark in few calls, for a session that is lent a GPU machine (which
+# has no compiler or network: the binaries are built here, carried there, and run in stages
+# of under 10 minutes each).
+#
+#   scripts/gpu-session.sh bundle [BUILD_DIR] [BUNDLE_DIR]
+#       copies sdp-train and the test binaries of a CUDA build (default build/) into
+#       BUNDLE_DIR (default build-gpu-bundle/, git-ignored; about 40 MiB)
+#   scripts/gpu-session.sh run BUNDLE_DIR OUT_DIR STAGE...
+#       on the GPU machine, from the repository root; STAGE is one or more of
+#         tests   the unit tests (each layer's CUDA twin, optimizers, casts, ...) and the MPI
+#                 tests (GPU memory staged over MPI with 2 ranks on GPU 0, NCCL on 1 rank)
+#         e2e     every end-to-end GPU case of tests/e2e/cases/gpu.sh, one by one
+#         bench   bench allreduce --device cuda (NCCL; 2 ranks sharing the GPU: staged MPI
+#                 and the host inter-node phase against the host bound), then training
+#                 throughput against PyTorch (scripts/bench_train.py; skipped without torch)
+#       Each step's output goes to OUT_DIR/<step>.log and its exit status to OUT_DIR/summary.txt.
+#
+# For example, with the device tool: carry ["build-gpu-bundle"], and the command
+#   bash scripts/gpu-session.sh run build-gpu-bundle "$OUT" tests e2e
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+
+bundle() {
+  local build=${1:-build} dest=${2:-build-gpu-bundle}
+  [ -x "$build/sdp-train" ] || { echo "gpu-session: no $build/sdp-train (build first)" >&2; exit 2; }
+  grep -q 'CUDA backend: built' <("$build/sdp-train" --version 2>&1) ||
+    { echo "gpu-session: $build/sdp-train was built without the CUDA backend" >&2; exit 2; }
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  cp "$build/sdp-train" "$dest/"
+  local t
+  for t in "$build"/tests/test_* "$build"/tests/mpi/test_mpi_*; do
+    [ -f "$t" ] && [ -x "$t" ] && cp "$t" "$dest/"
+  done
+  # The test binaries look for test data and documents under this source path.
+  pwd >"$dest/source-dir"
+  du -sh "$dest"
+}
+
+# step NAME COMMAND...: runs it, output to $OUT/NAME.log, status to the summary.
+step() {
+  local name=$1; shift
+  local start=$SECONDS
+  echo "== $name: $*" >&2
+  "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  printf '%-48s rc=%-3s %4ss\n' "$name" "$rc" $((SECONDS - start)) | tee -a "$OUT/summary.txt" >&2
+}
+
+stage_tests() {
+  local t
+  for t in "$BUNDLE"/test_*; do
+    case "$(basename "$t")" in
+      test_mpi_*) ;;
+      *) step "unit-$(basename "$t")" env OMP_NUM_THREADS=4 "$t" --gtest_brief=1 ;;
+    esac
+  done
+  step mpi-collectives-np2 mpirun -np 2 --oversubscribe "$BUNDLE/test_mpi_collectives"
+  [ -x "$BUNDLE/test_mpi_nccl" ] && step mpi-nccl-np1 mpirun -np 1 "$BUNDLE/test_mpi_nccl"
+  step mpi-gradient-reducer-np2 mpirun -np 2 --oversubscribe "$BUNDLE/test_mpi_gradient_reducer"
+}
+
+stage_e2e() {
+  local name
+  for name in $(grep -oE '^case_(gpu_[a-z0-9_]+|bench_allreduce_gpu)' tests/e2e/cases/gpu.sh | sed 's/^case_//'); do
+    step "e2e-$name" bash tests/e2e/cli_test.sh "$BUNDLE/sdp-train" "$PWD" "$name"
+  done
+}
+
+stage_bench() {
+  local bin=$BUNDLE/sdp-train
+  step bench-allreduce-nccl-1rank "$bin" bench allreduce --device cuda --min-bytes 4096 --max-bytes 268435456 --factor 4
+  # 2 ranks on one GPU: no NCCL; the algorithms staged over MPI against the host bound
+  # (#23: staged MPI at 64 MiB should reach >= 70 % of it), then as 2 logical nodes.
+  step bench-allreduce-shared-1node mpirun -np 2 --oversubscribe "$bin" bench allreduce --device cuda \
+    --set distributed.share_gpus=true --min-bytes 65536 --max-bytes 268435456 --factor 4
+  step bench-allreduce-shared-2nodes mpirun -np 2 --oversubscribe "$bin" bench allreduce --device cuda \
+    --set distributed.share_gpus=true --set distributed.ranks_per_node=1 --min-bytes 65536 --max-bytes 268435456 --factor 4
+  if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+    step bench-train-fp32 python3 scripts/bench_train.py --binary "$bin" --device cuda --rounds 2 --steps 20 \
+      --threads 4 --rows mlp:128,lenet5:256,resnet20:128,resnet50:256
+    step bench-train-amp-fp16 python3 scripts/bench_train.py --binary "$bin" --device cuda --rounds 2 --steps 20 \
+      --threads 4 --precision amp-fp16 --rows resnet20:128,resnet50:256
+  else
+    echo "bench-train: skipped (no PyTorch with CUDA on this machine)" | tee -a "$OUT/summary.txt" >&2
+  fi
+}
+
+case "${1:-}" in
+  bundle) shift; bundle "$@" ;;
+  run)
+    [ $# -ge 4 ] || usage
+    BUNDLE=$(cd "$2" 2>/dev/null && pwd) OUT=$3; shift 3  # absolute: the e2e cases run from their own directories
+    [ -n "$BUNDLE" ] && [ -x "$BUNDLE/sdp-train" ] ||
+      { echo "gpu-session: no sdp-train in the bundle (scripts/gpu-session.sh bundle)" >&2; exit 2; }
+    mkdir -p "$OUT"
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+    # The test binaries look for test data and documents under the source path of the build
+    # machine; point it at this checkout when that path does not exist here.
+    src=$(cat "$BUNDLE/source-dir" 2>/dev/null || true)
+    if [ -n "$src" ] && [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; fi
+    { date -u; nvidia-smi; "$BUNDLE/sdp-train" --version; } >"$OUT/machine.txt" 2>&1
+    for stage in "$@"; do
+      case "$stage" in
+        tests) stage_tests ;;
+        e2e) stage_e2e ;;
+        bench) stage_bench ;;
+        *) usage ;;
+      esac
+    done
+    cat "$OUT/summary.txt"
+    ;;
+  *) usage ;;
+esac
