@@ -121,6 +121,65 @@ case_gpu_amp_dp_overflow_agreed() {
     amp_overflow_run 2 1 4 12 --set distributed.check_every_steps=1
 }
 
+# The multi-GPU cases on one GPU (distributed.share_gpus: 2 or 4 ranks on GPU 0, gradients
+# staged over MPI through the host; issue #23 item 3).
+case_gpu_shared_amp_dp_overflow_agreed() {
+    # An overflow on rank 1 alone skips the same step on both ranks, replicas checked each step.
+    need_gpus 1
+    amp_overflow_run 2 1 4 12 --set distributed.check_every_steps=1 --set distributed.share_gpus=true
+}
+
+case_gpu_shared_dp_replicas_identical() {
+    # 2 ranks as 2 nodes x 1 and 4 as 2 x 2 on one GPU: replicas bitwise identical after every
+    # step under each algorithm a GPU runs (the ring is host-only).
+    need_gpus 1
+    local shape np rpn algo
+    for shape in 2:1 4:2; do
+      np=${shape%:*} rpn=${shape#*:}
+      for algo in hierarchical flat auto; do
+        expect_ok "$np" --config "$SRC/configs/quickstart.yaml" --set device=cuda --set train.max_steps=30 \
+          --set distributed.share_gpus=true --set distributed.ranks_per_node=$rpn --set distributed.allreduce=$algo \
+          --set distributed.check_every_steps=1 --set distributed.bucket_mb=0.25 --set output.metrics= \
+          --set output.model_dir="$WORK/model"
+        grep -q "^\[done\] steps=30 " "$WORK/out" || fail "$algo on $np ranks ($rpn per node) did not finish"
+      done
+    done
+}
+
+case_gpu_shared_resume_bitwise() {
+    # 2 ranks on one GPU stopped at step 15 and resumed: bitwise the uninterrupted run; then a
+    # checkpoint of 2 ranks continued by 1 (another world size) from the same sample.
+    need_gpus 1
+    resume_bitwise 2 --set device=cuda --set distributed.share_gpus=true
+    ckpt_args
+    expect_ok 2 "${CKPT_ARGS[@]}" --set device=cuda --set distributed.share_gpus=true --set train.max_steps=10 \
+      --set checkpoint.dir="$WORK/ckW" --set output.model_dir="$WORK/mW"
+    expect_ok 0 "${CKPT_ARGS[@]}" --set device=cuda --set train.max_steps=64 --set checkpoint.dir="$WORK/ckW" \
+      --set output.model_dir="$WORK/mW"
+    grep -q 'world size 2 -> 1, global batch 128 -> 64, steps per epoch 16 -> 32, peak LR 0.04 -> 0.02, step 10 -> 20' \
+      "$WORK/out" || fail "the change of world size is not logged"
+    grep -q '^\[step 64\]' "$WORK/out" || fail "did not reach step 64"
+}
+
+case_gpu_shared_signals() {
+    # On one GPU shared by 2 ranks: SIGTERM to a rank checkpoints and exits 0, and the job
+    # resumes; kill -9 of a rank ends the job promptly and non-zero.
+    need_gpus 1
+    ckpt_args
+    job=("${CKPT_ARGS[@]}" --set device=cuda --set distributed.share_gpus=true --set train.log_every=50
+         --set train.max_steps=3000 --set train.epochs=1000 --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m")
+    signal_run 2 rank "${job[@]}"
+    [ $STATUS -eq 0 ] || fail "exit status $STATUS after SIGTERM to rank 1, expected 0"
+    check_interrupted
+    expect_ok 2 "${job[@]}" --set train.max_steps=$((STOPPED + 20))
+    grep -q "resuming from .*ckpt-0*$STOPPED.safetensors: step $STOPPED" "$WORK/out" || fail "did not resume from step $STOPPED"
+    rm -rf "$WORK/ck"
+    SIGNAL=KILL signal_run 2 rank "${job[@]}"
+    took=$(( $(date +%s) - SIGNALLED_AT ))
+    [ $STATUS -ne 0 ] || fail "exit status 0 after kill -9 of a rank"
+    [ $took -le 10 ] || fail "took ${took}s to end after kill -9 of a rank"
+}
+
 # one_gpu_reference: `base` = 40 steps of quickstart on the GPU at a constant LR, and the loss
 # curve of 1 rank with batch 64 in $WORK/one.txt, for the data-parallel cases to follow.
 one_gpu_reference() {
