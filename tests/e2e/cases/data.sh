@@ -256,43 +256,38 @@ case_data_pipe_mode_trains() {
 case_data_pipe_mode_tar_shards_trains() {
     convert_synthetic tar-shards "$WORK/tar" --synthetic-samples 512 --shards 3
     convert_synthetic tar-shards "$WORK/test" --split test --synthetic-samples 256
+    # tar_pipe_run TEST INPUTDATACONFIG: 2 epochs from the tar shards through a pipe, tested on TEST.
+    tar_pipe_run() {
+        rm -rf "$WORK/ck" "$WORK/m"
+        SM_INPUT_DATA_CONFIG=$2 run 2 --config "$SRC/configs/quickstart.yaml" --set data.format=tar-shards \
+            --set data.train="$WORK/train" --set data.test="$1" \
+            --set data.samples_per_epoch=512 --set data.image_size=24 --set data.resize=32 \
+            --set train.epochs=2 --set data.batch_size=32 \
+            --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m" --set output.metrics= --set threads=1
+        stop_pipes
+        [ $STATUS -eq 0 ] || fail "test set $1: exit status $STATUS, expected 0"
+        grep -qE '^\[done\] steps=16 ' "$WORK/out" || fail "not 2 epochs of 512 / (2 x 32) steps"
+    }
     feed_pipe "$WORK/train" "$WORK/tar"
-    SM_INPUT_DATA_CONFIG='{"train": {"TrainingInputMode": "Pipe"}}' \
-    run 2 --config "$SRC/configs/quickstart.yaml" --set data.format=tar-shards \
-        --set data.train="$WORK/train" --set data.test="$WORK/test" \
-        --set data.samples_per_epoch=512 --set data.image_size=24 --set data.resize=32 \
-        --set train.epochs=2 --set data.batch_size=32 \
-        --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m" --set output.metrics= --set threads=1
-    stop_pipes
-    [ $STATUS -eq 0 ] || fail "exit status $STATUS, expected 0"
+    tar_pipe_run "$WORK/test" '{"train": {"TrainingInputMode": "Pipe"}}'
     grep -q "training data tar-shards pipe:$WORK/train: 512 samples per epoch" "$WORK/out" ||
         fail "the log does not say the tar shards are read as a pipe"
-    grep -qE '^\[done\] steps=16 ' "$WORK/out" || fail "not 2 epochs of 512 / (2 x 32) steps"
     local acc
     acc=$(grep -oE '^\[done\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
     python3 -c "import sys; sys.exit(0 if float('$acc') >= 0.5 else 1)" || fail "test accuracy $acc < 0.5"
     # The test channel in Pipe mode too: each evaluation (after epochs 1 and 2) reads the next
     # FIFO, the ranks evaluate what the host's reader deals them, and the results are the
     # File-mode evaluations', to the digits printed.
-    local done_file
-    done_file=$(grep -E '^\[epoch [12]\]' "$WORK/out" | grep -oE 'test_loss=[0-9.e+-]+ test_accuracy=[0-9.]+')
-    rm -rf "$WORK/ck" "$WORK/m"
+    local from_files from_pipe
+    from_files=$(grep -E '^\[epoch [12]\]' "$WORK/out" | grep -oE 'test_loss=[0-9.e+-]+ test_accuracy=[0-9.]+')
     feed_pipe "$WORK/train" "$WORK/tar"
     feed_pipe "$WORK/testpipe" "$WORK/test"
-    SM_INPUT_DATA_CONFIG='{"train": {"TrainingInputMode": "Pipe"}, "testpipe": {"TrainingInputMode": "Pipe"}}' \
-    run 2 --config "$SRC/configs/quickstart.yaml" --set data.format=tar-shards \
-        --set data.train="$WORK/train" --set data.test="$WORK/testpipe" \
-        --set data.samples_per_epoch=512 --set data.image_size=24 --set data.resize=32 \
-        --set train.epochs=2 --set data.batch_size=32 \
-        --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m" --set output.metrics= --set threads=1
-    stop_pipes
-    [ $STATUS -eq 0 ] || fail "test channel in Pipe mode: exit status $STATUS, expected 0"
+    tar_pipe_run "$WORK/testpipe" '{"train": {"TrainingInputMode": "Pipe"}, "testpipe": {"TrainingInputMode": "Pipe"}}'
     grep -q "test data tar-shards pipe:$WORK/testpipe: each evaluation reads the next FIFO" "$WORK/out" ||
         fail "the log does not say the test channel is read as a pipe"
-    local done_pipe
-    done_pipe=$(grep -E '^\[epoch [12]\]' "$WORK/out" | grep -oE 'test_loss=[0-9.e+-]+ test_accuracy=[0-9.]+')
-    [ -n "$done_file" ] && [ "$done_pipe" = "$done_file" ] ||
-        fail "evaluations through a pipe gave '$done_pipe', from files '$done_file'"
+    from_pipe=$(grep -E '^\[epoch [12]\]' "$WORK/out" | grep -oE 'test_loss=[0-9.e+-]+ test_accuracy=[0-9.]+')
+    [ -n "$from_files" ] && [ "$from_pipe" = "$from_files" ] ||
+        fail "evaluations through a pipe gave '$from_pipe', from files '$from_files'"
     SM_INPUT_DATA_CONFIG='{"train": {"TrainingInputMode": "Pipe"}}' \
     expect_error 2 "key 'data.format': image-folder: a channel in Pipe mode .* use tfrecord or tar-shards" \
         --config "$SRC/configs/quickstart.yaml" --set data.format=image-folder --set data.train="$WORK/train" \

@@ -78,6 +78,22 @@ std::vector<int64_t> read_pass(RankRecords& records, int64_t pass) {
   return got;
 }
 
+// Reads pass 0 on local ranks 0 and 1 at once: both must fail with the same InputError, which
+// names every one of `parts` (the host's reader raises its error on every rank of the host).
+void expect_error_on_both_ranks(PipeRecords& rank0, PipeRecords& rank1, std::initializer_list<std::string> parts) {
+  std::string other_error;
+  std::thread other([&] {
+    try {
+      read_pass(rank1, 0);
+    } catch (const InputError& e) {
+      other_error = e.what();
+    }
+  });
+  expect_input_error([&] { read_pass(rank0, 0); }, parts);
+  other.join();
+  for (const std::string& part : parts) EXPECT_NE(other_error.find(part), std::string::npos) << other_error;
+}
+
 TEST(PipeRecords, TheHostsReaderDealsEachPassToItsRanks) {
   TempDir dir;
   const std::string channel = dir.file("train");
@@ -122,18 +138,7 @@ TEST(PipeRecords, AStreamThatEndsInsideARecordIsAnErrorOnEveryRankOfTheHost) {
   std::thread writer = feed(channel, bytes, 1);
   PipeRecords rank1(options(channel, 1, 2));
   PipeRecords rank0(options(channel, 0, 2));
-  std::string other_error;
-  std::thread other([&] {
-    try {
-      read_pass(rank1, 0);
-    } catch (const InputError& e) {
-      other_error = e.what();
-    }
-  });
-  expect_input_error([&] { read_pass(rank0, 0); },
-                     {channel + "_0: record 3 (from 0)", "truncated"});
-  other.join();
-  EXPECT_NE(other_error.find(channel + "_0: record 3 (from 0)"), std::string::npos) << other_error;
+  expect_error_on_both_ranks(rank0, rank1, {channel + "_0: record 3 (from 0)", "truncated"});
   writer.join();
 }
 
@@ -188,17 +193,7 @@ TEST(PipeRecords, ATarSampleWithoutItsLabelIsAnErrorOnEveryRankOfTheHost) {
   o0.records.format = o1.records.format = StreamFormat::kTarShards;
   PipeRecords rank1(o1);
   PipeRecords rank0(o0);
-  std::string other_error;
-  std::thread other([&] {
-    try {
-      read_pass(rank1, 0);
-    } catch (const InputError& e) {
-      other_error = e.what();
-    }
-  });
-  expect_input_error([&] { read_pass(rank0, 0); }, {channel + "_0: record 1 (from 0) (key 's1')", "no .cls member"});
-  other.join();
-  EXPECT_NE(other_error.find("key 's1'"), std::string::npos) << other_error;
+  expect_error_on_both_ranks(rank0, rank1, {channel + "_0: record 1 (from 0) (key 's1')", "no .cls member"});
   writer.join();
 }
 
