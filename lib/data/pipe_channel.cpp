@@ -39,7 +39,8 @@ constexpr uint64_t kFeederError = ~uint64_t{0} - 1;
 struct Frame {
   uint64_t kind = 0;  // a payload's length, kEndOfPass or kFeederError
   int64_t record = 0;
-  std::vector<uint8_t> bytes;  // the payload, or the error's text
+  int64_t label = 0;           // a sample's (label_offset already subtracted)
+  std::vector<uint8_t> bytes;  // the sample's encoded image, or the error's text
 };
 
 // Local rank r's socket: an abstract Unix name (nothing in the file system to clean up).
@@ -94,7 +95,7 @@ bool recv_all(int fd, void* data, std::size_t n) {
 }
 
 void send_frame(int fd, const Frame& frame) {
-  const uint64_t header[2] = {frame.kind, static_cast<uint64_t>(frame.record)};
+  const uint64_t header[3] = {frame.kind, static_cast<uint64_t>(frame.record), static_cast<uint64_t>(frame.label)};
   send_all(fd, header, sizeof header);
   if (frame.kind == kFeederError) {
     const uint64_t length = frame.bytes.size();
@@ -104,33 +105,22 @@ void send_frame(int fd, const Frame& frame) {
 }
 
 bool recv_frame(int fd, Frame& frame) {
-  uint64_t header[2];
+  uint64_t header[3];
   if (!recv_all(fd, header, sizeof header)) return false;
   frame.kind = header[0];
   frame.record = static_cast<int64_t>(header[1]);
+  frame.label = static_cast<int64_t>(header[2]);
   uint64_t length = frame.kind;
   if (frame.kind == kEndOfPass) length = 0;
   if (frame.kind == kFeederError && !recv_all(fd, &length, sizeof length))
     throw RuntimeError("pipe mode: the host's pipe reader stopped in the middle of an error");
-  if (length > static_cast<uint64_t>(std::max(kMaxTfRecordBytes, kMaxTarMemberBytes)) + sizeof(int64_t))
+  if (length > static_cast<uint64_t>(std::max(kMaxTfRecordBytes, kMaxTarMemberBytes)))
     throw RuntimeError("pipe mode: a frame of " + std::to_string(length) +
                        " bytes from the host's pipe reader");
   frame.bytes.resize(length);
   if (length > 0 && !recv_all(fd, frame.bytes.data(), length))
     throw RuntimeError("pipe mode: the host's pipe reader stopped in the middle of a record");
   return true;
-}
-
-// A sample as a frame: its label (8 bytes), then its encoded image.
-Frame sample_frame(int64_t record, const EncodedRecord& sample) {
-  Frame frame;
-  frame.record = record;
-  frame.bytes.resize(sizeof(int64_t) + sample.image.size());
-  std::memcpy(frame.bytes.data(), &sample.label, sizeof(int64_t));
-  if (!sample.image.empty())
-    std::memcpy(frame.bytes.data() + sizeof(int64_t), sample.image.data(), sample.image.size());
-  frame.kind = frame.bytes.size();
-  return frame;
 }
 
 }  // namespace
@@ -226,11 +216,12 @@ struct PipeRecords::Shared {
         while (!stop && reader->next(sample)) {
           const int64_t record = read++;
           if (!o.host_sharded && record % o.hosts != o.host) continue;
-          deliver(static_cast<int>(kept++ % o.local_size), sample_frame(record, sample));
+          const uint64_t bytes = sample.image.size();
+          deliver(static_cast<int>(kept++ % o.local_size), Frame{bytes, record, sample.label, std::move(sample.image)});
         }
         if (stop) break;
         if (read == 0) throw InputError(fifo + ": the FIFO closed before its first record");
-        for (int r = 0; r < o.local_size; ++r) deliver(r, Frame{kEndOfPass, 0, {}});
+        for (int r = 0; r < o.local_size; ++r) deliver(r, Frame{kEndOfPass, 0, 0, {}});
       }
     } catch (const std::exception& e) {
       const std::string what = e.what();
@@ -238,7 +229,7 @@ struct PipeRecords::Shared {
         try {
           if (r == 0 || peers.size() > static_cast<std::size_t>(r)) {
             if (r != 0 && peers[static_cast<std::size_t>(r)] < 0) continue;
-            deliver(r, Frame{kFeederError, 0, std::vector<uint8_t>(what.begin(), what.end())});
+            deliver(r, Frame{kFeederError, 0, 0, std::vector<uint8_t>(what.begin(), what.end())});
           }
         } catch (const std::exception&) {  // that rank is gone: nothing to tell it
         }
@@ -290,12 +281,9 @@ class PipePassReader final : public ShardReader {
     if (frame.kind == kEndOfPass) return false;
     if (frame.kind == kFeederError)
       throw InputError(std::string(frame.bytes.begin(), frame.bytes.end()));
-    // The feeder parsed the sample (its errors name the FIFO and the record): label, image.
-    if (frame.bytes.size() < sizeof(int64_t))
-      throw RuntimeError("pipe mode: a frame of " + std::to_string(frame.bytes.size()) +
-                         " bytes from the host's pipe reader");
-    std::memcpy(&record.label, frame.bytes.data(), sizeof(int64_t));
-    record.image.assign(frame.bytes.begin() + sizeof(int64_t), frame.bytes.end());
+    // The feeder parsed the sample (its errors name the FIFO and the record).
+    record.label = frame.label;
+    record.image = std::move(frame.bytes);
     record.shard = 0;
     record.record = frame.record;
     return true;

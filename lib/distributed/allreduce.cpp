@@ -261,10 +261,10 @@ std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const All
   const DType wire = setup.device.is_cpu() ? requested : DType::kF32;
   const DType gpu_wire = setup.device.is_cpu() ? DType::kF32 : requested;
   const CommBackend backend = resolve_comm_backend(setup.backend, setup.device);
-  // GPU buffers whose inter-node phase runs on the hosts (inter_node.hpp): nothing crosses the
-  // nodes over NCCL, so the world's communicator (flat) moves host memory too.
+  // Whatever spans the world moves host memory (MPI) when the inter-node phase runs on the
+  // hosts (inter_node.hpp): CPU jobs, and GPU jobs that cross the nodes through the hosts.
   const CommBackend across_world = world_backend(backend, setup.inter_node, setup.device, world.nodes());
-  const bool host_across_nodes = !setup.device.is_cpu() && world.nodes() > 1 && across_world == CommBackend::kMpi;
+  const bool inter_on_hosts = world.nodes() > 1 && across_world == CommBackend::kMpi;
   auto report = [&](std::shared_ptr<Communicator> made) {
     if (setup.communicators != nullptr) setup.communicators->push_back(made);
     return made;
@@ -276,9 +276,7 @@ std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const All
     return report(make_communicator(over, group, options));
   };
   // Made only for the algorithms that use it: under NCCL each is a communicator init.
-  auto world_comm = [&] {
-    return communicator(world.comm(), "world", across_world);
-  };
+  auto world_comm = [&] { return communicator(world.comm(), "world", across_world); };
   // Across nodes over host memory: the TCP socket ring (socket_ring.hpp) for the allreduce when
   // every rank connects, else MPI; GPU buffers staged through pinned memory in rounds.
   auto host_inter_comm = [&]() -> std::shared_ptr<Communicator> {
@@ -297,8 +295,8 @@ std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const All
     std::shared_ptr<SharedArena> arena =
         setup.arena && setup.arena->local_size() == world.local_size() ? setup.arena : nullptr;
     std::shared_ptr<Communicator> intra = communicator(world.intra(), "intra", backend);
-    const bool on_hosts = world.nodes() > 1 && (setup.device.is_cpu() ? backend == CommBackend::kMpi : host_across_nodes);
-    std::shared_ptr<Communicator> inter = on_hosts ? host_inter_comm() : communicator(world.inter(), "inter", backend);
+    std::shared_ptr<Communicator> inter =
+        inter_on_hosts ? host_inter_comm() : communicator(world.inter(), "inter", backend);
     return std::make_unique<HierarchicalAllreduce>(std::move(intra), std::move(inter), arena, wire);
   };
   auto algorithm = [&]() -> std::unique_ptr<AllreduceAlgorithm> {

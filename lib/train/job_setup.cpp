@@ -127,7 +127,7 @@ JobSetup set_up_job(const JobSources& sources) {
   run_on_all_ranks(MPI_COMM_WORLD, [&] {
     const DistributedSpec& distributed = setup.spec.distributed;
     const Device& device = setup.device.device;
-    if (device.is_cuda()) setup.nccl_network = probe_nccl_network();
+    setup.nccl_network = probe_nccl_network();  // for the choice, the plan and `sdp-train env`
     inter_node = choose_inter_node(distributed.inter_node, device,
                                    resolve_comm_backend(distributed.backend, device), setup.nccl_network);
   });
@@ -289,7 +289,7 @@ nlohmann::json describe_environment(const JobSetup& setup) {
     env["cuda_unavailable"] = why;
   // How gradients would cross nodes, and what NCCL would use for it on this machine.
   env["inter_node"] = to_string(setup.inter_node);
-  const NcclNetwork network = probe_nccl_network();
+  const NcclNetwork& network = setup.nccl_network;
   env["nccl_network"] = {{"transport", network.describe()},
                          {"plugin", network.plugin},
                          {"rdma_devices", network.rdma_devices},

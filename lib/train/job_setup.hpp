@@ -32,7 +32,7 @@ struct JobSetup {
   std::string hyperparameters_path;    // the file applied, "" if none
   std::unique_ptr<World> world;
   DeviceAssignment device;
-  // What NCCL would use across nodes (GPU jobs; inter_node.hpp), and distributed.inter_node
+  // What NCCL would use across nodes on this machine (inter_node.hpp), and distributed.inter_node
   // resolved from it (kNccl or kHost, the same on every rank; the spec keeps what was asked).
   NcclNetwork nccl_network;
   InterNode inter_node = InterNode::kHost;
