@@ -12,8 +12,9 @@
 #                 tests (GPU memory staged over MPI with 2 ranks on GPU 0, NCCL on 1 rank)
 #         e2e     every end-to-end GPU case of tests/e2e/cases/gpu.sh, one by one
 #         bench   bench allreduce --device cuda (NCCL; 2 ranks sharing the GPU: staged MPI
-#                 and the host inter-node phase against the host bound), then training
-#                 throughput against PyTorch (scripts/bench_train.py; skipped without torch)
+#                 and the host inter-node phase against the host bound), ResNet-50's step
+#                 layer by layer (bench layers: fp32, amp-fp16), then training throughput
+#                 against PyTorch (scripts/bench_train.py; skipped without torch)
 #       Each step's output goes to OUT_DIR/<step>.log and its exit status to OUT_DIR/summary.txt.
 #
 # For example, with the device tool: carry ["build-gpu-bundle"], and the command
@@ -79,6 +80,12 @@ stage_bench() {
     --set distributed.share_gpus=true --min-bytes 65536 --max-bytes 268435456 --factor 4
   step bench-allreduce-shared-2nodes mpirun -np 2 --oversubscribe "$bin" bench allreduce --device cuda \
     --set distributed.share_gpus=true --set distributed.ranks_per_node=1 --min-bytes 65536 --max-bytes 268435456 --factor 4
+  # Where ResNet-50's step goes on the GPU (CUDA events around each layer), batch 256 as the
+  # PyTorch rows; 256 synthetic images are enough for the shapes.
+  local resnet50=(--config configs/resnet50-synthetic-bench.yaml --set data.batch_size=256
+                  --set data.synthetic.train_samples=256 --set device=cuda)
+  step bench-layers-resnet50-fp32 "$bin" bench layers "${resnet50[@]}" --steps 20
+  step bench-layers-resnet50-amp-fp16 "$bin" bench layers "${resnet50[@]}" --set precision=amp-fp16 --steps 20
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     step bench-train-fp32 python3 scripts/bench_train.py --binary "$bin" --device cuda --rounds 2 --steps 20 \
       --threads 4 --rows mlp:128,lenet5:256,resnet20:128,resnet50:256

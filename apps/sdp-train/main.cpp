@@ -33,6 +33,7 @@
 #include "nn/library_versions.hpp"
 #include "nn/threads.hpp"
 #include "train/data_bench.hpp"
+#include "train/layer_bench.hpp"
 #include "train/job_setup.hpp"
 #include "train/model_evaluation.hpp"
 #include "train/trainer.hpp"
@@ -63,6 +64,26 @@ void fail_this_rank(int exit_code, const std::string& message) {
   print_error((size > 1 ? "rank " + std::to_string(rank) + ": " : std::string()) + message);
   if (size > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
 }
+
+// CLI11's PositiveNumber and NonNegativeNumber, with a message a person reads ("must be at
+// least 1, got 0") instead of the double range they print.
+CLI::Validator at_least(long long minimum) {
+  return CLI::Validator(
+      [minimum](std::string& text) -> std::string {
+        long long value = 0;
+        std::size_t used = 0;
+        try {
+          value = std::stoll(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size()) return "expected a whole number, got '" + text + "'";
+        if (value < minimum) return "must be at least " + std::to_string(minimum) + ", got " + text;
+        return std::string();
+      },
+      ">= " + std::to_string(minimum));
+}
+const CLI::Validator kPositive = at_least(1), kNonNegative = at_least(0);
 
 // The options every job command takes.
 void add_job_options(CLI::App& cmd, sdp::JobSources& sources) {
@@ -122,6 +143,17 @@ int run_bench_allreduce(sdp::JobSources sources, sdp::AllreduceBenchOptions opti
     result = sdp::run_allreduce_benchmark(*setup.world, options);
   });
   if (setup.world->rank() == 0) std::cout << sdp::format_allreduce_table(result) << std::flush;
+  return 0;
+}
+
+// Every rank profiles its own device; rank 0 prints (run it on one rank for a clean table).
+int run_bench_layers(const sdp::JobSources& sources, const sdp::LayerBenchOptions& options) {
+  sdp::JobSetup setup = sdp::set_up_job(sources);
+  sdp::LayerBenchResult result;
+  sdp::run_on_all_ranks(setup.world->comm(), [&] {
+    result = sdp::run_layer_benchmark(setup.spec, setup.device.device, setup.device.threads, options);
+  });
+  if (setup.world->rank() == 0) std::cout << sdp::format_layer_bench(result) << std::flush;
   return 0;
 }
 
@@ -245,8 +277,9 @@ struct CommandLine {
   sdp::JobSources top_sources, train_sources, validate_sources, env_sources, bench_sources, evaluate_sources;
   CLI::App *train = nullptr, *validate = nullptr, *bench_gemm = nullptr, *bench_allreduce = nullptr,
            *evaluate = nullptr, *env = nullptr, *data_inspect = nullptr, *data_convert = nullptr,
-           *bench_data = nullptr;
-  sdp::JobSources bench_data_sources;
+           *bench_data = nullptr, *bench_layers = nullptr;
+  sdp::JobSources bench_data_sources, bench_layers_sources;
+  sdp::LayerBenchOptions layer_bench_options;
   std::vector<int> bench_data_workers{1, 2};
   int64_t bench_data_batches = 50;
   ConvertSource convert_source;
@@ -257,13 +290,14 @@ struct CommandLine {
   sdp::AllreduceBenchOptions allreduce_options;
   std::string algorithms_csv, compression = "none", bench_device = "cpu", evaluate_model;
 
-  // The job of the command that runs one (train, evaluate, validate, env, or none: train), or
-  // null (bench).
+  // The job of the command that runs one (train, evaluate, validate, env, bench layers, or none:
+  // train), or null (the other benchmarks).
   const sdp::JobSources* job() const {
     return train->parsed()                 ? &train_sources
            : evaluate->parsed()            ? &evaluate_sources
            : validate->parsed()            ? &validate_sources
            : env->parsed()                 ? &env_sources
+           : bench_layers->parsed()        ? &bench_layers_sources
            : app.get_subcommands().empty() ? &top_sources
                                            : nullptr;
   }
@@ -292,20 +326,27 @@ void declare_commands(CommandLine& cl) {
   cl.bench_data = bench->add_subcommand("data", "the job's input side alone: images/s per decoding worker count");
   add_job_options(*cl.bench_data, cl.bench_data_sources);
   cl.bench_data->add_option("--workers", cl.bench_data_workers, "worker counts to time (default 1 2)")->delimiter(',');
-  cl.bench_data->add_option("--batches", cl.bench_data_batches, "timed batches per row")->check(CLI::PositiveNumber);
+  cl.bench_data->add_option("--batches", cl.bench_data_batches, "timed batches per row")->check(kPositive);
+  cl.bench_layers = bench->add_subcommand(
+      "layers", "the job's training step layer by layer: forward and backward time of each layer on its device");
+  add_job_options(*cl.bench_layers, cl.bench_layers_sources);
+  cl.bench_layers->add_option("--steps", cl.layer_bench_options.steps, "timed steps (default 20)")
+      ->check(kPositive);
+  cl.bench_layers->add_option("--warmup", cl.layer_bench_options.warmup, "untimed steps first (default 3)")
+      ->check(kNonNegative);
   cl.bench_gemm = bench->add_subcommand("gemm", "oneDNN sgemm GFLOP/s: the machine's practical fp32 peak");
-  cl.bench_gemm->add_option("--size", cl.gemm_size, "matrix size n (n x n x n)")->check(CLI::PositiveNumber);
-  cl.bench_gemm->add_option("--threads", cl.gemm_threads, "threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cl.bench_gemm->add_option("--size", cl.gemm_size, "matrix size n (n x n x n)")->check(kPositive);
+  cl.bench_gemm->add_option("--threads", cl.gemm_threads, "threads (default: all cores)")->check(kNonNegative);
   CLI::App* allreduce = bench->add_subcommand(
       "allreduce", "AllReduce busbw of every algorithm next to MPI_Allreduce (nccl-tests table; run under mpirun)");
   cl.bench_allreduce = allreduce;
   sdp::AllreduceBenchOptions& options = cl.allreduce_options;
   add_job_options(*allreduce, cl.bench_sources);
-  allreduce->add_option("--min-bytes", options.min_bytes, "smallest message")->check(CLI::PositiveNumber);
-  allreduce->add_option("--max-bytes", options.max_bytes, "largest message")->check(CLI::PositiveNumber);
+  allreduce->add_option("--min-bytes", options.min_bytes, "smallest message")->check(kPositive);
+  allreduce->add_option("--max-bytes", options.max_bytes, "largest message")->check(kPositive);
   allreduce->add_option("--factor", options.factor, "size step between rows")->check(CLI::Range(2, 1024));
-  allreduce->add_option("--iters", options.iters, "timed iterations per row")->check(CLI::PositiveNumber);
-  allreduce->add_option("--warmup", options.warmup, "untimed iterations per row")->check(CLI::NonNegativeNumber);
+  allreduce->add_option("--iters", options.iters, "timed iterations per row")->check(kPositive);
+  allreduce->add_option("--warmup", options.warmup, "untimed iterations per row")->check(kNonNegative);
   allreduce->add_option("--algorithms", cl.algorithms_csv, "comma-separated subset of mpi,flat,ring,hierarchical,auto");
   allreduce->add_option("--compression", cl.compression, "none | fp16 | bf16 (auto = none here)")
       ->check(CLI::IsMember(sdp::choice_names<sdp::Compression>()));
@@ -330,7 +371,7 @@ void declare_commands(CommandLine& cl) {
   inspect.add_option("--image-key", cl.inspect_options.image_key, "tfrecord: the Example's encoded image");
   inspect.add_option("--label-key", cl.inspect_options.label_key, "tfrecord: the Example's int64 label");
   inspect.add_option("--max-records", cl.inspect_options.max_records, "stop after this many (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   cl.data_convert = data->add_subcommand(
       "convert", "write MNIST, CIFAR-10 or the synthetic set as JPEGs: TFRecord shards, an image folder or tar shards");
   CLI::App& convert = *cl.data_convert;
@@ -339,20 +380,20 @@ void declare_commands(CommandLine& cl) {
   convert.add_option("--input", cl.convert_source.input, "the mnist or cifar10 directory");
   convert.add_option("--split", cl.convert_source.split, "train or test")->check(CLI::IsMember({"train", "test"}));
   convert.add_option("--synthetic-samples", cl.convert_source.synthetic_samples, "synthetic: how many")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   convert.add_option("--output", cl.convert_options.output, "the directory to write")->required();
   convert.add_option("--format", cl.convert_options.format, "tfrecord, image-folder or tar-shards")
       ->check(CLI::IsMember({"tfrecord", "image-folder", "tar-shards"}));
   convert.add_option("--prefix", cl.convert_options.prefix, "shard file names start with this");
   convert.add_option("--shards", cl.convert_options.shards, "tfrecord, tar-shards: how many files")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   convert.add_option("--quality", cl.convert_options.quality, "JPEG quality 1-100")->check(CLI::Range(1, 100));
   convert.add_flag("--full-chroma", cl.convert_options.full_chroma,
                    "colour at full resolution (4:4:4) instead of 4:2:0: for tiny images such as CIFAR's");
   convert.add_option("--resize", cl.convert_options.resize, "colour: scale the shorter side to this (0: keep)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   convert.add_option("--limit", cl.convert_options.limit, "the first N samples only (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
 }
 
 // Parses the command line; an exit status when there is nothing to run (--help, --version, a
@@ -366,6 +407,7 @@ std::optional<int> parse_command_line(CommandLine& cl, int argc, char** argv) {
     if (cl.train->parsed()) require_job_spec(cl.train_sources, "--config");
     if (cl.validate->parsed()) require_job_spec(cl.validate_sources, "--config");
     if (cl.evaluate->parsed() && cl.evaluate_sources.config_path.empty()) throw CLI::RequiredError("--config");
+    if (cl.bench_layers->parsed()) require_job_spec(cl.bench_layers_sources, "--config");
   } catch (const CLI::Success& e) {  // --help, --version
     if (pre_mpi_rank <= 0) cl.app.exit(e);
     return 0;
@@ -388,6 +430,8 @@ int run_under_mpi(CommandLine& cl, int* argc, char*** argv) {
       cl.allreduce_options.compression =
           sdp::resolve_compression(sdp::parse_choice<sdp::Compression>(cl.compression), sdp::Precision::kFp32);
       exit_code = run_bench_allreduce(cl.bench_sources, cl.allreduce_options, cl.algorithms_csv, cl.bench_device);
+    } else if (cl.bench_layers->parsed()) {
+      exit_code = run_bench_layers(cl.bench_layers_sources, cl.layer_bench_options);
     } else if (cl.validate->parsed()) {
       exit_code = run_validate(cl.validate_sources);
     } else if (cl.env->parsed()) {

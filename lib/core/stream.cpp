@@ -1,5 +1,6 @@
 #include "core/stream.hpp"
 
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -19,9 +20,29 @@ class HostEvent final : public Event {
   void block(Stream& /*stream*/) const override {}
 };
 
+class HostTimedEvent final : public TimedEvent {
+ public:
+  explicit HostTimedEvent(Stream& stream) : stream_(stream) {}
+  void record() override {
+    stream_.synchronize();  // a no-op where work is done when its call returns
+    at_ = std::chrono::steady_clock::now();
+  }
+  double seconds_since(const TimedEvent& start) const override {
+    const auto* host = dynamic_cast<const HostTimedEvent*>(&start);
+    if (host == nullptr) throw std::logic_error("TimedEvent::seconds_since: events of different streams");
+    return std::chrono::duration<double>(at_ - host->at_).count();
+  }
+
+ private:
+  Stream& stream_;
+  std::chrono::steady_clock::time_point at_{};
+};
+
 }  // namespace
 
 std::unique_ptr<Event> Stream::make_event() { return std::make_unique<HostEvent>(); }
+
+std::unique_ptr<TimedEvent> Stream::make_timed_event() { return std::make_unique<HostTimedEvent>(*this); }
 
 void Stream::cast_from_f32(void* /*dst*/, DType dtype, const float* /*src*/, int64_t /*count*/) {
   throw std::invalid_argument(std::string("this device computes in f32 only, not ") + dtype_name(dtype));

@@ -29,6 +29,19 @@ class Event {
   virtual void block(Stream& stream) const = 0;
 };
 
+// A point in a stream's work that knows when the device reached it: two of one stream bound
+// the device time of the work queued between their records (a layer's kernels on a GPU,
+// where the host's clock says only when they were queued).
+class TimedEvent {
+ public:
+  virtual ~TimedEvent() = default;
+  // Marks the work queued so far on the stream that made this event.
+  virtual void record() = 0;
+  // Seconds from `start`'s mark to this one's (both recorded, on the same stream); blocks
+  // until this event's work is done.
+  virtual double seconds_since(const TimedEvent& start) const = 0;
+};
+
 class Stream {
  public:
   virtual ~Stream() = default;
@@ -41,6 +54,9 @@ class Stream {
   virtual void wait_for(Stream& other) { other.synchronize(); }
   // An event of this stream, not yet recorded (then it counts as done).
   virtual std::unique_ptr<Event> make_event();
+  // A timed event of this stream (profiling: nn/layer_profile.hpp). The default, for host
+  // streams, reads the steady clock once the work queued so far is done.
+  virtual std::unique_ptr<TimedEvent> make_timed_event();
   // Copies `bytes` of host memory into this device's memory at `dst`, ordered after the work
   // queued so far. Returns once `src` may be reused (CUDA stages pageable memory first).
   virtual void copy_from_host(void* dst, const void* src, std::size_t bytes) = 0;

@@ -30,6 +30,7 @@ class CudaStream final : public Stream {
   void synchronize() override;
   void wait_for(Stream& other) override;
   std::unique_ptr<Event> make_event() override;
+  std::unique_ptr<TimedEvent> make_timed_event() override;
   void copy_from_host(void* dst, const void* src, std::size_t bytes) override;
   void prefetch_from_host(void* dst, const void* src, std::size_t bytes) override;
   void wait_for_prefetch() override;

@@ -23,6 +23,7 @@ struct BatchNorm2dOptions {
 
 class BatchNorm2d : public Layer {
  public:
+  const char* kind() const override { return "batchnorm"; }
   static std::unique_ptr<BatchNorm2d> create(Context& ctx, std::string name,
                                              const BatchNorm2dOptions& options);
 

@@ -16,6 +16,7 @@
 namespace sdp::nn {
 
 using GradReadyHook = std::function<void(const Param&)>;
+class LayerProfile;
 
 // The stream a model computes on: the CPU layers' own stream, core's CUDA stream on
 // a GPU. Throws sdp::Error when this build has no backend for `device`.
@@ -38,6 +39,8 @@ struct Context {
   // with no generator state in the checkpoint. The trainer sets stream = rank, step = step.
   uint64_t random_stream = 0;
   int64_t random_step = 0;
+  // Times every layer's forward and backward when set (nn/layer_profile.hpp); not owned.
+  LayerProfile* profile = nullptr;
 };
 
 // Copies `src` into `dst`: the same logical tensor (shape, dtype) in possibly different

@@ -28,6 +28,7 @@ struct Conv2dOptions {
 
 class Conv2d : public Layer {
  public:
+  const char* kind() const override { return "conv"; }
   static std::unique_ptr<Conv2d> create(Context& ctx, std::string name, const Conv2dOptions& options);
 
   void init_parameters(std::mt19937_64& rng) override;

@@ -10,6 +10,7 @@ namespace sdp::nn {
 
 class Flatten : public Layer {
  public:
+  const char* kind() const override { return "flatten"; }
   static std::unique_ptr<Flatten> create(Context& ctx, std::string name);
 
  protected:

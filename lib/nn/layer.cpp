@@ -1,5 +1,7 @@
 #include "nn/layer.hpp"
 
+#include "nn/layer_profile.hpp"
+
 namespace sdp::nn {
 
 Param& Layer::add_parameter(const std::string& suffix, const Shape& shape, bool weight_decay) {
@@ -10,6 +12,17 @@ Param& Layer::add_parameter(const std::string& suffix, const Shape& shape, bool 
 
 Buffer& Layer::add_buffer(const std::string& suffix, const Shape& shape) {
   return ctx_.store.add_buffer(name_ + "." + suffix, shape);
+}
+
+const TensorRef& Layer::run_forward(const TensorRef& src) {
+  LayerProfile* profile = composite() ? nullptr : ctx_.profile;
+  return timed(profile, this, name_, kind(), Pass::kForward, [&]() -> const TensorRef& { return forward(src); });
+}
+
+const TensorRef& Layer::run_backward(const TensorRef& diff_dst) {
+  LayerProfile* profile = composite() ? nullptr : ctx_.profile;
+  return timed(profile, this, name_, kind(), Pass::kBackward,
+               [&]() -> const TensorRef& { return backward(diff_dst); });
 }
 
 void Layer::grads_ready() const {

@@ -44,9 +44,18 @@ class Layer {
   const std::string& name() const { return name_; }
   const Device& device() const { return ctx_.device; }
 
+  // What the layer computes, one word (conv, batchnorm, relu, ...): LayerProfile's groups.
+  virtual const char* kind() const = 0;
+  // A layer made of child layers (ResidualBlock), which times its parts itself.
+  virtual bool composite() const { return false; }
+
   virtual TensorDesc configure(const TensorDesc& src, bool training) = 0;
   virtual const TensorRef& forward(const TensorRef& src) = 0;
   virtual const TensorRef& backward(const TensorRef& diff_dst) = 0;
+  // forward and backward as a model or a composite layer calls them: timed when the context
+  // has a LayerProfile (a composite layer's parts time themselves).
+  const TensorRef& run_forward(const TensorRef& src);
+  const TensorRef& run_backward(const TensorRef& diff_dst);
   virtual GradientPlan::Buffer* plan_backward(GradientPlan& plan,
                                               GradientPlan::Buffer* diff_dst) = 0;
   // Fills this layer's parameters and buffers; called in registration order with one

@@ -16,6 +16,7 @@ struct LinearOptions {
 
 class Linear : public Layer {
  public:
+  const char* kind() const override { return "linear"; }
   static std::unique_ptr<Linear> create(Context& ctx, std::string name, const LinearOptions& options);
 
   void init_parameters(std::mt19937_64& rng) override;

@@ -4,8 +4,14 @@
 #include <stdexcept>
 
 #include "core/error.hpp"
+#include "nn/layer_profile.hpp"
 
 namespace sdp::nn {
+
+namespace {
+// Names of the model's own parts in a LayerProfile.
+const std::string kInputUnit = "input", kLossUnit = "loss";
+}  // namespace
 
 Model::Model(std::string name, Shape input_shape, int num_classes, uint64_t seed, Device device)
     : name_(std::move(name)),
@@ -91,6 +97,20 @@ float Model::forward(const Tensor& x, const int32_t* labels, bool training, int6
                      dtype_name(x.dtype()) + " on " + x.device().str());
   if (x.dim(0) != configured_batch_ || training != configured_training_)
     configure(x.dim(0), training);
+  // Timed only where there is work: a copy to the device or a cast.
+  LayerProfile* input_profile = stage || compute_dtype_ != DType::kF32 ? ctx_.profile : nullptr;
+  timed(input_profile, &input_, kInputUnit, "input", Pass::kForward, [&] { stage_input(x, stage); });
+  const TensorRef* act = &input_;
+  for (auto& layer : layers_) act = &layer->run_forward(*act);
+  const float loss = timed(ctx_.profile, loss_.get(), kLossUnit, "loss", Pass::kForward,
+                           [&] { return loss_->forward(*act, labels, correct); });
+  backward_ready_ = training;
+  return loss;
+}
+
+// Points input_ at `x` on the model's device in the compute dtype: staged from host memory
+// (or taken from a prefetch), then cast under mixed precision.
+void Model::stage_input(const Tensor& x, bool stage) {
   if (stage) {
     int slot;
     if (prefetched_slot_ >= 0 && prefetched_src_ == x.raw() && prefetched_bytes_ == x.nbytes()) {
@@ -118,11 +138,6 @@ float Model::forward(const Tensor& x, const int32_t* labels, bool training, int6
                                x.numel());
     input_.data = compute_input_.raw();
   }
-  const TensorRef* act = &input_;
-  for (auto& layer : layers_) act = &layer->forward(*act);
-  const float loss = loss_->forward(*act, labels, correct);
-  backward_ready_ = training;
-  return loss;
 }
 
 void Model::reserve_slot(int slot, int64_t numel) {
@@ -146,8 +161,9 @@ void Model::prefetch(const Tensor& x) {
 void Model::backward() {
   if (!backward_ready_)
     throw std::logic_error("Model " + name_ + ": backward needs a forward(training=true) first");
-  const TensorRef* grad = &loss_->backward();
-  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) grad = &(*it)->backward(*grad);
+  const TensorRef* grad = &timed(ctx_.profile, loss_.get(), kLossUnit, "loss", Pass::kBackward,
+                                 [&]() -> const TensorRef& { return loss_->backward(); });
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) grad = &(*it)->run_backward(*grad);
   backward_ready_ = false;
 }
 

@@ -96,6 +96,7 @@ class Model {
 
  private:
   void configure(int64_t batch, bool training);
+  void stage_input(const Tensor& x, bool stage);
   void reserve_slot(int slot, int64_t numel);
 
   std::string name_;

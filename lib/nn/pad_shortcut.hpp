@@ -11,6 +11,7 @@ namespace sdp::nn {
 
 class PadShortcut : public Layer {
  public:
+  const char* kind() const override { return "shortcut"; }
   static std::unique_ptr<PadShortcut> create(Context& ctx, std::string name, int in_channels,
                                              int out_channels, int stride);
 

@@ -31,6 +31,7 @@ struct Pool2dOptions {
 
 class Pool2d : public Layer {
  public:
+  const char* kind() const override { return "pool"; }
   static std::unique_ptr<Pool2d> create(Context& ctx, std::string name, const Pool2dOptions& options);
 
   const Pool2dOptions& options() const { return options_; }

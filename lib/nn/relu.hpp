@@ -9,6 +9,7 @@ namespace sdp::nn {
 
 class ReLU : public Layer {
  public:
+  const char* kind() const override { return "relu"; }
   static std::unique_ptr<ReLU> create(Context& ctx, std::string name);
   // In place: forward overwrites its input (backward needs only the output). For an input
   // that nobody reads after this layer; takes effect at the next configure.

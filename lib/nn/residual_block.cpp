@@ -2,6 +2,7 @@
 
 #include "nn/batchnorm2d.hpp"
 #include "nn/conv2d.hpp"
+#include "nn/layer_profile.hpp"
 #include "nn/pad_shortcut.hpp"
 
 namespace sdp::nn {
@@ -10,7 +11,9 @@ ResidualBlock::ResidualBlock(Context& ctx, std::string name)
     : Layer(ctx, std::move(name)),
       add_(Add::create(ctx)),
       relu_(ReLU::create(ctx, name_ + ".relu")),
-      sum_grads_(Add::create(ctx)) {}
+      sum_grads_(Add::create(ctx)),
+      add_name_(name_ + ".add"),
+      sum_grads_name_(name_ + ".grad_sum") {}
 
 void ResidualBlock::init_parameters(std::mt19937_64& rng) {
   for (auto& l : branch_) l->init_parameters(rng);
@@ -49,20 +52,24 @@ TensorDesc ResidualBlock::configure(const TensorDesc& src, bool training) {
 
 const TensorRef& ResidualBlock::forward(const TensorRef& src) {
   const TensorRef* b = &src;
-  for (auto& l : branch_) b = &l->forward(*b);
+  for (auto& l : branch_) b = &l->run_forward(*b);
   const TensorRef* s = &src;
-  for (auto& l : shortcut_) s = &l->forward(*s);
-  return relu_->forward(add_->forward(*b, *s));
+  for (auto& l : shortcut_) s = &l->run_forward(*s);
+  const TensorRef& sum = timed(ctx_.profile, add_.get(), add_name_, "add", Pass::kForward,
+                               [&]() -> const TensorRef& { return add_->forward(*b, *s); });
+  return relu_->run_forward(sum);
 }
 
 const TensorRef& ResidualBlock::backward(const TensorRef& diff_dst) {
-  const TensorRef& d_sum = relu_->backward(diff_dst);
-  const TensorRef* ds = &add_->backward_b(d_sum);
-  for (auto it = shortcut_.rbegin(); it != shortcut_.rend(); ++it) ds = &(*it)->backward(*ds);
+  const TensorRef& d_sum = relu_->run_backward(diff_dst);
+  const TensorRef* ds = &timed(ctx_.profile, add_.get(), add_name_, "add", Pass::kBackward,
+                               [&]() -> const TensorRef& { return add_->backward_b(d_sum); });
+  for (auto it = shortcut_.rbegin(); it != shortcut_.rend(); ++it) ds = &(*it)->run_backward(*ds);
   const TensorRef* db = &add_->backward_a(d_sum);
-  for (auto it = branch_.rbegin(); it != branch_.rend(); ++it) db = &(*it)->backward(*db);
+  for (auto it = branch_.rbegin(); it != branch_.rend(); ++it) db = &(*it)->run_backward(*db);
   if (!needs_input_grad_) return empty_;
-  return sum_grads_->forward(*db, *ds);
+  return timed(ctx_.profile, sum_grads_.get(), sum_grads_name_, "add", Pass::kBackward,
+               [&]() -> const TensorRef& { return sum_grads_->forward(*db, *ds); });
 }
 
 // Exactly backward()'s sequence. d_sum is read by the shortcut (through backward_b) and

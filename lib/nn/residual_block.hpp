@@ -26,6 +26,9 @@ class ResidualBlock : public Layer {
  public:
   ResidualBlock(Context& ctx, std::string name);
 
+  const char* kind() const override { return "block"; }
+  bool composite() const override { return true; }
+
   template <typename L, typename... Args>
   L& add_branch(const std::string& child, Args&&... args) {
     return add_child<L>(branch_, child, std::forward<Args>(args)...);
@@ -57,6 +60,7 @@ class ResidualBlock : public Layer {
   std::unique_ptr<Add> add_;
   std::unique_ptr<ReLU> relu_;
   std::unique_ptr<Add> sum_grads_;  // d(x) = d(branch input) + d(shortcut input)
+  std::string add_name_, sum_grads_name_;  // the adds' names in a LayerProfile
   const TensorRef empty_;
 };
 

@@ -174,8 +174,6 @@ DType compute_dtype(Precision precision) {
   throw std::logic_error("compute_dtype: unhandled Precision");
 }
 
-namespace {
-
 OptimizerOptions optimizer_options(const OptimizerSpec& o) {
   OptimizerOptions options;
   options.kind = o.name;
@@ -188,8 +186,6 @@ OptimizerOptions optimizer_options(const OptimizerSpec& o) {
   options.trust_coefficient = static_cast<float>(o.trust_coefficient);
   return options;
 }
-
-}  // namespace
 
 DataShard resolve_data_shard(DataShard shard, const std::string& path) {
   if (shard != DataShard::kAuto) return shard;

@@ -14,6 +14,7 @@
 #include "nn/model.hpp"
 #include "optim/lr_schedule.hpp"
 #include "optim/optimizer.hpp"
+#include "optim/optimizer_factory.hpp"
 
 namespace sdp {
 
@@ -42,6 +43,8 @@ struct DataReaders {
 DataSplits load_data(const JobSpec& spec, const DataReaders& readers = {});
 // The model.name model for `data`'s image shape on `device` (not collective).
 std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const SampleSource& data, const Device& device);
+// The optimizer the job's optimizer section describes (make_optimizer's options).
+OptimizerOptions optimizer_options(const OptimizerSpec& optimizer);
 // The activations' dtype of `precision`: f32, or f16 / bf16 under mixed precision.
 DType compute_dtype(Precision precision);
 

@@ -183,3 +183,42 @@ case_tensorboard_survives_a_crash() {
     [ "$(grep -c '^train/loss ' "$WORK/scalars.txt")" -eq 20 ] || fail "expected the 20 steps' losses: $(grep -c '^train/loss ' "$WORK/scalars.txt")"
     grep -q '^train/loss 20 ' "$WORK/scalars.txt" || fail "step 20's loss is missing"
 }
+
+case_bench_layers() {
+    # `sdp-train bench layers`: the job's step layer by layer. A ResNet (blocks timed through
+    # their parts) on synthetic CIFAR-sized images: every convolution and BatchNorm has a row
+    # with a forward and a backward time, the shares add up to 100 %, and the totals per kind
+    # count the layers; on 2 ranks the table is printed once; bad options are exit 2.
+    local resnet=(--config "$SRC/configs/quickstart.yaml" --set threads=1 --set model.name=resnet20
+                  --set data.synthetic.channels=3 --set data.synthetic.height=32 --set data.synthetic.width=32
+                  --set data.batch_size=8 --set optimizer.name=lamb)
+    expect_ok 0 bench layers "${resnet[@]}" --steps 3 --warmup 1
+    python3 - "$WORK/out" <<'PY' || fail "bench layers table not as expected"
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+head = next(l for l in lines if l.startswith("# bench layers:"))
+assert "resnet20 on cpu, fp32, batch 8, 1 thread(s), optimizer lamb; medians of 3 steps after 1 warm-up" in head, head
+step = next(l for l in lines if l.startswith("# step "))
+assert re.search(r"layers [0-9.]+ ms \+ optimizer [0-9.]+ ms", step), step
+at = lines.index(next(l for l in lines if l.startswith("layer ")))
+by_kind = lines.index("# by kind")
+rows = [l.split() for l in lines[at + 1:by_kind]]
+names = [r[0] for r in rows]
+assert names[:3] == ["conv1", "bn1", "layer1.0.conv1"], names[:3]
+assert "layer1.0" not in names and "layer3.2.grad_sum" in names and names.count("loss") == 1
+convs = [r for r in rows if r[1] == "conv"]
+assert len(convs) == 19, len(convs)                       # ResNet-20: 1 + 9 x 2 convolutions
+for r in convs + [r for r in rows if r[1] == "batchnorm"]:
+    forward, backward, total = float(r[2]), float(r[3]), float(r[4])
+    assert forward > 0 and backward > 0 and abs(forward + backward - total) < 0.002, r
+assert abs(sum(float(r[5].rstrip("%")) for r in rows) - 100) < 1.5
+kinds = {r[0]: r for r in (l.split() for l in lines[by_kind + 2:])}
+assert kinds["conv"][1] == "19" and kinds["batchnorm"][1] == "19", kinds
+PY
+    expect_ok 2 bench layers --config "$SRC/configs/quickstart.yaml" --set threads=1 --steps 2 --warmup 0
+    [ "$(grep -c '^# bench layers: mlp on cpu' "$WORK/out")" -eq 1 ] || fail "2 ranks: the table not printed once"
+    grep -qE '^fc1 +linear +[0-9.]+ +[0-9.]+ ' "$WORK/out" || fail "no fc1 row"
+    expect_error 0 'config' bench layers
+    expect_error 0 'steps' bench layers --config "$SRC/configs/quickstart.yaml" --steps 0
+    expect_error 0 "model.name" bench layers --config "$SRC/configs/quickstart.yaml" --set model.name=resnet21
+}

@@ -3,10 +3,12 @@
 // finite differences of the loss.
 #include <gtest/gtest.h>
 
+#include "device_params.hpp"
 #include "grad_check.hpp"
 #include "nn/batchnorm2d.hpp"
 #include "nn/conv2d.hpp"
 #include "nn/flatten.hpp"
+#include "nn/layer_profile.hpp"
 #include "nn/linear.hpp"
 #include "nn/model.hpp"
 #include "nn/pool2d.hpp"
@@ -15,8 +17,8 @@
 namespace sdp::nn {
 namespace {
 
-std::unique_ptr<Model> tiny_resnet(uint64_t seed = 5) {
-  auto m = std::make_unique<Model>("tiny", Shape{3, 8, 8}, 5, seed);
+std::unique_ptr<Model> tiny_resnet(uint64_t seed = 5, Device device = Device::cpu()) {
+  auto m = std::make_unique<Model>("tiny", Shape{3, 8, 8}, 5, seed, device);
   m->add<Conv2d>("conv1", Conv2dOptions{3, 8, 3, 1, 1, false, false});
   m->add<BatchNorm2d>("bn1", BatchNorm2dOptions{8, 1e-5f, 0.1f, true});
   m->add(make_basic_block(m->context(), "layer1.0", 8, 8, 1, ShortcutKind::kPad));
@@ -157,6 +159,89 @@ TEST(ModelGrad, TinyResNetFiniteDifferences) {
   auto loss = [&] { return static_cast<double>(m->forward(b.x, b.labels.data(), true)); };
   float* values = m->store().param_arena().data<float>();
   testing::check_gradient("tiny_resnet", loss, values, g, {1e-3f, 5e-2, 2e-4, 150, 0.1}, 3);
+}
+
+// LayerProfile (sdp-train bench layers): every leaf layer timed once per pass and step, a
+// residual block through its parts, and the numbers the same as without it; on each device
+// (host clock on the CPU, CUDA events on a GPU).
+SDP_DEVICE_TEST_SUITE(LayerProfiling);
+
+TEST_P(LayerProfiling, TimesEveryLeafLayerOncePerPassAndStep) {
+  const bool gpu = !GetParam().is_cpu();
+  auto m = tiny_resnet(5, GetParam());
+  const Batch b = random_batch(4, m->input_shape(), 5, 1);
+  LayerProfile profile(*m->context().stream);
+  m->context().profile = &profile;
+  for (int step = 0; step < 3; ++step) {
+    m->forward(b.x, b.labels.data(), true);
+    m->backward();
+    profile.collect();
+  }
+  std::vector<std::string> names, kinds;
+  for (const LayerProfile::Unit& unit : profile.units()) {
+    names.push_back(unit.name);
+    kinds.push_back(unit.kind);
+    const bool forward_runs = unit.name.find("grad_sum") == std::string::npos;
+    const bool backward_runs = unit.name != "input";
+    EXPECT_EQ(unit.forward_seconds.size(), forward_runs ? 3u : 0u) << unit.name;
+    EXPECT_EQ(unit.backward_seconds.size(), backward_runs ? 3u : 0u) << unit.name;
+    for (double s : unit.forward_seconds) EXPECT_GE(s, 0.0) << unit.name;
+  }
+  // Forward order; a block is its parts (no "layer1.0" unit), the gradient sums of the
+  // blocks' inputs come first in backward, so last here. The host batch's copy to a GPU is
+  // the input unit (forward only); on the CPU there is nothing to time.
+  if (gpu) {
+    ASSERT_FALSE(names.empty());
+    EXPECT_EQ(names.front(), "input");
+    EXPECT_EQ(kinds.front(), "input");
+    EXPECT_TRUE(profile.units().front().backward_seconds.empty());
+    names.erase(names.begin());
+    kinds.erase(kinds.begin());
+  }
+  const std::vector<std::string> expected = {
+      "conv1", "bn1",
+      "layer1.0.conv1", "layer1.0.bn1", "layer1.0.conv2", "layer1.0.bn2", "layer1.0.add",
+      "layer1.0.relu",
+      "layer2.0.conv1", "layer2.0.bn1", "layer2.0.conv2", "layer2.0.bn2", "layer2.0.downsample.0",
+      "layer2.0.downsample.1", "layer2.0.add", "layer2.0.relu",
+      "avgpool", "flatten", "fc", "loss", "layer2.0.grad_sum", "layer1.0.grad_sum"};
+  EXPECT_EQ(names, expected);
+  EXPECT_EQ(kinds[0], "conv");
+  EXPECT_EQ(kinds[1], "batchnorm");
+  EXPECT_EQ(kinds[6], "add");
+  EXPECT_EQ(kinds[7], "relu");
+  EXPECT_EQ(kinds[12], "conv");  // the projection shortcut's 1x1 convolution
+  EXPECT_EQ(kinds[16], "pool");
+  EXPECT_EQ(kinds[18], "linear");
+  EXPECT_EQ(kinds[19], "loss");
+
+  // Detached: nothing more is recorded.
+  m->context().profile = nullptr;
+  m->forward(b.x, b.labels.data(), true);
+  m->backward();
+  profile.collect();
+  EXPECT_EQ(profile.units().front().forward_seconds.size(), 3u);
+}
+
+TEST_P(LayerProfiling, LeavesLossAndGradientsBitwiseUnchanged) {
+  auto plain = tiny_resnet(11, GetParam()), profiled = tiny_resnet(11, GetParam());
+  LayerProfile profile(*profiled->context().stream);
+  profiled->context().profile = &profile;
+  for (int step = 0; step < 2; ++step) {
+    const Batch b = random_batch(4, plain->input_shape(), 5, 20 + step);
+    const float loss = plain->forward(b.x, b.labels.data(), true);
+    plain->backward();
+    EXPECT_EQ(profiled->forward(b.x, b.labels.data(), true), loss);
+    profiled->backward();
+    profile.collect();
+    EXPECT_EQ(testing::host_values(profiled->store().grad_arena()), testing::host_values(plain->store().grad_arena()));
+  }
+}
+
+TEST(LayerProfileMedian, OfSamples) {
+  EXPECT_EQ(median_seconds({}), 0.0);
+  EXPECT_EQ(median_seconds({3.0, 1.0, 2.0}), 2.0);
+  EXPECT_EQ(median_seconds({5.0, 1.0, 2.0, 4.0}), 4.0);  // the upper middle of an even count
 }
 
 }  // namespace

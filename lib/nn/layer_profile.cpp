@@ -1,0 +1,48 @@
+#include "nn/layer_profile.hpp"
+
+#include <algorithm>
+
+namespace sdp::nn {
+
+std::size_t LayerProfile::unit_index(const void* key, const std::string& name, const char* kind) {
+  const auto [it, added] = index_.try_emplace(key, units_.size());
+  if (added) {
+    units_.push_back(Unit{name, kind, {}, {}});
+    for (int pass = 0; pass < 2; ++pass)
+      marks_.push_back(Marks{stream_.make_timed_event(), stream_.make_timed_event(), false});
+  }
+  return it->second;
+}
+
+LayerProfile::Scope::Scope(LayerProfile& profile, const void* key, const std::string& name, const char* kind,
+                           Pass pass)
+    : end_([&]() -> TimedEvent& {
+        Marks& marks = profile.marks_[2 * profile.unit_index(key, name, kind) + static_cast<int>(pass)];
+        marks.start->record();
+        marks.recorded = true;
+        return *marks.end;
+      }()) {}
+
+LayerProfile::Scope::~Scope() { end_.record(); }
+
+void LayerProfile::collect() {
+  stream_.synchronize();
+  for (std::size_t i = 0; i < units_.size(); ++i) {
+    for (int pass = 0; pass < 2; ++pass) {
+      Marks& marks = marks_[2 * i + pass];
+      if (!marks.recorded) continue;
+      const double seconds = marks.end->seconds_since(*marks.start);
+      (pass == 0 ? units_[i].forward_seconds : units_[i].backward_seconds).push_back(seconds);
+      marks.recorded = false;
+    }
+  }
+}
+
+double median_seconds(std::vector<double> samples) {
+  if (samples.empty()) return 0;
+  const auto middle = samples.begin() + static_cast<std::ptrdiff_t>(samples.size() / 2);
+  std::nth_element(samples.begin(), middle, samples.end());
+  return *middle;
+}
+
+}  // namespace sdp::nn

@@ -1,0 +1,185 @@
+#include "train/layer_bench.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "core/floating_point.hpp"
+#include "core/tensor.hpp"
+#include "nn/layer_profile.hpp"
+#include "nn/threads.hpp"
+#include "train/training_setup.hpp"
+
+namespace sdp {
+
+namespace {
+
+// Random images already on the model's device, and labels (host memory, as the loss takes them).
+struct BenchBatch {
+  Tensor images;
+  std::vector<int32_t> labels;
+};
+
+BenchBatch random_batch(nn::Model& model, int64_t batch, uint64_t seed) {
+  Shape shape = {batch};
+  const Shape image = model.input_shape();
+  shape.insert(shape.end(), image.begin(), image.end());
+  Tensor host(shape, DType::kF32, Device::cpu());
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> pixel(0.0f, 1.0f);
+  float* p = host.data<float>();
+  for (int64_t i = 0; i < host.numel(); ++i) p[i] = pixel(rng);
+  BenchBatch out;
+  std::uniform_int_distribution<int32_t> label(0, model.num_classes() - 1);
+  for (int64_t i = 0; i < batch; ++i) out.labels.push_back(label(rng));
+  if (model.device().is_cpu()) {
+    out.images = std::move(host);
+  } else {
+    out.images = Tensor(shape, DType::kF32, model.device());
+    model.context().stream->copy_from_host(out.images.raw(), host.raw(), host.nbytes());
+    model.context().stream->synchronize();
+  }
+  return out;
+}
+
+}  // namespace
+
+LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, int threads,
+                                     const LayerBenchOptions& options) {
+  if (options.steps < 1) throw InputError("bench layers: --steps must be >= 1");
+  if (options.warmup < 0) throw InputError("bench layers: --warmup must be >= 0");
+  nn::set_num_threads(std::max(1, threads));
+  set_flush_denormals(spec.numerics.flush_denormals);
+  const DataSplits data = load_data(spec);
+  std::unique_ptr<nn::Model> model = build_model(spec, *data.train, device);
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(optimizer_options(spec.optimizer), model->store());
+  Stream& stream = *model->context().stream;
+  optimizer->set_stream(&stream);
+  const int64_t batch = spec.data.batch_size;
+  const BenchBatch input = random_batch(*model, batch, spec.seed);
+  // A small learning rate: the weights stay in range over the steps, whatever the recipe's.
+  const float lr = 1e-4f;
+  const auto step = [&] {
+    model->forward(input.images, input.labels.data(), /*training=*/true);
+    model->backward();
+    optimizer->step(lr);
+  };
+
+  for (int64_t i = 0; i < options.warmup; ++i) step();
+  stream.synchronize();
+  std::vector<double> plain, profiled, updates;
+  for (int64_t i = 0; i < options.steps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    step();
+    stream.synchronize();
+    plain.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  nn::LayerProfile profile(stream);
+  model->context().profile = &profile;
+  const std::unique_ptr<TimedEvent> update_start = stream.make_timed_event(), update_end = stream.make_timed_event();
+  for (int64_t i = 0; i < options.steps; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    model->forward(input.images, input.labels.data(), /*training=*/true);
+    model->backward();
+    update_start->record();
+    optimizer->step(lr);
+    update_end->record();
+    stream.synchronize();
+    profiled.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    updates.push_back(update_end->seconds_since(*update_start));
+    profile.collect();
+  }
+  model->context().profile = nullptr;
+
+  LayerBenchResult result;
+  result.model = spec.model.name;
+  result.device = device.str();
+  result.precision = to_string(spec.precision);
+  result.optimizer = optimizer->name();
+  result.batch = batch;
+  result.threads = nn::num_threads();
+  result.options = options;
+  result.step_seconds = nn::median_seconds(plain);
+  result.profiled_step_seconds = nn::median_seconds(profiled);
+  result.optimizer_seconds = nn::median_seconds(updates);
+  for (const nn::LayerProfile::Unit& unit : profile.units()) {
+    LayerBenchRow row{unit.name, unit.kind, nn::median_seconds(unit.forward_seconds),
+                      nn::median_seconds(unit.backward_seconds), !unit.forward_seconds.empty(),
+                      !unit.backward_seconds.empty()};
+    result.rows.push_back(std::move(row));
+  }
+  return result;
+}
+
+namespace {
+
+std::string milliseconds(double seconds, bool present) {
+  if (!present) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", seconds * 1e3);
+  return text;
+}
+
+}  // namespace
+
+std::string format_layer_bench(const LayerBenchResult& r) {
+  double layers = 0;
+  for (const LayerBenchRow& row : r.rows) layers += row.forward_seconds + row.backward_seconds;
+  const double share_base = layers > 0 ? layers : 1;
+  std::ostringstream out;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "# bench layers: %s on %s, %s, batch %lld, %d thread(s), optimizer %s; medians of %lld steps "
+                "after %lld warm-up\n",
+                r.model.c_str(), r.device.c_str(), r.precision.c_str(), static_cast<long long>(r.batch), r.threads,
+                r.optimizer.c_str(), static_cast<long long>(r.options.steps), static_cast<long long>(r.options.warmup));
+  out << line;
+  std::snprintf(line, sizeof line,
+                "# step %.3f ms (%.0f images/s); with the events %.3f ms: layers %.3f ms + optimizer %.3f ms + "
+                "the rest %.3f ms\n",
+                r.step_seconds * 1e3, r.step_seconds > 0 ? r.batch / r.step_seconds : 0.0,
+                r.profiled_step_seconds * 1e3, layers * 1e3, r.optimizer_seconds * 1e3,
+                (r.profiled_step_seconds - layers - r.optimizer_seconds) * 1e3);
+  out << line;
+  std::snprintf(line, sizeof line, "%-32s %-10s %11s %11s %10s %7s\n", "layer", "kind", "forward_ms", "backward_ms",
+                "total_ms", "share");
+  out << line;
+  struct KindTotal {
+    int layers = 0;
+    double forward = 0, backward = 0;
+  };
+  std::map<std::string, KindTotal> kinds;
+  for (const LayerBenchRow& row : r.rows) {
+    const double total = row.forward_seconds + row.backward_seconds;
+    std::snprintf(line, sizeof line, "%-32s %-10s %11s %11s %10.3f %6.1f%%\n", row.name.c_str(), row.kind.c_str(),
+                  milliseconds(row.forward_seconds, row.has_forward).c_str(),
+                  milliseconds(row.backward_seconds, row.has_backward).c_str(), total * 1e3,
+                  100.0 * total / share_base);
+    out << line;
+    KindTotal& k = kinds[row.kind];
+    ++k.layers;
+    k.forward += row.forward_seconds;
+    k.backward += row.backward_seconds;
+  }
+  std::vector<std::pair<std::string, KindTotal>> by_total(kinds.begin(), kinds.end());
+  std::stable_sort(by_total.begin(), by_total.end(), [](const auto& a, const auto& b) {
+    return a.second.forward + a.second.backward > b.second.forward + b.second.backward;
+  });
+  out << "# by kind\n";
+  std::snprintf(line, sizeof line, "%-32s %-10s %11s %11s %10s %7s\n", "kind", "layers", "forward_ms", "backward_ms",
+                "total_ms", "share");
+  out << line;
+  for (const auto& [kind, k] : by_total) {
+    const double total = k.forward + k.backward;
+    std::snprintf(line, sizeof line, "%-32s %-10d %11.3f %11.3f %10.3f %6.1f%%\n", kind.c_str(), k.layers,
+                  k.forward * 1e3, k.backward * 1e3, total * 1e3, 100.0 * total / share_base);
+    out << line;
+  }
+  return out.str();
+}
+
+}  // namespace sdp

@@ -1,0 +1,45 @@
+// `sdp-train bench layers --config JOB`: where the job's training step spends its time, layer
+// by layer. The job's model, precision and optimizer on the rank's device, at the job's batch
+// per rank, trained on random input already on the device (no loader, no communication); each
+// leaf layer's forward and backward timed by nn/layer_profile.hpp's events (CUDA events on a
+// GPU), next to the optimizer's update and the step's own time with and without the events.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/job_spec.hpp"
+#include "core/tensor_desc.hpp"
+
+namespace sdp {
+
+struct LayerBenchOptions {
+  int64_t steps = 20;  // timed steps, once without the events and once with them
+  int64_t warmup = 3;  // untimed steps first (algorithm choice, caches)
+};
+
+struct LayerBenchRow {
+  std::string name, kind;
+  double forward_seconds = 0, backward_seconds = 0;  // medians over the profiled steps
+  bool has_forward = false, has_backward = false;
+};
+
+struct LayerBenchResult {
+  std::string model, device, precision, optimizer;
+  int64_t batch = 0;
+  int threads = 0;
+  LayerBenchOptions options;
+  std::vector<LayerBenchRow> rows;  // in the order the forward runs them
+  double step_seconds = 0;          // median step, no events
+  double profiled_step_seconds = 0; // median step with the events
+  double optimizer_seconds = 0;     // median update
+};
+
+// Throws InputError for a job whose data or model cannot be built, or bad options.
+LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, int threads,
+                                     const LayerBenchOptions& options);
+// The table: one row per layer, then the totals per kind, largest first.
+std::string format_layer_bench(const LayerBenchResult& result);
+
+}  // namespace sdp
