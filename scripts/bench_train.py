@@ -16,6 +16,11 @@ that GPU, measured in the same run.
 --precision amp-fp16 / amp-bf16 (GPU): sdp-train's mixed precision next to PyTorch's
 (torch.autocast to that dtype, with a GradScaler for fp16); the peak is then the 16-bit matrix
 product's.
+On the GPU PyTorch also runs at its documented best: channels_last memory with
+cudnn.benchmark on, eager and under torch.compile where this PyTorch has it (--no-compile
+leaves it out; a model it cannot compile is skipped, and the table says so). The best of all
+its configurations is the peer ("torch img/s", "ratio"); the plain NCHW one, the earlier peer,
+stays as a second column ("torch nchw", "vs nchw").
 
 --optimizers sgd,lamb,lars: each row once per optimizer on sdp-train's side (lamb and lars
 with the shipped recipes' settings); PyTorch's side is always SGD with momentum, the fixed
@@ -98,7 +103,8 @@ output: {{model_dir: {tmp}/model, metrics: ""}}
     return statistics.median(rates[WARMUP:]), rss
 
 
-def torch_worker(model_name, batch, shape, steps, threads, device="cpu", benchmark=False, precision="fp32"):
+def torch_worker(model_name, batch, shape, steps, threads, device="cpu", benchmark=False, precision="fp32",
+                 memory_format="nchw", compiled=False):
     import torch
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     import torch_models
@@ -112,8 +118,16 @@ def torch_worker(model_name, batch, shape, steps, threads, device="cpu", benchma
     flops = torch_models.forward_flops(model, shape)  # on the CPU, before the move
     params = sum(p.numel() for p in model.parameters())
     model = model.to(device)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(batch, *shape, device=device)
+    if memory_format == "channels_last":
+        model = model.to(memory_format=torch.channels_last)
+        x = x.to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    if compiled:
+        if not hasattr(torch, "compile"):
+            print(f"unsupported=torch.compile is not in PyTorch {torch.__version__}")
+            return
+        model = torch.compile(model)
     y = torch.randint(0, 10, (batch,), device=device)
     loss_fn = torch.nn.CrossEntropyLoss()
     amp_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(precision)
@@ -121,6 +135,13 @@ def torch_worker(model_name, batch, shape, steps, threads, device="cpu", benchma
     rates = []
     for i in range(steps + WARMUP):
         t0 = time.perf_counter()
+        if compiled and i == 0:  # compiles here: a model it cannot compile is skipped, not fatal
+            try:
+                loss_fn(model(x), y).backward()
+            except Exception as e:  # noqa: BLE001 (torch's compiler raises many kinds)
+                print(f"unsupported=torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                return
+            opt.zero_grad(set_to_none=True)
         opt.zero_grad(set_to_none=True)
         if amp_dtype is None:
             loss = loss_fn(model(x), y)
@@ -156,13 +177,21 @@ def torch_gpu_peak(precision="fp32"):
     print(f"gflops={10 * 2 * 8192 ** 3 / (time.perf_counter() - t0) / 1e9} gpu={torch.cuda.get_device_name()}")
 
 
-def torch_images_per_sec(model, batch, shape, steps, torch_threads, blas_threads, device="cpu", precision="fp32"):
-    """On the GPU blas_threads is cudnn.benchmark (0/1)."""
+def torch_images_per_sec(model, batch, shape, steps, torch_threads, blas_threads, memory_format="nchw", compiled=0,
+                         device="cpu", precision="fp32"):
+    """On the GPU blas_threads is cudnn.benchmark (0/1). None (and the reason printed) when
+    this configuration cannot run here (torch.compile missing or failing)."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(blas_threads if device == "cpu" else torch_threads),
                OMP_NUM_THREADS=str(torch_threads))
     shape_arg = "x".join(map(str, shape))
     out, rss = run_child([sys.executable, os.path.abspath(__file__), "--torch-worker", model, str(batch),
-                          shape_arg, str(steps), str(torch_threads), device, str(blas_threads), precision], env)
+                          shape_arg, str(steps), str(torch_threads), device, str(blas_threads), precision,
+                          memory_format, str(compiled)], env)
+    unsupported = re.search(r"^unsupported=(.*)$", out, re.M)
+    if unsupported:
+        print(f"# {model} {batch}: PyTorch {memory_format}{' compiled' if compiled else ''} skipped: "
+              f"{unsupported.group(1)}", flush=True)
+        return None
     values = dict(re.findall(r"(\w+)=([0-9.e+-]+)", out))
     return float(values["images_per_sec"]), rss, int(values["forward_flops"]), int(values["params"])
 
@@ -178,13 +207,15 @@ def main():
     parser.add_argument("--precision", choices=["fp32", "amp-fp16", "amp-bf16"], default="fp32",
                         help="mixed precision on both sides (--device cuda only)")
     parser.add_argument("--optimizers", default="sgd", help="sdp-train's optimizers, e.g. sgd,lamb,lars")
-    parser.add_argument("--torch-worker", nargs=8, help=argparse.SUPPRESS)
+    parser.add_argument("--no-compile", action="store_true",
+                        help="GPU: leave torch.compile out of PyTorch's configurations (it compiles for a minute per model)")
+    parser.add_argument("--torch-worker", nargs=10, help=argparse.SUPPRESS)
     parser.add_argument("--torch-peak", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.torch_worker:
-        model, batch, shape, steps, threads, device, benchmark, precision = args.torch_worker
+        model, batch, shape, steps, threads, device, benchmark, precision, memory_format, compiled = args.torch_worker
         torch_worker(model, int(batch), tuple(map(int, shape.split("x"))), int(steps), int(threads), device,
-                     benchmark == "1", precision)
+                     benchmark == "1", precision, memory_format, compiled == "1")
         return
     if args.torch_peak:
         torch_gpu_peak(args.precision)
@@ -200,13 +231,17 @@ def main():
             rows.append((name, int(batch), SHAPES.get(name, (3, 32, 32))))
     t = args.threads
     if args.device == "cuda":
-        torch_configs = [(t, 0), (t, 1)]  # (torch threads, cudnn.benchmark)
+        # (torch threads, cudnn.benchmark, memory format, compiled): NCHW as before, then PyTorch's
+        # documented best: channels_last with cudnn.benchmark, eager and compiled.
+        torch_configs = [(t, 0, "nchw", 0), (t, 1, "nchw", 0), (t, 1, "channels_last", 0)]
+        if not args.no_compile:
+            torch_configs.append((t, 1, "channels_last", 1))
         out, _ = run_child([sys.executable, os.path.abspath(__file__), "--torch-peak", "--precision", args.precision],
                            dict(os.environ))
         peak_name = (f"PyTorch {'fp32' if args.precision == 'fp32' else args.precision[4:]} matmul peak on "
                      f"{re.search(r'gpu=(.*)', out).group(1)}")
     else:
-        torch_configs = sorted({(t, t), (1, t)})  # (torch threads, OpenBLAS threads)
+        torch_configs = [(c, b, "nchw", 0) for c, b in sorted({(t, t), (1, t)})]  # (torch threads, OpenBLAS threads)
         out, _ = run_child([args.binary, "bench", "gemm", "--threads", str(t)], dict(os.environ))
         peak_name = "oneDNN sgemm peak"
     peak = float(re.search(r"gflops=([0-9.]+)", out).group(1))
@@ -217,10 +252,13 @@ def main():
     for name in optimizers:
         if name not in OPTIMIZERS:
             parser.error(f"--optimizers: unknown '{name}' (one of {', '.join(OPTIMIZERS)})")
-    header = (f"{'model':<9} {'batch':>5} {'opt':>4} {'sdp img/s':>10} {'torch img/s':>11} {'torch cfg':>9} {'ratio':>6} "
-              f"{'sdp GFLOP/s':>11} {'%peak':>6} {'sdp RSS MB':>10} {'torch RSS MB':>12} {'step/sgd':>8}")
+    gpu = args.device == "cuda"
+    header = (f"{'model':<9} {'batch':>5} {'opt':>4} {'sdp img/s':>10} {'torch img/s':>11} {'torch cfg':>12} {'ratio':>6} "
+              + (f"{'torch nchw':>10} {'vs nchw':>7} " if gpu else "")
+              + f"{'sdp GFLOP/s':>11} {'%peak':>6} {'sdp RSS MB':>10} {'torch RSS MB':>12} {'step/sgd':>8}")
     print(header)
     print("-" * len(header))
+    skipped = set()
     for model, batch, shape in rows:
         sdp_rates, torch_rates, sdp_rss, torch_rss = {}, {}, 0.0, 0.0
         flops = 0
@@ -231,22 +269,36 @@ def main():
                 sdp_rates.setdefault(name, []).append(rate)
                 sdp_rss = max(sdp_rss, rss)
             for cfg in torch_configs:
-                rate, rss, flops, _ = torch_images_per_sec(model, batch, shape, args.steps, *cfg, device=args.device,
-                                                           precision=args.precision)
+                if (model, cfg) in skipped:
+                    continue
+                result = torch_images_per_sec(model, batch, shape, args.steps, *cfg, device=args.device,
+                                              precision=args.precision)
+                if result is None:
+                    skipped.add((model, cfg))
+                    continue
+                rate, rss, flops, _ = result
                 torch_rates.setdefault(cfg, []).append(rate)
                 torch_rss = max(torch_rss, rss)
         best_cfg = max(torch_rates, key=lambda c: statistics.median(torch_rates[c]))
         torch_rate = statistics.median(torch_rates[best_cfg])
-        cfg_name = f"{best_cfg[0]}t/{best_cfg[1]}b" if args.device == "cpu" else ("bench" if best_cfg[1] else "default")
+        nchw = max(statistics.median(r) for c, r in torch_rates.items() if c[2] == "nchw" and not c[3])
+        if gpu:
+            cfg_name = ("cl" if best_cfg[2] == "channels_last" else "nchw") + ("+compile" if best_cfg[3] else "") + \
+                ("+bench" if best_cfg[1] else "")
+        else:
+            cfg_name = f"{best_cfg[0]}t/{best_cfg[1]}b"
         for name in optimizers:
             sdp = statistics.median(sdp_rates[name])
             gflops = sdp * 3 * flops / 1e9
             vs_sgd = f"{statistics.median(sdp_rates['sgd']) / sdp:>7.2f}x" if "sgd" in sdp_rates else f"{'-':>8}"
-            print(f"{model:<9} {batch:>5} {name:>4} {sdp:>10.0f} {torch_rate:>11.0f} {cfg_name:>9} "
-                  f"{sdp / torch_rate:>5.2f}x {gflops:>11.1f} {100 * gflops / peak:>5.1f}% {sdp_rss:>10.0f} {torch_rss:>12.0f} "
+            print(f"{model:<9} {batch:>5} {name:>4} {sdp:>10.0f} {torch_rate:>11.0f} {cfg_name:>12} "
+                  f"{sdp / torch_rate:>5.2f}x " + (f"{nchw:>10.0f} {sdp / nchw:>6.2f}x " if gpu else "")
+                  + f"{gflops:>11.1f} {100 * gflops / peak:>5.1f}% {sdp_rss:>10.0f} {torch_rss:>12.0f} "
                   f"{vs_sgd}", flush=True)
     print("# images/s: median over rounds of per-run medians; torch cfg = torch threads / OpenBLAS threads"
-          " (GPU: cudnn.benchmark off = default, on = bench);")
+          " (GPU: nchw or cl = channels_last, +compile = torch.compile, +bench = cudnn.benchmark on);")
+    if gpu:
+        print("# ratio: against PyTorch's best configuration; vs nchw: against its best NCHW eager one (the earlier peer);")
     print("# GFLOP/s = images/s x 3 x forward FLOPs (conv + linear) per image; torch is SGD with momentum in every row;")
     print("# step/sgd = this row's step time over sdp-train's SGD row (same model and batch).")
 

@@ -12,9 +12,12 @@
 #                 tests (GPU memory staged over MPI with 2 ranks on GPU 0, NCCL on 1 rank)
 #         e2e     every end-to-end GPU case of tests/e2e/cases/gpu.sh, one by one
 #         bench   bench allreduce --device cuda (NCCL; 2 ranks sharing the GPU: staged MPI
-#                 and the host inter-node phase against the host bound), ResNet-50's step
-#                 layer by layer (bench layers: fp32, amp-fp16), then training throughput
-#                 against PyTorch (scripts/bench_train.py; skipped without torch)
+#                 and the host inter-node phase against the host bound), then ResNet-50's
+#                 step layer by layer (bench layers: fp32, amp-fp16)
+#         train-fp32, train-amp
+#                 training throughput against PyTorch at its best (scripts/bench_train.py:
+#                 channels_last, cudnn.benchmark, torch.compile; skipped without torch), fp32
+#                 and amp-fp16; each takes most of one 10-minute call
 #       Each step's output goes to OUT_DIR/<step>.log and its exit status to OUT_DIR/summary.txt.
 #
 # For example, with the device tool: carry ["build-gpu-bundle"], and the command
@@ -86,14 +89,24 @@ stage_bench() {
                   --set data.synthetic.train_samples=256 --set device=cuda)
   step bench-layers-resnet50-fp32 "$bin" bench layers "${resnet50[@]}" --steps 20
   step bench-layers-resnet50-amp-fp16 "$bin" bench layers "${resnet50[@]}" --set precision=amp-fp16 --steps 20
-  if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-    step bench-train-fp32 python3 scripts/bench_train.py --binary "$bin" --device cuda --rounds 2 --steps 20 \
-      --threads 4 --rows mlp:128,lenet5:256,resnet20:128,resnet50:256
-    step bench-train-amp-fp16 python3 scripts/bench_train.py --binary "$bin" --device cuda --rounds 2 --steps 20 \
-      --threads 4 --precision amp-fp16 --rows resnet20:128,resnet50:256
-  else
-    echo "bench-train: skipped (no PyTorch with CUDA on this machine)" | tee -a "$OUT/summary.txt" >&2
-  fi
+}
+
+have_torch_cuda() {
+  python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && return 0
+  echo "bench-train: skipped (no PyTorch with CUDA on this machine)" | tee -a "$OUT/summary.txt" >&2
+  return 1
+}
+
+stage_train_fp32() {
+  have_torch_cuda || return 0
+  step bench-train-fp32 python3 scripts/bench_train.py --binary "$BUNDLE/sdp-train" --device cuda --rounds 2 \
+    --steps 20 --threads 4 --rows mlp:128,lenet5:256,resnet20:128,resnet50:256
+}
+
+stage_train_amp() {
+  have_torch_cuda || return 0
+  step bench-train-amp-fp16 python3 scripts/bench_train.py --binary "$BUNDLE/sdp-train" --device cuda --rounds 2 \
+    --steps 20 --threads 4 --precision amp-fp16 --rows resnet20:128,resnet50:256
 }
 
 case "${1:-}" in
@@ -115,6 +128,8 @@ case "${1:-}" in
         tests) stage_tests ;;
         e2e) stage_e2e ;;
         bench) stage_bench ;;
+        train-fp32) stage_train_fp32 ;;
+        train-amp) stage_train_amp ;;
         *) usage ;;
       esac
     done
