@@ -116,6 +116,7 @@ struct OutputSpec {
   std::string model_dir = "${SM_MODEL_DIR:-out/model}";
   std::string metrics = "out/metrics.jsonl";  // "" = none
   std::string timeline = "";                  // Chrome trace path; "" = none
+  bool timeline_layers = false;               // the timeline also gets every layer's passes
   // TensorBoard event files' directory; "" = none; auto = SageMaker's /opt/ml/output/tensorboard
   // there, none elsewhere (sagemaker_env.hpp: resolve_output_locations, tensorboard_directory).
   std::string tensorboard = "auto";

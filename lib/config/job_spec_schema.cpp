@@ -297,6 +297,7 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("output.model_dir", output.model_dir));
     f.push_back(SDP_FIELD("output.metrics", output.metrics));
     f.push_back(SDP_FIELD("output.timeline", output.timeline));
+    f.push_back(SDP_FIELD("output.timeline_layers", output.timeline_layers));
     f.push_back(SDP_FIELD("output.tensorboard", output.tensorboard));
     f.push_back(SDP_FIELD("output.progress", output.progress));
     return f;

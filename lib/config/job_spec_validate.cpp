@@ -30,6 +30,12 @@ void check_job_keys(const JobSpec& spec, const RangeChecker& check) {
                 to_string(spec.precision) + " needs device: cuda (the CPU backend trains in fp32)");
 }
 
+// output.*
+void check_output_keys(const JobSpec& spec, const RangeChecker& check) {
+  check.require(!spec.output.timeline_layers || !spec.output.timeline.empty(), "output.timeline_layers",
+                "true needs output.timeline (the file the layers' track goes in)");
+}
+
 // model.*
 void check_model_keys(const JobSpec& spec, const RangeChecker& check) {
   const ModelSpec& m = spec.model;
@@ -148,6 +154,7 @@ void validate_job_spec(const JobSpec& spec, const std::map<std::string, std::str
   check_optimizer_keys(spec, check);
   check_distributed_keys(spec, check);
   check_checkpoint_keys(spec, check);
+  check_output_keys(spec, check);
 }
 
 }  // namespace sdp

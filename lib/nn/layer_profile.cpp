@@ -25,17 +25,27 @@ LayerProfile::Scope::Scope(LayerProfile& profile, const void* key, const std::st
 
 LayerProfile::Scope::~Scope() { end_.record(); }
 
+void LayerProfile::begin_step() {
+  if (!step_mark_) step_mark_ = stream_.make_timed_event();
+  step_mark_->record();
+  step_marked_ = true;
+}
+
 void LayerProfile::collect() {
   stream_.synchronize();
+  last_step_.clear();
   for (std::size_t i = 0; i < units_.size(); ++i) {
     for (int pass = 0; pass < 2; ++pass) {
       Marks& marks = marks_[2 * i + pass];
       if (!marks.recorded) continue;
       const double seconds = marks.end->seconds_since(*marks.start);
       (pass == 0 ? units_[i].forward_seconds : units_[i].backward_seconds).push_back(seconds);
+      const double start = step_marked_ ? marks.start->seconds_since(*step_mark_) : 0.0;
+      last_step_.push_back(TimedPass{&units_[i], static_cast<Pass>(pass), start, seconds});
       marks.recorded = false;
     }
   }
+  step_marked_ = false;
 }
 
 double median_seconds(std::vector<double> samples) {

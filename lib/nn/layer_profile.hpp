@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -48,10 +49,22 @@ class LayerProfile {
     TimedEvent& end_;
   };
 
+  // Marks the start of a step: collect() then also places each pass in time, from here.
+  void begin_step();
   // After a step: waits for its work, then appends each pass recorded since the last collect
   // to its unit's samples.
   void collect();
-  const std::vector<Unit>& units() const { return units_; }
+  // Units keep their addresses (a timeline holds their names' characters).
+  const std::deque<Unit>& units() const { return units_; }
+
+  // A pass the last collect() took: when it started after begin_step()'s mark (0 without one)
+  // and how long it took, in the device's time.
+  struct TimedPass {
+    const Unit* unit;
+    Pass pass;
+    double start_seconds, seconds;
+  };
+  const std::vector<TimedPass>& last_step() const { return last_step_; }
 
  private:
   struct Marks {
@@ -62,8 +75,11 @@ class LayerProfile {
 
   Stream& stream_;
   std::unordered_map<const void*, std::size_t> index_;
-  std::vector<Unit> units_;
+  std::deque<Unit> units_;
   std::vector<Marks> marks_;  // two per unit: [2 i] forward, [2 i + 1] backward
+  std::unique_ptr<TimedEvent> step_mark_;  // begin_step's; null until the first
+  bool step_marked_ = false;
+  std::vector<TimedPass> last_step_;
 };
 
 // work(), timed as `key`'s `pass` when `profile` is not null.

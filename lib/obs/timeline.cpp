@@ -11,7 +11,12 @@
 namespace sdp {
 
 const char* to_string(TraceTrack track) {
-  return track == TraceTrack::kMain ? "main" : "comm";
+  switch (track) {
+    case TraceTrack::kMain: return "main";
+    case TraceTrack::kComm: return "comm";
+    case TraceTrack::kLayers: return "layers";
+  }
+  return "?";
 }
 
 Timeline::Timeline(int rank, Clock::time_point origin) : rank_(rank), origin_(origin) {}
@@ -56,22 +61,24 @@ std::string Timeline::events_json() const {
   std::string out;
   append_metadata(out, rank_, 0, "process", "rank " + std::to_string(rank_), rank_);
   for (int t = 0; t < kTraceTracks; ++t)
-    append_metadata(out, rank_, t, "thread", to_string(static_cast<TraceTrack>(t)), t);
+    if (reserved(static_cast<TraceTrack>(t)))
+      append_metadata(out, rank_, t, "thread", to_string(static_cast<TraceTrack>(t)), t);
   for (int t = 0; t < kTraceTracks; ++t) {
     std::vector<TraceEvent> events = this->events(static_cast<TraceTrack>(t));
     // By start; at equal starts the longer (enclosing) event first.
     std::stable_sort(events.begin(), events.end(), [](const TraceEvent& a, const TraceEvent& b) {
       return a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.dur_ns > b.dur_ns;
     });
-    char buffer[320];
+    char buffer[512];  // the longest layer name is a few dozen characters
     for (const TraceEvent& e : events) {
       // ts and dur in microseconds, to the nanosecond; names are our own literals (no
       // characters that need escaping).
       int n = std::snprintf(
           buffer, sizeof buffer,
-          ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"ts\":%lld.%03lld,"
+          ",\n{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",%s%s%s\"ts\":%lld.%03lld,"
           "\"dur\":%lld.%03lld,\"args\":{",
-          rank_, t, e.name, static_cast<long long>(e.start_ns / 1000),
+          rank_, t, e.name, e.category ? "\"cat\":\"" : "", e.category ? e.category : "", e.category ? "\"," : "",
+          static_cast<long long>(e.start_ns / 1000),
           static_cast<long long>(e.start_ns % 1000), static_cast<long long>(e.dur_ns / 1000),
           static_cast<long long>(e.dur_ns % 1000));
       const char* sep = "";

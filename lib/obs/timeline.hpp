@@ -24,8 +24,10 @@
 
 namespace sdp {
 
-enum class TraceTrack : int { kMain = 0, kComm = 1 };
-constexpr int kTraceTracks = 2;
+// kLayers (output.timeline_layers): each layer's forward and backward in the device's time
+// (nn/layer_profile.hpp), placed from the step's start; "cat" says which pass.
+enum class TraceTrack : int { kMain = 0, kComm = 1, kLayers = 2 };
+constexpr int kTraceTracks = 3;
 const char* to_string(TraceTrack track);
 
 struct TraceEvent {
@@ -35,6 +37,7 @@ struct TraceEvent {
   int64_t step = -1;    // args.step; -1: none
   int64_t bytes = -1;   // args.bytes; -1: none
   int32_t bucket = -1;  // args.bucket; -1: none
+  const char* category = nullptr;  // "cat"; null: none. Like name, must outlive the timeline
 };
 
 class Timeline {
@@ -46,11 +49,13 @@ class Timeline {
   // not comparable).
   Timeline(int rank, Clock::time_point origin);
 
-  // Allocates room for `capacity` events on `track` (once, before the run; not thread-safe).
+  // Allocates room for `capacity` events on `track` (once, before the track records; not
+  // thread-safe). Only reserved tracks are named in the trace.
   void reserve(TraceTrack track, std::size_t capacity);
+  bool reserved(TraceTrack track) const { return !tracks_[static_cast<int>(track)].events.empty(); }
   // Appends an event; after reserve's capacity is used up, counts it as dropped instead.
   void record(TraceTrack track, const char* name, Clock::time_point start, Clock::time_point end,
-              int64_t step = -1, int64_t bytes = -1, int bucket = -1) noexcept {
+              int64_t step = -1, int64_t bytes = -1, int bucket = -1, const char* category = nullptr) noexcept {
     Buffer& b = tracks_[static_cast<int>(track)];
     if (b.size == b.events.size()) {
       ++b.dropped;
@@ -63,6 +68,7 @@ class Timeline {
     e.step = step;
     e.bytes = bytes;
     e.bucket = bucket;
+    e.category = category;
   }
 
   int rank() const { return rank_; }
@@ -72,7 +78,7 @@ class Timeline {
 
   // This rank's trace events as JSON array elements, comma-separated without brackets (so
   // the ranks' texts concatenate into one array): metadata naming the process "rank N" and
-  // its threads, then every event sorted by start (an enclosing event before the events it
+  // its threads (the tracks reserved), then every event sorted by start (an enclosing event before the events it
   // contains, which is how viewers nest them).
   std::string events_json() const;
 

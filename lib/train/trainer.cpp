@@ -133,6 +133,11 @@ void Trainer::start_replicas() {
     // the barrier's skew, even across hosts whose clocks are not comparable.
     watched("timeline barrier", [&] { MPI_Barrier(world_.comm()); });
     timeline_ = std::make_unique<Timeline>(world_.rank(), Clock::now());
+    if (spec_.output.timeline_layers) {
+      nn::Context& context = parts_.model->context();
+      layer_profile_ = std::make_unique<nn::LayerProfile>(*context.stream);
+      context.profile = layer_profile_.get();
+    }
   }
   watched("data-parallel set-up", [&] { run_on_all_ranks(world_.comm(), [&] {
     DistributedSpec distributed = spec_.distributed;
@@ -216,7 +221,12 @@ void Trainer::run_epoch(int64_t epoch) {
     const auto step_start = Clock::now();
     const double lr = schedule_->lr_at(step_);
     const SampleCursor next_cursor = batch->next_cursor;  // train_step moves the loader on
+    if (layer_profile_) {
+      layers_step_start_ = Clock::now();
+      layer_profile_->begin_step();
+    }
     const double loss = train_step(*batch, epoch, lr);    // NaN: a skipped update
+    if (layer_profile_) record_layer_passes();
     const double step_seconds = seconds_since(step_start);
     if (timeline_) timeline_->record(TraceTrack::kMain, "step", wait_start, Clock::now(), step_);
     result_.train_seconds += step_seconds;
@@ -458,6 +468,23 @@ void Trainer::finish_without_training() {
   evaluate_after_epoch(epochs_ - 1);  // the final model's metadata holds its test accuracy
   if (!evaluated_last_) watched("buffer average", [&] { average_buffers(*parts_.model, *world_comm_); });
   if (world_.rank() == 0) save_model(*parts_.model, spec_, world_, result_, epochs_);
+}
+
+void Trainer::record_layer_passes() {
+  layer_profile_->collect();  // waits for the step's device work
+  const auto& passes = layer_profile_->last_step();
+  // The layers are known after the first step: room for the rest of the run, allocated once.
+  if (!timeline_->reserved(TraceTrack::kLayers) && !passes.empty()) {
+    const auto steps = static_cast<std::size_t>(std::max<int64_t>(total_steps_ - step_, 1));
+    timeline_->reserve(TraceTrack::kLayers, std::min<std::size_t>(steps * passes.size(), kMaxTraceEvents));
+  }
+  for (const nn::LayerProfile::TimedPass& pass : passes) {
+    const auto start = layers_step_start_ + std::chrono::duration_cast<Clock::duration>(
+                                                std::chrono::duration<double>(pass.start_seconds));
+    const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(pass.seconds));
+    timeline_->record(TraceTrack::kLayers, pass.unit->name.c_str(), start, end, step_, -1, -1,
+                      pass.pass == nn::Pass::kForward ? "forward" : "backward");
+  }
 }
 
 void Trainer::write_timeline() {

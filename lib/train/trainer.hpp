@@ -18,6 +18,7 @@
 
 #include "distributed/communicator.hpp"
 #include "distributed/watchdog.hpp"
+#include "nn/layer_profile.hpp"
 #include "obs/timeline.hpp"
 #include "train/checkpointing.hpp"
 #include "train/data_parallel.hpp"
@@ -99,6 +100,8 @@ class Trainer {
   // output.timeline (collective): every rank writes its own trace, rank 0 gathers them into
   // the merged file.
   void write_timeline();
+  // output.timeline_layers: the step's layer passes onto the timeline's layers track.
+  void record_layer_passes();
   // A diagnosis from the DivergenceGuard: a warning on rank 0, or with on_divergence: abort
   // the end of the run on every rank (the guard reads agreed values, so all get here).
   void diverged(const std::string& diagnosis);
@@ -113,6 +116,9 @@ class Trainer {
   // output.timeline; null (the usual case): not traced. Declared before parallel_ so it
   // outlives the communication thread that records into it.
   std::unique_ptr<Timeline> timeline_;
+  // output.timeline_layers: times every layer pass (the timeline holds its units' names).
+  std::unique_ptr<nn::LayerProfile> layer_profile_;
+  std::chrono::steady_clock::time_point layers_step_start_{};
   std::unique_ptr<DataParallel> parallel_;
   StepLog log_;
   TrainResult result_;

@@ -291,3 +291,32 @@ case_bench_allreduce_gpu() {
         bench allreduce --device cuda --max-bytes 65536
     fi
 }
+
+case_gpu_layer_times() {
+    # #24 item 1 on the GPU: `bench layers` times ResNet-20's layers with CUDA events (fp32 and
+    # amp-fp16: every convolution's forward and backward above zero, the input's copy and cast
+    # timed), and output.timeline_layers puts them on the timeline's layers track inside each step.
+    need_gpus 1
+    local resnet=(--config "$SRC/configs/quickstart.yaml" --set device=cuda --set model.name=resnet20
+                  --set data.synthetic.channels=3 --set data.synthetic.height=32 --set data.synthetic.width=32
+                  --set data.synthetic.train_samples=512 --set data.batch_size=128)
+    for precision in fp32 amp-fp16; do
+        expect_ok 0 bench layers "${resnet[@]}" --set precision=$precision --steps 5 --warmup 2
+        grep -q "^# bench layers: resnet20 on cuda:0, $precision" "$WORK/out" || fail "$precision: no table header"
+        python3 - "$WORK/out" <<'PY' || fail "$precision: layer table not as expected"
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if l.split() and l.split()[1:2] == ["conv"] and not l.startswith("conv ")]
+assert len(rows) == 19 and all(float(r[2]) > 0 and float(r[3]) > 0 for r in rows), rows
+PY
+    done
+    expect_ok 0 "${resnet[@]}" --set train.max_steps=3 --set output.metrics= --set checkpoint.dir=ck \
+        --set output.model_dir=model --set output.timeline=tl.json --set output.timeline_layers=true
+    python3 - "$WORK/run$RUNS/tl.json" <<'PY' || fail "the layers track on the GPU not as expected"
+import json, sys
+trace = json.load(open(sys.argv[1]))["traceEvents"]
+layers = [e for e in trace if e["ph"] == "X" and e["tid"] == 2]
+assert {e["args"]["step"] for e in layers} == {0, 1, 2}
+assert {(e["name"], e["cat"]) for e in layers} >= {("input", "forward"), ("conv1", "forward"), ("conv1", "backward")}
+assert all(e["dur"] > 0 for e in layers if e["name"].endswith("conv1"))
+PY
+}

@@ -222,3 +222,44 @@ PY
     expect_error 0 'steps' bench layers --config "$SRC/configs/quickstart.yaml" --steps 0
     expect_error 0 "model.name" bench layers --config "$SRC/configs/quickstart.yaml" --set model.name=resnet21
 }
+
+case_timeline_layers() {
+    # output.timeline_layers: the timeline gets a `layers` track with every layer's forward and
+    # backward of every step (cat says which), inside that step's span; the training is the same
+    # as without it (same loss lines); on 2 ranks both ranks' tracks are in the merged file.
+    local resnet=(--config "$SRC/configs/quickstart.yaml" --set threads=1 --set model.name=resnet20
+                  --set data.synthetic.channels=3 --set data.synthetic.height=32 --set data.synthetic.width=32
+                  --set data.synthetic.train_samples=256 --set data.batch_size=16 --set train.max_steps=3
+                  --set train.log_every=1 --set output.metrics= --set checkpoint.dir=ck --set output.model_dir=model)
+    expect_ok 0 "${resnet[@]}"
+    local plain
+    plain=$(step_losses)
+    [ "$(echo "$plain" | wc -l)" -eq 3 ] || fail "expected 3 loss lines, got: $plain"
+    expect_ok 0 "${resnet[@]}" --set output.timeline=tl.json --set output.timeline_layers=true
+    [ "$(step_losses)" = "$plain" ] || fail "the loss lines changed with output.timeline_layers"
+    python3 - "$WORK/run$RUNS/tl.json" <<'PY' || fail "layers track not as expected"
+import json, sys, collections
+trace = json.load(open(sys.argv[1]))["traceEvents"]
+names = {e["tid"]: e["args"]["name"] for e in trace if e["ph"] == "M" and e["name"] == "thread_name"}
+assert names.get(2) == "layers", names
+steps = {e["args"]["step"]: e for e in trace if e["ph"] == "X" and e["name"] == "step"}
+layers = [e for e in trace if e["ph"] == "X" and e["tid"] == 2]
+assert {e["args"]["step"] for e in layers} == {0, 1, 2}, {e["args"]["step"] for e in layers}
+per = collections.Counter((e["args"]["step"], e["name"], e["cat"]) for e in layers)
+assert set(per.values()) == {1}, "a pass recorded twice in one step"
+for s in (0, 1, 2):
+    convs = {n for (st, n, c) in per if st == s and c == "forward" and "conv" in n}
+    assert len(convs) == 19 and {n for (st, n, c) in per if st == s and c == "backward" and "conv" in n} == convs, s
+    step = steps[s]
+    for e in (e for e in layers if e["args"]["step"] == s):
+        assert step["ts"] - 1 <= e["ts"] and e["ts"] + e["dur"] <= step["ts"] + step["dur"] + 1, (e, step)
+PY
+    expect_ok 2 --config "$SRC/configs/quickstart.yaml" --set threads=1 --set train.max_steps=2 --set output.metrics= \
+        --set checkpoint.dir=ck --set output.model_dir=model --set output.timeline=tl.json --set output.timeline_layers=true
+    python3 - "$WORK/run$RUNS/tl.json" <<'PY' || fail "2 ranks: the merged file lacks a rank's layers"
+import json, sys
+trace = json.load(open(sys.argv[1]))["traceEvents"]
+assert {e["pid"] for e in trace if e["ph"] == "X" and e["tid"] == 2 and e["name"] == "fc1"} == {0, 1}
+PY
+    expect_error 0 "output.timeline_layers" --config "$SRC/configs/quickstart.yaml" --set output.timeline_layers=true
+}

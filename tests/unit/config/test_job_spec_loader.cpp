@@ -186,6 +186,7 @@ TEST(JobSpecLoader, OutOfRangeValuesAreRejectedWithTheirSource) {
       {"model: {name: lenet5, zero_init_residual: true}", "model.zero_init_residual",
        "resnet models only"},
       {"model: {zero_init_residual: yes please}", "model.zero_init_residual", "expected"},
+      {"output: {timeline_layers: true}", "output.timeline_layers", "needs output.timeline"},
   };
   for (const Case& c : cases) {
     // Words are checked as they are read, numbers' ranges at finish(): either may throw.

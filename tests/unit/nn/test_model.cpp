@@ -3,6 +3,8 @@
 // finite differences of the loss.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "device_params.hpp"
 #include "grad_check.hpp"
 #include "nn/batchnorm2d.hpp"
@@ -221,6 +223,40 @@ TEST_P(LayerProfiling, TimesEveryLeafLayerOncePerPassAndStep) {
   m->backward();
   profile.collect();
   EXPECT_EQ(profile.units().front().forward_seconds.size(), 3u);
+}
+
+// What the timeline's layers track is made of: each pass of the step, placed from begin_step
+// in the order the passes ran, inside the step.
+TEST_P(LayerProfiling, PlacesEachPassOfTheStepInTime) {
+  auto m = tiny_resnet(5, GetParam());
+  const Batch b = random_batch(4, m->input_shape(), 5, 1);
+  LayerProfile profile(*m->context().stream);
+  m->context().profile = &profile;
+  for (int step = 0; step < 2; ++step) {
+    const auto start = std::chrono::steady_clock::now();
+    profile.begin_step();
+    m->forward(b.x, b.labels.data(), true);
+    m->backward();
+    profile.collect();
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto& passes = profile.last_step();
+    std::size_t forward = 0, backward = 0;
+    double last_forward_end = 0, first_backward_start = 1e9;
+    for (const LayerProfile::TimedPass& p : passes) {
+      EXPECT_GE(p.start_seconds, 0.0) << p.unit->name;
+      EXPECT_LE(p.start_seconds + p.seconds, elapsed + 1e-6) << p.unit->name;
+      if (p.pass == Pass::kForward) {
+        ++forward;
+        last_forward_end = std::max(last_forward_end, p.start_seconds + p.seconds);
+      } else {
+        ++backward;
+        first_backward_start = std::min(first_backward_start, p.start_seconds);
+      }
+    }
+    EXPECT_EQ(forward + backward, passes.size());
+    EXPECT_EQ(backward, profile.units().size() - (GetParam().is_cpu() ? 0 : 1));  // every unit but a GPU's input
+    EXPECT_LE(last_forward_end, first_backward_start + 1e-6) << "backward began before forward ended";
+  }
 }
 
 TEST_P(LayerProfiling, LeavesLossAndGradientsBitwiseUnchanged) {

@@ -45,6 +45,40 @@ Timeline one_step(int rank, Clock::time_point t0) {
   return timeline;
 }
 
+// output.timeline_layers: a layer's pass on its own track, its pass in "cat"; a track that was
+// never reserved is not named.
+TEST(Timeline, LayersTrackCarriesThePassAsCategory) {
+  const Clock::time_point t0 = Clock::now();
+  Timeline timeline(0, t0);
+  timeline.reserve(TraceTrack::kMain, 4);
+  timeline.reserve(TraceTrack::kLayers, 4);
+  EXPECT_TRUE(timeline.reserved(TraceTrack::kLayers));
+  EXPECT_FALSE(timeline.reserved(TraceTrack::kComm));
+  timeline.record(TraceTrack::kMain, "forward", t0, t0 + microseconds(40), 7);
+  timeline.record(TraceTrack::kLayers, "layer1.0.conv1", t0 + microseconds(5), t0 + microseconds(15), 7, -1, -1,
+                  "forward");
+  timeline.record(TraceTrack::kLayers, "layer1.0.conv1", t0 + microseconds(60), t0 + microseconds(80), 7, -1, -1,
+                  "backward");
+  const std::string path = temp_path("layers.json");
+  write_trace_file(path, {timeline.events_json()});
+  const nlohmann::json trace = parse_file(path);
+  std::filesystem::remove(path);
+  std::set<std::string> threads, categories;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") threads.insert(e["args"]["name"].get<std::string>());
+    if (e["ph"] != "X") continue;
+    if (e["tid"] == 2) {
+      EXPECT_EQ(e["name"], "layer1.0.conv1");
+      EXPECT_EQ(e["args"]["step"], 7);
+      categories.insert(e["cat"].get<std::string>());
+    } else {
+      EXPECT_FALSE(e.contains("cat"));
+    }
+  }
+  EXPECT_EQ(threads, (std::set<std::string>{"main", "layers"}));
+  EXPECT_EQ(categories, (std::set<std::string>{"forward", "backward"}));
+}
+
 TEST(Timeline, WritesValidChromeTraceJson) {
   const Clock::time_point t0 = Clock::now();
   Timeline timeline = one_step(3, t0);
