@@ -15,16 +15,15 @@ Buffer& Layer::add_buffer(const std::string& suffix, const Shape& shape) {
 }
 
 const TensorRef& Layer::run_forward(const TensorRef& src) {
-  if (ctx_.profile == nullptr) return forward(src);  // the usual case: one pointer test
-  LayerProfile* profile = composite() ? nullptr : ctx_.profile;
-  return timed(profile, this, name_, kind(), Pass::kForward, [&]() -> const TensorRef& { return forward(src); });
+  if (ctx_.profile == nullptr || composite()) return forward(src);  // usually one pointer test
+  LayerProfile::Scope scope(*ctx_.profile, this, name_, kind(), Pass::kForward);
+  return forward(src);
 }
 
 const TensorRef& Layer::run_backward(const TensorRef& diff_dst) {
-  if (ctx_.profile == nullptr) return backward(diff_dst);
-  LayerProfile* profile = composite() ? nullptr : ctx_.profile;
-  return timed(profile, this, name_, kind(), Pass::kBackward,
-               [&]() -> const TensorRef& { return backward(diff_dst); });
+  if (ctx_.profile == nullptr || composite()) return backward(diff_dst);
+  LayerProfile::Scope scope(*ctx_.profile, this, name_, kind(), Pass::kBackward);
+  return backward(diff_dst);
 }
 
 void Layer::grads_ready() const {

@@ -32,8 +32,8 @@ class LayerProfile {
   struct Unit {
     std::string name;  // the layer's name ("layer1.0.conv1"), "input" or "loss"
     std::string kind;  // conv, batchnorm, relu, add, pool, linear, ..., input, loss
-    // One sample per collected step that ran this pass (empty: never runs it, e.g. a first
-    // layer's backward when nothing needs the input gradient is still timed, an input's is not).
+    // One sample per collected step that ran this pass; empty for a pass the unit does not
+    // have (the input's backward, a block's input-gradient sum's forward).
     std::vector<double> forward_seconds, backward_seconds;
   };
 

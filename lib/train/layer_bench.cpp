@@ -7,6 +7,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/floating_point.hpp"
 #include "core/tensor.hpp"
@@ -63,33 +64,27 @@ LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, 
   const BenchBatch input = random_batch(*model, batch, spec.seed);
   // A small learning rate: the weights stay in range over the steps, whatever the recipe's.
   const float lr = 1e-4f;
-  const auto step = [&] {
+  // One step, timed on the host once the device is done with it; `profiled`: the update is
+  // bracketed by timed events too.
+  const std::unique_ptr<TimedEvent> update_start = stream.make_timed_event(), update_end = stream.make_timed_event();
+  const auto step = [&](bool profiled) {
+    const auto start = std::chrono::steady_clock::now();
     model->forward(input.images, input.labels.data(), /*training=*/true);
     model->backward();
+    if (profiled) update_start->record();
     optimizer->step(lr);
+    if (profiled) update_end->record();
+    stream.synchronize();
+    return seconds_since(start);
   };
 
-  for (int64_t i = 0; i < options.warmup; ++i) step();
-  stream.synchronize();
+  for (int64_t i = 0; i < options.warmup; ++i) step(false);
   std::vector<double> plain, profiled, updates;
-  for (int64_t i = 0; i < options.steps; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    step();
-    stream.synchronize();
-    plain.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
+  for (int64_t i = 0; i < options.steps; ++i) plain.push_back(step(false));
   nn::LayerProfile profile(stream);
   model->context().profile = &profile;
-  const std::unique_ptr<TimedEvent> update_start = stream.make_timed_event(), update_end = stream.make_timed_event();
   for (int64_t i = 0; i < options.steps; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    model->forward(input.images, input.labels.data(), /*training=*/true);
-    model->backward();
-    update_start->record();
-    optimizer->step(lr);
-    update_end->record();
-    stream.synchronize();
-    profiled.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    profiled.push_back(step(true));
     updates.push_back(update_end->seconds_since(*update_start));
     profile.collect();
   }

@@ -478,10 +478,12 @@ void Trainer::record_layer_passes() {
     const auto steps = static_cast<std::size_t>(std::max<int64_t>(total_steps_ - step_, 1));
     timeline_->reserve(TraceTrack::kLayers, std::min<std::size_t>(steps * passes.size(), kMaxTraceEvents));
   }
+  const auto span = [](double seconds) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  };
   for (const nn::LayerProfile::TimedPass& pass : passes) {
-    const auto start = layers_step_start_ + std::chrono::duration_cast<Clock::duration>(
-                                                std::chrono::duration<double>(pass.start_seconds));
-    const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(pass.seconds));
+    const auto start = layers_step_start_ + span(pass.start_seconds);
+    const auto end = start + span(pass.seconds);
     timeline_->record(TraceTrack::kLayers, pass.unit->name.c_str(), start, end, step_, -1, -1,
                       pass.pass == nn::Pass::kForward ? "forward" : "backward");
   }
