@@ -32,6 +32,7 @@
 #include "nn/gemm_peak.hpp"
 #include "nn/library_versions.hpp"
 #include "nn/threads.hpp"
+#include "train/checkpoint_bench.hpp"
 #include "train/data_bench.hpp"
 #include "train/layer_bench.hpp"
 #include "train/job_setup.hpp"
@@ -157,6 +158,23 @@ int run_bench_layers(const sdp::JobSources& sources, const sdp::LayerBenchOption
   return 0;
 }
 
+// A benchmark of one process without MPI (bench data, bench checkpoint): prints the table
+// `run(spec)` makes of the job, or the error with its exit status.
+template <class Run>
+int print_job_bench(const sdp::JobSources& sources, Run run) {
+  try {
+    require_job_spec(sources, "--config");
+    std::cout << run(sdp::load_job_spec(sources, nullptr)) << std::flush;
+    return 0;
+  } catch (const CLI::RequiredError& e) {
+    print_error(e.what());
+    return static_cast<int>(ExitCode::kUsage);
+  } catch (const sdp::Error& e) {
+    print_error(e.what());
+    return static_cast<int>(e.code());
+  }
+}
+
 // No MPI: it reads files on this machine only. 0 when every record read, 2 at the first defect.
 int run_data_inspect(const std::string& path, const sdp::InspectOptions& options) {
   try {
@@ -277,8 +295,9 @@ struct CommandLine {
   sdp::JobSources top_sources, train_sources, validate_sources, env_sources, bench_sources, evaluate_sources;
   CLI::App *train = nullptr, *validate = nullptr, *bench_gemm = nullptr, *bench_allreduce = nullptr,
            *evaluate = nullptr, *env = nullptr, *data_inspect = nullptr, *data_convert = nullptr,
-           *bench_data = nullptr, *bench_layers = nullptr;
-  sdp::JobSources bench_data_sources, bench_layers_sources;
+           *bench_data = nullptr, *bench_layers = nullptr, *bench_checkpoint = nullptr;
+  sdp::JobSources bench_data_sources, bench_layers_sources, bench_checkpoint_sources;
+  sdp::CheckpointBenchOptions checkpoint_bench_options;
   sdp::LayerBenchOptions layer_bench_options;
   std::vector<int> bench_data_workers{1, 2};
   int64_t bench_data_batches = 50;
@@ -334,6 +353,13 @@ void declare_commands(CommandLine& cl) {
       ->check(kPositive);
   cl.bench_layers->add_option("--warmup", cl.layer_bench_options.warmup, "untimed steps first (default 3)")
       ->check(kNonNegative);
+  cl.bench_checkpoint = bench->add_subcommand(
+      "checkpoint", "one checkpoint of the job's model and optimizer state: write and read time on this disk");
+  add_job_options(*cl.bench_checkpoint, cl.bench_checkpoint_sources);
+  cl.bench_checkpoint->add_option("--repeat", cl.checkpoint_bench_options.repeat, "timed writes and reads (default 5)")
+      ->check(kPositive);
+  cl.bench_checkpoint->add_option("--dir", cl.checkpoint_bench_options.dir,
+                                  "where to write (default: a new directory under the temp dir, removed after)");
   cl.bench_gemm = bench->add_subcommand("gemm", "oneDNN sgemm GFLOP/s: the machine's practical fp32 peak");
   cl.bench_gemm->add_option("--size", cl.gemm_size, "matrix size n (n x n x n)")->check(kPositive);
   cl.bench_gemm->add_option("--threads", cl.gemm_threads, "threads (default: all cores)")->check(kNonNegative);
@@ -470,22 +496,14 @@ int main(int argc, char** argv) {
   reexec_with_omp_wait_policy(argv, job ? sdp::requested_threads_before_mpi(*job) : 0);
   if (cl.data_inspect->parsed()) return run_data_inspect(cl.inspect_path, cl.inspect_options);
   if (cl.data_convert->parsed()) return run_data_convert(cl.convert_source, cl.convert_options);
-  if (cl.bench_data->parsed()) {
-    try {
-      require_job_spec(cl.bench_data_sources, "--config");
-      const sdp::JobSpec spec = sdp::load_job_spec(cl.bench_data_sources, nullptr);
-      std::cout << sdp::format_data_bench(sdp::run_data_benchmark(spec, cl.bench_data_workers, cl.bench_data_batches),
-                                          spec)
-                << std::flush;
-      return 0;
-    } catch (const CLI::RequiredError& e) {
-      print_error(e.what());
-      return static_cast<int>(ExitCode::kUsage);
-    } catch (const sdp::Error& e) {
-      print_error(e.what());
-      return static_cast<int>(e.code());
-    }
-  }
+  if (cl.bench_data->parsed())
+    return print_job_bench(cl.bench_data_sources, [&](const sdp::JobSpec& spec) {
+      return sdp::format_data_bench(sdp::run_data_benchmark(spec, cl.bench_data_workers, cl.bench_data_batches), spec);
+    });
+  if (cl.bench_checkpoint->parsed())
+    return print_job_bench(cl.bench_checkpoint_sources, [&](const sdp::JobSpec& spec) {
+      return sdp::format_checkpoint_bench(sdp::run_checkpoint_benchmark(spec, cl.checkpoint_bench_options));
+    });
   if (cl.bench_gemm->parsed()) {
     sdp::nn::set_num_threads(cl.gemm_threads > 0 ? cl.gemm_threads : sdp::cpu_core_count());
     const double gflops = sdp::nn::measure_sgemm_gflops(cl.gemm_size);

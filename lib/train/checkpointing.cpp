@@ -54,7 +54,8 @@ std::vector<ArenaViews> optimizer_groups(const Optimizer& optimizer, const Param
   return groups;
 }
 
-// The job's state, arena by arena: parameters, buffers, optimizer state (live views).
+}  // namespace
+
 std::vector<ArenaViews> state_groups(const nn::Model& model, const Optimizer& optimizer) {
   const ParameterStore& store = model.store();
   std::vector<ArenaViews> groups;
@@ -67,6 +68,8 @@ std::vector<ArenaViews> state_groups(const nn::Model& model, const Optimizer& op
   for (ArenaViews& g : optimizer_groups(optimizer, store)) groups.push_back(std::move(g));
   return groups;
 }
+
+namespace {
 
 // Every tensor the job's state consists of, by checkpoint name (live views).
 std::map<std::string, Tensor> live_tensors(nn::Model& model, const Optimizer& optimizer) {

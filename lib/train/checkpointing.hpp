@@ -48,6 +48,10 @@ struct ResumePoint {
   int64_t checkpoint_step = 0;
 };
 
+// The job's state as a checkpoint holds it, arena by arena: parameters, buffers, optimizer
+// state (live views, under their checkpoint names).
+std::vector<ArenaViews> state_groups(const nn::Model& model, const Optimizer& optimizer);
+
 class Checkpointer {
  public:
   // `scaler` (may be null): mixed precision's loss scale, saved and restored with the state.

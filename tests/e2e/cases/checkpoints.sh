@@ -279,3 +279,20 @@ case_ckpt_resume_lists_changed_keys() {
     [ "$(grep -c 'resume: key ' "$WORK/out")" -eq 3 ] || fail "other keys listed: $(grep 'resume: key ' "$WORK/out")"
     grep -q '^\[step 8\]' "$WORK/out" || fail "did not train on to step 8"
 }
+
+case_bench_checkpoint() {
+    # `sdp-train bench checkpoint`: the job's model and optimizer state written and read back
+    # in --dir (one file left: each write replaces the one before), a row per operation with
+    # its milliseconds and MB/s; bad options are exit 2.
+    local job=(--config "$SRC/configs/quickstart.yaml" --set model.name=resnet20 --set data.synthetic.channels=3
+               --set data.synthetic.height=32 --set data.synthetic.width=32)
+    expect_ok 0 bench checkpoint "${job[@]}" --repeat 3 --dir "$WORK/ck"
+    grep -qE '^# checkpoint of resnet20 \(sgd state\): [0-9]+ tensors, [0-9]+ bytes, in .*/ck; medians of 3$' "$WORK/out" ||
+      fail "no heading naming the model, the state and the repeat count"
+    for op in 'write \(temp file, fsync, rename\)' 'read \(every check of a resume\)' 'CRC-32C of every tensor'; do
+        grep -qE "^$op +[0-9.]+ +[0-9]+$" "$WORK/out" || fail "no row '$op' with ms and MB/s"
+    done
+    [ "$(ls "$WORK/ck")" = "ckpt-000000003.safetensors" ] || fail "expected the last write alone in --dir: $(ls "$WORK/ck")"
+    expect_error 0 "repeat" bench checkpoint "${job[@]}" --repeat 0
+    expect_error 0 "model.name" bench checkpoint --config "$SRC/configs/quickstart.yaml" --set model.name=resnet7
+}
