@@ -15,7 +15,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "data/compressed_file.hpp"
-#include "data/crc32c.hpp"
+#include "core/crc32c.hpp"
 #include "data/data_files.hpp"
 
 namespace sdp {

@@ -11,7 +11,7 @@
 
 #include "core/clock.hpp"
 #include "core/error.hpp"
-#include "data/crc32c.hpp"
+#include "core/crc32c.hpp"
 #include "io/checkpoint.hpp"
 #include "nn/layer_profile.hpp"
 #include "train/checkpointing.hpp"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "data/crc32c.hpp"
+#include "core/crc32c.hpp"
 #include "data/tfrecord.hpp"
 #include "obs/metrics.hpp"
 #include "obs/tensorboard.hpp"
