@@ -74,6 +74,7 @@ Checkpoint read_checkpoint(const std::string& path) {
   c.path = path;
   c.metadata = std::move(content.metadata);
   c.tensors = std::move(content.tensors);
+  c.checksummed = content.checksummed;
   if (c.metadata.count("format") == 0 || c.metadata["format"] != kCheckpointFormat)
     throw InputError(path + ": not an sdp-train checkpoint (metadata 'format' is not '" +
                      std::string(kCheckpointFormat) + "')");

@@ -8,8 +8,9 @@
 // - A checkpoint is written atomically (io/atomic_file.hpp): under its final name it is
 //   always complete. Older checkpoints beyond `keep_last` are removed only after the new one
 //   is on disk, so a failed write (disk full, read-only) never costs the previous one.
-// - Reading validates the whole file (header, offsets, sizes, the format tag); a file that
-//   fails is an InputError naming it. find_newest_checkpoint() skips such files, newest first.
+// - Reading validates the whole file (header, offsets, sizes, the format tag) and every
+//   tensor's checksum; a file that fails is an InputError naming it (and the damaged tensor).
+//   find_newest_checkpoint() skips such files, newest first.
 // - CheckpointWriter writes on its own thread from a snapshot (copies of the tensors), so the
 //   caller's arenas may change as soon as submit() returns. One write is in flight at a time.
 //   Call it from one thread.
@@ -38,6 +39,7 @@ struct Checkpoint {
   int64_t step = 0;
   std::map<std::string, std::string> metadata;
   std::vector<NamedTensor> tensors;  // host memory
+  bool checksummed = false;          // every tensor checked against its CRC-32C (io/safetensors.hpp)
 
   // The metadata value of `key`; InputError naming the file when it is missing.
   const std::string& meta(const std::string& key) const;

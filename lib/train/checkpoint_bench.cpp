@@ -27,13 +27,14 @@ CheckpointBenchResult run_checkpoint_benchmark(const JobSpec& spec, const Checkp
   std::unique_ptr<nn::Model> model = build_model(spec, *data.train, Device::cpu());
   std::unique_ptr<Optimizer> optimizer = make_optimizer(optimizer_options(spec.optimizer), model->store());
 
-  std::string dir = options.dir;
-  const bool own_dir = dir.empty();
-  if (own_dir) {
-    std::string pattern = (fs::temp_directory_path() / "sdp-bench-checkpoint-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) throw RuntimeError("bench checkpoint: cannot create a directory in " + fs::temp_directory_path().string());
-    dir = pattern;
-  }
+  // A directory of its own inside the one given: the checkpoints already there (keep_last
+  // counts them) are neither pruned nor in the way.
+  const fs::path parent = options.dir.empty() ? fs::temp_directory_path() : fs::path(options.dir);
+  std::error_code ec;
+  fs::create_directories(parent, ec);
+  std::string dir = (parent / "sdp-bench-checkpoint-XXXXXX").string();
+  if (ec || mkdtemp(dir.data()) == nullptr)
+    throw RuntimeError("bench checkpoint: cannot create a directory in '" + parent.string() + "'");
   CheckpointSnapshot snapshot;
   snapshot.dir = dir;
   snapshot.keep_last = 1;  // each write replaces the one before: the disk holds one file
@@ -58,15 +59,15 @@ CheckpointBenchResult run_checkpoint_benchmark(const JobSpec& spec, const Checkp
       const Checkpoint back = read_checkpoint(path);
       reads.push_back(seconds_since(start));
       start = std::chrono::steady_clock::now();
-      volatile uint32_t crc = 0;  // volatile: the loop has no other effect to keep it
+      [[maybe_unused]] volatile uint32_t crc = 0;  // volatile: the loop has no other effect to keep it
       for (const NamedTensor& t : back.tensors) crc = crc32c(t.tensor.raw(), t.tensor.nbytes());
       checksums.push_back(seconds_since(start));
     }
   } catch (...) {
-    if (own_dir) fs::remove_all(dir);
+    fs::remove_all(dir, ec);
     throw;
   }
-  if (own_dir) fs::remove_all(dir);
+  fs::remove_all(dir, ec);
   result.write_seconds = nn::median_seconds(writes);
   result.read_seconds = nn::median_seconds(reads);
   result.checksum_seconds = nn::median_seconds(checksums);

@@ -13,7 +13,7 @@ namespace sdp {
 
 struct CheckpointBenchOptions {
   int64_t repeat = 5;  // timed writes and reads
-  std::string dir;     // where the files go ("": a new directory under the system's temp dir)
+  std::string dir;     // where to write ("": the system's temp dir), in a directory made and removed there
 };
 
 struct CheckpointBenchResult {

@@ -315,6 +315,12 @@ std::string Checkpointer::read_on_rank0() {
     std::vector<std::string> skipped;
     c = find_newest_checkpoint(spec_.checkpoint.dir, &skipped);
     for (const std::string& s : skipped) log_warn("skipping checkpoint " + s);
+    // Checkpoints there, none of them readable: starting afresh would silently throw away the
+    // run they hold (and the next checkpoints would be removed as the oldest).
+    if (!c && !skipped.empty())
+      throw InputError("key 'checkpoint.dir': none of the " + std::to_string(skipped.size()) + " checkpoints in '" +
+                       spec_.checkpoint.dir + "' can be resumed (each is named above); restore one from a copy, " +
+                       "or move them away (or set checkpoint.resume: never) to start afresh");
   } else {
     try {
       c = read_checkpoint(mode);
@@ -323,6 +329,8 @@ std::string Checkpointer::read_on_rank0() {
     }
   }
   if (!c) return "";
+  if (!c->checksummed)
+    log_info("note: " + c->path + " carries no checksums (written before sdp-train checked them): loaded unverified");
   restore_on_rank0(*c, spec_, model_, optimizer_);
   nlohmann::json meta = c->metadata;
   if (stash_rank_buffers(*c)) meta["rank_buffers"] = "1";

@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/floating_point.hpp"
+#include "core/log.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/communicator_factory.hpp"
 #include "distributed/inter_node.hpp"
@@ -22,6 +23,8 @@ namespace {
 // name (final models and checkpoints both keep them under their layer names).
 void load_into(ParameterStore& store, const std::string& path) {
   const SafetensorsContent content = load_safetensors(path);
+  if (!content.checksummed)
+    log_info("note: " + path + " carries no checksums (written before sdp-train checked them): loaded unverified");
   std::map<std::string, const Tensor*> by_name;
   for (const NamedTensor& t : content.tensors) by_name[t.name] = &t.tensor;
   auto copy = [&](const std::string& name, Tensor& dst) {

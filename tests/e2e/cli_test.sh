@@ -169,6 +169,17 @@ LENET_SGD=(--set optimizer.name=sgd --set optimizer.lr=0.05 --set optimizer.nest
            --set optimizer.reference_batch=0 --set optimizer.warmup_epochs=0)
 # step_losses: the "[step N] ... train_loss=X" pairs of the run's output.
 step_losses() { grep -oE '^\[step [0-9]+\].*train_loss=[0-9.e+-]+' "$WORK/out" | sed -E 's/ epoch=[0-9]+//'; }
+# flip_4k_in_the_middle FILE: XORs 4 KB in the middle of FILE with 0xFF (a disk or copy error
+# that keeps the file's size and header).
+flip_4k_in_the_middle() {
+  python3 - "$1" <<'PY' || fail "cannot damage $1"
+import sys
+data = bytearray(open(sys.argv[1], "rb").read())
+mid = len(data) // 2
+data[mid:mid + 4096] = bytes(b ^ 0xFF for b in data[mid:mid + 4096])
+open(sys.argv[1], "wb").write(data)
+PY
+}
 # same_tensors A B: the two safetensors files hold the same tensors, bit for bit (the
 # metadata differs: step counts, the job spec).
 same_tensors() {

@@ -103,4 +103,10 @@ case_err_evaluate_model_mismatch() {
     expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set threads=1 --set train.max_steps=2 --set output.model_dir="$WORK/model" --set output.metrics= --set checkpoint.dir="$WORK/ckpt"
     expect_error 2 "model.safetensors: tensor 'conv1.weight' of the job's model is missing" evaluate --config "$SRC/configs/quickstart.yaml" --set model.name=lenet5 --model "$WORK/model/model.safetensors"
     expect_error 2 "no/such/model.safetensors" evaluate --config "$SRC/configs/quickstart.yaml" --model "$WORK/no/such/model.safetensors"
+    # 4 KB in the middle of the file XORed: a model nobody trained is not evaluated (2 ranks: on each).
+    flip_4k_in_the_middle "$WORK/model/model.safetensors"
+    expect_error 2 "model.safetensors: tensor '[^']+' is damaged: its CRC-32C is [0-9a-f]{8}, the file recorded [0-9a-f]{8}" \
+      evaluate --config "$SRC/configs/quickstart.yaml" --model "$WORK/model/model.safetensors"
+    run 2 evaluate --config "$SRC/configs/quickstart.yaml" --model "$WORK/model/model.safetensors"
+    [ $STATUS -eq 2 ] || fail "2 ranks: exit status $STATUS, expected 2"
 }

@@ -20,7 +20,7 @@ using testing::expect_input_error;
 using testing::TempDir;
 namespace fs = std::filesystem;
 
-// Independent of lib/data/crc32c: bit-at-a-time CRC-32C and TFRecord's mask as the spec
+// Independent of lib/core/crc32c: bit-at-a-time CRC-32C and TFRecord's mask as the spec
 // (tensorflow/core/lib/hash/crc32c.h) writes them.
 uint32_t reference_crc32c(const uint8_t* p, std::size_t n) {
   uint32_t crc = 0xffffffffu;

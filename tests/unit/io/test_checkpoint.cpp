@@ -9,12 +9,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
 #include "io/atomic_file.hpp"
 #include "io/checkpoint.hpp"
+#include "io/safetensors.hpp"
 
 namespace sdp {
 namespace {
@@ -176,10 +178,7 @@ TEST(Checkpoint, NewestCompleteSkipsTruncatedBadHeaderAndBadJson) {
     std::memcpy(b.data(), &huge, 8);
   });
   damage(checkpoint_path(dir.str(), 3), [](std::string& b) { b[8] = '#'; });  // JSON
-  damage(checkpoint_path(dir.str(), 2), [](std::string& b) {                  // not ours
-    const auto at = b.find(kCheckpointFormat);
-    b[at] = 'X';
-  });
+  save_safetensors(checkpoint_path(dir.str(), 2), sample_tensors(), {{"format", "another tool's"}});  // not ours
   std::ofstream(dir.str() + "/ckpt-000000009.safetensors.tmp.123") << "a write in progress";
   std::vector<std::string> skipped;
   const auto found = find_newest_checkpoint(dir.str(), &skipped);
@@ -190,6 +189,51 @@ TEST(Checkpoint, NewestCompleteSkipsTruncatedBadHeaderAndBadJson) {
   EXPECT_NE(skipped[1].find("ckpt-000000004.safetensors"), std::string::npos) << skipped[1];
   EXPECT_NE(skipped[2].find("ckpt-000000003.safetensors"), std::string::npos) << skipped[2];
   EXPECT_NE(skipped[3].find("not an sdp-train checkpoint"), std::string::npos) << skipped[3];
+}
+
+// Where tensor `name`'s bytes start in checkpoint file `bytes`.
+std::size_t data_offset_of(const std::string& bytes, const std::string& name) {
+  uint64_t header_size = 0;
+  std::memcpy(&header_size, bytes.data(), 8);
+  const auto header = nlohmann::json::parse(bytes.substr(8, header_size));
+  return 8 + header_size + header.at(name).at("data_offsets")[0].get<std::size_t>();
+}
+
+TEST(Checkpoint, ABitFlippedCheckpointIsSkippedNamingTheTensor) {
+  TempDir dir;
+  for (int64_t step : {1, 2, 3}) write_checkpoint(snapshot_of(dir.str(), step, sample_tensors()));
+  // One bit of a weight: the file still parses, only its checksum can tell.
+  damage(checkpoint_path(dir.str(), 3), [](std::string& b) { b[data_offset_of(b, "conv1.weight") + 17] ^= 0x04; });
+  // The metadata (its "note"): a value a resume would believe.
+  damage(checkpoint_path(dir.str(), 2), [](std::string& b) { b[b.find("multi-line")] = 'M'; });
+  std::vector<std::string> skipped;
+  const auto found = find_newest_checkpoint(dir.str(), &skipped);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->step, 1);
+  EXPECT_TRUE(found->checksummed);
+  ASSERT_EQ(skipped.size(), 2u);
+  EXPECT_NE(skipped[0].find("ckpt-000000003.safetensors: tensor 'conv1.weight' is damaged"), std::string::npos)
+      << skipped[0];
+  EXPECT_NE(skipped[1].find("ckpt-000000002.safetensors: the metadata is damaged"), std::string::npos) << skipped[1];
+}
+
+TEST(Checkpoint, ACheckpointWithoutChecksumsStillLoads) {
+  // As written before checksums: the same layout, no "crc32c" in the metadata.
+  TempDir dir;
+  const std::string path = write_checkpoint(snapshot_of(dir.str(), 8, sample_tensors()));
+  damage(path, [](std::string& b) {
+    uint64_t header_size = 0;
+    std::memcpy(&header_size, b.data(), 8);
+    auto header = nlohmann::json::parse(b.substr(8, header_size));
+    header["__metadata__"].erase(kChecksumsKey);
+    std::string text = header.dump();
+    text.append(header_size - text.size(), ' ');  // shorter: pad to the same data offset
+    b.replace(8, header_size, text);
+  });
+  const Checkpoint c = read_checkpoint(path);
+  EXPECT_EQ(c.step, 8);
+  EXPECT_FALSE(c.checksummed);
+  EXPECT_EQ(c.tensors.size(), sample_tensors().size());
 }
 
 TEST(Checkpoint, LeftoversOfAKilledWriteAreRemovedAndNothingElse) {

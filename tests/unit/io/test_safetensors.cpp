@@ -6,10 +6,15 @@
 #include <stdlib.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "core/crc32c.hpp"
 #include "core/error.hpp"
 #include "io/safetensors.hpp"
 
@@ -68,6 +73,76 @@ TEST_F(SafetensorsFile, WellFormedFileLoads) {
             10));
   ASSERT_EQ(c.tensors.size(), 3u);
   EXPECT_EQ(c.metadata.at("k"), "v");
+  EXPECT_FALSE(c.checksummed);  // another tool's file (or one of ours from before checksums)
+}
+
+// The header of one F32 tensor 'a' of 2 elements (8 bytes of 0x01) whose metadata carries
+// `checksums` under the checksums' key.
+std::string header_with_checksums(const std::string& checksums) {
+  nlohmann::json header = {{"__metadata__", {{"k", "v"}, {kChecksumsKey, checksums}}},
+                           {"a", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {0, 8}}}}};
+  return header.dump();
+}
+
+std::string hex(uint32_t crc) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%08x", crc);
+  return text;
+}
+
+TEST_F(SafetensorsFile, ChecksumsMatchOrNameWhatIsDamaged) {
+  const std::string data(8, '\x01');
+  const std::string meta_crc = hex(crc32c_extend(crc32c("k", 2), "v", 2));  // key and value with their NULs
+  const std::string good = hex(crc32c(data.data(), data.size()));
+  const auto c = load_safetensors(write(header_with_checksums(
+      nlohmann::json({{"__metadata__", meta_crc}, {"a", good}}).dump()), 8));
+  EXPECT_TRUE(c.checksummed);
+  EXPECT_EQ(c.metadata.count(kChecksumsKey), 0u);  // the checksums are the reader's, not the caller's
+  EXPECT_EQ(c.metadata.at("k"), "v");
+  EXPECT_ERROR(header_with_checksums(nlohmann::json({{"__metadata__", meta_crc}, {"a", "0badf00d"}}).dump()), 8,
+               "tensor 'a' is damaged: its CRC-32C is " + good + ", the file recorded 0badf00d");
+  EXPECT_ERROR(header_with_checksums(nlohmann::json({{"__metadata__", "0badf00d"}, {"a", good}}).dump()), 8,
+               "the metadata is damaged");
+  EXPECT_ERROR(header_with_checksums(nlohmann::json({{"__metadata__", meta_crc}}).dump()), 8,
+               "they name 0 tensors, the file holds 1");
+  EXPECT_ERROR(header_with_checksums(nlohmann::json({{"__metadata__", meta_crc}, {"b", good}}).dump()), 8,
+               "tensor 'a' has none");
+  EXPECT_ERROR(header_with_checksums(nlohmann::json({{"a", good}}).dump()), 8, "with an entry '__metadata__'");
+  EXPECT_ERROR(header_with_checksums(nlohmann::json({{"__metadata__", meta_crc}, {"a", "xyz"}}).dump()), 8,
+               "'a' is \"xyz\", not 8 hex digits");
+  EXPECT_ERROR(header_with_checksums("{not json"), 8, "the checksums (metadata 'crc32c') are damaged");
+}
+
+TEST_F(SafetensorsFile, EverySingleBitFlipInTheDataIsFound) {
+  const std::string path = (dir_ / "written.safetensors").string();
+  Tensor a({5}, DType::kF32), b({3}, DType::kBF16);
+  for (int i = 0; i < 5; ++i) a.data<float>()[i] = 0.5f * static_cast<float>(i);
+  save_safetensors(path, {{"a", a}, {"b", b}}, {{"step", "7"}});
+  EXPECT_TRUE(load_safetensors(path).checksummed);
+  std::ifstream in(path, std::ios::binary);
+  const std::string original((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  uint64_t header = 0;
+  std::memcpy(&header, original.data(), 8);
+  const std::size_t data_start = 8 + header;
+  for (std::size_t byte = data_start; byte < original.size(); ++byte) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string flipped = original;
+      flipped[byte] = static_cast<char>(flipped[byte] ^ (1 << bit));
+      std::ofstream(path, std::ios::binary | std::ios::trunc) << flipped;
+      const char* tensor = byte - data_start < 20 ? "tensor 'a' is damaged" : "tensor 'b' is damaged";
+      try {
+        load_safetensors(path);
+        ADD_FAILURE() << "bit " << bit << " of byte " << byte << " flipped, no error";
+      } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find(tensor), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
+TEST_F(SafetensorsFile, TheChecksumsKeyIsNotTheCallers) {
+  EXPECT_THROW(save_safetensors((dir_ / "x.safetensors").string(), {}, {{kChecksumsKey, "mine"}}), std::logic_error);
 }
 
 TEST_F(SafetensorsFile, HeaderAndJsonDefects) {
