@@ -42,9 +42,13 @@ std::string StallReport::message() const {
     m += "; rank(s) that never arrived: " + join(missing_ranks);
   else if (unchecked_nodes.empty())
     m += "; every rank has arrived (a peer may be stuck inside the collective)";
-  if (!unchecked_nodes.empty())
-    m += std::string(missing_ranks.empty() ? "; every rank of this node arrived" : "") +
-         "; ranks on node(s) " + join(unchecked_nodes) + " cannot be inspected from here (check their logs)";
+  if (!unchecked_nodes.empty()) {
+    std::string hosts;
+    for (std::size_t i = 0; i < unchecked_hosts.size(); ++i) hosts += (i ? "; " : "") + unchecked_hosts[i];
+    m += std::string(missing_ranks.empty() ? "; every rank of this node arrived" : "") + "; ranks on node(s) " +
+         join(unchecked_nodes) + (hosts.empty() ? std::string() : " (" + hosts + ")") +
+         " cannot be inspected from here (unreachable or stuck: check their logs)";
+  }
   return m;
 }
 
@@ -65,6 +69,16 @@ std::shared_ptr<ProgressBoard> ProgressBoard::create(const World& world) {
   board->world_ranks_.resize(world.local_size());
   int me = world.rank();
   SDP_MPI_CHECK(MPI_Allgather(&me, 1, MPI_INT, board->world_ranks_.data(), 1, MPI_INT, world.intra()));
+  // Every node's host and ranks, named while every host can still be reached.
+  std::vector<int> node_of_rank(static_cast<std::size_t>(world.size()));
+  int my_node = world.node();
+  SDP_MPI_CHECK(MPI_Allgather(&my_node, 1, MPI_INT, node_of_rank.data(), 1, MPI_INT, world.comm()));
+  for (int n = 0; n < world.nodes(); ++n) {
+    std::vector<int> ranks;
+    for (int r = 0; r < world.size(); ++r)
+      if (node_of_rank[static_cast<std::size_t>(r)] == n) ranks.push_back(r);
+    board->node_labels_.push_back(world.node_names()[static_cast<std::size_t>(n)] + ": rank(s) " + join(ranks));
+  }
   board->arena_ = SharedArena::create(world.intra(), sizeof(Slot));
   new (board->arena_->data()) Slot{{0}, {0}, {-1}};
   board->arena_->sync();  // every slot initialized before anyone reads one
@@ -208,7 +222,10 @@ StallReport Watchdog::report(const WatchTicket& ticket, double waited_s) const {
   if (board_) {
     r.missing_ranks = board_->behind(ticket.sequence);
     for (int n = 0; n < board_->nodes(); ++n)
-      if (n != board_->node()) r.unchecked_nodes.push_back(n);
+      if (n != board_->node()) {
+        r.unchecked_nodes.push_back(n);
+        r.unchecked_hosts.push_back(board_->node_label(n));
+      }
   }
   return r;
 }

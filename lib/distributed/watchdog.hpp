@@ -57,6 +57,7 @@ struct StallReport {
   int64_t sequence = 0;    // index of this collective among those this rank issued
   std::vector<int> missing_ranks;      // world ranks known not to have reached it
   std::vector<int> unchecked_nodes;    // nodes whose ranks could not be inspected
+  std::vector<std::string> unchecked_hosts;  // each of them as "host: rank(s) 2, 3"
   // "rank 1 step 7 bucket 2: allreduce has waited 12.0 s; ranks that never arrived: 3"
   std::string message() const;
 };
@@ -72,12 +73,15 @@ class ProgressBoard {
   std::vector<int> behind(int64_t sequence) const;
   int nodes() const { return nodes_; }
   int node() const { return node_; }
+  // Node `n` as a report names it: "sdp-h2: rank(s) 2, 3".
+  const std::string& node_label(int n) const { return node_labels_[static_cast<std::size_t>(n)]; }
 
  private:
   struct Slot;
   Slot* slot(int local_rank) const;
   std::shared_ptr<SharedArena> arena_;
   std::vector<int> world_ranks_;  // by local rank
+  std::vector<std::string> node_labels_;  // by node
   int nodes_ = 1, node_ = 0;
 };
 

@@ -127,6 +127,14 @@ TEST(Watchdog, SaysWhatItCannotKnowAboutOtherNodes) {
   EXPECT_EQ(static_cast<int>(rec.timeouts[0].unchecked_nodes.size()), world.nodes() - 1);
   if (world.nodes() > 1)
     EXPECT_NE(rec.timeouts[0].message().find("cannot be inspected"), std::string::npos) << rec.timeouts[0].message();
+  // Each such node by its host and ranks (every rank is its own node here: rank r on node r).
+  ASSERT_EQ(rec.timeouts[0].unchecked_hosts.size(), rec.timeouts[0].unchecked_nodes.size());
+  for (std::size_t i = 0; i < rec.timeouts[0].unchecked_nodes.size(); ++i) {
+    const int node = rec.timeouts[0].unchecked_nodes[i];
+    const std::string label = world.node_names()[node] + ": rank(s) " + std::to_string(node);
+    EXPECT_EQ(rec.timeouts[0].unchecked_hosts[i], label);
+    EXPECT_NE(rec.timeouts[0].message().find(label), std::string::npos) << rec.timeouts[0].message();
+  }
   MPI_Barrier(MPI_COMM_WORLD);
 }
 
