@@ -26,7 +26,8 @@ packages=(
 )
 # The tests' own cluster (tests/slurm: scripts/simcluster.sh slurm): Slurm 22.05 with its PMIx
 # plugin (slurm-wlm-basic-plugins), and munge, its authentication.
-test_packages=(slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge)
+test_packages=(slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge
+               iptables)  # simcluster.sh impair: packet loss where the kernel has no netem
 [ "${1:-}" = "--no-pip" ] || packages+=("${test_packages[@]}")
 # Not in Debian: pip installs them for the python3 the tests run (the first on PATH).
 python_packages=(

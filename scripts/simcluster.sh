@@ -15,6 +15,16 @@
 #                                            slots, G GPUs per host (default: this machine's
 #                                            GPUs dealt out over the hosts)
 #   scripts/simcluster.sh slurm-down         stops what `slurm` started (`down` does too)
+# Faults (docs/robustness.md, "Faults across hosts"), on one host i of the cluster:
+#   scripts/simcluster.sh link i down|up     cut host i's link at its switch port (no packet
+#                                            passes either way, no reset is sent), or restore it
+#   scripts/simcluster.sh impair i --loss P [--delay MS [--jitter MS]] | off
+#                                            lose P % of host i's packets each way (tc netem
+#                                            where the kernel has it, else iptables' statistic
+#                                            match, which cannot delay: --delay needs netem)
+#   scripts/simcluster.sh slow i PERCENT | off   cap host i's processes (those in its network
+#                                            namespace now) at PERCENT % of one core per second
+#                                            (cgroup cpu quota); run it after the job has started
 #   scripts/simcluster.sh down               removes everything `up`, `shape` and `slurm` made
 #
 # Then:  mpirun -np 4 $(scripts/simcluster.sh mpirun-args) build/sdp-train ...
@@ -374,8 +384,110 @@ cmd_slurm_down() {
   echo "simcluster: slurm down"
 }
 
+# host_ns I: checks that host I is up, prints its namespace.
+host_ns() {
+  local i=${1:-}
+  [[ "$i" =~ ^[0-9]+$ ]] && [ "$i" -ge 1 ] && [ "$i" -le "$(hosts | wc -l)" ] ||
+    die "need a host number 1..$(hosts | wc -l) (hosts up: $(hosts | tr '\n' ' '))"
+  echo "$PREFIX-h$i"
+}
+
+cmd_link() {
+  local i=${1:-} state=${2:-}
+  need_root
+  host_ns "$i" >/dev/null
+  case "$state" in
+    down | up) ip netns exec "$SWITCH" ip link set "h$i" "$state" ;;
+    *) die "link: need 'down' or 'up'" ;;
+  esac
+  echo "simcluster: link of $PREFIX-h$i $state"
+}
+
+has_netem() {  # the kernel's netem qdisc (a module some kernels lack)
+  local probe=$PREFIX-netem$$ ok=1
+  ip netns add "$probe" 2>/dev/null || return 1
+  ip netns exec "$probe" tc qdisc add dev lo root netem delay 1ms 2>/dev/null && ok=0
+  ip netns del "$probe"
+  return $ok
+}
+
+cmd_impair() {
+  local i=${1:-}; shift || true
+  local loss="" delay="" jitter=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --loss) loss=$2; shift 2 ;;
+      --delay) delay=$2; shift 2 ;;
+      --jitter) jitter=$2; shift 2 ;;
+      off) loss=off; shift ;;
+      *) die "impair: unknown option $1" ;;
+    esac
+  done
+  need_root
+  local ns
+  ns=$(host_ns "$i")
+  local in=(ip netns exec "$ns")
+  # Whatever an earlier call set, both kinds.
+  "${in[@]}" tc qdisc del dev eth0 root 2>/dev/null || true
+  ip netns exec "$SWITCH" tc qdisc del dev "h$i" root 2>/dev/null || true
+  if command -v iptables >/dev/null; then
+    "${in[@]}" iptables -F INPUT 2>/dev/null || true
+    "${in[@]}" iptables -F OUTPUT 2>/dev/null || true
+  fi
+  if [ "$loss" = off ]; then echo "simcluster: $ns unimpaired"; return 0; fi
+  [[ "$loss" =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "impair: --loss needs a percentage (e.g. 1, 5, 0.5)"
+  if has_netem; then
+    local netem=(netem loss "$loss%")
+    [ -n "$delay" ] && netem+=(delay "${delay}ms" ${jitter:+"${jitter}ms"})
+    "${in[@]}" tc qdisc add dev eth0 root "${netem[@]}"
+    ip netns exec "$SWITCH" tc qdisc add dev "h$i" root "${netem[@]}"
+    echo "simcluster: $ns loses $loss % each way${delay:+, delay ${delay} ms${jitter:+ +- ${jitter} ms}} (netem)"
+    return 0
+  fi
+  [ -z "$delay" ] || skip "impair: --delay needs the kernel's netem qdisc, which this kernel lacks"
+  command -v iptables >/dev/null || skip "impair: no netem and no iptables (apt-get install iptables)"
+  local p
+  p=$(awk -v l="$loss" 'BEGIN { printf "%.6f", l / 100 }')
+  "${in[@]}" iptables -A INPUT -i eth0 -m statistic --mode random --probability "$p" -j DROP
+  "${in[@]}" iptables -A OUTPUT -o eth0 -m statistic --mode random --probability "$p" -j DROP
+  echo "simcluster: $ns loses $loss % each way (iptables statistic; this kernel has no netem)"
+}
+
+cmd_slow() {
+  local i=${1:-} percent=${2:-}
+  need_root
+  local ns
+  ns=$(host_ns "$i")
+  local cg=/sys/fs/cgroup/cpu/$ns
+  [ -d /sys/fs/cgroup/cpu ] || skip "slow: no cgroup v1 cpu controller at /sys/fs/cgroup/cpu"
+  if [ "$percent" = off ]; then
+    if [ -d "$cg" ]; then
+      while read -r pid; do echo "$pid" >/sys/fs/cgroup/cpu/cgroup.procs 2>/dev/null || true; done <"$cg/cgroup.procs"
+      rmdir "$cg"
+    fi
+    echo "simcluster: $ns at full speed"
+    return 0
+  fi
+  [[ "$percent" =~ ^[0-9]+$ ]] && [ "$percent" -ge 1 ] || die "slow: need a percentage of one core (e.g. 20) or 'off'"
+  mkdir -p "$cg"
+  # A 1 s period (the longest CFS allows): the host runs, then stands still for the rest of the
+  # second, as a host that loses its CPU in bursts (a noisy neighbour, a throttled VM) does.
+  echo 1000000 >"$cg/cpu.cfs_period_us"
+  echo $((percent * 10000)) >"$cg/cpu.cfs_quota_us"
+  local moved=0
+  for pid in $(ip netns pids "$ns"); do
+    echo "$pid" >"$cg/cgroup.procs" 2>/dev/null && moved=$((moved + 1))
+  done
+  echo "simcluster: $ns capped at $percent % of one core ($moved processes)"
+}
+
 cmd_down() {
   need_root
+  for cg in /sys/fs/cgroup/cpu/$PREFIX-h*; do  # `slow` caps
+    [ -d "$cg" ] || continue
+    while read -r pid; do echo "$pid" >/sys/fs/cgroup/cpu/cgroup.procs 2>/dev/null || true; done <"$cg/cgroup.procs"
+    rmdir "$cg" 2>/dev/null || true
+  done
   cmd_slurm_down >/dev/null
   # Everything this prefix names, whether or not the state file lists it. Deleting a
   # namespace deletes the veths inside it and their peers.
@@ -395,6 +507,9 @@ case "${1:-}" in
   down) cmd_down ;;
   status) cmd_status ;;
   counters) cmd_counters ;;
+  link) shift; cmd_link "$@" ;;
+  impair) shift; cmd_impair "$@" ;;
+  slow) shift; cmd_slow "$@" ;;
   mpirun-args)
     [ -f "$STATE/mpirun-args" ] || die "no cluster is up (run: $0 up N)"
     cat "$STATE/mpirun-args" ;;
