@@ -19,3 +19,4 @@ printf 'PermitRootLogin prohibit-password\nPasswordAuthentication no\nUsePAM no\
 printf 'Host *\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  LogLevel ERROR\n' >/root/.ssh/config
 chmod 600 /root/.ssh/config /root/.ssh/authorized_keys
 ln -sf /opt/sdp-train/scripts/sagemaker-entrypoint.sh /usr/local/bin/train
+ln -sf /opt/sdp-train/scripts/sdp-launch /usr/local/bin/sdp-launch  # beside sdp-train: slurm-train.sbatch looks there

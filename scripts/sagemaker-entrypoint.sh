@@ -199,9 +199,9 @@ HOST_LIST=$(printf "%s:$PROCS_PER_HOST," "${HOSTS[@]}"); HOST_LIST=${HOST_LIST%,
 # and over several hosts its daemons wait again: 4 x 30 s before a failed job ends. So there
 # the leader signals the ranks itself (below) and mpirun gets 3 s.
 MPIRUN_KILL_S=3
-# Through sdp-mpirun: after a rank's MPI_Abort (the watchdog's exit 3 when a host's link is
+# Through sdp-launch: after a rank's MPI_Abort (the watchdog's exit 3 when a host's link is
 # cut), mpirun would wait ~15 minutes for the daemon of a host it cannot reach.
-cmd=("$HERE/sdp-mpirun" --allow-run-as-root -np "$TOTAL" -H "$HOST_LIST" --bind-to none
+cmd=("$HERE/sdp-launch" mpirun --allow-run-as-root -np "$TOTAL" -H "$HOST_LIST" --bind-to none
      --mca odls_base_sigkill_timeout "$MPIRUN_KILL_S")
 # Only the variables set: mpirun warns of the others.
 for var in PATH LD_LIBRARY_PATH OMP_NUM_THREADS; do [ -z "${!var:-}" ] || cmd+=(-x "$var"); done
@@ -293,7 +293,7 @@ if [ "$CURRENT_HOST" = "$LEADER" ]; then
   on_term() {
     if [ $TERM_AT = 0 ]; then
       TERM_AT=$(date +%s)
-      # The ranks of this host are children of mpirun, itself the child of sdp-mpirun.
+      # The ranks of this host are children of mpirun, itself the child of sdp-launch.
       pkill -TERM -x -P "$(pgrep -d, -P $MPIRUN_PID)" sdp-train 2>/dev/null || term_mpirun
     else
       term_mpirun

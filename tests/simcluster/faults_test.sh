@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Faults across hosts on the simulated cluster (scripts/simcluster.sh): 2 hosts x 1 rank,
-# training configs/quickstart.yaml through scripts/sdp-mpirun, while host 2 loses its link,
+# training configs/quickstart.yaml through scripts/sdp-launch mpirun, while host 2 loses its link,
 # its ranks, its packets or its CPU. docs/robustness.md, "Faults across hosts", has the table.
 #   faults_test.sh BUILD_DIR SOURCE_DIR CASE
 # Cases:
@@ -49,7 +49,7 @@ JOB=(--config "$SRC/configs/quickstart.yaml" --set threads=1 --set output.metric
 start_job() {
   local out=$1; shift
   mkdir -p "$WORK/run"
-  (cd "$WORK/run" && exec timeout $LIMIT "$SRC/scripts/sdp-mpirun" -np 2 "${MPIARGS[@]}" "$BUILD/sdp-train" "${JOB[@]}" "$@") >"$out" 2>&1 &
+  (cd "$WORK/run" && exec timeout $LIMIT "$SRC/scripts/sdp-launch" mpirun -np 2 "${MPIARGS[@]}" "$BUILD/sdp-train" "${JOB[@]}" "$@") >"$out" 2>&1 &
   JOB_PID=$!
   JOB_START=$(date +%s.%N)
 }
@@ -112,7 +112,7 @@ case "$CASE" in
     awk -v e="$ELAPSED" -v l=$((TIMEOUT_S + 8)) 'BEGIN { exit !(e <= l) }' || fail "ended $ELAPSED s after the cut, more than timeout_s + 8 s"
     grep -E "sdp-train: error: rank 0 step [0-9]+.*has waited [0-9.]+ s.*ranks on node\(s\) 1 \(sdpf-h2: rank\(s\) 1\) cannot be inspected from here.*aborting the job" "$WORK/out" >/dev/null ||
       fail "no error naming the unreachable host and its rank"
-    grep -q "^sdp-mpirun: rank 0 ended the job (MPI_Abort, exit status 3)" "$WORK/out" || fail "sdp-mpirun did not say why it ended mpirun"
+    grep -q "^sdp-launch: rank 0 ended the job (MPI_Abort, exit status 3) and mpirun is still running" "$WORK/out" || fail "sdp-launch did not say why it ended mpirun"
     "$SIM" link 2 up >/dev/null
     resumes_bitwise "$WORK/ck" ;;
   host_lost)

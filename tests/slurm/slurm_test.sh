@@ -15,6 +15,8 @@
 #   time_limit    the script's time-limit warning (USR1 to the batch shell, as
 #                 --signal=B:USR1@120 sends it): the ranks checkpoint, the script requeues
 #                 the job, which finishes; final model bitwise the uninterrupted one
+#   link_cut      host 2's link cut for good mid-run (2 hosts x 1 task): exit code 3 within
+#                 timeout_s + 10 s (sdp-launch ends srun), host 2 named, checkpoints intact
 #   mpirun        mpirun inside an sbatch allocation (Open MPI launches through Slurm)
 # Exits 77 (skipped) without root, namespaces or Slurm (scripts/install-deps.sh installs it).
 # Uses its own cluster (prefix sdps, subnet 10.215.0, slurmctld port 6827), removed at exit.
@@ -170,6 +172,32 @@ case "$CASE" in
     [ -n "$stopped" ] || fail "the warned run did not stop with a checkpoint"
     echo "time-limit warning at step $stopped, requeued by the script"
     expect_resumed "$LOG" "$stopped" ;;
+  link_cut)
+    # Host 2's link cut for good after the first checkpoint (timeout_s 5): the watchdog ends
+    # the job and sdp-launch ends srun 5 s later (srun alone waits KillWait, 30 s here), so the
+    # job ends with exit code 3 within timeout_s + 10 s; its checkpoints are intact.
+    j=$(submit --ntasks-per-node=1 -- "$SRC/configs/quickstart.yaml" --set train.epochs=100000 --set train.max_steps=1000000 \
+      --set distributed.timeout_s=5 --set checkpoint.every_steps=10 --set checkpoint.dir=ck --set output.model_dir=model \
+      --set output.metrics= --set train.log_every=1000)
+    wait_state "$j" RUNNING 60
+    for _ in $(seq 1 600); do [ -e ck/ckpt-000000010.safetensors ] && break; sleep 0.1; done
+    [ -e ck/ckpt-000000010.safetensors ] || fail "no first checkpoint within 60 s"
+    "$SIM" link 2 down >/dev/null
+    cut=$SECONDS
+    while [ "$(state "$j")" = RUNNING ] && [ $((SECONDS - cut)) -le 60 ]; do sleep 0.5; done
+    ended=$((SECONDS - cut))
+    "$SIM" link 2 up >/dev/null
+    code=$(scontrol show job "$j" | grep -oP ' ExitCode=\K\S+')
+    echo "link cut under srun: the job left RUNNING $ended s later, ExitCode=$code"
+    [ "$code" = "3:0" ] || fail "ExitCode $code, expected 3:0 (the watchdog's)"
+    [ $ended -le 15 ] || fail "the job ended $ended s after the cut, more than timeout_s + 10 s"
+    grep -q "(sdps-h2: rank(s) 1) cannot be inspected from here" "job-$j.out" || fail "the error does not name host 2 and its rank"
+    grep -q "^sdp-launch: rank 0 ended the job (MPI_Abort, exit status 3) and srun is still running" "job-$j.out" ||
+      fail "sdp-launch did not end srun"
+    newest=$(ls ck/ckpt-*.safetensors | tail -1)
+    # Loaded as a resume would: every checksum verified.
+    "$SDP_TRAIN" evaluate --config "$SRC/configs/quickstart.yaml" --set threads=1 --model "$newest" >eval.out 2>&1 ||
+      fail "the newest checkpoint $newest does not load: $(tail -2 eval.out)" ;;
   mpirun)
     cat >mpirun.sbatch <<EOS
 #!/bin/bash

@@ -111,8 +111,8 @@ case_err_evaluate_model_mismatch() {
     [ $STATUS -eq 2 ] || fail "2 ranks: exit status $STATUS, expected 2"
 }
 
-case_sdp_mpirun() {
-    # scripts/sdp-mpirun against stand-ins for mpirun (SDP_MPIRUN): after Open MPI's
+case_sdp_launch() {
+    # scripts/sdp-launch against stand-ins for mpirun: after Open MPI's
     # "MPI_ABORT was invoked" an mpirun that goes on waiting (for a host it cannot reach) is
     # ended SDP_ABORT_GRACE_S later with the abort's code; one that exits by itself keeps its
     # own status; stderr passes through whole, a line written in two pieces included.
@@ -131,20 +131,20 @@ exit 7
 SH
     chmod +x "$WORK/hung-mpirun" "$WORK/exiting-mpirun"
     local start=$SECONDS
-    SDP_MPIRUN="$WORK/hung-mpirun" SDP_ABORT_GRACE_S=2 timeout 30 "$SRC/scripts/sdp-mpirun" -np 2 x >"$WORK/out" 2>&1
+    SDP_ABORT_GRACE_S=2 timeout 30 "$SRC/scripts/sdp-launch" "$WORK/hung-mpirun" -np 2 x >"$WORK/out" 2>&1
     STATUS=$?
     [ $STATUS -eq 3 ] || fail "exit status $STATUS after a hung mpirun's abort, expected the abort's 3"
     [ $((SECONDS - start)) -le 6 ] || fail "took $((SECONDS - start)) s with a 2 s grace"
-    grep -q "^sdp-mpirun: rank 0 ended the job (MPI_Abort, exit status 3) and mpirun is still running 2 s later" "$WORK/out" || fail "no line saying why mpirun was ended"
+    grep -q "^sdp-launch: rank 0 ended the job (MPI_Abort, exit status 3) and hung-mpirun is still running 2 s later" "$WORK/out" || fail "no line saying why mpirun was ended"
     grep -q "^sdp-train: error: rank 0 step 25" "$WORK/out" || fail "the rank's error did not pass through whole"
     grep -q "^a line in two pieces$" "$WORK/out" || fail "a line written in two pieces was broken"
     pgrep -f "$WORK/hung-mpirun" >/dev/null && fail "the hung mpirun is still running"
-    SDP_MPIRUN="$WORK/exiting-mpirun" timeout 30 "$SRC/scripts/sdp-mpirun" -np 2 "a b" >"$WORK/out" 2>&1
+    timeout 30 "$SRC/scripts/sdp-launch" "$WORK/exiting-mpirun" -np 2 "a b" >"$WORK/out" 2>&1
     STATUS=$?
     [ $STATUS -eq 7 ] || fail "exit status $STATUS, expected mpirun's own 7"
     grep -q "^args: -np 2 a b$" "$WORK/out" || fail "the arguments did not reach mpirun"
-    grep -q "sdp-mpirun:" "$WORK/out" && fail "sdp-mpirun intervened in a job that ended by itself"
-    SDP_ABORT_GRACE_S=soon "$SRC/scripts/sdp-mpirun" true >"$WORK/out" 2>&1
+    grep -q "sdp-launch:" "$WORK/out" && fail "sdp-launch intervened in a job that ended by itself"
+    SDP_ABORT_GRACE_S=soon "$SRC/scripts/sdp-launch" true >"$WORK/out" 2>&1
     [ $? -eq 2 ] && grep -q "SDP_ABORT_GRACE_S must be a whole number" "$WORK/out" || fail "a bad SDP_ABORT_GRACE_S is not exit 2"
     true
 }
