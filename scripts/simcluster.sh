@@ -34,7 +34,8 @@
 # Layout (SIMCLUSTER_PREFIX=sdp, SIMCLUSTER_NET=10.213.0):
 #   switch: namespace sdp-sw holding bridge br0, one port per host (h1..hN) and an uplink;
 #   host i: namespace sdp-hi, eth0 = address 10.213.0.i/24 (veth to port hi of the switch),
-#           host name sdp-hi (a UTS namespace per launched process);
+#           host name sdp-hi (a UTS namespace per launched process), every host's name in
+#           its /etc/hosts (/etc/netns/sdp-hi/hosts, which `ip netns exec` binds there);
 #   the root namespace (where mpirun runs) reaches the subnet as 10.213.0.254 through veth
 #   sdp-sw0 (its other end is the switch's uplink port).
 # The bridge lives in its own namespace so that the root namespace's firewall (Docker sets
@@ -171,6 +172,12 @@ cmd_up() {
     ip netns exec "$ns" ip link set lo up
     ip netns exec "$ns" ip addr replace "$NET.$i/24" dev eth0
     ip netns exec "$ns" ip link set eth0 up
+  done
+  # Each host resolves every host's name, as a cluster's DNS would: `ip netns exec` binds
+  # /etc/netns/NS/hosts over /etc/hosts inside the namespace.
+  for i in $(seq 1 "$n"); do
+    mkdir -p "/etc/netns/$PREFIX-h$i"
+    { cat /etc/hosts; for j in $(seq 1 "$n"); do echo "$NET.$j $PREFIX-h$j"; done; } >"/etc/netns/$PREFIX-h$i/hosts"
   done
   write_launch_files "$n" "$slots"
   echo "simcluster: $n hosts up ($(tr '\n' ' ' <"$STATE/hosts")), $slots slots each, subnet $NET.0/24"
@@ -495,7 +502,7 @@ cmd_down() {
     ip netns del "$ns" 2>/dev/null || true
   done
   ip link del "$UPLINK" 2>/dev/null || true
-  rm -rf "$STATE"
+  rm -rf "$STATE" /etc/netns/"$PREFIX"-h*
   echo "simcluster: down"
 }
 

@@ -63,7 +63,7 @@ void fail_this_rank(int exit_code, const std::string& message) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   print_error((size > 1 ? "rank " + std::to_string(rank) + ": " : std::string()) + message);
-  if (size > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  if (size > 1) sdp::abort_job(exit_code);
 }
 
 // CLI11's PositiveNumber and NonNegativeNumber, with a message a person reads ("must be at

@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/job_failure.hpp"
 #include "distributed/mpi_check.hpp"
+#include "distributed/world.hpp"
 
 namespace sdp {
 
@@ -63,8 +64,7 @@ void end_job_from_this_rank(MPI_Comm world, std::exception_ptr error) {
   } catch (...) {
   }
   report_job_error("rank " + std::to_string(rank) + ": " + what);
-  MPI_Abort(world, code);
-  std::abort();  // MPI_Abort does not return; if it did, the job must still end
+  abort_job(code);
 }
 
 }  // namespace sdp

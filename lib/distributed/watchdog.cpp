@@ -234,8 +234,7 @@ void abort_on_timeout(const StallReport& report, double timeout_s) {
   report_job_error(report.message() + "; aborting the job (distributed.timeout_s = " + fixed1(timeout_s) + ")");
   // Under MPI_THREAD_SERIALIZED another thread may be inside MPI right now; MPI_Abort from
   // here is the one exception we accept (the process ends either way), and _exit backs it up.
-  if (mpi_is_initialized()) MPI_Abort(MPI_COMM_WORLD, 3);
-  _exit(3);
+  abort_job(3);
 }
 
 }  // namespace sdp

@@ -1,6 +1,9 @@
 #include "distributed/world.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -29,6 +32,17 @@ bool mpi_is_initialized() {
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   return initialized && !finalized;
+}
+
+void abort_job(int exit_code) {
+  if (mpi_is_initialized()) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    std::fprintf(stderr, "sdp-train: rank %d ends the job with exit status %d (MPI_Abort)\n", rank, exit_code);
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+  }
+  _exit(exit_code);
 }
 
 void init_mpi(int* argc, char*** argv) {

@@ -28,6 +28,12 @@ void init_mpi(int* argc, char*** argv);
 void finalize_mpi();
 bool mpi_is_initialized();
 
+// Ends the whole job from this rank: says so on stderr in one line the launcher wrapper reads
+// ("sdp-train: rank R ends the job with exit status N (MPI_Abort)"; scripts/sdp-launch, which
+// ends a launcher still waiting for an unreachable host), then MPI_Abort(MPI_COMM_WORLD, N).
+// Without MPI, or should MPI_Abort return, the process exits N.
+[[noreturn]] void abort_job(int exit_code);
+
 // The rank the launcher assigned, read from its environment before MPI starts (so errors
 // found before MPI_Init are printed by one rank only). -1 when not launched by one.
 int launcher_rank();

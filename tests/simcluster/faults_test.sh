@@ -15,6 +15,9 @@
 #   packet_loss  host 2 loses 1 %, then 5 % of its packets each way for a whole job: it finishes, the
 #                replicas checked bitwise equal after every step; the slowdown against a
 #                clean run is printed
+#   sagemaker_link_cut  host 2's link cut under scripts/sagemaker-entrypoint.sh (leader on host
+#                1, worker on host 2, SageMaker's files faked): the leader exits 3 within
+#                timeout_s + 10 s naming host 2; the newest checkpoint loads, checksums verified
 #   slow_host    host 2's rank capped at 10 % of a core: the stall warning names host 2, the
 #                merged timeline shows its rank arriving last at the step's collectives, and
 #                the job finishes
@@ -191,6 +194,48 @@ print(f"timeline: at {len(steps)} steps a rank waited > 50 ms for the other; ran
 sys.exit(0 if len(steps) >= 3 and last >= 0.9 * len(steps) else 1)
 PY
     ;;
+  sagemaker_link_cut)
+    # The SageMaker entry point as on a 2-instance job: a worker on host 2 and the leader on
+    # host 1, each in its host's namespace, the leader launching mpirun through the simulated
+    # cluster's remote shell. Each host has its own /opt/ml at one path, as each instance has:
+    # /etc/sdpf-opt-ml, which `ip netns exec` covers with /etc/netns/HOST/sdpf-opt-ml. Host 2's
+    # link cut after the first checkpoint: the leader exits 3 within timeout_s + 10 s.
+    AGENT=$(sed -n 's/^SIMCLUSTER_AGENT=//p' "$("$SIM" env-file)")
+    ML=/etc/sdpf-opt-ml
+    mkdir -p "$ML"
+    trap '"$SIM" down >/dev/null 2>&1; rmdir "$ML"; rm -rf "$WORK"' EXIT
+    for host in sdpf-h1 sdpf-h2; do
+      own=/etc/netns/$host/sdpf-opt-ml
+      mkdir -p "$own/input/config" "$own/input/data" "$own/output"
+      python3 -c 'import json, sys; print(json.dumps({"current_host": sys.argv[1], "hosts": ["sdpf-h1", "sdpf-h2"], "network_interface_name": "eth0"}))' \
+        "$host" >"$own/input/config/resourceconfig.json"
+      echo '{"config": "\"quickstart.yaml\"", "threads": "1", "train.epochs": "100000", "train.max_steps": "1000000",
+             "distributed.timeout_s": "5", "checkpoint.every_steps": "10", "train.log_every": "1000", "output.metrics": "\"\""}' \
+        >"$own/input/config/hyperparameters.json"
+    done
+    CKPTS=/etc/netns/sdpf-h1/sdpf-opt-ml/checkpoints  # rank 0's, on the leader
+    export SDP_OPT_ML=$ML SDP_RUN_DIR="$WORK/smrun" SDP_TRAIN="$BUILD/sdp-train" SDP_RSH_AGENT="$AGENT" SDP_WORKER_TIMEOUT_S=120
+    timeout $LIMIT "$AGENT" sdpf-h2 bash "$SRC/scripts/sagemaker-entrypoint.sh" train >"$WORK/worker.out" 2>&1 &
+    worker=$!
+    for _ in $(seq 300); do grep -q 'waiting for the leader' "$WORK/worker.out" 2>/dev/null && break; sleep 0.1; done
+    grep -q 'waiting for the leader' "$WORK/worker.out" || { cat "$WORK/worker.out"; fail "the worker did not start waiting"; }
+    timeout $LIMIT "$AGENT" sdpf-h1 bash "$SRC/scripts/sagemaker-entrypoint.sh" train >"$WORK/out" 2>&1 &
+    JOB_PID=$!
+    wait_for "$CKPTS/ckpt-000000010.safetensors" 60
+    "$SIM" link 2 down >/dev/null
+    T0=$(date +%s.%N)
+    finish_job
+    echo "link cut under the SageMaker entry point: the leader exited $STATUS, $ELAPSED s after the cut"
+    "$SIM" link 2 up >/dev/null
+    wait "$worker"
+    [ $STATUS -eq 3 ] || fail "the leader's exit status $STATUS, expected 3"
+    awk -v e="$ELAPSED" 'BEGIN { exit !(e <= 15) }' || fail "the leader ended $ELAPSED s after the cut, more than timeout_s + 10 s"
+    grep -q "(sdpf-h2: rank(s) 1) cannot be inspected from here" "$WORK/out" || fail "the error does not name host 2 and its rank"
+    grep -q "^sdp-launch: rank 0 ended the job (MPI_Abort, exit status 3) and mpirun is still running" "$WORK/out" ||
+      fail "sdp-launch did not end mpirun"
+    "$BUILD/sdp-train" evaluate --config "$SRC/configs/quickstart.yaml" --set threads=1 \
+      --model "$(ls "$CKPTS"/ckpt-*.safetensors | tail -1)" >"$WORK/eval" 2>&1 ||
+      fail "the newest checkpoint does not load: $(tail -2 "$WORK/eval")" ;;
   *) echo "unknown case $CASE"; exit 2 ;;
 esac
 echo "PASS [$CASE]"

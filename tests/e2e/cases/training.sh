@@ -112,15 +112,24 @@ case_err_evaluate_model_mismatch() {
 }
 
 case_sdp_launch() {
-    # scripts/sdp-launch against stand-ins for mpirun: after Open MPI's
-    # "MPI_ABORT was invoked" an mpirun that goes on waiting (for a host it cannot reach) is
-    # ended SDP_ABORT_GRACE_S later with the abort's code; one that exits by itself keeps its
+    # scripts/sdp-launch against stand-ins for mpirun: after sdp-train's "rank R ends the job"
+    # line or Open MPI's "MPI_ABORT was invoked", an mpirun that goes on waiting (for a host it
+    # cannot reach) is ended SDP_ABORT_GRACE_S later with the abort's code; one that exits by itself keeps its
     # own status; stderr passes through whole, a line written in two pieces included.
+    # sdp-train's line before its MPI_Abort, and Open MPI's failing to print its own message
+    # (as 4.1 did under the SageMaker entry point).
     cat >"$WORK/hung-mpirun" <<'SH'
 #!/bin/bash
 echo "sdp-train: error: rank 0 step 25: allreduce has waited 5.0 s; aborting the job" >&2
-printf 'MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD\nwith errorcode 3.\n' >&2
+echo "sdp-train: rank 0 ends the job with exit status 3 (MPI_Abort)" >&2
+echo "[sdpf-h1:30959] [[55099,0],0] ORTE_ERROR_LOG: Data unpack would read past end of buffer" >&2
 printf 'a line in ' >&2; sleep 1.5; echo 'two pieces' >&2
+exec sleep 60
+SH
+    # Another program's abort: Open MPI's message alone, over two lines.
+    cat >"$WORK/hung-other-mpirun" <<'SH'
+#!/bin/bash
+printf 'MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD\nwith errorcode 4.\n' >&2
 exec sleep 60
 SH
     cat >"$WORK/exiting-mpirun" <<'SH'
@@ -129,7 +138,7 @@ echo "args: $*"
 printf 'MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD\nwith errorcode 2.\n' >&2
 exit 7
 SH
-    chmod +x "$WORK/hung-mpirun" "$WORK/exiting-mpirun"
+    chmod +x "$WORK/hung-mpirun" "$WORK/hung-other-mpirun" "$WORK/exiting-mpirun"
     local start=$SECONDS
     SDP_ABORT_GRACE_S=2 timeout 30 "$SRC/scripts/sdp-launch" "$WORK/hung-mpirun" -np 2 x >"$WORK/out" 2>&1
     STATUS=$?
@@ -138,7 +147,10 @@ SH
     grep -q "^sdp-launch: rank 0 ended the job (MPI_Abort, exit status 3) and hung-mpirun is still running 2 s later" "$WORK/out" || fail "no line saying why mpirun was ended"
     grep -q "^sdp-train: error: rank 0 step 25" "$WORK/out" || fail "the rank's error did not pass through whole"
     grep -q "^a line in two pieces$" "$WORK/out" || fail "a line written in two pieces was broken"
-    pgrep -f "$WORK/hung-mpirun" >/dev/null && fail "the hung mpirun is still running"
+    SDP_ABORT_GRACE_S=1 timeout 30 "$SRC/scripts/sdp-launch" "$WORK/hung-other-mpirun" >"$WORK/out" 2>&1
+    STATUS=$?
+    [ $STATUS -eq 4 ] || fail "exit status $STATUS after Open MPI's abort message alone, expected its errorcode 4"
+    grep -q "^sdp-launch: rank 1 ended the job (MPI_Abort, exit status 4)" "$WORK/out" || fail "no line naming rank 1's abort"
     timeout 30 "$SRC/scripts/sdp-launch" "$WORK/exiting-mpirun" -np 2 "a b" >"$WORK/out" 2>&1
     STATUS=$?
     [ $STATUS -eq 7 ] || fail "exit status $STATUS, expected mpirun's own 7"
