@@ -3,6 +3,8 @@
 #include <array>
 #include <cstring>
 
+#include "core/bytes.hpp"
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
 #define SDP_CRC32C_X86 1
@@ -29,13 +31,6 @@ constexpr Tables make_tables() {
   return t;
 }
 constexpr Tables kTables = make_tables();
-
-// Little-endian 8-byte load, byte by byte: no alignment or host byte-order assumption.
-uint64_t load_le64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
 
 }  // namespace
 

@@ -1,6 +1,6 @@
 // Casts between f32 and the 16-bit formats on a GPU, the overflow check of loss scaling and
-// the element-wise sum of gradient accumulation
-// (issue #12), with half_float.hpp's arithmetic: a value cast on the GPU has the bits the CPU
+// the element-wise sum of gradient accumulation,
+// with half_float.hpp's arithmetic: a value cast on the GPU has the bits the CPU
 // (reduce_kernels.hpp's convert_from_f32 / convert_to_f32) gives it. No CUDA type here; the
 // functions exist only in a build with the CUDA backend (SDP_HAVE_CUDA). Each enqueues on
 // `stream` (a CudaStream; null = CUDA's default stream) and returns without waiting.

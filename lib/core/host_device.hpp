@@ -1,5 +1,5 @@
 // SDP_HOST_DEVICE marks the small math that is written once and runs on both devices
-// (issue #12, "one definition of the small math"): the CPU compiles it as an inline function
+// ("one definition of the small math"): the CPU compiles it as an inline function
 // inside its vectorized OpenMP loops, nvcc as a __host__ __device__ function inside the CUDA
 // kernels. The CPU tests therefore exercise the very arithmetic the GPU runs; only launch
 // shapes, streams and copies are GPU-only.

@@ -6,7 +6,7 @@ namespace sdp {
 
 CropFlip draw_crop_flip(const AugmentOptions& options, int64_t epoch, int64_t index) {
   // One hash per sample instead of a generator: O(1) and order-independent.
-  uint64_t r = mix_keys(options.seed ^ 0xa5a5a5a5a5a5a5a5ull, static_cast<uint64_t>(epoch),
+  uint64_t r = mix_keys(options.seed ^ random_stream::kCropFlip, static_cast<uint64_t>(epoch),
                         static_cast<uint64_t>(index));
   const uint64_t span = 2 * static_cast<uint64_t>(options.pad) + 1;
   CropFlip cf;

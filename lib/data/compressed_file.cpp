@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "core/bytes.hpp"
 #include "core/error.hpp"
 
 namespace sdp {
@@ -16,10 +17,6 @@ gzFile as_gz(void* p) {
   return static_cast<gzFile>(p);
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 }  // namespace
 
 CompressedFile::CompressedFile(const std::string& path) : path_(path) {

@@ -1,5 +1,5 @@
 // Encoded image sets: samples whose bytes are JPEG or PNG, read by index from records or
-// files and decoded as each batch is assembled (issue #21). ImageNet does not fit in a rank's
+// files and decoded as each batch is assembled (docs/data-formats.md). ImageNet does not fit in a rank's
 // memory; only the records of the batches in flight are, so a rank's memory is bounded by
 // data.prefetch batches whatever the set's size.
 //

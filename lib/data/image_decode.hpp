@@ -1,5 +1,5 @@
 // Decoding JPEG and PNG bytes into 8-bit interleaved RGB (HWC), the input of the image
-// pipelines (issue #21, item 3; docs/data-formats.md, "Decoding images").
+// pipelines (docs/data-formats.md, "Decoding images").
 //
 // JPEG goes through libjpeg-turbo's libjpeg API: it can decode at a DCT scale of n/8 and only
 // the rows and iMCU columns a crop needs, which is what makes RandomResizedCrop cheap on

@@ -1,4 +1,4 @@
-// The image-folder data set layout of torchvision's ImageFolder (issue #21, item 2):
+// The image-folder data set layout of torchvision's ImageFolder (docs/data-formats.md):
 // root/<class>/**/<image>. Listing only; the images are decoded by data/image_decode.hpp.
 #pragma once
 

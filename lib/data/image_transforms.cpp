@@ -11,8 +11,7 @@
 namespace sdp {
 
 std::mt19937_64 sample_rng(uint64_t seed, int64_t epoch, int64_t sample) {
-  // A constant apart from augment.cpp's so the two augmentations never share a stream.
-  return std::mt19937_64(mix_keys(seed ^ 0x3c6ef372fe94f82bull, static_cast<uint64_t>(epoch),
+  return std::mt19937_64(mix_keys(seed ^ random_stream::kImageTransform, static_cast<uint64_t>(epoch),
                                   static_cast<uint64_t>(sample)));
 }
 

@@ -1,4 +1,4 @@
-// The ImageNet-style transforms around the decoder (issue #21, item 3): torchvision's
+// The ImageNet-style transforms around the decoder (docs/data-formats.md): torchvision's
 // RandomResizedCrop box, the evaluation Resize(shorter side) + CenterCrop box, the horizontal
 // flip and the normalisation of decoded RGB bytes into the model's input tensor. The boxes
 // feed ImageDecoder::decode_crop / decode_window, which resize while decoding.

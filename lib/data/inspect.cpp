@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/bytes.hpp"
 #include "core/error.hpp"
 #include "data/data_files.hpp"
 #include "data/tar_shards.hpp"
@@ -13,10 +14,6 @@
 namespace sdp {
 
 namespace {
-
-bool ends_with(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
 
 bool is_tar_name(const std::string& path) {
   return ends_with(path, ".tar") || ends_with(path, ".tar.gz") || ends_with(path, ".tgz");

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/socket_io.hpp"
 #include "core/floating_point.hpp"
 #include "data/tar_shards.hpp"
 #include "data/tfrecord.hpp"
@@ -64,33 +65,22 @@ sockaddr_un socket_address(const PipeOptions& o, int local_rank, socklen_t& leng
 }
 
 void send_all(int fd, const void* data, std::size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t sent = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (sent < 0) {
-      if (errno == EINTR) continue;
-      socket_failure("a local rank's socket closed (it has stopped)");
-    }
-    p += sent;
-    n -= static_cast<std::size_t>(sent);
+  if (const int error = send_fully(fd, data, n)) {
+    errno = error;
+    socket_failure("a local rank's socket closed (it has stopped)");
   }
 }
 
 // False at the end of the stream before the first byte; throws on a partial read.
 bool recv_all(int fd, void* data, std::size_t n) {
-  auto* p = static_cast<uint8_t*>(data);
-  std::size_t have = 0;
-  while (have < n) {
-    const ssize_t got = ::recv(fd, p + have, n - have, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) socket_failure("reading from the host's pipe reader");
-    if (got == 0) {
-      if (have == 0) return false;
-      throw RuntimeError(
-          "pipe mode: the host's pipe reader (local rank 0) stopped in the middle of a record");
-    }
-    have += static_cast<std::size_t>(got);
+  const int64_t got = recv_fully(fd, data, n);
+  if (got < 0) {
+    errno = static_cast<int>(-got);
+    socket_failure("reading from the host's pipe reader");
   }
+  if (got == 0 && n > 0) return false;
+  if (static_cast<std::size_t>(got) < n)
+    throw RuntimeError("pipe mode: the host's pipe reader (local rank 0) stopped in the middle of a record");
   return true;
 }
 
@@ -261,10 +251,10 @@ struct PipeRecords::Shared {
 namespace {
 
 // The records of one pass as this rank receives them: from the feeder's queue (local rank 0) or
-// from its socket (the others), parsed as tf.train.Examples.
+// from its socket (the others), each sample already parsed by the feeder (label and image).
 class PipePassReader final : public ShardReader {
  public:
-  PipePassReader(PipeRecords::Shared& shared, int64_t pass) : s_(shared), pass_(pass) {}
+  explicit PipePassReader(PipeRecords::Shared& shared) : s_(shared) {}
 
   bool next(EncodedRecord& record) override {
     Frame frame;
@@ -291,7 +281,6 @@ class PipePassReader final : public ShardReader {
 
  private:
   PipeRecords::Shared& s_;
-  int64_t pass_;
 };
 
 }  // namespace
@@ -353,9 +342,10 @@ void PipeRecords::cancel() {
   }
 }
 
-std::unique_ptr<ShardReader> PipeRecords::open_pass(int64_t pass) {
+// The pass needs no number: the feeder deals the passes' FIFOs in order, one after the other.
+std::unique_ptr<ShardReader> PipeRecords::open_pass(int64_t /*pass*/) {
   if (options_.local_rank > 0 && shared_->connection < 0) shared_->accept_feeder();
-  return std::make_unique<PipePassReader>(*shared_, pass);
+  return std::make_unique<PipePassReader>(*shared_);
 }
 
 std::string PipeRecords::where(const StreamedRecord& r) const {

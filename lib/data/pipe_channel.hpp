@@ -1,4 +1,4 @@
-// SageMaker Pipe mode (issue #21): a channel's data arrives through named pipes
+// SageMaker Pipe mode (docs/sagemaker.md): a channel's data arrives through named pipes
 // <channel path>_0, <channel path>_1, ..., one per pass over the data (SageMaker makes the next
 // when the last one has been read to its end), each carrying the channel's S3 objects back to
 // back: for TFRecord files, one long stream of records; for tar shards, archives one after

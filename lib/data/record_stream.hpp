@@ -1,5 +1,5 @@
 // Streamed shards: encoded samples read in order, shard after shard, never by offset, so that
-// gzip files and (later) pipes serve as well as plain files (issue #21). Formats: TFRecord files
+// gzip files and SageMaker's pipes (pipe_channel.hpp) serve as well as plain files. Formats: TFRecord files
 // of tf.train.Examples (plain or gzip) and WebDataset tar shards (plain or gzip: an image member,
 // .jpg / .jpeg / .png, and a label member, .cls by default).
 //

@@ -12,7 +12,7 @@ namespace sdp {
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) {
   std::vector<int64_t> perm(n);
   for (int64_t i = 0; i < n; ++i) perm[i] = i;
-  std::mt19937_64 rng(mix_keys(seed, 0x5eedull, static_cast<uint64_t>(epoch)));
+  std::mt19937_64 rng(mix_keys(seed, random_stream::kSampleOrder, static_cast<uint64_t>(epoch)));
   for (int64_t i = n - 1; i > 0; --i) {
     int64_t j = static_cast<int64_t>(uniform_below(rng, static_cast<uint64_t>(i) + 1));
     std::swap(perm[i], perm[j]);

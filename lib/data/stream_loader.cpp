@@ -13,9 +13,6 @@ namespace sdp {
 
 namespace {
 
-// Constants apart from the sampler's and the augmentations' keys, so no two draws share a stream.
-constexpr uint64_t kShardOrderKey = 0x7f4a7c159e3779b9ull;
-constexpr uint64_t kShuffleBufferKey = 0x94d049bb133111ebull;
 // A rank's stream looks this many passes ahead for a record before calling its share empty.
 constexpr int64_t kMaxEmptyPasses = 1000;
 
@@ -108,7 +105,7 @@ PassShare pass_share(const std::vector<int64_t>& shard_samples, uint64_t seed, i
   const auto shards = static_cast<int64_t>(shard_samples.size());
   std::vector<int64_t> order(static_cast<std::size_t>(shards));
   if (shuffle)
-    order = epoch_permutation(shards, mix_keys(seed, kShardOrderKey), pass);
+    order = epoch_permutation(shards, mix_keys(seed, random_stream::kShardOrder), pass);
   else
     std::iota(order.begin(), order.end(), int64_t{0});
   PassShare share;
@@ -231,7 +228,7 @@ void RecordStream::read(int64_t first_pass, int64_t skip) {
     empty_passes = 0;
     // tf.data's shuffle(buffer): fill the buffer, then each record read takes the place of a
     // random one, which goes out; at the end of the pass the buffer drains in random order.
-    std::mt19937_64 rng(mix_keys(options_.seed ^ kShuffleBufferKey, static_cast<uint64_t>(pass),
+    std::mt19937_64 rng(mix_keys(options_.seed ^ random_stream::kShuffleBuffer, static_cast<uint64_t>(pass),
                                  static_cast<uint64_t>(options_.rank)));
     std::vector<EncodedRecord> buffer;
     buffer.reserve(expected > 0

@@ -29,7 +29,7 @@ Dataset make_synthetic(const SyntheticSpec& spec, Split split) {
 
   // Templates depend on the seed only, so both splits see the same classes.
   std::vector<float> templates(spec.num_classes * sample);
-  std::mt19937_64 trng(mix_keys(spec.seed, 0x7e3a1a7e));
+  std::mt19937_64 trng(mix_keys(spec.seed, random_stream::kSyntheticClasses));
   const int gh = (spec.height + spec.cell - 1) / spec.cell;
   const int gw = (spec.width + spec.cell - 1) / spec.cell;
   std::vector<float> grid(gh * gw);
@@ -43,7 +43,7 @@ Dataset make_synthetic(const SyntheticSpec& spec, Split split) {
     }
   }
 
-  std::mt19937_64 rng(mix_keys(spec.seed, split == Split::kTrain ? 1 : 2));
+  std::mt19937_64 rng(mix_keys(spec.seed, split == Split::kTrain ? random_stream::kSyntheticTrain : random_stream::kSyntheticTest));
   ds.images.resize(spec.count * sample);
   ds.labels.resize(spec.count);
   for (int64_t i = 0; i < spec.count; ++i) {

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "core/bytes.hpp"
 #include "core/error.hpp"
 #include "data/printable.hpp"
 
@@ -219,14 +220,6 @@ void merge_feature(const WireField& field, Feature& feature) {
       feature = Feature{kind, {}, {}, {}};  // a oneof: the last one set wins
     parse_list(f, feature);
   }
-}
-
-void put_varint(std::vector<uint8_t>& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<uint8_t>(v | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<uint8_t>(v));
 }
 
 void put_bytes_field(std::vector<uint8_t>& out, uint32_t number, const uint8_t* data,

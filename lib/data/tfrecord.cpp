@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "core/bytes.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "data/compressed_file.hpp"
@@ -31,16 +32,6 @@ constexpr int64_t kReadChunk = 16 << 20;
 // lazily) every read is a request, and streamed sets read whole shards front to back.
 constexpr std::size_t kReadBuffer = 1 << 20;
 constexpr const char* kIndexMagic = "sdp-tfrecord-index 1";
-
-uint64_t load_le64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-
-uint32_t load_le32(const uint8_t* p) {
-  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
-}
 
 void store_le(uint8_t* p, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));

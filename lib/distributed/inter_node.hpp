@@ -1,6 +1,7 @@
 // Across nodes, GPU gradients travel one of two ways (distributed.inter_node):
 //   nccl  NCCL's own network transport, from GPU memory (GPUDirect RDMA where the network has it);
-//   host  the SageMaker data-parallel library's way (the Herring paper): each node's shard is
+//   host  the SageMaker data-parallel library's way (Thapa et al., "Herring: Rethinking the
+//         Parameter Server at Scale for the Cloud", SC20): each node's shard is
 //         staged to pinned host memory, summed across nodes by the CPUs over the TCP socket ring
 //         (socket_ring.hpp), and copied back, in pipelined rounds (staged_communicator.hpp).
 //

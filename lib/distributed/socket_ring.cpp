@@ -1,9 +1,5 @@
 #include "distributed/socket_ring.hpp"
 
-#include "core/floating_point.hpp"
-#include "distributed/ring_schedule.hpp"
-#include "core/log.hpp"
-
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -22,9 +18,12 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/floating_point.hpp"
 #include "core/log.hpp"
+#include "core/socket_io.hpp"
 #include "distributed/mpi_check.hpp"
 #include "distributed/reduce_kernels.hpp"
+#include "distributed/ring_schedule.hpp"
 
 namespace sdp {
 
@@ -95,30 +94,14 @@ int connect_to(const std::string& ip, int port, int timeout_ms) {
                      " (a rank on another node failed or the network dropped; SDP_INTER_TRANSPORT=mpi uses MPI instead)");
 }
 
-// 0, or the errno of the failure (no throw: it runs on the sender thread too).
-int send_bytes(int fd, const char* data, int64_t bytes) noexcept {
-  while (bytes > 0) {
-    const ssize_t n = send(fd, data, static_cast<std::size_t>(bytes), MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return n == 0 ? ECONNRESET : errno;
-    data += n;
-    bytes -= n;
-  }
-  return 0;
-}
-
 void send_all(int fd, const char* data, int64_t bytes) {
-  if (const int error = send_bytes(fd, data, bytes)) fail("send", error);
+  if (const int error = send_fully(fd, data, static_cast<std::size_t>(bytes))) fail("send", error);
 }
 
 void recv_all(int fd, char* data, int64_t bytes) {
-  while (bytes > 0) {
-    const ssize_t n = recv(fd, data, static_cast<std::size_t>(bytes), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail("recv", n == 0 ? ECONNRESET : errno);
-    data += n;
-    bytes -= n;
-  }
+  const int64_t got = recv_fully(fd, data, static_cast<std::size_t>(bytes));
+  if (got < 0) fail("recv", static_cast<int>(-got));
+  if (got < bytes) fail("recv", ECONNRESET);  // the peer closed mid-message
 }
 
 }  // namespace
@@ -211,7 +194,7 @@ void SocketRing::allreduce(const CommBuffer& buffer) {
     const char* out = buffer.slice(offsets[send_part], 0).bytes();
     const int64_t out_bytes = counts[send_part] * esize;
     int send_error = 0;
-    std::thread sender = start_thread([&] { send_error = send_bytes(right_fd_, out, out_bytes); });
+    std::thread sender = start_thread([&] { send_error = send_fully(right_fd_, out, static_cast<std::size_t>(out_bytes)); });
     try {
       for (int64_t i = 0; i < counts[recv_part]; i += segment) {
         const int64_t k = std::min(segment, counts[recv_part] - i);

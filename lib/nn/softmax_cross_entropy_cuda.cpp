@@ -40,7 +40,7 @@ float SoftmaxCrossEntropyCuda::forward(const TensorRef& logits, const int32_t* l
               "cudaMemcpyAsync");
   cuda_xent::forward(logits.desc.dtype, logits.data, labels_.as<const int32_t>(), batch_, num_classes_,
                      label_smoothing_, loss_scale_, grad_.as<float>(), row_loss_.as<double>(), totals_.as<double>(),
-                     bad_label_.as<int>(), s);
+                     bad_label_.as<int>(), ctx_.stream.get());
   if (logits.desc.dtype != DType::kF32)
     cuda_casts::from_f32(logits.desc.dtype, grad_lp_.get(), grad_.as<const float>(), batch_ * num_classes_, 1.0f,
                          ctx_.stream.get());

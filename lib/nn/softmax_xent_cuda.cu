@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "core/stream_cuda.hpp"
 #include "nn/dtype_cuda.hpp"
 #include "nn/softmax_xent_cuda.hpp"
 #include "nn/softmax_xent_rule.hpp"
@@ -65,9 +66,9 @@ __global__ void sum_kernel(const double* row_loss, int64_t n, double* totals) {
 }  // namespace
 
 void forward(DType logits_dtype, const void* logits, const int32_t* labels, int64_t n, int k, float label_smoothing,
-             float loss_scale, float* grad, double* row_loss, double* totals, int* bad_label, void* stream) {
+             float loss_scale, float* grad, double* row_loss, double* totals, int* bad_label, Stream* stream) {
   if (n <= 0) return;
-  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  cudaStream_t s = cuda_stream_of(stream);
   const unsigned blocks = static_cast<unsigned>((n + kRowThreads - 1) / kRowThreads);
   const float inv_n = 1.0f / static_cast<float>(n) * loss_scale;
   nn::cuda::with_storage_type(logits_dtype, [&](auto tag) {

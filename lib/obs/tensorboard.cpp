@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/bytes.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "data/tfrecord.hpp"
@@ -17,14 +18,6 @@ namespace {
 
 // Protobuf wire types.
 constexpr uint32_t kVarint = 0, kFixed64 = 1, kLengthDelimited = 2, kFixed32 = 5;
-
-void put_varint(std::vector<uint8_t>& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<uint8_t>(v | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<uint8_t>(v));
-}
 
 void put_tag(std::vector<uint8_t>& out, uint32_t number, uint32_t wire_type) {
   put_varint(out, uint64_t{number} << 3 | wire_type);

@@ -1,4 +1,4 @@
-// The optimizers' device twins (issue #12): launchers of the CUDA kernels in cuda_updates.cu,
+// The optimizers' device twins: launchers of the CUDA kernels in cuda_updates.cu,
 // which run the per-element arithmetic of update_rules.hpp, the very functions the CPU loops
 // call. Only launch shapes, the per-tensor norms of LARS/LAMB and the stream are GPU-only.
 // No CUDA type appears here, so host code can include it; the functions exist only in a build
