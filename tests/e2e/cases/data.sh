@@ -210,15 +210,21 @@ case_data_shard_host_sharded_channel() {
 
 # feed_pipe CHANNEL FILE... : SageMaker's Pipe mode, as a channel's reader sees it
 # (scripts/sagemaker-pipe-feed.sh, in the background); stop_pipes ends it.
-PIPE_FEEDERS=()
+PIPE_FEEDERS=() PIPE_CHANNELS=()
 feed_pipe() {
     bash "$SRC/scripts/sagemaker-pipe-feed.sh" --passes 6 "$@" &
     PIPE_FEEDERS+=($!)
+    PIPE_CHANNELS+=("$1")
 }
+# Ends the feeders and removes their FIFOs: a FIFO left from one run would be opened by the
+# next run's reader before its new feeder replaces it (rm + mkfifo), and that reader would wait
+# on the old one for ever (it did, now and then, on a loaded machine).
 stop_pipes() {
-    local pid
+    local pid channel
     for pid in "${PIPE_FEEDERS[@]}"; do pkill -P "$pid" 2>/dev/null; kill "$pid" 2>/dev/null; done
-    PIPE_FEEDERS=()
+    for pid in "${PIPE_FEEDERS[@]}"; do wait "$pid" 2>/dev/null; done
+    for channel in "${PIPE_CHANNELS[@]}"; do rm -f "$channel"_[0-9]*; done
+    PIPE_FEEDERS=() PIPE_CHANNELS=()
 }
 
 # A training channel in Pipe mode (SM_INPUT_DATA_CONFIG) on two simulated hosts of two ranks:
