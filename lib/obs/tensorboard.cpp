@@ -10,7 +10,7 @@
 #include "core/bytes.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "data/tfrecord.hpp"
+#include "data/formats/tfrecord.hpp"
 
 namespace sdp {
 

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "config/job_spec.hpp"
-#include "data/sampler.hpp"
+#include "data/loading/sampler.hpp"
 #include "distributed/communicator.hpp"
 #include "distributed/watchdog.hpp"
 #include "distributed/world.hpp"

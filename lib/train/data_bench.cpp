@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
-#include "data/data_loader.hpp"
+#include "data/loading/data_loader.hpp"
 #include "train/training_setup.hpp"
 
 namespace sdp {

@@ -1,6 +1,6 @@
 #include "train/evaluation.hpp"
 
-#include "data/data_loader.hpp"
+#include "data/loading/data_loader.hpp"
 #include "distributed/collectives.hpp"
 #include "train/training_setup.hpp"
 

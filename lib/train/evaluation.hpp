@@ -3,7 +3,7 @@
 #pragma once
 
 #include "config/job_spec.hpp"
-#include "data/sample_set.hpp"
+#include "data/sets/sample_set.hpp"
 #include "distributed/communicator.hpp"
 #include "distributed/watchdog.hpp"
 #include "distributed/world.hpp"

@@ -8,8 +8,8 @@
 #include <memory>
 
 #include "config/job_spec.hpp"
-#include "data/data_loader.hpp"
-#include "data/dataset.hpp"
+#include "data/loading/data_loader.hpp"
+#include "data/sets/dataset.hpp"
 #include "distributed/world.hpp"
 #include "nn/model.hpp"
 #include "optim/lr_schedule.hpp"

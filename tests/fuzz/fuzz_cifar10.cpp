@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "core/error.hpp"
-#include "data/cifar10.hpp"
+#include "data/sets/cifar10.hpp"
 #include "fuzz_input.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

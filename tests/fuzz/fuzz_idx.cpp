@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "core/error.hpp"
-#include "data/mnist.hpp"
+#include "data/sets/mnist.hpp"
 #include "fuzz_input.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

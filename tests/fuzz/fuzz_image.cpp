@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "data/image_decode.hpp"
+#include "data/images/image_decode.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 6) return 0;

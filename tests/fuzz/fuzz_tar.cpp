@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/error.hpp"
-#include "data/tar_shards.hpp"
+#include "data/formats/tar_shards.hpp"
 #include "fuzz_input.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "data/tf_example.hpp"
-#include "data/tfrecord.hpp"
+#include "data/formats/tf_example.hpp"
+#include "data/formats/tfrecord.hpp"
 #include "fuzz_input.hpp"
 
 namespace {

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "../unit/data/image_samples.hpp"  // the unit tests' JPEG / PNG encoders
-#include "data/tar_shards.hpp"
-#include "data/tf_example.hpp"
-#include "data/tfrecord.hpp"
+#include "data/formats/tar_shards.hpp"
+#include "data/formats/tf_example.hpp"
+#include "data/formats/tfrecord.hpp"
 #include "io/checkpoint.hpp"
 #include "io/safetensors.hpp"
 

@@ -1,4 +1,4 @@
-#include "data/compressed_file.hpp"
+#include "data/formats/compressed_file.hpp"
 
 #include <zlib.h>
 

@@ -1,4 +1,4 @@
-#include "data/data_files.hpp"
+#include "data/formats/data_files.hpp"
 
 #include <unistd.h>
 

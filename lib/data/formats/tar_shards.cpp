@@ -1,4 +1,4 @@
-#include "data/tar_shards.hpp"
+#include "data/formats/tar_shards.hpp"
 
 #include <zlib.h>
 
@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "core/error.hpp"
-#include "data/printable.hpp"
+#include "data/formats/printable.hpp"
 
 namespace sdp {
 

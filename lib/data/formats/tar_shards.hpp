@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "data/compressed_file.hpp"
+#include "data/formats/compressed_file.hpp"
 
 namespace sdp {
 

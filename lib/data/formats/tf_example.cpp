@@ -1,11 +1,11 @@
-#include "data/tf_example.hpp"
+#include "data/formats/tf_example.hpp"
 
 #include <cstring>
 #include <string_view>
 
 #include "core/bytes.hpp"
 #include "core/error.hpp"
-#include "data/printable.hpp"
+#include "data/formats/printable.hpp"
 
 namespace sdp {
 

@@ -1,4 +1,4 @@
-#include "data/tfrecord.hpp"
+#include "data/formats/tfrecord.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -15,9 +15,9 @@
 #include "core/bytes.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "data/compressed_file.hpp"
+#include "data/formats/compressed_file.hpp"
 #include "core/crc32c.hpp"
-#include "data/data_files.hpp"
+#include "data/formats/data_files.hpp"
 
 namespace sdp {
 

@@ -1,6 +1,6 @@
-#include "data/augment.hpp"
+#include "data/images/augment.hpp"
 
-#include "data/random.hpp"
+#include "data/loading/random.hpp"
 
 namespace sdp {
 

@@ -1,4 +1,4 @@
-#include "data/image_decode.hpp"
+#include "data/images/image_decode.hpp"
 
 // jpeglib.h needs size_t and FILE declared before it.
 #include <jerror.h>

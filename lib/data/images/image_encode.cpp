@@ -1,4 +1,4 @@
-#include "data/image_encode.hpp"
+#include "data/images/image_encode.hpp"
 
 #include <turbojpeg.h>
 

@@ -1,4 +1,4 @@
-#include "data/image_transforms.hpp"
+#include "data/images/image_transforms.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/half_float.hpp"
-#include "data/random.hpp"
+#include "data/loading/random.hpp"
 
 namespace sdp {
 

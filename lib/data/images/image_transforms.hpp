@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <random>
 
-#include "data/dataset.hpp"
-#include "data/image_decode.hpp"
+#include "data/sets/dataset.hpp"
+#include "data/images/image_decode.hpp"
 
 namespace sdp {
 

@@ -1,4 +1,4 @@
-#include "data/batch.hpp"
+#include "data/loading/batch.hpp"
 
 #include <memory>
 #include <utility>

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/tensor.hpp"
-#include "data/sampler.hpp"
+#include "data/loading/sampler.hpp"
 
 namespace sdp {
 

@@ -1,4 +1,4 @@
-#include "data/batch_assembler.hpp"
+#include "data/loading/batch_assembler.hpp"
 
 #include <stdexcept>
 

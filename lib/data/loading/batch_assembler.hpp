@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "data/augment.hpp"
-#include "data/batch.hpp"
-#include "data/dataset.hpp"
-#include "data/sample_set.hpp"
+#include "data/images/augment.hpp"
+#include "data/loading/batch.hpp"
+#include "data/sets/dataset.hpp"
+#include "data/sets/sample_set.hpp"
 
 namespace sdp {
 

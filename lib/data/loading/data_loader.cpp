@@ -1,4 +1,4 @@
-#include "data/data_loader.hpp"
+#include "data/loading/data_loader.hpp"
 
 #include <algorithm>
 

@@ -16,11 +16,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "data/augment.hpp"
-#include "data/dataset.hpp"
-#include "data/prefetcher.hpp"
-#include "data/sample_set.hpp"
-#include "data/sampler.hpp"
+#include "data/images/augment.hpp"
+#include "data/sets/dataset.hpp"
+#include "data/loading/prefetcher.hpp"
+#include "data/sets/sample_set.hpp"
+#include "data/loading/sampler.hpp"
 
 namespace sdp {
 

@@ -1,4 +1,4 @@
-#include "data/prefetcher.hpp"
+#include "data/loading/prefetcher.hpp"
 
 #include "core/floating_point.hpp"
 

@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "data/batch.hpp"
+#include "data/loading/batch.hpp"
 
 namespace sdp {
 

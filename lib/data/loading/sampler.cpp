@@ -1,11 +1,11 @@
-#include "data/sampler.hpp"
+#include "data/loading/sampler.hpp"
 
 #include <algorithm>
 #include <random>
 #include <stdexcept>
 
 #include "core/error.hpp"
-#include "data/random.hpp"
+#include "data/loading/random.hpp"
 
 namespace sdp {
 

@@ -1,4 +1,4 @@
-#include "data/stream_loader.hpp"
+#include "data/loading/stream_loader.hpp"
 
 #include <algorithm>
 #include <numeric>
@@ -6,8 +6,8 @@
 
 #include "core/error.hpp"
 #include "core/floating_point.hpp"
-#include "data/random.hpp"
-#include "data/sampler.hpp"
+#include "data/loading/random.hpp"
+#include "data/loading/sampler.hpp"
 
 namespace sdp {
 

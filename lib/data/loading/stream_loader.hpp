@@ -34,9 +34,9 @@
 #include <thread>
 #include <vector>
 
-#include "data/data_loader.hpp"
-#include "data/encoded_images.hpp"
-#include "data/record_stream.hpp"
+#include "data/loading/data_loader.hpp"
+#include "data/sets/encoded_images.hpp"
+#include "data/sets/record_stream.hpp"
 
 namespace sdp {
 

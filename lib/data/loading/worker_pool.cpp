@@ -1,4 +1,4 @@
-#include "data/worker_pool.hpp"
+#include "data/loading/worker_pool.hpp"
 
 #include <stdexcept>
 

@@ -1,10 +1,10 @@
-#include "data/cifar10.hpp"
+#include "data/sets/cifar10.hpp"
 
 #include <cstring>
 #include <filesystem>
 
 #include "core/error.hpp"
-#include "data/compressed_file.hpp"
+#include "data/formats/compressed_file.hpp"
 
 namespace sdp {
 

@@ -1,4 +1,4 @@
-#include "data/dataset.hpp"
+#include "data/sets/dataset.hpp"
 
 #include <algorithm>
 #include <cmath>

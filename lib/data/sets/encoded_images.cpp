@@ -1,4 +1,4 @@
-#include "data/encoded_images.hpp"
+#include "data/sets/encoded_images.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -7,12 +7,12 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "data/data_files.hpp"
-#include "data/image_decode.hpp"
-#include "data/image_folder.hpp"
-#include "data/tf_example.hpp"
-#include "data/tfrecord.hpp"
-#include "data/worker_pool.hpp"
+#include "data/formats/data_files.hpp"
+#include "data/images/image_decode.hpp"
+#include "data/sets/image_folder.hpp"
+#include "data/formats/tf_example.hpp"
+#include "data/formats/tfrecord.hpp"
+#include "data/loading/worker_pool.hpp"
 
 namespace sdp {
 

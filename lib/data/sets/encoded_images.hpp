@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "data/batch.hpp"
-#include "data/dataset.hpp"
-#include "data/image_transforms.hpp"
-#include "data/sample_set.hpp"
+#include "data/loading/batch.hpp"
+#include "data/sets/dataset.hpp"
+#include "data/images/image_transforms.hpp"
+#include "data/sets/sample_set.hpp"
 
 namespace sdp {
 

@@ -1,4 +1,4 @@
-#include "data/image_folder.hpp"
+#include "data/sets/image_folder.hpp"
 
 #include <algorithm>
 #include <filesystem>

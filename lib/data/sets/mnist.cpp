@@ -1,10 +1,10 @@
-#include "data/mnist.hpp"
+#include "data/sets/mnist.hpp"
 
 #include <cstdint>
 #include <cstdio>
 
 #include "core/error.hpp"
-#include "data/compressed_file.hpp"
+#include "data/formats/compressed_file.hpp"
 
 namespace sdp {
 

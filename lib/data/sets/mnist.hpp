@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "data/dataset.hpp"
-#include "data/split.hpp"
+#include "data/sets/dataset.hpp"
+#include "data/sets/split.hpp"
 
 namespace sdp {
 

@@ -1,4 +1,4 @@
-#include "data/pipe_channel.hpp"
+#include "data/sets/pipe_channel.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -23,8 +23,8 @@
 #include "core/error.hpp"
 #include "core/socket_io.hpp"
 #include "core/floating_point.hpp"
-#include "data/tar_shards.hpp"
-#include "data/tfrecord.hpp"
+#include "data/formats/tar_shards.hpp"
+#include "data/formats/tfrecord.hpp"
 
 namespace sdp {
 

@@ -23,8 +23,8 @@
 #include <memory>
 #include <string>
 
-#include "data/record_stream.hpp"
-#include "data/stream_loader.hpp"
+#include "data/sets/record_stream.hpp"
+#include "data/loading/stream_loader.hpp"
 
 namespace sdp {
 

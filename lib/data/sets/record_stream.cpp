@@ -1,4 +1,4 @@
-#include "data/record_stream.hpp"
+#include "data/sets/record_stream.hpp"
 
 #include <charconv>
 #include <filesystem>
@@ -6,10 +6,10 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "data/data_files.hpp"
-#include "data/tar_shards.hpp"
-#include "data/tf_example.hpp"
-#include "data/tfrecord.hpp"
+#include "data/formats/data_files.hpp"
+#include "data/formats/tar_shards.hpp"
+#include "data/formats/tf_example.hpp"
+#include "data/formats/tfrecord.hpp"
 
 namespace sdp {
 

@@ -1,6 +1,6 @@
-#include "data/sample_set.hpp"
+#include "data/sets/sample_set.hpp"
 
-#include "data/batch_assembler.hpp"
+#include "data/loading/batch_assembler.hpp"
 
 namespace sdp {
 

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "data/augment.hpp"
-#include "data/batch.hpp"
-#include "data/dataset.hpp"
+#include "data/images/augment.hpp"
+#include "data/loading/batch.hpp"
+#include "data/sets/dataset.hpp"
 
 namespace sdp {
 

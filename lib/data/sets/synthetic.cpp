@@ -1,11 +1,11 @@
-#include "data/synthetic.hpp"
+#include "data/sets/synthetic.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <random>
 
 #include "core/error.hpp"
-#include "data/random.hpp"
+#include "data/loading/random.hpp"
 
 namespace sdp {
 

@@ -8,8 +8,8 @@
 
 #include <cstdint>
 
-#include "data/dataset.hpp"
-#include "data/split.hpp"
+#include "data/sets/dataset.hpp"
+#include "data/sets/split.hpp"
 
 namespace sdp {
 

@@ -1,4 +1,4 @@
-#include "data/convert.hpp"
+#include "data/tools/convert.hpp"
 
 #include <cstdio>
 #include <filesystem>
@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "data/image_decode.hpp"
-#include "data/image_encode.hpp"
-#include "data/tar_shards.hpp"
-#include "data/tf_example.hpp"
-#include "data/tfrecord.hpp"
+#include "data/images/image_decode.hpp"
+#include "data/images/image_encode.hpp"
+#include "data/formats/tar_shards.hpp"
+#include "data/formats/tf_example.hpp"
+#include "data/formats/tfrecord.hpp"
 
 namespace sdp {
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "data/dataset.hpp"
+#include "data/sets/dataset.hpp"
 
 namespace sdp {
 

@@ -1,4 +1,4 @@
-#include "data/inspect.hpp"
+#include "data/tools/inspect.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,10 +6,10 @@
 
 #include "core/bytes.hpp"
 #include "core/error.hpp"
-#include "data/data_files.hpp"
-#include "data/tar_shards.hpp"
-#include "data/tf_example.hpp"
-#include "data/tfrecord.hpp"
+#include "data/formats/data_files.hpp"
+#include "data/formats/tar_shards.hpp"
+#include "data/formats/tf_example.hpp"
+#include "data/formats/tfrecord.hpp"
 
 namespace sdp {
 

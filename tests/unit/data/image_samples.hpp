@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "data/encoded_images.hpp"
+#include "data/sets/encoded_images.hpp"
 
 namespace sdp::testing {
 

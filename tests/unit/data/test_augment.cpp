@@ -3,8 +3,8 @@
 #include <cstring>
 #include <set>
 
-#include "data/augment.hpp"
-#include "data/batch_assembler.hpp"
+#include "data/images/augment.hpp"
+#include "data/loading/batch_assembler.hpp"
 
 namespace sdp {
 namespace {

@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <string>
 
-#include "data/convert.hpp"
-#include "data/encoded_images.hpp"
-#include "data/inspect.hpp"
-#include "data/synthetic.hpp"
+#include "data/tools/convert.hpp"
+#include "data/sets/encoded_images.hpp"
+#include "data/tools/inspect.hpp"
+#include "data/sets/synthetic.hpp"
 #include "unit/data/expect_input_error.hpp"
 #include "unit/data/temp_dir.hpp"
 

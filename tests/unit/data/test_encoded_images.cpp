@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "data/data_loader.hpp"
-#include "data/encoded_images.hpp"
-#include "data/tf_example.hpp"
-#include "data/tfrecord.hpp"
+#include "data/loading/data_loader.hpp"
+#include "data/sets/encoded_images.hpp"
+#include "data/formats/tf_example.hpp"
+#include "data/formats/tfrecord.hpp"
 #include "unit/data/expect_input_error.hpp"
 #include "unit/data/image_samples.hpp"
 #include "unit/data/temp_dir.hpp"

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <random>
 
-#include "data/image_decode.hpp"
+#include "data/images/image_decode.hpp"
 #include "expect_input_error.hpp"
 #include "image_samples.hpp"
 

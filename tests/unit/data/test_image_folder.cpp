@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "data/image_folder.hpp"
+#include "data/sets/image_folder.hpp"
 #include "expect_input_error.hpp"
 #include "temp_dir.hpp"
 

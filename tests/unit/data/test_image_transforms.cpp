@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "core/half_float.hpp"
-#include "data/image_transforms.hpp"
+#include "data/images/image_transforms.hpp"
 #include "image_samples.hpp"
 
 namespace sdp {

@@ -8,10 +8,10 @@
 #include <thread>
 
 #include "core/floating_point.hpp"
-#include "data/batch_assembler.hpp"
-#include "data/data_loader.hpp"
-#include "data/prefetcher.hpp"
-#include "data/synthetic.hpp"
+#include "data/loading/batch_assembler.hpp"
+#include "data/loading/data_loader.hpp"
+#include "data/loading/prefetcher.hpp"
+#include "data/sets/synthetic.hpp"
 
 namespace sdp {
 namespace {

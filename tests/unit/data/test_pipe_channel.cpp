@@ -10,10 +10,10 @@
 #include <thread>
 #include <vector>
 
-#include "data/pipe_channel.hpp"
-#include "data/tar_shards.hpp"
-#include "data/tf_example.hpp"
-#include "data/tfrecord.hpp"
+#include "data/sets/pipe_channel.hpp"
+#include "data/formats/tar_shards.hpp"
+#include "data/formats/tf_example.hpp"
+#include "data/formats/tfrecord.hpp"
 #include "unit/data/expect_input_error.hpp"
 #include "unit/data/temp_dir.hpp"
 

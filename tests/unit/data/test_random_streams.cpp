@@ -1,11 +1,11 @@
-// The data side's random streams (data/random.hpp): each keeps apart from the others by its
+// The data side's random streams (data/loading/random.hpp): each keeps apart from the others by its
 // own key, so two streams never draw the same numbers (a shared key once would make, say, the
 // crop of sample i follow the shuffle's draw for it).
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "data/random.hpp"
+#include "data/loading/random.hpp"
 
 namespace sdp {
 namespace {

@@ -5,9 +5,9 @@
 #include <numeric>
 
 #include "core/error.hpp"
-#include "data/cifar10.hpp"
-#include "data/compressed_file.hpp"
-#include "data/mnist.hpp"
+#include "data/sets/cifar10.hpp"
+#include "data/formats/compressed_file.hpp"
+#include "data/sets/mnist.hpp"
 #include "temp_dir.hpp"
 
 namespace sdp {

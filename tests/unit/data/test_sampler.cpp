@@ -4,7 +4,7 @@
 #include <set>
 
 #include "core/error.hpp"
-#include "data/sampler.hpp"
+#include "data/loading/sampler.hpp"
 
 namespace sdp {
 namespace {

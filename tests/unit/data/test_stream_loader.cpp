@@ -14,11 +14,11 @@
 #include <thread>
 #include <vector>
 
-#include "data/record_stream.hpp"
-#include "data/stream_loader.hpp"
-#include "data/tar_shards.hpp"
-#include "data/tf_example.hpp"
-#include "data/tfrecord.hpp"
+#include "data/sets/record_stream.hpp"
+#include "data/loading/stream_loader.hpp"
+#include "data/formats/tar_shards.hpp"
+#include "data/formats/tf_example.hpp"
+#include "data/formats/tfrecord.hpp"
 #include "unit/data/expect_input_error.hpp"
 #include "unit/data/image_samples.hpp"
 #include "unit/data/temp_dir.hpp"

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "data/synthetic.hpp"
+#include "data/sets/synthetic.hpp"
 
 namespace sdp {
 namespace {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "data/tar_shards.hpp"
+#include "data/formats/tar_shards.hpp"
 #include "expect_input_error.hpp"
 #include "temp_dir.hpp"
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "data/tf_example.hpp"
+#include "data/formats/tf_example.hpp"
 #include "expect_input_error.hpp"
 
 namespace sdp {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "data/tfrecord.hpp"
+#include "data/formats/tfrecord.hpp"
 #include "expect_input_error.hpp"
 #include "temp_dir.hpp"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/crc32c.hpp"
-#include "data/tfrecord.hpp"
+#include "data/formats/tfrecord.hpp"
 #include "obs/metrics.hpp"
 #include "obs/tensorboard.hpp"
 #include "unit/data/temp_dir.hpp"
