@@ -3,8 +3,11 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstring>
+#include <stdexcept>
 #include <filesystem>
 
 #include "core/bytes.hpp"
@@ -136,6 +139,51 @@ std::string find_first_file(const std::string& dir, const std::vector<std::strin
     tried += (tried.empty() ? "" : ", ") + path;
   }
   throw InputError(dir + ": missing " + what + " file: looked for " + tried);
+}
+
+CompressedWriter::CompressedWriter(const std::string& path, bool gzip) : path_(path) {
+  gz_ = gzopen(path.c_str(), gzip ? "wb" : "wbT");
+  if (gz_ == nullptr) throw RuntimeError("cannot create '" + path + "': " + std::strerror(errno));
+}
+
+CompressedWriter::~CompressedWriter() {
+  if (gz_) gzclose(static_cast<gzFile>(gz_));
+}
+
+void CompressedWriter::fail(int status) const {
+  int errnum = status;
+  const char* msg = gz_ ? gzerror(static_cast<gzFile>(gz_), &errnum) : nullptr;
+  throw RuntimeError("cannot write '" + path_ + "': " +
+                     (errnum == Z_ERRNO ? std::strerror(errno)
+                      : msg && *msg     ? msg
+                                        : "zlib error " + std::to_string(status)));
+}
+
+void CompressedWriter::write(const void* data, std::size_t n) {
+  if (gz_ == nullptr) throw std::logic_error("write after close: " + path_);
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    // gzwrite takes an unsigned count and returns int: write in chunks below INT_MAX.
+    const auto chunk = static_cast<unsigned>(std::min<std::size_t>(n, 1u << 30));
+    if (gzwrite(static_cast<gzFile>(gz_), p, chunk) != static_cast<int>(chunk)) fail(Z_ERRNO);
+    p += chunk;
+    n -= chunk;
+  }
+}
+
+void CompressedWriter::flush() {
+  if (gz_ == nullptr) throw std::logic_error("flush after close: " + path_);
+  const int status = gzflush(static_cast<gzFile>(gz_), Z_SYNC_FLUSH);
+  if (status != Z_OK) fail(status);
+}
+
+void CompressedWriter::close() {
+  if (gz_ == nullptr) return;
+  const int status = gzclose(static_cast<gzFile>(gz_));
+  gz_ = nullptr;
+  if (status != Z_OK)
+    throw RuntimeError("cannot write '" + path_ + "': " +
+                       (status == Z_ERRNO ? std::strerror(errno) : "zlib error " + std::to_string(status)));
 }
 
 }  // namespace sdp

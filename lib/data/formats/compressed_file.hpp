@@ -1,9 +1,11 @@
 // CompressedFile: sequential reads from a file that is either gzip-compressed or raw
 // (zlib's gzread passes raw files through), with every failure turned into an
 // InputError naming the file. The readers of every format go through it, so ".gz or
-// not" is decided in one place.
+// not" is decided in one place. CompressedWriter: its twin for writing, under the TFRecord
+// and tar writers.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -41,6 +43,33 @@ class CompressedFile {
   std::string path_;
   void* gz_ = nullptr;  // gzFile; void* keeps zlib.h out of this header
   int64_t consumed_ = 0;
+};
+
+// Sequential writes to a file, gzip-compressed or plain (zlib writes a plain file through,
+// mode "wbT"), every failure a RuntimeError naming the file.
+class CompressedWriter {
+ public:
+  // Throws RuntimeError when the file cannot be created.
+  CompressedWriter(const std::string& path, bool gzip);
+  ~CompressedWriter();  // closes; an error at that point is lost: call close() to see it
+  CompressedWriter(const CompressedWriter&) = delete;
+  CompressedWriter& operator=(const CompressedWriter&) = delete;
+
+  const std::string& path() const { return path_; }
+  bool is_open() const { return gz_ != nullptr; }
+  // std::logic_error after close().
+  void write(const void* data, std::size_t n);
+  // A gzip stream is sync-flushed (decodable up to here, its end written at close); a plain
+  // file's bytes are handed to the operating system.
+  void flush();
+  // Nothing after a first call.
+  void close();
+
+ private:
+  [[noreturn]] void fail(int status) const;
+
+  std::string path_;
+  void* gz_ = nullptr;  // gzFile; void* keeps zlib.h out of this header
 };
 
 bool data_file_exists(const std::string& path);

@@ -366,13 +366,9 @@ void put_number(uint8_t* header, Field f, int64_t value) {
 
 }  // namespace
 
-TarWriter::TarWriter(const std::string& path, bool gzip) : path_(path) {
-  gz_ = gzopen(path.c_str(), gzip ? "wb" : "wbT");
-  if (gz_ == nullptr) throw RuntimeError("cannot create '" + path + "': " + std::strerror(errno));
-}
+TarWriter::TarWriter(const std::string& path, bool gzip) : out_(path, gzip) {}
 
 TarWriter::~TarWriter() {
-  if (gz_ == nullptr) return;
   try {
     close();
   } catch (const RuntimeError&) {  // a destructor must not throw; close() reports it
@@ -380,11 +376,8 @@ TarWriter::~TarWriter() {
 }
 
 void TarWriter::put(const void* data, std::size_t n) {
-  if (n == 0) return;
-  if (gz_ == nullptr) throw std::logic_error("TarWriter: write after close: " + path_);
-  if (n > (1u << 30) ||
-      gzwrite(static_cast<gzFile>(gz_), data, static_cast<unsigned>(n)) != static_cast<int>(n))
-    throw RuntimeError("cannot write '" + path_ + "'");
+  if (!out_.is_open()) throw std::logic_error("TarWriter: write after close: " + out_.path());
+  out_.write(data, n);
 }
 
 void TarWriter::add_entry(const std::string& name, char type, const std::vector<uint8_t>& data) {
@@ -427,13 +420,10 @@ void TarWriter::add_directory(const std::string& name) {
 }
 
 void TarWriter::close() {
-  if (gz_ == nullptr) return;
+  if (!out_.is_open()) return;
   const uint8_t zeros[2 * kBlock] = {};
   put(zeros, sizeof zeros);
-  const int status = gzclose(static_cast<gzFile>(gz_));
-  gz_ = nullptr;
-  if (status != Z_OK)
-    throw RuntimeError("cannot write '" + path_ + "': zlib error " + std::to_string(status));
+  out_.close();
 }
 
 }  // namespace sdp

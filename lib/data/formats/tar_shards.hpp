@@ -114,8 +114,7 @@ class TarWriter {
  private:
   void put(const void* data, std::size_t n);
 
-  std::string path_;
-  void* gz_ = nullptr;  // gzFile ("wbT" for plain files)
+  CompressedWriter out_;
 };
 
 }  // namespace sdp

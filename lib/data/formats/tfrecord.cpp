@@ -77,6 +77,50 @@ std::string payload_crc_problem(const std::vector<uint8_t>& payload, const uint8
          " over " + std::to_string(payload.size()) + " bytes): corrupt record";
 }
 
+// The one reading of TFRecord's framing, under the sequential reader, the index scan and random
+// access (TensorFlow's RecordReader is one checksummed read too). `read(dst, n)` fills up to n
+// bytes, going on from the record's start, fewer only at the end of the file. `left`: the bytes
+// the file holds from the record's start (-1: unknown, gzip or a pipe). With `payload` null only
+// the header is read and checked (the index scan steps over the rest). Returns the payload's
+// length; nullopt when `end_ok` and the file ends before the record's first byte.
+template <class Read>
+std::optional<int64_t> read_framed(Read&& read, const std::string& path, int64_t record, int64_t offset,
+                                   int64_t left, bool end_ok, std::vector<uint8_t>* payload) {
+  if (payload != nullptr) payload->clear();
+  auto fail = [&](const std::string& what) {
+    if (payload != nullptr) payload->clear();
+    throw record_error(path, record, offset, what);
+  };
+  uint8_t header[kHeaderBytes];
+  int64_t got = read(header, kHeaderBytes);
+  if (got == 0 && end_ok) return std::nullopt;
+  if (got < kHeaderBytes)
+    fail("truncated record header: expected 12 bytes, the file ends after " + std::to_string(got));
+  const std::string problem = header_problem(header, left < 0 ? -1 : left - kHeaderBytes);
+  if (!problem.empty()) fail(problem);
+  const auto length = static_cast<int64_t>(load_le64(header));
+  if (payload == nullptr) return length;
+  // The length is bounded, and the payload grows as it arrives: a gzip stream's claim costs no
+  // more memory than the stream really holds.
+  int64_t have = 0;
+  while (have < length) {
+    const int64_t want = std::min(kReadChunk, length - have);
+    payload->resize(static_cast<size_t>(have + want));
+    got = read(payload->data() + have, want);
+    have += got;
+    if (got < want)
+      fail("truncated payload: expected " + std::to_string(length) + " bytes, the file ends after " +
+           std::to_string(have));
+  }
+  uint8_t footer[kFooterBytes];
+  got = read(footer, kFooterBytes);
+  if (got < kFooterBytes)
+    fail("truncated payload checksum: expected 4 bytes, the file ends after " + std::to_string(got));
+  const std::string crc_problem = payload_crc_problem(*payload, footer);
+  if (!crc_problem.empty()) fail(crc_problem);
+  return length;
+}
+
 InputError not_indexable(const std::string& path) {
   return InputError(path +
                     ": gzip-compressed TFRecord file: its records have no byte offsets to seek "
@@ -267,49 +311,12 @@ int64_t TfRecordReader::read_some(void* dst, int64_t n) {
   return got;
 }
 
-void TfRecordReader::fail(int64_t record_offset, const std::string& what) const {
-  throw record_error(path_, record_, record_offset, what);
-}
-
 bool TfRecordReader::next(std::vector<uint8_t>& payload) {
-  payload.clear();
   const int64_t start = offset_;
-  uint8_t header[kHeaderBytes];
-  int64_t got = read_some(header, kHeaderBytes);
-  if (got == 0) return false;
-  if (got < kHeaderBytes)
-    fail(start,
-         "truncated record header: expected 12 bytes, the file ends after " + std::to_string(got));
-  const std::string problem =
-      header_problem(header, gz_ || plain_size_ < 0 ? -1 : plain_size_ - offset_);
-  if (!problem.empty()) fail(start, problem);
-  // The length is bounded, and the payload grows as it arrives: a gzip stream's claim costs
-  // no more memory than the stream really holds.
-  const auto length = static_cast<int64_t>(load_le64(header));
-  int64_t have = 0;
-  while (have < length) {
-    const int64_t want = std::min(kReadChunk, length - have);
-    payload.resize(static_cast<size_t>(have + want));
-    got = read_some(payload.data() + have, want);
-    have += got;
-    if (got < want) {
-      payload.clear();
-      fail(start, "truncated payload: expected " + std::to_string(length) +
-                      " bytes, the file ends after " + std::to_string(have));
-    }
-  }
-  uint8_t footer[kFooterBytes];
-  got = read_some(footer, kFooterBytes);
-  if (got < kFooterBytes) {
-    payload.clear();
-    fail(start, "truncated payload checksum: expected 4 bytes, the file ends after " +
-                    std::to_string(got));
-  }
-  const std::string crc_problem = payload_crc_problem(payload, footer);
-  if (!crc_problem.empty()) {
-    payload.clear();
-    fail(start, crc_problem);
-  }
+  const int64_t left = gz_ || plain_size_ < 0 ? -1 : plain_size_ - start;
+  const auto length = read_framed([&](void* dst, int64_t n) { return read_some(dst, n); }, path_, record_, start,
+                                  left, /*end_ok=*/true, &payload);
+  if (!length) return false;
   ++record_;
   return true;
 }
@@ -323,17 +330,16 @@ std::vector<int64_t> scan_tfrecord_offsets(const std::string& path) {
   std::vector<int64_t> offsets;
   int64_t offset = 0;
   while (offset < size) {
-    const auto record = static_cast<int64_t>(offsets.size());
-    uint8_t header[kHeaderBytes];
-    const int64_t got = pread_full(fd.get(), header, kHeaderBytes, offset, path);
-    if (got < kHeaderBytes)
-      throw record_error(
-          path, record, offset,
-          "truncated record header: expected 12 bytes, the file ends after " + std::to_string(got));
-    const std::string problem = header_problem(header, size - offset - kHeaderBytes);
-    if (!problem.empty()) throw record_error(path, record, offset, problem);
+    int64_t at = offset;
+    const int64_t length = *read_framed(
+        [&](void* dst, int64_t n) {
+          const int64_t got = pread_full(fd.get(), dst, n, at, path);
+          at += got;
+          return got;
+        },
+        path, static_cast<int64_t>(offsets.size()), offset, size - offset, /*end_ok=*/false, nullptr);
     offsets.push_back(offset);
-    offset += kHeaderBytes + static_cast<int64_t>(load_le64(header)) + kFooterBytes;
+    offset += kHeaderBytes + length + kFooterBytes;
   }
   return offsets;
 }
@@ -396,99 +402,39 @@ void TfRecordFile::read_at(int64_t offset, int64_t record, std::vector<uint8_t>&
   if (offset < 0 || offset > file_size_)
     throw record_error(path_, record, offset,
                        "offset outside the file (" + std::to_string(file_size_) + " bytes)");
-  uint8_t header[kHeaderBytes];
-  int64_t got = pread_full(fd_, header, kHeaderBytes, offset, path_);
-  if (got < kHeaderBytes)
-    throw record_error(
-        path_, record, offset,
-        "truncated record header: expected 12 bytes, the file ends after " + std::to_string(got));
-  const std::string problem = header_problem(header, file_size_ - offset - kHeaderBytes);
-  if (!problem.empty()) throw record_error(path_, record, offset, problem);
-  // header_problem bounded the length by the file's size, so this allocation is backed.
-  const auto length = static_cast<int64_t>(load_le64(header));
-  payload.resize(static_cast<size_t>(length));
-  got = pread_full(fd_, payload.data(), length, offset + kHeaderBytes, path_);
-  uint8_t footer[kFooterBytes];
-  if (got == length)
-    got += pread_full(fd_, footer, kFooterBytes, offset + kHeaderBytes + length, path_);
-  if (got < length + kFooterBytes) {  // the file shrank since it was opened
-    payload.clear();
-    throw record_error(path_, record, offset,
-                       "truncated: expected " + std::to_string(length + kFooterBytes) +
-                           " bytes of payload and checksum, the file ends after " +
-                           std::to_string(got));
-  }
-  const std::string crc_problem = payload_crc_problem(payload, footer);
-  if (!crc_problem.empty()) {
-    payload.clear();
-    throw record_error(path_, record, offset, crc_problem);
-  }
+  int64_t at = offset;
+  read_framed(
+      [&](void* dst, int64_t n) {
+        const int64_t got = pread_full(fd_, dst, n, at, path_);
+        at += got;
+        return got;
+      },
+      path_, record, offset, file_size_ - offset, /*end_ok=*/false, &payload);
 }
 
 // ---- TfRecordWriter ----
 
-TfRecordWriter::TfRecordWriter(const std::string& path, bool gzip) : path_(path) {
-  gz_ = gzopen(path.c_str(), gzip ? "wb" : "wbT");
-  if (gz_ == nullptr) throw RuntimeError("cannot create '" + path + "': " + std::strerror(errno));
-}
-
-TfRecordWriter::~TfRecordWriter() {
-  if (gz_) gzclose(static_cast<gzFile>(gz_));
-}
-
-void TfRecordWriter::put(const void* data, std::size_t n) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    // gzwrite takes an unsigned count and returns int: write in chunks below INT_MAX.
-    const auto chunk = static_cast<unsigned>(std::min<std::size_t>(n, 1u << 30));
-    if (gzwrite(static_cast<gzFile>(gz_), p, chunk) != static_cast<int>(chunk)) {
-      int errnum = 0;
-      const char* msg = gzerror(static_cast<gzFile>(gz_), &errnum);
-      throw RuntimeError("cannot write '" + path_ + "': " +
-                         (errnum == Z_ERRNO ? std::strerror(errno)
-                          : msg             ? msg
-                                            : "zlib error"));
-    }
-    p += chunk;
-    n -= chunk;
-  }
-}
+TfRecordWriter::TfRecordWriter(const std::string& path, bool gzip) : out_(path, gzip) {}
 
 void TfRecordWriter::write(const void* payload, std::size_t n) {
-  if (gz_ == nullptr) throw std::logic_error("TfRecordWriter::write after close: " + path_);
+  if (!out_.is_open()) throw std::logic_error("TfRecordWriter::write after close: " + out_.path());
   uint8_t header[kHeaderBytes];
   store_le(header, n, 8);
   store_le(header + 8, crc32c_mask(crc32c(header, 8)), 4);
   uint8_t footer[kFooterBytes];
   store_le(footer, crc32c_mask(crc32c(payload, n)), 4);
-  put(header, sizeof header);
-  put(payload, n);
-  put(footer, sizeof footer);
+  out_.write(header, sizeof header);
+  out_.write(payload, n);
+  out_.write(footer, sizeof footer);
   ++records_;
 }
 
 void TfRecordWriter::flush() {
-  if (gz_ == nullptr) throw std::logic_error("TfRecordWriter::flush after close: " + path_);
-  // Z_SYNC_FLUSH: a gzip stream stays readable up to here; a plain ("T") file is just written out.
-  const int status = gzflush(static_cast<gzFile>(gz_), Z_SYNC_FLUSH);
-  if (status != Z_OK) {
-    int errnum = 0;
-    const char* msg = gzerror(static_cast<gzFile>(gz_), &errnum);
-    throw RuntimeError("cannot write '" + path_ + "': " +
-                       (errnum == Z_ERRNO ? std::strerror(errno)
-                        : msg             ? msg
-                                          : "zlib error"));
-  }
+  out_.flush();
 }
 
 void TfRecordWriter::close() {
-  if (gz_ == nullptr) return;
-  const int status = gzclose(static_cast<gzFile>(gz_));
-  gz_ = nullptr;
-  if (status != Z_OK)
-    throw RuntimeError(
-        "cannot write '" + path_ + "': " +
-        (status == Z_ERRNO ? std::strerror(errno) : "zlib error " + std::to_string(status)));
+  out_.close();
 }
 
 }  // namespace sdp

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-namespace sdp {
+#include "data/formats/compressed_file.hpp"
 
-class CompressedFile;
+namespace sdp {
 
 // A payload longer than this is treated as corruption: no image record comes near it, and a
 // length is then never an allocation the machine cannot make.
@@ -56,7 +56,6 @@ class TfRecordReader {
   // Up to n bytes; fewer only at the end of the file.
   int64_t read_some(void* dst, int64_t n);
   void set_read_buffer();
-  [[noreturn]] void fail(int64_t record_offset, const std::string& what) const;
 
   std::string path_;
   std::unique_ptr<CompressedFile> gz_;  // gzip files
@@ -123,7 +122,7 @@ class TfRecordWriter {
  public:
   // Throws RuntimeError when the file cannot be created.
   explicit TfRecordWriter(const std::string& path, bool gzip = false);
-  ~TfRecordWriter();  // closes; errors at that point are lost: call close() to see them
+  // The destructor closes; errors at that point are lost: call close() to see them.
   TfRecordWriter(const TfRecordWriter&) = delete;
   TfRecordWriter& operator=(const TfRecordWriter&) = delete;
 
@@ -139,10 +138,7 @@ class TfRecordWriter {
   int64_t records_written() const { return records_; }
 
  private:
-  void put(const void* data, std::size_t n);
-
-  std::string path_;
-  void* gz_ = nullptr;  // gzFile (opened "wbT" for plain files: zlib writes them through)
+  CompressedWriter out_;
   int64_t records_ = 0;
 };
 
