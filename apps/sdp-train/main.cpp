@@ -389,11 +389,12 @@ void declare_commands(CommandLine& cl) {
   auto* data = app.add_subcommand("data", "tools for data sets");
   data->require_subcommand(1);
   cl.data_inspect = data->add_subcommand(
-      "inspect", "read every record of a TFRecord or tar-shard data set: records, labels, the first bad record");
+      "inspect", "read every record of a TFRecord or tar-shard data set: records, labels, the first bad record; "
+                 "list an image folder's classes with their labels and image counts");
   CLI::App& inspect = *cl.data_inspect;
-  inspect.add_option("path", cl.inspect_path, "a data file, or a directory of shards")->required();
-  inspect.add_option("--format", cl.inspect_options.format, "auto, tfrecord or tar-shards")
-      ->check(CLI::IsMember({"auto", "tfrecord", "tar-shards"}));
+  inspect.add_option("path", cl.inspect_path, "a data file, a directory of shards, or an image folder")->required();
+  inspect.add_option("--format", cl.inspect_options.format, "auto, tfrecord, tar-shards or image-folder")
+      ->check(CLI::IsMember({"auto", "tfrecord", "tar-shards", "image-folder"}));
   inspect.add_option("--image-key", cl.inspect_options.image_key, "tfrecord: the Example's encoded image");
   inspect.add_option("--label-key", cl.inspect_options.label_key, "tfrecord: the Example's int64 label");
   inspect.add_option("--max-records", cl.inspect_options.max_records, "stop after this many (0: all)")

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 
 #include "core/bytes.hpp"
@@ -10,6 +11,7 @@
 #include "data/formats/tar_shards.hpp"
 #include "data/formats/tf_example.hpp"
 #include "data/formats/tfrecord.hpp"
+#include "data/sets/image_folder.hpp"
 
 namespace sdp {
 
@@ -22,7 +24,7 @@ bool is_tar_name(const std::string& path) {
 std::string resolve_format(const std::vector<std::string>& files, const std::string& requested) {
   if (requested == "tfrecord" || requested == "tar-shards") return requested;
   if (requested != "auto")
-    throw InputError("data inspect: --format " + requested + " is not one of auto, tfrecord, tar-shards");
+    throw InputError("data inspect: --format " + requested + " is not one of auto, tfrecord, tar-shards, image-folder");
   if (is_tar_name(files.front())) return "tar-shards";
   if (looks_like_tfrecord(files.front())) return "tfrecord";
   throw InputError("data inspect: " + files.front() +
@@ -101,9 +103,42 @@ bool inspect_tar(const std::string& file, const InspectOptions& options, Tally& 
   }
 }
 
+// A directory holding folders and no data file: torchvision's ImageFolder layout.
+bool looks_like_image_folder(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return false;
+  bool folders = false;
+  for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name[0] == '.') continue;
+    if (entry.is_directory(ec)) folders = true;
+    else if (entry.is_regular_file(ec) && !ends_with(name, ".idx")) return false;
+  }
+  return folders;
+}
+
+// The folder as training lists it; each image's size from the file system (nothing decoded).
+DataInspection inspect_image_folder(const std::string& path) {
+  DataInspection result;
+  result.format = "image-folder";
+  const ImageFolder folder = list_image_folder(path);
+  result.files = {path};
+  result.classes = folder.classes;
+  Tally tally(result);
+  for (const ImageFolderSample& sample : folder.samples) {
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(sample.path, ec);
+    if (ec) throw InputError("data inspect: " + sample.path + ": " + ec.message());
+    tally.add(sample.label, static_cast<std::size_t>(bytes));
+  }
+  return result;
+}
+
 }  // namespace
 
 DataInspection inspect_data(const std::string& path, const InspectOptions& options) {
+  if (options.format == "image-folder" || (options.format == "auto" && looks_like_image_folder(path)))
+    return inspect_image_folder(path);
   DataInspection result;
   result.files = list_data_files(path, "data inspect");
   result.format = resolve_format(result.files, options.format);
@@ -138,6 +173,12 @@ std::string format_inspection(const DataInspection& r) {
     out << "image bytes   " << r.image_bytes_min << " .. " << r.image_bytes_max << " (mean " << mean << ")\n";
   }
   for (const auto& [extension, count] : r.members) out << "member ." << extension << "  in " << count << " samples\n";
+  // ImageFolder.classes with class_to_idx: the label each class folder trains as.
+  for (std::size_t label = 0; label < r.classes.size(); ++label) {
+    const auto count = r.labels.find(static_cast<int64_t>(label));
+    out << "class " << label << "       " << r.classes[label] << " (" << (count == r.labels.end() ? 0 : count->second)
+        << " images)\n";
+  }
   if (r.bad_message.empty())
     out << "first bad     none\n";
   else

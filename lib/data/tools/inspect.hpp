@@ -4,7 +4,10 @@
 // tar-shards (WebDataset: members grouped by key, the label in a .cls member); auto picks by
 // name (.tar, .tar.gz, .tgz) and otherwise by the TFRecord framing of the first 12 bytes.
 // Every record is read and checked (CRCs, the Example's keys); the first defect is reported
-// with its file, record and message, and reading stops there.
+// with its file, record and message, and reading stops there. An image folder (torchvision's
+// ImageFolder layout: a directory of class folders; auto picks it for a directory holding
+// folders and no data file) is listed as training lists it: each class with its label and
+// image count, as ImageFolder.classes and class_to_idx say.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +18,7 @@
 namespace sdp {
 
 struct InspectOptions {
-  std::string format = "auto";  // auto, tfrecord, tar-shards
+  std::string format = "auto";  // auto, tfrecord, tar-shards, image-folder
   std::string image_key = "image/encoded";
   std::string label_key = "image/class/label";
   std::string label_extension = "cls";  // tar-shards: the member holding the label as text
@@ -28,6 +31,7 @@ struct DataInspection {
   int64_t records = 0;
   std::map<int64_t, int64_t> labels;       // label -> records
   std::map<std::string, int64_t> members;  // tar-shards: extension -> samples that have it
+  std::vector<std::string> classes;        // image-folder: the class folders, label = index
   int64_t image_bytes_min = 0, image_bytes_max = 0;
   double image_bytes_mean = 0;
   bool complete = true;  // false when max_records stopped the reading early

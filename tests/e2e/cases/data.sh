@@ -62,6 +62,28 @@ case_data_inspect_tfrecord() {
     grep -q '^first bad     none' "$WORK/out" || fail "a good set reported bad"
 }
 
+case_data_inspect_image_folder() {
+    # An image folder: each class with the label it trains as, in torchvision's order (class
+    # folder names sorted by code point: 'Zebra' before 'cat'), and its image count; a PNG in
+    # a nested folder counts, a text file does not.
+    convert_synthetic image-folder "$WORK/made" --synthetic-samples 40
+    mkdir -p "$WORK/pets/cat" "$WORK/pets/dog/puppies" "$WORK/pets/Zebra"
+    cp "$WORK"/made/0/*.jpg "$WORK/pets/cat/"
+    cp "$(ls "$WORK"/made/1/*.jpg | head -1)" "$WORK/pets/dog/"
+    cp "$(ls "$WORK"/made/1/*.jpg | tail -1)" "$WORK/pets/dog/puppies/p.JPG"
+    cp "$(ls "$WORK"/made/2/*.jpg | head -1)" "$WORK/pets/Zebra/z.jpeg"
+    echo notes >"$WORK/pets/cat/README.txt"
+    cats=$(ls "$WORK"/made/0/*.jpg | wc -l)
+    expect_ok 0 data inspect "$WORK/pets"
+    grep -q '^format        image-folder' "$WORK/out" || fail "image folder not detected"
+    grep -q "^records       $((cats + 3))$" "$WORK/out" || fail "not $((cats + 3)) images"
+    grep -q '^class 0       Zebra (1 images)$' "$WORK/out" || fail "class 0 is not Zebra with 1 image"
+    grep -q "^class 1       cat ($cats images)$" "$WORK/out" || fail "class 1 is not cat with $cats images"
+    grep -q '^class 2       dog (2 images)$' "$WORK/out" || fail "class 2 is not dog with 2 images (one nested)"
+    grep -q '^first bad     none' "$WORK/out" || fail "a good folder reported bad"
+    expect_error 0 "holds no data file" data inspect "$WORK/pets" --format tfrecord
+}
+
 case_data_inspect_bad_record() {
     write_tfrecord "$WORK/shard" 0 1 2
     # Truncate the last record's payload CRC: the file ends 2 bytes early.
