@@ -69,14 +69,11 @@ std::shared_ptr<ProgressBoard> ProgressBoard::create(const World& world) {
   board->world_ranks_.resize(world.local_size());
   int me = world.rank();
   SDP_MPI_CHECK(MPI_Allgather(&me, 1, MPI_INT, board->world_ranks_.data(), 1, MPI_INT, world.intra()));
-  // Every node's host and ranks, named while every host can still be reached.
-  std::vector<int> node_of_rank(static_cast<std::size_t>(world.size()));
-  int my_node = world.node();
-  SDP_MPI_CHECK(MPI_Allgather(&my_node, 1, MPI_INT, node_of_rank.data(), 1, MPI_INT, world.comm()));
+  // Every node's host and ranks, as a report names them.
   for (int n = 0; n < world.nodes(); ++n) {
     std::vector<int> ranks;
     for (int r = 0; r < world.size(); ++r)
-      if (node_of_rank[static_cast<std::size_t>(r)] == n) ranks.push_back(r);
+      if (world.rank_nodes()[static_cast<std::size_t>(r)] == n) ranks.push_back(r);
     board->node_labels_.push_back(world.node_names()[static_cast<std::size_t>(n)] + ": rank(s) " + join(ranks));
   }
   board->arena_ = SharedArena::create(world.intra(), sizeof(Slot));

@@ -151,6 +151,7 @@ World World::create(const TopologyOptions& options) {
   }
 
   w.node_ = node_of[w.rank_];
+  w.rank_nodes_ = node_of;
   SDP_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, w.node_, w.rank_, &w.intra_));
   SDP_MPI_CHECK(MPI_Comm_rank(w.intra_, &w.local_rank_));
   SDP_MPI_CHECK(MPI_Comm_size(w.intra_, &w.local_size_));
@@ -168,6 +169,7 @@ World::World(World&& other) noexcept
       nodes_(other.nodes_),
       node_names_(std::move(other.node_names_)),
       rank_hosts_(std::move(other.rank_hosts_)),
+      rank_nodes_(std::move(other.rank_nodes_)),
       grouping_(std::move(other.grouping_)),
       intra_(other.intra_),
       inter_(other.inter_) {

@@ -62,6 +62,8 @@ class World {
   const std::string& node_name() const { return node_names_[node_]; }
   // Real host name of every rank, indexed by rank.
   const std::vector<std::string>& rank_hosts() const { return rank_hosts_; }
+  // The node of every rank, indexed by rank.
+  const std::vector<int>& rank_nodes() const { return rank_nodes_; }
   // How the node grouping was decided, for the plan printout.
   const std::string& grouping() const { return grouping_; }
 
@@ -73,6 +75,7 @@ class World {
   World() = default;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, node_ = 0, nodes_ = 1;
   std::vector<std::string> node_names_, rank_hosts_;
+  std::vector<int> rank_nodes_;
   std::string grouping_;
   MPI_Comm intra_ = MPI_COMM_NULL, inter_ = MPI_COMM_NULL;
 };
