@@ -66,7 +66,7 @@ def run_child(cmd, env):
 
 
 def sdp_images_per_sec(binary, model, batch, shape, steps, threads, ranks=1, device="cpu", precision="fp32",
-                       optimizer="sgd"):
+                       optimizer="sgd", memory_format="auto"):
     """Median global images/s over the steps after warm-up (and, on several ranks, the
     median exposed communication time per step in ms), plus the max RSS."""
     c, h, w = shape
@@ -78,7 +78,7 @@ def sdp_images_per_sec(binary, model, batch, shape, steps, threads, ranks=1, dev
         job = os.path.join(tmp, "bench.yaml")
         with open(job, "w") as f:
             f.write(f"""name: bench-{model}
-model: {{name: {model}, num_classes: 10}}
+model: {{name: {model}, num_classes: 10, memory_format: {memory_format}}}
 threads: {threads}
 device: {device}
 precision: {precision}
@@ -207,6 +207,10 @@ def main():
     parser.add_argument("--precision", choices=["fp32", "amp-fp16", "amp-bf16"], default="fp32",
                         help="mixed precision on both sides (--device cuda only)")
     parser.add_argument("--optimizers", default="sgd", help="sdp-train's optimizers, e.g. sgd,lamb,lars")
+    parser.add_argument("--memory-format", choices=["auto", "channels_last", "nchw"], default="auto",
+                        help="sdp-train's model.memory_format (GPU, 16-bit)")
+    parser.add_argument("--torch-formats", default="nchw,channels_last",
+                        help="GPU: PyTorch's memory formats to run (nchw: with and without cudnn.benchmark)")
     parser.add_argument("--no-compile", action="store_true",
                         help="GPU: leave torch.compile out of PyTorch's configurations (it compiles for a minute per model)")
     parser.add_argument("--torch-worker", nargs=10, help=argparse.SUPPRESS)
@@ -233,8 +237,11 @@ def main():
     if args.device == "cuda":
         # (torch threads, cudnn.benchmark, memory format, compiled): NCHW as before, then PyTorch's
         # documented best: channels_last with cudnn.benchmark, eager and compiled.
-        torch_configs = [(t, 0, "nchw", 0), (t, 1, "nchw", 0), (t, 1, "channels_last", 0)]
-        if not args.no_compile:
+        formats = args.torch_formats.split(",")
+        torch_configs = [(t, 0, "nchw", 0), (t, 1, "nchw", 0)] if "nchw" in formats else []
+        if "channels_last" in formats:
+            torch_configs.append((t, 1, "channels_last", 0))
+        if not args.no_compile and "channels_last" in formats:
             torch_configs.append((t, 1, "channels_last", 1))
         out, _ = run_child([sys.executable, os.path.abspath(__file__), "--torch-peak", "--precision", args.precision],
                            dict(os.environ))
@@ -265,7 +272,8 @@ def main():
         for _ in range(args.rounds):  # alternate, so drift in the host's speed hits both
             for name in optimizers:
                 rate, rss = sdp_images_per_sec(args.binary, model, batch, shape, args.steps, t, device=args.device,
-                                               precision=args.precision, optimizer=name)
+                                               precision=args.precision, optimizer=name,
+                                               memory_format=args.memory_format)
                 sdp_rates.setdefault(name, []).append(rate)
                 sdp_rss = max(sdp_rss, rss)
             for cfg in torch_configs:
@@ -281,7 +289,8 @@ def main():
                 torch_rss = max(torch_rss, rss)
         best_cfg = max(torch_rates, key=lambda c: statistics.median(torch_rates[c]))
         torch_rate = statistics.median(torch_rates[best_cfg])
-        nchw = max(statistics.median(r) for c, r in torch_rates.items() if c[2] == "nchw" and not c[3])
+        nchw = max((statistics.median(r) for c, r in torch_rates.items() if c[2] == "nchw" and not c[3]),
+                   default=float("nan"))
         if gpu:
             cfg_name = ("cl" if best_cfg[2] == "channels_last" else "nchw") + ("+compile" if best_cfg[3] else "") + \
                 ("+bench" if best_cfg[1] else "")

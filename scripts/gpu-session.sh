@@ -4,16 +4,28 @@
 # of under 10 minutes each).
 #
 #   scripts/gpu-session.sh bundle [BUILD_DIR] [BUNDLE_DIR]
-#       copies sdp-train and the test binaries of a CUDA build (default build/) into
-#       BUNDLE_DIR (default build-gpu-bundle/, git-ignored; about 40 MiB)
+#       copies sdp-train and the test binaries of a CUDA build (default build/), stripped, and
+#       the libraries the GPU machine lacks (oneDNN, yaml-cpp, libjpeg, TurboJPEG:
+#       ../shared/notes/gpu-machine.md) into BUNDLE_DIR (default build-gpu-bundle/, git-ignored),
+#       and packs it as BUNDLE_DIR.tgz (about 25 MiB) for the device tool's carry
+#   (run unpacks BUNDLE_DIR.tgz when BUNDLE_DIR is absent, and finds the CUDA libraries of the
+#   machine's PyTorch wheels)
 #   scripts/gpu-session.sh run BUNDLE_DIR OUT_DIR STAGE...
 #       on the GPU machine, from the repository root; STAGE is one or more of
 #         tests   the unit tests (each layer's CUDA twin, optimizers, casts, ...) and the MPI
 #                 tests (GPU memory staged over MPI with 2 ranks on GPU 0, NCCL on 1 rank)
-#         e2e     every end-to-end GPU case of tests/e2e/cases/gpu.sh, one by one
+#         e2e     every end-to-end GPU case of tests/e2e/cases/gpu.sh, one by one (only those
+#                 E2E_CASES matches, when set: an extended regular expression)
 #         bench   bench allreduce --device cuda (NCCL; 2 ranks sharing the GPU: staged MPI
 #                 and the host inter-node phase against the host bound), then ResNet-50's
 #                 step layer by layer (bench layers: fp32, amp-fp16)
+#         channels-last
+#                 the 16-bit channels_last path (model.memory_format): ResNet-50's step layer
+#                 by layer in amp-fp16 and amp-bf16, NCHW against channels_last; its training
+#                 rate and peak GPU memory (nvidia-smi, sampled) in each layout
+#         train-amp-channels-last
+#                 ResNet-50 amp-fp16 channels_last against PyTorch channels_last, eager and
+#                 compiled (scripts/bench_train.py)
 #         train-fp32, train-amp
 #                 training throughput against PyTorch at its best (scripts/bench_train.py:
 #                 channels_last, cudnn.benchmark, torch.compile; skipped without torch), fp32
@@ -39,9 +51,29 @@ bundle() {
   for t in "$build"/tests/test_* "$build"/tests/mpi/test_mpi_*; do
     [ -f "$t" ] && [ -x "$t" ] && cp "$t" "$dest/"
   done
+  strip "$dest"/sdp-train "$dest"/test_*
+  mkdir -p "$dest/lib"
+  local lib
+  for lib in libdnnl.so.2 libyaml-cpp.so.0.7 libjpeg.so.62 libturbojpeg.so.0; do
+    local path
+    path=$(ldd "$build/sdp-train" | awk -v l="$lib" '$1 == l {print $3}')
+    [ -n "$path" ] && cp -L "$path" "$dest/lib/"
+  done
   # The test binaries look for test data and documents under this source path.
   pwd >"$dest/source-dir"
-  du -sh "$dest"
+  tar czf "$dest.tgz" "$dest"
+  du -sh "$dest" "$dest.tgz"
+}
+
+# The GPU machine's CUDA libraries come with its PyTorch wheels; the bundle's own libraries
+# come last, for what the machine lacks.
+set_library_path() {
+  local dirs="" lib found
+  for lib in libcudart.so.13 libcudnn.so.9 libnccl.so.2 libcublas.so.13; do
+    found=$(find /opt /usr/local /usr/lib -name "$lib" 2>/dev/null | head -1)
+    [ -n "$found" ] && dirs="$dirs:$(dirname "$found")"
+  done
+  export LD_LIBRARY_PATH="${dirs#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}:$1/lib"
 }
 
 # step NAME COMMAND...: runs it, output to $OUT/NAME.log, status to the summary.
@@ -59,7 +91,9 @@ stage_tests() {
   for t in "$BUNDLE"/test_*; do
     case "$(basename "$t")" in
       test_mpi_*) ;;
-      *) step "unit-$(basename "$t")" env OMP_NUM_THREADS=4 "$t" --gtest_brief=1 ;;
+      # Only the GPU tests: the CPU ones (minutes in test_nn) ran on the CPU machine.
+      *) step "unit-$(basename "$t")" env OMP_NUM_THREADS=4 "$t" --gtest_brief=1 \
+           --gtest_filter='*cuda*:*Cuda*:*Amp*:*OnDevice*:*DeviceMemory*:*Gpu*:*gpu*:*Staged*' ;;
     esac
   done
   step mpi-collectives-np2 mpirun -np 2 --oversubscribe "$BUNDLE/test_mpi_collectives"
@@ -70,6 +104,8 @@ stage_tests() {
 stage_e2e() {
   local name
   for name in $(grep -oE '^case_(gpu_[a-z0-9_]+|bench_allreduce_gpu)' tests/e2e/cases/gpu.sh | sed 's/^case_//'); do
+    # E2E_CASES (an extended regular expression) runs only the cases it matches.
+    [[ -z "${E2E_CASES:-}" || "$name" =~ ^(${E2E_CASES})$ ]] || continue
     step "e2e-$name" bash tests/e2e/cli_test.sh "$BUNDLE/sdp-train" "$PWD" "$name"
   done
 }
@@ -89,6 +125,47 @@ stage_bench() {
                   --set data.synthetic.train_samples=256 --set device=cuda)
   step bench-layers-resnet50-fp32 "$bin" bench layers "${resnet50[@]}" --steps 20
   step bench-layers-resnet50-amp-fp16 "$bin" bench layers "${resnet50[@]}" --set precision=amp-fp16 --steps 20
+}
+
+# peak_memory NAME COMMAND...: runs the command as a step while nvidia-smi samples the GPU's
+# memory in use every 100 ms; the peak (MiB) goes to the summary.
+peak_memory() {
+  local name=$1; shift
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 >"$OUT/$name.memory" 2>/dev/null &
+  local sampler=$!
+  step "$name" "$@"
+  kill "$sampler" 2>/dev/null; wait "$sampler" 2>/dev/null
+  echo "$name: peak GPU memory $(sort -n "$OUT/$name.memory" | tail -1) MiB, $(grep -oE 'images_per_sec=[0-9.]+' "$OUT/$name.log" | tail -5 | sort | sed -n 3p)" |
+    tee -a "$OUT/summary.txt" >&2
+}
+
+stage_channels_last() {
+  local bin=$BUNDLE/sdp-train
+  local resnet50=(--config configs/resnet50-synthetic-bench.yaml --set data.batch_size=256
+                  --set data.synthetic.train_samples=256 --set device=cuda)
+  local p f
+  for p in amp-fp16 amp-bf16; do
+    for f in nchw channels_last; do
+      step "bench-layers-resnet50-$p-$f" "$bin" bench layers "${resnet50[@]}" --set precision=$p \
+        --set model.memory_format=$f --steps 10
+    done
+  done
+  # Training: 30 steps of batch 256 (the median step rate of the last ones), as the PyTorch rows.
+  for f in nchw channels_last; do
+    peak_memory "train-resnet50-amp-fp16-$f" "$bin" --config configs/resnet50-synthetic-bench.yaml \
+      --set data.batch_size=256 --set data.synthetic.train_samples=1024 --set device=cuda --set precision=amp-fp16 \
+      --set model.memory_format=$f --set train.epochs=8 --set train.max_steps=30 --set train.log_every=1 --set train.eval_every_epochs=0 \
+      --set checkpoint.every_steps=0 --set checkpoint.dir="$OUT/ck-$f" --set output.model_dir="$OUT/m-$f" \
+      --set output.metrics=
+  done
+}
+
+stage_train_amp_channels_last() {
+  have_torch_cuda || return 0
+  local bin=$BUNDLE/sdp-train
+  step bench-train-amp-fp16-channels-last python3 scripts/bench_train.py --binary "$bin" --device cuda --rounds 1 \
+    --steps 20 --threads 4 --precision amp-fp16 --memory-format channels_last --torch-formats channels_last \
+    --rows resnet50:256
 }
 
 have_torch_cuda() {
@@ -113,10 +190,12 @@ case "${1:-}" in
   bundle) shift; bundle "$@" ;;
   run)
     [ $# -ge 4 ] || usage
+    [ -d "$2" ] || [ ! -f "$2.tgz" ] || tar xzf "$2.tgz"
     BUNDLE=$(cd "$2" 2>/dev/null && pwd) OUT=$3; shift 3  # absolute: the e2e cases run from their own directories
     [ -n "$BUNDLE" ] && [ -x "$BUNDLE/sdp-train" ] ||
       { echo "gpu-session: no sdp-train in the bundle (scripts/gpu-session.sh bundle)" >&2; exit 2; }
     mkdir -p "$OUT"
+    set_library_path "$BUNDLE"
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
     # The test binaries look for test data and documents under the source path of the build
     # machine; point it at this checkout when that path does not exist here.
@@ -128,6 +207,8 @@ case "${1:-}" in
         tests) stage_tests ;;
         e2e) stage_e2e ;;
         bench) stage_bench ;;
+        channels-last) stage_channels_last ;;
+        train-amp-channels-last) stage_train_amp_channels_last ;;
         train-fp32) stage_train_fp32 ;;
         train-amp) stage_train_amp ;;
         *) usage ;;

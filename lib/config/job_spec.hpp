@@ -19,6 +19,10 @@ struct ModelSpec {
   std::vector<int> hidden = {512, 512};  // mlp layer widths
   double dropout = 0.0;
   bool zero_init_residual = false;  // resnets only
+  // Activation layout on a GPU under 16-bit compute: channels_last (NHWC end to end, BatchNorm
+  // fused in cuDNN), nchw (the plain layout), auto (nchw until channels_last has passed its
+  // GPU tests; training_setup.hpp: uses_channels_last).
+  std::string memory_format = "auto";
 };
 
 struct SyntheticDataSpec {

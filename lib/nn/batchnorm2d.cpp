@@ -38,6 +38,10 @@ void BatchNorm2d::init_parameters(std::mt19937_64& /*rng*/) {
   constant(running_var_->value, 1.0f);
 }
 
+const TensorRef& BatchNorm2d::residual_grad() const {
+  throw std::logic_error("BatchNorm2d " + name_ + ": no residual sum fused");
+}
+
 void BatchNorm2d::check_input(const Shape& in) const {
   if (in.size() != 4 || in[1] != options_.channels)
     throw std::invalid_argument("BatchNorm2d " + name_ + ": expected [N, " +

@@ -30,6 +30,17 @@ class BatchNorm2d : public Layer {
   void init_parameters(std::mt19937_64& rng) override;
   // Batch-norm backward reads x, the batch statistics and (fused ReLU) a workspace, never y.
   bool backward_reads_output() const override { return false; }
+  // Fuses the residual sum and its ReLU into this layer: y = relu(bn(x) + z), z the block's
+  // shortcut output (in this layer's output layout), given before each forward with
+  // set_residual. ResidualBlock asks after configure(); only a backend with the fused
+  // operation says yes (cuDNN on NHWC 16-bit), and the question is asked again after every
+  // configure. Once fused, backward leaves z's gradient in residual_grad() and does not report
+  // its parameter gradients: the block reports them with report_grads_ready() after the
+  // shortcut's, which keeps the reverse registration order.
+  virtual bool fuse_residual_add_relu(const TensorDesc& /*shortcut*/) { return false; }
+  virtual void set_residual(const TensorRef& /*z*/) {}
+  virtual const TensorRef& residual_grad() const;
+  void report_grads_ready() const { grads_ready(); }
   Param& weight() { return *weight_; }
   Param& bias() { return *bias_; }
   Buffer& running_mean() { return *running_mean_; }

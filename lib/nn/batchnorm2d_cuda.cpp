@@ -1,8 +1,11 @@
 // BatchNorm2dCuda (batchnorm2d_cuda.hpp) on cuDNN.
 #include "nn/batchnorm2d_cuda.hpp"
 
+#include <algorithm>
 #include <stdexcept>
+#include <vector>
 
+#include "nn/channels_last_cuda.hpp"
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/cudnn_cuda.hpp"
 #include "nn/relu_kernels_cuda.hpp"
@@ -10,14 +13,46 @@
 namespace sdp::nn {
 
 struct BatchNorm2dCuda::Impl {
-  cuda::TensorDescriptor x;   // plain NCHW; also y, dy and dx
+  cuda::TensorDescriptor x;   // plain NCHW or NHWC; also y, z, dy, dz and dx
   cuda::TensorDescriptor bn;  // [1, C, 1, 1], derived from x
+  cuda::ReluDescriptor relu;
+  // Native channels_last: the mode and fused operation cuDNN accepted, and their buffers' sizes.
+  cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL;
+  cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN;
+  std::size_t reserve_bytes = 0;
 };
+
+namespace {
+// Whether cuDNN's Ex batch normalization takes (mode, ops) for `x` (its size queries answer
+// CUDNN_STATUS_NOT_SUPPORTED otherwise), and the workspace and reserve space it needs.
+bool ex_supported(cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,
+                  const cuda::TensorDescriptor& x, const cuda::TensorDescriptor& bn, cudnnActivationDescriptor_t relu,
+                  std::size_t* workspace, std::size_t* reserve) {
+  const cudnnTensorDescriptor_t z = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION ? x.get() : nullptr;
+  const cudnnActivationDescriptor_t act = ops == CUDNN_BATCHNORM_OPS_BN ? nullptr : relu;
+  std::size_t forward = 0, backward = 0;
+  if (cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, ops, x.get(), z, x.get(), bn.get(), act,
+                                                               &forward) != CUDNN_STATUS_SUCCESS)
+    return false;
+  if (cudnnGetBatchNormalizationBackwardExWorkspaceSize(handle, mode, ops, x.get(), x.get(), x.get(), z, x.get(),
+                                                        bn.get(), act, &backward) != CUDNN_STATUS_SUCCESS)
+    return false;
+  if (cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, mode, ops, act, x.get(), reserve) !=
+      CUDNN_STATUS_SUCCESS)
+    return false;
+  *workspace = std::max(forward, backward);
+  return true;
+}
+}  // namespace
 
 BatchNorm2dCuda::BatchNorm2dCuda(Context& ctx, std::string name, const BatchNorm2dOptions& options)
     : BatchNorm2d(ctx, std::move(name), options), impl_(std::make_unique<Impl>()) {}
 
 BatchNorm2dCuda::~BatchNorm2dCuda() = default;
+
+bool BatchNorm2dCuda::backward_reads_output() const {
+  return native_nhwc_ && impl_->ops != CUDNN_BATCHNORM_OPS_BN;
+}
 
 TensorDesc BatchNorm2dCuda::configure(const TensorDesc& src, bool training) {
   require_cuda_layout(src, "BatchNorm2d " + name_);
@@ -26,22 +61,35 @@ TensorDesc BatchNorm2dCuda::configure(const TensorDesc& src, bool training) {
     throw std::invalid_argument("BatchNorm2d " + name_ + ": eps below cuDNN's minimum");
   training_ = training;
   const Device& device = src.device;
-  plain_src_ = TensorDesc::plain(src.shape, device, src.dtype);
+  native_nhwc_ = ctx_.channels_last && src.layout == Layout::kChannelsLast && src.dtype != DType::kF32;
+  residual_fused_ = false;  // the block asks again (fuse_residual_add_relu)
+  residual_ = nullptr;
+  plain_src_ = native_nhwc_ ? src : TensorDesc::plain(src.shape, device, src.dtype);
   src_to_plain_.configure(src, plain_src_);
   // f16/bf16 activations (mixed precision) with f32 scale, shift and statistics: cuDNN
   // derives the f32 parameter descriptor from the data's.
-  impl_->x.set_nchw(src.shape, src.dtype);
-  cuda::check_cudnn(cudnnDeriveBNTensorDescriptor(impl_->bn.get(), impl_->x.get(), CUDNN_BATCHNORM_SPATIAL),
-                    "cudnnDeriveBNTensorDescriptor");
+  if (native_nhwc_)
+    impl_->x.set_nhwc(src.shape, src.dtype);
+  else
+    impl_->x.set_nchw(src.shape, src.dtype);
   cuda::cudnn_handle(ctx_);  // created here, not in the step loop
   out_ = {plain_src_, dst_.reserve(device, plain_src_.nbytes())};
   diff_src_ = {src, nullptr};
   none_ = {src, nullptr};
+  if (native_nhwc_) {
+    choose_fused_operation(false);
+  } else {
+    impl_->mode = CUDNN_BATCHNORM_SPATIAL;
+    impl_->ops = CUDNN_BATCHNORM_OPS_BN;
+    cuda::check_cudnn(cudnnDeriveBNTensorDescriptor(impl_->bn.get(), impl_->x.get(), CUDNN_BATCHNORM_SPATIAL),
+                      "cudnnDeriveBNTensorDescriptor");
+  }
   if (training) {
     const std::size_t channel_bytes = static_cast<std::size_t>(options_.channels) * sizeof(float);
     save_mean_.reserve(device, channel_bytes);
     save_inv_var_.reserve(device, channel_bytes);
-    if (options_.fuse_relu) {
+    // A ReLU cuDNN does not fuse is our kernel with a mask (NCHW, or a fallback on NHWC).
+    if (options_.fuse_relu && impl_->ops == CUDNN_BATCHNORM_OPS_BN) {
       relu_mask_.reserve(device, static_cast<std::size_t>(plain_src_.numel()));
       diff_pre_relu_.reserve(device, plain_src_.nbytes());
     }
@@ -50,6 +98,55 @@ TensorDesc BatchNorm2dCuda::configure(const TensorDesc& src, bool training) {
     diff_src_out_.configure(plain_src_, src);
   }
   return out_.desc;
+}
+
+// Best first: the persistent kernels with the ReLU (and sum) fused; the persistent kernels
+// alone; the plain spatial kernels. Fused operations only in f16, the type cuDNN documents
+// them for.
+void BatchNorm2dCuda::choose_fused_operation(bool with_residual) {
+  Impl& d = *impl_;
+  cudnnHandle_t handle = cuda::cudnn_handle(ctx_);
+  const bool relu = options_.fuse_relu || with_residual;
+  const cudnnBatchNormOps_t wanted = with_residual ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
+                                     : relu        ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION
+                                                   : CUDNN_BATCHNORM_OPS_BN;
+  struct Candidate {
+    cudnnBatchNormMode_t mode;
+    cudnnBatchNormOps_t ops;
+  };
+  std::vector<Candidate> candidates;
+  if (wanted != CUDNN_BATCHNORM_OPS_BN && plain_src_.dtype == DType::kF16)
+    candidates.push_back({CUDNN_BATCHNORM_SPATIAL_PERSISTENT, wanted});
+  if (!with_residual) {  // a sum cuDNN does not fuse stays the block's own Add and ReLU
+    candidates.push_back({CUDNN_BATCHNORM_SPATIAL_PERSISTENT, CUDNN_BATCHNORM_OPS_BN});
+    candidates.push_back({CUDNN_BATCHNORM_SPATIAL, CUDNN_BATCHNORM_OPS_BN});
+  }
+  for (const Candidate& c : candidates) {
+    cuda::check_cudnn(cudnnDeriveBNTensorDescriptor(d.bn.get(), d.x.get(), c.mode), "cudnnDeriveBNTensorDescriptor");
+    std::size_t workspace = 0, reserve = 0;
+    if (!ex_supported(handle, c.mode, c.ops, d.x, d.bn, d.relu.get(), &workspace, &reserve)) continue;
+    d.mode = c.mode;
+    d.ops = c.ops;
+    d.reserve_bytes = reserve;
+    if (training_) {
+      cuda::reserve_cudnn_workspace(ctx_, workspace);
+      if (reserve > 0) reserve_.reserve(plain_src_.device, reserve);
+    }
+    return;
+  }
+  if (with_residual) {  // not fused: back to the first choice without the sum
+    choose_fused_operation(false);
+    return;
+  }
+  throw std::runtime_error("BatchNorm2d " + name_ + ": cuDNN takes no batch normalization of " + plain_src_.str());
+}
+
+bool BatchNorm2dCuda::fuse_residual_add_relu(const TensorDesc& shortcut) {
+  if (!native_nhwc_ || options_.fuse_relu || shortcut != plain_src_) return false;
+  choose_fused_operation(true);
+  residual_fused_ = impl_->ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+  if (residual_fused_ && training_) diff_residual_ = {shortcut, diff_z_.reserve(shortcut.device, shortcut.nbytes())};
+  return residual_fused_;
 }
 
 const TensorRef& BatchNorm2dCuda::forward(const TensorRef& src) {
@@ -61,8 +158,17 @@ const TensorRef& BatchNorm2dCuda::forward(const TensorRef& src) {
   const DType dtype = plain_src_.dtype;
   const int64_t n = plain_src_.numel();
   cudaStream_t stream = cuda::stream_of(ctx_);
+  if (residual_fused_ && residual_ == nullptr)
+    throw std::logic_error("BatchNorm2d " + name_ + ": forward without the residual it fuses");
   // Arena views are re-read every call: the store may rebind its arenas.
   if (!training_) {
+    if (native_nhwc_) {
+      cuda::batchnorm_inference_nhwc(dtype, x_plain_, residual_fused_ ? residual_ : nullptr, y,
+                                     weight_->value.data<float>(), bias_->value.data<float>(),
+                                     running_mean_->value.data<float>(), running_var_->value.data<float>(),
+                                     options_.eps, options_.channels, n, options_.fuse_relu || residual_fused_, stream);
+      return out_;
+    }
     cuda::check_cudnn(cudnnBatchNormalizationForwardInference(
                           handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x.get(), x_plain_, d.x.get(), y, d.bn.get(),
                           weight_->value.raw(), bias_->value.raw(), running_mean_->value.raw(),
@@ -71,40 +177,79 @@ const TensorRef& BatchNorm2dCuda::forward(const TensorRef& src) {
     if (options_.fuse_relu) cuda::relu_in_place(dtype, y, n, stream);
     return out_;
   }
-  // exponentialAverageFactor = momentum: running = factor * batch + (1 - factor) * running,
-  // the CPU twin's update_running_stats_host, with the unbiased batch variance.
-  cuda::check_cudnn(cudnnBatchNormalizationForwardTraining(
-                        handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x.get(), x_plain_, d.x.get(), y, d.bn.get(),
-                        weight_->value.raw(), bias_->value.raw(), static_cast<double>(options_.momentum),
-                        running_mean_->value.raw(), running_var_->value.raw(), options_.eps, save_mean_.get(),
-                        save_inv_var_.get()),
-                    "cudnnBatchNormalizationForwardTraining");
-  if (options_.fuse_relu) cuda::relu_in_place_with_mask(dtype, y, relu_mask_.as<uint8_t>(), n, stream);
+  if (native_nhwc_) {
+    forward_native();
+  } else {
+    // exponentialAverageFactor = momentum: running = factor * batch + (1 - factor) * running,
+    // the CPU twin's update_running_stats_host, with the unbiased batch variance.
+    cuda::check_cudnn(cudnnBatchNormalizationForwardTraining(
+                          handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x.get(), x_plain_, d.x.get(), y, d.bn.get(),
+                          weight_->value.raw(), bias_->value.raw(), static_cast<double>(options_.momentum),
+                          running_mean_->value.raw(), running_var_->value.raw(), options_.eps, save_mean_.get(),
+                          save_inv_var_.get()),
+                      "cudnnBatchNormalizationForwardTraining");
+  }
+  if (options_.fuse_relu && d.ops == CUDNN_BATCHNORM_OPS_BN)
+    cuda::relu_in_place_with_mask(dtype, y, relu_mask_.as<uint8_t>(), n, stream);
   return out_;
+}
+
+void BatchNorm2dCuda::forward_native() {
+  Impl& d = *impl_;
+  const float one = 1.0f, zero = 0.0f;
+  const bool add = d.ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+  const cuda::Workspace ws = cuda::cudnn_workspace(ctx_);
+  cuda::check_cudnn(
+      cudnnBatchNormalizationForwardTrainingEx(
+          cuda::cudnn_handle(ctx_), d.mode, d.ops, &one, &zero, d.x.get(), x_plain_, add ? d.x.get() : nullptr,
+          add ? residual_ : nullptr, d.x.get(), out_.data, d.bn.get(), weight_->value.raw(), bias_->value.raw(),
+          static_cast<double>(options_.momentum), running_mean_->value.raw(), running_var_->value.raw(), options_.eps,
+          save_mean_.get(), save_inv_var_.get(), d.ops == CUDNN_BATCHNORM_OPS_BN ? nullptr : d.relu.get(), ws.data,
+          ws.bytes, reserve_.get(), d.reserve_bytes),
+      "cudnnBatchNormalizationForwardTrainingEx");
 }
 
 const TensorRef& BatchNorm2dCuda::backward(const TensorRef& diff_dst) {
   if (!training_) throw std::logic_error("BatchNorm2d " + name_ + ": backward after inference forward");
   Impl& d = *impl_;
-  cudnnHandle_t handle = cuda::cudnn_handle(ctx_);
   const float one = 1.0f, zero = 0.0f;
   const void* g = diff_dst.data;  // plain: the layout configure promised for the output
-  if (options_.fuse_relu) {
+  if (options_.fuse_relu && d.ops == CUDNN_BATCHNORM_OPS_BN) {
     cuda::relu_backward_from_mask(plain_src_.dtype, relu_mask_.as<const uint8_t>(), g, diff_pre_relu_.get(),
                                   plain_src_.numel(), cuda::stream_of(ctx_));
     g = diff_pre_relu_.get();
   }
-  // alpha/beta for the data gradient and for the parameter gradients: 1 and 0, overwrite.
-  cuda::check_cudnn(cudnnBatchNormalizationBackward(handle, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero,
-                                                    d.x.get(), x_plain_, d.x.get(), g, d.x.get(),
-                                                    diff_src_plain_.get(), d.bn.get(), weight_->value.raw(),
-                                                    weight_->grad.raw(), bias_->grad.raw(), options_.eps,
-                                                    save_mean_.get(), save_inv_var_.get()),
-                    "cudnnBatchNormalizationBackward");
-  grads_ready();
+  if (native_nhwc_) {
+    backward_native(g);
+  } else {
+    // alpha/beta for the data gradient and for the parameter gradients: 1 and 0, overwrite.
+    cuda::check_cudnn(cudnnBatchNormalizationBackward(cuda::cudnn_handle(ctx_), CUDNN_BATCHNORM_SPATIAL, &one, &zero,
+                                                      &one, &zero, d.x.get(), x_plain_, d.x.get(), g, d.x.get(),
+                                                      diff_src_plain_.get(), d.bn.get(), weight_->value.raw(),
+                                                      weight_->grad.raw(), bias_->grad.raw(), options_.eps,
+                                                      save_mean_.get(), save_inv_var_.get()),
+                      "cudnnBatchNormalizationBackward");
+  }
+  if (!residual_fused_) grads_ready();  // else the block reports them after its shortcut's
   if (!needs_input_grad_) return none_;
   diff_src_.data = diff_src_out_.convert(ctx_, {plain_src_, diff_src_plain_.get()}).data;
   return diff_src_;
+}
+
+void BatchNorm2dCuda::backward_native(const void* diff_dst) {
+  Impl& d = *impl_;
+  const float one = 1.0f, zero = 0.0f;
+  const bool add = d.ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+  const cuda::Workspace ws = cuda::cudnn_workspace(ctx_);
+  cuda::check_cudnn(
+      cudnnBatchNormalizationBackwardEx(
+          cuda::cudnn_handle(ctx_), d.mode, d.ops, &one, &zero, &one, &zero, d.x.get(), x_plain_, d.x.get(), out_.data,
+          d.x.get(), diff_dst, add ? d.x.get() : nullptr, add ? diff_z_.get() : nullptr, d.x.get(),
+          diff_src_plain_.get(), d.bn.get(), weight_->value.raw(), bias_->value.raw(), weight_->grad.raw(),
+          bias_->grad.raw(), options_.eps, save_mean_.get(), save_inv_var_.get(),
+          d.ops == CUDNN_BATCHNORM_OPS_BN ? nullptr : d.relu.get(), ws.data, ws.bytes, reserve_.get(),
+          d.reserve_bytes),
+      "cudnnBatchNormalizationBackwardEx");
 }
 
 GradientPlan::Buffer* BatchNorm2dCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {

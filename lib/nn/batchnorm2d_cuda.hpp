@@ -1,10 +1,19 @@
-// BatchNorm2dCuda: BatchNorm2d on cuDNN's spatial batch normalization (legacy API), plain
-// NCHW inside (channels_last converted at the edges). Training normalizes with the batch
-// statistics and folds them into the running buffers with the CPU twin's convention
-// (running = (1 - momentum) running + momentum batch; the running variance unbiased, as
-// cuDNN keeps it); inference uses the running statistics. A fused ReLU is our kernel, which
-// also records where the output was positive: backward_reads_output() is false, so a
-// consumer may overwrite the output before backward (ResidualBlock's in-place sum).
+// BatchNorm2dCuda: BatchNorm2d on cuDNN's spatial batch normalization (legacy API). Training
+// normalizes with the batch statistics and folds them into the running buffers with the CPU
+// twin's convention (running = (1 - momentum) running + momentum batch; the running variance
+// unbiased, as cuDNN keeps it); inference uses the running statistics.
+//  * NCHW (f32, or 16-bit without channels_last): plain NCHW inside, channels_last converted at
+//    the edges. A fused ReLU is our kernel, which also records where the output was positive:
+//    backward_reads_output() is false, so a consumer may overwrite the output before backward
+//    (ResidualBlock's in-place sum).
+//  * Native channels_last (Context::channels_last, 16-bit, NHWC input): cuDNN's
+//    cudnnBatchNormalizationForwardTrainingEx / BackwardEx in CUDNN_BATCHNORM_SPATIAL_PERSISTENT
+//    mode, the ReLU fused (CUDNN_BATCHNORM_OPS_BN_ACTIVATION) and, at the end of a residual
+//    block, the shortcut's sum too (CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION): one pass over the
+//    activations where three ran. Its fused backward reads the output (the ReLU's gate), so
+//    backward_reads_output() is true then. Which mode and operation a layer runs is what
+//    cuDNN's size queries accept for its shape and dtype, best first. Inference is our kernel,
+//    fused the same way.
 // Parameter gradients overwritten (cuDNN's beta = 0) and reported before the input gradient
 // is returned; cuDNN computes both in one call, as oneDNN does.
 #pragma once
@@ -25,16 +34,28 @@ class BatchNorm2dCuda final : public BatchNorm2d {
   const TensorRef& forward(const TensorRef& src) override;
   const TensorRef& backward(const TensorRef& diff_dst) override;
   GradientPlan::Buffer* plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) override;
+  bool backward_reads_output() const override;
+  bool fuse_residual_add_relu(const TensorDesc& shortcut) override;
+  void set_residual(const TensorRef& z) override { residual_ = z.data; }
+  const TensorRef& residual_grad() const override { return diff_residual_; }
 
  private:
   struct Impl;
+  // Picks the cuDNN mode and operation (see the header comment) and sizes their buffers.
+  void choose_fused_operation(bool with_residual);
+  void forward_native();
+  void backward_native(const void* diff_dst);
+
   std::unique_ptr<Impl> impl_;
   bool training_ = false;
+  bool native_nhwc_ = false;
+  bool residual_fused_ = false;
   TensorDesc plain_src_;
   CudaLayoutAdapter src_to_plain_, diff_src_out_;
-  CudaBuffer dst_, save_mean_, save_inv_var_, relu_mask_, diff_pre_relu_, diff_src_plain_;
+  CudaBuffer dst_, save_mean_, save_inv_var_, relu_mask_, diff_pre_relu_, diff_src_plain_, reserve_, diff_z_;
   const void* x_plain_ = nullptr;  // the plain input of the last forward
-  TensorRef out_, diff_src_, none_;
+  const void* residual_ = nullptr;  // z of the next forward (fused residual)
+  TensorRef out_, diff_src_, none_, diff_residual_;
 };
 
 }  // namespace sdp::nn

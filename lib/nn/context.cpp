@@ -28,4 +28,14 @@ void convert_layout(Context& ctx, const TensorRef& src, const TensorRef& dst) {
   throw_no_implementation("convert_layout", ctx.device);
 }
 
+void stage_channels_last(Context& ctx, const TensorRef& src, const TensorRef& dst) {
+  if (src.desc.shape != dst.desc.shape || src.desc.shape.size() != 4 || src.desc.dtype != DType::kF32 ||
+      src.desc.layout != Layout::kPlain || dst.desc.layout != Layout::kChannelsLast)
+    throw std::invalid_argument("stage_channels_last: " + src.desc.str() + " -> " + dst.desc.str());
+#ifdef SDP_HAVE_CUDA
+  if (ctx.device.is_cuda()) return stage_channels_last_cuda(ctx, src, dst);
+#endif
+  throw_no_implementation("stage_channels_last", ctx.device);
+}
+
 }  // namespace sdp::nn

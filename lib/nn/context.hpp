@@ -39,6 +39,10 @@ struct Context {
   // with no generator state in the checkpoint. The trainer sets stream = rank, step = step.
   uint64_t random_stream = 0;
   int64_t random_step = 0;
+  // channels_last (NHWC) end to end on the GPU in 16 bits (model.memory_format): a 16-bit CUDA
+  // layer given NHWC input computes on it as it is and gives NHWC output (and gradients),
+  // with no conversion; without it, CUDA layers compute NCHW and convert at their edges.
+  bool channels_last = false;
   // Times every layer's forward and backward when set (nn/layer_profile.hpp); not owned.
   LayerProfile* profile = nullptr;
 };
@@ -46,5 +50,9 @@ struct Context {
 // Copies `src` into `dst`: the same logical tensor (shape, dtype) in possibly different
 // layouts, on the context's device. What tests and the loss use to read blocked layouts.
 void convert_layout(Context& ctx, const TensorRef& src, const TensorRef& dst);
+
+// Writes the f32 plain NCHW batch `src` into `dst`, the same shape channels_last in dst's
+// (16-bit) dtype, in one pass on ctx's GPU stream: a channels_last model's input.
+void stage_channels_last(Context& ctx, const TensorRef& src, const TensorRef& dst);
 
 }  // namespace sdp::nn

@@ -10,6 +10,7 @@
 #include "core/cuda_check_cuda.hpp"
 #include "core/device_memory.hpp"
 #include "core/error.hpp"
+#include "nn/channels_last_cuda.hpp"
 #include "nn/context_cuda.hpp"
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/dtype_cuda.hpp"
@@ -105,6 +106,12 @@ const TensorRef& CudaLayoutAdapter::convert(Context& ctx, const TensorRef& src) 
   if (!needed_) return src;
   convert_layout_cuda(ctx, src, out_);
   return out_;
+}
+
+void stage_channels_last_cuda(Context& ctx, const TensorRef& src, const TensorRef& dst) {
+  const Shape& d = src.desc.shape;
+  cuda::stage_nhwc(dst.desc.dtype, dst.data, static_cast<const float*>(src.data), d[0], d[1], d[2] * d[3],
+                   cuda::stream_of(ctx));
 }
 
 }  // namespace sdp::nn

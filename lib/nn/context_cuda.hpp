@@ -19,6 +19,8 @@ namespace sdp::nn {
 // convert_layout for CUDA tensors: plain <-> channels_last by a kernel, equal layouts by a
 // copy, all on ctx's stream.
 void convert_layout_cuda(Context& ctx, const TensorRef& src, const TensorRef& dst);
+// stage_channels_last on the GPU (one cast-and-reorder kernel).
+void stage_channels_last_cuda(Context& ctx, const TensorRef& src, const TensorRef& dst);
 // Throws std::invalid_argument naming `who` unless `desc` is on a CUDA device in the plain
 // or channels_last layout (f32, or f16/bf16 under mixed precision: nn/dtype_cuda.hpp).
 void require_cuda_layout(const TensorDesc& desc, const std::string& who);

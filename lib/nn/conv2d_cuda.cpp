@@ -5,11 +5,13 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "core/cuda_casts.hpp"
 #include "core/error.hpp"
 #include "nn/channel_sum_cuda.hpp"
+#include "nn/channels_last_cuda.hpp"
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/cudnn_cuda.hpp"
 #include "nn/relu_kernels_cuda.hpp"
@@ -86,11 +88,14 @@ ConvAlgorithms choose_algorithms(cudnnHandle_t handle, cudnnTensorDescriptor_t x
 
 }  // namespace
 
+// What the algorithms depend on: the input's shape, its dtype, and NHWC or NCHW.
+using ConvKey = std::tuple<Shape, DType, bool>;
+
 struct Conv2dCuda::Impl {
   cuda::TensorDescriptor x, y, bias;
   cuda::FilterDescriptor w;
   cuda::ConvolutionDescriptor conv;
-  std::map<std::pair<Shape, DType>, ConvAlgorithms> cache;  // by plain input shape and dtype
+  std::map<ConvKey, ConvAlgorithms> cache;
   ConvAlgorithms algos;
   // Mixed precision: the f32 parameters cast to the compute dtype at each forward, and the
   // weight gradient in that dtype before it is widened into the f32 gradient arena.
@@ -109,8 +114,11 @@ TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
   training_ = training;
   const Device& device = src.device;
   const DType dtype = src.dtype;
-  plain_src_ = TensorDesc::plain(src.shape, device, dtype);
+  native_nhwc_ = ctx_.channels_last && src.layout == Layout::kChannelsLast && dtype != DType::kF32;
+  // In the native layout "plain" names the layout the layer computes in: NHWC.
+  plain_src_ = native_nhwc_ ? src : TensorDesc::plain(src.shape, device, dtype);
   plain_dst_ = TensorDesc::plain(out, device, dtype);
+  if (native_nhwc_) plain_dst_.layout = Layout::kChannelsLast;
   TensorDesc dst = plain_dst_;
   if (o.channels_last) dst.layout = Layout::kChannelsLast;
   src_to_plain_.configure(src, plain_src_);
@@ -121,9 +129,15 @@ TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
   none_ = {src, nullptr};
 
   Impl& d = *impl_;
-  d.x.set_nchw(src.shape, dtype);
-  d.y.set_nchw(out, dtype);
-  d.w.set_oihw(o.out_channels, o.in_channels, o.kernel, o.kernel, dtype);
+  if (native_nhwc_) {
+    d.x.set_nhwc(src.shape, dtype);
+    d.y.set_nhwc(out, dtype);
+    d.w.set_ohwi(o.out_channels, o.in_channels, o.kernel, o.kernel, dtype);
+  } else {
+    d.x.set_nchw(src.shape, dtype);
+    d.y.set_nchw(out, dtype);
+    d.w.set_oihw(o.out_channels, o.in_channels, o.kernel, o.kernel, dtype);
+  }
   d.conv.set(o.padding, o.stride, dtype);
   if (o.bias) d.bias.set_channels(o.out_channels, dtype);
   if (dtype != DType::kF32) {
@@ -132,12 +146,12 @@ TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
     if (training) d.weight_grad_lp.reserve(device, static_cast<std::size_t>(weight_->value.numel()) * element);
     if (bias_) d.bias_lp.reserve(device, static_cast<std::size_t>(o.out_channels) * element);
   }
-  auto cached = d.cache.find({src.shape, dtype});
+  const ConvKey key{src.shape, dtype, native_nhwc_};
+  auto cached = d.cache.find(key);
   if (cached == d.cache.end())
     cached = d.cache
-                 .emplace(std::make_pair(src.shape, dtype),
-                          choose_algorithms(cuda::cudnn_handle(ctx_), d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
-                                            dtype, "Conv2d " + name_))
+                 .emplace(key, choose_algorithms(cuda::cudnn_handle(ctx_), d.x.get(), d.w.get(), d.conv.get(),
+                                                 d.y.get(), dtype, "Conv2d " + name_))
                  .first;
   d.algos = cached->second;
   cuda::reserve_cudnn_workspace(ctx_, d.algos.workspace_bytes);
@@ -167,8 +181,13 @@ const TensorRef& Conv2dCuda::forward(const TensorRef& src) {
   const void* w = weight_->value.raw();
   const void* b = bias_ ? bias_->value.raw() : nullptr;
   if (dtype != DType::kF32) {
-    cuda_casts::from_f32(dtype, d.weight_lp.get(), weight_->value.data<float>(), weight_->value.numel(), 1.0f,
-                         ctx_.stream.get());
+    const Conv2dOptions& o = options_;
+    if (native_nhwc_)
+      cuda::filter_to_ohwi(dtype, d.weight_lp.get(), weight_->value.data<float>(), o.out_channels, o.in_channels,
+                           o.kernel, o.kernel, stream);
+    else
+      cuda_casts::from_f32(dtype, d.weight_lp.get(), weight_->value.data<float>(), weight_->value.numel(), 1.0f,
+                           ctx_.stream.get());
     w = d.weight_lp.get();
     if (bias_) {
       cuda_casts::from_f32(dtype, d.bias_lp.get(), bias_->value.data<float>(), bias_->value.numel(), 1.0f,
@@ -208,13 +227,18 @@ const TensorRef& Conv2dCuda::backward(const TensorRef& diff_dst) {
   cuda::check_cudnn(cudnnConvolutionBackwardFilter(handle, &one, d.x.get(), x_plain_, d.y.get(), g, d.conv.get(),
                                                    d.algos.backward_filter, ws.data, ws.bytes, &zero, d.w.get(), dw),
                     "cudnnConvolutionBackwardFilter");
-  if (low_precision)
+  if (native_nhwc_)
+    cuda::filter_grad_to_oihw(dtype, weight_->grad.data<float>(), dw, options_.out_channels, options_.in_channels,
+                              options_.kernel, options_.kernel, stream);
+  else if (low_precision)
     cuda_casts::to_f32(dtype, weight_->grad.data<float>(), dw, weight_->grad.numel(), 1.0f, ctx_.stream.get());
   if (bias_) {
     const Shape& y = plain_dst_.shape;
     // cuDNN's bias gradient takes no bf16: 16-bit gradients are summed by our kernel, in f32
-    // straight into the arena.
-    if (low_precision)
+    // straight into the arena. NHWC is [N*H*W, C, 1] to it.
+    if (native_nhwc_)
+      cuda::channel_sums(dtype, g, bias_->grad.data<float>(), y[0] * y[2] * y[3], y[1], 1, stream);
+    else if (low_precision)
       cuda::channel_sums(dtype, g, bias_->grad.data<float>(), y[0], y[1], y[2] * y[3], stream);
     else
       cuda::check_cudnn(cudnnConvolutionBackwardBias(handle, &one, d.y.get(), g, &zero, d.bias.get(), bias_->grad.raw()),

@@ -5,6 +5,9 @@
 // deterministic one that runs in f32 FMA math, i.e. no TF32) and cached; the stream's shared
 // workspace is grown at configure. Bias by cudnnAddTensor / cudnnConvolutionBackwardBias;
 // a fused ReLU by our kernel on the output, its derivative from that output.
+// Native channels_last (Context::channels_last, 16-bit, NHWC input): x, y and their gradients
+// stay NHWC and the filter is a cast OHWI copy (what cuDNN's NHWC tensor-core kernels read),
+// its gradient widened back into the arena's OIHW; no conversion runs.
 // Backward as the CPU twin: weight (and bias) gradients overwritten and reported first.
 // The cuDNN state lives behind Impl (conv2d_cuda.cpp) so this header has no CUDA type.
 #pragma once
@@ -31,6 +34,7 @@ class Conv2dCuda final : public Conv2d {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   bool training_ = false;
+  bool native_nhwc_ = false;  // computes on NHWC as it comes (see the header comment)
   TensorDesc plain_src_, plain_dst_;
   CudaLayoutAdapter src_to_plain_, dst_out_, diff_dst_to_plain_, diff_src_out_;
   CudaBuffer dst_plain_, diff_pre_relu_, diff_src_plain_;

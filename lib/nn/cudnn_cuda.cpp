@@ -77,6 +77,13 @@ void TensorDescriptor::set_nchw(const Shape& shape, DType dtype) {
               "cudnnSetTensor4dDescriptor");
 }
 
+void TensorDescriptor::set_nhwc(const Shape& shape, DType dtype) {
+  if (shape.size() != 4) throw std::invalid_argument("cuDNN tensor: expected [N, C, H, W], got " + shape_str(shape));
+  check_cudnn(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NHWC, cudnn_type(dtype), to_int(shape[0], "N"),
+                                         to_int(shape[1], "C"), to_int(shape[2], "H"), to_int(shape[3], "W")),
+              "cudnnSetTensor4dDescriptor");
+}
+
 void TensorDescriptor::set_channels(int64_t channels, DType dtype) {
   check_cudnn(cudnnSetTensor4dDescriptor(desc_, CUDNN_TENSOR_NCHW, cudnn_type(dtype), 1, to_int(channels, "C"), 1, 1),
               "cudnnSetTensor4dDescriptor");
@@ -91,6 +98,18 @@ void FilterDescriptor::set_oihw(int out, int in, int kh, int kw, DType dtype) {
   check_cudnn(cudnnSetFilter4dDescriptor(desc_, cudnn_type(dtype), CUDNN_TENSOR_NCHW, out, in, kh, kw),
               "cudnnSetFilter4dDescriptor");
 }
+
+void FilterDescriptor::set_ohwi(int out, int in, int kh, int kw, DType dtype) {
+  check_cudnn(cudnnSetFilter4dDescriptor(desc_, cudnn_type(dtype), CUDNN_TENSOR_NHWC, out, in, kh, kw),
+              "cudnnSetFilter4dDescriptor");
+}
+
+ReluDescriptor::ReluDescriptor() {
+  check_cudnn(cudnnCreateActivationDescriptor(&desc_), "cudnnCreateActivationDescriptor");
+  check_cudnn(cudnnSetActivationDescriptor(desc_, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0),
+              "cudnnSetActivationDescriptor");
+}
+ReluDescriptor::~ReluDescriptor() { cudnnDestroyActivationDescriptor(desc_); }
 
 ConvolutionDescriptor::ConvolutionDescriptor() {
   check_cudnn(cudnnCreateConvolutionDescriptor(&desc_), "cudnnCreateConvolutionDescriptor");

@@ -4,8 +4,8 @@
 //  * One workspace per stream shared by every layer on it (their calls run one after the
 //    other on that stream): configure() grows it to what the layer's chosen algorithms
 //    need; forward/backward only read its address, so nothing is allocated in the step loop.
-//  * RAII descriptors; activations are described as plain NCHW (the layers convert
-//    channels_last at their edges).
+//  * RAII descriptors; activations are described as plain NCHW, or as NHWC where a 16-bit
+//    layer of a channels_last model computes on it natively (Context::channels_last).
 #pragma once
 
 #include <cudnn.h>
@@ -36,6 +36,9 @@ class TensorDescriptor {
   TensorDescriptor& operator=(const TensorDescriptor&) = delete;
   // NCHW of a 4-D shape ([N, C, H, W]).
   void set_nchw(const Shape& shape, DType dtype = DType::kF32);
+  // The same logical [N, C, H, W] stored channels-last (NHWC): what the 16-bit layers of a
+  // channels_last model compute on (tensor-core kernels and the fused BatchNorm want it).
+  void set_nhwc(const Shape& shape, DType dtype);
   // [1, C, 1, 1] (a per-channel bias).
   void set_channels(int64_t channels, DType dtype = DType::kF32);
   cudnnTensorDescriptor_t get() const { return desc_; }
@@ -52,6 +55,9 @@ class FilterDescriptor {
   FilterDescriptor& operator=(const FilterDescriptor&) = delete;
   // OIHW (PyTorch's layout, as the arena holds it).
   void set_oihw(int out, int in, int kh, int kw, DType dtype = DType::kF32);
+  // OHWI (cuDNN's NHWC filter format, KRSC): what its tensor-core kernels read with NHWC
+  // activations. The layer keeps a cast, reordered copy; the arena stays OIHW.
+  void set_ohwi(int out, int in, int kh, int kw, DType dtype);
   cudnnFilterDescriptor_t get() const { return desc_; }
 
  private:
@@ -85,6 +91,19 @@ class PoolingDescriptor {
 
  private:
   cudnnPoolingDescriptor_t desc_ = nullptr;
+};
+
+// A ReLU for cuDNN's fused BatchNorm (CUDNN_BATCHNORM_OPS_BN_ACTIVATION / _ADD_ACTIVATION).
+class ReluDescriptor {
+ public:
+  ReluDescriptor();
+  ~ReluDescriptor();
+  ReluDescriptor(const ReluDescriptor&) = delete;
+  ReluDescriptor& operator=(const ReluDescriptor&) = delete;
+  cudnnActivationDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnActivationDescriptor_t desc_ = nullptr;
 };
 
 // int arguments of cuDNN's 4-D descriptors; throws for a dimension past INT_MAX.

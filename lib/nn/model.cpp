@@ -65,10 +65,21 @@ void Model::set_compute_dtype(DType dtype) {
   configured_batch_ = -1;
 }
 
+void Model::set_channels_last(bool value) {
+  if (value && ctx_.device.is_cpu())
+    throw std::invalid_argument("model " + name_ + ": channels_last end to end is a GPU path (16-bit compute)");
+  ctx_.channels_last = value;
+  configured_batch_ = -1;
+}
+
+// The input as the first layer takes it: channels_last when the whole model computes so.
+bool Model::input_channels_last() const { return ctx_.channels_last && compute_dtype_ != DType::kF32; }
+
 void Model::configure(int64_t batch, bool training) {
   Shape shape = {batch};
   shape.insert(shape.end(), input_shape_.begin(), input_shape_.end());
   input_ = {TensorDesc::plain(shape, ctx_.device, compute_dtype_), nullptr};
+  if (input_channels_last()) input_.desc.layout = Layout::kChannelsLast;
   // The old arena goes first, so it and the new one are never resident together.
   plan_.clear();
   TensorDesc desc = input_.desc;
@@ -134,8 +145,15 @@ void Model::stage_input(const Tensor& x, bool stage) {
   if (compute_dtype_ != DType::kF32) {
     if (!compute_input_.defined() || compute_input_.numel() < x.numel() || compute_input_.dtype() != compute_dtype_)
       compute_input_ = Tensor({x.numel()}, compute_dtype_, ctx_.device);
-    ctx_.stream->cast_from_f32(compute_input_.raw(), compute_dtype_, static_cast<const float*>(input_.data),
-                               x.numel());
+    if (input_channels_last()) {  // cast and reordered in one pass
+      TensorDesc plain = input_.desc;
+      plain.layout = Layout::kPlain;
+      plain.dtype = DType::kF32;
+      stage_channels_last(ctx_, {plain, input_.data}, {input_.desc, compute_input_.raw()});
+    } else {
+      ctx_.stream->cast_from_f32(compute_input_.raw(), compute_dtype_, static_cast<const float*>(input_.data),
+                                 x.numel());
+    }
     input_.data = compute_input_.raw();
   }
 }

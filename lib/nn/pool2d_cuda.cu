@@ -1,6 +1,7 @@
 // Pool2dCuda (pool2d_cuda.hpp): max pooling kernels and cuDNN average pooling.
 #include <stdexcept>
 
+#include "nn/channels_last_cuda.hpp"
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/cudnn_cuda.hpp"
 #include "nn/dtype_cuda.hpp"
@@ -12,24 +13,28 @@ namespace sdp::nn {
 
 namespace {
 
+// Indices in I (pool_rule.hpp's MaxPoolIndex): int32 when the input and output have fewer
+// than 2^30 elements (the grid-stride sum stays in range), int64 otherwise.
+constexpr int64_t kInt32Elements = int64_t{1} << 30;
+
 // One thread per output element: max_pool_window (pool_rule.hpp).
-template <class T>
+template <class T, class I>
 __global__ void max_pool_forward_kernel(MaxPoolGeometry g, const T* x, T* y, int32_t* argmax, bool relu) {
-  const int64_t total = g.planes * g.oh * g.ow;
-  SDP_GRID_STRIDE(o, total) {
+  const I total = static_cast<I>(g.planes * g.oh * g.ow);
+  for (I o = blockIdx.x * blockDim.x + threadIdx.x; o < total; o += gridDim.x * blockDim.x) {
     int32_t at = -1;
-    y[o] = cuda::store_as<T>(max_pool_window(g, x, o, relu, &at));
+    y[o] = cuda::store_as<T>(max_pool_window<T, I>(g, x, o, relu, &at));
     if (argmax != nullptr) argmax[o] = at;
   }
 }
 
 // One thread per input element: max_pool_input_grad (pool_rule.hpp).
-template <class T>
+template <class T, class I>
 __global__ void max_pool_backward_kernel(MaxPoolGeometry g, const T* y, const T* dy, const int32_t* argmax, T* dx,
                                          bool relu) {
-  const int64_t total = g.planes * g.h * g.w;
-  SDP_GRID_STRIDE(i, total)
-    dx[i] = cuda::store_as<T>(max_pool_input_grad(g, y, dy, argmax, i, relu));
+  const I total = static_cast<I>(g.planes * g.h * g.w);
+  for (I i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x)
+    dx[i] = cuda::store_as<T>(max_pool_input_grad<T, I>(g, y, dy, argmax, i, relu));
 }
 
 }  // namespace
@@ -64,8 +69,13 @@ TensorDesc Pool2dCuda::configure(const TensorDesc& src, bool training) {
   if (oh < 1 || ow < 1) throw std::invalid_argument("Pool2d " + name_ + ": input too small");
   const Shape out = {in[0], in[1], oh, ow};
   const Device& device = src.device;
-  plain_src_ = TensorDesc::plain(in, device, src.dtype);
+  native_nhwc_ = ctx_.channels_last && src.layout == Layout::kChannelsLast && src.dtype != DType::kF32 &&
+                 options_.kind != PoolKind::kAvg;
+  // In the native layout "plain" names the layout the layer computes in: NHWC (a global
+  // average's [N, C, 1, 1] is the same bytes plain).
+  plain_src_ = native_nhwc_ ? src : TensorDesc::plain(in, device, src.dtype);
   plain_dst_ = TensorDesc::plain(out, device, src.dtype);
+  if (native_nhwc_ && options_.kind == PoolKind::kMax) plain_dst_.layout = Layout::kChannelsLast;
   TensorDesc dst = plain_dst_;
   if (options_.channels_last) dst.layout = Layout::kChannelsLast;
   src_to_plain_.configure(src, plain_src_);
@@ -76,10 +86,10 @@ TensorDesc Pool2dCuda::configure(const TensorDesc& src, bool training) {
   none_ = {src, nullptr};
 
   Impl& d = *impl_;
-  d.geometry = {in[0] * in[1], in[2], in[3], oh, ow, kernel_, stride_, padding_};
+  d.geometry = {in[0] * in[1], in[2], in[3], oh, ow, kernel_, stride_, padding_, native_nhwc_ ? in[1] : 0};
   if (options_.kind == PoolKind::kMax) {
     if (training) argmax_.reserve(device, static_cast<std::size_t>(plain_dst_.numel()) * sizeof(int32_t));
-  } else {
+  } else if (!native_nhwc_) {  // (a native global average is our kernel: nothing to set up)
     d.x.set_nchw(in, src.dtype);
     d.y.set_nchw(out, src.dtype);
     if (options_.kind == PoolKind::kGlobalAvg)
@@ -107,14 +117,20 @@ const TensorRef& Pool2dCuda::forward(const TensorRef& src) {
   Impl& d = *impl_;
   x_plain_ = src_to_plain_.convert(ctx_, src).data;
   void* y = dst_plain_.get();
-  if (options_.kind == PoolKind::kMax) {
+  if (native_nhwc_ && options_.kind == PoolKind::kGlobalAvg) {
+    const Shape& in = plain_src_.shape;
+    cuda::global_avg_pool_nhwc(plain_src_.dtype, x_plain_, y, in[0], in[2] * in[3], in[1], cuda::stream_of(ctx_));
+  } else if (options_.kind == PoolKind::kMax) {
     const int64_t total = plain_dst_.numel();
     cudaStream_t stream = cuda::stream_of(ctx_);
     cuda::with_storage_type(plain_dst_.dtype, [&](auto tag) {
       using T = cuda::storage_t<decltype(tag)>;
-      max_pool_forward_kernel<T><<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
-          d.geometry, static_cast<const T*>(x_plain_), static_cast<T*>(y), training_ ? argmax_.as<int32_t>() : nullptr,
-          options_.fuse_relu);
+      auto* kernel = plain_src_.numel() < kInt32Elements ? max_pool_forward_kernel<T, int32_t>
+                                                          : max_pool_forward_kernel<T, int64_t>;
+      kernel<<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(d.geometry, static_cast<const T*>(x_plain_),
+                                                                   static_cast<T*>(y),
+                                                                   training_ ? argmax_.as<int32_t>() : nullptr,
+                                                                   options_.fuse_relu);
     });
     cuda::check_launch("max_pool_forward_kernel");
   } else {
@@ -132,15 +148,22 @@ const TensorRef& Pool2dCuda::backward(const TensorRef& diff_dst) {
   if (!needs_input_grad_) return none_;
   Impl& d = *impl_;
   const void* g = diff_dst_to_plain_.convert(ctx_, diff_dst).data;
-  if (options_.kind == PoolKind::kMax) {
+  if (native_nhwc_ && options_.kind == PoolKind::kGlobalAvg) {
+    const Shape& in = plain_src_.shape;
+    cuda::global_avg_pool_nhwc_backward(plain_src_.dtype, g, diff_src_plain_.get(), in[0], in[2] * in[3], in[1],
+                                        cuda::stream_of(ctx_));
+  } else if (options_.kind == PoolKind::kMax) {
     // Every element of dx is written (0 where no window chose it): no clearing pass.
     const int64_t total = plain_src_.numel();
     cudaStream_t stream = cuda::stream_of(ctx_);
     cuda::with_storage_type(plain_src_.dtype, [&](auto tag) {
       using T = cuda::storage_t<decltype(tag)>;
-      max_pool_backward_kernel<T><<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
-          d.geometry, dst_plain_.as<const T>(), static_cast<const T*>(g), argmax_.as<const int32_t>(),
-          diff_src_plain_.as<T>(), options_.fuse_relu);
+      auto* kernel = plain_src_.numel() < kInt32Elements ? max_pool_backward_kernel<T, int32_t>
+                                                          : max_pool_backward_kernel<T, int64_t>;
+      kernel<<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(d.geometry, dst_plain_.as<const T>(),
+                                                                   static_cast<const T*>(g),
+                                                                   argmax_.as<const int32_t>(),
+                                                                   diff_src_plain_.as<T>(), options_.fuse_relu);
     });
     cuda::check_launch("max_pool_backward_kernel");
   } else {

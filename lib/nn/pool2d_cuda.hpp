@@ -9,6 +9,10 @@
 //    (deterministic, no atomics); the arithmetic is pool_rule.hpp's, which the CPU tests
 //    run against the CPU twin. A fused ReLU is applied to the pooled value and its
 //    derivative taken from the output.
+//  * Native channels_last (Context::channels_last, 16-bit, NHWC input): max pooling's kernels
+//    index NHWC (pool_rule.hpp), global average pooling is our NHWC kernel whose [N, C, 1, 1]
+//    output is the same bytes in either layout (given as plain, which Flatten takes as is);
+//    no conversion runs. Other average pooling converts as above.
 #pragma once
 
 #include <memory>
@@ -32,6 +36,7 @@ class Pool2dCuda final : public Pool2d {
   struct Impl;
   std::unique_ptr<Impl> impl_;
   bool training_ = false;
+  bool native_nhwc_ = false;
   int64_t kernel_ = 0, stride_ = 1, padding_ = 0;
   TensorDesc plain_src_, plain_dst_;
   CudaLayoutAdapter src_to_plain_, dst_out_, diff_dst_to_plain_, diff_src_out_;

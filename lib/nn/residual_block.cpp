@@ -1,5 +1,7 @@
 #include "nn/residual_block.hpp"
 
+#include <iterator>
+
 #include "nn/batchnorm2d.hpp"
 #include "nn/conv2d.hpp"
 #include "nn/layer_profile.hpp"
@@ -38,6 +40,13 @@ TensorDesc ResidualBlock::configure(const TensorDesc& src, bool training) {
   TensorDesc branch = src, shortcut = src;
   for (auto& l : branch_) branch = l->configure(branch, training);
   for (auto& l : shortcut_) shortcut = l->configure(shortcut, training);
+  fused_ = nullptr;
+  if (auto* bn = branch_.empty() ? nullptr : dynamic_cast<BatchNorm2d*>(branch_.back().get());
+      bn != nullptr && bn->fuse_residual_add_relu(shortcut)) {
+    fused_ = bn;
+    if (training && needs_input_grad_) sum_grads_->configure(src, src, AddOutput::kGradient);
+    return branch;
+  }
   // The branch's last output is read only by the sum, and the sum only by the ReLU: both
   // run in place over that output when the branch's backward does not read it (BN's
   // does not), which saves two activations per block.
@@ -51,6 +60,7 @@ TensorDesc ResidualBlock::configure(const TensorDesc& src, bool training) {
 }
 
 const TensorRef& ResidualBlock::forward(const TensorRef& src) {
+  if (fused_ != nullptr) return forward_fused(src);
   const TensorRef* b = &src;
   for (auto& l : branch_) b = &l->run_forward(*b);
   const TensorRef* s = &src;
@@ -61,6 +71,7 @@ const TensorRef& ResidualBlock::forward(const TensorRef& src) {
 }
 
 const TensorRef& ResidualBlock::backward(const TensorRef& diff_dst) {
+  if (fused_ != nullptr) return backward_fused(diff_dst);
   const TensorRef& d_sum = relu_->run_backward(diff_dst);
   const TensorRef* ds = &timed(ctx_.profile, add_.get(), add_name_, "add", Pass::kBackward,
                                [&]() -> const TensorRef& { return add_->backward_b(d_sum); });
@@ -72,11 +83,42 @@ const TensorRef& ResidualBlock::backward(const TensorRef& diff_dst) {
                [&]() -> const TensorRef& { return sum_grads_->forward(*db, *ds); });
 }
 
+// The shortcut runs first: its output is the sum's other term, which the last BatchNorm adds.
+const TensorRef& ResidualBlock::forward_fused(const TensorRef& src) {
+  const TensorRef* s = &src;
+  for (auto& l : shortcut_) s = &l->run_forward(*s);
+  fused_->set_residual(*s);
+  const TensorRef* b = &src;
+  for (auto& l : branch_) b = &l->run_forward(*b);
+  return *b;
+}
+
+// The fused BatchNorm's backward gives both terms' gradients; it reports its parameters'
+// only after the shortcut has reported its own (reverse registration order).
+const TensorRef& ResidualBlock::backward_fused(const TensorRef& diff_dst) {
+  const TensorRef* db = &branch_.back()->run_backward(diff_dst);
+  const TensorRef* ds = &fused_->residual_grad();
+  for (auto it = shortcut_.rbegin(); it != shortcut_.rend(); ++it) ds = &(*it)->run_backward(*ds);
+  fused_->report_grads_ready();
+  for (auto it = std::next(branch_.rbegin()); it != branch_.rend(); ++it) db = &(*it)->run_backward(*db);
+  if (!needs_input_grad_) return empty_;
+  return timed(ctx_.profile, sum_grads_.get(), sum_grads_name_, "add", Pass::kBackward,
+               [&]() -> const TensorRef& { return sum_grads_->forward(*db, *ds); });
+}
+
 // Exactly backward()'s sequence. d_sum is read by the shortcut (through backward_b) and
 // again by the branch's last layer, so it stays alive across the whole shortcut backward;
 // the shortcut's result stays alive across the whole branch until the sum reads it.
 GradientPlan::Buffer* ResidualBlock::plan_backward(GradientPlan& plan,
                                                    GradientPlan::Buffer* diff_dst) {
+  if (fused_ != nullptr) {  // backward_fused's sequence; z's gradient is the BatchNorm's own buffer
+    GradientPlan::Buffer* db = branch_.back()->plan_backward(plan, diff_dst);
+    GradientPlan::Buffer* ds = nullptr;
+    for (auto it = shortcut_.rbegin(); it != shortcut_.rend(); ++it) ds = (*it)->plan_backward(plan, ds);
+    for (auto it = std::next(branch_.rbegin()); it != branch_.rend(); ++it) db = (*it)->plan_backward(plan, db);
+    if (!needs_input_grad_) return nullptr;
+    return sum_grads_->plan_forward(plan, db, ds);
+  }
   GradientPlan::Buffer* d_sum = relu_->plan_backward(plan, diff_dst);
   GradientPlan::Buffer* ds = add_->plan_backward_b(plan, d_sum);
   for (auto it = shortcut_.rbegin(); it != shortcut_.rend(); ++it)

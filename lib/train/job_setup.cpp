@@ -19,6 +19,7 @@
 #include "distributed/mpi_check.hpp"
 #include "obs/timeline.hpp"
 #include "train/global_batch.hpp"
+#include "train/training_setup.hpp"
 
 namespace sdp {
 
@@ -195,6 +196,7 @@ std::string describe_plan(const JobSetup& setup) {
         << w.node_names()[nodes[r]] << "\n";
   out << std::right;
   out << "  model        : " << s.model.name << " (" << s.model.num_classes << " classes)\n";
+  out << "  layout       : " << describe_memory_format(s, setup.device.device) << "\n";
   out << "  data         : " << to_string(s.data.format);
   if (s.data.format != DataFormat::kSynthetic)
     out << " (train " << s.data.train << ", test " << s.data.test << ")";

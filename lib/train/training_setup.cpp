@@ -162,7 +162,23 @@ std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const SampleSource& 
   std::unique_ptr<nn::Model> model = models::make_model(options);
   model->set_label_smoothing(static_cast<float>(spec.train.label_smoothing));
   model->set_compute_dtype(compute_dtype(spec.precision));
+  model->set_channels_last(uses_channels_last(spec, device));
   return model;
+}
+
+bool uses_channels_last(const JobSpec& spec, const Device& device) {
+  return device.is_cuda() && spec.precision != Precision::kFp32 && spec.model.memory_format == "channels_last";
+}
+
+std::string describe_memory_format(const JobSpec& spec, const Device& device) {
+  if (!device.is_cuda()) return "oneDNN's own layouts (CPU)";
+  const std::string key = spec.model.memory_format == "auto" ? " (auto)" : "";
+  if (uses_channels_last(spec, device))
+    return "channels_last" + key + ": NHWC end to end, BatchNorm fused with its ReLU and the residual sum (cuDNN)";
+  return "nchw" + key + (spec.precision == Precision::kFp32
+                             ? std::string(": fp32 computes NCHW")
+                             : std::string(": NCHW, BatchNorm and ReLU apart; model.memory_format: channels_last "
+                                           "is the fused NHWC path"));
 }
 
 DType compute_dtype(Precision precision) {

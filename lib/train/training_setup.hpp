@@ -47,6 +47,11 @@ std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const SampleSource& 
 OptimizerOptions optimizer_options(const OptimizerSpec& optimizer);
 // The activations' dtype of `precision`: f32, or f16 / bf16 under mixed precision.
 DType compute_dtype(Precision precision);
+// Whether the model computes channels_last end to end (model.memory_format) on `device`: only
+// a GPU in 16 bits; auto keeps NCHW until that path's GPU tests have passed.
+bool uses_channels_last(const JobSpec& spec, const Device& device);
+// The plan's line for it: the layout and which BatchNorm runs.
+std::string describe_memory_format(const JobSpec& spec, const Device& device);
 
 // How the ranks split the set at `path` (data.shard): `rank`, all ranks the whole set; `host`,
 // the ranks of each host the set that host sees (SageMaker's ShardedByS3Key gives each host its

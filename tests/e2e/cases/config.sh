@@ -40,6 +40,7 @@ case_validate_quickstart() {
     grep -q '^# valid' "$WORK/out" || fail "no '# valid'"
     grep -q 'batch_size: 32' "$WORK/out" || fail "resolved spec lacks the override"
     grep -q '32 per rank, 64 global' "$WORK/out" || fail "plan lacks per-rank/global batch"
+    grep -q '^  layout       : oneDNN' "$WORK/out" || fail "the plan does not say the CPU's layout"
     grep -qF 'learning rate: global batch 64 (32 x 2 ranks x 1), lr 0.02 @ 32 -> 0.04 (linear)' "$WORK/out" || fail "plan lacks the scaled LR"
     [ "$(grep -c '^# valid' "$WORK/out")" -eq 1 ] || fail "printed by more than one rank"
 }
@@ -193,6 +194,15 @@ case_err_negative_batch() {
 case_err_lr_not_positive() {
     cfg=$(yaml bad.yaml 'optimizer: {lr: 0}\n')
     expect_error 2 "bad.yaml:1: key 'optimizer.lr': must be > 0" validate --config "$cfg"
+}
+
+case_err_channels_last_needs_16_bit() {
+    # channels_last is the GPU's 16-bit path: asked of an fp32 job it is an error naming the key
+    # (exit 2), and an unknown layout names the choices.
+    cfg=$(yaml bad.yaml 'model: {name: resnet20, memory_format: channels_last}\n')
+    expect_error 2 "bad.yaml:1: key 'model.memory_format': channels_last is the GPU's 16-bit path: it needs precision amp-fp16 or amp-bf16" validate --config "$cfg"
+    cfg=$(yaml bad2.yaml 'model: {memory_format: nhwc}\n')
+    expect_error 2 "bad2.yaml:1: key 'model.memory_format': unknown value 'nhwc'" validate --config "$cfg"
 }
 
 case_err_unknown_model() {

@@ -114,6 +114,39 @@ case_gpu_amp_resume_bitwise() {
     grep -q '"loss_scale"' "$WORK/ckB/ckpt-000000040.safetensors" || fail "no loss scale in the checkpoint"
 }
 
+case_gpu_channels_last_resume_bitwise() {
+    # The channels_last path (NHWC, BatchNorm fused with the ReLU and the residual sum in cuDNN)
+    # resumes bit for bit: ResNet-20 (pad shortcuts, fused sums) in amp-fp16, stopped at step 15.
+    need_gpus 1
+    resume_bitwise 0 --set device=cuda --set precision=amp-fp16 --set model.memory_format=channels_last \
+      --set model.name=resnet20 --set data.synthetic.channels=3 --set data.synthetic.height=16 \
+      --set data.synthetic.width=16 --set data.batch_size=16
+}
+
+case_gpu_channels_last_learns_as_nchw() {
+    # LeNet-5 in amp-fp16 learns the default job as well channels_last as NCHW (within a point),
+    # the plan says which layout each run takes, and the channels_last model (checkpoint layout
+    # unchanged) evaluates on the CPU as trained.
+    need_gpus 1
+    for f in nchw channels_last; do
+      expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set model.name=lenet5 --set device=cuda \
+        --set precision=amp-fp16 --set model.memory_format=$f --set output.model_dir="$WORK/m-$f"
+      grep -q "^  layout       : $f:" "$WORK/out" || fail "the plan does not say $f"
+      grep -oE '^\[epoch 3\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$' >"$WORK/acc-$f"
+    done
+    python3 - "$WORK" <<'PY' || fail "channels_last does not learn as NCHW does"
+import sys
+acc = {f: float(open(f"{sys.argv[1]}/acc-{f}").read()) for f in ("nchw", "channels_last")}
+print(acc)
+assert acc["nchw"] >= 0.9 and abs(acc["channels_last"] - acc["nchw"]) <= 0.01, acc
+PY
+    expect_ok 0 evaluate --config "$SRC/configs/quickstart.yaml" --set model.name=lenet5 --set device=cpu --set threads=1 \
+      --model "$WORK/m-channels_last/model.safetensors"
+    evaluated=$(grep -oE '^\[eval\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
+    python3 -c "import sys; sys.exit(0 if abs(float('$evaluated') - float(open('$WORK/acc-channels_last').read())) <= 0.01 else 1)" ||
+      fail "the channels_last model evaluates to $evaluated on the CPU"
+}
+
 case_gpu_amp_dp_overflow_agreed() {
     # 2 GPUs: an overflow on rank 1 alone skips the same step on both ranks (the averaged
     # gradients are the same everywhere) and the replicas stay identical.

@@ -45,6 +45,27 @@ TEST(CudaRules, PadShortcutIndexMapsMatchTheCpuLoops) {
   }
 }
 
+// A channels_last model's pad shortcut indexes NHWC: element for element, the NHWC maps move
+// the same logical element as the NCHW maps above (channels_last_source relates the two).
+TEST(CudaRules, PadShortcutNhwcMapsMoveTheSameElements) {
+  for (int64_t stride : {1, 2}) {
+    const int64_t n = 2, c = 3, h = 5, w = 7, pad = 2;
+    const int64_t oc = c + 2 * pad, oh = (h + stride - 1) / stride, ow = (w + stride - 1) / stride;
+    const PadShortcutGeometry plain{n, c, h, w, oc, oh, ow, stride, pad};
+    const PadShortcutGeometry nhwc{n, c, h, w, oc, oh, ow, stride, pad, /*nhwc=*/true};
+    for (int64_t j = 0; j < n * oc * oh * ow; ++j) {
+      const int64_t from = pad_shortcut_source(plain, channels_last_source(j, oc, oh * ow, true));
+      const int64_t want = from < 0 ? -1 : channels_last_source(from, c, h * w, false);
+      ASSERT_EQ(pad_shortcut_source(nhwc, j), want) << "stride " << stride << " output " << j;
+    }
+    for (int64_t j = 0; j < n * c * h * w; ++j) {
+      const int64_t from = pad_shortcut_grad_source(plain, channels_last_source(j, c, h * w, true));
+      const int64_t want = from < 0 ? -1 : channels_last_source(from, oc, oh * ow, false);
+      ASSERT_EQ(pad_shortcut_grad_source(nhwc, j), want) << "stride " << stride << " input " << j;
+    }
+  }
+}
+
 TEST(CudaRules, ChannelsLastIndexMapMatchesOneDnnReorder) {
   const Dims d = {2, 5, 3, 4};
   const std::vector<float> x = testing::random_vector(120, 1);
@@ -106,6 +127,46 @@ void check_max_pool(const Dims& in, const Pool2dOptions& o, const std::vector<fl
   const RuleResult r = max_pool_by_rule(x, in, o, h.loss_weights());
   expect_same(y, r.y, 0.0f, what + " forward");
   expect_same(dx, r.dx, grad_tol, what + " input gradient");
+}
+
+// [n, c, h*w] plain -> NHWC, and back.
+std::vector<float> to_nhwc(const std::vector<float>& x, int64_t c, int64_t hw) {
+  std::vector<float> y(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) y[i] = x[channels_last_source(static_cast<int64_t>(i), c, hw, true)];
+  return y;
+}
+std::vector<float> from_nhwc(const std::vector<float>& x, int64_t c, int64_t hw) {
+  std::vector<float> y(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) y[i] = x[channels_last_source(static_cast<int64_t>(i), c, hw, false)];
+  return y;
+}
+
+// A channels_last model's max pooling: the same rule over NHWC gives the same outputs, argmax
+// choices (ties and NaN included) and input gradients as over NCHW, bit for bit.
+TEST(CudaRules, MaxPoolOverNhwcMatchesNchw) {
+  const Dims in = {2, 3, 7, 7};
+  std::vector<float> x = testing::random_vector(294, 7);
+  x[10] = x[11];           // a tie
+  x[100] = std::nanf("");  // a NaN
+  const std::vector<float> dy_plain = testing::random_vector(2 * 3 * 4 * 4, 8);
+  for (const Pool2dOptions& o : {max_pool(3, 2, 1), max_pool(3, 2, 1, /*fuse_relu=*/true), max_pool(2, 2)}) {
+    const RuleResult plain = max_pool_by_rule(x, in, o, dy_plain);
+    const int64_t oh = (in[2] + 2 * o.padding - o.kernel) / o.stride + 1;
+    const int64_t ow = (in[3] + 2 * o.padding - o.kernel) / o.stride + 1;
+    const MaxPoolGeometry g{in[0] * in[1], in[2], in[3], oh, ow, o.kernel, o.stride, o.padding, /*nhwc_channels=*/3};
+    const std::vector<float> xn = to_nhwc(x, 3, 49);
+    std::vector<float> dy(dy_plain.begin(), dy_plain.begin() + g.planes * oh * ow);
+    dy = to_nhwc(dy, 3, oh * ow);
+    std::vector<float> y(dy.size());
+    std::vector<int32_t> argmax(y.size());
+    for (int64_t i = 0; i < static_cast<int64_t>(y.size()); ++i)
+      y[i] = max_pool_window(g, xn.data(), i, o.fuse_relu, &argmax[i]);
+    std::vector<float> dx(x.size());
+    for (int64_t i = 0; i < static_cast<int64_t>(x.size()); ++i)
+      dx[i] = max_pool_input_grad(g, y.data(), dy.data(), argmax.data(), i, o.fuse_relu);
+    expect_same(plain.y, from_nhwc(y, 3, oh * ow), 0.0f, "nhwc forward");
+    expect_same(plain.dx, from_nhwc(dx, 3, 49), 0.0f, "nhwc input gradient");
+  }
 }
 
 TEST(CudaRules, MaxPoolMatchesTheCpuTwin) {
