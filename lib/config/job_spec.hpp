@@ -20,8 +20,8 @@ struct ModelSpec {
   double dropout = 0.0;
   bool zero_init_residual = false;  // resnets only
   // Activation layout on a GPU under 16-bit compute: channels_last (NHWC end to end, BatchNorm
-  // fused in cuDNN), nchw (the plain layout), auto (nchw until channels_last has passed its
-  // GPU tests; training_setup.hpp: uses_channels_last).
+  // fused in cuDNN), nchw (the plain layout, as before), auto (channels_last there; fp32 and
+  // the CPU compute as always; training_setup.hpp: uses_channels_last).
   std::string memory_format = "auto";
 };
 

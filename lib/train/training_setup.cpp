@@ -167,7 +167,7 @@ std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const SampleSource& 
 }
 
 bool uses_channels_last(const JobSpec& spec, const Device& device) {
-  return device.is_cuda() && spec.precision != Precision::kFp32 && spec.model.memory_format == "channels_last";
+  return device.is_cuda() && spec.precision != Precision::kFp32 && spec.model.memory_format != "nchw";
 }
 
 std::string describe_memory_format(const JobSpec& spec, const Device& device) {

@@ -47,8 +47,8 @@ std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const SampleSource& 
 OptimizerOptions optimizer_options(const OptimizerSpec& optimizer);
 // The activations' dtype of `precision`: f32, or f16 / bf16 under mixed precision.
 DType compute_dtype(Precision precision);
-// Whether the model computes channels_last end to end (model.memory_format) on `device`: only
-// a GPU in 16 bits; auto keeps NCHW until that path's GPU tests have passed.
+// Whether the model computes channels_last end to end (model.memory_format) on `device`: a GPU
+// in 16 bits, unless the key says nchw (auto and channels_last both take it).
 bool uses_channels_last(const JobSpec& spec, const Device& device);
 // The plan's line for it: the layout and which BatchNorm runs.
 std::string describe_memory_format(const JobSpec& spec, const Device& device);

@@ -21,7 +21,10 @@ TEST(MemoryFormat, ChannelsLastOnlyOnAGpuIn16Bits) {
   const Device gpu = Device::cuda(0), cpu = Device::cpu();
   EXPECT_TRUE(uses_channels_last(job(Precision::kAmpFp16, "channels_last"), gpu));
   EXPECT_TRUE(uses_channels_last(job(Precision::kAmpBf16, "channels_last"), gpu));
-  EXPECT_FALSE(uses_channels_last(job(Precision::kAmpFp16, "nchw"), gpu));
+  EXPECT_TRUE(uses_channels_last(job(Precision::kAmpFp16, "auto"), gpu)) << "the default for 16-bit on a GPU";
+  EXPECT_TRUE(uses_channels_last(job(Precision::kAmpBf16, "auto"), gpu));
+  EXPECT_FALSE(uses_channels_last(job(Precision::kAmpFp16, "nchw"), gpu)) << "the key still selects the old path";
+  EXPECT_FALSE(uses_channels_last(job(Precision::kFp32, "auto"), gpu));
   EXPECT_FALSE(uses_channels_last(job(Precision::kFp32, "channels_last"), gpu));
   EXPECT_FALSE(uses_channels_last(job(Precision::kAmpFp16, "channels_last"), cpu));
 }
@@ -30,6 +33,7 @@ TEST(MemoryFormat, ThePlanSaysWhichLayoutAndWhy) {
   const Device gpu = Device::cuda(0);
   EXPECT_EQ(describe_memory_format(job(Precision::kAmpFp16, "channels_last"), gpu).rfind("channels_last: NHWC", 0), 0u);
   EXPECT_EQ(describe_memory_format(job(Precision::kAmpFp16, "nchw"), gpu).rfind("nchw: NCHW", 0), 0u);
+  EXPECT_EQ(describe_memory_format(job(Precision::kAmpBf16, "auto"), gpu).rfind("channels_last (auto): NHWC", 0), 0u);
   EXPECT_EQ(describe_memory_format(job(Precision::kFp32, "auto"), gpu), "nchw (auto): fp32 computes NCHW");
   EXPECT_EQ(describe_memory_format(job(Precision::kAmpFp16, "auto"), Device::cpu()), "oneDNN's own layouts (CPU)");
 }
