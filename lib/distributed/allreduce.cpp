@@ -254,53 +254,27 @@ DType compression_wire_type(Compression compression) {
   throw std::logic_error("compression_wire_type: unhandled Compression");
 }
 
-std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const AllreduceSetup& setup) {
-  // Host buffers compress inside the algorithms (hierarchical: only across nodes, where the
-  // bytes are slow); GPU buffers compress around the whole algorithm, NCCL in 16 bits.
-  const DType requested = compression_wire_type(setup.compression);
-  const DType wire = setup.device.is_cpu() ? requested : DType::kF32;
-  const DType gpu_wire = setup.device.is_cpu() ? DType::kF32 : requested;
-  const CommBackend backend = resolve_comm_backend(setup.backend, setup.device);
-  // Whatever spans the world moves host memory (MPI) when the inter-node phase runs on the
-  // hosts (inter_node.hpp): CPU jobs, and GPU jobs that cross the nodes through the hosts.
-  const CommBackend across_world = world_backend(backend, setup.inter_node, setup.device, world.nodes());
-  const bool inter_on_hosts = world.nodes() > 1 && across_world == CommBackend::kMpi;
-  auto report = [&](std::shared_ptr<Communicator> made) {
-    if (setup.communicators != nullptr) setup.communicators->push_back(made);
-    return made;
-  };
-  auto communicator = [&](MPI_Comm group, const char* label, CommBackend over) {
-    CommunicatorOptions options;
-    options.label = label;
-    options.device = setup.device;
-    return report(make_communicator(over, group, options));
-  };
-  // Made only for the algorithms that use it: under NCCL each is a communicator init.
-  auto world_comm = [&] { return communicator(world.comm(), "world", across_world); };
-  // Across nodes over host memory: the TCP socket ring (socket_ring.hpp) for the allreduce when
-  // every rank connects, else MPI; GPU buffers staged through pinned memory in rounds.
-  auto host_inter_comm = [&]() -> std::shared_ptr<Communicator> {
-    std::shared_ptr<Communicator> host = std::make_shared<MpiCommunicator>(world.inter(), "inter");
-    if (std::unique_ptr<SocketRing> ring = SocketRing::create(world.inter(), world.comm()))
-      host = std::make_shared<SocketRingCommunicator>(std::move(ring), host);
-    if (setup.device.is_cpu()) return report(host);
-    return report(std::make_shared<StagedCommunicator>(host, make_stream(setup.device)));
-  };
-  auto compressed = [&](std::unique_ptr<AllreduceAlgorithm> inner) -> std::unique_ptr<AllreduceAlgorithm> {
-    if (wire == DType::kF32 || world.size() == 1) return inner;
-    return std::make_unique<CompressedAllreduce>(std::move(inner), wire, world.size());
-  };
-  auto hierarchical = [&] {
-    // An arena of another group (e.g. made before a ranks_per_node override) is not used.
-    std::shared_ptr<SharedArena> arena =
-        setup.arena && setup.arena->local_size() == world.local_size() ? setup.arena : nullptr;
-    std::shared_ptr<Communicator> intra = communicator(world.intra(), "intra", backend);
-    std::shared_ptr<Communicator> inter =
-        inter_on_hosts ? host_inter_comm() : communicator(world.inter(), "inter", backend);
-    return std::make_unique<HierarchicalAllreduce>(std::move(intra), std::move(inter), arena, wire);
-  };
-  auto algorithm = [&]() -> std::unique_ptr<AllreduceAlgorithm> {
-    switch (setup.algorithm) {
+namespace {
+
+// make_allreduce's parts: the communicators an algorithm needs, made only when it needs them
+// (under NCCL each is a communicator init, and making one is collective: every rank asks for
+// the same ones in the same order), and the 16-bit wrapping.
+class AllreduceBuilder {
+ public:
+  AllreduceBuilder(const World& world, const AllreduceSetup& setup)
+      : world_(world),
+        setup_(setup),
+        // Host buffers compress inside the algorithms (hierarchical: only across nodes, where the
+        // bytes are slow); GPU buffers compress around the whole algorithm, NCCL in 16 bits.
+        wire_(setup.device.is_cpu() ? compression_wire_type(setup.compression) : DType::kF32),
+        backend_(resolve_comm_backend(setup.backend, setup.device)),
+        // Whatever spans the world moves host memory (MPI) when the inter-node phase runs on the
+        // hosts (inter_node.hpp): CPU jobs, and GPU jobs that cross the nodes through the hosts.
+        across_world_(world_backend(backend_, setup.inter_node, setup.device, world.nodes())),
+        inter_on_hosts_(world.nodes() > 1 && across_world_ == CommBackend::kMpi) {}
+
+  std::unique_ptr<AllreduceAlgorithm> algorithm() {
+    switch (setup_.algorithm) {
       case AllreduceKind::kFlat:
         return compressed(std::make_unique<FlatAllreduce>(world_comm()));
       case AllreduceKind::kRing:
@@ -312,11 +286,60 @@ std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const All
         std::unique_ptr<AllreduceAlgorithm> flat = compressed(std::make_unique<FlatAllreduce>(world_comm()));
         std::unique_ptr<HierarchicalAllreduce> node_first = hierarchical();
         return std::make_unique<AutoAllreduce>(std::move(flat), std::move(node_first),
-                                               world.nodes() > 1 && world.local_size() > 1, world.nodes() > 1);
+                                               world_.nodes() > 1 && world_.local_size() > 1, world_.nodes() > 1);
       }
     }
     throw std::logic_error("make_allreduce: unhandled AllreduceKind");
-  }();
+  }
+
+ private:
+  std::shared_ptr<Communicator> report(std::shared_ptr<Communicator> made) const {
+    if (setup_.communicators != nullptr) setup_.communicators->push_back(made);
+    return made;
+  }
+  std::shared_ptr<Communicator> communicator(MPI_Comm group, const char* label, CommBackend over) const {
+    CommunicatorOptions options;
+    options.label = label;
+    options.device = setup_.device;
+    return report(make_communicator(over, group, options));
+  }
+  std::shared_ptr<Communicator> world_comm() const { return communicator(world_.comm(), "world", across_world_); }
+  // Across nodes over host memory: the TCP socket ring (socket_ring.hpp) for the allreduce when
+  // every rank connects, else MPI; GPU buffers staged through pinned memory in rounds.
+  std::shared_ptr<Communicator> host_inter_comm() const {
+    std::shared_ptr<Communicator> host = std::make_shared<MpiCommunicator>(world_.inter(), "inter");
+    if (std::unique_ptr<SocketRing> ring = SocketRing::create(world_.inter(), world_.comm()))
+      host = std::make_shared<SocketRingCommunicator>(std::move(ring), host);
+    if (setup_.device.is_cpu()) return report(host);
+    return report(std::make_shared<StagedCommunicator>(host, make_stream(setup_.device)));
+  }
+  std::unique_ptr<AllreduceAlgorithm> compressed(std::unique_ptr<AllreduceAlgorithm> inner) const {
+    if (wire_ == DType::kF32 || world_.size() == 1) return inner;
+    return std::make_unique<CompressedAllreduce>(std::move(inner), wire_, world_.size());
+  }
+  std::unique_ptr<HierarchicalAllreduce> hierarchical() const {
+    // An arena of another group (e.g. made before a ranks_per_node override) is not used.
+    std::shared_ptr<SharedArena> arena =
+        setup_.arena && setup_.arena->local_size() == world_.local_size() ? setup_.arena : nullptr;
+    std::shared_ptr<Communicator> intra = communicator(world_.intra(), "intra", backend_);
+    std::shared_ptr<Communicator> inter =
+        inter_on_hosts_ ? host_inter_comm() : communicator(world_.inter(), "inter", backend_);
+    return std::make_unique<HierarchicalAllreduce>(std::move(intra), std::move(inter), arena, wire_);
+  }
+
+  const World& world_;
+  const AllreduceSetup& setup_;
+  const DType wire_;
+  const CommBackend backend_, across_world_;
+  const bool inter_on_hosts_;
+};
+
+}  // namespace
+
+std::unique_ptr<AllreduceAlgorithm> make_allreduce(const World& world, const AllreduceSetup& setup) {
+  std::unique_ptr<AllreduceAlgorithm> algorithm = AllreduceBuilder(world, setup).algorithm();
+  // GPU buffers: the whole algorithm in 16 bits (host buffers compressed inside it).
+  const DType gpu_wire = setup.device.is_cpu() ? DType::kF32 : compression_wire_type(setup.compression);
   if (gpu_wire == DType::kF32 || world.size() == 1) return algorithm;
   return std::make_unique<CompressedAllreduce>(std::move(algorithm), gpu_wire, world.size());
 }

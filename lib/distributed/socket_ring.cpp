@@ -104,6 +104,31 @@ void recv_all(int fd, char* data, int64_t bytes) {
   if (got < bytes) fail("recv", ECONNRESET);  // the peer closed mid-message
 }
 
+// Listens on an ephemeral port of `ip`; the kernel completes connections to it from its
+// backlog, so every rank can connect before anyone calls accept(). Returns the socket (or -1)
+// and sets *port (0 when it could not listen).
+int listen_on(const std::string& ip, int* port) {
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  inet_pton(AF_INET, ip.c_str(), &address.sin_addr);
+  socklen_t len = sizeof address;
+  *port = 0;
+  if (listener >= 0 && bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+      listen(listener, 4) == 0 && getsockname(listener, reinterpret_cast<sockaddr*>(&address), &len) == 0)
+    *port = ntohs(address.sin_port);
+  return listener;
+}
+
+// Every rank's "ip:port" gathered over `inter`; returns the one of rank (r + 1) % n.
+std::string right_neighbour_address(const std::string& mine, MPI_Comm inter, int r, int n) {
+  char text[kAddressWidth] = {0};
+  std::strncpy(text, mine.c_str(), kAddressWidth - 1);
+  std::vector<char> all(static_cast<std::size_t>(kAddressWidth) * n);
+  SDP_MPI_CHECK(MPI_Allgather(text, kAddressWidth, MPI_CHAR, all.data(), kAddressWidth, MPI_CHAR, inter));
+  return std::string(&all[static_cast<std::size_t>((r + 1) % n) * kAddressWidth]);
+}
+
 }  // namespace
 
 std::string inter_transport_from_env() {
@@ -121,25 +146,11 @@ std::unique_ptr<SocketRing> SocketRing::create(MPI_Comm inter, MPI_Comm world) {
   SDP_MPI_CHECK(MPI_Comm_size(inter, &ring->size_));
   const int n = ring->size_, r = ring->rank_;
 
-  // Listen on an ephemeral port of my address; the kernel completes connections to it
-  // from its backlog, so every rank can connect before anyone calls accept().
   const std::string ip = pick_address();
-  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  inet_pton(AF_INET, ip.c_str(), &address.sin_addr);
-  socklen_t len = sizeof address;
   int port = 0;
-  if (listener >= 0 && bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
-      listen(listener, 4) == 0 && getsockname(listener, reinterpret_cast<sockaddr*>(&address), &len) == 0)
-    port = ntohs(address.sin_port);
+  const int listener = listen_on(ip, &port);
   ring->address_ = ip + ":" + std::to_string(port);
-
-  char mine[kAddressWidth] = {0};
-  std::strncpy(mine, ring->address_.c_str(), kAddressWidth - 1);
-  std::vector<char> all(static_cast<std::size_t>(kAddressWidth) * n);
-  SDP_MPI_CHECK(MPI_Allgather(mine, kAddressWidth, MPI_CHAR, all.data(), kAddressWidth, MPI_CHAR, inter));
-  const std::string right(&all[static_cast<std::size_t>((r + 1) % n) * kAddressWidth]);
+  const std::string right = right_neighbour_address(ring->address_, inter, r, n);
   const std::size_t colon = right.rfind(':');
   const int right_port = std::atoi(right.c_str() + colon + 1);
   int ok = port > 0 && right_port > 0;

@@ -78,6 +78,93 @@ std::string join_ints(const std::vector<int>& v) {
   return s;
 }
 
+// Which node each rank is on, the nodes' names, and what decided it.
+struct NodeAssignment {
+  std::vector<int> node_of;
+  std::vector<std::string> names;
+  std::string grouping;
+  int nodes() const { return static_cast<int>(names.size()); }
+};
+
+// Which ranks really share a machine: for every rank, the lowest world rank of its
+// shared-memory group.
+std::vector<int> shared_memory_leaders(int rank) {
+  MPI_Comm shared;
+  SDP_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared));
+  int shared_leader = 0;
+  SDP_MPI_CHECK(MPI_Allreduce(&rank, &shared_leader, 1, MPI_INT, MPI_MIN, shared));
+  MPI_Comm_free(&shared);
+  return allgather_ints(MPI_COMM_WORLD, shared_leader);
+}
+
+// distributed.ranks_per_node: consecutive ranks, rpn to a node.
+NodeAssignment nodes_by_count(int rpn, const std::vector<std::string>& rank_hosts) {
+  const int size = static_cast<int>(rank_hosts.size());
+  if (size % rpn != 0)
+    throw InputError("distributed.ranks_per_node = " + std::to_string(rpn) + " does not divide the world size " +
+                     std::to_string(size) + " (every node must run the same number of ranks)");
+  NodeAssignment a;
+  for (int r = 0; r < size; ++r) a.node_of.push_back(r / rpn);
+  const int nodes = size / rpn;
+  for (int n = 0; n < nodes; ++n)
+    a.names.push_back(rank_hosts[n * rpn] + (nodes > 1 ? "/node" + std::to_string(n) : ""));
+  a.grouping = "distributed.ranks_per_node=" + std::to_string(rpn);
+  return a;
+}
+
+// SageMaker's resourceconfig.json: each rank's current_host, the same host list everywhere,
+// and ranks on one machine on one host.
+NodeAssignment nodes_by_resource_config(const ResourceConfig& rc, const std::vector<int>& leaders,
+                                        const std::vector<std::string>& rank_hosts) {
+  const int size = static_cast<int>(rank_hosts.size());
+  NodeAssignment a;
+  a.names = rc.hosts;
+  a.node_of = allgather_ints(MPI_COMM_WORLD, rc.host_index());
+  std::string hosts_joined;
+  for (const auto& h : rc.hosts) hosts_joined += h + ",";
+  const auto all_lists = allgather_strings(MPI_COMM_WORLD, hosts_joined);
+  for (int r = 1; r < size; ++r)
+    if (all_lists[r] != all_lists[0])
+      throw InputError(rc.source + ": key 'hosts' differs between rank 0 [" + all_lists[0] + "] and rank " +
+                       std::to_string(r) + " [" + all_lists[r] + "]");
+  for (int r = 0; r < size; ++r)
+    if (a.node_of[r] != a.node_of[leaders[r]])
+      throw InputError(rc.source + ": key 'current_host' says '" + rc.hosts[a.node_of[r]] + "' on rank " +
+                       std::to_string(r) + " but '" + rc.hosts[a.node_of[leaders[r]]] + "' on rank " +
+                       std::to_string(leaders[r]) + ", which runs on the same machine (" + rank_hosts[r] + ")");
+  a.grouping = "resourceconfig " + rc.source;
+  return a;
+}
+
+// One node per shared-memory group, numbered by their lowest ranks.
+NodeAssignment nodes_by_shared_memory(const std::vector<int>& leaders, const std::vector<std::string>& rank_hosts) {
+  std::vector<int> distinct(leaders.begin(), leaders.end());
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  NodeAssignment a;
+  for (int leader : leaders)
+    a.node_of.push_back(static_cast<int>(std::lower_bound(distinct.begin(), distinct.end(), leader) -
+                                         distinct.begin()));
+  for (int leader : distinct) a.names.push_back(rank_hosts[leader]);
+  a.grouping = "shared memory (MPI_COMM_TYPE_SHARED)";
+  return a;
+}
+
+// Every node runs ranks, and the same number of them.
+void check_ranks_per_node(const NodeAssignment& a) {
+  std::vector<int> ranks_on(a.nodes(), 0);
+  for (int node : a.node_of) ranks_on[node]++;
+  for (int n = 0; n < a.nodes(); ++n) {
+    if (ranks_on[n] == 0)
+      throw InputError("host '" + a.names[n] + "' (node " + std::to_string(n) + ") has no ranks: the world has " +
+                       std::to_string(a.node_of.size()) + " ranks for " + std::to_string(a.nodes()) + " hosts (" +
+                       a.grouping + ")");
+    if (ranks_on[n] != ranks_on[0])
+      throw InputError("every node must run the same number of ranks, but the ranks per node are [" +
+                       join_ints(ranks_on) + "] (" + a.grouping + ")");
+  }
+}
+
 }  // namespace
 
 World World::create(const TopologyOptions& options) {
@@ -85,73 +172,17 @@ World World::create(const TopologyOptions& options) {
   SDP_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &w.rank_));
   SDP_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &w.size_));
   w.rank_hosts_ = allgather_strings(MPI_COMM_WORLD, host_name());
-
-  // Which ranks really share a machine: the lowest world rank of my shared-memory group.
-  MPI_Comm shared;
-  SDP_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w.rank_, MPI_INFO_NULL, &shared));
-  int shared_leader = 0;
-  SDP_MPI_CHECK(MPI_Allreduce(&w.rank_, &shared_leader, 1, MPI_INT, MPI_MIN, shared));
-  MPI_Comm_free(&shared);
-  const std::vector<int> leaders = allgather_ints(MPI_COMM_WORLD, shared_leader);
-
-  std::vector<int> node_of(w.size_);
-  if (options.ranks_per_node > 0) {
-    const int rpn = options.ranks_per_node;
-    if (w.size_ % rpn != 0)
-      throw InputError("distributed.ranks_per_node = " + std::to_string(rpn) +
-                       " does not divide the world size " + std::to_string(w.size_) +
-                       " (every node must run the same number of ranks)");
-    for (int r = 0; r < w.size_; ++r) node_of[r] = r / rpn;
-    w.nodes_ = w.size_ / rpn;
-    for (int n = 0; n < w.nodes_; ++n)
-      w.node_names_.push_back(w.rank_hosts_[n * rpn] + (w.nodes_ > 1 ? "/node" + std::to_string(n) : ""));
-    w.grouping_ = "distributed.ranks_per_node=" + std::to_string(rpn);
-  } else if (options.resource_config) {
-    const ResourceConfig& rc = *options.resource_config;
-    w.node_names_ = rc.hosts;
-    w.nodes_ = static_cast<int>(rc.hosts.size());
-    node_of = allgather_ints(MPI_COMM_WORLD, rc.host_index());
-    // Every rank must have read the same host list.
-    std::string hosts_joined;
-    for (const auto& h : rc.hosts) hosts_joined += h + ",";
-    const auto all_lists = allgather_strings(MPI_COMM_WORLD, hosts_joined);
-    for (int r = 1; r < w.size_; ++r)
-      if (all_lists[r] != all_lists[0])
-        throw InputError(rc.source + ": key 'hosts' differs between rank 0 [" + all_lists[0] +
-                         "] and rank " + std::to_string(r) + " [" + all_lists[r] + "]");
-    for (int r = 0; r < w.size_; ++r)
-      if (node_of[r] != node_of[leaders[r]])
-        throw InputError(rc.source + ": key 'current_host' says '" + rc.hosts[node_of[r]] +
-                         "' on rank " + std::to_string(r) + " but '" + rc.hosts[node_of[leaders[r]]] +
-                         "' on rank " + std::to_string(leaders[r]) +
-                         ", which runs on the same machine (" + w.rank_hosts_[r] + ")");
-    w.grouping_ = "resourceconfig " + rc.source;
-  } else {
-    std::vector<int> distinct(leaders.begin(), leaders.end());
-    std::sort(distinct.begin(), distinct.end());
-    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-    for (int r = 0; r < w.size_; ++r)
-      node_of[r] = static_cast<int>(std::lower_bound(distinct.begin(), distinct.end(), leaders[r]) -
-                                    distinct.begin());
-    w.nodes_ = static_cast<int>(distinct.size());
-    for (int leader : distinct) w.node_names_.push_back(w.rank_hosts_[leader]);
-    w.grouping_ = "shared memory (MPI_COMM_TYPE_SHARED)";
-  }
-
-  std::vector<int> ranks_on(w.nodes_, 0);
-  for (int r = 0; r < w.size_; ++r) ranks_on[node_of[r]]++;
-  for (int n = 0; n < w.nodes_; ++n) {
-    if (ranks_on[n] == 0)
-      throw InputError("host '" + w.node_names_[n] + "' (node " + std::to_string(n) +
-                       ") has no ranks: the world has " + std::to_string(w.size_) + " ranks for " +
-                       std::to_string(w.nodes_) + " hosts (" + w.grouping_ + ")");
-    if (ranks_on[n] != ranks_on[0])
-      throw InputError("every node must run the same number of ranks, but the ranks per node are [" +
-                       join_ints(ranks_on) + "] (" + w.grouping_ + ")");
-  }
-
-  w.node_ = node_of[w.rank_];
-  w.rank_nodes_ = node_of;
+  const std::vector<int> leaders = shared_memory_leaders(w.rank_);
+  const NodeAssignment a = options.ranks_per_node > 0 ? nodes_by_count(options.ranks_per_node, w.rank_hosts_)
+                           : options.resource_config
+                               ? nodes_by_resource_config(*options.resource_config, leaders, w.rank_hosts_)
+                               : nodes_by_shared_memory(leaders, w.rank_hosts_);
+  check_ranks_per_node(a);
+  w.nodes_ = a.nodes();
+  w.node_names_ = a.names;
+  w.grouping_ = a.grouping;
+  w.rank_nodes_ = a.node_of;
+  w.node_ = a.node_of[w.rank_];
   SDP_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, w.node_, w.rank_, &w.intra_));
   SDP_MPI_CHECK(MPI_Comm_rank(w.intra_, &w.local_rank_));
   SDP_MPI_CHECK(MPI_Comm_size(w.intra_, &w.local_size_));

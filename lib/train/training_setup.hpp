@@ -10,6 +10,7 @@
 #include "config/job_spec.hpp"
 #include "data/loading/data_loader.hpp"
 #include "data/sets/dataset.hpp"
+#include "data/sets/open_data.hpp"
 #include "distributed/world.hpp"
 #include "nn/model.hpp"
 #include "optim/lr_schedule.hpp"
@@ -18,10 +19,6 @@
 
 namespace sdp {
 
-struct DataSplits {
-  std::unique_ptr<SampleSource> train, test;
-};
-
 struct TrainingParts {
   std::unique_ptr<DataSplits> data;  // on the heap: the loader keeps a reference into it
   std::unique_ptr<nn::Model> model;
@@ -29,17 +26,10 @@ struct TrainingParts {
   std::unique_ptr<TrainLoader> loader;
 };
 
-// Where this rank stands among the job's readers of data: what a training channel in SageMaker's
-// Pipe mode needs (one reader of its FIFOs per host, dealing records to the host's ranks).
-struct DataReaders {
-  int rank = 0, size = 1;
-  int local_rank = 0, local_size = 1;
-  int host = 0, hosts = 1;
-  std::string token;  // the same on every rank of a job (pipe_channel.hpp's sockets)
-  static DataReaders of(const World& world, const std::string& token);
-};
-
-// The train and test splits data.format names (not collective: wrap in run_on_all_ranks).
+// This rank's place among the job's readers of data (open_data.hpp).
+DataReaders data_readers(const World& world, const std::string& token);
+// The train and test splits data.format names (data/sets/open_data.hpp; not collective: wrap in
+// run_on_all_ranks).
 DataSplits load_data(const JobSpec& spec, const DataReaders& readers = {});
 // The model.name model for `data`'s image shape on `device` (not collective).
 std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const SampleSource& data, const Device& device);
@@ -62,9 +52,6 @@ DataShard resolve_data_shard(DataShard shard, const std::string& path);
 // its host under data.shard host.
 std::pair<int, int> data_reader(const JobSpec& spec, const std::string& path, const World& world);
 
-// data.augment as the loader applies it: crop-flip (and auto on cifar10) crops from a 4-pixel
-// zero padding and flips; flip only flips (pad 0); none does neither.
-AugmentOptions augment_options(const DataSpec& data);
 // The training loader of rank `rank` of `world` ranks, as the job spec sets it; `device`: where
 // the model computes (a GPU model's batches go to page-locked memory).
 LoaderOptions train_loader_options(const JobSpec& spec, int rank, int world, const Device& device);

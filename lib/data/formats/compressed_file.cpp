@@ -12,6 +12,7 @@
 
 #include "core/bytes.hpp"
 #include "core/error.hpp"
+#include "data/formats/data_files.hpp"
 
 namespace sdp {
 
@@ -123,22 +124,6 @@ std::vector<uint8_t> CompressedFile::read_all(int64_t limit) {
 bool CompressedFile::at_end() {
   unsigned char byte;
   return read(&byte, 1) == 0;
-}
-
-bool data_file_exists(const std::string& path) {
-  std::error_code ec;
-  return std::filesystem::is_regular_file(path, ec);
-}
-
-std::string find_first_file(const std::string& dir, const std::vector<std::string>& names,
-                            const std::string& what) {
-  std::string tried;
-  for (const std::string& name : names) {
-    std::string path = (std::filesystem::path(dir) / name).string();
-    if (data_file_exists(path)) return path;
-    tried += (tried.empty() ? "" : ", ") + path;
-  }
-  throw InputError(dir + ": missing " + what + " file: looked for " + tried);
 }
 
 CompressedWriter::CompressedWriter(const std::string& path, bool gzip) : path_(path) {

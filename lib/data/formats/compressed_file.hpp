@@ -72,10 +72,4 @@ class CompressedWriter {
   void* gz_ = nullptr;  // gzFile; void* keeps zlib.h out of this header
 };
 
-bool data_file_exists(const std::string& path);
-// The first of `names` (joined to `dir`) that exists; throws InputError listing every
-// path it looked for when none does.
-std::string find_first_file(const std::string& dir, const std::vector<std::string>& names,
-                            const std::string& what);
-
 }  // namespace sdp

@@ -70,4 +70,20 @@ void write_file_atomically(const std::string& path, const std::string& text) {
   }
 }
 
+bool data_file_exists(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec);
+}
+
+std::string find_first_file(const std::string& dir, const std::vector<std::string>& names,
+                            const std::string& what) {
+  std::string tried;
+  for (const std::string& name : names) {
+    std::string path = (std::filesystem::path(dir) / name).string();
+    if (data_file_exists(path)) return path;
+    tried += (tried.empty() ? "" : ", ") + path;
+  }
+  throw InputError(dir + ": missing " + what + " file: looked for " + tried);
+}
+
 }  // namespace sdp

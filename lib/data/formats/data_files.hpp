@@ -25,4 +25,10 @@ std::optional<std::string> read_fresh_index(const std::string& data_path, const 
 // Throws RuntimeError when it cannot (a read-only data directory).
 void write_file_atomically(const std::string& path, const std::string& text);
 
+bool data_file_exists(const std::string& path);
+// The first of `names` (joined to `dir`) that exists; throws InputError listing every
+// path it looked for when none does.
+std::string find_first_file(const std::string& dir, const std::vector<std::string>& names,
+                            const std::string& what);
+
 }  // namespace sdp

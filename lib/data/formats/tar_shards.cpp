@@ -209,87 +209,91 @@ void TarReader::skip(int64_t n, const std::string& name, int64_t header_offset) 
   }
 }
 
+TarReader::Header TarReader::parse_header(const uint8_t* block, int64_t got, int64_t header_offset) const {
+  Header h;
+  h.offset = header_offset;
+  h.name = field_string(block, kName);
+  if (got < kBlock)
+    fail(h.name, header_offset, "truncated header: expected 512 bytes, the file ends after " + std::to_string(got));
+  const std::optional<int64_t> stored = parse_number(field_bytes(block, kChecksum));
+  int64_t computed = 0;
+  if (!stored || !checksum_matches(block, *stored, &computed))
+    fail(h.name, header_offset,
+         "bad header checksum (stored " + std::string(stored ? std::to_string(*stored) : "unreadable") +
+             ", computed " + std::to_string(computed) + "): not a tar file, or corrupt");
+  const std::optional<int64_t> size = parse_number(field_bytes(block, kSize));
+  if (!size)
+    fail(h.name, header_offset, "bad octal number in the size field: " + printable(field_bytes(block, kSize)));
+  h.size = *size;
+  h.type = static_cast<char>(block[kType.offset]);
+  if (field_bytes(block, kMagic) == std::string_view("ustar\0", 6)) {
+    const std::string prefix = field_string(block, kPrefix);
+    if (!prefix.empty()) h.name = prefix + "/" + h.name;
+  }
+  return h;
+}
+
+void TarReader::read_metadata(const Header& h, PendingMetadata& pending) {
+  if (h.size > kMaxMetadataBytes)
+    fail(h.name, h.offset,
+         std::string(h.type == 'x' ? "pax" : "long-name") + " header of " + std::to_string(h.size) +
+             " bytes: corrupt");
+  if (pending.offset < 0) pending.offset = h.offset;
+  const std::vector<uint8_t> data = read_contents(h.size, h.name, h.offset);
+  if (h.type == 'L') {
+    const std::string_view text(reinterpret_cast<const char*>(data.data()), data.size());
+    pending.name = std::string(text.substr(0, text.find('\0')));
+    return;
+  }
+  PaxOverrides pax;
+  const std::string problem = parse_pax(data, pax);
+  if (!problem.empty()) fail(h.name, h.offset, problem);
+  if (pax.path) pending.name = pax.path;
+  if (pax.size) pending.size = pax.size;
+}
+
 bool TarReader::next_member(TarMember& member) {
   member.name.clear();
   member.data.clear();
-  std::optional<std::string> long_name;  // from a GNU 'L' record or a pax path
-  std::optional<int64_t> pax_size;
-  int64_t metadata_offset = -1;  // where the records that apply to the next member began
+  PendingMetadata pending;
   while (!ended_) {
     const int64_t header_offset = offset_;
-    uint8_t header[kBlock];
-    const int64_t got = file_.read(header, kBlock);
+    uint8_t block[kBlock];
+    const int64_t got = file_.read(block, kBlock);
     offset_ += got;
-    if (got == kBlock && all_zero(header) && concatenated_ && metadata_offset < 0)
+    if (got == kBlock && all_zero(block) && concatenated_ && pending.offset < 0)
       continue;  // the end of one archive (or its padding); another may follow
-    if (got == 0 || (got == kBlock && all_zero(header))) {
+    if (got == 0 || (got == kBlock && all_zero(block))) {
       ended_ = true;
-      if (metadata_offset >= 0)
-        fail(long_name.value_or(""), metadata_offset,
+      if (pending.offset >= 0)
+        fail(pending.name.value_or(""), pending.offset,
              "a long-name or pax header with no member after it: truncated archive");
       return false;
     }
-    std::string name = field_string(header, kName);
-    if (got < kBlock)
-      fail(name, header_offset,
-           "truncated header: expected 512 bytes, the file ends after " + std::to_string(got));
-    const std::optional<int64_t> stored = parse_number(field_bytes(header, kChecksum));
-    int64_t computed = 0;
-    if (!stored || !checksum_matches(header, *stored, &computed))
-      fail(name, header_offset,
-           "bad header checksum (stored " +
-               std::string(stored ? std::to_string(*stored) : "unreadable") + ", computed " +
-               std::to_string(computed) + "): not a tar file, or corrupt");
-    std::optional<int64_t> size = parse_number(field_bytes(header, kSize));
-    if (!size)
-      fail(name, header_offset,
-           "bad octal number in the size field: " + printable(field_bytes(header, kSize)));
-    const char type = static_cast<char>(header[kType.offset]);
-    if (field_bytes(header, kMagic) == std::string_view("ustar\0", 6)) {
-      const std::string prefix = field_string(header, kPrefix);
-      if (!prefix.empty()) name = prefix + "/" + name;
-    }
-
-    if (type == 'x' || type == 'L') {  // metadata for the next member
-      if (*size > kMaxMetadataBytes)
-        fail(name, header_offset,
-             std::string(type == 'x' ? "pax" : "long-name") + " header of " +
-                 std::to_string(*size) + " bytes: corrupt");
-      if (metadata_offset < 0) metadata_offset = header_offset;
-      const std::vector<uint8_t> data = read_contents(*size, name, header_offset);
-      if (type == 'L') {
-        const std::string_view text(reinterpret_cast<const char*>(data.data()), data.size());
-        long_name = std::string(text.substr(0, text.find('\0')));
-      } else {
-        PaxOverrides pax;
-        const std::string problem = parse_pax(data, pax);
-        if (!problem.empty()) fail(name, header_offset, problem);
-        if (pax.path) long_name = pax.path;
-        if (pax.size) pax_size = pax.size;
-      }
+    Header h = parse_header(block, got, header_offset);
+    if (h.type == 'x' || h.type == 'L') {  // metadata for the next member
+      read_metadata(h, pending);
       continue;
     }
-    if (long_name) name = *long_name;
-    if (pax_size) size = pax_size;
-    long_name.reset();
-    pax_size.reset();
-    metadata_offset = -1;
+    if (pending.name) h.name = *pending.name;
+    if (pending.size) h.size = *pending.size;
+    pending = PendingMetadata{};
 
     // '0' and '\0' (old tars) are files, '7' a contiguous file; an old-style name ending
     // in '/' is a directory. Everything else (directories, links, devices, pax globals,
     // GNU long link names, volume labels) is skipped over its data.
     const bool regular =
-        type == '0' || type == '7' || (type == '\0' && (name.empty() || name.back() != '/'));
+        h.type == '0' || h.type == '7' || (h.type == '\0' && (h.name.empty() || h.name.back() != '/'));
     if (!regular) {
-      skip(*size + padding(*size), name, header_offset);
+      skip(h.size + padding(h.size), h.name, header_offset);
       continue;
     }
-    if (*size > kMaxTarMemberBytes)
-      fail(name, header_offset,
-           "member of " + std::to_string(*size) + " bytes is over the limit of " +
+    if (h.size > kMaxTarMemberBytes)
+      fail(h.name, header_offset,
+           "member of " + std::to_string(h.size) + " bytes is over the limit of " +
                std::to_string(kMaxTarMemberBytes) + " bytes: corrupt");
-    member.data = read_contents(*size, name, header_offset);
-    member.name = std::move(name);
+    member.data = read_contents(h.size, h.name, header_offset);
+    member.name = std::move(h.name);
     member.offset = header_offset;
     return true;
   }

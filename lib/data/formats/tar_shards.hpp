@@ -45,6 +45,23 @@ class TarReader {
   const std::string& path() const { return file_.path(); }
 
  private:
+  // One 512-byte header, parsed: the name (ustar prefix joined), the data's size, the type.
+  struct Header {
+    std::string name;
+    int64_t size = 0;
+    char type = '0';
+    int64_t offset = 0;  // where the header begins
+  };
+  // What GNU long-name and pax records said of the member after them.
+  struct PendingMetadata {
+    std::optional<std::string> name;
+    std::optional<int64_t> size;
+    int64_t offset = -1;  // where the first of those records began; -1: none pending
+  };
+  // Checks the block's checksum and parses its fields; `got` is how much of it the file held.
+  Header parse_header(const uint8_t* block, int64_t got, int64_t header_offset) const;
+  // Reads a 'L' (GNU long name) or 'x' (pax) record's data into `pending`.
+  void read_metadata(const Header& header, PendingMetadata& pending);
   // Reads exactly n bytes into dst, or fails naming `name` and `header_offset`.
   void read_exact(void* dst, int64_t n, const std::string& name, int64_t header_offset,
                   const char* what);

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "data/images/image_resize.hpp"
+
 namespace sdp {
 
 enum class ImageFormat { kJpeg, kPng };
@@ -30,28 +32,6 @@ struct ImageInfo {
 // so a 20-byte file cannot make us allocate gigabytes (2^28 pixels = 768 MiB of RGB).
 constexpr int64_t kMaxImagePixels = int64_t{1} << 28;
 
-// A rectangle of whole pixels in an image: columns [x, x + w), rows [y, y + h).
-struct CropBox {
-  int x = 0;
-  int y = 0;
-  int w = 0;
-  int h = 0;
-  bool operator==(const CropBox& o) const { return x == o.x && y == o.y && w == o.w && h == o.h; }
-};
-
-// The region a resize samples, in pixels of the full image: output pixel (ox, oy) of an
-// out_w x out_h result takes its value at (x + (ox + 0.5) * w / out_w - 0.5, likewise y),
-// bilinear between the four nearest pixels, with coordinates clamped into `clamp` (the
-// pixels the sampled image has: the crop box for crop-then-resize, the whole image for
-// resize-then-crop).
-struct SampleWindow {
-  double x = 0, y = 0, w = 0, h = 0;
-  CropBox clamp;
-  static SampleWindow of_box(const CropBox& box) {
-    return {double(box.x), double(box.y), double(box.w), double(box.h), box};
-  }
-};
-
 // 8-bit RGB, interleaved, rows top to bottom: pixels.size() == width * height * 3.
 struct DecodedImage {
   int width = 0;
@@ -61,14 +41,6 @@ struct DecodedImage {
 
 // Format and size from the header (JPEG: SOF via TurboJPEG; PNG: signature and IHDR).
 ImageInfo read_image_info(const uint8_t* data, size_t size, const std::string& what);
-
-// Bilinear resize, torchvision's F.resize(antialias=False) semantics (align_corners=False,
-// half-pixel centres, source coordinates clamped to the edge, result rounded to nearest).
-// No antialiasing: a downscale by more than 2x skips pixels (aliasing), as torchvision's
-// tensor resize with antialias=False does. `src` is an RGB image of src_w x src_h with
-// `stride` bytes per row; `window` is in its pixel coordinates and its clamp must lie in it.
-void resize_bilinear(const uint8_t* src, int src_w, int src_h, size_t stride,
-                     const SampleWindow& window, uint8_t* dst, int out_w, int out_h);
 
 // One per worker thread: it keeps the decompressor's state (and allocations) between images;
 // it is not thread-safe.

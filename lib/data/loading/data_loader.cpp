@@ -6,44 +6,29 @@
 
 namespace sdp {
 
-namespace {
-AugmentOptions seeded(AugmentOptions augment, uint64_t seed) {
-  augment.seed = seed;
-  return augment;
-}
-}  // namespace
-
 IndexedTrainLoader::IndexedTrainLoader(const SampleSet& samples, const LoaderOptions& options)
-    : assembler_(samples.make_assembler(seeded(options.augment, options.seed))),
+    : assembler_(samples.make_assembler(options.seeded_augment())),
       sampler_(samples.count(), options.seed, options.rank, options.world, options.batch_size,
                options.accumulate),
       pinned_(options.pinned),
+      steps_(options.accumulate),
       prefetcher_(options.prefetch) {}
 
 void IndexedTrainLoader::start(const SampleCursor& from, int64_t max_steps) {
   prefetcher_.stop();  // the worker reads the state below
   cursor_ = from;
-  produced_ = 0;
-  micro_ = 0;
-  limit_ = sampler_.steps_left(from);
-  if (max_steps >= 0) limit_ = std::min(limit_, max_steps);
+  steps_.start(sampler_.steps_left(from), max_steps);
   prefetcher_.start([this](Batch& batch) { return produce(batch); });
 }
 
 bool IndexedTrainLoader::produce(Batch& batch) {
-  if (produced_ >= limit_) return false;
-  sampler_.batch_indices(cursor_, micro_, indices_);
+  if (steps_.done()) return false;
+  sampler_.batch_indices(cursor_, steps_.micro(), indices_);
   batch.pinned = pinned_;
   assembler_->assemble(indices_, cursor_.epoch, batch);
-  batch.step = produced_;
-  batch.micro = micro_;
   batch.cursor = cursor_;
   batch.next_cursor = sampler_.advance(cursor_);
-  if (++micro_ == sampler_.accumulate()) {
-    micro_ = 0;
-    ++produced_;
-    cursor_ = batch.next_cursor;
-  }
+  if (steps_.stamp(batch)) cursor_ = batch.next_cursor;
   return true;
 }
 
@@ -73,14 +58,6 @@ bool IndexedEvalLoader::produce(Batch& batch) {
   batch.cursor = batch.next_cursor = SampleCursor{};
   position_ = end;
   return true;
-}
-
-std::unique_ptr<TrainLoader> SampleSet::make_train_loader(const LoaderOptions& options) const {
-  return std::make_unique<IndexedTrainLoader>(*this, options);
-}
-
-std::unique_ptr<EvalLoader> SampleSet::make_eval_loader(int64_t batch_size, int rank, int world, int prefetch) const {
-  return std::make_unique<IndexedEvalLoader>(*this, batch_size, rank, world, prefetch);
 }
 
 }  // namespace sdp

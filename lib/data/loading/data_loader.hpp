@@ -13,6 +13,7 @@
 // the worker thread is internal.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -33,6 +34,42 @@ struct LoaderOptions {
   int prefetch = 2;        // batches prepared ahead; 0 = synchronous
   AugmentOptions augment;  // augment.seed is ignored: `seed` is used
   bool pinned = false;     // images in page-locked memory, for a GPU model (core/device_memory.hpp)
+
+  // `augment` keyed by `seed`.
+  AugmentOptions seeded_augment() const {
+    AugmentOptions a = augment;
+    a.seed = seed;
+    return a;
+  }
+};
+
+// What both train loaders count as they produce: the steps one start() may make (the rest of
+// the epoch, or fewer) and which micro-batch of which step comes next.
+class StepCounter {
+ public:
+  explicit StepCounter(int accumulate) : accumulate_(accumulate) {}
+  // A new start(): at most min(steps_left, max_steps) steps (max_steps < 0: no cap).
+  void start(int64_t steps_left, int64_t max_steps) {
+    produced_ = 0;
+    micro_ = 0;
+    limit_ = max_steps >= 0 ? std::min(steps_left, max_steps) : steps_left;
+  }
+  bool done() const { return produced_ >= limit_; }
+  // Stamps the batch's step and micro-batch and moves on; true when it ended a step.
+  bool stamp(Batch& batch) {
+    batch.step = produced_;
+    batch.micro = micro_;
+    if (++micro_ < accumulate_) return false;
+    micro_ = 0;
+    ++produced_;
+    return true;
+  }
+  int micro() const { return micro_; }
+
+ private:
+  int accumulate_;
+  int64_t produced_ = 0, limit_ = 0;  // steps
+  int micro_ = 0;                     // the next micro-batch of step `produced_`
 };
 
 // Training batches of one rank: steps of `accumulate` micro-batches, epoch after epoch.
@@ -94,8 +131,7 @@ class IndexedTrainLoader final : public TrainLoader {
   bool pinned_;
   // Worker-side iteration state; written by start() only while no worker runs.
   SampleCursor cursor_;
-  int64_t produced_ = 0, limit_ = 0;  // steps
-  int micro_ = 0;                     // the next micro-batch of step `produced_`
+  StepCounter steps_;
   std::vector<int64_t> indices_;
   Prefetcher prefetcher_;  // last: destroyed (joined) before the state it uses
 };

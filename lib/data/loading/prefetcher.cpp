@@ -6,7 +6,9 @@
 
 namespace sdp {
 
-Prefetcher::Prefetcher(int depth) : depth_(depth < 0 ? 0 : depth) {
+Prefetcher::Prefetcher(int depth)
+    : depth_(depth < 0 ? 0 : depth), free_(static_cast<std::size_t>(depth_) + 1),
+      ready_(static_cast<std::size_t>(depth_) + 1) {
   // depth ready + 1 held by the consumer; depth 0 needs just the held one.
   for (int i = 0; i < depth_ + 1; ++i) pool_.push_back(std::make_unique<Batch>());
 }
@@ -16,42 +18,30 @@ Prefetcher::~Prefetcher() {
 }
 
 void Prefetcher::stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
+  free_.stop();
+  ready_.stop();
   if (worker_.joinable()) worker_.join();
-  std::lock_guard<std::mutex> lock(mu_);
   done_ = true;
-  ready_.clear();
-  error_ = nullptr;
 }
 
 void Prefetcher::start(Producer produce) {
   stop();
   produce_ = std::move(produce);
-  free_.clear();
-  ready_.clear();
+  free_.reset();
+  ready_.reset();
   held_ = nullptr;
-  for (auto& b : pool_) free_.push_back(b.get());
-  error_ = nullptr;
-  stop_ = false;
+  for (auto& b : pool_) {
+    Batch* batch = b.get();
+    free_.push(std::move(batch));  // never waits: the queue holds the whole pool
+  }
   done_ = false;
   wait_seconds_ = 0;
   if (depth_ > 0) worker_ = start_thread(&Prefetcher::run, this);
 }
 
 void Prefetcher::run() {
-  for (;;) {
-    Batch* batch;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !free_.empty(); });
-      if (stop_) return;
-      batch = free_.front();
-      free_.pop_front();
-    }
+  Batch* batch = nullptr;
+  while (free_.pop(batch)) {  // false once stopped
     bool more = false;
     std::exception_ptr error;
     try {
@@ -59,18 +49,8 @@ void Prefetcher::run() {
     } catch (...) {
       error = std::current_exception();
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (more && !error) {
-        ready_.push_back(batch);
-      } else {
-        free_.push_back(batch);
-        error_ = error;
-        done_ = true;
-      }
-    }
-    cv_.notify_all();
-    if (!more || error) return;
+    if (!more || error) return ready_.close(error);
+    if (!ready_.push(std::move(batch))) return;
   }
 }
 
@@ -83,28 +63,18 @@ const Batch* Prefetcher::next() {
     done_ = true;
     return nullptr;
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  if (held_) {
-    free_.push_back(held_);
+  if (held_ != nullptr) {
+    free_.push(std::move(held_));  // never waits: the queue holds the whole pool
     held_ = nullptr;
-    cv_.notify_all();
   }
-  if (ready_.empty() && !done_) {
-    auto t0 = std::chrono::steady_clock::now();
-    cv_.wait(lock, [&] { return !ready_.empty() || done_; });
-    wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  if (!ready_.empty()) {
-    held_ = ready_.front();
-    ready_.pop_front();
-    return held_;
-  }
-  if (error_) {
-    std::exception_ptr error = error_;
-    error_ = nullptr;
-    std::rethrow_exception(error);
-  }
-  return nullptr;
+  const bool waits = !ready_.ready();
+  const auto t0 = std::chrono::steady_clock::now();
+  Batch* batch = nullptr;
+  const bool got = ready_.pop(batch);  // rethrows the producer's error after the batches before it
+  if (waits) wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!got) return nullptr;
+  held_ = batch;
+  return held_;
 }
 
 }  // namespace sdp

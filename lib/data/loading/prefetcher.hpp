@@ -10,16 +10,13 @@
 // after its current batch and joins it.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
-#include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "core/bounded_queue.hpp"
 #include "data/loading/batch.hpp"
 
 namespace sdp {
@@ -51,13 +48,12 @@ class Prefetcher {
   const int depth_;
   Producer produce_;
   std::vector<std::unique_ptr<Batch>> pool_;
-  std::deque<Batch*> free_, ready_;  // guarded by mu_
-  Batch* held_ = nullptr;            // consumer's current batch
-  bool done_ = true, stop_ = false;  // guarded by mu_
-  std::exception_ptr error_;         // guarded by mu_
+  // The pool's batches go round: free (the worker fills them), ready (in produced order, the
+  // producer's end or error closing it), held by the consumer.
+  BoundedQueue<Batch*> free_, ready_;
+  Batch* held_ = nullptr;
+  bool done_ = true;  // depth 0: the producer reached the end
   double wait_seconds_ = 0;
-  std::mutex mu_;
-  std::condition_variable cv_;
   std::thread worker_;
 };
 

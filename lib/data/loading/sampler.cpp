@@ -82,9 +82,12 @@ SampleCursor ShardedSampler::advance(const SampleCursor& at) const {
   return next;
 }
 
+SampleCursor cursor_at_step(int64_t global_step, int64_t steps_per_epoch, int64_t global_batch) {
+  return {global_step / steps_per_epoch, (global_step % steps_per_epoch) * global_batch};
+}
+
 SampleCursor ShardedSampler::cursor_at_step(int64_t global_step) const {
-  const int64_t spe = steps_per_epoch();
-  return {global_step / spe, (global_step % spe) * global_batch()};
+  return sdp::cursor_at_step(global_step, steps_per_epoch(), global_batch());
 }
 
 std::vector<int64_t> eval_indices(int64_t n, int rank, int world) {

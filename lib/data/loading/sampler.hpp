@@ -28,6 +28,10 @@ struct SampleCursor {
   bool operator==(const SampleCursor& o) const { return epoch == o.epoch && offset == o.offset; }
 };
 
+// Where global step `global_step` (counted from epoch 0) starts, in epochs of
+// `steps_per_epoch` steps of `global_batch` samples: what both train loaders resume from.
+SampleCursor cursor_at_step(int64_t global_step, int64_t steps_per_epoch, int64_t global_batch);
+
 class ShardedSampler {
  public:
   // Throws InputError when there is not even one global batch (n < accumulate * world * batch).

@@ -19,6 +19,7 @@ struct Normalization {
   static Normalization cifar10() {
     return {{0.4914f, 0.4822f, 0.4465f}, {0.2470f, 0.2435f, 0.2616f}};
   }
+  static Normalization imagenet() { return {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}; }
 };
 
 struct Dataset {

@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "data/formats/compressed_file.hpp"
+#include "data/formats/data_files.hpp"
 
 namespace sdp {
 

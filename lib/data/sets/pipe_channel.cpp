@@ -10,16 +10,14 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstring>
-#include <deque>
 #include <filesystem>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
+#include "core/bounded_queue.hpp"
 #include "core/error.hpp"
 #include "core/socket_io.hpp"
 #include "core/floating_point.hpp"
@@ -126,15 +124,12 @@ struct PipeRecords::Shared {
   std::atomic<bool> stop{false};
   // Local rank 0: the feeder's sockets to local ranks 1.., and this rank's own queue.
   std::vector<int> peers;
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Frame> own;             // guarded by mu
-  bool feeder_done = false;          // guarded by mu
+  static constexpr std::size_t kOwnQueue = 64;
+  BoundedQueue<Frame> own{kOwnQueue};  // closed when the feeder ends
   std::atomic<int64_t> opening{-1};  // the pass whose FIFO the feeder is opening (a blocking open)
   std::thread feeder;
   // Local ranks > 0: the listening socket and the feeder's connection.
   int listen_fd = -1, connection = -1;
-  static constexpr std::size_t kOwnQueue = 64;
 
   double seconds_left(Clock::time_point start) const {
     return options.timeout_s - std::chrono::duration<double>(Clock::now() - start).count();
@@ -167,11 +162,7 @@ struct PipeRecords::Shared {
   // Hands a frame to local rank r: this rank's queue, or r's socket.
   void deliver(int r, Frame&& frame) {
     if (r != 0) return send_frame(peers[static_cast<std::size_t>(r)], frame);
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return stop || own.size() < kOwnQueue; });
-    if (stop) return;
-    own.push_back(std::move(frame));
-    cv.notify_all();
+    own.push(std::move(frame));  // dropped once cancelled
   }
 
   void wait_for_fifo(const std::string& fifo) {
@@ -225,9 +216,7 @@ struct PipeRecords::Shared {
         }
       }
     }
-    std::lock_guard<std::mutex> lock(mu);
-    feeder_done = true;
-    cv.notify_all();
+    own.close();
   }
 
   void accept_feeder() {
@@ -259,12 +248,7 @@ class PipePassReader final : public ShardReader {
   bool next(EncodedRecord& record) override {
     Frame frame;
     if (s_.options.local_rank == 0) {
-      std::unique_lock<std::mutex> lock(s_.mu);
-      s_.cv.wait(lock, [&] { return s_.stop || !s_.own.empty() || s_.feeder_done; });
-      if (s_.own.empty()) throw RuntimeError("pipe mode: the host's pipe reader stopped");
-      frame = std::move(s_.own.front());
-      s_.own.pop_front();
-      s_.cv.notify_all();
+      if (!s_.own.pop(frame)) throw RuntimeError("pipe mode: the host's pipe reader stopped");
     } else if (!recv_frame(s_.connection, frame)) {
       throw RuntimeError("pipe mode: the host's pipe reader (local rank 0) closed its connection");
     }
@@ -307,10 +291,7 @@ PipeRecords::~PipeRecords() {
   cancel();
   Shared& s = *shared_;
   if (s.feeder.joinable()) {
-    std::unique_lock<std::mutex> lock(s.mu);
-    const bool done = s.cv.wait_for(lock, std::chrono::seconds(5), [&] { return s.feeder_done; });
-    lock.unlock();
-    if (done) {
+    if (s.own.wait_closed(std::chrono::seconds(5))) {
       s.feeder.join();
     } else {
       s.feeder.detach();  // blocked in a read of a FIFO whose writer is alive but silent
@@ -326,10 +307,7 @@ PipeRecords::~PipeRecords() {
 void PipeRecords::cancel() {
   Shared& s = *shared_;
   s.stop = true;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    s.cv.notify_all();
-  }
+  s.own.stop();
   for (int fd : s.peers)
     if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
   if (s.connection >= 0) ::shutdown(s.connection, SHUT_RDWR);

@@ -23,7 +23,7 @@
 #include <memory>
 #include <string>
 
-#include "data/sets/record_stream.hpp"
+#include "data/sets/stream_source.hpp"
 #include "data/loading/stream_loader.hpp"
 
 namespace sdp {

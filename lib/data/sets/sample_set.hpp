@@ -30,6 +30,9 @@ class SampleSource {
   virtual std::string name() const = 0;  // "cifar10/train", "tfrecord:/data/train", ...
   virtual int64_t count() const = 0;
   virtual int num_classes() const = 0;
+  // The classes' names by label when the set has them (an image folder's class folders, in
+  // torchvision's order); empty otherwise.
+  virtual std::vector<std::string> class_names() const { return {}; }
   // One assembled sample is [channels, height, width].
   virtual int channels() const = 0;
   virtual int height() const = 0;

@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "data/images/image_decode.hpp"
 #include "data/images/image_encode.hpp"
+#include "data/images/image_resize.hpp"
 #include "data/formats/tar_shards.hpp"
 #include "data/formats/tf_example.hpp"
 #include "data/formats/tfrecord.hpp"
@@ -41,9 +42,7 @@ std::vector<uint8_t> sample_jpeg(const Dataset& d, int64_t i, const ConvertOptio
   return encode_jpeg(resized.data(), out_w, out_h, 3, options.quality, options.full_chroma);
 }
 
-}  // namespace
-
-ConvertResult convert_dataset(const Dataset& d, const ConvertOptions& options) {
+void check_options(const Dataset& d, const ConvertOptions& options) {
   const std::string& f = options.format;
   if (f != "tfrecord" && f != "image-folder" && f != "tar-shards")
     throw InputError("data convert: --format " + f + " is not one of tfrecord, image-folder, tar-shards");
@@ -53,54 +52,54 @@ ConvertResult convert_dataset(const Dataset& d, const ConvertOptions& options) {
     throw InputError("data convert: --resize takes colour images; " + d.name + " has " + std::to_string(d.channels) +
                      " channel(s)");
   if (options.output.empty()) throw InputError("data convert: --output must name a directory");
-  std::filesystem::create_directories(options.output);
-  const int64_t count = options.limit > 0 ? std::min(options.limit, d.count) : d.count;
+}
+
+// Class folders named by zero-padded label numbers: sorted, they are the labels again.
+void write_image_folder(const Dataset& d, int64_t count, const ConvertOptions& options, ConvertResult& result) {
   const std::string dir = options.output + "/";
-  ConvertResult result;
-  result.samples = count;
-
-  if (f == "image-folder") {
-    // Class folders named by zero-padded label numbers: sorted, they are the labels again.
-    const int digits = static_cast<int>(std::to_string(std::max(0, d.num_classes - 1)).size());
-    for (int64_t i = 0; i < count; ++i) {
-      const std::string folder = dir + numbered(("%0" + std::to_string(digits) + "lld").c_str(), d.labels[i]);
-      if (!std::filesystem::exists(folder)) {
-        std::filesystem::create_directories(folder);
-        ++result.files;
-      }
-      const std::vector<uint8_t> jpeg = sample_jpeg(d, i, options);
-      const std::string path = folder + "/" + options.prefix + numbered("_%06lld.jpg", i);
-      std::FILE* out = std::fopen(path.c_str(), "wb");
-      const bool written = out != nullptr && std::fwrite(jpeg.data(), 1, jpeg.size(), out) == jpeg.size();
-      if (out == nullptr || std::fclose(out) != 0 || !written) throw RuntimeError("data convert: cannot write " + path);
-      result.bytes += static_cast<int64_t>(jpeg.size());
+  const int digits = static_cast<int>(std::to_string(std::max(0, d.num_classes - 1)).size());
+  for (int64_t i = 0; i < count; ++i) {
+    const std::string folder = dir + numbered(("%0" + std::to_string(digits) + "lld").c_str(), d.labels[i]);
+    if (!std::filesystem::exists(folder)) {
+      std::filesystem::create_directories(folder);
+      ++result.files;
     }
-    return result;
+    const std::vector<uint8_t> jpeg = sample_jpeg(d, i, options);
+    const std::string path = folder + "/" + options.prefix + numbered("_%06lld.jpg", i);
+    std::FILE* out = std::fopen(path.c_str(), "wb");
+    const bool written = out != nullptr && std::fwrite(jpeg.data(), 1, jpeg.size(), out) == jpeg.size();
+    if (out == nullptr || std::fclose(out) != 0 || !written) throw RuntimeError("data convert: cannot write " + path);
+    result.bytes += static_cast<int64_t>(jpeg.size());
   }
+}
 
+// Sample i goes to shard i % shards, as Examples with TensorFlow's ImageNet keys; each shard
+// gets its offset index, so training reads by offset at once.
+void write_tfrecords(const Dataset& d, int64_t count, const ConvertOptions& options, ConvertResult& result) {
   const int shards = options.shards;
-  if (f == "tfrecord") {
-    std::vector<std::unique_ptr<TfRecordWriter>> writers;
-    std::vector<std::string> paths;
-    for (int s = 0; s < shards; ++s) {
-      paths.push_back(dir + options.prefix + numbered("-%05lld", s) + numbered("-of-%05lld", shards));
-      writers.push_back(std::make_unique<TfRecordWriter>(paths.back()));
-    }
-    for (int64_t i = 0; i < count; ++i) {
-      const std::vector<uint8_t> jpeg = sample_jpeg(d, i, options);
-      writers[static_cast<std::size_t>(i % shards)]->write(
-          encode_example(jpeg, d.labels[i], "image/encoded", "image/class/label"));
-      result.bytes += static_cast<int64_t>(jpeg.size());
-    }
-    for (auto& w : writers) w->close();
-    for (const std::string& p : paths) write_tfrecord_index(p);  // training reads by offset at once
-    result.files = shards;
-    return result;
+  std::vector<std::unique_ptr<TfRecordWriter>> writers;
+  std::vector<std::string> paths;
+  for (int s = 0; s < shards; ++s) {
+    paths.push_back(options.output + "/" + options.prefix + numbered("-%05lld", s) + numbered("-of-%05lld", shards));
+    writers.push_back(std::make_unique<TfRecordWriter>(paths.back()));
   }
+  for (int64_t i = 0; i < count; ++i) {
+    const std::vector<uint8_t> jpeg = sample_jpeg(d, i, options);
+    writers[static_cast<std::size_t>(i % shards)]->write(
+        encode_example(jpeg, d.labels[i], "image/encoded", "image/class/label"));
+    result.bytes += static_cast<int64_t>(jpeg.size());
+  }
+  for (auto& w : writers) w->close();
+  for (const std::string& p : paths) write_tfrecord_index(p);
+  result.files = shards;
+}
 
+// WebDataset shards: sample i as <key>.jpg and <key>.cls in shard i % shards.
+void write_tar_shards(const Dataset& d, int64_t count, const ConvertOptions& options, ConvertResult& result) {
+  const int shards = options.shards;
   std::vector<std::unique_ptr<TarWriter>> writers;
   for (int s = 0; s < shards; ++s)
-    writers.push_back(std::make_unique<TarWriter>(dir + options.prefix + numbered("-%05lld.tar", s)));
+    writers.push_back(std::make_unique<TarWriter>(options.output + "/" + options.prefix + numbered("-%05lld.tar", s)));
   for (int64_t i = 0; i < count; ++i) {
     const std::vector<uint8_t> jpeg = sample_jpeg(d, i, options);
     const std::string key = numbered("%08lld", i);
@@ -112,6 +111,21 @@ ConvertResult convert_dataset(const Dataset& d, const ConvertOptions& options) {
   }
   for (auto& w : writers) w->close();
   result.files = shards;
+}
+
+}  // namespace
+
+ConvertResult convert_dataset(const Dataset& d, const ConvertOptions& options) {
+  check_options(d, options);
+  std::filesystem::create_directories(options.output);
+  ConvertResult result;
+  result.samples = options.limit > 0 ? std::min(options.limit, d.count) : d.count;
+  if (options.format == "image-folder")
+    write_image_folder(d, result.samples, options, result);
+  else if (options.format == "tfrecord")
+    write_tfrecords(d, result.samples, options, result);
+  else
+    write_tar_shards(d, result.samples, options, result);
   return result;
 }
 

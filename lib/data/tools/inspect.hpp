@@ -15,14 +15,13 @@
 #include <string>
 #include <vector>
 
+#include "data/formats/record_fields.hpp"
+
 namespace sdp {
 
-struct InspectOptions {
+struct InspectOptions : RecordFields {
   std::string format = "auto";  // auto, tfrecord, tar-shards, image-folder
-  std::string image_key = "image/encoded";
-  std::string label_key = "image/class/label";
-  std::string label_extension = "cls";  // tar-shards: the member holding the label as text
-  int64_t max_records = 0;              // 0: every record
+  int64_t max_records = 0;      // 0: every record
 };
 
 struct DataInspection {

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "core/error.hpp"
+#include "data/loading/data_loader.hpp"
 #include "data/loading/sampler.hpp"
 
 namespace sdp {
@@ -188,6 +191,42 @@ TEST(ShardedSampler, AStepLimitShortensEveryEpoch) {
   EXPECT_EQ(sampler.cursor_at_step(7), (SampleCursor{2, 20}));
   sampler.limit_steps_per_epoch(9);  // more than the set holds: no change
   EXPECT_EQ(sampler.steps_per_epoch(), 5);
+}
+
+}  // namespace
+}  // namespace sdp
+
+namespace sdp {
+namespace {
+
+// The bookkeeping both train loaders share: micro-batches stamped in order, a step ended by its
+// last micro-batch, and start() capped by the epoch's rest and by max_steps.
+TEST(StepCounter, StampsMicroBatchesAndStopsAtTheLimit) {
+  StepCounter steps(3);
+  steps.start(/*steps_left=*/2, /*max_steps=*/-1);
+  std::vector<std::pair<int64_t, int>> stamped;
+  std::vector<bool> ends;
+  while (!steps.done()) {
+    Batch batch;
+    ends.push_back(steps.stamp(batch));
+    stamped.emplace_back(batch.step, batch.micro);
+  }
+  const std::vector<std::pair<int64_t, int>> want = {{0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}, {1, 2}};
+  EXPECT_EQ(stamped, want);
+  EXPECT_EQ(ends, (std::vector<bool>{false, false, true, false, false, true}));
+  steps.start(5, /*max_steps=*/1);
+  int micro_batches = 0;
+  for (Batch batch; !steps.done(); steps.stamp(batch)) ++micro_batches;
+  EXPECT_EQ(micro_batches, 3) << "max_steps 1 of 3 micro-batches";
+  steps.start(0, 4);
+  EXPECT_TRUE(steps.done()) << "nothing left in the epoch";
+}
+
+// cursor_at_step, the one rule both loaders resume by.
+TEST(StepCounter, CursorAtStepCountsWholeEpochs) {
+  EXPECT_EQ(cursor_at_step(0, 4, 32), (SampleCursor{0, 0}));
+  EXPECT_EQ(cursor_at_step(3, 4, 32), (SampleCursor{0, 96}));
+  EXPECT_EQ(cursor_at_step(9, 4, 32), (SampleCursor{2, 32}));
 }
 
 }  // namespace

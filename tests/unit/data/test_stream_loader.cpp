@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "data/sets/record_stream.hpp"
+#include "data/sets/stream_source.hpp"
 #include "data/loading/stream_loader.hpp"
 #include "data/formats/tar_shards.hpp"
 #include "data/formats/tf_example.hpp"

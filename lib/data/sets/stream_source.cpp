@@ -1,4 +1,4 @@
-#include "data/sets/record_stream.hpp"
+#include "data/sets/stream_source.hpp"
 
 #include <charconv>
 #include <filesystem>

@@ -14,16 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "data/formats/record_fields.hpp"
+
 namespace sdp {
 
 enum class StreamFormat { kTfRecord, kTarShards };
 
-struct StreamSourceOptions {
+struct StreamSourceOptions : RecordFields {
   StreamFormat format = StreamFormat::kTfRecord;
-  std::string image_key = "image/encoded";      // tfrecord: the Example's encoded image
-  std::string label_key = "image/class/label";  // tfrecord: the Example's int64 label
-  std::string label_extension = "cls";          // tar-shards: the member holding the label as text
-  int64_t label_offset = 0;                     // subtracted from every label
 };
 
 struct EncodedRecord {

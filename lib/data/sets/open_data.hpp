@@ -1,0 +1,47 @@
+// One door into a job's data: the train and test sets its data section names, opened for this
+// rank, whatever the format (in memory, encoded images read by index, streamed shards, a
+// SageMaker channel in Pipe mode). The trainer names no format: a new one is added here, in
+// the stage folders and in docs/data-formats.md.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "config/job_spec.hpp"
+#include "data/images/augment.hpp"
+#include "data/sets/sample_set.hpp"
+
+namespace sdp {
+
+struct DataSplits {
+  std::unique_ptr<SampleSource> train, test;
+};
+
+// Where this rank stands among the job's readers of data: what a training channel in SageMaker's
+// Pipe mode needs (one reader of its FIFOs per host, dealing records to the host's ranks).
+struct DataReaders {
+  int rank = 0, size = 1;
+  int local_rank = 0, local_size = 1;
+  int host = 0, hosts = 1;
+  std::string token;  // the same on every rank of a job (pipe_channel.hpp's sockets)
+};
+
+// What the data needs of the job besides its data section.
+struct DataJob {
+  int num_classes = 10;    // model.num_classes: bounds the labels of sets that do not know theirs
+  uint64_t seed = 42;      // the synthetic sets' templates and samples
+  int workers = 1;         // decoding threads when data.workers is 0
+  double timeout_s = 600;  // distributed.timeout_s: how long a Pipe-mode reader waits for a FIFO
+};
+
+// The train and test splits `data` names (not collective: the caller agrees on errors). The
+// training split is opened first, so that its errors are the ones reported. Throws InputError
+// naming the file and key for a missing or corrupt set.
+DataSplits open_data(const DataSpec& data, const DataJob& job, const DataReaders& readers = {});
+
+// data.augment as the loader applies it: crop-flip (and auto on cifar10) crops from a 4-pixel
+// zero padding and flips; flip only flips (pad 0); none does neither.
+AugmentOptions augment_options(const DataSpec& data);
+
+}  // namespace sdp
