@@ -227,9 +227,9 @@ int run_data_convert(const ConvertSource& source, const sdp::ConvertOptions& opt
   }
 }
 
-int run_evaluate(const sdp::JobSources& sources, const std::string& model_path) {
+int run_evaluate(const sdp::JobSources& sources, const std::string& model_path, bool per_class) {
   sdp::JobSetup setup = sdp::set_up_job(sources);
-  sdp::evaluate_model_file(setup, model_path);
+  sdp::evaluate_model_file(setup, model_path, per_class);
   return 0;
 }
 
@@ -308,6 +308,7 @@ struct CommandLine {
   int gemm_size = 2048, gemm_threads = 0;
   sdp::AllreduceBenchOptions allreduce_options;
   std::string algorithms_csv, compression = "none", bench_device = "cpu", evaluate_model;
+  bool evaluate_per_class = false;
 
   // The job of the command that runs one (train, evaluate, validate, env, bench layers, or none:
   // train), or null (the other benchmarks).
@@ -384,6 +385,8 @@ void declare_commands(CommandLine& cl) {
       "evaluate", "test loss and accuracy of a saved model (final model or checkpoint) on the job's test data");
   add_job_options(*cl.evaluate, cl.evaluate_sources);
   cl.evaluate->add_option("--model", cl.evaluate_model, "model.safetensors or a checkpoint file")->required();
+  cl.evaluate->add_flag("--per-class", cl.evaluate_per_class,
+                        "also print each class's samples and accuracy (with the class names an image-folder model carries)");
   cl.env = app.add_subcommand("env", "print ranks, topology, devices and the SageMaker cluster as JSON");
   add_job_options(*cl.env, cl.env_sources);
   auto* data = app.add_subcommand("data", "tools for data sets");
@@ -464,7 +467,7 @@ int run_under_mpi(CommandLine& cl, int* argc, char*** argv) {
     } else if (cl.env->parsed()) {
       exit_code = run_env(cl.env_sources);
     } else if (cl.evaluate->parsed()) {
-      exit_code = run_evaluate(cl.evaluate_sources, cl.evaluate_model);
+      exit_code = run_evaluate(cl.evaluate_sources, cl.evaluate_model, cl.evaluate_per_class);
     } else {
       exit_code = run_train(cl.train->parsed() ? cl.train_sources : cl.top_sources);
     }

@@ -96,7 +96,7 @@ void Model::configure(int64_t batch, bool training) {
   configured_training_ = training;
 }
 
-float Model::forward(const Tensor& x, const int32_t* labels, bool training, int64_t* correct) {
+float Model::forward(const Tensor& x, const int32_t* labels, bool training, int64_t* correct, uint8_t* hits) {
   if (!built_) throw std::logic_error("Model " + name_ + ": forward before build");
   // Host input to a GPU model is copied in on the model's stream (the loader's batches live
   // in host memory); otherwise the input must already be on the model's device.
@@ -114,7 +114,7 @@ float Model::forward(const Tensor& x, const int32_t* labels, bool training, int6
   const TensorRef* act = &input_;
   for (auto& layer : layers_) act = &layer->run_forward(*act);
   const float loss = timed(ctx_.profile, loss_.get(), kLossUnit, "loss", Pass::kForward,
-                           [&] { return loss_->forward(*act, labels, correct); });
+                           [&] { return loss_->forward(*act, labels, correct, hits); });
   backward_ready_ = training;
   return loss;
 }

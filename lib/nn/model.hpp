@@ -46,7 +46,9 @@ class Model {
   int num_classes() const { return num_classes_; }
   const Device& device() const { return ctx_.device; }
 
-  float forward(const Tensor& x, const int32_t* labels, bool training, int64_t* correct = nullptr);
+  // `hits` (host, one per sample, optional): 1 where the sample's top-1 class is its label.
+  float forward(const Tensor& x, const int32_t* labels, bool training, int64_t* correct = nullptr,
+                uint8_t* hits = nullptr);
   // A GPU model: starts copying the host batch `x` to the device on a copy stream, to run
   // while the work queued so far (the previous batch's backward) computes; the forward that
   // takes `x` next waits for that copy instead of copying. `x` (page-locked for the copy to

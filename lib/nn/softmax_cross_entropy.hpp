@@ -17,7 +17,10 @@ class SoftmaxCrossEntropy {
   virtual ~SoftmaxCrossEntropy() = default;
 
   virtual void configure(const TensorDesc& logits, int num_classes) = 0;
-  virtual float forward(const TensorRef& logits, const int32_t* labels, int64_t* correct) = 0;
+  // `hits`, when given (host memory, one per row): 1 where the row's top-1 class is its label,
+  // else 0 (what per-class accuracy counts).
+  virtual float forward(const TensorRef& logits, const int32_t* labels, int64_t* correct,
+                        uint8_t* hits = nullptr) = 0;
   virtual const TensorRef& backward() = 0;
 
   // e in [0, 1); 0 (the default) is plain cross-entropy.

@@ -23,7 +23,8 @@ void SoftmaxCrossEntropyCpu::configure(const TensorDesc& logits, int num_classes
   diff_.desc = logits;
 }
 
-float SoftmaxCrossEntropyCpu::forward(const TensorRef& logits, const int32_t* labels, int64_t* correct) {
+float SoftmaxCrossEntropyCpu::forward(const TensorRef& logits, const int32_t* labels, int64_t* correct,
+                                      uint8_t* row_hits) {
   const float* z = static_cast<const float*>(
       to_plain_.convert(onednn_stream(ctx_), logits_port_.bind(logits)).get_data_handle());
   float* dz = static_cast<float*>(diff_plain_.get_data_handle());
@@ -41,6 +42,7 @@ float SoftmaxCrossEntropyCpu::forward(const TensorRef& logits, const int32_t* la
     int argmax = 0;
     loss += softmax_xent_row(z + i * k, k, label, q, inv_n, dz + i * k, &argmax);
     hits += argmax == label;
+    if (row_hits) row_hits[i] = argmax == label ? 1 : 0;
   }
   if (correct) *correct = hits;
   return static_cast<float>(loss / static_cast<double>(batch_));

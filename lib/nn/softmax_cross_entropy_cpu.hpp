@@ -11,7 +11,7 @@ class SoftmaxCrossEntropyCpu final : public SoftmaxCrossEntropy {
   explicit SoftmaxCrossEntropyCpu(Context& ctx) : ctx_(ctx) {}
 
   void configure(const TensorDesc& logits, int num_classes) override;
-  float forward(const TensorRef& logits, const int32_t* labels, int64_t* correct) override;
+  float forward(const TensorRef& logits, const int32_t* labels, int64_t* correct, uint8_t* hits) override;
   const TensorRef& backward() override;
 
  private:

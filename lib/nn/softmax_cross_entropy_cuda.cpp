@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "core/cuda_casts.hpp"
 #include "core/error.hpp"
@@ -27,7 +28,8 @@ void SoftmaxCrossEntropyCuda::configure(const TensorDesc& logits, int num_classe
   diff_ = {logits, logits.dtype == DType::kF32 ? grad_.get() : grad_lp_.get()};
 }
 
-float SoftmaxCrossEntropyCuda::forward(const TensorRef& logits, const int32_t* labels, int64_t* correct) {
+float SoftmaxCrossEntropyCuda::forward(const TensorRef& logits, const int32_t* labels, int64_t* correct,
+                                       uint8_t* hits) {
   for (int64_t i = 0; i < batch_; ++i)
     if (labels[i] < 0 || labels[i] >= num_classes_)
       throw InputError("label " + std::to_string(labels[i]) + " outside [0, " + std::to_string(num_classes_) +
@@ -46,8 +48,15 @@ float SoftmaxCrossEntropyCuda::forward(const TensorRef& logits, const int32_t* l
                          ctx_.stream.get());
   double totals[2] = {0.0, 0.0};
   cuda::check(cudaMemcpyAsync(totals, totals_.get(), sizeof(totals), cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
+  // The rows' hits (1.0 or 0.0) are the second half of row_loss (softmax_xent_cuda.hpp).
+  std::vector<double> row_hits(hits != nullptr ? static_cast<std::size_t>(batch_) : 0);
+  if (hits != nullptr)
+    cuda::check(cudaMemcpyAsync(row_hits.data(), row_loss_.as<double>() + batch_, row_hits.size() * sizeof(double),
+                                cudaMemcpyDeviceToHost, s),
+                "cudaMemcpyAsync");
   cuda::check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
   if (correct) *correct = static_cast<int64_t>(totals[1]);
+  for (std::size_t i = 0; i < row_hits.size(); ++i) hits[i] = row_hits[i] != 0.0 ? 1 : 0;
   return static_cast<float>(totals[0] / static_cast<double>(batch_));
 }
 

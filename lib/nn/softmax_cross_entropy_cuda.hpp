@@ -16,7 +16,7 @@ class SoftmaxCrossEntropyCuda final : public SoftmaxCrossEntropy {
   explicit SoftmaxCrossEntropyCuda(Context& ctx) : ctx_(ctx) {}
 
   void configure(const TensorDesc& logits, int num_classes) override;
-  float forward(const TensorRef& logits, const int32_t* labels, int64_t* correct) override;
+  float forward(const TensorRef& logits, const int32_t* labels, int64_t* correct, uint8_t* hits) override;
   const TensorRef& backward() override;
 
  private:

@@ -1,6 +1,12 @@
 #include "train/model_evaluation.hpp"
 
+#include <algorithm>
+#include <iomanip>
+#include <iostream>
 #include <map>
+#include <sstream>
+#include <string>
+#include <vector>
 #include <memory>
 
 #include "core/error.hpp"
@@ -13,6 +19,7 @@
 #include "io/safetensors.hpp"
 #include "nn/threads.hpp"
 #include "obs/metrics.hpp"
+#include "train/model_output.hpp"
 #include "train/training_setup.hpp"
 
 namespace sdp {
@@ -20,8 +27,9 @@ namespace sdp {
 namespace {
 
 // Rank 0: copies every parameter and buffer of `store` from the file's tensor of the same
-// name (final models and checkpoints both keep them under their layer names).
-void load_into(ParameterStore& store, const std::string& path) {
+// name (final models and checkpoints both keep them under their layer names); returns the
+// file's metadata.
+std::map<std::string, std::string> load_into(ParameterStore& store, const std::string& path) {
   const SafetensorsContent content = load_safetensors(path);
   if (!content.checksummed)
     log_info("note: " + path + " carries no checksums (written before sdp-train checked them): loaded unverified");
@@ -39,11 +47,33 @@ void load_into(ParameterStore& store, const std::string& path) {
   };
   for (Param& p : store.params()) copy(p.name, p.value);
   for (Buffer& b : store.buffers()) copy(b.name, b.value);
+  return content.metadata;
+}
+
+// The per-class table of `evaluate --per-class`: label, name (the model's own class names, else
+// the test set's, else none), samples and top-1 accuracy.
+std::string per_class_table(const EvalResult& r, const std::vector<std::string>& names) {
+  std::size_t width = 4;
+  for (const std::string& n : names) width = std::max(width, n.size());
+  std::ostringstream out;
+  out << "# per class\n" << std::left << std::setw(7) << "label" << std::setw(static_cast<int>(width) + 2) << "name"
+      << std::right << std::setw(9) << "samples" << std::setw(10) << "accuracy" << "\n";
+  for (std::size_t c = 0; c < r.class_samples.size(); ++c) {
+    const int64_t n = r.class_samples[c];
+    out << std::left << std::setw(7) << c << std::setw(static_cast<int>(width) + 2)
+        << (c < names.size() ? names[c] : std::string("-")) << std::right << std::setw(9) << n << std::setw(10);
+    if (n > 0)
+      out << std::fixed << std::setprecision(4) << static_cast<double>(r.class_hits[c]) / static_cast<double>(n);
+    else
+      out << "-";
+    out << "\n";
+  }
+  return out.str();
 }
 
 }  // namespace
 
-EvalResult evaluate_model_file(JobSetup& setup, const std::string& model_path) {
+EvalResult evaluate_model_file(JobSetup& setup, const std::string& model_path, bool per_class) {
   const JobSpec& spec = setup.spec;
   const World& world = *setup.world;
   nn::set_num_threads(setup.device.threads);
@@ -55,8 +85,9 @@ EvalResult evaluate_model_file(JobSetup& setup, const std::string& model_path) {
     model = build_model(spec, *data->train, Device::cpu());
   });
   ParameterStore& store = model->store();
+  std::map<std::string, std::string> metadata;
   run_on_all_ranks(world.comm(), [&] {
-    if (world.rank() == 0) load_into(store, model_path);
+    if (world.rank() == 0) metadata = load_into(store, model_path);
   });
   CommunicatorOptions options;
   options.device = store.device();
@@ -72,10 +103,15 @@ EvalResult evaluate_model_file(JobSetup& setup, const std::string& model_path) {
   });
   // A sample this rank alone cannot read ends the job now (see end_job_from_this_rank).
   const EvalResult result = end_job_on_local_error(
-      world.comm(), [&] { return evaluate(*model, *data->test, spec, world, *comm, &watch, 0); });
+      world.comm(), [&] { return evaluate(*model, *data->test, spec, world, *comm, &watch, 0, per_class); });
   MetricsLog metrics(world.rank() == 0, "");
   metrics.emit("eval", "eval", {{"test_loss", result.loss}, {"test_accuracy", result.accuracy},
                                 {"test_samples", static_cast<double>(data->test->count())}});
+  if (per_class && world.rank() == 0) {
+    std::vector<std::string> names = model_class_names(metadata);
+    if (names.empty()) names = data->test->class_names();
+    std::cout << per_class_table(result, names) << std::flush;
+  }
   return result;
 }
 

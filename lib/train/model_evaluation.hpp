@@ -13,6 +13,8 @@ namespace sdp {
 
 // Collective. A file that is not a model of the job's architecture (a missing tensor, a
 // shape that differs, a malformed file) is an InputError (exit 2) naming the file and tensor.
-EvalResult evaluate_model_file(JobSetup& setup, const std::string& model_path);
+// per_class: rank 0 also prints each label's samples and accuracy, with the class names the
+// model carries (an image folder's), else the test set's.
+EvalResult evaluate_model_file(JobSetup& setup, const std::string& model_path, bool per_class = false);
 
 }  // namespace sdp

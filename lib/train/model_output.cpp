@@ -5,14 +5,17 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "config/job_spec_yaml.hpp"
 #include "core/error.hpp"
+#include "data/formats/data_files.hpp"
 #include "io/safetensors.hpp"
 
 namespace sdp {
 
 void save_model(const nn::Model& model, const JobSpec& spec, const World& world, const TrainResult& result,
-                int64_t epoch) {
+                int64_t epoch, const std::vector<std::string>& class_names) {
   std::vector<NamedTensor> tensors;
   for (const Param& p : model.store().params()) tensors.push_back({p.name, p.value});
   for (const Buffer& b : model.store().buffers()) tensors.push_back({b.name, b.value});
@@ -28,8 +31,28 @@ void save_model(const nn::Model& model, const JobSpec& spec, const World& world,
       {"test_accuracy", std::to_string(result.test_accuracy)},
       {"job_spec", job_spec_to_yaml(spec)},
   };
-  save_safetensors((std::filesystem::path(spec.output.model_dir) / "model.safetensors").string(), tensors,
-                   metadata);
+  const std::filesystem::path dir(spec.output.model_dir);
+  const std::filesystem::path labels = dir / "labels.txt";
+  std::error_code ec;
+  if (class_names.empty()) {
+    std::filesystem::remove(labels, ec);  // a previous job's names would mislabel this model
+  } else {
+    metadata["class_names"] = nlohmann::json(class_names).dump();
+    std::string text;
+    for (const std::string& name : class_names) text += name + "\n";
+    write_file_atomically(labels.string(), text);
+  }
+  save_safetensors((dir / "model.safetensors").string(), tensors, metadata);
+}
+
+std::vector<std::string> model_class_names(const std::map<std::string, std::string>& metadata) {
+  const auto it = metadata.find("class_names");
+  if (it == metadata.end()) return {};
+  try {
+    return nlohmann::json::parse(it->second).get<std::vector<std::string>>();
+  } catch (const nlohmann::json::exception&) {
+    return {};  // written by another tool: the labels are shown as numbers
+  }
 }
 
 bool is_final_model_of(const std::string& path, const JobSpec& spec, int64_t step) {

@@ -444,7 +444,7 @@ void Trainer::finish() {
           : 0;
   if (world_.rank() == 0) {
     TraceScope trace(timeline_.get(), "save_model", step_);
-    save_model(*parts_.model, spec_, world_, result_, epochs_);
+    save_model(*parts_.model, spec_, world_, result_, epochs_, parts_.data->train->class_names());
   }
   log_.done(result_, evaluated_last_);
 }
@@ -467,7 +467,7 @@ void Trainer::finish_without_training() {
   if (!kept.empty()) return;
   evaluate_after_epoch(epochs_ - 1);  // the final model's metadata holds its test accuracy
   if (!evaluated_last_) watched("buffer average", [&] { average_buffers(*parts_.model, *world_comm_); });
-  if (world_.rank() == 0) save_model(*parts_.model, spec_, world_, result_, epochs_);
+  if (world_.rank() == 0) save_model(*parts_.model, spec_, world_, result_, epochs_, parts_.data->train->class_names());
 }
 
 void Trainer::record_layer_passes() {

@@ -84,6 +84,40 @@ case_data_inspect_image_folder() {
     expect_error 0 "holds no data file" data inspect "$WORK/pets" --format tfrecord
 }
 
+case_data_image_folder_model_names_its_classes() {
+    # A model trained from an image folder carries its class names (torchvision's order: code
+    # point, so 'Dog' before 'cat'): labels.txt beside model.safetensors and the file's
+    # metadata; evaluate --per-class prints each class with its name, samples and accuracy;
+    # a later job on unnamed data leaves no stale labels.txt.
+    convert_synthetic image-folder "$WORK/train" --synthetic-samples 512
+    convert_synthetic image-folder "$WORK/test" --split test --synthetic-samples 128
+    for d in train test; do mv "$WORK/$d/3" "$WORK/$d/cat" && mv "$WORK/$d/7" "$WORK/$d/Dog"; done
+    local job=(--config "$SRC/configs/quickstart.yaml" --set data.format=image-folder --set data.train="$WORK/train"
+               --set data.test="$WORK/test" --set data.image_size=32 --set data.resize=32 --set data.normalize=cifar10
+               --set output.model_dir="$WORK/m" --set output.metrics= --set threads=1)
+    expect_ok 0 "${job[@]}" --set train.epochs=1 --set checkpoint.dir="$WORK/ck"
+    [ "$(tr '\n' ' ' <"$WORK/m/labels.txt")" = "0 1 2 4 5 6 8 9 Dog cat " ] ||
+        fail "labels.txt: $(tr '\n' ' ' <"$WORK/m/labels.txt")"
+    python3 - "$WORK/m/model.safetensors" <<'PY' || fail "the model's metadata does not name its classes"
+import json, struct, sys
+f = open(sys.argv[1], "rb")
+header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+names = json.loads(header["__metadata__"]["class_names"])
+assert names == ["0", "1", "2", "4", "5", "6", "8", "9", "Dog", "cat"], names
+PY
+    expect_ok 0 evaluate "${job[@]}" --model "$WORK/m/model.safetensors" --per-class
+    grep -q '^# per class' "$WORK/out" || fail "no per-class table"
+    [ "$(grep -cE '^[0-9]+ +[^ ]+ +[0-9]+ +[0-9.]+$' "$WORK/out")" -eq 10 ] || fail "not 10 class rows"
+    grep -qE '^9 +cat +[0-9]+ +[0-9.]+$' "$WORK/out" || fail "label 9 is not cat"
+    grep -qE '^8 +Dog +[0-9]+ +[0-9.]+$' "$WORK/out" || fail "label 8 is not Dog"
+    local samples
+    samples=$(grep -E '^[0-9]+ +[^ ]+ +[0-9]+ +[0-9.]+$' "$WORK/out" | awk '{s += $3} END {print s}')
+    [ "$samples" -eq 128 ] || fail "the classes hold $samples test samples, not 128"
+    expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set train.max_steps=2 --set output.model_dir="$WORK/m" \
+        --set output.metrics= --set threads=1 --set checkpoint.dir="$WORK/ck2"
+    [ ! -e "$WORK/m/labels.txt" ] || fail "a stale labels.txt stays beside a model of unnamed data"
+}
+
 case_data_inspect_bad_record() {
     write_tfrecord "$WORK/shard" 0 1 2
     # Truncate the last record's payload CRC: the file ends 2 bytes early.

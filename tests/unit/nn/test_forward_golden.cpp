@@ -241,6 +241,10 @@ TEST_P(SoftmaxCrossEntropyForward, KnownLogits) {
   const double ref = (std::log(std::exp(-2.0) + std::exp(-1.0) + 1.0) + std::log(3.0)) / 2;
   EXPECT_NEAR(loss, ref, 1e-6);
   EXPECT_EQ(correct, 1);  // row 0 hits; row 1 ties resolve to class 0 like torch.argmax
+  uint8_t hits[2] = {9, 9};  // per row, for per-class accuracy
+  EXPECT_FLOAT_EQ(ce->forward(zm, labels, nullptr, hits), loss);
+  EXPECT_EQ(hits[0], 1);
+  EXPECT_EQ(hits[1], 0);
   const std::vector<float> g = h.to_host(ce->backward());
   EXPECT_NEAR(g[2], (std::exp(0.0) / (std::exp(-2.0) + std::exp(-1.0) + 1.0) - 1) / 2, 1e-6);
   EXPECT_NEAR(g[3], 1.0 / 6, 1e-6);
