@@ -110,9 +110,9 @@ def torch_worker(model_name, batch, shape, steps, threads, device="cpu", benchma
     import torch_models
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    if device == "cuda":  # fp32 arithmetic, as sdp-train's
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+    if device == "cuda":  # fp32 arithmetic, as sdp-train's (precision tf32: TF32 in both)
+        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = precision == "tf32"
         torch.backends.cudnn.benchmark = benchmark
     model = torch_models.build(model_name, shape)
     flops = torch_models.forward_flops(model, shape)  # on the CPU, before the move
@@ -130,7 +130,7 @@ def torch_worker(model_name, batch, shape, steps, threads, device="cpu", benchma
         model = torch.compile(model)
     y = torch.randint(0, 10, (batch,), device=device)
     loss_fn = torch.nn.CrossEntropyLoss()
-    amp_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(precision)
+    amp_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(precision)  # None: fp32, tf32
     scaler = torch.amp.GradScaler("cuda", enabled=precision == "amp-fp16") if amp_dtype else None
     rates = []
     for i in range(steps + WARMUP):
@@ -163,7 +163,7 @@ def torch_worker(model_name, batch, shape, steps, threads, device="cpu", benchma
 def torch_gpu_peak(precision="fp32"):
     """fp32 (no TF32) or 16-bit matrix product rate of this GPU through PyTorch: the GPU rows' peak."""
     import torch
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(precision, torch.float32)
     a = torch.randn(8192, 8192, device="cuda", dtype=dtype)
     b = torch.randn(8192, 8192, device="cuda", dtype=dtype)
@@ -204,8 +204,8 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--rows", default="", help="e.g. mlp:128,lenet5:64 (default: the issue's five rows)")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--precision", choices=["fp32", "amp-fp16", "amp-bf16"], default="fp32",
-                        help="mixed precision on both sides (--device cuda only)")
+    parser.add_argument("--precision", choices=["fp32", "tf32", "amp-fp16", "amp-bf16"], default="fp32",
+                        help="mixed precision or TF32 on both sides (--device cuda only)")
     parser.add_argument("--optimizers", default="sgd", help="sdp-train's optimizers, e.g. sgd,lamb,lars")
     parser.add_argument("--memory-format", choices=["auto", "channels_last", "nchw"], default="auto",
                         help="sdp-train's model.memory_format (GPU, 16-bit)")
@@ -225,7 +225,7 @@ def main():
         torch_gpu_peak(args.precision)
         return
     if args.precision != "fp32" and args.device != "cuda":
-        parser.error("--precision amp-* needs --device cuda (the CPU backend trains in fp32)")
+        parser.error("--precision amp-* and tf32 need --device cuda (the CPU backend trains in fp32)")
 
     rows = ROWS
     if args.rows:
@@ -245,7 +245,7 @@ def main():
             torch_configs.append((t, 1, "channels_last", 1))
         out, _ = run_child([sys.executable, os.path.abspath(__file__), "--torch-peak", "--precision", args.precision],
                            dict(os.environ))
-        peak_name = (f"PyTorch {'fp32' if args.precision == 'fp32' else args.precision[4:]} matmul peak on "
+        peak_name = (f"PyTorch {args.precision if args.precision in ('fp32', 'tf32') else args.precision[4:]} matmul peak on "
                      f"{re.search(r'gpu=(.*)', out).group(1)}")
     else:
         torch_configs = [(c, b, "nchw", 0) for c, b in sorted({(t, t), (1, t)})]  # (torch threads, OpenBLAS threads)

@@ -26,6 +26,8 @@
 #         train-amp-channels-last
 #                 ResNet-50 amp-fp16 channels_last against PyTorch channels_last, eager and
 #                 compiled (scripts/bench_train.py)
+#         tf32    the fp32 step's rules (#35): ResNet-50's layers in fp32, TF32, and fp32 with
+#                 any algorithm timed by cuDNN; then ResNet-50 in TF32 against PyTorch with TF32
 #         train-fp32, train-amp
 #                 training throughput against PyTorch at its best (scripts/bench_train.py:
 #                 channels_last, cudnn.benchmark, torch.compile; skipped without torch), fp32
@@ -168,6 +170,18 @@ stage_train_amp_channels_last() {
     --rows resnet50:256
 }
 
+stage_tf32() {
+  local bin=$BUNDLE/sdp-train
+  local resnet50=(--config configs/resnet50-synthetic-bench.yaml --set data.batch_size=256
+                  --set data.synthetic.train_samples=256 --set device=cuda)
+  step bench-layers-resnet50-tf32 "$bin" bench layers "${resnet50[@]}" --set precision=tf32 --steps 10
+  step bench-layers-resnet50-fp32-any-measured "$bin" bench layers "${resnet50[@]}" --set precision=fp32 \
+    --set train.deterministic=false --set train.conv_algorithms=measured --steps 10
+  have_torch_cuda || return 0
+  step bench-train-tf32 python3 scripts/bench_train.py --binary "$bin" --device cuda --rounds 1 --steps 20 \
+    --threads 4 --precision tf32 --torch-formats nchw,channels_last --no-compile --rows resnet50:256
+}
+
 have_torch_cuda() {
   python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && return 0
   echo "bench-train: skipped (no PyTorch with CUDA on this machine)" | tee -a "$OUT/summary.txt" >&2
@@ -209,6 +223,7 @@ case "${1:-}" in
         bench) stage_bench ;;
         channels-last) stage_channels_last ;;
         train-amp-channels-last) stage_train_amp_channels_last ;;
+        tf32) stage_tf32 ;;
         train-fp32) stage_train_fp32 ;;
         train-amp) stage_train_amp ;;
         *) usage ;;

@@ -32,7 +32,8 @@ SDP_SPELLING(DevicePreference, {{DevicePreference::kAuto, "auto"},
                                 {DevicePreference::kCuda, "cuda"}});
 SDP_SPELLING(Precision, {{Precision::kFp32, "fp32"},
                          {Precision::kAmpFp16, "amp-fp16"},
-                         {Precision::kAmpBf16, "amp-bf16"}});
+                         {Precision::kAmpBf16, "amp-bf16"},
+                         {Precision::kTf32, "tf32"}});
 SDP_SPELLING(DataFormat, {{DataFormat::kMnist, "mnist"},
                           {DataFormat::kCifar10, "cifar10"},
                           {DataFormat::kSynthetic, "synthetic"},
@@ -167,7 +168,8 @@ Compression resolve_compression(Compression compression, Precision precision) {
   switch (precision) {
     case Precision::kAmpFp16: return Compression::kFp16;
     case Precision::kAmpBf16: return Compression::kBf16;
-    case Precision::kFp32: return Compression::kNone;
+    case Precision::kFp32:
+    case Precision::kTf32: return Compression::kNone;
   }
   return Compression::kNone;
 }

@@ -13,7 +13,7 @@
 namespace sdp {
 
 enum class DevicePreference { kAuto, kCpu, kCuda };               // device
-enum class Precision { kFp32, kAmpFp16, kAmpBf16 };               // precision
+enum class Precision { kFp32, kAmpFp16, kAmpBf16, kTf32 };        // precision
 enum class DataFormat { kMnist, kCifar10, kSynthetic, kTfrecord, kImageFolder, kTarShards };  // data.format
 enum class DataShard { kAuto, kRank, kHost };                     // data.shard
 enum class Augmentation { kAuto, kNone, kCropFlip, kFlip };            // data.augment
@@ -61,5 +61,7 @@ std::string to_string(const LrScaling& scaling);
 // distributed.compression: auto is the compute dtype under mixed precision (gradients
 // reduced in 16 bits as they were computed), none otherwise; the other values stand.
 Compression resolve_compression(Compression compression, Precision precision);
+// amp-fp16 and amp-bf16: 16-bit activations (tf32 keeps f32 storage).
+inline bool is_mixed_precision(Precision p) { return p == Precision::kAmpFp16 || p == Precision::kAmpBf16; }
 
 }  // namespace sdp

@@ -65,6 +65,12 @@ struct TrainSpec {
   int eval_every_epochs = 1;  // 0 = evaluate only at the end
   OnNonfinite on_nonfinite = OnNonfinite::kAbort;
   OnDivergence on_divergence = OnDivergence::kWarn;
+  // GPU convolutions: only algorithms that give the same bits every run (bitwise resume and
+  // identical replicas rest on it), or any; ranked by cuDNN's heuristics or timed by cuDNN's find
+  // once per shape; candidates needing more workspace than cudnn_workspace_mb are passed over.
+  bool deterministic = true;
+  std::string conv_algorithms = "heuristic";  // heuristic | measured
+  int cudnn_workspace_mb = 512;
 };
 
 struct OptimizerSpec {

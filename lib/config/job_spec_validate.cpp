@@ -46,9 +46,9 @@ void check_model_keys(const JobSpec& spec, const RangeChecker& check) {
   check.require(m.dropout >= 0 && m.dropout < 1, "model.dropout", "must be in [0, 1)");
   check.require(!m.zero_init_residual || m.name.rfind("resnet", 0) == 0,
                 "model.zero_init_residual", "applies to the resnet models only, not " + m.name);
-  check.require(m.memory_format != "channels_last" || spec.precision != Precision::kFp32, "model.memory_format",
-                "channels_last is the GPU's 16-bit path: it needs precision amp-fp16 or amp-bf16 (fp32 computes "
-                "NCHW)");
+  check.require(m.memory_format != "channels_last" || is_mixed_precision(spec.precision), "model.memory_format",
+                "channels_last is the GPU's 16-bit path: it needs precision amp-fp16 or amp-bf16 (fp32 and tf32 "
+                "compute NCHW)");
 }
 
 // data.*
@@ -91,6 +91,7 @@ void check_train_keys(const JobSpec& spec, const RangeChecker& check) {
                 "must be in [0, 1), got " + std::to_string(t.label_smoothing));
   check.require(t.log_every > 0, "train.log_every", "must be a positive number of steps");
   check.require(t.eval_every_epochs >= 0, "train.eval_every_epochs", "must be >= 0");
+  check.require(spec.train.cudnn_workspace_mb >= 0, "train.cudnn_workspace_mb", "must be >= 0 (MB of GPU memory)");
 }
 
 // optimizer.*

@@ -22,6 +22,20 @@ class LayerProfile;
 // a GPU. Throws sdp::Error when this build has no backend for `device`.
 std::shared_ptr<Stream> make_compute_stream(const Device& device);
 
+// How the GPU layers may compute f32 and choose their algorithms (precision: tf32,
+// train.deterministic, train.conv_algorithms, train.cudnn_workspace_mb). The defaults keep f32
+// in f32 and every run's bits the same.
+struct ComputeRules {
+  bool tf32 = false;                // f32 data on TF32 tensor cores (Ampere and newer)
+  bool deterministic = true;        // only algorithms that give the same bits every run
+  bool measure_algorithms = false;  // cuDNN times its candidates once per shape (find), not its heuristics
+  std::size_t workspace_limit = std::size_t{512} << 20;  // bytes a candidate may ask for
+  bool operator==(const ComputeRules& o) const {
+    return tf32 == o.tf32 && deterministic == o.deterministic && measure_algorithms == o.measure_algorithms &&
+           workspace_limit == o.workspace_limit;
+  }
+};
+
 struct Context {
   Context(ParameterStore& store_ref, Device device_value = Device::cpu(), uint64_t seed_value = 42)
       : store(store_ref),
@@ -43,6 +57,7 @@ struct Context {
   // layer given NHWC input computes on it as it is and gives NHWC output (and gradients),
   // with no conversion; without it, CUDA layers compute NCHW and convert at their edges.
   bool channels_last = false;
+  ComputeRules rules;
   // Times every layer's forward and backward when set (nn/layer_profile.hpp); not owned.
   LayerProfile* profile = nullptr;
 };

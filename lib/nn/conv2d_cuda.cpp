@@ -28,58 +28,65 @@ struct ConvAlgorithms {
   std::size_t workspace_bytes = 0;
 };
 
-// A candidate needing more workspace than this is passed over (FFT algorithms can ask for
-// gigabytes on large maps).
-constexpr std::size_t kMaxWorkspaceBytes = std::size_t{512} << 20;
-
-// Among cuDNN's ranked candidates (fastest first by its heuristics): the first that is
-// supported, fits kMaxWorkspaceBytes, is deterministic (same bits every run, like the CPU)
-// and, for f32 data, not on TF32 tensor cores; failing a deterministic one, the first
-// supported one. f16/bf16 data (mixed precision) takes tensor-core candidates.
+// Among cuDNN's candidates (fastest first: by its heuristics, or as it timed them): the first
+// that is supported, fits the rules' workspace limit (FFT algorithms can ask for gigabytes on
+// large maps) and, for f32 data without TF32, is not on tensor cores; under the deterministic
+// rule the first deterministic one (the same bits every run, like the CPU), failing which the
+// first supported one. f16/bf16 data (mixed precision) takes tensor-core candidates.
 template <class Perf>
-const Perf& pick(const Perf* perf, int count, DType dtype, const std::string& what) {
+const Perf& pick(const Perf* perf, int count, DType dtype, const ComputeRules& rules, const std::string& what) {
   const Perf* fallback = nullptr;
   for (int i = 0; i < count; ++i) {
-    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspaceBytes) continue;
-    if (dtype == DType::kF32 &&
+    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > rules.workspace_limit) continue;
+    if (dtype == DType::kF32 && !rules.tf32 &&
         (perf[i].mathType == CUDNN_TENSOR_OP_MATH || perf[i].mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
-    if (perf[i].determinism == CUDNN_DETERMINISTIC) return perf[i];
+    if (!rules.deterministic || perf[i].determinism == CUDNN_DETERMINISTIC) return perf[i];
     if (fallback == nullptr) fallback = &perf[i];
   }
   if (fallback == nullptr)
-    throw RuntimeError(what + ": cuDNN offers no " + dtype_name(dtype) + " algorithm for this shape");
+    throw RuntimeError(what + ": cuDNN offers no " + dtype_name(dtype) + " algorithm for this shape within " +
+                       std::to_string(rules.workspace_limit >> 20) + " MB of workspace (train.cudnn_workspace_mb)");
   return *fallback;
 }
 
-// The three algorithms of one shape (see pick) and the workspace the largest of them needs.
+// The three algorithms of one shape (see pick) and the workspace the largest of them needs:
+// ranked by cuDNN's heuristics (cudnnGet*_v7), or timed by cuDNN on this GPU (cudnnFind*, which
+// runs each candidate once on memory it allocates itself) under rules.measure_algorithms.
 ConvAlgorithms choose_algorithms(cudnnHandle_t handle, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
                                  cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, DType dtype,
-                                 const std::string& what) {
+                                 const ComputeRules& rules, const std::string& what) {
   ConvAlgorithms a;
   int count = 0;
   std::size_t bytes = 0;
+  const bool find = rules.measure_algorithms;
   cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-  cuda::check_cudnn(
-      cudnnGetConvolutionForwardAlgorithm_v7(handle, x, w, conv, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, fwd),
-      "cudnnGetConvolutionForwardAlgorithm_v7");
-  a.forward = pick(fwd, count, dtype, what).algo;
+  cuda::check_cudnn(find ? cudnnFindConvolutionForwardAlgorithm(handle, x, w, conv, y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                                 &count, fwd)
+                         : cudnnGetConvolutionForwardAlgorithm_v7(handle, x, w, conv, y,
+                                                                  CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, fwd),
+                    find ? "cudnnFindConvolutionForwardAlgorithm" : "cudnnGetConvolutionForwardAlgorithm_v7");
+  a.forward = pick(fwd, count, dtype, rules, what).algo;
   cuda::check_cudnn(cudnnGetConvolutionForwardWorkspaceSize(handle, x, w, conv, y, a.forward, &bytes),
                     "cudnnGetConvolutionForwardWorkspaceSize");
   a.workspace_bytes = bytes;
   cudnnConvolutionBwdFilterAlgoPerf_t bwf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-  cuda::check_cudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x, y, conv, w,
-                                                                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, bwf),
-                    "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-  a.backward_filter = pick(bwf, count, dtype, what).algo;
+  cuda::check_cudnn(find ? cudnnFindConvolutionBackwardFilterAlgorithm(
+                               handle, x, y, conv, w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, bwf)
+                         : cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                               handle, x, y, conv, w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, bwf),
+                    find ? "cudnnFindConvolutionBackwardFilterAlgorithm" : "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+  a.backward_filter = pick(bwf, count, dtype, rules, what).algo;
   cuda::check_cudnn(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, x, y, conv, w, a.backward_filter, &bytes),
                     "cudnnGetConvolutionBackwardFilterWorkspaceSize");
   a.workspace_bytes = std::max(a.workspace_bytes, bytes);
   cudnnConvolutionBwdDataAlgoPerf_t bwd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-  cuda::check_cudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w, y, conv, x,
-                                                                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, bwd),
-                    "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-  a.backward_data = pick(bwd, count, dtype, what).algo;
+  cuda::check_cudnn(find ? cudnnFindConvolutionBackwardDataAlgorithm(
+                               handle, w, y, conv, x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, bwd)
+                         : cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                               handle, w, y, conv, x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, bwd),
+                    find ? "cudnnFindConvolutionBackwardDataAlgorithm" : "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+  a.backward_data = pick(bwd, count, dtype, rules, what).algo;
   cuda::check_cudnn(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w, y, conv, x, a.backward_data, &bytes),
                     "cudnnGetConvolutionBackwardDataWorkspaceSize");
   a.workspace_bytes = std::max(a.workspace_bytes, bytes);
@@ -88,8 +95,9 @@ ConvAlgorithms choose_algorithms(cudnnHandle_t handle, cudnnTensorDescriptor_t x
 
 }  // namespace
 
-// What the algorithms depend on: the input's shape, its dtype, and NHWC or NCHW.
-using ConvKey = std::tuple<Shape, DType, bool>;
+// What the algorithms depend on: the input's shape, its dtype, NHWC or NCHW, and the rules
+// (TF32, determinism, heuristics or measured, workspace limit).
+using ConvKey = std::tuple<Shape, DType, bool, bool, bool, bool, std::size_t>;
 
 struct Conv2dCuda::Impl {
   cuda::TensorDescriptor x, y, bias;
@@ -138,7 +146,8 @@ TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
     d.y.set_nchw(out, dtype);
     d.w.set_oihw(o.out_channels, o.in_channels, o.kernel, o.kernel, dtype);
   }
-  d.conv.set(o.padding, o.stride, dtype);
+  const ComputeRules& rules = ctx_.rules;
+  d.conv.set(o.padding, o.stride, dtype, rules.tf32);
   if (o.bias) d.bias.set_channels(o.out_channels, dtype);
   if (dtype != DType::kF32) {
     const std::size_t element = dtype_size(dtype);
@@ -146,12 +155,15 @@ TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
     if (training) d.weight_grad_lp.reserve(device, static_cast<std::size_t>(weight_->value.numel()) * element);
     if (bias_) d.bias_lp.reserve(device, static_cast<std::size_t>(o.out_channels) * element);
   }
-  const ConvKey key{src.shape, dtype, native_nhwc_};
+  const ConvKey key{src.shape,          dtype,
+                    native_nhwc_,       rules.tf32,
+                    rules.deterministic, rules.measure_algorithms,
+                    rules.workspace_limit};
   auto cached = d.cache.find(key);
   if (cached == d.cache.end())
     cached = d.cache
                  .emplace(key, choose_algorithms(cuda::cudnn_handle(ctx_), d.x.get(), d.w.get(), d.conv.get(),
-                                                 d.y.get(), dtype, "Conv2d " + name_))
+                                                 d.y.get(), dtype, rules, "Conv2d " + name_))
                  .first;
   d.algos = cached->second;
   cuda::reserve_cudnn_workspace(ctx_, d.algos.workspace_bytes);

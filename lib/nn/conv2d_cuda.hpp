@@ -1,9 +1,10 @@
 // Conv2dCuda: Conv2d on cuDNN's legacy convolution API over the arena's OIHW weight (no
 // reordered copy). Activations computed in plain NCHW: a channels_last input is converted on
 // the way in (and its gradient on the way out); with channels_last the output is NHWC, as on
-// the CPU. Algorithms are chosen once per input shape (cudnnGet*Algorithm_v7: the first
-// deterministic one that runs in f32 FMA math, i.e. no TF32) and cached; the stream's shared
-// workspace is grown at configure. Bias by cudnnAddTensor / cudnnConvolutionBackwardBias;
+// the CPU. Algorithms are chosen once per input shape and Context::rules (by default
+// cudnnGet*Algorithm_v7's first deterministic one that runs in f32 FMA math, i.e. no TF32;
+// rules may allow TF32, any algorithm, and cuDNN's timing them: cudnnFind*) and cached; the
+// stream's shared workspace is grown at configure. Bias by cudnnAddTensor / cudnnConvolutionBackwardBias;
 // a fused ReLU by our kernel on the output, its derivative from that output.
 // Native channels_last (Context::channels_last, 16-bit, NHWC input): x, y and their gradients
 // stay NHWC and the filter is a cast OHWI copy (what cuDNN's NHWC tensor-core kernels read),

@@ -116,11 +116,11 @@ ConvolutionDescriptor::ConvolutionDescriptor() {
 }
 ConvolutionDescriptor::~ConvolutionDescriptor() { cudnnDestroyConvolutionDescriptor(desc_); }
 
-void ConvolutionDescriptor::set(int padding, int stride, DType data) {
+void ConvolutionDescriptor::set(int padding, int stride, DType data, bool tf32) {
   check_cudnn(cudnnSetConvolution2dDescriptor(desc_, padding, padding, stride, stride, 1, 1, CUDNN_CROSS_CORRELATION,
                                               CUDNN_DATA_FLOAT),
               "cudnnSetConvolution2dDescriptor");
-  check_cudnn(cudnnSetConvolutionMathType(desc_, data == DType::kF32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH),
+  check_cudnn(cudnnSetConvolutionMathType(desc_, data == DType::kF32 && !tf32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH),
               "cudnnSetConvolutionMathType");
 }
 

@@ -71,9 +71,10 @@ class ConvolutionDescriptor {
   ConvolutionDescriptor(const ConvolutionDescriptor&) = delete;
   ConvolutionDescriptor& operator=(const ConvolutionDescriptor&) = delete;
   // Cross-correlation (PyTorch's convolution), accumulated in f32. f32 data: CUDNN_FMA_MATH,
-  // no TF32 tensor cores (CUDNN_DEFAULT_MATH allows TF32 for f32 data on A100 and later).
-  // f16/bf16 data (mixed precision): tensor-core math, which is what it is for.
-  void set(int padding, int stride, DType data = DType::kF32);
+  // no TF32 tensor cores (CUDNN_DEFAULT_MATH allows TF32 for f32 data on A100 and later),
+  // unless `tf32` (precision: tf32). f16/bf16 data (mixed precision): tensor-core math, which
+  // is what it is for.
+  void set(int padding, int stride, DType data = DType::kF32, bool tf32 = false);
   cudnnConvolutionDescriptor_t get() const { return desc_; }
 
  private:

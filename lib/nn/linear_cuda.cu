@@ -46,13 +46,13 @@ cudaDataType_t cuda_type(DType dtype) {
 }
 
 // C = op(A) op(B) with the shape's dimensions, beta = 0: A and B of `ab`, C of `c_type`,
-// accumulated in f32. All f32: cublasSgemm in the handle's pedantic math (no TF32). 16-bit
-// A and B (mixed precision): cublasGemmEx on tensor cores, the handle's math mode lifted for
-// the call only.
+// accumulated in f32. All f32: cublasSgemm in the handle's pedantic math (no TF32), or with
+// `tf32` cublasGemmEx in CUBLAS_COMPUTE_32F_FAST_TF32. 16-bit A and B (mixed precision):
+// cublasGemmEx on tensor cores. The handle's math mode is lifted for a GemmEx call only.
 void gemm(cublasHandle_t handle, const GemmShape& g, DType ab, const void* a, const void* b, DType c_type, void* c,
-          const char* what) {
+          bool tf32, const char* what) {
   const float one = 1.0f, zero = 0.0f;
-  if (ab == DType::kF32 && c_type == DType::kF32) {
+  if (ab == DType::kF32 && c_type == DType::kF32 && !tf32) {
     cuda::check_cublas(cublasSgemm(handle, op(g.trans_a), op(g.trans_b), g.m, g.n, g.k, &one,
                                    static_cast<const float*>(a), g.lda, static_cast<const float*>(b), g.ldb, &zero,
                                    static_cast<float*>(c), g.ldc),
@@ -62,7 +62,8 @@ void gemm(cublasHandle_t handle, const GemmShape& g, DType ab, const void* a, co
   cuda::check_cublas(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   const cublasStatus_t status =
       cublasGemmEx(handle, op(g.trans_a), op(g.trans_b), g.m, g.n, g.k, &one, a, cuda_type(ab), g.lda, b,
-                   cuda_type(ab), g.ldb, &zero, c, cuda_type(c_type), g.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+                   cuda_type(ab), g.ldb, &zero, c, cuda_type(c_type), g.ldc,
+                   ab == DType::kF32 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   cuda::check_cublas(cublasSetMathMode(handle, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
   cuda::check_cublas(status, what);
 }
@@ -100,7 +101,7 @@ const TensorRef& LinearCuda::forward(const TensorRef& src) {
   const LinearGemms g = linear_gemms(static_cast<int>(batch_), options_.in_features, out);
   const DType dtype = src.desc.dtype;
   cudaStream_t stream = cuda::stream_of(ctx_);
-  gemm(cuda::cublas_handle(ctx_), g.forward, dtype, weight_values(), src.data, dtype, out_.data,
+  gemm(cuda::cublas_handle(ctx_), g.forward, dtype, weight_values(), src.data, dtype, out_.data, ctx_.rules.tf32,
        "cuBLAS GEMM (Linear forward)");
   if (bias_) {
     const int64_t total = batch_ * out;
@@ -123,7 +124,7 @@ const TensorRef& LinearCuda::backward(const TensorRef& diff_dst) {
   cudaStream_t stream = cuda::stream_of(ctx_);
   // Weight gradient first so the hook can start reducing it while the input gradient runs.
   // Under mixed precision it comes out of the 16-bit GEMM straight into the f32 arena.
-  gemm(handle, g.weight_grad, dtype, src_.data, diff_dst.data, DType::kF32, weight_->grad.raw(),
+  gemm(handle, g.weight_grad, dtype, src_.data, diff_dst.data, DType::kF32, weight_->grad.raw(), ctx_.rules.tf32,
        "cuBLAS GEMM (Linear weight gradient)");
   if (bias_) {
     cuda::with_storage_type(dtype, [&](auto tag) {
@@ -138,7 +139,8 @@ const TensorRef& LinearCuda::backward(const TensorRef& diff_dst) {
   if (!needs_input_grad_) return none_;
   // The weights as forward's GEMM read them (their cast under mixed precision).
   const void* w = dtype == DType::kF32 ? weight_->value.raw() : weight_lp_.get();
-  gemm(handle, g.input_grad, dtype, w, diff_dst.data, dtype, diff_src_.data, "cuBLAS GEMM (Linear input gradient)");
+  gemm(handle, g.input_grad, dtype, w, diff_dst.data, dtype, diff_src_.data, ctx_.rules.tf32,
+       "cuBLAS GEMM (Linear input gradient)");
   return diff_src_;
 }
 

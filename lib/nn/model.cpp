@@ -72,6 +72,13 @@ void Model::set_channels_last(bool value) {
   configured_batch_ = -1;
 }
 
+void Model::set_compute_rules(const ComputeRules& rules) {
+  if (rules.tf32 && ctx_.device.is_cpu())
+    throw std::invalid_argument("model " + name_ + ": TF32 is a GPU's tensor-core math; the CPU computes in f32");
+  ctx_.rules = rules;
+  configured_batch_ = -1;
+}
+
 // The input as the first layer takes it: channels_last when the whole model computes so.
 bool Model::input_channels_last() const { return ctx_.channels_last && compute_dtype_ != DType::kF32; }
 

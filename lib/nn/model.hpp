@@ -91,6 +91,9 @@ class Model {
   // Parameters, checkpoints and model.safetensors keep their layout. Throws on the CPU.
   void set_channels_last(bool value);
   bool channels_last() const { return ctx_.channels_last; }
+  // TF32, determinism and algorithm choice of the GPU layers (Context::rules). Takes effect at
+  // the next forward.
+  void set_compute_rules(const ComputeRules& rules);
   // Multiplies every gradient backward produces by `scale` (loss scaling: a power of two).
   void set_loss_scale(float scale) { loss_->set_loss_scale(scale); }
   float loss_scale() const { return loss_->loss_scale(); }

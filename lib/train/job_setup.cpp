@@ -30,6 +30,19 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+// precision: tf32 on a GPU without TF32 tensor cores (before Ampere) would train plain fp32
+// while the job says tf32.
+void require_tf32_gpu(const JobSetup& setup) {
+  const int index = setup.device.device.index;
+  for (const GpuDescription& g : describe_gpus()) {
+    if (g.index != index || g.compute_capability >= 80) continue;
+    throw InputError("key 'precision': tf32 needs TF32 tensor cores (an Ampere or newer GPU, compute capability 8.0), "
+                     "but rank " + std::to_string(setup.world->rank()) + "'s GPU " + std::to_string(index) + " (" +
+                     g.name + ") has " + std::to_string(g.compute_capability / 10) + "." +
+                     std::to_string(g.compute_capability % 10) + "; use precision: fp32");
+  }
+}
+
 // Device of every rank as "cpu" / "cuda:N", gathered to all ranks.
 std::vector<std::string> gather_devices(const JobSetup& setup) {
   return allgather_strings(setup.world->comm(), setup.device.device.str());
@@ -119,6 +132,7 @@ JobSetup set_up_job(const JobSources& sources) {
                          std::to_string(setup.world->rank()) + " computes on the CPU (" +
                          (why.empty() ? "device: cpu" : why) + "); use precision: fp32");
       }
+      if (setup.spec.precision == Precision::kTf32) require_tf32_gpu(setup);
     }
   });
   warn_if_cpus_oversubscribed(setup.world->comm(), share, setup.device.threads);
@@ -197,6 +211,7 @@ std::string describe_plan(const JobSetup& setup) {
   out << std::right;
   out << "  model        : " << s.model.name << " (" << s.model.num_classes << " classes)\n";
   out << "  layout       : " << describe_memory_format(s, setup.device.device) << "\n";
+  out << "  math         : " << describe_compute_rules(s, setup.device.device) << "\n";
   out << "  data         : " << to_string(s.data.format);
   if (s.data.format != DataFormat::kSynthetic)
     out << " (train " << s.data.train << ", test " << s.data.test << ")";

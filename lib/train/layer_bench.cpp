@@ -94,6 +94,8 @@ LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, 
   result.model = spec.model.name;
   result.device = device.str();
   result.precision = to_string(spec.precision);
+  result.layout = describe_memory_format(spec, device);
+  result.math = describe_compute_rules(spec, device);
   result.optimizer = optimizer->name();
   result.batch = batch;
   result.threads = nn::num_threads();
@@ -133,6 +135,7 @@ std::string format_layer_bench(const LayerBenchResult& r) {
                 r.model.c_str(), r.device.c_str(), r.precision.c_str(), static_cast<long long>(r.batch), r.threads,
                 r.optimizer.c_str(), static_cast<long long>(r.options.steps), static_cast<long long>(r.options.warmup));
   out << line;
+  out << "# layout: " << r.layout << "\n# math: " << r.math << "\n";
   std::snprintf(line, sizeof line,
                 "# step %.3f ms (%.0f images/s); with the events %.3f ms: layers %.3f ms + optimizer %.3f ms + "
                 "the rest %.3f ms\n",

@@ -27,6 +27,7 @@ struct LayerBenchRow {
 
 struct LayerBenchResult {
   std::string model, device, precision, optimizer;
+  std::string layout, math;  // the plan's lines: which layout, and which math and algorithm rules
   int64_t batch = 0;
   int threads = 0;
   LayerBenchOptions options;

@@ -51,11 +51,32 @@ std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const SampleSource& 
   model->set_label_smoothing(static_cast<float>(spec.train.label_smoothing));
   model->set_compute_dtype(compute_dtype(spec.precision));
   model->set_channels_last(uses_channels_last(spec, device));
+  if (device.is_cuda()) model->set_compute_rules(compute_rules(spec));
   return model;
 }
 
+nn::ComputeRules compute_rules(const JobSpec& spec) {
+  nn::ComputeRules rules;
+  rules.tf32 = spec.precision == Precision::kTf32;
+  rules.deterministic = spec.train.deterministic;
+  rules.measure_algorithms = spec.train.conv_algorithms == "measured";
+  rules.workspace_limit = static_cast<std::size_t>(spec.train.cudnn_workspace_mb) << 20;
+  return rules;
+}
+
+std::string describe_compute_rules(const JobSpec& spec, const Device& device) {
+  if (!device.is_cuda()) return "f32 on oneDNN (CPU)";
+  const std::string math = spec.precision == Precision::kTf32 ? "f32 storage on TF32 tensor cores (cuDNN, cuBLAS)"
+                           : is_mixed_precision(spec.precision) ? to_string(spec.precision) + " on tensor cores"
+                                                                : "f32, no TF32";
+  return math + "; convolution algorithms " +
+         (spec.train.deterministic ? std::string("deterministic only") : std::string("any (not bitwise repeatable)")) +
+         ", " + (spec.train.conv_algorithms == "measured" ? "timed by cuDNN" : "ranked by cuDNN's heuristics") +
+         ", workspace <= " + std::to_string(spec.train.cudnn_workspace_mb) + " MB";
+}
+
 bool uses_channels_last(const JobSpec& spec, const Device& device) {
-  return device.is_cuda() && spec.precision != Precision::kFp32 && spec.model.memory_format != "nchw";
+  return device.is_cuda() && is_mixed_precision(spec.precision) && spec.model.memory_format != "nchw";
 }
 
 std::string describe_memory_format(const JobSpec& spec, const Device& device) {
@@ -63,15 +84,16 @@ std::string describe_memory_format(const JobSpec& spec, const Device& device) {
   const std::string key = spec.model.memory_format == "auto" ? " (auto)" : "";
   if (uses_channels_last(spec, device))
     return "channels_last" + key + ": NHWC end to end, BatchNorm fused with its ReLU and the residual sum (cuDNN)";
-  return "nchw" + key + (spec.precision == Precision::kFp32
-                             ? std::string(": fp32 computes NCHW")
+  return "nchw" + key + (!is_mixed_precision(spec.precision)
+                             ? ": " + to_string(spec.precision) + " computes NCHW"
                              : std::string(": NCHW, BatchNorm and ReLU apart; model.memory_format: channels_last "
                                            "is the fused NHWC path"));
 }
 
 DType compute_dtype(Precision precision) {
   switch (precision) {
-    case Precision::kFp32: return DType::kF32;
+    case Precision::kFp32:
+    case Precision::kTf32: return DType::kF32;
     case Precision::kAmpFp16: return DType::kF16;
     case Precision::kAmpBf16: return DType::kBF16;
   }

@@ -40,6 +40,10 @@ DType compute_dtype(Precision precision);
 // Whether the model computes channels_last end to end (model.memory_format) on `device`: a GPU
 // in 16 bits, unless the key says nchw (auto and channels_last both take it).
 bool uses_channels_last(const JobSpec& spec, const Device& device);
+// The GPU layers' math and algorithm rules of the job (precision: tf32, train.deterministic,
+// train.conv_algorithms, train.cudnn_workspace_mb), and the plan's line for them.
+nn::ComputeRules compute_rules(const JobSpec& spec);
+std::string describe_compute_rules(const JobSpec& spec, const Device& device);
 // The plan's line for it: the layout and which BatchNorm runs.
 std::string describe_memory_format(const JobSpec& spec, const Device& device);
 

@@ -25,6 +25,37 @@ case_err_amp_without_gpu() {
     if [ "${gpus:-0}" -ge 1 ]; then echo "SKIP: this machine has $gpus GPU(s): amp can run"; exit 77; fi
     expect_error 2 "key 'precision': amp-fp16 needs a GPU, but rank [0-9]+ computes on the CPU" \
       train --config "$SRC/configs/quickstart.yaml" --set precision=amp-fp16 --set output.model_dir="$WORK/never"
+    expect_error 2 "key 'precision': tf32 needs a GPU, but rank [0-9]+ computes on the CPU" \
+      train --config "$SRC/configs/quickstart.yaml" --set precision=tf32 --set output.model_dir="$WORK/never"
+    expect_error 2 "key 'precision': tf32 needs device: cuda" validate --config "$SRC/configs/quickstart.yaml" \
+      --set precision=tf32 --set device=cpu
+}
+
+case_gpu_tf32_and_any_algorithm_learn_as_fp32() {
+    # precision: tf32 (TF32 tensor cores) and train.deterministic: false with measured
+    # algorithms learn the default job and LeNet-5 as fp32 does, to within a point, and the plan
+    # says which math and rules each run takes.
+    need_gpus 1
+    local model run
+    for model in mlp lenet5; do
+      for run in fp32 tf32 any; do
+        local extra=(--set precision=fp32)
+        [ "$run" = tf32 ] && extra=(--set precision=tf32)
+        [ "$run" = any ] && extra=(--set precision=fp32 --set train.deterministic=false --set train.conv_algorithms=measured)
+        expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set model.name=$model --set device=cuda "${extra[@]}" \
+          --set output.model_dir="$WORK/m-$model-$run"
+        grep -oE '^\[epoch 3\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$' >"$WORK/acc-$model-$run"
+      done
+      grep -q '^  math         : f32, no TF32; convolution algorithms any (not bitwise repeatable), timed by cuDNN' \
+        "$WORK/out" || fail "the plan does not say the rules of the last run"
+    done
+    python3 - "$WORK" <<'PY' || fail "tf32 or any algorithm does not learn as fp32 does"
+import sys
+acc = {f"{m}-{r}": float(open(f"{sys.argv[1]}/acc-{m}-{r}").read()) for m in ("mlp", "lenet5") for r in ("fp32", "tf32", "any")}
+print(acc)
+for m in ("mlp", "lenet5"):
+    assert acc[f"{m}-fp32"] >= 0.9 and all(abs(acc[f"{m}-{r}"] - acc[f"{m}-fp32"]) <= 0.01 for r in ("tf32", "any")), acc
+PY
 }
 
 case_gpu_train_quickstart() {

@@ -22,7 +22,7 @@ void expect_round_trip(const std::vector<std::string>& words) {
 
 TEST(Choices, EveryWordRoundTrips) {
   expect_round_trip<DevicePreference>({"auto", "cpu", "cuda"});
-  expect_round_trip<Precision>({"fp32", "amp-fp16", "amp-bf16"});
+  expect_round_trip<Precision>({"fp32", "amp-fp16", "amp-bf16", "tf32"});
   expect_round_trip<DataFormat>({"mnist", "cifar10", "synthetic", "tfrecord", "image-folder", "tar-shards"});
   expect_round_trip<DataShard>({"auto", "rank", "host"});
   expect_round_trip<Augmentation>({"auto", "none", "crop-flip", "flip"});
@@ -95,7 +95,7 @@ TEST(Choices, ATypoGetsTheClosestWord) {
   EXPECT_EQ(error_of([] { parse_choice<Compression>("bf61"); }),
             "unknown value 'bf61' (expected one of: auto, none, fp16, bf16); did you mean 'bf16'?");
   EXPECT_EQ(error_of([] { parse_choice<Precision>("amp_fp16"); }),
-            "unknown value 'amp_fp16' (expected one of: fp32, amp-fp16, amp-bf16); did you mean "
+            "unknown value 'amp_fp16' (expected one of: fp32, amp-fp16, amp-bf16, tf32); did you mean "
             "'amp-fp16'?");
   // Nothing close: no suggestion. Case matters, as everywhere in the spec.
   EXPECT_EQ(error_of([] { parse_choice<DataFormat>("imagenet"); }),

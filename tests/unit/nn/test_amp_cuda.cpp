@@ -266,6 +266,39 @@ TEST_P(AmpVsCpu, ChannelsLastStepIsBitwiseRepeatable) {
   EXPECT_EQ(testing::host_values(a->store().grad_arena()), testing::host_values(b->store().grad_arena()));
 }
 
+// precision: tf32 (f32 storage, TF32 tensor cores: 10 significant bits, as f16's) with any
+// algorithm, timed by cuDNN: the tiny ResNet against the CPU in f32 at f16's tolerances.
+TEST(Tf32VsCpu, TinyResNetLossAndGradients) {
+  SKIP_WITHOUT_GPU();
+  ComputeRules rules;
+  rules.tf32 = true;
+  rules.deterministic = false;
+  rules.measure_algorithms = true;
+  auto build = [&](Device d) {
+    auto m = tiny_resnet(d);
+    if (d.is_cuda()) m->set_compute_rules(rules);
+    return m;
+  };
+  compare_amp_model(DType::kF32, build, false, {3, 8, 8}, 5, model_tolerance(DType::kF16),
+                    param_tolerance(DType::kF16));
+}
+
+// The default rules keep f32 as it was: no TF32, deterministic, heuristics; the tiny ResNet's
+// inference loss matches the CPU's to f32 rounding.
+TEST(Tf32VsCpu, DefaultRulesStayF32) {
+  SKIP_WITHOUT_GPU();
+  const ComputeRules rules;
+  EXPECT_FALSE(rules.tf32);
+  EXPECT_TRUE(rules.deterministic);
+  EXPECT_FALSE(rules.measure_algorithms);
+  auto cpu = tiny_resnet(Device::cpu());
+  auto gpu = tiny_resnet(Device::cuda(0));
+  Tensor x({4, 3, 8, 8});
+  testing::set_values(x, testing::random_vector(4 * 192, 31));
+  std::vector<int32_t> labels = {0, 1, 2, 3};
+  EXPECT_NEAR(gpu->forward(x, labels.data(), false), cpu->forward(x, labels.data(), false), 1e-4);
+}
+
 // An MLP with dropout (the masks are drawn on the host from the same seed on both devices).
 TEST_P(AmpVsCpu, MlpWithDropout) {
   SKIP_WITHOUT_GPU();

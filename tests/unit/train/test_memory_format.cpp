@@ -38,5 +38,33 @@ TEST(MemoryFormat, ThePlanSaysWhichLayoutAndWhy) {
   EXPECT_EQ(describe_memory_format(job(Precision::kAmpFp16, "auto"), Device::cpu()), "oneDNN's own layouts (CPU)");
 }
 
+// precision: tf32 and the train.* algorithm keys as the GPU layers get them, and the plan's line.
+TEST(ComputeRules, FromTheJobSpec) {
+  JobSpec spec;
+  nn::ComputeRules rules = compute_rules(spec);
+  EXPECT_FALSE(rules.tf32);
+  EXPECT_TRUE(rules.deterministic);
+  EXPECT_FALSE(rules.measure_algorithms);
+  EXPECT_EQ(rules.workspace_limit, std::size_t{512} << 20);
+  spec.precision = Precision::kTf32;
+  spec.train.deterministic = false;
+  spec.train.conv_algorithms = "measured";
+  spec.train.cudnn_workspace_mb = 64;
+  rules = compute_rules(spec);
+  EXPECT_TRUE(rules.tf32);
+  EXPECT_FALSE(rules.deterministic);
+  EXPECT_TRUE(rules.measure_algorithms);
+  EXPECT_EQ(rules.workspace_limit, std::size_t{64} << 20);
+  EXPECT_EQ(compute_dtype(Precision::kTf32), DType::kF32) << "tf32 keeps f32 storage";
+  EXPECT_FALSE(uses_channels_last(spec, Device::cuda(0))) << "channels_last is the 16-bit path";
+  EXPECT_EQ(describe_compute_rules(spec, Device::cuda(0)),
+            "f32 storage on TF32 tensor cores (cuDNN, cuBLAS); convolution algorithms any (not bitwise repeatable), "
+            "timed by cuDNN, workspace <= 64 MB");
+  EXPECT_EQ(describe_compute_rules(JobSpec{}, Device::cuda(0)),
+            "f32, no TF32; convolution algorithms deterministic only, ranked by cuDNN's heuristics, workspace <= 512 "
+            "MB");
+  EXPECT_EQ(describe_memory_format(spec, Device::cuda(0)), "nchw (auto): tf32 computes NCHW");
+}
+
 }  // namespace
 }  // namespace sdp
