@@ -76,9 +76,11 @@ def sdp_images_per_sec(binary, model, batch, shape, steps, threads, ranks=1, dev
     epochs = -(-(steps + WARMUP) // steps_per_epoch)
     with tempfile.TemporaryDirectory() as tmp:
         job = os.path.join(tmp, "bench.yaml")
+        # Named only when asked for: builds before the key (bench-compare's BEFORE) reject it.
+        layout = "" if memory_format == "auto" else f", memory_format: {memory_format}"
         with open(job, "w") as f:
             f.write(f"""name: bench-{model}
-model: {{name: {model}, num_classes: 10, memory_format: {memory_format}}}
+model: {{name: {model}, num_classes: 10{layout}}}
 threads: {threads}
 device: {device}
 precision: {precision}
