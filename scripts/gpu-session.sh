@@ -26,7 +26,7 @@
 #         train-amp-channels-last
 #                 ResNet-50 amp-fp16 channels_last against PyTorch channels_last, eager and
 #                 compiled (scripts/bench_train.py)
-#         tf32    the fp32 step's rules (#35): ResNet-50's layers in fp32, TF32, and fp32 with
+#         tf32    the fp32 step's math and algorithm rules: ResNet-50's layers in fp32, TF32, and fp32 with
 #                 any algorithm timed by cuDNN; then ResNet-50 in TF32 against PyTorch with TF32
 #         train-fp32, train-amp
 #                 training throughput against PyTorch at its best (scripts/bench_train.py:
