@@ -37,6 +37,7 @@
 #include "train/layer_bench.hpp"
 #include "train/job_setup.hpp"
 #include "train/model_evaluation.hpp"
+#include "train/plan_command.hpp"
 #include "train/trainer.hpp"
 
 namespace {
@@ -155,6 +156,13 @@ int run_bench_layers(const sdp::JobSources& sources, const sdp::LayerBenchOption
     result = sdp::run_layer_benchmark(setup.spec, setup.device.device, setup.device.threads, options);
   });
   if (setup.world->rank() == 0) std::cout << sdp::format_layer_bench(result) << std::flush;
+  return 0;
+}
+
+int run_plan(const sdp::JobSources& sources, const sdp::PlanCommandOptions& options) {
+  sdp::JobSetup setup = sdp::set_up_job(sources);
+  const std::string text = sdp::run_plan_command(setup, options);
+  if (setup.world->rank() == 0) std::cout << text << std::flush;
   return 0;
 }
 
@@ -292,10 +300,12 @@ void reexec_with_omp_wait_policy(char** argv, int requested_threads) {
 struct CommandLine {
   CLI::App app{"sdp-train: synchronous data-parallel training of convolutional networks, "
                "launched by MPI (one process per GPU or CPU share)."};
-  sdp::JobSources top_sources, train_sources, validate_sources, env_sources, bench_sources, evaluate_sources;
+  sdp::JobSources top_sources, train_sources, validate_sources, env_sources, bench_sources, evaluate_sources,
+      plan_sources;
   CLI::App *train = nullptr, *validate = nullptr, *bench_gemm = nullptr, *bench_allreduce = nullptr,
            *evaluate = nullptr, *env = nullptr, *data_inspect = nullptr, *data_convert = nullptr,
-           *bench_data = nullptr, *bench_layers = nullptr, *bench_checkpoint = nullptr;
+           *bench_data = nullptr, *bench_layers = nullptr, *bench_checkpoint = nullptr, *plan = nullptr;
+  sdp::PlanCommandOptions plan_options;
   sdp::JobSources bench_data_sources, bench_layers_sources, bench_checkpoint_sources;
   sdp::CheckpointBenchOptions checkpoint_bench_options;
   sdp::LayerBenchOptions layer_bench_options;
@@ -318,10 +328,42 @@ struct CommandLine {
            : validate->parsed()            ? &validate_sources
            : env->parsed()                 ? &env_sources
            : bench_layers->parsed()        ? &bench_layers_sources
+           : plan->parsed()                ? &plan_sources
            : app.get_subcommands().empty() ? &top_sources
                                            : nullptr;
   }
 };
+
+// `sdp-train plan` (docs/plan.md).
+void declare_plan(CommandLine& cl) {
+  cl.plan = cl.app.add_subcommand(
+      "plan", "predict the job's step time, images/s, scaling, best AllReduce and bucket size, and cost on N nodes");
+  CLI::App& plan = *cl.plan;
+  sdp::PlanCommandOptions& o = cl.plan_options;
+  add_job_options(plan, cl.plan_sources);
+  plan.add_option("--nodes", o.nodes, "node counts, comma-separated (default 1,2,4,8)");
+  plan.add_option("--gpus-per-node,--ranks-per-node", o.gpus_per_node,
+                  "ranks per node (default: the instance's GPUs, else the calibration's, else this launch's)")
+      ->check(kPositive);
+  plan.add_option("--instance", o.instance, "an instance type of configs/plan/instances.yaml (network, GPUs, price)");
+  plan.add_option("--instances", o.instances_file, "the instance table (default: configs/plan/instances.yaml; $SDP_INSTANCES)");
+  plan.add_option("--link-gbps", o.link_gbps, "the link between nodes, Gbit/s each way (instead of the instance's)");
+  plan.add_option("--link-latency-us", o.link_latency_us, "one message's one-way latency, microseconds");
+  plan.add_option("--compute", o.compute, "measured (this machine, every rank of this launch at once) or a FILE "
+                                           "written by --save-compute");
+  plan.add_option("--save-compute", o.save_compute, "write the measured step to FILE (for plans made elsewhere)");
+  plan.add_option("--calibration", o.calibration, "a calibration FILE made by --calibrate");
+  plan.add_option("--calibrate", o.calibrate,
+                  "measure this launch's link and node AllReduce, write them to FILE, and stop (run under mpirun "
+                  "over 2 nodes or more)");
+  plan.add_option("--bucket-mb", o.buckets, "bucket sizes to try, MB (0 = one bucket; default 1,5,10,25,50,100,0)");
+  plan.add_option("--algorithms", o.algorithms, "algorithms to try (default flat,ring,hierarchical)");
+  plan.add_option("--samples-per-epoch", o.samples_per_epoch, "instead of the job's training set size")
+      ->check(kPositive);
+  plan.add_option("--steps", o.steps, "measured steps (default 10)")->check(kPositive);
+  plan.add_option("--warmup", o.warmup, "untimed steps first (default 3)")->check(kNonNegative);
+  plan.add_flag("--json", o.json, "print the plan as JSON");
+}
 
 void declare_commands(CommandLine& cl) {
   CLI::App& app = cl.app;
@@ -333,6 +375,7 @@ void declare_commands(CommandLine& cl) {
       "  sdp-train validate --config job.yaml --set optimizer.lr=0.1\n"
       "  sdp-train evaluate --config job.yaml --model out/model/model.safetensors\n"
       "  mpirun -np 4 sdp-train env --set distributed.ranks_per_node=2\n"
+      "  sdp-train plan --config job.yaml --nodes 1,2,4,8 --instance p4d.24xlarge\n"
       "Exit status: 0 ok, 1 runtime failure, 2 bad input, 3 watchdog timeout.");
   app.set_version_flag("--version", std::function<std::string()>(version_text));
   app.require_subcommand(0, 1);
@@ -387,6 +430,7 @@ void declare_commands(CommandLine& cl) {
   cl.evaluate->add_option("--model", cl.evaluate_model, "model.safetensors or a checkpoint file")->required();
   cl.evaluate->add_flag("--per-class", cl.evaluate_per_class,
                         "also print each class's samples and accuracy (with the class names an image-folder model carries)");
+  declare_plan(cl);
   cl.env = app.add_subcommand("env", "print ranks, topology, devices and the SageMaker cluster as JSON");
   add_job_options(*cl.env, cl.env_sources);
   auto* data = app.add_subcommand("data", "tools for data sets");
@@ -438,6 +482,7 @@ std::optional<int> parse_command_line(CommandLine& cl, int argc, char** argv) {
     if (cl.validate->parsed()) require_job_spec(cl.validate_sources, "--config");
     if (cl.evaluate->parsed() && cl.evaluate_sources.config_path.empty()) throw CLI::RequiredError("--config");
     if (cl.bench_layers->parsed()) require_job_spec(cl.bench_layers_sources, "--config");
+    if (cl.plan->parsed()) require_job_spec(cl.plan_sources, "--config");
   } catch (const CLI::Success& e) {  // --help, --version
     if (pre_mpi_rank <= 0) cl.app.exit(e);
     return 0;
@@ -462,6 +507,8 @@ int run_under_mpi(CommandLine& cl, int* argc, char*** argv) {
       exit_code = run_bench_allreduce(cl.bench_sources, cl.allreduce_options, cl.algorithms_csv, cl.bench_device);
     } else if (cl.bench_layers->parsed()) {
       exit_code = run_bench_layers(cl.bench_layers_sources, cl.layer_bench_options);
+    } else if (cl.plan->parsed()) {
+      exit_code = run_plan(cl.plan_sources, cl.plan_options);
     } else if (cl.validate->parsed()) {
       exit_code = run_validate(cl.validate_sources);
     } else if (cl.env->parsed()) {

@@ -6,11 +6,15 @@
 #include <map>
 #include <random>
 #include <sstream>
+#include <unordered_map>
+#include <unistd.h>
+#include <ctime>
 
 #include "core/clock.hpp"
 #include "core/error.hpp"
 #include "core/floating_point.hpp"
 #include "core/tensor.hpp"
+#include "distributed/gradient_reducer.hpp"
 #include "nn/layer_profile.hpp"
 #include "nn/threads.hpp"
 #include "train/training_setup.hpp"
@@ -47,6 +51,19 @@ BenchBatch random_batch(nn::Model& model, int64_t batch, uint64_t seed) {
   return out;
 }
 
+std::string host_name() {
+  char name[256] = {};
+  gethostname(name, sizeof name - 1);
+  return name;
+}
+
+std::string today_utc() {
+  const std::time_t now = std::time(nullptr);
+  char text[16];
+  std::strftime(text, sizeof text, "%Y-%m-%d", std::gmtime(&now));
+  return text;
+}
+
 }  // namespace
 
 LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, int threads,
@@ -65,22 +82,42 @@ LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, 
   // A small learning rate: the weights stay in range over the steps, whatever the recipe's.
   const float lr = 1e-4f;
   // One step, timed on the host once the device is done with it; `profiled`: the update is
-  // bracketed by timed events too.
+  // bracketed by timed events too. Unprofiled steps mark the plan's timeline instead: the
+  // step's start, the end of forward, each gradient's production (the data-parallel hook's
+  // moment), the end of backward and of the update.
   const std::unique_ptr<TimedEvent> update_start = stream.make_timed_event(), update_end = stream.make_timed_event();
+  const std::unique_ptr<TimedEvent> step_start = stream.make_timed_event(), forward_end = stream.make_timed_event();
+  std::vector<std::unique_ptr<TimedEvent>> grad_ready;
+  std::unordered_map<const Param*, std::size_t> param_index;
+  for (const Param& p : model->store().params()) {
+    param_index.emplace(&p, grad_ready.size());
+    grad_ready.push_back(stream.make_timed_event());
+  }
+  model->set_grad_ready_hook([&](const Param& p) { grad_ready[param_index.at(&p)]->record(); });
   const auto step = [&](bool profiled) {
     const auto start = std::chrono::steady_clock::now();
+    if (!profiled) step_start->record();
     model->forward(input.images, input.labels.data(), /*training=*/true);
+    if (!profiled) forward_end->record();
     model->backward();
-    if (profiled) update_start->record();
+    update_start->record();
     optimizer->step(lr);
-    if (profiled) update_end->record();
+    update_end->record();
     stream.synchronize();
     return seconds_since(start);
   };
 
   for (int64_t i = 0; i < options.warmup; ++i) step(false);
-  std::vector<double> plain, profiled, updates;
-  for (int64_t i = 0; i < options.steps; ++i) plain.push_back(step(false));
+  std::vector<double> plain, profiled, updates, forwards, backwards, plain_updates;
+  std::vector<std::vector<double>> ready(grad_ready.size());
+  for (int64_t i = 0; i < options.steps; ++i) {
+    plain.push_back(step(false));
+    forwards.push_back(forward_end->seconds_since(*step_start));
+    backwards.push_back(update_start->seconds_since(*forward_end));
+    plain_updates.push_back(update_end->seconds_since(*update_start));
+    for (std::size_t p = 0; p < grad_ready.size(); ++p) ready[p].push_back(grad_ready[p]->seconds_since(*forward_end));
+  }
+  model->set_grad_ready_hook({});
   nn::LayerProfile profile(stream);
   model->context().profile = &profile;
   for (int64_t i = 0; i < options.steps; ++i) {
@@ -109,6 +146,20 @@ LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, 
                       !unit.backward_seconds.empty()};
     result.rows.push_back(std::move(row));
   }
+  plan::ComputeProfile& compute = result.compute;
+  compute.model = spec.model.name;
+  compute.precision = result.precision;
+  compute.device = result.device;
+  compute.measured_on = "measured: " + host_name() + ", " + result.device + ", " + std::to_string(result.threads) +
+                        " thread(s), " + today_utc();
+  compute.batch_per_rank = batch;
+  compute.forward_s = nn::median_seconds(forwards);
+  compute.backward_s = nn::median_seconds(backwards);
+  compute.optimizer_s = nn::median_seconds(plain_updates);
+  compute.params = param_extents(model->store());
+  compute.arena_elements = model->store().grad_arena().numel();
+  compute.element_size = static_cast<int64_t>(dtype_size(model->store().grad_arena().dtype()));
+  for (const std::vector<double>& samples : ready) compute.ready_s.push_back(nn::median_seconds(samples));
   return result;
 }
 

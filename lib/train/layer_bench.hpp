@@ -11,6 +11,7 @@
 
 #include "config/job_spec.hpp"
 #include "core/tensor_desc.hpp"
+#include "plan/cost_model.hpp"
 
 namespace sdp {
 
@@ -35,6 +36,9 @@ struct LayerBenchResult {
   double step_seconds = 0;          // median step, no events
   double profiled_step_seconds = 0; // median step with the events
   double optimizer_seconds = 0;     // median update
+  // The step as `sdp-train plan` models it, from the steps without the layers' events:
+  // forward, each gradient's ready time from the start of backward, the update.
+  plan::ComputeProfile compute;
 };
 
 // Throws InputError for a job whose data or model cannot be built, or bad options.

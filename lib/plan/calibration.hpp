@@ -1,0 +1,22 @@
+// `sdp-train plan --calibrate`: measures what the cost model (cost_model.hpp) needs of a
+// cluster, under the launcher that will run the job (mpirun over the nodes):
+//   link     ping-pong between the first rank of node 0 and of node 1 over MPI: latency is
+//            half the round trip of 8 bytes, bandwidth 16 MiB over its one-way time less the
+//            latency (needs 2 nodes; one node leaves the link unmeasured);
+//   intra    the node phase of the runner's own AllReduce (shared memory), every node at
+//            once, 4 KiB to 64 MiB: its curve (slowest rank) for this many ranks per node;
+//   convert  f32 -> fp16 -> f32 of 16 MiB on one rank: what compression adds.
+// Collective over the world; every rank returns the same Calibration.
+#pragma once
+
+#include "plan/plan_inputs.hpp"
+
+namespace sdp {
+class World;
+}
+
+namespace sdp::plan {
+
+Calibration calibrate(const World& world);
+
+}  // namespace sdp::plan

@@ -1,0 +1,102 @@
+// The cost model of `sdp-train plan` (docs/plan.md): what one AllReduce costs under each
+// algorithm of distributed/allreduce.hpp, and what a training step costs once its buckets
+// overlap the backward pass the way distributed/gradient_reducer.hpp runs them.
+//
+// AllReduce of S bytes on N nodes of r ranks (n = N r), link bandwidth B (bytes/s, each way,
+// per node) and latency a (one message, one way, software included), intra-node curve I(S)
+// (the node's reduce-scatter + allgather of S bytes among its r ranks, measured):
+//   ring          our ring over all n ranks, laid out node by node: 2(n-1) steps of S/n each;
+//                 each step waits for its slowest edge, an inter-node one:
+//                 2(n-1) (a + S / (n B))
+//   flat          MPI_Allreduce: Open MPI's tuned component picks recursive doubling for small
+//                 buffers and a ring for large ones; the model takes the cheaper of
+//                 ceil(log2 n) (a + S/B) and the ring's cost
+//   hierarchical  I(S) + the r rings of S/r over N nodes, all sharing each node's link:
+//                 I(S) + 2(N-1) a + 2(N-1)/N S / B
+//   auto          what AllreduceAlgorithm "auto" runs: flat under 256 KiB across nodes,
+//                 otherwise hierarchical when r > 1, else flat
+// Compression (fp16/bf16) halves the bytes that cross nodes and adds two passes over S
+// (cast down, cast back) at the node's conversion rate. On one node every algorithm costs
+// I(S): the node phase is all there is.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/choices.hpp"
+#include "distributed/gradient_reducer.hpp"
+
+namespace sdp::plan {
+
+// Seconds as a function of bytes, from measured points (bytes ascending): interpolated
+// linearly between points, extended beyond the last at the last segment's bandwidth and
+// below the first at the first point's time (latency-bound).
+class Curve {
+ public:
+  Curve() = default;
+  explicit Curve(std::vector<std::pair<double, double>> points);
+  bool empty() const { return points_.empty(); }
+  double at(double bytes) const;
+  const std::vector<std::pair<double, double>>& points() const { return points_; }
+
+ private:
+  std::vector<std::pair<double, double>> points_;
+};
+
+struct Network {
+  double link_bytes_per_s = 0;  // B: one node's link, each way
+  double latency_s = 0;         // a: one message one way
+  Curve intra;                  // I(S) among ranks_per_node ranks; empty: intra_bytes_per_s
+  int intra_ranks = 1;          // the ranks per node the curve was measured with
+  double intra_bytes_per_s = 5e9;  // assumed node bandwidth when no curve fits (r != intra_ranks)
+  double convert_bytes_per_s = 4e9;  // f32 <-> 16-bit casts, one rank
+};
+
+struct Topology {
+  int nodes = 1;
+  int ranks_per_node = 1;
+  int ranks() const { return nodes * ranks_per_node; }
+};
+
+// The intra-node phase for r ranks: the curve when it was measured for r ranks, else the
+// ring's 2(r-1)/r S over the node's bandwidth; 0 for one rank.
+double intra_node_seconds(double bytes, int ranks_per_node, const Network& network);
+
+// One AllReduce of `bytes` (f32 gradients) under `algorithm` (kAuto resolved as the runner
+// does) and `compression` (kAuto and kNone: none).
+double allreduce_seconds(AllreduceKind algorithm, Compression compression, double bytes, const Topology& topology,
+                         const Network& network);
+// What kAuto runs for this buffer on this topology (allreduce.cpp's rule).
+AllreduceKind resolve_auto(double bytes, const Topology& topology);
+
+// One rank's step as measured on one machine (train/layer_bench.hpp's gradient timeline).
+struct ComputeProfile {
+  std::string model, precision, device, measured_on;
+  int64_t batch_per_rank = 0;
+  double forward_s = 0;    // input staging, forward and loss
+  double backward_s = 0;   // from the end of forward to the last gradient
+  double optimizer_s = 0;  // the update
+  int64_t arena_elements = 0, element_size = 4;
+  std::vector<ParamExtent> params;      // registration order
+  std::vector<double> ready_s;          // per param: when backward produced its gradient, from backward's start
+};
+
+struct StepPrediction {
+  double step_s = 0;     // forward + backward + exposed + optimizer + fixed
+  double comm_s = 0;     // the buckets' AllReduce time, summed
+  double exposed_s = 0;  // communication the backward pass did not hide
+  double fixed_s = 0;    // per-step agreement (loss and non-finite flag)
+  int buckets = 0;
+};
+
+// The reducer's schedule: bucket k (plan_buckets) is ready when its last parameter is; the
+// communication thread runs buckets one at a time in order, each starting at
+// max(its ready time, the previous bucket's end). `bucket_seconds(bytes)` is one bucket's
+// AllReduce; `fixed_s` is added once per step.
+StepPrediction predict_step(const ComputeProfile& compute, double bucket_mb,
+                            const std::function<double(double bytes)>& bucket_seconds, double fixed_s);
+
+}  // namespace sdp::plan

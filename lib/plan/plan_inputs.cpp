@@ -1,0 +1,187 @@
+#include "plan/plan_inputs.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <sstream>
+
+#include "config/json_file.hpp"
+#include "core/error.hpp"
+
+namespace sdp::plan {
+
+namespace {
+
+using nlohmann::json;
+
+// json.at(key) with the file and key in the message, and the type checked.
+template <class T>
+T field(const json& object, const std::string& key, const std::string& path, const std::string& prefix = "") {
+  const std::string where = path + ": key '" + prefix + key + "'";
+  if (!object.is_object() || !object.contains(key)) throw InputError(where + " is missing");
+  try {
+    return object.at(key).get<T>();
+  } catch (const json::exception&) {
+    throw InputError(where + " has the wrong type (" + std::string(object.at(key).type_name()) + ")");
+  }
+}
+
+void check_version(const json& doc, const std::string& path) {
+  const int version = field<int>(doc, "version", path);
+  if (version != kPlanFileVersion)
+    throw InputError(path + ": key 'version': " + std::to_string(version) + " is not a version this build reads (" +
+                     std::to_string(kPlanFileVersion) + ")");
+}
+
+}  // namespace
+
+json compute_profile_to_json(const ComputeProfile& p) {
+  json params = json::array();
+  for (std::size_t i = 0; i < p.params.size(); ++i)
+    params.push_back({{"offset", p.params[i].offset}, {"count", p.params[i].count}, {"ready_s", p.ready_s.at(i)}});
+  return {{"version", kPlanFileVersion},
+          {"kind", "sdp-train compute profile"},
+          {"model", p.model},
+          {"precision", p.precision},
+          {"device", p.device},
+          {"measured_on", p.measured_on},
+          {"batch_per_rank", p.batch_per_rank},
+          {"forward_s", p.forward_s},
+          {"backward_s", p.backward_s},
+          {"optimizer_s", p.optimizer_s},
+          {"arena_elements", p.arena_elements},
+          {"element_size", p.element_size},
+          {"params", params}};
+}
+
+ComputeProfile read_compute_profile(const std::string& path) {
+  const json doc = read_json_file(path, "compute file");
+  check_version(doc, path);
+  ComputeProfile p;
+  p.model = field<std::string>(doc, "model", path);
+  p.precision = field<std::string>(doc, "precision", path);
+  p.device = field<std::string>(doc, "device", path);
+  p.measured_on = field<std::string>(doc, "measured_on", path);
+  p.batch_per_rank = field<int64_t>(doc, "batch_per_rank", path);
+  p.forward_s = field<double>(doc, "forward_s", path);
+  p.backward_s = field<double>(doc, "backward_s", path);
+  p.optimizer_s = field<double>(doc, "optimizer_s", path);
+  p.arena_elements = field<int64_t>(doc, "arena_elements", path);
+  p.element_size = field<int64_t>(doc, "element_size", path);
+  const json params = field<json>(doc, "params", path);
+  if (!params.is_array() || params.empty()) throw InputError(path + ": key 'params' must be a non-empty list");
+  int64_t end = 0;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const std::string prefix = "params[" + std::to_string(i) + "].";
+    ParamExtent extent{field<int64_t>(params[i], "offset", path, prefix), field<int64_t>(params[i], "count", path, prefix)};
+    if (extent.offset < end || extent.count < 1 || extent.offset + extent.count > p.arena_elements)
+      throw InputError(path + ": key '" + prefix + "offset' lies outside the arena or before the previous parameter");
+    end = extent.offset + extent.count;
+    p.params.push_back(extent);
+    p.ready_s.push_back(field<double>(params[i], "ready_s", path, prefix));
+  }
+  if (p.batch_per_rank < 1 || p.forward_s < 0 || p.backward_s <= 0 || p.optimizer_s < 0 || p.element_size < 1)
+    throw InputError(path + ": a batch below 1 or a negative time: not a compute profile sdp-train wrote");
+  return p;
+}
+
+json calibration_to_json(const Calibration& c) {
+  json intra = json::array();
+  for (const auto& [bytes, seconds] : c.network.intra.points()) intra.push_back({bytes, seconds});
+  return {{"version", kPlanFileVersion},
+          {"kind", "sdp-train plan calibration"},
+          {"date", c.date},
+          {"hosts", c.hosts},
+          {"nodes", c.nodes},
+          {"ranks_per_node", c.ranks_per_node},
+          {"link", {{"measured", c.link_measured},
+                    {"bytes_per_s", c.network.link_bytes_per_s},
+                    {"latency_s", c.network.latency_s}}},
+          {"intra", {{"measured", c.intra_measured}, {"ranks", c.network.intra_ranks}, {"points", intra}}},
+          {"convert", {{"measured", c.convert_measured}, {"bytes_per_s", c.network.convert_bytes_per_s}}}};
+}
+
+Calibration read_calibration(const std::string& path) {
+  const json doc = read_json_file(path, "calibration file");
+  check_version(doc, path);
+  Calibration c;
+  c.date = field<std::string>(doc, "date", path);
+  c.hosts = field<std::string>(doc, "hosts", path);
+  c.nodes = field<int>(doc, "nodes", path);
+  c.ranks_per_node = field<int>(doc, "ranks_per_node", path);
+  const json link = field<json>(doc, "link", path), intra = field<json>(doc, "intra", path),
+             convert = field<json>(doc, "convert", path);
+  c.link_measured = field<bool>(link, "measured", path, "link.");
+  c.network.link_bytes_per_s = field<double>(link, "bytes_per_s", path, "link.");
+  c.network.latency_s = field<double>(link, "latency_s", path, "link.");
+  c.intra_measured = field<bool>(intra, "measured", path, "intra.");
+  c.network.intra_ranks = field<int>(intra, "ranks", path, "intra.");
+  std::vector<std::pair<double, double>> points;
+  for (const json& point : field<json>(intra, "points", path, "intra.")) {
+    if (!point.is_array() || point.size() != 2 || !point[0].is_number() || !point[1].is_number())
+      throw InputError(path + ": key 'intra.points' must hold [bytes, seconds] pairs");
+    points.emplace_back(point[0].get<double>(), point[1].get<double>());
+  }
+  c.network.intra = Curve(std::move(points));
+  c.convert_measured = field<bool>(convert, "measured", path, "convert.");
+  c.network.convert_bytes_per_s = field<double>(convert, "bytes_per_s", path, "convert.");
+  if (c.link_measured && (c.network.link_bytes_per_s <= 0 || c.network.latency_s < 0))
+    throw InputError(path + ": key 'link': a measured link needs bytes_per_s > 0 and latency_s >= 0");
+  if (c.network.convert_bytes_per_s <= 0) throw InputError(path + ": key 'convert.bytes_per_s' must be > 0");
+  return c;
+}
+
+InstanceTable read_instance_table(const std::string& path) {
+  YAML::Node doc;
+  try {
+    doc = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw InputError("instance table '" + path + "' not found or not readable");
+  } catch (const YAML::Exception& e) {
+    throw InputError(path + ":" + std::to_string(e.mark.line + 1) + ": malformed YAML: " + e.msg);
+  }
+  InstanceTable table;
+  table.path = path;
+  auto text = [&](const YAML::Node& node, const std::string& key, const std::string& where) -> YAML::Node {
+    if (!node[key]) throw InputError(path + ": key '" + where + key + "' is missing");
+    return node[key];
+  };
+  try {
+    table.source = text(doc, "source", "").as<std::string>();
+    table.date = text(doc, "date", "").as<std::string>();
+    table.region = text(doc, "region", "").as<std::string>();
+    if (doc["link_efficiency"]) table.link_efficiency = doc["link_efficiency"].as<double>();
+    const YAML::Node types = text(doc, "instances", "");
+    if (!types.IsMap() || types.size() == 0) throw InputError(path + ": key 'instances' must map names to types");
+    for (const auto& entry : types) {
+      InstanceType t;
+      t.name = entry.first.as<std::string>();
+      const YAML::Node& n = entry.second;
+      const std::string where = "instances." + t.name + ".";
+      t.accelerators = text(n, "gpus", where).as<int>();
+      t.accelerator = t.accelerators > 0 ? text(n, "gpu", where).as<std::string>() : std::string("none (CPU)");
+      t.vcpus = text(n, "vcpus", where).as<int>();
+      t.network_gbps = text(n, "network_gbps", where).as<double>();
+      t.efa = text(n, "efa", where).as<bool>();
+      t.latency_us = text(n, "latency_us", where).as<double>();
+      t.node_busbw_gbs = text(n, "node_busbw_gbs", where).as<double>();
+      t.usd_per_hour = text(n, "usd_per_hour", where).as<double>();
+      if (t.network_gbps <= 0 || t.node_busbw_gbs <= 0 || t.usd_per_hour < 0 || t.latency_us < 0)
+        throw InputError(path + ": key '" + where + "': network_gbps and node_busbw_gbs must be > 0");
+      table.types.emplace(t.name, t);
+    }
+  } catch (const YAML::Exception& e) {
+    throw InputError(path + ":" + std::to_string(e.mark.line + 1) + ": wrong type: " + e.msg);
+  }
+  return table;
+}
+
+const InstanceType& find_instance(const InstanceTable& table, const std::string& name) {
+  const auto it = table.types.find(name);
+  if (it != table.types.end()) return it->second;
+  std::ostringstream known;
+  for (const auto& [type, _] : table.types) known << (known.tellp() > 0 ? ", " : "") << type;
+  throw InputError("--instance: '" + name + "' is not in " + table.path + " (known: " + known.str() +
+                   "); add it there");
+}
+
+}  // namespace sdp::plan

@@ -1,0 +1,55 @@
+// What `sdp-train plan` reads besides the job (docs/plan.md, "Files"):
+//   compute file   one rank's measured step (ComputeProfile) as JSON: `plan --save-compute`
+//                  writes it where the step runs (a GPU machine), `plan --compute FILE` reads it
+//                  anywhere;
+//   calibration    a link's bandwidth and latency and the node's AllReduce curve, measured by
+//                  `plan --calibrate` on the cluster;
+//   instances      configs/plan/instances.yaml: instance types with their accelerators, network
+//                  and on-demand price, dated and sourced, edited by users.
+// Every reader throws InputError naming the file and the key at fault (exit status 2).
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "plan/cost_model.hpp"
+
+namespace sdp::plan {
+
+// Schema version of the compute and calibration files.
+constexpr int kPlanFileVersion = 1;
+
+nlohmann::json compute_profile_to_json(const ComputeProfile& profile);
+ComputeProfile read_compute_profile(const std::string& path);
+
+// A measured link and node, and what was measured rather than assumed.
+struct Calibration {
+  std::string date, hosts;  // when, and on which nodes (names)
+  int nodes = 0, ranks_per_node = 0;
+  bool link_measured = false, intra_measured = false, convert_measured = false;
+  Network network;
+};
+nlohmann::json calibration_to_json(const Calibration& calibration);
+Calibration read_calibration(const std::string& path);
+
+struct InstanceType {
+  std::string name, accelerator;
+  int accelerators = 0;          // GPUs per node (0: a CPU instance)
+  int vcpus = 0;
+  double network_gbps = 0;       // the node's network, Gbit/s each way
+  bool efa = false;
+  double latency_us = 0;         // one message one way through the fabric (assumed)
+  double node_busbw_gbs = 0;     // intra-node AllReduce bus bandwidth, GB/s (assumed; NVLink)
+  double usd_per_hour = 0;       // on-demand, the table's region
+};
+struct InstanceTable {
+  std::string path, source, date, region;
+  double link_efficiency = 0.9;  // share of the line rate a bulk transfer reaches (assumed)
+  std::map<std::string, InstanceType> types;
+};
+InstanceTable read_instance_table(const std::string& path);
+// The table's entry, or InputError naming --instance and the known types.
+const InstanceType& find_instance(const InstanceTable& table, const std::string& name);
+
+}  // namespace sdp::plan

@@ -1,0 +1,285 @@
+#include "train/plan_command.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "distributed/agreement.hpp"
+#include "distributed/world.hpp"
+#include "io/atomic_file.hpp"
+#include "plan/calibration.hpp"
+#include "plan/scaling_plan.hpp"
+#include "train/layer_bench.hpp"
+#include "train/training_setup.hpp"
+
+namespace sdp {
+
+namespace {
+
+using plan::ComputeProfile;
+using plan::Network;
+
+std::vector<std::string> split_csv(const std::string& csv) {
+  std::vector<std::string> out;
+  std::stringstream in(csv);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::vector<int> parse_nodes(const std::string& csv) {
+  std::vector<int> nodes;
+  for (const std::string& item : split_csv(csv)) {
+    std::size_t used = 0;
+    long value = 0;
+    try {
+      value = std::stol(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size()) throw InputError("--nodes: '" + item + "' is not a whole number");
+    if (value < 1) throw InputError("--nodes: a node count must be at least 1, got " + item);
+    nodes.push_back(static_cast<int>(value));
+  }
+  if (nodes.empty()) throw InputError("--nodes: give at least one node count, e.g. --nodes 1,2,4");
+  return nodes;
+}
+
+std::vector<double> parse_buckets(const std::string& csv) {
+  std::vector<double> out;
+  for (const std::string& item : split_csv(csv)) {
+    try {
+      std::size_t used = 0;
+      const double mb = std::stod(item, &used);
+      if (used == item.size() && mb >= 0) {
+        out.push_back(mb);
+        continue;
+      }
+    } catch (const std::exception&) {
+    }
+    throw InputError("--bucket-mb: '" + item + "' is not a size in MB (0 = one bucket)");
+  }
+  if (out.empty()) throw InputError("--bucket-mb: give at least one size");
+  return out;
+}
+
+std::vector<AllreduceKind> parse_algorithms(const std::string& csv) {
+  std::vector<AllreduceKind> out;
+  for (const std::string& item : split_csv(csv)) {
+    if (item == "flat") out.push_back(AllreduceKind::kFlat);
+    else if (item == "ring") out.push_back(AllreduceKind::kRing);
+    else if (item == "hierarchical") out.push_back(AllreduceKind::kHierarchical);
+    else if (item == "auto") out.push_back(AllreduceKind::kAuto);
+    else throw InputError("--algorithms: '" + item + "' is not one of flat, ring, hierarchical, auto");
+  }
+  if (out.empty()) throw InputError("--algorithms: give at least one algorithm");
+  return out;
+}
+
+// configs/plan/instances.yaml of the tree the binary was built in or installed with.
+std::string default_instances_file() {
+  if (const char* env = std::getenv("SDP_INSTANCES"); env && *env) return env;
+  std::error_code error;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error)
+    for (const auto& dir : {exe.parent_path(), exe.parent_path().parent_path()}) {
+      const std::filesystem::path candidate = dir / "configs" / "plan" / "instances.yaml";
+      if (std::filesystem::exists(candidate)) return candidate.string();
+    }
+  return "configs/plan/instances.yaml";
+}
+
+// Every rank measures at once (ranks of one machine share it as in the job); the slowest
+// rank's figure for each part of the timeline paces a synchronous step.
+ComputeProfile measure_compute(const JobSetup& setup, const PlanCommandOptions& options) {
+  LayerBenchOptions bench;
+  bench.steps = options.steps;
+  bench.warmup = options.warmup;
+  LayerBenchResult result;
+  run_on_all_ranks(setup.world->comm(), [&] {
+    result = run_layer_benchmark(setup.spec, setup.device.device, setup.device.threads, bench);
+  });
+  ComputeProfile compute = result.compute;
+  std::vector<double> figures = {compute.forward_s, compute.backward_s, compute.optimizer_s};
+  figures.insert(figures.end(), compute.ready_s.begin(), compute.ready_s.end());
+  MPI_Allreduce(MPI_IN_PLACE, figures.data(), static_cast<int>(figures.size()), MPI_DOUBLE, MPI_MAX,
+                setup.world->comm());
+  compute.forward_s = figures[0];
+  compute.backward_s = figures[1];
+  compute.optimizer_s = figures[2];
+  std::copy(figures.begin() + 3, figures.end(), compute.ready_s.begin());
+  if (setup.world->size() > 1)
+    compute.measured_on += ", slowest of " + std::to_string(setup.world->size()) + " ranks running at once";
+  return compute;
+}
+
+ComputeProfile read_compute(const JobSetup& setup, const std::string& path) {
+  ComputeProfile compute = plan::read_compute_profile(path);
+  const JobSpec& spec = setup.spec;
+  if (compute.model != spec.model.name)
+    throw InputError("--compute: " + path + " was measured for model '" + compute.model + "', the job trains '" +
+                     spec.model.name + "'");
+  if (compute.batch_per_rank != spec.data.batch_size)
+    throw InputError("--compute: " + path + " was measured at batch " + std::to_string(compute.batch_per_rank) +
+                     " per rank, the job's data.batch_size is " + std::to_string(spec.data.batch_size));
+  if (compute.precision != to_string(spec.precision))
+    throw InputError("--compute: " + path + " was measured in " + compute.precision + ", the job's precision is " +
+                     to_string(spec.precision));
+  compute.measured_on = "from " + path + " (" + compute.measured_on + ")";
+  return compute;
+}
+
+std::string gbit(double bytes_per_s) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.3g Gbit/s", bytes_per_s * 8 / 1e9);
+  return text;
+}
+std::string micros(double seconds) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.1f us", seconds * 1e6);
+  return text;
+}
+
+std::string dollars(double usd) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", usd);
+  return text;
+}
+
+std::string describe_calibration(const plan::Calibration& c) {
+  std::ostringstream out;
+  out << "# calibration on " << c.nodes << " node(s) x " << c.ranks_per_node << " rank(s) (" << c.hosts << "), "
+      << c.date << "\n";
+  if (c.link_measured)
+    out << "# link: " << gbit(c.network.link_bytes_per_s) << " each way, latency " << micros(c.network.latency_s)
+        << " one way\n";
+  else
+    out << "# link: not measured (one node; launch over 2 nodes or more to measure it)\n";
+  if (c.intra_measured) {
+    out << "# node AllReduce among " << c.network.intra_ranks << " ranks:";
+    for (const auto& [bytes, seconds] : c.network.intra.points())
+      out << " " << static_cast<long long>(bytes / 1024) << "KiB=" << micros(seconds);
+    out << "\n";
+  } else {
+    out << "# node AllReduce: not measured (one rank per node)\n";
+  }
+  out << "# f32<->fp16 casts: " << gbit(c.network.convert_bytes_per_s) << "\n";
+  return out.str();
+}
+
+}  // namespace
+
+std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& options) {
+  const World& world = *setup.world;
+  if (!options.calibrate.empty()) {
+    plan::Calibration calibration;
+    run_on_all_ranks(world.comm(), [&] { calibration = plan::calibrate(world); });
+    if (world.rank() != 0) return "";
+    const std::string text = plan::calibration_to_json(calibration).dump(2) + "\n";
+    write_file_atomically(options.calibrate, [&](std::FILE* f) { std::fputs(text.c_str(), f); });
+    return describe_calibration(calibration) + "# written to " + options.calibrate + "\n";
+  }
+
+  // Every input is checked on every rank before the measured step, so a bad option ends the
+  // launch at once with exit 2.
+  plan::PlanSetup plan_setup;
+  std::string computed_text;
+  plan::Network network;
+  ComputeProfile compute;
+  run_on_all_ranks(world.comm(), [&] {
+    plan_setup.nodes = parse_nodes(options.nodes);
+    plan_setup.bucket_mb = parse_buckets(options.buckets);
+    plan_setup.algorithms = parse_algorithms(options.algorithms);
+    if (options.gpus_per_node < 0) throw InputError("--gpus-per-node: must be at least 1");
+    const JobSpec& spec = setup.spec;
+    plan_setup.compression = resolve_compression(spec.distributed.compression, spec.precision);
+    plan_setup.job_algorithm = spec.distributed.allreduce;
+    plan_setup.job_bucket_mb = spec.distributed.bucket_mb;
+    plan_setup.epochs = spec.train.epochs;
+
+    int ranks_per_node = options.gpus_per_node;
+    bool have_link = false;
+    if (!options.instance.empty()) {
+      const plan::InstanceTable table =
+          plan::read_instance_table(options.instances_file.empty() ? default_instances_file() : options.instances_file);
+      const plan::InstanceType& type = plan::find_instance(table, options.instance);
+      plan_setup.instance = type.name;
+      plan_setup.usd_per_node_hour = type.usd_per_hour;
+      network.link_bytes_per_s = type.network_gbps * 1e9 / 8 * table.link_efficiency;
+      network.latency_s = type.latency_us * 1e-6;
+      network.intra_bytes_per_s = type.node_busbw_gbs * 1e9;
+      have_link = true;
+      if (ranks_per_node == 0 && type.accelerators > 0) ranks_per_node = type.accelerators;
+      plan_setup.assumed.push_back("instance " + type.name + " from " + table.path + " (" + table.source + ", " +
+                                   table.date + ", " + table.region + "): " + std::to_string(type.accelerators) +
+                                   " x " + type.accelerator + ", " + gbit(network.link_bytes_per_s) + " (" +
+                                   std::to_string(static_cast<int>(100 * table.link_efficiency + 0.5)) + " % of " +
+                                   std::to_string(static_cast<int>(type.network_gbps)) + " Gbit/s), latency " +
+                                   micros(network.latency_s) + ", node AllReduce bus bandwidth " +
+                                   std::to_string(static_cast<int>(type.node_busbw_gbs)) + " GB/s, $" +
+                                   dollars(type.usd_per_hour) + " per node-hour");
+    }
+    if (!options.calibration.empty()) {
+      const plan::Calibration c = plan::read_calibration(options.calibration);
+      if (c.link_measured) {
+        network.link_bytes_per_s = c.network.link_bytes_per_s;
+        network.latency_s = c.network.latency_s;
+        have_link = true;
+        plan_setup.measured.push_back("link " + gbit(network.link_bytes_per_s) + ", latency " +
+                                      micros(network.latency_s) + " (" + options.calibration + ", " + c.date + ")");
+      }
+      if (c.intra_measured) {
+        network.intra = c.network.intra;
+        network.intra_ranks = c.network.intra_ranks;
+        plan_setup.measured.push_back("node AllReduce curve for " + std::to_string(c.network.intra_ranks) +
+                                      " ranks per node (" + options.calibration + ")");
+      }
+      network.convert_bytes_per_s = c.network.convert_bytes_per_s;
+      if (c.convert_measured)
+        plan_setup.measured.push_back("f32<->16-bit casts " + gbit(network.convert_bytes_per_s) + " (" +
+                                      options.calibration + ")");
+      if (ranks_per_node == 0) ranks_per_node = c.ranks_per_node;
+    }
+    if (options.link_gbps > 0 || options.link_latency_us >= 0) {
+      if (options.link_gbps <= 0) throw InputError("--link-latency-us needs --link-gbps too");
+      network.link_bytes_per_s = options.link_gbps * 1e9 / 8;
+      network.latency_s = std::max(0.0, options.link_latency_us) * 1e-6;
+      have_link = true;
+      plan_setup.assumed.push_back("link " + gbit(network.link_bytes_per_s) + ", latency " +
+                                   micros(network.latency_s) + " (--link-gbps, --link-latency-us)");
+    }
+    bool multi_node = false;
+    for (int n : plan_setup.nodes) multi_node |= n > 1;
+    if (multi_node && !have_link)
+      throw InputError("plan: no network for more than one node: give --instance TYPE, --link-gbps B "
+                       "[--link-latency-us L], or --calibration FILE (made by `sdp-train plan --calibrate FILE` "
+                       "on the cluster)");
+    if (ranks_per_node == 0) ranks_per_node = world.local_size();
+    plan_setup.ranks_per_node = ranks_per_node;
+    if (ranks_per_node > 1 && (network.intra.empty() || network.intra_ranks != ranks_per_node))
+      plan_setup.assumed.push_back("node AllReduce at " + std::to_string(static_cast<int>(network.intra_bytes_per_s / 1e9)) +
+                                   " GB/s bus bandwidth for " + std::to_string(ranks_per_node) +
+                                   " ranks per node (no calibration for that many)");
+    if (options.compute != "measured") compute = read_compute(setup, options.compute);
+    if (options.samples_per_epoch > 0) {
+      plan_setup.samples_per_epoch = options.samples_per_epoch;
+    } else {
+      const DataSplits data = load_data(spec);
+      plan_setup.samples_per_epoch = std::max<int64_t>(0, data.train->count());
+    }
+  });
+  if (options.compute == "measured") compute = measure_compute(setup, options);
+  if (world.rank() != 0) return "";
+  if (!options.save_compute.empty()) {
+    const std::string text = plan::compute_profile_to_json(compute).dump(2) + "\n";
+    write_file_atomically(options.save_compute, [&](std::FILE* f) { std::fputs(text.c_str(), f); });
+  }
+  const plan::Plan plan = plan::make_plan(compute, network, plan_setup);
+  return options.json ? plan::plan_to_json(plan) : plan::format_plan(plan);
+}
+
+}  // namespace sdp

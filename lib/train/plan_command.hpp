@@ -1,0 +1,40 @@
+// `sdp-train plan --config JOB --nodes 1,2,4,... [...]`: the job's speed, scaling and cost on
+// N nodes before they are rented (docs/plan.md). Gathers the inputs of plan/scaling_plan.hpp:
+//   compute   measured here (`bench layers`' step, on every rank of this launch at once, the
+//             slowest rank's timeline) or read from a file `--save-compute` wrote elsewhere;
+//   network   a calibration file (`plan --calibrate FILE` under the cluster's launcher), an
+//             instance type of configs/plan/instances.yaml, or --link-gbps/--link-latency-us;
+//   the job   its model, batch, precision (compression), allreduce, bucket_mb, epochs and
+//             data set size.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "train/job_setup.hpp"
+
+namespace sdp {
+
+struct PlanCommandOptions {
+  std::string nodes = "1,2,4,8";
+  int gpus_per_node = 0;     // 0: the instance's GPUs, else the calibration's, else this launch's
+  std::string instance;      // a name in the instance table
+  std::string instances_file;  // "": $SDP_INSTANCES, else configs/plan/instances.yaml beside the binary's tree
+  double link_gbps = 0;      // > 0: this link instead of the calibration's or the instance's
+  double link_latency_us = -1;
+  std::string compute = "measured";  // measured | FILE
+  std::string save_compute;  // write the measured compute profile here
+  std::string calibration;   // read this calibration file
+  std::string calibrate;     // measure this cluster and write the calibration here (no plan)
+  std::string buckets = "1,5,10,25,50,100,0";
+  std::string algorithms = "flat,ring,hierarchical";
+  int64_t samples_per_epoch = 0;  // 0: the job's training set
+  int64_t steps = 10, warmup = 3;  // of the measured step
+  bool json = false;
+};
+
+// Collective over the launch's world; rank 0's text (table or JSON) is returned on rank 0,
+// "" elsewhere. Throws InputError naming the option at fault.
+std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& options);
+
+}  // namespace sdp

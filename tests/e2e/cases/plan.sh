@@ -1,0 +1,74 @@
+# shellcheck shell=bash
+# `sdp-train plan` (docs/plan.md): its errors, its figures, and its prediction against a short
+# measured run on 2 local ranks. Sourced by cli_test.sh (see config.sh).
+
+plan_job() {  # a LeNet-5 job on synthetic data: $1 training steps on 2 ranks
+    echo --config "$SRC/configs/lenet-mnist.yaml" --set data.format=synthetic --set data.batch_size=64 \
+      --set data.synthetic.train_samples=$(($1 * 128)) --set train.epochs=1 --set train.log_every=8 \
+      --set train.eval_every_epochs=0 --set checkpoint.resume=never --set output.progress=lines
+}
+
+case_plan_bad_input() {
+    # shellcheck disable=SC2046
+    expect_error 2 "--instance: 'p9.huge' is not in .*instances.yaml \(known: .*p4d.24xlarge" \
+      plan $(plan_job 16) --instance p9.huge --nodes 1,2
+    # shellcheck disable=SC2046
+    expect_error 2 '--nodes: a node count must be at least 1, got 0' plan $(plan_job 16) --nodes 0,2 --link-gbps 10
+    # shellcheck disable=SC2046
+    expect_error 0 'no network for more than one node: give --instance' plan $(plan_job 16) --nodes 1,4
+    # A compute file made for another model (written here by the command itself).
+    # shellcheck disable=SC2046
+    expect_ok 0 plan $(plan_job 16) --set model.name=mlp --nodes 1 --steps 2 --warmup 1 --save-compute "$WORK/mlp.json"
+    # shellcheck disable=SC2046
+    expect_error 2 "--compute: .*mlp.json was measured for model 'mlp', the job trains 'lenet5'" \
+      plan $(plan_job 16) --compute "$WORK/mlp.json" --nodes 1,2 --link-gbps 10
+    echo '{"version": 1, "kind": "sdp-train compute profile"}' >"$WORK/bad.json"
+    # shellcheck disable=SC2046
+    expect_error 0 "bad.json: key 'model' is missing" plan $(plan_job 16) --compute "$WORK/bad.json" --nodes 1
+}
+
+case_plan_instance_costs_json() {
+    # shellcheck disable=SC2046
+    expect_ok 0 plan $(plan_job 16) --instance p4d.24xlarge --nodes 1,2,8 --steps 3 --warmup 1 --json
+    json_check 'd["ranks_per_node"] == 8 and [r["ranks"] for r in d["rows"]] == [8, 16, 64]'
+    json_check 'd["rows"][0]["images_per_s"] < d["rows"][1]["images_per_s"] < d["rows"][2]["images_per_s"]'
+    json_check 'all(r["best"]["step_s"] <= min(a["step_s"] for a in r["algorithms"]) + 1e-15 for r in d["rows"])'
+    json_check 'all(r["best"]["step_s"] <= r["job_setting"]["step_s"] + 1e-15 for r in d["rows"])'
+    json_check 'all(0 < r["scaling_efficiency"] <= 1.0 + 1e-12 for r in d["rows"])'
+    # Cost: the epoch's node-hours at the table's price.
+    json_check 'all(abs(r["usd_per_epoch"] - r["epoch_s"] / 3600 * 32.77 * r["nodes"]) < 1e-9 for r in d["rows"])'
+    json_check 'any("p4d.24xlarge" in a for a in d["assumed"])'
+    # The table: one row per node count and what is not modelled.
+    # shellcheck disable=SC2046
+    expect_ok 0 plan $(plan_job 16) --instance p4d.24xlarge --nodes 1,2,8 --steps 3 --warmup 1
+    [ "$(grep -cE '^ +(1|2|8) +(8|16|64) ' "$WORK/out")" -eq 3 ] || fail "expected 3 rows"
+    grep -q '^# not modelled: contention in a shared fabric, stragglers' "$WORK/out" || fail "no 'not modelled' line"
+}
+
+# The prediction against a short measured run, both on 2 ranks of this machine, alternated 3
+# times, the median ratio checked: the host's speed drifts (one run here saw 0.35 and 1.66 in
+# one test), so the bound is loose; scripts/bench-plan.sh measures the model's error with
+# more runs (docs/plan.md).
+case_plan_predicts_two_local_ranks() {
+    # shellcheck disable=SC2046
+    expect_ok 2 plan $(plan_job 16) --calibrate "$WORK/cal.json"
+    grep -q 'node AllReduce among 2 ranks' "$WORK/out" || fail "calibration did not measure the node phase"
+    ratios=()
+    for attempt in 1 2 3; do
+      # shellcheck disable=SC2046
+      expect_ok 2 plan $(plan_job 48) --calibration "$WORK/cal.json" --nodes 1 --algorithms hierarchical --bucket-mb 25 --steps 20 --json
+      predicted=$(python3 -c 'import json,re,sys; t=re.sub(r"(?m)^\[sdp-train rank [0-9]+\] .*\n?","",open(sys.argv[1]).read()); print(json.loads(t[t.index("{"):t.rindex("}")+1])["rows"][0]["best"]["step_s"])' "$WORK/out")
+      # shellcheck disable=SC2046
+      expect_ok 2 $(plan_job 48) --set distributed.allreduce=hierarchical --set output.metrics="$WORK/m$attempt.jsonl"
+      ratios+=("$(python3 - "$WORK/m$attempt.jsonl" "$predicted" <<'PY'
+import json, statistics, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+batch = next(l for l in lines if l.get("event") == "start")["global_batch"]
+steps = [batch / l["images_per_sec"] for l in lines if l.get("event") == "train"][1:]
+print(float(sys.argv[2]) / statistics.median(steps))
+PY
+)")
+    done
+    python3 -c 'import statistics,sys; r=[float(x) for x in sys.argv[1:]]; m=statistics.median(r); print("predicted/measured", r); sys.exit(0 if 0.65 <= m <= 1.35 else 1)' "${ratios[@]}" \
+      || fail "predicted/measured step ${ratios[*]}: off by more than 35 %"
+}

@@ -1,0 +1,102 @@
+// The cost model of `sdp-train plan` (plan/cost_model.hpp): each algorithm's formula, the
+// auto rule, and the reducer's schedule of buckets against backward.
+#include <gtest/gtest.h>
+
+#include "plan/cost_model.hpp"
+
+namespace sdp::plan {
+namespace {
+
+Network link(double gbit, double latency_us) {
+  Network n;
+  n.link_bytes_per_s = gbit * 1e9 / 8;
+  n.latency_s = latency_us * 1e-6;
+  n.intra_bytes_per_s = 10e9;
+  n.convert_bytes_per_s = 4e9;
+  return n;
+}
+
+TEST(CostModel, RingAndHierarchicalFollowTheirFormulas) {
+  const Network net = link(1, 100);  // 125 MB/s, 100 us
+  const double s = 64e6;
+  const Topology two_by_two{2, 2};
+  // ring over 4 ranks: 6 steps of s/4, each waits for the inter-node edge.
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kRing, Compression::kNone, s, two_by_two, net),
+              6 * (100e-6 + s / 4 / 125e6), 1e-9);
+  // hierarchical: node phase 2(r-1)/r s at 10 GB/s, then 2(N-1) latencies and 2(N-1)/N s on the link.
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kHierarchical, Compression::kNone, s, two_by_two, net),
+              s / 10e9 + 2 * 100e-6 + s / 125e6, 1e-9);
+  // Compression halves what crosses nodes and adds two passes over s.
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kHierarchical, Compression::kFp16, s, two_by_two, net),
+              s / 10e9 + 2 * 100e-6 + s / 2 / 125e6 + 2 * s / 4e9, 1e-9);
+  // Across nodes the hierarchical algorithm moves fewer bytes per link than a ring of 4.
+  EXPECT_LT(allreduce_seconds(AllreduceKind::kHierarchical, Compression::kNone, s, two_by_two, net),
+            allreduce_seconds(AllreduceKind::kRing, Compression::kNone, s, two_by_two, net));
+}
+
+TEST(CostModel, FlatTakesRecursiveDoublingForSmallBuffers) {
+  const Network net = link(10, 50);
+  const Topology eight{8, 1};
+  const double small = 1024, big = 64e6;
+  const double doubling = 3 * (50e-6 + small / 1.25e9);
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, small, eight, net), doubling, 1e-12);
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, big, eight, net),
+              allreduce_seconds(AllreduceKind::kRing, Compression::kNone, big, eight, net), 1e-12);
+}
+
+TEST(CostModel, AutoResolvesAsTheRunnerDoes) {
+  EXPECT_EQ(resolve_auto(1024, {2, 2}), AllreduceKind::kFlat);  // latency-bound across nodes
+  EXPECT_EQ(resolve_auto(64e6, {2, 2}), AllreduceKind::kHierarchical);
+  EXPECT_EQ(resolve_auto(64e6, {4, 1}), AllreduceKind::kFlat);
+}
+
+TEST(CostModel, OneNodeCostsTheNodePhaseAndOneRankNothing) {
+  Network net = link(1, 100);
+  EXPECT_EQ(allreduce_seconds(AllreduceKind::kRing, Compression::kNone, 1e6, {1, 1}, net), 0.0);
+  net.intra = Curve({{1e3, 1e-5}, {1e6, 1e-3}});
+  net.intra_ranks = 2;
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, 1e6, {1, 2}, net), 1e-3, 1e-12);
+  // A measured curve serves only the rank count it was measured for.
+  EXPECT_NEAR(intra_node_seconds(1e6, 4, net), 2 * 0.75 * 1e6 / 10e9, 1e-12);
+}
+
+TEST(CostModel, CurveInterpolatesAndExtends) {
+  const Curve curve({{1e6, 2e-3}, {1e3, 1e-4}, {4e6, 5e-3}});  // sorted on construction
+  EXPECT_DOUBLE_EQ(curve.at(10), 1e-4);  // below the first point: latency-bound
+  EXPECT_NEAR(curve.at(2.5e6), 3.5e-3, 1e-12);
+  EXPECT_NEAR(curve.at(7e6), 8e-3, 1e-12);  // beyond: the last segment's bandwidth
+}
+
+// Three parameters of 1 MiB each; backward finishes the last first, as it runs.
+ComputeProfile three_layers() {
+  ComputeProfile c;
+  c.forward_s = 0.010;
+  c.backward_s = 0.030;
+  c.optimizer_s = 0.002;
+  c.element_size = 4;
+  const int64_t mib = (1 << 20) / 4;
+  c.params = {{0, mib}, {mib, mib}, {2 * mib, mib}};
+  c.arena_elements = 3 * mib;
+  c.ready_s = {0.030, 0.020, 0.010};
+  return c;
+}
+
+TEST(StepModel, BucketsOverlapBackwardAndOnlyTheTailIsExposed) {
+  const ComputeProfile c = three_layers();
+  // 1 MiB buckets, 8 ms each: ready at 10, 20, 30 ms -> ends 18, 28, 38: 8 ms exposed.
+  const StepPrediction small = predict_step(c, 1.0, [](double) { return 0.008; }, 0.001);
+  EXPECT_EQ(small.buckets, 3);
+  EXPECT_NEAR(small.exposed_s, 0.008, 1e-12);
+  EXPECT_NEAR(small.comm_s, 0.024, 1e-12);
+  EXPECT_NEAR(small.step_s, 0.010 + 0.030 + 0.008 + 0.002 + 0.001, 1e-12);
+  // One bucket waits for the last gradient: all of its time is exposed.
+  const StepPrediction one = predict_step(c, 0, [](double bytes) { return bytes / (3 << 20) * 0.024; }, 0.0);
+  EXPECT_EQ(one.buckets, 1);
+  EXPECT_NEAR(one.exposed_s, 0.024, 1e-12);
+  // Buckets slower than backward queue behind each other: 10+12=22, 34, 46 -> 16 ms exposed.
+  const StepPrediction slow = predict_step(c, 1.0, [](double) { return 0.012; }, 0.0);
+  EXPECT_NEAR(slow.exposed_s, 0.016, 1e-12);
+}
+
+}  // namespace
+}  // namespace sdp::plan

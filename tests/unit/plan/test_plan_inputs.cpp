@@ -1,0 +1,135 @@
+// The files `sdp-train plan` reads (plan/plan_inputs.hpp): round trips, and bad input named
+// by file and key. And the plan's choice over algorithms and buckets (plan/scaling_plan.hpp).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "core/error.hpp"
+#include "plan/plan_inputs.hpp"
+#include "plan/scaling_plan.hpp"
+
+namespace sdp::plan {
+namespace {
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+ComputeProfile profile() {
+  ComputeProfile c;
+  c.model = "resnet20";
+  c.precision = "fp32";
+  c.device = "cpu";
+  c.measured_on = "test";
+  c.batch_per_rank = 32;
+  c.forward_s = 0.01;
+  c.backward_s = 0.02;
+  c.optimizer_s = 0.001;
+  c.element_size = 4;
+  c.arena_elements = 3000;
+  c.params = {{0, 1000}, {1024, 1000}, {2048, 900}};
+  c.ready_s = {0.02, 0.015, 0.005};
+  return c;
+}
+
+void expect_input_error(const std::function<void()>& f, const std::string& fragment) {
+  try {
+    f();
+    FAIL() << "no error; expected one naming " << fragment;
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(PlanInputs, ComputeProfileRoundTrips) {
+  const std::string path = write_temp("compute.json", compute_profile_to_json(profile()).dump());
+  const ComputeProfile back = read_compute_profile(path);
+  EXPECT_EQ(back.model, "resnet20");
+  EXPECT_EQ(back.batch_per_rank, 32);
+  ASSERT_EQ(back.params.size(), 3u);
+  EXPECT_EQ(back.params[1].offset, 1024);
+  EXPECT_DOUBLE_EQ(back.ready_s[2], 0.005);
+}
+
+TEST(PlanInputs, BadComputeFilesNameTheKey) {
+  nlohmann::json doc = compute_profile_to_json(profile());
+  doc.erase("backward_s");
+  const std::string missing = write_temp("missing.json", doc.dump());
+  expect_input_error([&] { read_compute_profile(missing); }, "key 'backward_s' is missing");
+  doc = compute_profile_to_json(profile());
+  doc["params"][1]["offset"] = 10;  // overlaps the first
+  const std::string overlap = write_temp("overlap.json", doc.dump());
+  expect_input_error([&] { read_compute_profile(overlap); }, "params[1].offset");
+  doc = compute_profile_to_json(profile());
+  doc["version"] = 99;
+  const std::string version = write_temp("version.json", doc.dump());
+  expect_input_error([&] { read_compute_profile(version); }, "key 'version'");
+  expect_input_error([&] { read_compute_profile("/nonexistent/compute.json"); }, "compute file");
+}
+
+TEST(PlanInputs, CalibrationRoundTrips) {
+  Calibration c;
+  c.date = "2026-11-26";
+  c.hosts = "a,b";
+  c.nodes = 2;
+  c.ranks_per_node = 2;
+  c.link_measured = c.intra_measured = c.convert_measured = true;
+  c.network.link_bytes_per_s = 1.1e8;
+  c.network.latency_s = 9e-5;
+  c.network.intra = Curve({{4096, 1e-5}, {65536, 4e-5}});
+  c.network.intra_ranks = 2;
+  c.network.convert_bytes_per_s = 3e9;
+  const Calibration back = read_calibration(write_temp("cal.json", calibration_to_json(c).dump()));
+  EXPECT_DOUBLE_EQ(back.network.link_bytes_per_s, 1.1e8);
+  EXPECT_EQ(back.network.intra.points().size(), 2u);
+  EXPECT_EQ(back.network.intra_ranks, 2);
+  nlohmann::json doc = calibration_to_json(c);
+  doc["link"]["bytes_per_s"] = "fast";
+  const std::string bad = write_temp("badcal.json", doc.dump());
+  expect_input_error([&] { read_calibration(bad); }, "key 'link.bytes_per_s' has the wrong type");
+}
+
+TEST(PlanInputs, TheShippedInstanceTableReads) {
+  const InstanceTable table = read_instance_table(SDP_SOURCE_DIR "/configs/plan/instances.yaml");
+  EXPECT_FALSE(table.source.empty());
+  EXPECT_FALSE(table.date.empty());
+  const InstanceType& p4d = find_instance(table, "p4d.24xlarge");
+  EXPECT_EQ(p4d.accelerators, 8);
+  EXPECT_GT(p4d.usd_per_hour, 0);
+  expect_input_error([&] { find_instance(table, "p9.huge"); }, "--instance: 'p9.huge'");
+  const std::string broken = write_temp("instances.yaml", "source: s\ndate: d\nregion: r\ninstances:\n  x: {gpus: 8}\n");
+  expect_input_error([&] { read_instance_table(broken); }, "instances.x.gpu");
+}
+
+TEST(ScalingPlan, PicksTheCheapestAlgorithmAndBucketAndChecksNodeCounts) {
+  Network net;
+  net.link_bytes_per_s = 1.25e8;
+  net.latency_s = 1e-4;
+  PlanSetup setup;
+  setup.nodes = {1, 4};
+  setup.ranks_per_node = 2;
+  setup.samples_per_epoch = 6400;
+  setup.epochs = 2;
+  setup.usd_per_node_hour = 3.6;
+  const Plan plan = make_plan(profile(), net, setup);
+  ASSERT_EQ(plan.rows.size(), 2u);
+  for (const PlanRow& row : plan.rows) {
+    for (const AlgorithmChoice& a : row.per_algorithm) EXPECT_LE(row.best.step.step_s, a.step.step_s);
+    EXPECT_LE(row.best.step.step_s, row.job.step.step_s);
+  }
+  const PlanRow& four = plan.rows[1];
+  EXPECT_EQ(four.topology.ranks(), 8);
+  EXPECT_NEAR(four.images_per_s, 32.0 * 8 / four.best.step.step_s, 1e-6);
+  EXPECT_NEAR(four.epoch_s, 25 * four.best.step.step_s, 1e-9);  // 6400 / 256 steps
+  EXPECT_NEAR(four.usd_per_job, 2 * four.epoch_s / 3600 * 3.6 * 4, 1e-9);
+  EXPECT_LE(four.efficiency, 1.0);
+  setup.nodes = {0};
+  expect_input_error([&] { make_plan(profile(), net, setup); }, "--nodes");
+}
+
+}  // namespace
+}  // namespace sdp::plan
