@@ -28,6 +28,8 @@
 #                 compiled (scripts/bench_train.py)
 #         tf32    the fp32 step's math and algorithm rules: ResNet-50's layers in fp32, TF32, and fp32 with
 #                 any algorithm timed by cuDNN; then ResNet-50 in TF32 against PyTorch with TF32
+#         plan    `sdp-train plan` of ResNet-50 amp-fp16 on 1 to 64 p5.48xlarge nodes from this
+#                 GPU's measured step; the compute file comes back for plans made elsewhere
 #         train-fp32, train-amp
 #                 training throughput against PyTorch at its best (scripts/bench_train.py:
 #                 channels_last, cudnn.benchmark, torch.compile; skipped without torch), fp32
@@ -182,6 +184,16 @@ stage_tf32() {
     --threads 4 --precision tf32 --torch-formats nchw,channels_last --no-compile --rows resnet50:256
 }
 
+# `sdp-train plan` from this GPU's measured step (docs/plan.md): the compute file comes back
+# in $OUT, so plans for other node counts and instances can be made on any machine.
+stage_plan() {
+  local bin=$BUNDLE/sdp-train
+  step plan-resnet50-amp-p5 "$bin" plan --config configs/resnet50-synthetic-bench.yaml --set data.batch_size=256 \
+    --set data.synthetic.train_samples=1281167 --set device=cuda --set precision=amp-fp16 \
+    --nodes 1,2,4,8,16,64 --instance p5.48xlarge --instances configs/plan/instances.yaml \
+    --save-compute "$OUT/resnet50-amp-fp16-compute.json"
+}
+
 have_torch_cuda() {
   python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && return 0
   echo "bench-train: skipped (no PyTorch with CUDA on this machine)" | tee -a "$OUT/summary.txt" >&2
@@ -224,6 +236,7 @@ case "${1:-}" in
         channels-last) stage_channels_last ;;
         train-amp-channels-last) stage_train_amp_channels_last ;;
         tf32) stage_tf32 ;;
+        plan) stage_plan ;;
         train-fp32) stage_train_fp32 ;;
         train-amp) stage_train_amp ;;
         *) usage ;;
