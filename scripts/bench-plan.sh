@@ -6,11 +6,15 @@
 # out). Prints predicted and measured step, and the error, medians over --runs alternations.
 #
 #   scripts/bench-plan.sh [--topologies 1x2,2x1,2x2] [--rate 1gbit] [--models lenet5,resnet20]
-#                         [--algorithms flat,ring,hierarchical] [--runs 3] [--steps 48]
+#                         [--algorithms flat,ring,hierarchical] [--runs 3] [--steps 48] [--confirm]
 #     --topologies  HOSTSxRANKS per host; 1xR runs on this machine without namespaces, H > 1
 #                   on scripts/simcluster.sh's hosts with links shaped to --rate (needs root)
 #     --models      lenet5 (MNIST shape), resnet20 (CIFAR shape), resnet50 (224 px): synthetic data
+#     --algorithms  the rows' algorithms (none: skip the rows, e.g. with --confirm alone)
 #     --steps       training steps per run (the metric lines log every 8)
+#     --confirm     also, per topology and model: the plan's own choice of algorithm and bucket
+#                   size (every algorithm, buckets 1,5,10,25,50,100,0 MB) against the job's
+#                   default (auto, 25 MB), both trained --runs times alternately
 # Simulated hosts share this machine's cores: the plan's compute is measured with every rank
 # of the launch running at once, as in the training run. The host's speed drifts (up to 2x),
 # hence the alternation.
@@ -23,6 +27,7 @@ models=lenet5,resnet20
 algorithms=flat,ring,hierarchical
 runs=3
 steps=48
+confirm=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --topologies) topologies=$2; shift 2 ;;
@@ -31,10 +36,12 @@ while [ $# -gt 0 ]; do
     --algorithms) algorithms=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
+    --confirm) confirm=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-plan: unknown option $1" >&2; exit 2 ;;
   esac
 done
+[ "$algorithms" = none ] && algorithms=
 BIN=$PWD/${BUILD_DIR:-build}/sdp-train
 [ -x "$BIN" ] || { echo "bench-plan: no $BIN; build first" >&2; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
@@ -42,8 +49,9 @@ export SIMCLUSTER_PREFIX=sdpp SIMCLUSTER_NET=10.216.0
 SIM=scripts/simcluster.sh
 tmp=$(mktemp -d)
 trap '"$SIM" down >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
+touch "$tmp/rows" "$tmp/confirm"
 
-job_args() {  # model ranks -> the job's --set options
+job_args() {  # model ranks -> the job's options
   local model=$1 ranks=$2 batch config
   case "$model" in
     lenet5) config=configs/lenet-mnist.yaml; batch=64 ;;
@@ -56,6 +64,18 @@ job_args() {  # model ranks -> the job's --set options
     "--set train.eval_every_epochs=0 --set checkpoint.dir=$tmp/ckpt --set checkpoint.resume=never" \
     "--set output.model_dir=$tmp/model --set output.metrics=$tmp/metrics.jsonl --set output.progress=lines"
 }
+# The median step of a training run's metric lines, the first interval left out.
+median_step() {
+  python3 - "$1" <<'PY'
+import json, statistics, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+batch = next(l for l in lines if l.get("event") == "start")["global_batch"]
+print(statistics.median([batch / l["images_per_sec"] for l in lines if l.get("event") == "train"][1:]))
+PY
+}
+json_field() {  # json_field FILE 'python expression over d'
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
+}
 
 echo "# bench-plan: $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg); $steps steps per run, $runs alternation(s)"
 for topo in ${topologies//,/ }; do
@@ -66,53 +86,81 @@ for topo in ${topologies//,/ }; do
     "$SIM" up "$hosts" --slots "$slots" >/dev/null
     "$SIM" shape "$rate" >/dev/null
     read -r -a mpiargs <<<"$("$SIM" mpirun-args)"
-  else
-    [ "$slots" -gt "$(nproc)" ] && mpiargs=(--oversubscribe)
+  elif [ "$slots" -gt "$(nproc)" ]; then
+    mpiargs=(--oversubscribe)
   fi
   np=$((hosts * slots))
   run() { mpirun -np $np "${mpiargs[@]}" "$BIN" "$@"; }
   run plan --config configs/quickstart.yaml --calibrate "$tmp/cal-$topo.json" >"$tmp/cal.out" 2>&1 || { cat "$tmp/cal.out"; exit 1; }
-  sed 's/^/  /' "$tmp/cal.out" | grep -v written
+  sed 's/^# /# '"$topo"' /' "$tmp/cal.out" | grep -v written
   for model in ${models//,/ }; do
     read -r -a job <<<"$(job_args "$model" "$np")"
+    plan() { run plan "${job[@]}" --calibration "$tmp/cal-$topo.json" --nodes "$hosts" --json "$@" >"$tmp/plan.json" 2>"$tmp/plan.err" ||
+               { cat "$tmp/plan.err"; exit 1; }; }
+    train() { rm -f "$tmp/metrics.jsonl"; run "${job[@]}" "$@" >"$tmp/train.out" 2>&1 || { tail "$tmp/train.out"; exit 1; }; }
     for alg in ${algorithms//,/ }; do
       for ((r = 1; r <= runs; r++)); do
-        run plan "${job[@]}" --calibration "$tmp/cal-$topo.json" --nodes "$hosts" --algorithms "$alg" --bucket-mb 25 \
-          --json >"$tmp/plan.json" 2>"$tmp/plan.err" || { cat "$tmp/plan.err"; exit 1; }
-        rm -f "$tmp/metrics.jsonl"
-        run "${job[@]}" --set distributed.allreduce="$alg" >"$tmp/train.out" 2>&1 || { tail "$tmp/train.out"; exit 1; }
-        python3 - "$tmp/plan.json" "$tmp/metrics.jsonl" "$topo $model $alg" >>"$tmp/rows" <<'PY'
-import json, statistics, sys
-plan = json.load(open(sys.argv[1]))
-row = plan["rows"][0]["best"]
-lines = [json.loads(l) for l in open(sys.argv[2])]
-start = next(l for l in lines if l.get("event") == "start")
-steps = [start["global_batch"] / l["images_per_sec"] for l in lines if l.get("event") == "train"][1:]
-print(sys.argv[3], row["step_s"], row["exposed_s"], statistics.median(steps))
-PY
+        plan --algorithms "$alg" --bucket-mb 25
+        train --set distributed.allreduce="$alg"
+        echo "$topo $model $alg $(json_field "$tmp/plan.json" 'd["rows"][0]["best"]["step_s"]')" \
+          "$(json_field "$tmp/plan.json" 'd["rows"][0]["best"]["exposed_s"]') $(median_step "$tmp/metrics.jsonl")" >>"$tmp/rows"
+      done
+    done
+    [ $confirm = 1 ] || continue
+    # The plan's recommendation against the job's default (auto, 25 MB), alternately.
+    plan
+    best="$(json_field "$tmp/plan.json" 'd["rows"][0]["best"]["allreduce"]') $(json_field "$tmp/plan.json" '"%g" % d["rows"][0]["best"]["bucket_mb"]')"
+    gain=$(json_field "$tmp/plan.json" 'd["rows"][0]["job_setting"]["step_s"] / d["rows"][0]["best"]["step_s"]')
+    if [ "$best" = "auto 25" ]; then
+      echo "$topo $model auto 25 same $gain 0" >>"$tmp/confirm"
+      continue
+    fi
+    for ((r = 1; r <= runs; r++)); do
+      for setting in "auto 25" "$best"; do
+        read -r alg mb <<<"$setting"
+        train --set distributed.allreduce="$alg" --set distributed.bucket_mb="$mb"
+        echo "$topo $model $alg $mb $([ "$setting" = "auto 25" ] && echo default || echo plan) $gain $(median_step "$tmp/metrics.jsonl")" >>"$tmp/confirm"
       done
     done
   done
-  [ "$hosts" -gt 1 ] && "$SIM" down >/dev/null
+  if [ "$hosts" -gt 1 ]; then "$SIM" down >/dev/null; fi
 done
 
-python3 - "$tmp/rows" "$rate" <<'PY'
+python3 - "$tmp/rows" "$tmp/confirm" "$rate" <<'PY'
 import statistics, sys
 from collections import OrderedDict
 rows = OrderedDict()
 for line in open(sys.argv[1]):
     topo, model, alg, predicted, exposed, measured = line.split()
     rows.setdefault((topo, model, alg), []).append((float(predicted), float(exposed), float(measured)))
-print(f"| hosts x ranks | model | allreduce | predicted step | of it exposed comm | measured step | error |")
-print("|---|---|---|---|---|---|---|")
-errors = []
-for (topo, model, alg), runs in rows.items():
-    p = statistics.median(r[0] for r in runs)
-    e = statistics.median(r[1] for r in runs)
-    m = statistics.median(r[2] for r in runs)
-    errors.append(abs(p - m) / m)
-    link = "" if topo.startswith("1x") else f" ({sys.argv[2]})"
-    print(f"| {topo}{link} | {model} | {alg} | {p * 1e3:.2f} ms | {e * 1e3:.2f} ms | {m * 1e3:.2f} ms | {100 * (p - m) / m:+.1f} % |")
-print(f"# {len(errors)} rows: median |error| {100 * statistics.median(errors):.1f} %, largest {100 * max(errors):.1f} %; "
-      f"within 10 %: {sum(e <= 0.10 for e in errors)} of {len(errors)}")
+def where(topo):
+    return topo if topo.startswith("1x") else f"{topo} ({sys.argv[3]})"
+if rows:
+    print("| hosts x ranks | model | allreduce | predicted step | of it exposed comm | measured step | error |")
+    print("|---|---|---|---|---|---|---|")
+    errors = []
+    for (topo, model, alg), runs in rows.items():
+        p = statistics.median(r[0] for r in runs)
+        e = statistics.median(r[1] for r in runs)
+        m = statistics.median(r[2] for r in runs)
+        errors.append(abs(p - m) / m)
+        print(f"| {where(topo)} | {model} | {alg} | {p * 1e3:.2f} ms | {e * 1e3:.2f} ms | {m * 1e3:.2f} ms | {100 * (p - m) / m:+.1f} % |")
+    print(f"# {len(errors)} rows: median |error| {100 * statistics.median(errors):.1f} %, largest {100 * max(errors):.1f} %; "
+          f"within 10 %: {sum(e <= 0.10 for e in errors)} of {len(errors)}")
+confirm = OrderedDict()
+for line in open(sys.argv[2]):
+    topo, model, alg, mb, who, gain, measured = line.split()
+    entry = confirm.setdefault((topo, model), {"gain": float(gain)})
+    entry.setdefault(who, [alg, mb, []])[2].append(float(measured))
+if confirm:
+    print()
+    print("| hosts x ranks | model | default (auto, 25 MB) | the plan's choice | predicted gain | measured default | measured choice | measured gain |")
+    print("|---|---|---|---|---|---|---|---|")
+    for (topo, model), e in confirm.items():
+        if "same" in e:
+            print(f"| {where(topo)} | {model} | auto, 25 MB | the same | 1.000x | - | - | - |")
+            continue
+        d, c = statistics.median(e["default"][2]), statistics.median(e["plan"][2])
+        print(f"| {where(topo)} | {model} | auto, 25 MB | {e['plan'][0]}, {e['plan'][1]} MB | {e['gain']:.3f}x | "
+              f"{d * 1e3:.2f} ms | {c * 1e3:.2f} ms | {d / c:.3f}x |")
 PY

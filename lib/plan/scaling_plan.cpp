@@ -63,6 +63,8 @@ Plan make_plan(const ComputeProfile& compute, const Network& network, const Plan
     row.best = *std::min_element(row.per_algorithm.begin(), row.per_algorithm.end(),
                                  [](const auto& a, const auto& b) { return a.step.step_s < b.step.step_s; });
     row.job = predict(compute, network, row.topology, setup.job_algorithm, setup.compression, setup.job_bucket_mb);
+    // A tie keeps the job's own setting: nothing to change where nothing is gained.
+    if (row.job.step.step_s <= row.best.step.step_s) row.best = row.job;
     const double global_batch = static_cast<double>(compute.batch_per_rank) * row.topology.ranks();
     row.images_per_s = global_batch / row.best.step.step_s;
     const double per_rank = row.images_per_s / row.topology.ranks();

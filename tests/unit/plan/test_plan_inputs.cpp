@@ -127,6 +127,14 @@ TEST(ScalingPlan, PicksTheCheapestAlgorithmAndBucketAndChecksNodeCounts) {
   EXPECT_NEAR(four.epoch_s, 25 * four.best.step.step_s, 1e-9);  // 6400 / 256 steps
   EXPECT_NEAR(four.usd_per_job, 2 * four.epoch_s / 3600 * 3.6 * 4, 1e-9);
   EXPECT_LE(four.efficiency, 1.0);
+  // One node of one rank: nothing to communicate, every setting ties, the job's stays.
+  setup.nodes = {1};
+  setup.ranks_per_node = 1;
+  setup.job_algorithm = AllreduceKind::kAuto;
+  setup.job_bucket_mb = 25;
+  const Plan single = make_plan(profile(), net, setup);
+  EXPECT_EQ(single.rows[0].best.algorithm, AllreduceKind::kAuto);
+  EXPECT_EQ(single.rows[0].best.bucket_mb, 25);
   setup.nodes = {0};
   expect_input_error([&] { make_plan(profile(), net, setup); }, "--nodes");
 }
