@@ -98,7 +98,7 @@ struct OptimizerSpec {
 struct DistributedSpec {
   CommBackend backend = CommBackend::kAuto;
   AllreduceKind allreduce = AllreduceKind::kAuto;
-  double bucket_mb = 25.0;  // 0 = one bucket
+  double bucket_mb = 25.0;  // 0 = one bucket; kAutoBucketMb = auto (the plan's choice with a calibration, else 25)
   Compression compression = Compression::kAuto;  // resolve_compression (choices.hpp)
   int ranks_per_node = 0;  // 0 = auto (detected topology)
   double timeout_s = 600.0;
@@ -108,7 +108,12 @@ struct DistributedSpec {
   // GPU gradients across nodes: NCCL, or staged to host memory and summed by the CPUs
   // (set_up_job resolves auto into JobSetup::inter_node: inter_node.hpp).
   InterNode inter_node = InterNode::kAuto;
+  // A calibration file of `sdp-train plan --calibrate`: allreduce: auto and bucket_mb: auto
+  // then take the plan's choice for this world at start (docs/plan.md, "Chosen at start").
+  std::string calibration;
 };
+// distributed.bucket_mb: auto.
+constexpr double kAutoBucketMb = -1.0;
 
 struct CheckpointSpec {
   std::string dir = "${SM_CHECKPOINT_DIR:-out/checkpoints}";

@@ -263,7 +263,29 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("optimizer.min_lr", optimizer.min_lr));
     f.push_back(SDP_FIELD("distributed.backend", distributed.backend));
     f.push_back(SDP_FIELD("distributed.allreduce", distributed.allreduce));
-    f.push_back(SDP_FIELD("distributed.bucket_mb", distributed.bucket_mb));
+    {
+      // "auto" or a size in MB; stored as kAutoBucketMb for auto.
+      JobSpecField bucket = SDP_FIELD("distributed.bucket_mb", distributed.bucket_mb);
+      auto assign_number = bucket.assign;
+      bucket.assign = [assign_number](JobSpec& spec, const YAML::Node& node) {
+        if (node.IsScalar() && node.Scalar() == "auto") {
+          spec.distributed.bucket_mb = kAutoBucketMb;
+          return;
+        }
+        try {
+          assign_number(spec, node);
+        } catch (const BadValue&) {
+          throw BadValue{"expected 'auto' or a size in MB, got '" + node_text(node) + "'"};
+        }
+      };
+      bucket.emit = [](YAML::Emitter& out, const JobSpec& spec) {
+        if (spec.distributed.bucket_mb == kAutoBucketMb)
+          out << "auto";
+        else
+          out << spec.distributed.bucket_mb;
+      };
+      f.push_back(bucket);
+    }
     f.push_back(SDP_FIELD("distributed.compression", distributed.compression));
     {
       // "auto" or a positive integer; stored as 0 for auto.
@@ -293,6 +315,7 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("distributed.check_every_steps", distributed.check_every_steps));
     f.push_back(SDP_FIELD("distributed.share_gpus", distributed.share_gpus));
     f.push_back(SDP_FIELD("distributed.inter_node", distributed.inter_node));
+    f.push_back(SDP_FIELD("distributed.calibration", distributed.calibration));
     f.push_back(SDP_FIELD("checkpoint.dir", checkpoint.dir));
     f.push_back(SDP_FIELD("checkpoint.every_steps", checkpoint.every_steps));
     f.push_back(SDP_FIELD("checkpoint.keep_last", checkpoint.keep_last));

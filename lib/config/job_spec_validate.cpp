@@ -130,7 +130,8 @@ void check_optimizer_keys(const JobSpec& spec, const RangeChecker& check) {
 // distributed.*
 void check_distributed_keys(const JobSpec& spec, const RangeChecker& check) {
   const DistributedSpec& ds = spec.distributed;
-  check.require(ds.bucket_mb >= 0, "distributed.bucket_mb", "must be >= 0 (0 = one bucket)");
+  check.require(ds.bucket_mb >= 0 || ds.bucket_mb == kAutoBucketMb, "distributed.bucket_mb",
+                "must be >= 0 (0 = one bucket) or auto");
   check.require(ds.ranks_per_node >= 0, "distributed.ranks_per_node",
                 "must be 'auto' or a positive integer");
   check.require(ds.timeout_s > 0, "distributed.timeout_s", "must be > 0 seconds");

@@ -19,12 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double max_over(MPI_Comm comm, double value) {
-  double out = 0;
-  MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, comm);
-  return out;
-}
-
 // Median one-way time of `bytes` between world ranks a and b (others return 0).
 double one_way_seconds(const World& world, int a, int b, int64_t bytes, int iters) {
   std::vector<char> buffer(static_cast<std::size_t>(bytes));

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "distributed/allreduce.hpp"
 
 namespace sdp::plan {
 
@@ -60,8 +61,14 @@ Plan make_plan(const ComputeProfile& compute, const Network& network, const Plan
       }
       row.per_algorithm.push_back(best_bucket);
     }
-    row.best = *std::min_element(row.per_algorithm.begin(), row.per_algorithm.end(),
-                                 [](const auto& a, const auto& b) { return a.step.step_s < b.step.step_s; });
+    // A tie (one node: every algorithm is the measured node phase) goes to what the job runs.
+    const AllreduceKind preferred = setup.job_algorithm == AllreduceKind::kAuto
+                                        ? resolve_auto(static_cast<double>(kAutoFlatBelowBytes), row.topology)
+                                        : setup.job_algorithm;
+    row.best = *std::min_element(row.per_algorithm.begin(), row.per_algorithm.end(), [&](const auto& a, const auto& b) {
+      if (a.step.step_s != b.step.step_s) return a.step.step_s < b.step.step_s;
+      return a.algorithm == preferred && b.algorithm != preferred;
+    });
     row.job = predict(compute, network, row.topology, setup.job_algorithm, setup.compression, setup.job_bucket_mb);
     // A tie keeps the job's own setting: nothing to change where nothing is gained.
     if (row.job.step.step_s <= row.best.step.step_s) row.best = row.job;

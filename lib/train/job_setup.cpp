@@ -25,6 +25,13 @@ namespace sdp {
 
 namespace {
 
+// A double as `<<` prints it (25, 2.5).
+std::string format_number(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
 bool file_exists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
@@ -229,7 +236,12 @@ std::string describe_plan(const JobSetup& setup) {
   out << "  optimizer    : " << to_string(s.optimizer.name) << "\n";
   out << "  allreduce    : " << resolved_allreduce(s.distributed, w)
       << (s.distributed.allreduce == AllreduceKind::kAuto ? " (auto)" : "") << ", buckets of "
-      << s.distributed.bucket_mb << " MB, compression "
+      << (s.distributed.bucket_mb == kAutoBucketMb ? std::string("auto") : format_number(s.distributed.bucket_mb) + " MB")
+      << (s.distributed.calibration.empty() || (s.distributed.allreduce != AllreduceKind::kAuto &&
+                                                s.distributed.bucket_mb != kAutoBucketMb)
+              ? std::string()
+              : " (auto: the plan's choice at start from " + s.distributed.calibration + ")")
+      << ", compression "
       << to_string(resolve_compression(s.distributed.compression, s.precision))
       << (s.distributed.compression == Compression::kAuto ? " (auto)" : "") << ", timeout "
       << s.distributed.timeout_s << " s";

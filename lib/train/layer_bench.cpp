@@ -120,7 +120,7 @@ LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, 
   model->set_grad_ready_hook({});
   nn::LayerProfile profile(stream);
   model->context().profile = &profile;
-  for (int64_t i = 0; i < options.steps; ++i) {
+  for (int64_t i = 0; options.profile_layers && i < options.steps; ++i) {
     profiled.push_back(step(true));
     updates.push_back(update_end->seconds_since(*update_start));
     profile.collect();

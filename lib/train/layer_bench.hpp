@@ -18,6 +18,7 @@ namespace sdp {
 struct LayerBenchOptions {
   int64_t steps = 20;  // timed steps, once without the events and once with them
   int64_t warmup = 3;  // untimed steps first (algorithm choice, caches)
+  bool profile_layers = true;  // false: only the plan's timeline (no per-layer events, half the steps)
 };
 
 struct LayerBenchRow {

@@ -95,25 +95,26 @@ std::string default_instances_file() {
 
 // Every rank measures at once (ranks of one machine share it as in the job); the slowest
 // rank's figure for each part of the timeline paces a synchronous step.
-ComputeProfile measure_compute(const JobSetup& setup, const PlanCommandOptions& options) {
+ComputeProfile measure_compute(const JobSpec& spec, const DeviceAssignment& device, const World& world,
+                               const PlanCommandOptions& options) {
   LayerBenchOptions bench;
   bench.steps = options.steps;
   bench.warmup = options.warmup;
+  bench.profile_layers = false;
   LayerBenchResult result;
-  run_on_all_ranks(setup.world->comm(), [&] {
-    result = run_layer_benchmark(setup.spec, setup.device.device, setup.device.threads, bench);
+  run_on_all_ranks(world.comm(), [&] {
+    result = run_layer_benchmark(spec, device.device, device.threads, bench);
   });
   ComputeProfile compute = result.compute;
   std::vector<double> figures = {compute.forward_s, compute.backward_s, compute.optimizer_s};
   figures.insert(figures.end(), compute.ready_s.begin(), compute.ready_s.end());
-  MPI_Allreduce(MPI_IN_PLACE, figures.data(), static_cast<int>(figures.size()), MPI_DOUBLE, MPI_MAX,
-                setup.world->comm());
+  MPI_Allreduce(MPI_IN_PLACE, figures.data(), static_cast<int>(figures.size()), MPI_DOUBLE, MPI_MAX, world.comm());
   compute.forward_s = figures[0];
   compute.backward_s = figures[1];
   compute.optimizer_s = figures[2];
   std::copy(figures.begin() + 3, figures.end(), compute.ready_s.begin());
-  if (setup.world->size() > 1)
-    compute.measured_on += ", slowest of " + std::to_string(setup.world->size()) + " ranks running at once";
+  if (world.size() > 1)
+    compute.measured_on += ", slowest of " + std::to_string(world.size()) + " ranks running at once";
   return compute;
 }
 
@@ -171,7 +172,84 @@ std::string describe_calibration(const plan::Calibration& c) {
   return out.str();
 }
 
+// The candidate bucket sizes of a plan (--bucket-mb's default).
+const std::vector<double> kBucketCandidates = {1, 5, 10, 25, 50, 100, 0};
+const std::vector<AllreduceKind> kAlgorithmCandidates = {AllreduceKind::kFlat, AllreduceKind::kRing,
+                                                         AllreduceKind::kHierarchical};
+
+std::string bucket_words(double mb) {
+  if (mb == 0) return "one bucket";
+  char text[48];
+  std::snprintf(text, sizeof text, "buckets of %g MB", mb);
+  return text;
+}
+
 }  // namespace
+
+StartupAllreduce choose_allreduce_at_start(const JobSpec& spec, const World& world, const DeviceAssignment& device,
+                                           const std::vector<int64_t>& input_shape) {
+  const DistributedSpec& d = spec.distributed;
+  const bool auto_algorithm = d.allreduce == AllreduceKind::kAuto, auto_bucket = d.bucket_mb == kAutoBucketMb;
+  StartupAllreduce choice{d.allreduce, auto_bucket ? 25.0 : d.bucket_mb, ""};
+  if (world.size() <= 1 || (!auto_algorithm && !auto_bucket)) return choice;
+  if (d.calibration.empty()) {
+    if (auto_bucket) choice.reason = "bucket_mb auto without distributed.calibration: 25 MB";
+    return choice;
+  }
+  plan::Calibration calibration;
+  run_on_all_ranks(world.comm(), [&] {
+    try {
+      calibration = plan::read_calibration(d.calibration);
+    } catch (const InputError& e) {
+      throw InputError("key 'distributed.calibration': " + std::string(e.what()));
+    }
+  });
+  if (world.nodes() > 1 && !calibration.link_measured) {
+    choice.reason = d.calibration + " has no link measured (calibrated on one node): the runner's own rules";
+    return choice;
+  }
+  // The step on synthetic data of the model's input shape: the job's own data is not read.
+  JobSpec measured = spec;
+  measured.data.format = DataFormat::kSynthetic;
+  measured.data.batch_size = spec.data.batch_size;
+  measured.data.synthetic.train_samples = measured.data.synthetic.test_samples = spec.data.batch_size;
+  measured.data.synthetic.channels = static_cast<int>(input_shape.at(0));
+  measured.data.synthetic.height = static_cast<int>(input_shape.at(1));
+  measured.data.synthetic.width = static_cast<int>(input_shape.at(2));
+  PlanCommandOptions measure;
+  measure.steps = 5;
+  measure.warmup = 2;
+  const ComputeProfile compute = measure_compute(measured, device, world, measure);
+
+  plan::PlanSetup setup;
+  setup.nodes = {world.nodes()};
+  setup.ranks_per_node = world.local_size();
+  setup.algorithms = auto_algorithm ? kAlgorithmCandidates : std::vector<AllreduceKind>{d.allreduce};
+  setup.bucket_mb = auto_bucket ? kBucketCandidates : std::vector<double>{d.bucket_mb};
+  setup.compression = resolve_compression(d.compression, spec.precision);
+  setup.job_algorithm = d.allreduce;
+  setup.job_bucket_mb = choice.bucket_mb;
+  Network network = calibration.network;
+  double chosen[2] = {0, 0};
+  std::string reason;
+  if (world.rank() == 0) {
+    const plan::Plan plan = plan::make_plan(compute, network, setup);
+    const plan::PlanRow& row = plan.rows.front();
+    chosen[0] = static_cast<double>(static_cast<int>(row.best.algorithm));
+    chosen[1] = row.best.bucket_mb;
+    char figures[160];
+    std::snprintf(figures, sizeof figures, "predicted %.3f ms a step against %.3f ms for %s with %s",
+                  row.best.step.step_s * 1e3, row.job.step.step_s * 1e3, to_string(d.allreduce).c_str(),
+                  bucket_words(choice.bucket_mb).c_str());
+    reason = to_string(row.best.algorithm) + ", " + bucket_words(row.best.bucket_mb) + ": " + figures + " (" +
+             d.calibration + " of " + calibration.date + ", " + std::to_string(measure.steps) + " measured steps)";
+  }
+  MPI_Bcast(chosen, 2, MPI_DOUBLE, 0, world.comm());
+  choice.algorithm = static_cast<AllreduceKind>(static_cast<int>(chosen[0]));
+  choice.bucket_mb = chosen[1];
+  choice.reason = reason;
+  return choice;
+}
 
 std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& options) {
   const World& world = *setup.world;
@@ -198,7 +276,7 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
     const JobSpec& spec = setup.spec;
     plan_setup.compression = resolve_compression(spec.distributed.compression, spec.precision);
     plan_setup.job_algorithm = spec.distributed.allreduce;
-    plan_setup.job_bucket_mb = spec.distributed.bucket_mb;
+    plan_setup.job_bucket_mb = spec.distributed.bucket_mb == kAutoBucketMb ? 25.0 : spec.distributed.bucket_mb;
     plan_setup.epochs = spec.train.epochs;
 
     int ranks_per_node = options.gpus_per_node;
@@ -272,7 +350,7 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
       plan_setup.samples_per_epoch = std::max<int64_t>(0, data.train->count());
     }
   });
-  if (options.compute == "measured") compute = measure_compute(setup, options);
+  if (options.compute == "measured") compute = measure_compute(setup.spec, setup.device, world, options);
   if (world.rank() != 0) return "";
   if (!options.save_compute.empty()) {
     const std::string text = plan::compute_profile_to_json(compute).dump(2) + "\n";

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "train/job_setup.hpp"
 
@@ -32,6 +33,20 @@ struct PlanCommandOptions {
   int64_t steps = 10, warmup = 3;  // of the measured step
   bool json = false;
 };
+
+// What a job with distributed.calibration takes at start for allreduce: auto and
+// bucket_mb: auto (docs/plan.md, "Chosen at start").
+struct StartupAllreduce {
+  AllreduceKind algorithm = AllreduceKind::kAuto;
+  double bucket_mb = 25;
+  std::string reason;  // for the log's "plan:" line
+};
+// Collective over the world (every rank gets rank 0's choice). Nothing to choose (one rank,
+// or neither key auto): the keys as they are, bucket_mb auto as 25. `input_shape`: the
+// model's input (the step is measured on synthetic data of that shape, never the job's
+// data, which Pipe mode can read only once). Throws InputError for an unreadable calibration.
+StartupAllreduce choose_allreduce_at_start(const JobSpec& spec, const World& world, const DeviceAssignment& device,
+                                           const std::vector<int64_t>& input_shape);
 
 // Collective over the launch's world; rank 0's text (table or JSON) is returned on rank 0,
 // "" elsewhere. Throws InputError naming the option at fault.

@@ -23,6 +23,7 @@
 #include "train/interruption.hpp"
 #include "train/model_output.hpp"
 #include "train/output_check.hpp"
+#include "train/plan_command.hpp"
 
 namespace sdp {
 
@@ -139,10 +140,19 @@ void Trainer::start_replicas() {
       context.profile = layer_profile_.get();
     }
   }
+  // allreduce: auto and bucket_mb: auto with distributed.calibration: the plan's choice,
+  // from a few measured steps (docs/plan.md, "Chosen at start").
+  StartupAllreduce chosen;
+  watched("allreduce plan at start", [&] {
+    chosen = choose_allreduce_at_start(spec_, world_, setup_.device, parts_.model->input_shape());
+  });
+  if (world_.rank() == 0 && !chosen.reason.empty()) log_info("plan: " + chosen.reason);
   watched("data-parallel set-up", [&] { run_on_all_ranks(world_.comm(), [&] {
     DistributedSpec distributed = spec_.distributed;
     distributed.compression = resolve_compression(distributed.compression, spec_.precision);
     distributed.inter_node = setup_.inter_node;
+    distributed.allreduce = chosen.algorithm;
+    distributed.bucket_mb = chosen.bucket_mb;
     parallel_ = std::make_unique<DataParallel>(*parts_.model, distributed, world_,
                                                spec_.train.accumulate_steps, timeline_.get());
   }); });

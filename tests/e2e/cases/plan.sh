@@ -72,3 +72,25 @@ PY
     python3 -c 'import statistics,sys; r=[float(x) for x in sys.argv[1:]]; m=statistics.median(r); print("predicted/measured", r); sys.exit(0 if 0.65 <= m <= 1.35 else 1)' "${ratios[@]}" \
       || fail "predicted/measured step ${ratios[*]}: off by more than 35 %"
 }
+
+# distributed.calibration with bucket_mb: auto and allreduce: auto: the plan's choice at start,
+# said in the log and the plan line, agreed by every rank (the job trains to the end); a
+# missing calibration file is exit 2 naming the key.
+case_plan_chosen_at_start() {
+    # Two "nodes" of one rank each on this machine, so the link is measured and the choice
+    # is among algorithms as well as bucket sizes.
+    # shellcheck disable=SC2046
+    expect_ok 2 plan $(plan_job 16) --set distributed.ranks_per_node=1 --calibrate "$WORK/cal.json"
+    grep -q '^# link: .* Gbit/s each way, latency' "$WORK/out" || fail "the link was not measured"
+    # shellcheck disable=SC2046
+    expect_ok 2 $(plan_job 16) --set distributed.ranks_per_node=1 --set distributed.bucket_mb=auto \
+      --set distributed.calibration="$WORK/cal.json"
+    grep -qE 'buckets of auto \(auto: the plan.s choice at start from .*cal.json\)' "$WORK/out" ||
+      fail "the plan line does not say the buckets are chosen at start"
+    grep -qE '^\[sdp-train rank 0\] info: plan: (flat|ring|hierarchical|auto), (buckets of [0-9.]+ MB|one bucket): predicted [0-9.]+ ms a step against [0-9.]+ ms for auto with buckets of 25 MB \(.*cal.json of 20[0-9-]+, 5 measured steps\)$' "$WORK/out" ||
+      fail "no 'plan:' line with the choice and its figures"
+    grep -q '^\[done\] steps=16' "$WORK/out" || fail "the job did not train to the end"
+    # shellcheck disable=SC2046
+    expect_error 2 "key 'distributed.calibration': calibration file '.*nowhere.json' not found" \
+      $(plan_job 16) --set distributed.bucket_mb=auto --set distributed.calibration="$WORK/nowhere.json"
+}

@@ -171,6 +171,8 @@ TEST(JobSpecLoader, OutOfRangeValuesAreRejectedWithTheirSource) {
       {"optimizer: {schedule: step}", "optimizer.schedule", "needs at least one milestone"},
       {"train: {epochs: 0, max_steps: 0}", "train.epochs", "nothing to train"},
       {"distributed: {ranks_per_node: -2}", "distributed.ranks_per_node", "auto"},
+      {"distributed: {bucket_mb: -3}", "distributed.bucket_mb", "or auto"},
+      {"distributed: {bucket_mb: big}", "distributed.bucket_mb", "expected 'auto' or a size in MB"},
       {"checkpoint: {keep_last: 0}", "checkpoint.keep_last", ">= 1"},
       {"train: {accumulate_steps: 0}", "train.accumulate_steps", "must be >= 1"},
       {"optimizer: {reference_batch: -1}", "optimizer.reference_batch",
@@ -237,6 +239,19 @@ TEST(JobSpecLoader, RanksPerNodeAcceptsAutoOrAnInteger) {
   loader.apply_override("distributed.ranks_per_node=auto");
   EXPECT_EQ(loader.finish().distributed.ranks_per_node, 0);
   EXPECT_THROW(loader.apply_override("distributed.ranks_per_node=two"), InputError);
+}
+
+TEST(JobSpecLoader, BucketMbAcceptsAutoAndPrintsIt) {
+  JobSpecLoader loader;
+  loader.apply_override("distributed.bucket_mb=auto");
+  loader.apply_override("distributed.calibration=cal.json");
+  const JobSpec spec = loader.finish();
+  EXPECT_EQ(spec.distributed.bucket_mb, kAutoBucketMb);
+  EXPECT_EQ(spec.distributed.calibration, "cal.json");
+  const std::string yaml = job_spec_to_yaml(spec);
+  EXPECT_NE(yaml.find("bucket_mb: auto"), std::string::npos) << yaml;
+  loader.apply_override("distributed.bucket_mb=10");
+  EXPECT_EQ(loader.finish().distributed.bucket_mb, 10);
 }
 
 TEST(JobSpecLoader, AccumulationAndReferenceBatch) {

@@ -135,6 +135,18 @@ TEST(ScalingPlan, PicksTheCheapestAlgorithmAndBucketAndChecksNodeCounts) {
   const Plan single = make_plan(profile(), net, setup);
   EXPECT_EQ(single.rows[0].best.algorithm, AllreduceKind::kAuto);
   EXPECT_EQ(single.rows[0].best.bucket_mb, 25);
+  // One node of two ranks: every algorithm costs the node phase. A tie with the job's
+  // setting keeps it; among algorithms, the tie goes to what auto runs there.
+  setup.ranks_per_node = 2;
+  net.intra_bytes_per_s = 1e8;  // a slow node: smaller buckets overlap better than one
+  EXPECT_EQ(make_plan(profile(), net, setup).rows[0].best.algorithm, AllreduceKind::kAuto);
+  ComputeProfile big = profile();  // three 4 MiB gradients: buckets of a few MB differ from one
+  big.params = {{0, 1 << 20}, {1 << 20, 1 << 20}, {2 << 20, 1 << 20}};
+  big.arena_elements = 3 << 20;
+  setup.job_bucket_mb = 0;
+  const Plan one_bucket = make_plan(big, net, setup);
+  EXPECT_EQ(one_bucket.rows[0].best.algorithm, AllreduceKind::kHierarchical);
+  EXPECT_LT(one_bucket.rows[0].best.step.step_s, one_bucket.rows[0].job.step.step_s);
   setup.nodes = {0};
   expect_input_error([&] { make_plan(profile(), net, setup); }, "--nodes");
 }
