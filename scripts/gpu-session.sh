@@ -28,6 +28,8 @@
 #                 compiled (scripts/bench_train.py)
 #         tf32    the fp32 step's math and algorithm rules: ResNet-50's layers in fp32, TF32, and fp32 with
 #                 any algorithm timed by cuDNN; then ResNet-50 in TF32 against PyTorch with TF32
+#         decode  data.decode: gpu: the loader's images/s with nvJPEG against the CPU decoders and
+#                 torchvision's GPU decode, on 4,000 JPEGs of 375x375
 #         plan    `sdp-train plan` of ResNet-50 amp-fp16 on 1 to 64 p5.48xlarge nodes from this
 #                 GPU's measured step; the compute file comes back for plans made elsewhere
 #         train-fp32, train-amp
@@ -63,6 +65,11 @@ bundle() {
     path=$(ldd "$build/sdp-train" | awk -v l="$lib" '$1 == l {print $3}')
     [ -n "$path" ] && cp -L "$path" "$dest/lib/"
   done
+  # data.decode: gpu loads libnvjpeg.so.13 at run time: the machine's own if it has one (the
+  # library path below finds it first), else this one (PyPI's nvidia-nvjpeg, where configure saw it).
+  local nvjpeg
+  nvjpeg=$(sed -n 's/^SDP_NVJPEG_LIBRARY:FILEPATH=//p' "$build/CMakeCache.txt" 2>/dev/null)
+  [ -f "$nvjpeg" ] && cp -L "$nvjpeg" "$dest/lib/"
   # The test binaries look for test data and documents under this source path.
   pwd >"$dest/source-dir"
   tar czf "$dest.tgz" "$dest"
@@ -73,7 +80,7 @@ bundle() {
 # come last, for what the machine lacks.
 set_library_path() {
   local dirs="" lib found
-  for lib in libcudart.so.13 libcudnn.so.9 libnccl.so.2 libcublas.so.13; do
+  for lib in libcudart.so.13 libcudnn.so.9 libnccl.so.2 libcublas.so.13 libnvjpeg.so.13; do
     found=$(find /opt /usr/local /usr/lib -name "$lib" 2>/dev/null | head -1)
     [ -n "$found" ] && dirs="$dirs:$(dirname "$found")"
   done
@@ -97,7 +104,7 @@ stage_tests() {
       test_mpi_*) ;;
       # Only the GPU tests: the CPU ones (minutes in test_nn) ran on the CPU machine.
       *) step "unit-$(basename "$t")" env OMP_NUM_THREADS=4 "$t" --gtest_brief=1 \
-           --gtest_filter='*cuda*:*Cuda*:*Amp*:*OnDevice*:*DeviceMemory*:*Gpu*:*gpu*:*Staged*' ;;
+           --gtest_filter='*cuda*:*Cuda*:*Amp*:*OnDevice*:*DeviceMemory*:*Gpu*:*gpu*:*Staged*:*Nvjpeg*' ;;
     esac
   done
   step mpi-collectives-np2 mpirun -np 2 --oversubscribe "$BUNDLE/test_mpi_collectives"
@@ -194,6 +201,32 @@ stage_plan() {
     --save-compute "$OUT/resnet50-amp-fp16-compute.json"
 }
 
+# data.decode: gpu (docs/data-formats.md, "Decoding on the GPU"): 4,000 JPEGs of 375x375 at
+# q90, as the measure of #36; the loader's images/s with nvJPEG (1 and 2 CPU workers) against
+# the CPU decoders (1 to 14 workers), and torchvision's GPU decode (nvJPEG too) as the peer.
+stage_decode() {
+  local bin=$BUNDLE/sdp-train data=$OUT/../decode-jpegs
+  step decode-make-jpegs "$bin" data convert --from synthetic --synthetic-samples 4000 --resize 375 --quality 90 \
+    --format image-folder --output "$data"
+  local job=(--config configs/resnet50-synthetic-bench.yaml --set data.format=image-folder --set data.train="$data"
+             --set data.test="$data" --set data.batch_size=256)
+  step bench-data-decode-gpu "$bin" bench data "${job[@]}" --set data.decode=gpu --workers 1,2 --batches 30
+  step bench-data-decode-cpu "$bin" bench data "${job[@]}" --set data.decode=cpu --workers 1,2,8,14 --batches 10
+  have_torch_cuda || return 0
+  step decode-torchvision-gpu python3 - "$data" <<'PY'
+import pathlib, sys, time, torch, torchvision
+from torchvision.io import decode_jpeg, read_file
+files = sorted(pathlib.Path(sys.argv[1]).rglob("*.jpg"))[:2048]
+data = [read_file(str(f)) for f in files]
+decode_jpeg(data[:256], device="cuda"); torch.cuda.synchronize()
+start = time.perf_counter()
+for i in range(0, len(data), 256):
+    decode_jpeg(data[i:i + 256], device="cuda")
+torch.cuda.synchronize()
+print(f"torchvision decode_jpeg(device='cuda'), batches of 256: {len(data) / (time.perf_counter() - start):.0f} images/s (decode only)")
+PY
+}
+
 have_torch_cuda() {
   python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && return 0
   echo "bench-train: skipped (no PyTorch with CUDA on this machine)" | tee -a "$OUT/summary.txt" >&2
@@ -237,6 +270,7 @@ case "${1:-}" in
         train-amp-channels-last) stage_train_amp_channels_last ;;
         tf32) stage_tf32 ;;
         plan) stage_plan ;;
+        decode) stage_decode ;;
         train-fp32) stage_train_fp32 ;;
         train-amp) stage_train_amp ;;
         *) usage ;;

@@ -33,6 +33,11 @@ test_packages=(slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge
 python_packages=(
   tensorboard==2.20.0                 # its own event reader checks output.tensorboard's files
 )
+# data.decode: gpu compiles against nvjpeg.h and loads libnvjpeg.so.13 at run time; the CUDA
+# toolkit here lacks both, PyPI's nvidia-nvjpeg (3.8 MB) has them. Only where CUDA code builds.
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+  python_packages+=(nvidia-nvjpeg==13.3.2.43)
+fi
 if [ "${1:-}" = "--bench" ]; then
   # Debian's torch does its matrix products through libblas.so.3: without OpenBLAS that is
   # the reference BLAS, ~20x slower, which would make PyTorch an unfair peer.

@@ -19,6 +19,7 @@
 #include "core/device_info.hpp"
 #include "core/error.hpp"
 #include "core/job_failure.hpp"
+#include "data/images/nvjpeg_offload.hpp"
 #include "data/sets/cifar10.hpp"
 #include "data/sets/mnist.hpp"
 #include "data/sets/synthetic.hpp"
@@ -269,7 +270,8 @@ std::string version_text() {
     line("cuDNN", sdp::nn::cudnn_version());
     line("cuBLAS", sdp::nn::cublas_version());
     line("NCCL", sdp::nccl_version());
-    line("nvJPEG", "not used: JPEG decoding runs on the CPU (libjpeg-turbo)");
+    const sdp::NvjpegStatus& nvjpeg = sdp::nvjpeg_status();
+    line("nvJPEG", nvjpeg.available ? nvjpeg.version + " (" + nvjpeg.path + ")" : "not loaded: " + nvjpeg.reason);
   }
   return out.str();
 }

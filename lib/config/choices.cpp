@@ -66,6 +66,7 @@ SDP_SPELLING(Compression, {{Compression::kAuto, "auto"},
                            {Compression::kFp16, "fp16"},
                            {Compression::kBf16, "bf16"}});
 SDP_SPELLING(InterNode, {{InterNode::kAuto, "auto"}, {InterNode::kNccl, "nccl"}, {InterNode::kHost, "host"}});
+SDP_SPELLING(DecodeChoice, {{DecodeChoice::kAuto, "auto"}, {DecodeChoice::kCpu, "cpu"}, {DecodeChoice::kGpu, "gpu"}});
 SDP_SPELLING(OnNonfinite, {{OnNonfinite::kAbort, "abort"}, {OnNonfinite::kSkip, "skip"}});
 SDP_SPELLING(OnDivergence, {{OnDivergence::kWarn, "warn"}, {OnDivergence::kAbort, "abort"}});
 SDP_SPELLING(ProgressMode, {{ProgressMode::kAuto, "auto"},
@@ -121,6 +122,7 @@ SDP_CHOICE(InterNode)
 SDP_CHOICE(OnNonfinite)
 SDP_CHOICE(OnDivergence)
 SDP_CHOICE(ProgressMode)
+SDP_CHOICE(DecodeChoice)
 
 #undef SDP_CHOICE
 

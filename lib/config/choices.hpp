@@ -26,6 +26,7 @@ enum class InterNode { kAuto, kNccl, kHost };                     // distributed
 enum class OnNonfinite { kAbort, kSkip };                         // train.on_nonfinite
 enum class OnDivergence { kWarn, kAbort };                        // train.on_divergence
 enum class ProgressMode { kAuto, kBar, kLines };                  // output.progress
+enum class DecodeChoice { kAuto, kCpu, kGpu };                    // data.decode
 
 // The words an enum accepts, in documentation order.
 template <typename E>
@@ -51,6 +52,7 @@ std::string to_string(InterNode value);
 std::string to_string(OnNonfinite value);
 std::string to_string(OnDivergence value);
 std::string to_string(ProgressMode value);
+std::string to_string(DecodeChoice value);
 
 // optimizer.lr_scaling: linear | sqrt | none, or an explicit factor written as a positive
 // number (1.5) or as {factor: 1.5}. The YAML form is the loader's; this takes the text.

@@ -47,6 +47,9 @@ struct DataSpec {
   int image_size = 224;  // the square crop the model reads
   int resize = 256;      // evaluation: the shorter side before the centre crop
   int workers = 0;       // decoding threads per loader; 0 = the rank's compute threads
+  // JPEG decoding: on the CPU, or with nvJPEG on the rank's GPU; auto keeps the CPU until a
+  // GPU run has checked the GPU path (docs/data-formats.md, "Decoding on the GPU").
+  DecodeChoice decode = DecodeChoice::kAuto;
   std::string normalize = "imagenet";  // imagenet or cifar10 mean/std
   std::string image_key = "image/encoded";      // tfrecord: the Example's encoded image
   std::string label_key = "image/class/label";  // tfrecord: the Example's int64 label

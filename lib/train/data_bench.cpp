@@ -17,7 +17,8 @@ std::vector<DataBenchRow> run_data_benchmark(const JobSpec& base, const std::vec
     if (w < 1) throw InputError("bench data: --workers takes counts >= 1, got " + std::to_string(w));
     JobSpec spec = base;
     spec.data.workers = w;
-    const DataSplits data = load_data(spec);
+    // data.decode: gpu decodes on the first GPU (this benchmark runs without MPI).
+    const DataSplits data = load_data(spec, {}, spec.data.decode == DecodeChoice::kGpu ? Device::cuda(0) : Device::cpu());
     const auto loader = data.train->make_train_loader(train_loader_options(spec, 0, 1, Device::cpu()));
     // Two batches to warm the page cache and the decoders; then `batches` timed, across epochs.
     const int64_t warmup = 2;

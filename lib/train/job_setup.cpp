@@ -12,6 +12,7 @@
 #include "core/device_info.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "data/images/nvjpeg_offload.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/collectives.hpp"
 #include "distributed/comm_backend.hpp"
@@ -24,6 +25,24 @@
 namespace sdp {
 
 namespace {
+
+// The plan's decode line: where the JPEGs are decoded, and why.
+std::string describe_decode(const DataSpec& data, const Device& device) {
+  const NvjpegStatus& nvjpeg = nvjpeg_status();
+  const std::string gpu = "nvJPEG " + nvjpeg.version + " on " + device.str() +
+                          " (the hardware decoder where the GPU has one; what it refuses is decoded on the CPU)";
+  switch (data.decode) {
+    case DecodeChoice::kGpu:
+      return "gpu: " + gpu;
+    case DecodeChoice::kCpu:
+      return "cpu: libjpeg-turbo on the loader's workers";
+    case DecodeChoice::kAuto:
+      break;
+  }
+  return "cpu: libjpeg-turbo on the loader's workers (auto: the GPU decoder, data.decode: gpu, stays opt-in until a "
+         "GPU run has checked it; " +
+         (nvjpeg.available ? "nvJPEG " + nvjpeg.version + " is there" : "nvJPEG: " + nvjpeg.reason) + ")";
+}
 
 // A double as `<<` prints it (25, 2.5).
 std::string format_number(double value) {
@@ -223,6 +242,9 @@ std::string describe_plan(const JobSetup& setup) {
   if (s.data.format != DataFormat::kSynthetic)
     out << " (train " << s.data.train << ", test " << s.data.test << ")";
   out << "\n";
+  if (s.data.format == DataFormat::kTfrecord || s.data.format == DataFormat::kTarShards ||
+      s.data.format == DataFormat::kImageFolder)
+    out << "  decode       : " << describe_decode(s.data, setup.device.device) << "\n";
   const GlobalBatch batch = global_batch(s, w.size());
   out << "  batch        : " << batch.per_rank << " per rank, " << batch.size() << " global ("
       << batch.per_rank << " x " << batch.ranks << " rank(s) x " << batch.accumulate

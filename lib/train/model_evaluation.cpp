@@ -81,7 +81,7 @@ EvalResult evaluate_model_file(JobSetup& setup, const std::string& model_path, b
   std::unique_ptr<DataSplits> data;
   std::unique_ptr<nn::Model> model;
   run_on_all_ranks(world.comm(), [&] {
-    data = std::make_unique<DataSplits>(load_data(spec));
+    data = std::make_unique<DataSplits>(load_data(spec, {}, setup.device.device));
     model = build_model(spec, *data->train, Device::cpu());
   });
   ParameterStore& store = model->store();

@@ -111,6 +111,9 @@ void StepLog::done(const TrainResult& result, bool evaluated_last) {
     summary.push_back({"skipped_steps", static_cast<double>(result.skipped_steps)});
   if (spec_.precision == Precision::kAmpFp16)
     summary.push_back({"overflow_skips", static_cast<double>(result.overflow_skips)});
+  // data.decode: gpu: the training images the GPU decoder refused, decoded on the CPU (rank 0's).
+  if (spec_.data.decode == DecodeChoice::kGpu)
+    summary.push_back({"cpu_decoded_images", static_cast<double>(result.cpu_decoded_samples)});
   if (evaluated_last) summary.push_back({"test_accuracy", result.test_accuracy});
   metrics_.emit("done", "done", summary);
 }

@@ -251,6 +251,7 @@ void Trainer::run_epoch(int64_t epoch) {
   }
   result_.data_wait_seconds += loader.wait_seconds();  // start() begins each iteration at 0
   result_.skipped_samples = loader.skipped_samples();
+  result_.cpu_decoded_samples = loader.cpu_decoded_samples();
 }
 
 const Batch* Trainer::next_batch(Clock::time_point since) {

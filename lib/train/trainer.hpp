@@ -44,6 +44,7 @@ struct TrainResult {
   double checkpoint_blocked_seconds = 0;  // step loop waiting on rank 0's checkpoint snapshots
   double data_wait_seconds = 0;  // step loop waiting for the loader's next batch (this rank)
   int64_t skipped_samples = 0;   // bad training samples replaced on this rank (data.on_bad_record: skip)
+  int64_t cpu_decoded_samples = 0;  // data.decode: gpu: training images the GPU refused, decoded here
 };
 
 // Collective. Checks the output locations first (train/output_check.hpp). Bad data or model

@@ -6,12 +6,14 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "config/sagemaker_env.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/collectives.hpp"
+#include "data/images/nvjpeg_offload.hpp"
 #include "models/registry.hpp"
 #include "nn/threads.hpp"
 #include "optim/optimizer_factory.hpp"
@@ -23,8 +25,15 @@ DataReaders data_readers(const World& world, const std::string& token) {
   return {world.rank(), world.size(), world.local_rank(), world.local_size(), world.node(), world.nodes(), token};
 }
 
-DataSplits load_data(const JobSpec& spec, const DataReaders& readers) {
+DataSplits load_data(const JobSpec& spec, const DataReaders& readers, const Device& device) {
   DataJob job;
+  if (spec.data.decode == DecodeChoice::kGpu) {
+    std::shared_ptr<JpegOffload> first = make_nvjpeg_offload(device);  // fails here, before any file is read
+    job.make_offload = [first, device]() mutable {
+      if (first) return std::exchange(first, nullptr);
+      return make_nvjpeg_offload(device);
+    };
+  }
   job.num_classes = spec.model.num_classes;
   job.seed = spec.seed;
   job.workers = nn::num_threads();
@@ -145,7 +154,7 @@ TrainingParts build_training_parts(const JobSpec& spec, const World& world, cons
   const std::string token = broadcast_string(world.comm(), std::to_string(std::random_device{}()) + "-" +
                                                                std::to_string(::getpid()));
   run_on_all_ranks(world.comm(), [&] {
-    parts.data = std::make_unique<DataSplits>(load_data(spec, data_readers(world, token)));
+    parts.data = std::make_unique<DataSplits>(load_data(spec, data_readers(world, token), device));
     const DataSplits& data = *parts.data;
     parts.model = build_model(spec, *data.train, device);
     parts.optimizer = make_optimizer(optimizer_options(spec.optimizer), parts.model->store());

@@ -30,7 +30,9 @@ struct TrainingParts {
 DataReaders data_readers(const World& world, const std::string& token);
 // The train and test splits data.format names (data/sets/open_data.hpp; not collective: wrap in
 // run_on_all_ranks).
-DataSplits load_data(const JobSpec& spec, const DataReaders& readers = {});
+// With data.decode: gpu, each loader decodes its JPEGs with nvJPEG on `device` (an InputError
+// naming the key when that cannot be).
+DataSplits load_data(const JobSpec& spec, const DataReaders& readers = {}, const Device& device = Device::cpu());
 // The model.name model for `data`'s image shape on `device` (not collective).
 std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const SampleSource& data, const Device& device);
 // The optimizer the job's optimizer section describes (make_optimizer's options).

@@ -52,7 +52,7 @@ case "$CASE" in
     grep -q 'CUDA backend: built' "$WORK/out" || fail "sdp-train in $IMAGE is built without CUDA"
     for lib in 'CUDA runtime 13\.0 \(/usr/local/cuda/lib/libcudart\.so\.13\)' 'cuDNN 9\.19\.[0-9]+ \(/usr/local/cuda/lib/libcudnn\.so\.9\)' \
                'cuBLAS 13\.[0-9.]+ \(/usr/local/cuda/lib/libcublas\.so\.13\)' 'NCCL 2\.28\.[0-9]+ \(/usr/local/cuda/lib/libnccl\.so\.2\)' \
-               'nvJPEG not used: .+'; do
+               'nvJPEG ([0-9.]+ \(/.*libnvjpeg\.so\.13\)|not loaded: .+)'; do
       grep -qE "^  $lib\$" "$WORK/out" || fail "--version has no line /$lib/"
     done
     # Every NEEDED library of sdp-train and of the CUDA libraries resolves, but the driver's

@@ -2,6 +2,7 @@
 #include "data/loading/batch_decoder.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -29,6 +30,24 @@ void crop_flip_rgb(const std::vector<uint8_t>& src, std::vector<uint8_t>& dst, i
 
 }  // namespace
 
+SampleTransform plan_sample_transform(const EncodedImageOptions& options, const AugmentOptions& augment, int width,
+                                      int height, int64_t key, int64_t epoch) {
+  SampleTransform t;
+  if (augment.enabled && augment.random_resized_crop) {
+    std::mt19937_64 rng = sample_rng(augment.seed, epoch, key);
+    t.window = SampleWindow::of_box(random_resized_crop_box(width, height, rng, options.crop));
+    t.flip = augment.flip && random_flip(rng);
+    return t;
+  }
+  t.window = resize_shorter_then_center_crop(width, height, options.resize, options.image_size)
+                 .source_window(width, height);
+  if (augment.enabled) {  // CIFAR's padded crop + flip, drawn as the in-memory sets draw it
+    t.pad_crop = true;
+    t.crop_flip = draw_crop_flip(augment, epoch, key);
+  }
+  return t;
+}
+
 struct BatchDecoder::State {
   State(const EncodedImageOptions& o, int classes, const AugmentOptions& a)
       : options(o), num_classes(classes), augment(a), workers(static_cast<std::size_t>(o.workers)), pool(o.workers) {}
@@ -38,32 +57,78 @@ struct BatchDecoder::State {
     std::vector<uint8_t> bytes;
     std::vector<uint8_t> shifted;
   };
+  // One sample of the batch between the phases of an offloaded decode.
+  struct Slot {
+    std::vector<uint8_t> scratch;
+    const std::vector<uint8_t>* bytes = nullptr;
+    int64_t label = 0;
+    ImageInfo info;
+    SampleTransform transform;
+    bool offered = false;  // handed to the offload
+    OffloadOutcome outcome = OffloadOutcome::kRefused;
+    std::vector<uint8_t> pixels;
+  };
 
-  int32_t decode_sample(const std::vector<uint8_t>& bytes, int64_t label, int64_t key, int64_t epoch,
-                        const std::string& where, Worker& worker, float* out) {
+  // Sample k's bytes, label and transform (the first phase, on a worker).
+  void prepare(int64_t k, int64_t key, int64_t epoch, const Read& read, const std::string& where, Slot& slot) {
+    slot.bytes = &read(k, slot.scratch, slot.label);
+    check_label(slot.label, where);
+    slot.info = read_image_info(slot.bytes->data(), slot.bytes->size(), where);
+    slot.transform = plan_sample_transform(options, augment, slot.info.width, slot.info.height, key, epoch);
+    // nvJPEG's RGB output takes colour and grey JPEGs; CMYK and PNG stay on the CPU.
+    slot.offered = slot.info.format == ImageFormat::kJpeg && (slot.info.channels == 3 || slot.info.channels == 1);
+    slot.outcome = OffloadOutcome::kRefused;
+  }
+
+  void check_label(int64_t label, const std::string& where) const {
     if (label < 0 || label >= num_classes)
       throw InputError(where + ": label " + std::to_string(label) + " is outside [0, " + std::to_string(num_classes) +
                        ") (model.num_classes; labels counted from 1 need data.label_offset: 1)");
+  }
+
+  // The image at the output size as `t` says, decoded here.
+  void decode_on_cpu(const std::vector<uint8_t>& bytes, const SampleTransform& t, const std::string& where,
+                     Worker& worker, std::vector<uint8_t>& pixels) {
     const int size = options.image_size;
-    const ImageInfo info = read_image_info(bytes.data(), bytes.size(), where);
-    DecodedImage image;
-    if (augment.enabled && augment.random_resized_crop) {
-      std::mt19937_64 rng = sample_rng(augment.seed, epoch, key);
-      const CropBox box = random_resized_crop_box(info.width, info.height, rng, options.crop);
-      image = worker.decoder.decode_crop(bytes.data(), bytes.size(), box, size, size, where);
-      if (augment.flip && random_flip(rng)) flip_horizontal(image.pixels.data(), size, size);
-    } else {
-      const ResizeCenterCrop eval = resize_shorter_then_center_crop(info.width, info.height, options.resize, size);
-      image = worker.decoder.decode_window(bytes.data(), bytes.size(), eval.source_window(info.width, info.height),
-                                           size, size, where);
-      if (augment.enabled) {  // CIFAR's padded crop + flip, drawn as the in-memory sets draw it
-        crop_flip_rgb(image.pixels, worker.shifted, size, augment.pad, draw_crop_flip(augment, epoch, key));
-        std::swap(image.pixels, worker.shifted);
-      }
+    DecodedImage image = worker.decoder.decode_window(bytes.data(), bytes.size(), t.window, size, size, where);
+    if (t.flip) flip_horizontal(image.pixels.data(), size, size);
+    pixels = std::move(image.pixels);
+  }
+
+  // CIFAR's padded crop, then the normalisation into the batch (the last phase).
+  void finish(const SampleTransform& t, std::vector<uint8_t>& pixels, Worker& worker, float* out) {
+    const int size = options.image_size;
+    if (t.pad_crop) {
+      crop_flip_rgb(pixels, worker.shifted, size, augment.pad, t.crop_flip);
+      std::swap(pixels, worker.shifted);
     }
-    normalize_image(image.pixels.data(), size, size, options.normalization, TensorLayout::kChw, TensorType::kF32,
-                    out);
+    normalize_image(pixels.data(), size, size, options.normalization, TensorLayout::kChw, TensorType::kF32, out);
+  }
+
+  // Without an offload: one pass per sample.
+  int32_t decode_sample(const std::vector<uint8_t>& bytes, int64_t label, int64_t key, int64_t epoch,
+                        const std::string& where, Worker& worker, float* out) {
+    check_label(label, where);
+    const ImageInfo info = read_image_info(bytes.data(), bytes.size(), where);
+    const SampleTransform t = plan_sample_transform(options, augment, info.width, info.height, key, epoch);
+    std::vector<uint8_t> pixels;
+    decode_on_cpu(bytes, t, where, worker, pixels);
+    finish(t, pixels, worker, out);
     return static_cast<int32_t>(label);
+  }
+
+  // Runs body(k) for slot k unless it is already bad; with skip_bad_records a bad sample is
+  // marked and warned about instead of ending the job.
+  template <class Body>
+  void guarded(int64_t k, Body&& body) {
+    if (bad[static_cast<std::size_t>(k)]) return;
+    if (!options.skip_bad_records) return body();
+    try {
+      body();
+    } catch (const InputError& e) {
+      bad[static_cast<std::size_t>(k)] = 1;
+      log_warn(std::string(e.what()) + ": skipped (data.on_bad_record: skip)");
+    }
   }
 
   // Each bad slot takes a copy of the batch's first good sample, so that every rank still
@@ -89,8 +154,10 @@ struct BatchDecoder::State {
   int num_classes;
   AugmentOptions augment;
   std::vector<Worker> workers;
-  std::vector<char> bad;  // per slot of the batch being decoded
+  std::vector<Slot> slots;  // offloaded batches only
+  std::vector<char> bad;    // per slot of the batch being decoded
   int64_t skipped = 0;
+  std::atomic<int64_t> cpu_decoded{0};
   WorkerPool pool;  // last: its threads stop before the workers' state goes
 };
 
@@ -103,6 +170,10 @@ int64_t BatchDecoder::skipped() const {
   return state_->skipped;
 }
 
+int64_t BatchDecoder::cpu_decoded() const {
+  return state_->cpu_decoded.load();
+}
+
 void BatchDecoder::decode(const std::vector<int64_t>& keys, int64_t epoch, const Read& read, const Where& where,
                           Batch& out) {
   State& s = *state_;
@@ -113,21 +184,52 @@ void BatchDecoder::decode(const std::vector<int64_t>& keys, int64_t epoch, const
   float* images = out.images.data<float>();
   const int64_t per_image = int64_t{3} * size * size;
   s.bad.assign(keys.size(), 0);
+  const auto key = [&](int64_t k) { return keys[static_cast<std::size_t>(k)]; };
+  if (!s.options.offload) {
+    s.pool.run(batch, [&](int64_t k, int w) {
+      State::Worker& worker = s.workers[static_cast<std::size_t>(w)];
+      s.guarded(k, [&] {
+        int64_t label = 0;
+        const std::vector<uint8_t>& bytes = read(k, worker.bytes, label);
+        out.labels[k] = s.decode_sample(bytes, label, key(k), epoch, where(k), worker, images + k * per_image);
+      });
+    });
+    s.replace_bad_samples(out, per_image, where);
+    return;
+  }
+  // Offloaded: read, parse and draw here; the offload decodes the JPEGs it takes; the CPU
+  // decodes the rest; every sample is finished (padded crop, normalisation) here.
+  if (s.slots.size() < keys.size()) s.slots.resize(keys.size());
+  s.pool.run(batch, [&](int64_t k, int) {
+    s.guarded(k, [&] { s.prepare(k, key(k), epoch, read, where(k), s.slots[static_cast<std::size_t>(k)]); });
+  });
+  std::vector<OffloadJob> jobs;
+  std::vector<std::size_t> job_slot;
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    State::Slot& slot = s.slots[k];
+    if (s.bad[k] || !slot.offered) continue;
+    slot.pixels.resize(static_cast<std::size_t>(per_image));
+    jobs.push_back({slot.bytes->data(), slot.bytes->size(), slot.info.width, slot.info.height, slot.transform.window,
+                    size, size, slot.transform.flip, slot.pixels.data()});
+    job_slot.push_back(k);
+  }
+  if (!jobs.empty()) {
+    const std::vector<OffloadOutcome> outcomes = s.options.offload->decode(jobs);
+    for (std::size_t j = 0; j < jobs.size(); ++j) s.slots[job_slot[j]].outcome = outcomes.at(j);
+  }
   s.pool.run(batch, [&](int64_t k, int w) {
     State::Worker& worker = s.workers[static_cast<std::size_t>(w)];
-    auto decode_one = [&] {
-      int64_t label = 0;
-      const std::vector<uint8_t>& bytes = read(k, worker.bytes, label);
-      out.labels[k] = s.decode_sample(bytes, label, keys[static_cast<std::size_t>(k)], epoch, where(k), worker,
-                                      images + k * per_image);
-    };
-    if (!s.options.skip_bad_records) return decode_one();
-    try {
-      decode_one();
-    } catch (const InputError& e) {
-      s.bad[k] = 1;
-      log_warn(std::string(e.what()) + ": skipped (data.on_bad_record: skip)");
-    }
+    State::Slot& slot = s.slots[static_cast<std::size_t>(k)];
+    s.guarded(k, [&] {
+      if (slot.outcome == OffloadOutcome::kCorrupt)
+        throw InputError(where(k) + ": corrupt JPEG (" + s.options.offload->describe() + " could not decode it)");
+      if (slot.outcome == OffloadOutcome::kRefused) {
+        s.decode_on_cpu(*slot.bytes, slot.transform, where(k), worker, slot.pixels);
+        ++s.cpu_decoded;
+      }
+      s.finish(slot.transform, slot.pixels, worker, images + k * per_image);
+      out.labels[k] = static_cast<int32_t>(slot.label);
+    });
   });
   s.replace_bad_samples(out, per_image, where);
 }

@@ -1,6 +1,9 @@
 // BatchDecoder: encoded images (JPEG, PNG) decoded and transformed into a batch on a pool of
 // worker threads, for the indexed encoded sets (encoded_images.hpp) and the streamed ones
 // (stream_loader.hpp); encoded_images.hpp describes the transforms and the bad-record rule.
+// With a JpegOffload (data.decode: gpu, images/jpeg_offload.hpp) the workers read, parse and
+// draw each sample's transform, the offload decodes the batch's JPEGs, and the workers decode
+// what it refused and normalise every sample: the same transforms, drawn the same way.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +13,7 @@
 #include <vector>
 
 #include "data/images/augment.hpp"
+#include "data/images/jpeg_offload.hpp"
 #include "data/images/image_transforms.hpp"
 #include "data/loading/batch.hpp"
 #include "data/sets/dataset.hpp"
@@ -26,7 +30,24 @@ struct EncodedImageOptions {
   bool skip_bad_records = false;
   Normalization normalization = Normalization::imagenet();
   RandomResizedCropOptions crop;
+  // Decodes the batches' JPEGs off the CPU (null: the workers decode everything).
+  std::shared_ptr<JpegOffload> offload;
 };
+
+// What one sample becomes, drawn from (augment.seed, epoch, key) and the image's size only,
+// whichever path decodes it: the source window resized to image_size x image_size, then
+// flipped (RandomResizedCrop's flip), then CIFAR's padded crop + flip (augment.pad).
+struct SampleTransform {
+  SampleWindow window;
+  bool flip = false;
+  bool pad_crop = false;
+  CropFlip crop_flip;
+};
+// Training with augment.random_resized_crop: RandomResizedCrop's box and a flip; otherwise the
+// evaluation Resize(resize) + CenterCrop(image_size) window, and with augment.enabled CIFAR's
+// padded crop + flip after it.
+SampleTransform plan_sample_transform(const EncodedImageOptions& options, const AugmentOptions& augment, int width,
+                                      int height, int64_t key, int64_t epoch);
 
 // `options` checked for a set named `set_name` whose labels lie in [0, num_classes), with at
 // least one worker. Throws InputError when num_classes is not known (<= 0) or image_size and
@@ -43,8 +64,9 @@ class BatchDecoder {
   BatchDecoder(const BatchDecoder&) = delete;
   BatchDecoder& operator=(const BatchDecoder&) = delete;
 
-  // Sample k's encoded bytes (read into `scratch`, or a buffer of the caller's) and its label.
-  // Called by several workers at once. Throws InputError naming the sample.
+  // Sample k's encoded bytes (read into `scratch`, or a buffer of the caller's that stays valid
+  // until decode() returns) and its label. Called by several workers at once. Throws
+  // InputError naming the sample.
   using Read = std::function<const std::vector<uint8_t>&(int64_t k, std::vector<uint8_t>& scratch, int64_t& label)>;
   // Names sample k in an error: its file and record, or its path.
   using Where = std::function<std::string(int64_t k)>;
@@ -56,6 +78,9 @@ class BatchDecoder {
   void decode(const std::vector<int64_t>& keys, int64_t epoch, const Read& read, const Where& where, Batch& out);
   // Samples replaced so far (skip_bad_records).
   int64_t skipped() const;
+  // With an offload: samples the workers decoded because the offload refused them or could
+  // not take them (PNG, CMYK), so far.
+  int64_t cpu_decoded() const;
 
  private:
   struct State;

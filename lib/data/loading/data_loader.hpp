@@ -94,6 +94,8 @@ class TrainLoader {
   virtual double wait_seconds() const = 0;
   // Bad samples replaced so far (data.on_bad_record: skip); read between iterations.
   virtual int64_t skipped_samples() const = 0;
+  // With a JPEG offload (data.decode: gpu): images it refused, decoded on the CPU, so far.
+  virtual int64_t cpu_decoded_samples() const { return 0; }
 };
 
 // Evaluation batches of one rank: its share of the set, every sample of the set read once over
@@ -122,6 +124,7 @@ class IndexedTrainLoader final : public TrainLoader {
   const Batch* next() override { return prefetcher_.next(); }
   double wait_seconds() const override { return prefetcher_.wait_seconds(); }
   int64_t skipped_samples() const override { return assembler_->skipped(); }
+  int64_t cpu_decoded_samples() const override { return assembler_->cpu_decoded(); }
 
  private:
   bool produce(Batch& batch);

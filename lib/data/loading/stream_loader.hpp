@@ -76,6 +76,7 @@ class StreamTrainLoader final : public TrainLoader {
   const Batch* next() override { return prefetcher_.next(); }
   double wait_seconds() const override { return prefetcher_.wait_seconds(); }
   int64_t skipped_samples() const override { return decoder_.skipped(); }
+  int64_t cpu_decoded_samples() const override { return decoder_.cpu_decoded(); }
 
   int64_t global_batch() const { return global_batch_; }
   // Where this rank's stream stands after `records` of its records: (pass, records into it);

@@ -25,6 +25,7 @@ class DecodingAssembler final : public SampleAssembler {
   }
 
   int64_t skipped() const override { return decoder_.skipped(); }
+  int64_t cpu_decoded() const override { return decoder_.cpu_decoded(); }
 
  private:
   std::shared_ptr<const EncodedSource> source_;

@@ -90,18 +90,25 @@ DataSplits open_encoded_images(const DataSpec& d, const DataJob& job, const Data
     static_cast<RecordFields&>(pipe.records) = record_fields(d);
     return pipe;
   };
+  // Each loader its own offload (data.decode: gpu): the training and the evaluation loaders
+  // may decode at the same time.
+  EncodedImageOptions train_options = options, test_options = options;
+  if (job.make_offload) {
+    train_options.offload = job.make_offload();
+    test_options.offload = job.make_offload();
+  }
   std::unique_ptr<SampleSource> train;  // first: its errors are the ones reported
   if (train_pipe) {
-    train = std::make_unique<PipeImageSet>(pipe_of(d.train, *train_channel), options, d.samples_per_epoch,
+    train = std::make_unique<PipeImageSet>(pipe_of(d.train, *train_channel), train_options, d.samples_per_epoch,
                                            d.shuffle_buffer, readers.rank, readers.size);
   } else {
     if (d.samples_per_epoch > 0 && readers.rank == 0)
       log_warn("key 'data.samples_per_epoch' is read only for a training channel in Pipe mode; " + d.train +
                " is counted instead");
-    train = open_encoded_set(d, options, d.train);
+    train = open_encoded_set(d, train_options, d.train);
   }
-  std::unique_ptr<SampleSource> test =
-      test_pipe ? PipeImageSet::for_evaluation(pipe_of(d.test, *test_channel), options) : open_encoded_set(d, options, d.test);
+  std::unique_ptr<SampleSource> test = test_pipe ? PipeImageSet::for_evaluation(pipe_of(d.test, *test_channel), test_options)
+                                                 : open_encoded_set(d, test_options, d.test);
   return {std::move(train), std::move(test)};
 }
 

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "config/job_spec.hpp"
 #include "data/images/augment.hpp"
+#include "data/images/jpeg_offload.hpp"
 #include "data/sets/sample_set.hpp"
 
 namespace sdp {
@@ -33,6 +35,9 @@ struct DataJob {
   uint64_t seed = 42;      // the synthetic sets' templates and samples
   int workers = 1;         // decoding threads when data.workers is 0
   double timeout_s = 600;  // distributed.timeout_s: how long a Pipe-mode reader waits for a FIFO
+  // data.decode: gpu: makes each loader's JPEG offload (images/jpeg_offload.hpp); empty: the
+  // CPU decodes.
+  std::function<std::shared_ptr<JpegOffload>()> make_offload;
 };
 
 // The train and test splits `data` names (not collective: the caller agrees on errors). The

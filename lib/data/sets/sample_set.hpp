@@ -55,6 +55,8 @@ class SampleAssembler {
   virtual void assemble(const std::vector<int64_t>& indices, int64_t epoch, Batch& out) = 0;
   // Samples that could not be read and were replaced (data.on_bad_record: skip), so far.
   virtual int64_t skipped() const { return 0; }
+  // Images a JPEG offload refused, decoded on the CPU, so far (data.decode: gpu).
+  virtual int64_t cpu_decoded() const { return 0; }
 };
 
 // A set read by sample index; its loaders are data_loader.hpp's IndexedTrainLoader and

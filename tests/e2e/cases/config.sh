@@ -17,7 +17,7 @@ case_version() {
     if grep -q 'CUDA backend: built' "$WORK/out"; then
       libraries+=('CUDA runtime 1[0-9]\.[0-9]+ \(/.*libcudart\.so[.0-9]*\)' 'cuDNN 9\.[0-9]+\.[0-9]+ \(/.*libcudnn\.so[.0-9]*\)'
                   'cuBLAS 1[0-9]\.[0-9]+\.[0-9]+ \(/.*libcublas\.so[.0-9]*\)' 'NCCL 2\.[0-9]+\.[0-9]+ \(/.*libnccl\.so[.0-9]*\)'
-                  'CUDA driver ([0-9.]+|none \(.+\))' 'nvJPEG not used: .+')
+                  'CUDA driver ([0-9.]+|none \(.+\))' 'nvJPEG ([0-9.]+ \(/.*libnvjpeg\.so\.13\)|not loaded: .+)')
     fi
     for pattern in "${libraries[@]}"; do
       grep -qE "^  $pattern\$" "$WORK/out" || fail "no line /$pattern/"

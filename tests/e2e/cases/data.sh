@@ -380,3 +380,20 @@ case_data_pipe_needs_samples_per_epoch() {
         --set data.format=tfrecord --set data.train="$WORK/train" --set data.test="$WORK/tf" \
         --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m" --set output.metrics= --set threads=1
 }
+
+# data.decode: the plan says where JPEGs are decoded and why; gpu on a rank that computes on
+# the CPU, or for a format without JPEGs, is exit 2 naming the key, on every rank.
+case_data_decode_choice() {
+    convert_synthetic image-folder "$WORK/train" --synthetic-samples 256
+    local job=(--config "$SRC/configs/quickstart.yaml" --set data.format=image-folder --set data.train="$WORK/train"
+               --set data.test="$WORK/train" --set data.image_size=32 --set data.resize=32)
+    expect_ok 0 validate "${job[@]}"
+    grep -qE '^  decode       : cpu: libjpeg-turbo on the loader.s workers \(auto: the GPU decoder, data.decode: gpu, stays opt-in until a GPU run has checked it; nvJPEG.*\)$' "$WORK/out" ||
+      fail "the plan has no decode line saying why auto decodes on the CPU"
+    expect_ok 0 validate "${job[@]}" --set data.decode=cpu
+    grep -q '^  decode       : cpu: libjpeg-turbo' "$WORK/out" || fail "no decode line for cpu"
+    expect_error 2 "key 'data.decode': gpu (decodes on the rank's GPU, but this rank computes on the CPU|needs nvJPEG, but)" \
+      "${job[@]}" --set data.decode=gpu --set device=cpu --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
+    expect_error 2 "data.decode.*gpu decodes the JPEGs of tfrecord, tar-shards and image-folder; data.format synthetic has none" \
+      validate --config "$SRC/configs/quickstart.yaml" --set data.decode=gpu
+}

@@ -1,0 +1,46 @@
+// JpegOffload: JPEG decoding moved off the CPU (nvJPEG on the rank's GPU, data/images/
+// nvjpeg_offload_cuda.cpp), for BatchDecoder (loading/batch_decoder.hpp). The loader's threads
+// still read the records, parse the headers and draw each sample's transform; the offload
+// decodes a whole batch of JPEGs at once, resizes each job's window to its output size and
+// flips it, and leaves 8-bit interleaved RGB in the job's host slot. What it refuses (a
+// format or layout its backend does not take) the CPU decodes, one by one; what it finds
+// corrupt follows data.on_bad_record like any bad record.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/images/image_resize.hpp"
+
+namespace sdp {
+
+struct OffloadJob {
+  const uint8_t* data = nullptr;  // the JPEG's bytes (valid during decode())
+  std::size_t size = 0;
+  int width = 0, height = 0;  // the image's size (from its header)
+  SampleWindow window;        // the source region, in the image's pixels
+  int out_w = 0, out_h = 0;   // resized to this
+  bool flip = false;          // then mirrored
+  uint8_t* out = nullptr;     // out_w * out_h * 3 bytes of host memory
+};
+
+enum class OffloadOutcome : uint8_t {
+  kDecoded,  // `out` holds the pixels
+  kRefused,  // not for this backend: the CPU decodes it
+  kCorrupt,  // the bytes are bad: a bad record
+};
+
+class JpegOffload {
+ public:
+  virtual ~JpegOffload() = default;
+  // For the plan and the log: "nvJPEG 13.3 hardware backend on cuda:0".
+  virtual std::string describe() const = 0;
+  // Decodes every job; outcomes[i] says what became of jobs[i]. Called by one thread at a
+  // time (each loader owns its offload). Throws sdp::Error only when the device fails.
+  virtual std::vector<OffloadOutcome> decode(const std::vector<OffloadJob>& jobs) = 0;
+};
+
+}  // namespace sdp

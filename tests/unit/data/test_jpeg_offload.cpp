@@ -1,0 +1,225 @@
+// BatchDecoder with a JpegOffload (data.decode: gpu; images/jpeg_offload.hpp), checked on the
+// CPU through an offload that decodes on the host as the CPU path does, refuses what it is
+// told to and calls some bytes corrupt: the batches equal the CPU path's bit for bit, the
+// transforms it is handed are keyed by (seed, epoch, sample) alone, refusals fall back to the
+// CPU and are counted, PNG and CMYK never reach it, and a corrupt JPEG follows
+// data.on_bad_record.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "core/device_info.hpp"
+#include "data/images/image_transforms.hpp"
+#include "data/images/nvjpeg_offload.hpp"
+#include "data/loading/batch_decoder.hpp"
+#include "expect_input_error.hpp"
+#include "image_samples.hpp"
+
+namespace sdp {
+namespace {
+
+using testing::Bytes;
+
+// Decodes on the host with the CPU path's own decoder (so its pixels are the CPU path's),
+// refusing the images whose width is in `refuse` and calling those in `corrupt` corrupt.
+class HostOffload : public JpegOffload {
+ public:
+  std::set<int> refuse, corrupt;
+  std::vector<OffloadJob> seen;  // every job handed over, in order
+
+  std::string describe() const override { return "the test's host offload"; }
+  std::vector<OffloadOutcome> decode(const std::vector<OffloadJob>& jobs) override {
+    std::vector<OffloadOutcome> outcomes;
+    for (const OffloadJob& job : jobs) {
+      seen.push_back(job);
+      if (refuse.count(job.width)) {
+        outcomes.push_back(OffloadOutcome::kRefused);
+        continue;
+      }
+      if (corrupt.count(job.width)) {
+        outcomes.push_back(OffloadOutcome::kCorrupt);
+        continue;
+      }
+      DecodedImage image = decoder_.decode_window(job.data, job.size, job.window, job.out_w, job.out_h, "job");
+      if (job.flip) flip_horizontal(image.pixels.data(), job.out_w, job.out_h);
+      std::memcpy(job.out, image.pixels.data(), image.pixels.size());
+      outcomes.push_back(OffloadOutcome::kDecoded);
+    }
+    return outcomes;
+  }
+
+ private:
+  ImageDecoder decoder_;
+};
+
+// Images of different widths (40 + 2 i) so the offload can pick them out by width.
+std::vector<Bytes> jpegs(int count) {
+  std::vector<Bytes> out;
+  for (int i = 0; i < count; ++i) {
+    const int w = 40 + 2 * i, h = 30 + i;
+    out.push_back(testing::encode_jpeg(testing::gradient_rgb(w, h), w, h));
+  }
+  return out;
+}
+
+AugmentOptions imagenet_training(uint64_t seed) {
+  AugmentOptions a;
+  a.enabled = true;
+  a.random_resized_crop = true;
+  a.seed = seed;
+  return a;
+}
+
+// Decodes samples `keys` (sample k's bytes: images[keys[k] % images.size()], label keys[k] % 3).
+Batch decode_batch(BatchDecoder& decoder, const std::vector<Bytes>& images, const std::vector<int64_t>& keys,
+                   int64_t epoch) {
+  Batch batch;
+  decoder.decode(
+      keys, epoch,
+      [&](int64_t k, std::vector<uint8_t>&, int64_t& label) -> const std::vector<uint8_t>& {
+        const int64_t key = keys[static_cast<std::size_t>(k)];
+        label = key % 3;
+        return images[static_cast<std::size_t>(key) % images.size()];
+      },
+      [&](int64_t k) { return "sample " + std::to_string(keys[static_cast<std::size_t>(k)]); }, batch);
+  return batch;
+}
+
+bool same_floats(const Tensor& a, const Tensor& b) {
+  return a.numel() == b.numel() && std::memcmp(a.data<float>(), b.data<float>(), a.nbytes()) == 0;
+}
+
+TEST(JpegOffload, BatchesEqualTheCpuPathAndRefusalsFallBack) {
+  const std::vector<Bytes> images = jpegs(8);
+  for (const AugmentOptions& augment : {imagenet_training(7), AugmentOptions{}}) {  // training and evaluation
+    EncodedImageOptions options = testing::small_images(3);
+    BatchDecoder cpu(options, 3, augment);
+    auto offload = std::make_shared<HostOffload>();
+    offload->refuse = {42, 48};  // images 1 and 4
+    options.offload = offload;
+    BatchDecoder offloaded(options, 3, augment);
+    const std::vector<int64_t> keys = {0, 1, 2, 3, 4, 5, 6, 7};
+    for (int64_t epoch : {0, 3}) {
+      const Batch expected = decode_batch(cpu, images, keys, epoch);
+      const Batch got = decode_batch(offloaded, images, keys, epoch);
+      EXPECT_TRUE(same_floats(expected.images, got.images)) << "epoch " << epoch;
+      EXPECT_EQ(expected.labels, got.labels);
+    }
+    EXPECT_EQ(offloaded.cpu_decoded(), 4);  // 2 refused per batch, 2 batches
+    EXPECT_EQ(offload->seen.size(), 16u);
+    EXPECT_EQ(cpu.cpu_decoded(), 0);
+  }
+}
+
+TEST(JpegOffload, TransformsAreKeyedBySeedEpochAndSampleAlone) {
+  const std::vector<Bytes> images = jpegs(4);
+  EncodedImageOptions options = testing::small_images(3);
+  const AugmentOptions augment = imagenet_training(11);
+  auto offload = std::make_shared<HostOffload>();
+  options.offload = offload;
+  BatchDecoder decoder(options, 3, augment);
+  // The same samples in another order, in another batch: each gets its own box and flip.
+  decode_batch(decoder, images, {0, 1, 2, 3}, 5);
+  decode_batch(decoder, images, {3, 2, 1, 0}, 5);
+  ASSERT_EQ(offload->seen.size(), 8u);
+  for (std::size_t j = 0; j < 4; ++j) {
+    const OffloadJob& first = offload->seen[j];
+    const OffloadJob& again = offload->seen[7 - j];
+    EXPECT_EQ(first.window.clamp, again.window.clamp) << "sample " << j;
+    EXPECT_EQ(first.flip, again.flip);
+    // What the CPU path draws for (seed 11, epoch 5, sample j): RandomResizedCrop, then the flip.
+    std::mt19937_64 rng = sample_rng(11, 5, static_cast<int64_t>(j));
+    const CropBox box = random_resized_crop_box(first.width, first.height, rng, options.crop);
+    EXPECT_EQ(first.window.clamp, box);
+    EXPECT_EQ(first.flip, random_flip(rng));
+    EXPECT_EQ(first.out_w, 16);
+  }
+  // Another epoch draws again.
+  decode_batch(decoder, images, {0, 1, 2, 3}, 6);
+  int moved = 0;
+  for (std::size_t j = 0; j < 4; ++j) moved += !(offload->seen[8 + j].window.clamp == offload->seen[j].window.clamp);
+  EXPECT_GT(moved, 0);
+}
+
+TEST(JpegOffload, PngAndCmykStayOnTheCpu) {
+  std::vector<Bytes> images = jpegs(2);
+  images.push_back(testing::encode_png_rgb(testing::gradient_rgb(24, 20), 24, 20));
+  const Bytes cmyk = testing::make_pixels(26, 20, 4, [](int x, int y, int c) { return (x * 9 + y * 5 + c * 40) % 256; });
+  images.push_back(testing::encode_jpeg(cmyk, 26, 20, TJPF_CMYK, TJSAMP_444));
+  EncodedImageOptions options = testing::small_images(3);
+  BatchDecoder cpu(options, 3, AugmentOptions{});
+  auto offload = std::make_shared<HostOffload>();
+  options.offload = offload;
+  BatchDecoder offloaded(options, 3, AugmentOptions{});
+  const Batch expected = decode_batch(cpu, images, {0, 1, 2, 3}, 0);
+  const Batch got = decode_batch(offloaded, images, {0, 1, 2, 3}, 0);
+  EXPECT_TRUE(same_floats(expected.images, got.images));
+  ASSERT_EQ(offload->seen.size(), 2u);  // the two colour JPEGs only
+  EXPECT_EQ(offloaded.cpu_decoded(), 2);
+}
+
+TEST(JpegOffload, ACorruptJpegIsABadRecord) {
+  const std::vector<Bytes> images = jpegs(4);
+  EncodedImageOptions options = testing::small_images(3);
+  auto offload = std::make_shared<HostOffload>();
+  offload->corrupt = {44};  // image 2
+  options.offload = offload;
+  // data.on_bad_record: abort ends the job naming the sample and the decoder.
+  BatchDecoder aborting(options, 3, AugmentOptions{});
+  testing::expect_input_error([&] { decode_batch(aborting, images, {0, 1, 2, 3}, 0); },
+                              {"sample 2", "corrupt JPEG", "the test's host offload"});
+  // skip: replaced by the batch's first good sample, counted.
+  options.skip_bad_records = true;
+  BatchDecoder skipping(options, 3, AugmentOptions{});
+  const Batch got = decode_batch(skipping, images, {0, 1, 2, 3}, 0);
+  EXPECT_EQ(skipping.skipped(), 1);
+  const int64_t per_image = 3 * 16 * 16;
+  EXPECT_EQ(0, std::memcmp(got.images.data<float>() + 2 * per_image, got.images.data<float>(),
+                           per_image * sizeof(float)));
+  EXPECT_EQ(got.labels[2], got.labels[0]);
+}
+
+// On a GPU: nvJPEG's pixels against the CPU path's on the same crops. JPEG decoders differ in
+// their IDCT and chroma upsampling, and the GPU emulates the CPU's DCT scaling by an area
+// average: a few levels apart at most, on average much less.
+TEST(NvjpegOffload, PixelsMatchTheCpuPathWithinAFewLevels) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU: " << cuda_unavailable_reason();
+  if (!nvjpeg_status().available) GTEST_SKIP() << "no nvJPEG: " << nvjpeg_status().reason;
+  std::vector<Bytes> images;
+  for (int i = 0; i < 6; ++i) {  // photos' sizes and shapes: crops downscale by 1x to 8x
+    const int w = 120 + 97 * i, h = 90 + 61 * i;
+    images.push_back(testing::encode_jpeg(testing::gradient_rgb(w, h), w, h, TJPF_RGB, i % 2 ? TJSAMP_444 : TJSAMP_420, 90));
+  }
+  images.push_back(testing::encode_jpeg(testing::gradient_rgb(64, 48), 64, 48, TJPF_RGB, TJSAMP_420, 90,
+                                        TJFLAG_PROGRESSIVE));  // the hardware decoder refuses it
+  EncodedImageOptions options = testing::small_images(3);
+  options.image_size = 56;
+  options.resize = 64;
+  for (const AugmentOptions& augment : {imagenet_training(3), AugmentOptions{}}) {
+    EncodedImageOptions cpu_options = options;
+    BatchDecoder cpu(cpu_options, 3, augment);
+    options.offload = make_nvjpeg_offload(Device::cuda(0));
+    BatchDecoder gpu(options, 3, augment);
+    const std::vector<int64_t> keys = {0, 1, 2, 3, 4, 5, 6};
+    const Batch expected = decode_batch(cpu, images, keys, 1);
+    const Batch got = decode_batch(gpu, images, keys, 1);
+    ASSERT_EQ(expected.images.numel(), got.images.numel());
+    // Back to 8-bit levels: the normalisation is (x / 255 - 0.5) / 0.25.
+    double worst = 0, total = 0;
+    for (int64_t i = 0; i < got.images.numel(); ++i) {
+      const double levels = std::abs(got.images.data<float>()[i] - expected.images.data<float>()[i]) * 0.25 * 255;
+      worst = std::max(worst, levels);
+      total += levels;
+    }
+    EXPECT_LE(worst, 8.0) << options.offload->describe();
+    EXPECT_LE(total / static_cast<double>(got.images.numel()), 1.0) << options.offload->describe();
+    EXPECT_EQ(expected.labels, got.labels);
+    options.offload = nullptr;
+  }
+}
+
+}  // namespace
+}  // namespace sdp
