@@ -70,8 +70,9 @@ Plan make_plan(const ComputeProfile& compute, const Network& network, const Plan
       return a.algorithm == preferred && b.algorithm != preferred;
     });
     row.job = predict(compute, network, row.topology, setup.job_algorithm, setup.compression, setup.job_bucket_mb);
-    // A tie keeps the job's own setting: nothing to change where nothing is gained.
-    if (row.job.step.step_s <= row.best.step.step_s) row.best = row.job;
+    // The job's own setting stays unless another beats it by more than kMinimumGain: below
+    // that the model's error decides, and a change would buy nothing measurable.
+    if (row.job.step.step_s <= row.best.step.step_s * (1 + kMinimumGain)) row.best = row.job;
     const double global_batch = static_cast<double>(compute.batch_per_rank) * row.topology.ranks();
     row.images_per_s = global_batch / row.best.step.step_s;
     const double per_rank = row.images_per_s / row.topology.ranks();

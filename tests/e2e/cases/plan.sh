@@ -32,7 +32,7 @@ case_plan_instance_costs_json() {
     expect_ok 0 plan $(plan_job 16) --instance p4d.24xlarge --nodes 1,2,8 --steps 3 --warmup 1 --json
     json_check 'd["ranks_per_node"] == 8 and [r["ranks"] for r in d["rows"]] == [8, 16, 64]'
     json_check 'd["rows"][0]["images_per_s"] < d["rows"][1]["images_per_s"] < d["rows"][2]["images_per_s"]'
-    json_check 'all(r["best"]["step_s"] <= min(a["step_s"] for a in r["algorithms"]) + 1e-15 for r in d["rows"])'
+    json_check 'all(r["best"]["step_s"] <= min(a["step_s"] for a in r["algorithms"]) * 1.02 + 1e-15 for r in d["rows"])'
     json_check 'all(r["best"]["step_s"] <= r["job_setting"]["step_s"] + 1e-15 for r in d["rows"])'
     json_check 'all(0 < r["scaling_efficiency"] <= 1.0 + 1e-12 for r in d["rows"])'
     # Cost: the epoch's node-hours at the table's price.
