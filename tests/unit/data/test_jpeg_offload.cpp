@@ -195,6 +195,8 @@ TEST(NvjpegOffload, PixelsMatchTheCpuPathWithinAFewLevels) {
   }
   images.push_back(testing::encode_jpeg(testing::gradient_rgb(64, 48), 64, 48, TJPF_RGB, TJSAMP_420, 90,
                                         TJFLAG_PROGRESSIVE));  // the hardware decoder refuses it
+  const Bytes gray = testing::make_pixels(300, 200, 1, [](int x, int y, int) { return (x * 255 / 299 + y * 255 / 199) / 2; });
+  images.push_back(testing::encode_jpeg(gray, 300, 200, TJPF_GRAY));  // grey, replicated into R, G and B
   EncodedImageOptions options = testing::small_images(3);
   options.image_size = 56;
   options.resize = 64;
@@ -203,7 +205,7 @@ TEST(NvjpegOffload, PixelsMatchTheCpuPathWithinAFewLevels) {
     BatchDecoder cpu(cpu_options, 3, augment);
     options.offload = make_nvjpeg_offload(Device::cuda(0));
     BatchDecoder gpu(options, 3, augment);
-    const std::vector<int64_t> keys = {0, 1, 2, 3, 4, 5, 6};
+    const std::vector<int64_t> keys = {0, 1, 2, 3, 4, 5, 6, 7};
     const Batch expected = decode_batch(cpu, images, keys, 1);
     const Batch got = decode_batch(gpu, images, keys, 1);
     ASSERT_EQ(expected.images.numel(), got.images.numel());
