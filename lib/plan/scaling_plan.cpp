@@ -141,8 +141,8 @@ std::string format_plan(const Plan& plan) {
     out << "\n";
   }
   out << "# scale: images/s per rank against " << plan.rows.front().topology.nodes
-      << " node(s); vs_next: the next best algorithm's step over the best's; vs_job: the job's setting's step over "
-         "the best's\n";
+      << " node(s); vs_next: the next best algorithm's step over the best's (below 1: faster by less than 2 %, too "
+         "little to change the job's setting); vs_job: the job's setting's step over the best's\n";
   if (costs)
     out << "# epoch: " << s.samples_per_epoch << " samples; job: " << s.epochs << " epoch(s)"
         << (s.usd_per_node_hour > 0 ? "" : "; no price: name an --instance for costs") << "\n";

@@ -293,8 +293,10 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
       have_link = true;
       if (ranks_per_node == 0 && type.accelerators > 0) ranks_per_node = type.accelerators;
       plan_setup.assumed.push_back("instance " + type.name + " from " + table.path + " (" + table.source + ", " +
-                                   table.date + ", " + table.region + "): " + std::to_string(type.accelerators) +
-                                   " x " + type.accelerator + ", " + gbit(network.link_bytes_per_s) + " (" +
+                                   table.date + ", " + table.region + "): " +
+                                   (type.accelerators > 0 ? std::to_string(type.accelerators) + " x " + type.accelerator
+                                                          : std::to_string(type.vcpus) + " vCPUs, no GPU") +
+                                   ", " + gbit(network.link_bytes_per_s) + " (" +
                                    std::to_string(static_cast<int>(100 * table.link_efficiency + 0.5)) + " % of " +
                                    std::to_string(static_cast<int>(type.network_gbps)) + " Gbit/s), latency " +
                                    micros(network.latency_s) + ", node AllReduce bus bandwidth " +
