@@ -30,7 +30,7 @@ struct OffloadJob {
 enum class OffloadOutcome : uint8_t {
   kDecoded,  // `out` holds the pixels
   kRefused,  // not for this backend: the CPU decodes it
-  kCorrupt,  // the bytes are bad: a bad record
+  kCorrupt,  // the decoder is sure the bytes are bad: a bad record without a CPU attempt
 };
 
 class JpegOffload {

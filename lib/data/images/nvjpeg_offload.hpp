@@ -5,8 +5,8 @@
 // CPU path does (the DCT scale n/8 the CPU decoder would pick, emulated by an area average,
 // then torchvision's bilinear step), flips it, and the 8-bit RGB comes back to the job's host
 // slot. What the backend does not take (progressive scans on the hardware decoder, 4:1:0
-// and 4:1:1 chroma) is refused and decoded on the CPU; what fails to decode is reported
-// corrupt. libnvjpeg.so.13 (PyPI's nvidia-nvjpeg) is loaded at run time, so a machine without
+// and 4:1:1 chroma) and what it fails to parse or decode is refused: the CPU decodes it, and
+// its decoder decides whether the bytes are bad, as on the CPU path. libnvjpeg.so.13 (PyPI's nvidia-nvjpeg) is loaded at run time, so a machine without
 // it still runs every other path; the build needs nvjpeg.h (scripts/install-deps.sh).
 #pragma once
 

@@ -162,19 +162,17 @@ class NvjpegOffload : public JpegOffload {
       const OffloadJob& job = jobs[i];
       int components = 0, widths[NVJPEG_MAX_COMPONENT] = {}, heights[NVJPEG_MAX_COMPONENT] = {};
       nvjpegChromaSubsampling_t subsampling{};
+      // What nvJPEG cannot parse or decode goes to the CPU, whose decoder decides whether the
+      // bytes are bad (data.on_bad_record), exactly as on the CPU path: libjpeg accepts files
+      // nvJPEG rejects, and its messages name the defect.
       if (a.image_info(handle_, job.data, job.size, &components, &subsampling, widths, heights) !=
-          NVJPEG_STATUS_SUCCESS) {
-        outcomes[i] = OffloadOutcome::kCorrupt;
+          NVJPEG_STATUS_SUCCESS)
         continue;
-      }
       if (widths[0] != job.width || heights[0] != job.height) continue;  // the CPU's reading wins
       if (backend_ == NVJPEG_BACKEND_HARDWARE) {
         int unsupported = 1;
-        if (a.stream_parse(handle_, job.data, job.size, 0, 0, parsed_) != NVJPEG_STATUS_SUCCESS) {
-          outcomes[i] = OffloadOutcome::kCorrupt;
-          continue;
-        }
-        if (a.batched_supported(handle_, parsed_, &unsupported) != NVJPEG_STATUS_SUCCESS || unsupported != 0)
+        if (a.stream_parse(handle_, job.data, job.size, 0, 0, parsed_) != NVJPEG_STATUS_SUCCESS ||
+            a.batched_supported(handle_, parsed_, &unsupported) != NVJPEG_STATUS_SUCCESS || unsupported != 0)
           continue;  // progressive, 4:1:0, 4:1:1: the CPU's
       }
       taken.push_back(i);
@@ -219,10 +217,7 @@ class NvjpegOffload : public JpegOffload {
     int64_t max_pixels = 0;
     for (std::size_t t = 0; t < taken.size(); ++t) {
       const OffloadJob& job = jobs[taken[t]];
-      if (!ok[t]) {
-        outcomes[taken[t]] = OffloadOutcome::kCorrupt;
-        continue;
-      }
+      if (!ok[t]) continue;  // refused: the CPU decodes it, or finds it bad
       WindowResampleJob r;
       plan_window_resample(job.width, job.height, job.window.x, job.window.y, job.window.w, job.window.h,
                            job.window.clamp.x, job.window.clamp.y, job.window.clamp.w, job.window.clamp.h, job.out_w,
