@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <sstream>
 
 #include "config/json_file.hpp"
@@ -67,20 +68,30 @@ ComputeProfile read_compute_profile(const std::string& path) {
   p.optimizer_s = field<double>(doc, "optimizer_s", path);
   p.arena_elements = field<int64_t>(doc, "arena_elements", path);
   p.element_size = field<int64_t>(doc, "element_size", path);
+  // Sizes a model could have (2^40 elements: 4 TiB of f32 gradients), times a step could take.
+  constexpr int64_t kMaxElements = int64_t{1} << 40;
+  const auto time_ok = [](double s) { return std::isfinite(s) && s >= 0 && s < 1e6; };
+  if (p.batch_per_rank < 1 || !time_ok(p.forward_s) || !time_ok(p.backward_s) || p.backward_s <= 0 ||
+      !time_ok(p.optimizer_s) || (p.element_size != 2 && p.element_size != 4) || p.arena_elements < 1 ||
+      p.arena_elements > kMaxElements)
+    throw InputError(path + ": a batch below 1, a time that is negative or not finite, an element size other than 2 or "
+                     "4, or an arena of no or more than 2^40 elements: not a compute profile sdp-train wrote");
   const json params = field<json>(doc, "params", path);
   if (!params.is_array() || params.empty()) throw InputError(path + ": key 'params' must be a non-empty list");
   int64_t end = 0;
   for (std::size_t i = 0; i < params.size(); ++i) {
     const std::string prefix = "params[" + std::to_string(i) + "].";
     ParamExtent extent{field<int64_t>(params[i], "offset", path, prefix), field<int64_t>(params[i], "count", path, prefix)};
-    if (extent.offset < end || extent.count < 1 || extent.offset + extent.count > p.arena_elements)
+    // Bounded first, so that offset + count cannot overflow.
+    if (extent.offset < end || extent.count < 1 || extent.offset > p.arena_elements ||
+        extent.count > p.arena_elements - extent.offset)
       throw InputError(path + ": key '" + prefix + "offset' lies outside the arena or before the previous parameter");
     end = extent.offset + extent.count;
     p.params.push_back(extent);
-    p.ready_s.push_back(field<double>(params[i], "ready_s", path, prefix));
+    const double ready = field<double>(params[i], "ready_s", path, prefix);
+    if (!time_ok(ready)) throw InputError(path + ": key '" + prefix + "ready_s' must be a time >= 0");
+    p.ready_s.push_back(ready);
   }
-  if (p.batch_per_rank < 1 || p.forward_s < 0 || p.backward_s <= 0 || p.optimizer_s < 0 || p.element_size < 1)
-    throw InputError(path + ": a batch below 1 or a negative time: not a compute profile sdp-train wrote");
   return p;
 }
 
@@ -124,9 +135,16 @@ Calibration read_calibration(const std::string& path) {
   c.network.intra = Curve(std::move(points));
   c.convert_measured = field<bool>(convert, "measured", path, "convert.");
   c.network.convert_bytes_per_s = field<double>(convert, "bytes_per_s", path, "convert.");
-  if (c.link_measured && (c.network.link_bytes_per_s <= 0 || c.network.latency_s < 0))
+  const auto positive = [](double v) { return std::isfinite(v) && v > 0; };
+  if (c.link_measured && (!positive(c.network.link_bytes_per_s) || !std::isfinite(c.network.latency_s) ||
+                          c.network.latency_s < 0))
     throw InputError(path + ": key 'link': a measured link needs bytes_per_s > 0 and latency_s >= 0");
-  if (c.network.convert_bytes_per_s <= 0) throw InputError(path + ": key 'convert.bytes_per_s' must be > 0");
+  if (!positive(c.network.convert_bytes_per_s)) throw InputError(path + ": key 'convert.bytes_per_s' must be > 0");
+  if (c.nodes < 1 || c.ranks_per_node < 1 || c.network.intra_ranks < 1)
+    throw InputError(path + ": keys 'nodes', 'ranks_per_node' and 'intra.ranks' must be at least 1");
+  for (const auto& [bytes, seconds] : c.network.intra.points())
+    if (!positive(bytes) || !std::isfinite(seconds) || seconds < 0)
+      throw InputError(path + ": key 'intra.points' must hold [bytes > 0, seconds >= 0] pairs");
   return c;
 }
 
@@ -150,6 +168,8 @@ InstanceTable read_instance_table(const std::string& path) {
     table.date = text(doc, "date", "").as<std::string>();
     table.region = text(doc, "region", "").as<std::string>();
     if (doc["link_efficiency"]) table.link_efficiency = doc["link_efficiency"].as<double>();
+    if (!(table.link_efficiency > 0 && table.link_efficiency <= 1))
+      throw InputError(path + ": key 'link_efficiency' must lie in (0, 1]");
     const YAML::Node types = text(doc, "instances", "");
     if (!types.IsMap() || types.size() == 0) throw InputError(path + ": key 'instances' must map names to types");
     for (const auto& entry : types) {
@@ -165,8 +185,10 @@ InstanceTable read_instance_table(const std::string& path) {
       t.latency_us = text(n, "latency_us", where).as<double>();
       t.node_busbw_gbs = text(n, "node_busbw_gbs", where).as<double>();
       t.usd_per_hour = text(n, "usd_per_hour", where).as<double>();
-      if (t.network_gbps <= 0 || t.node_busbw_gbs <= 0 || t.usd_per_hour < 0 || t.latency_us < 0)
-        throw InputError(path + ": key '" + where + "': network_gbps and node_busbw_gbs must be > 0");
+      if (!(t.network_gbps > 0) || !(t.node_busbw_gbs > 0) || !(t.usd_per_hour >= 0) || !(t.latency_us >= 0) ||
+          !std::isfinite(t.network_gbps + t.node_busbw_gbs + t.usd_per_hour + t.latency_us) || t.accelerators < 0)
+        throw InputError(path + ": key '" + where + "': network_gbps and node_busbw_gbs must be > 0, latency_us and "
+                         "usd_per_hour >= 0, gpus >= 0, all finite");
       table.types.emplace(t.name, t);
     }
   } catch (const YAML::Exception& e) {
