@@ -219,7 +219,16 @@ StartupAllreduce choose_allreduce_at_start(const JobSpec& spec, const World& wor
   PlanCommandOptions measure;
   measure.steps = 5;
   measure.warmup = 2;
-  const ComputeProfile compute = measure_compute(measured, device, world, measure);
+  // A second model beside the job's may not fit a GPU's memory: then the runner's own rules,
+  // on every rank (the failure is agreed), and the log says why.
+  ComputeProfile compute;
+  try {
+    compute = measure_compute(measured, device, world, measure);
+  } catch (const CollectiveFailure& e) {
+    if (e.code() != ExitCode::kRuntime) throw;
+    choice.reason = "the measured steps failed (" + std::string(e.what()) + "): the runner's own rules";
+    return choice;
+  }
 
   plan::PlanSetup setup;
   setup.nodes = {world.nodes()};
