@@ -65,5 +65,9 @@ std::string to_string(const LrScaling& scaling);
 Compression resolve_compression(Compression compression, Precision precision);
 // amp-fp16 and amp-bf16: 16-bit activations (tf32 keeps f32 storage).
 inline bool is_mixed_precision(Precision p) { return p == Precision::kAmpFp16 || p == Precision::kAmpBf16; }
+// tfrecord, tar-shards and image-folder: JPEG/PNG files decoded as batches are made.
+inline bool is_encoded_images(DataFormat f) {
+  return f == DataFormat::kTfrecord || f == DataFormat::kImageFolder || f == DataFormat::kTarShards;
+}
 
 }  // namespace sdp

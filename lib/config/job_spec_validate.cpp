@@ -71,9 +71,7 @@ void check_data_keys(const JobSpec& spec, const RangeChecker& check) {
   check.require(d.resize >= d.image_size, "data.resize",
                 "must be >= data.image_size (" + std::to_string(d.image_size) + "): the centre crop is cut from it");
   check.require(d.workers >= 0, "data.workers", "must be >= 0 (0: the rank's compute threads)");
-  const bool encoded = d.format == DataFormat::kTfrecord || d.format == DataFormat::kTarShards ||
-                       d.format == DataFormat::kImageFolder;
-  check.require(d.decode != DecodeChoice::kGpu || encoded, "data.decode",
+  check.require(d.decode != DecodeChoice::kGpu || is_encoded_images(d.format), "data.decode",
                 "gpu decodes the JPEGs of tfrecord, tar-shards and image-folder; data.format " + to_string(d.format) +
                     " has none (use auto or cpu)");
   check.require(d.shuffle_buffer >= 0, "data.shuffle_buffer", "must be >= 0 records (0: no shuffle buffer)");

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <vector>
 
 #include "core/clock.hpp"
@@ -81,18 +80,11 @@ double convert_rate() {
   return static_cast<double>(count * 4) / samples[samples.size() / 2];
 }
 
-std::string today() {
-  const std::time_t now = std::time(nullptr);
-  char text[16];
-  std::strftime(text, sizeof text, "%Y-%m-%d", std::gmtime(&now));
-  return text;
-}
-
 }  // namespace
 
 Calibration calibrate(const World& world) {
   Calibration c;
-  c.date = today();
+  c.date = utc_date();
   for (const std::string& name : world.node_names()) c.hosts += (c.hosts.empty() ? "" : ",") + name;
   c.nodes = world.nodes();
   c.ranks_per_node = world.local_size();

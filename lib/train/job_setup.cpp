@@ -242,8 +242,7 @@ std::string describe_plan(const JobSetup& setup) {
   if (s.data.format != DataFormat::kSynthetic)
     out << " (train " << s.data.train << ", test " << s.data.test << ")";
   out << "\n";
-  if (s.data.format == DataFormat::kTfrecord || s.data.format == DataFormat::kTarShards ||
-      s.data.format == DataFormat::kImageFolder)
+  if (is_encoded_images(s.data.format))
     out << "  decode       : " << describe_decode(s.data, setup.device.device) << "\n";
   const GlobalBatch batch = global_batch(s, w.size());
   out << "  batch        : " << batch.per_rank << " per rank, " << batch.size() << " global ("

@@ -7,10 +7,9 @@
 #include <random>
 #include <sstream>
 #include <unordered_map>
-#include <unistd.h>
-#include <ctime>
 
 #include "core/clock.hpp"
+#include "core/device_info.hpp"
 #include "core/error.hpp"
 #include "core/floating_point.hpp"
 #include "core/tensor.hpp"
@@ -49,19 +48,6 @@ BenchBatch random_batch(nn::Model& model, int64_t batch, uint64_t seed) {
     model.context().stream->synchronize();
   }
   return out;
-}
-
-std::string host_name() {
-  char name[256] = {};
-  gethostname(name, sizeof name - 1);
-  return name;
-}
-
-std::string today_utc() {
-  const std::time_t now = std::time(nullptr);
-  char text[16];
-  std::strftime(text, sizeof text, "%Y-%m-%d", std::gmtime(&now));
-  return text;
 }
 
 }  // namespace
@@ -151,7 +137,7 @@ LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, 
   compute.precision = result.precision;
   compute.device = result.device;
   compute.measured_on = "measured: " + host_name() + ", " + result.device + ", " + std::to_string(result.threads) +
-                        " thread(s), " + today_utc();
+                        " thread(s), " + utc_date();
   compute.batch_per_rank = batch;
   compute.forward_s = nn::median_seconds(forwards);
   compute.backward_s = nn::median_seconds(backwards);

@@ -70,11 +70,11 @@ std::vector<double> parse_buckets(const std::string& csv) {
 std::vector<AllreduceKind> parse_algorithms(const std::string& csv) {
   std::vector<AllreduceKind> out;
   for (const std::string& item : split_csv(csv)) {
-    if (item == "flat") out.push_back(AllreduceKind::kFlat);
-    else if (item == "ring") out.push_back(AllreduceKind::kRing);
-    else if (item == "hierarchical") out.push_back(AllreduceKind::kHierarchical);
-    else if (item == "auto") out.push_back(AllreduceKind::kAuto);
-    else throw InputError("--algorithms: '" + item + "' is not one of flat, ring, hierarchical, auto");
+    try {
+      out.push_back(parse_choice<AllreduceKind>(item));
+    } catch (const InputError& e) {
+      throw InputError("--algorithms: " + std::string(e.what()));
+    }
   }
   if (out.empty()) throw InputError("--algorithms: give at least one algorithm");
   return out;
@@ -172,11 +172,6 @@ std::string describe_calibration(const plan::Calibration& c) {
   return out.str();
 }
 
-// The candidate bucket sizes of a plan (--bucket-mb's default).
-const std::vector<double> kBucketCandidates = {1, 5, 10, 25, 50, 100, 0};
-const std::vector<AllreduceKind> kAlgorithmCandidates = {AllreduceKind::kFlat, AllreduceKind::kRing,
-                                                         AllreduceKind::kHierarchical};
-
 std::string bucket_words(double mb) {
   if (mb == 0) return "one bucket";
   char text[48];
@@ -233,8 +228,8 @@ StartupAllreduce choose_allreduce_at_start(const JobSpec& spec, const World& wor
   plan::PlanSetup setup;
   setup.nodes = {world.nodes()};
   setup.ranks_per_node = world.local_size();
-  setup.algorithms = auto_algorithm ? kAlgorithmCandidates : std::vector<AllreduceKind>{d.allreduce};
-  setup.bucket_mb = auto_bucket ? kBucketCandidates : std::vector<double>{d.bucket_mb};
+  if (!auto_algorithm) setup.algorithms = {d.allreduce};  // else PlanSetup's candidates
+  if (!auto_bucket) setup.bucket_mb = {d.bucket_mb};
   setup.compression = resolve_compression(d.compression, spec.precision);
   setup.job_algorithm = d.allreduce;
   setup.job_bucket_mb = choice.bucket_mb;
@@ -279,8 +274,8 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
   ComputeProfile compute;
   run_on_all_ranks(world.comm(), [&] {
     plan_setup.nodes = parse_nodes(options.nodes);
-    plan_setup.bucket_mb = parse_buckets(options.buckets);
-    plan_setup.algorithms = parse_algorithms(options.algorithms);
+    if (!options.buckets.empty()) plan_setup.bucket_mb = parse_buckets(options.buckets);
+    if (!options.algorithms.empty()) plan_setup.algorithms = parse_algorithms(options.algorithms);
     if (options.gpus_per_node < 0) throw InputError("--gpus-per-node: must be at least 1");
     const JobSpec& spec = setup.spec;
     plan_setup.compression = resolve_compression(spec.distributed.compression, spec.precision);

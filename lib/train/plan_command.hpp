@@ -27,8 +27,8 @@ struct PlanCommandOptions {
   std::string save_compute;  // write the measured compute profile here
   std::string calibration;   // read this calibration file
   std::string calibrate;     // measure this cluster and write the calibration here (no plan)
-  std::string buckets = "1,5,10,25,50,100,0";
-  std::string algorithms = "flat,ring,hierarchical";
+  std::string buckets;     // "": PlanSetup's candidates (1,5,10,25,50,100,0 MB)
+  std::string algorithms;  // "": PlanSetup's (flat,ring,hierarchical)
   int64_t samples_per_epoch = 0;  // 0: the job's training set
   int64_t steps = 10, warmup = 3;  // of the measured step
   bool json = false;

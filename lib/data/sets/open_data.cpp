@@ -29,10 +29,6 @@ RecordFields record_fields(const DataSpec& d) {
   return f;
 }
 
-bool encoded_images(DataFormat format) {
-  return format == DataFormat::kTfrecord || format == DataFormat::kImageFolder || format == DataFormat::kTarShards;
-}
-
 // Gzip files have no offsets to read records by: such a set is streamed.
 bool has_gzip_tfrecords(const std::string& path) {
   const std::vector<std::string> files = list_data_files(path, "data.format tfrecord");
@@ -115,7 +111,7 @@ DataSplits open_encoded_images(const DataSpec& d, const DataJob& job, const Data
 }  // namespace
 
 DataSplits open_data(const DataSpec& d, const DataJob& job, const DataReaders& readers) {
-  if (encoded_images(d.format)) return open_encoded_images(d, job, readers);
+  if (is_encoded_images(d.format)) return open_encoded_images(d, job, readers);
   // The training split is read first, so that its errors are the ones reported.
   auto in_memory = [](Dataset train, Dataset test) {
     return DataSplits{std::make_unique<DatasetSamples>(std::move(train)),
@@ -145,10 +141,10 @@ DataSplits open_data(const DataSpec& d, const DataJob& job, const DataReaders& r
 AugmentOptions augment_options(const DataSpec& data) {
   AugmentOptions options;
   // Encoded images: auto is ImageNet's RandomResizedCrop + flip; crop-flip and flip are CIFAR's.
-  options.random_resized_crop = encoded_images(data.format) && data.augment == Augmentation::kAuto;
+  options.random_resized_crop = is_encoded_images(data.format) && data.augment == Augmentation::kAuto;
   options.enabled = data.augment == Augmentation::kCropFlip || data.augment == Augmentation::kFlip ||
                     (data.augment == Augmentation::kAuto && data.format == DataFormat::kCifar10) ||
-                    (data.augment == Augmentation::kAuto && encoded_images(data.format));
+                    (data.augment == Augmentation::kAuto && is_encoded_images(data.format));
   if (data.augment == Augmentation::kFlip) options.pad = 0;  // no crop: the image as is, or mirrored
   return options;
 }
