@@ -1,5 +1,7 @@
 #include "core/device_memory.hpp"
 
+#include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -50,11 +52,46 @@ std::shared_ptr<void> allocate_pinned_host(std::size_t bytes) {
   return allocate_host(bytes);
 }
 
+namespace {
+
+struct MemoryCounter {
+  std::atomic<std::size_t> current{0}, peak{0};
+  void add(std::size_t bytes) {
+    const std::size_t now = current.fetch_add(bytes) + bytes;
+    std::size_t seen = peak.load();
+    while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+    }
+  }
+};
+
+MemoryCounter& counter(DeviceKind kind) {
+  static std::array<MemoryCounter, 2> counters;
+  return counters[kind == DeviceKind::kCpu ? 0 : 1];
+}
+
+// `memory`, counted while it lives.
+std::shared_ptr<void> counted(DeviceKind kind, std::size_t bytes, std::shared_ptr<void> memory) {
+  void* address = memory.get();
+  counter(kind).add(bytes);
+  return std::shared_ptr<void>(address, [kind, bytes, memory = std::move(memory)](void*) mutable {
+    memory.reset();
+    counter(kind).current.fetch_sub(bytes);
+  });
+}
+
+}  // namespace
+
+MemoryUse memory_use(DeviceKind kind) {
+  return {counter(kind).current.load(), counter(kind).peak.load()};
+}
+
+void reset_peak_memory(DeviceKind kind) { counter(kind).peak.store(counter(kind).current.load()); }
+
 std::shared_ptr<void> allocate(const Device& device, std::size_t bytes) {
-  if (device.is_cpu()) return allocate_host(bytes);
+  if (device.is_cpu()) return counted(device.kind, bytes, allocate_host(bytes));
   require_device(device, "allocate");
 #ifdef SDP_HAVE_CUDA
-  return cuda_allocate(device.index, bytes);
+  return counted(device.kind, bytes, cuda_allocate(device.index, bytes));
 #else
   return nullptr;  // unreachable: require_device threw
 #endif

@@ -21,6 +21,17 @@ std::shared_ptr<void> allocate_host(std::size_t bytes);
 // aligned host memory otherwise. For the batches a GPU model reads (data/batch.hpp).
 std::shared_ptr<void> allocate_pinned_host(std::size_t bytes);
 
+// What allocate() holds on one kind of device (the CPU, or the GPUs of this process): bytes
+// now, and the most at once since the start or the last reset_peak_memory. Not what a library
+// allocates for itself (cuDNN's and NCCL's own, oneDNN's scratch, the CUDA context): the
+// runner's tensors, arenas and layer buffers.
+struct MemoryUse {
+  std::size_t current = 0;
+  std::size_t peak = 0;
+};
+MemoryUse memory_use(DeviceKind kind);
+void reset_peak_memory(DeviceKind kind);
+
 // zero_bytes and copy_bytes are synchronous: on a GPU they wait for every stream of the device
 // before and after (see device_memory_cuda.cpp), so they are for setup, checkpoints and tests.
 void zero_bytes(const Device& device, void* data, std::size_t bytes);

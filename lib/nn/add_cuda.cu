@@ -24,17 +24,18 @@ TensorDesc AddCuda::configure(const TensorDesc& a, const TensorDesc& b, AddOutpu
   require_cuda_layout(a, "Add");
   require_cuda_layout(b, "Add");
   output_ = output;
-  b_to_a_.configure(b, a);
-  diff_b_.configure(a, b);
+  const bool planned_sum = output == AddOutput::kGradient && ctx_.planned_backward;
+  b_to_a_.configure(b, a, planned_sum);
+  diff_b_.configure(a, b, ctx_.planned_backward);
   out_ = {a, nullptr};
-  if (output_ != AddOutput::kInPlace) out_.data = dst_.reserve(a.device, a.nbytes());
+  if (output_ != AddOutput::kInPlace) dst_.configure(a.device, a.nbytes(), planned_sum);
   diff_b_out_ = {b, nullptr};
   return out_.desc;
 }
 
 const TensorRef& AddCuda::forward(const TensorRef& a, const TensorRef& b) {
   const TensorRef& b_as_a = b_to_a_.convert(ctx_, b);
-  if (output_ == AddOutput::kInPlace) out_.data = a.data;
+  out_.data = output_ == AddOutput::kInPlace ? a.data : dst_.get();
   const int64_t n = a.desc.numel();
   cudaStream_t stream = cuda::stream_of(ctx_);
   cuda::with_storage_type(a.desc.dtype, [&](auto tag) {
@@ -53,9 +54,10 @@ const TensorRef& AddCuda::backward_b(const TensorRef& diff_dst) {
 
 GradientPlan::Buffer* AddCuda::plan_backward_b(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
   plan.read(diff_dst);
-  plan.next();
   // Without a conversion backward_b hands diff_dst itself through.
-  return diff_b_.needed() ? nullptr : diff_dst;
+  GradientPlan::Buffer* diff_b = diff_b_.plan(plan, diff_dst);
+  plan.next();
+  return diff_b;
 }
 
 GradientPlan::Buffer* AddCuda::plan_forward(GradientPlan& plan, GradientPlan::Buffer* a, GradientPlan::Buffer* b) {
@@ -63,8 +65,10 @@ GradientPlan::Buffer* AddCuda::plan_forward(GradientPlan& plan, GradientPlan::Bu
     throw std::logic_error("Add: only a gradient sum (AddOutput::kGradient) is planned");
   plan.read(a);
   plan.read(b);
+  b_to_a_.plan(plan, b);
+  GradientPlan::Buffer* sum = dst_.write(plan);
   plan.next();
-  return nullptr;
+  return sum;
 }
 
 }  // namespace sdp::nn

@@ -1,7 +1,7 @@
 // AddCuda: Add as our own kernel (elementwise_rule.hpp). Operands in plain or channels_last;
 // b is converted to a's layout when they differ, and backward_b converts the gradient back.
-// Every AddOutput mode works; kGradient sums go to this object's own buffer (the plan is
-// told nullptr: a buffer it does not manage), kInPlace writes over a.
+// Every AddOutput mode works; kInPlace writes over a. A kGradient sum and backward_b's
+// conversion are backward's buffers: planned when the model plans (Context::planned_backward).
 #pragma once
 
 #include "nn/add.hpp"
@@ -24,7 +24,7 @@ class AddCuda final : public Add {
   Context& ctx_;
   AddOutput output_ = AddOutput::kActivation;
   CudaLayoutAdapter b_to_a_, diff_b_;
-  CudaBuffer dst_;
+  PlannedCudaBuffer dst_;
   TensorRef out_, diff_b_out_;
 };
 

@@ -40,6 +40,9 @@ class BatchNorm2d : public Layer {
   virtual bool fuse_residual_add_relu(const TensorDesc& /*shortcut*/) { return false; }
   virtual void set_residual(const TensorRef& /*z*/) {}
   virtual const TensorRef& residual_grad() const;
+  // The planned buffer residual_grad() leaves in, as the last plan_backward declared it
+  // (nullptr: the layer's own storage, or no sum fused).
+  virtual GradientPlan::Buffer* planned_residual_grad() const { return nullptr; }
   void report_grads_ready() const { grads_ready(); }
   Param& weight() { return *weight_; }
   Param& bias() { return *bias_; }

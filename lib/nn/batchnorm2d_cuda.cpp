@@ -89,13 +89,14 @@ TensorDesc BatchNorm2dCuda::configure(const TensorDesc& src, bool training) {
     save_mean_.reserve(device, channel_bytes);
     save_inv_var_.reserve(device, channel_bytes);
     // A ReLU cuDNN does not fuse is our kernel with a mask (NCHW, or a fallback on NHWC).
+    const bool planned = ctx_.planned_backward;
     if (options_.fuse_relu && impl_->ops == CUDNN_BATCHNORM_OPS_BN) {
       relu_mask_.reserve(device, static_cast<std::size_t>(plain_src_.numel()));
-      diff_pre_relu_.reserve(device, plain_src_.nbytes());
+      diff_pre_relu_.configure(device, plain_src_.nbytes(), planned);
     }
     // Written even when nobody needs it: cuDNN computes it with the parameter gradients.
-    diff_src_plain_.reserve(device, plain_src_.nbytes());
-    diff_src_out_.configure(plain_src_, src);
+    diff_src_plain_.configure(device, plain_src_.nbytes(), planned);
+    diff_src_out_.configure(plain_src_, src, planned);
   }
   return out_.desc;
 }
@@ -145,7 +146,10 @@ bool BatchNorm2dCuda::fuse_residual_add_relu(const TensorDesc& shortcut) {
   if (!native_nhwc_ || options_.fuse_relu || shortcut != plain_src_) return false;
   choose_fused_operation(true);
   residual_fused_ = impl_->ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
-  if (residual_fused_ && training_) diff_residual_ = {shortcut, diff_z_.reserve(shortcut.device, shortcut.nbytes())};
+  if (residual_fused_ && training_) {
+    diff_residual_ = {shortcut, nullptr};
+    diff_z_.configure(shortcut.device, shortcut.nbytes(), ctx_.planned_backward);
+  }
   return residual_fused_;
 }
 
@@ -215,47 +219,57 @@ const TensorRef& BatchNorm2dCuda::backward(const TensorRef& diff_dst) {
   const float one = 1.0f, zero = 0.0f;
   const void* g = diff_dst.data;  // plain: the layout configure promised for the output
   if (options_.fuse_relu && d.ops == CUDNN_BATCHNORM_OPS_BN) {
-    cuda::relu_backward_from_mask(plain_src_.dtype, relu_mask_.as<const uint8_t>(), g, diff_pre_relu_.get(),
+    void* diff_pre_relu = diff_pre_relu_.get();
+    cuda::relu_backward_from_mask(plain_src_.dtype, relu_mask_.as<const uint8_t>(), g, diff_pre_relu,
                                   plain_src_.numel(), cuda::stream_of(ctx_));
-    g = diff_pre_relu_.get();
+    g = diff_pre_relu;
   }
+  void* dx = diff_src_plain_.get();
   if (native_nhwc_) {
-    backward_native(g);
+    backward_native(g, dx);
   } else {
     // alpha/beta for the data gradient and for the parameter gradients: 1 and 0, overwrite.
     cuda::check_cudnn(cudnnBatchNormalizationBackward(cuda::cudnn_handle(ctx_), CUDNN_BATCHNORM_SPATIAL, &one, &zero,
                                                       &one, &zero, d.x.get(), x_plain_, d.x.get(), g, d.x.get(),
-                                                      diff_src_plain_.get(), d.bn.get(), weight_->value.raw(),
+                                                      dx, d.bn.get(), weight_->value.raw(),
                                                       weight_->grad.raw(), bias_->grad.raw(), options_.eps,
                                                       save_mean_.get(), save_inv_var_.get()),
                       "cudnnBatchNormalizationBackward");
   }
   if (!residual_fused_) grads_ready();  // else the block reports them after its shortcut's
   if (!needs_input_grad_) return none_;
-  diff_src_.data = diff_src_out_.convert(ctx_, {plain_src_, diff_src_plain_.get()}).data;
+  diff_src_.data = diff_src_out_.convert(ctx_, {plain_src_, dx}).data;
   return diff_src_;
 }
 
-void BatchNorm2dCuda::backward_native(const void* diff_dst) {
+void BatchNorm2dCuda::backward_native(const void* diff_dst, void* diff_src) {
   Impl& d = *impl_;
   const float one = 1.0f, zero = 0.0f;
   const bool add = d.ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
   const cuda::Workspace ws = cuda::cudnn_workspace(ctx_);
+  if (add) diff_residual_.data = diff_z_.get();
   cuda::check_cudnn(
       cudnnBatchNormalizationBackwardEx(
           cuda::cudnn_handle(ctx_), d.mode, d.ops, &one, &zero, &one, &zero, d.x.get(), x_plain_, d.x.get(), out_.data,
-          d.x.get(), diff_dst, add ? d.x.get() : nullptr, add ? diff_z_.get() : nullptr, d.x.get(),
-          diff_src_plain_.get(), d.bn.get(), weight_->value.raw(), bias_->value.raw(), weight_->grad.raw(),
+          d.x.get(), diff_dst, add ? d.x.get() : nullptr, add ? diff_residual_.data : nullptr, d.x.get(),
+          diff_src, d.bn.get(), weight_->value.raw(), bias_->value.raw(), weight_->grad.raw(),
           bias_->grad.raw(), options_.eps, save_mean_.get(), save_inv_var_.get(),
           d.ops == CUDNN_BATCHNORM_OPS_BN ? nullptr : d.relu.get(), ws.data, ws.bytes, reserve_.get(),
           d.reserve_bytes),
       "cudnnBatchNormalizationBackwardEx");
 }
 
+// backward in one operation. The input gradient is written even when not needed (see
+// backward); z's gradient, when the sum is fused, outlives it until the block's shortcut reads
+// it (planned_residual_grad).
 GradientPlan::Buffer* BatchNorm2dCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
   plan.read(diff_dst);
+  if (options_.fuse_relu && impl_->ops == CUDNN_BATCHNORM_OPS_BN) diff_pre_relu_.write(plan);
+  GradientPlan::Buffer* dx = diff_src_plain_.write(plan);
+  planned_residual_grad_ = residual_fused_ ? diff_z_.write(plan) : nullptr;
+  GradientPlan::Buffer* diff_src = needs_input_grad_ ? diff_src_out_.plan(plan, dx) : nullptr;
   plan.next();
-  return nullptr;
+  return diff_src;
 }
 
 }  // namespace sdp::nn

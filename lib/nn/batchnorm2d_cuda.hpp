@@ -38,13 +38,14 @@ class BatchNorm2dCuda final : public BatchNorm2d {
   bool fuse_residual_add_relu(const TensorDesc& shortcut) override;
   void set_residual(const TensorRef& z) override { residual_ = z.data; }
   const TensorRef& residual_grad() const override { return diff_residual_; }
+  GradientPlan::Buffer* planned_residual_grad() const override { return planned_residual_grad_; }
 
  private:
   struct Impl;
   // Picks the cuDNN mode and operation (see the header comment) and sizes their buffers.
   void choose_fused_operation(bool with_residual);
   void forward_native();
-  void backward_native(const void* diff_dst);
+  void backward_native(const void* diff_dst, void* diff_src);
 
   std::unique_ptr<Impl> impl_;
   bool training_ = false;
@@ -52,7 +53,9 @@ class BatchNorm2dCuda final : public BatchNorm2d {
   bool residual_fused_ = false;
   TensorDesc plain_src_;
   CudaLayoutAdapter src_to_plain_, diff_src_out_;
-  CudaBuffer dst_, save_mean_, save_inv_var_, relu_mask_, diff_pre_relu_, diff_src_plain_, reserve_, diff_z_;
+  CudaBuffer dst_, save_mean_, save_inv_var_, relu_mask_, reserve_;
+  PlannedCudaBuffer diff_pre_relu_, diff_src_plain_, diff_z_;
+  GradientPlan::Buffer* planned_residual_grad_ = nullptr;
   const void* x_plain_ = nullptr;  // the plain input of the last forward
   const void* residual_ = nullptr;  // z of the next forward (fused residual)
   TensorRef out_, diff_src_, none_, diff_residual_;

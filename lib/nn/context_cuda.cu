@@ -93,17 +93,41 @@ void* CudaBuffer::reserve(const Device& device, std::size_t bytes) {
   return data_.get();
 }
 
-void CudaLayoutAdapter::configure(const TensorDesc& from, const TensorDesc& to) {
+void CudaBuffer::release() {
+  if (!data_) return;
+  cuda::check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // queued work may still read it
+  data_.reset();
+  bytes_ = 0;
+}
+
+void PlannedCudaBuffer::configure(const Device& device, std::size_t bytes, bool planned) {
+  device_ = device;
+  bound_ = nullptr;
+  buffer_.bytes = bytes;
+  buffer_.bind = [this](void* p) { bound_ = p; };
+  if (planned)
+    own_.release();  // the arena replaces it
+  else
+    own_.reserve(device, bytes);
+}
+
+void* PlannedCudaBuffer::get() {
+  if (bound_ != nullptr) return bound_;
+  return own_.reserve(device_, buffer_.bytes);
+}
+
+void CudaLayoutAdapter::configure(const TensorDesc& from, const TensorDesc& to, bool planned) {
   if (from.shape != to.shape || from.dtype != to.dtype) throw std::invalid_argument("CudaLayoutAdapter: " + from.str() + " -> " + to.str());
   require_cuda_layout(from, "CudaLayoutAdapter");
   require_cuda_layout(to, "CudaLayoutAdapter");
   needed_ = from.layout != to.layout;
   out_ = {to, nullptr};
-  if (needed_) out_.data = buffer_.reserve(to.device, to.nbytes());
+  if (needed_) buffer_.configure(to.device, to.nbytes(), planned);
 }
 
 const TensorRef& CudaLayoutAdapter::convert(Context& ctx, const TensorRef& src) {
   if (!needed_) return src;
+  out_.data = buffer_.get();
   convert_layout_cuda(ctx, src, out_);
   return out_;
 }

@@ -13,6 +13,7 @@
 
 #include "core/tensor_desc.hpp"
 #include "nn/context.hpp"
+#include "nn/gradient_plan.hpp"
 
 namespace sdp::nn {
 
@@ -31,6 +32,8 @@ class CudaBuffer {
  public:
   // Makes the buffer hold at least `bytes` on `device`; returns its address.
   void* reserve(const Device& device, std::size_t bytes);
+  // Frees it once the device is idle (a reconfigured layer that no longer needs it).
+  void release();
   void* get() const { return data_.get(); }
   std::size_t bytes() const { return bytes_; }
   template <typename T>
@@ -41,19 +44,47 @@ class CudaBuffer {
   std::size_t bytes_ = 0;
 };
 
+// A buffer backward writes (an input gradient, a fused ReLU's gradient, a gradient sum, a
+// backward layout conversion): the GradientPlan places it in its shared arena when the model
+// plans (Context::planned_backward), otherwise it is the layer's own, allocated at configure
+// as a CudaBuffer. Read its address with get() at each use: the plan binds it after configure.
+class PlannedCudaBuffer {
+ public:
+  // Sizes the buffer and forgets the last plan's binding. Unplanned, it takes its storage now.
+  void configure(const Device& device, std::size_t bytes, bool planned);
+  // Declares a write of this buffer in the current backward operation (nn/gradient_plan.hpp).
+  GradientPlan::Buffer* write(GradientPlan& plan) { return plan.write(&buffer_); }
+  // The plan's address; without one (a planned layer used on its own, as unit tests do) its
+  // own storage, made once.
+  void* get();
+  template <typename T>
+  T* as() { return static_cast<T*>(get()); }
+
+ private:
+  Device device_;
+  void* bound_ = nullptr;
+  CudaBuffer own_;
+  GradientPlan::Buffer buffer_;
+};
+
 // Moves a tensor between a fixed pair of device-neutral layouts on the GPU (the CUDA
 // LayoutAdapter): configure() keeps a buffer only when the layouts differ; convert() fills
-// it on ctx's stream, or returns the input unchanged.
+// it on ctx's stream, or returns the input unchanged. A planned adapter (one backward uses)
+// takes its buffer from the GradientPlan: declare it with plan(), which returns the buffer its
+// output lives in (`input` when no conversion is needed).
 class CudaLayoutAdapter {
  public:
-  void configure(const TensorDesc& from, const TensorDesc& to);
+  void configure(const TensorDesc& from, const TensorDesc& to, bool planned = false);
   bool needed() const { return needed_; }
   const TensorRef& convert(Context& ctx, const TensorRef& src);
+  GradientPlan::Buffer* plan(GradientPlan& plan, GradientPlan::Buffer* input) {
+    return needed_ ? buffer_.write(plan) : input;
+  }
 
  private:
   bool needed_ = false;
   TensorRef out_;
-  CudaBuffer buffer_;
+  PlannedCudaBuffer buffer_;
 };
 
 }  // namespace sdp::nn

@@ -169,11 +169,12 @@ TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
   cuda::reserve_cudnn_workspace(ctx_, d.algos.workspace_bytes);
 
   if (training) {
-    diff_dst_to_plain_.configure(dst, plain_dst_);
-    if (o.fuse_relu) diff_pre_relu_.reserve(device, plain_dst_.nbytes());
+    const bool planned = ctx_.planned_backward;
+    diff_dst_to_plain_.configure(dst, plain_dst_, planned);
+    if (o.fuse_relu) diff_pre_relu_.configure(device, plain_dst_.nbytes(), planned);
     if (needs_input_grad_) {
-      diff_src_plain_.reserve(device, plain_src_.nbytes());
-      diff_src_out_.configure(plain_src_, src);
+      diff_src_plain_.configure(device, plain_src_.nbytes(), planned);
+      diff_src_out_.configure(plain_src_, src, planned);
     }
   }
   return dst;
@@ -229,8 +230,9 @@ const TensorRef& Conv2dCuda::backward(const TensorRef& diff_dst) {
   const bool low_precision = dtype != DType::kF32;
   if (options_.fuse_relu) {
     // ReLU'(pre-activation) == (output > 0): the plain output of forward is all it needs.
-    cuda::relu_backward_from_output(dtype, dst_plain_.get(), g, diff_pre_relu_.get(), plain_dst_.numel(), stream);
-    g = diff_pre_relu_.get();
+    void* diff_pre_relu = diff_pre_relu_.get();
+    cuda::relu_backward_from_output(dtype, dst_plain_.get(), g, diff_pre_relu, plain_dst_.numel(), stream);
+    g = diff_pre_relu;
   }
   // Weight gradient first so the hook can start reducing it while the input gradient runs;
   // beta = 0 overwrites it, as the Layer contract says. Mixed precision: cuDNN writes it in
@@ -260,18 +262,24 @@ const TensorRef& Conv2dCuda::backward(const TensorRef& diff_dst) {
 
   if (!needs_input_grad_) return none_;
   const void* w = low_precision ? d.weight_lp.get() : weight_->value.raw();  // as forward saw it
+  void* dx = diff_src_plain_.get();
   cuda::check_cudnn(cudnnConvolutionBackwardData(handle, &one, d.w.get(), w, d.y.get(), g,
                                                  d.conv.get(), d.algos.backward_data, ws.data, ws.bytes, &zero,
-                                                 d.x.get(), diff_src_plain_.get()),
+                                                 d.x.get(), dx),
                     "cudnnConvolutionBackwardData");
-  diff_src_.data = diff_src_out_.convert(ctx_, {plain_src_, diff_src_plain_.get()}).data;
+  diff_src_.data = diff_src_out_.convert(ctx_, {plain_src_, dx}).data;
   return diff_src_;
 }
 
+// backward in one operation: every buffer it writes lives across all of it.
 GradientPlan::Buffer* Conv2dCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
   plan.read(diff_dst);
+  diff_dst_to_plain_.plan(plan, diff_dst);
+  if (options_.fuse_relu) diff_pre_relu_.write(plan);
+  GradientPlan::Buffer* diff_src = nullptr;
+  if (needs_input_grad_) diff_src = diff_src_out_.plan(plan, diff_src_plain_.write(plan));
   plan.next();
-  return nullptr;
+  return diff_src;
 }
 
 }  // namespace sdp::nn

@@ -28,7 +28,6 @@ class Conv2dCuda final : public Conv2d {
   TensorDesc configure(const TensorDesc& src, bool training) override;
   const TensorRef& forward(const TensorRef& src) override;
   const TensorRef& backward(const TensorRef& diff_dst) override;
-  // Reads diff_dst; every buffer backward writes is this layer's own (nullptr to the plan).
   GradientPlan::Buffer* plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) override;
 
  private:
@@ -38,7 +37,8 @@ class Conv2dCuda final : public Conv2d {
   bool native_nhwc_ = false;  // computes on NHWC as it comes (see the header comment)
   TensorDesc plain_src_, plain_dst_;
   CudaLayoutAdapter src_to_plain_, dst_out_, diff_dst_to_plain_, diff_src_out_;
-  CudaBuffer dst_plain_, diff_pre_relu_, diff_src_plain_;
+  CudaBuffer dst_plain_;
+  PlannedCudaBuffer diff_pre_relu_, diff_src_plain_;
   const void* x_plain_ = nullptr;  // the plain input of the last forward (weight gradient)
   TensorRef out_, diff_src_, none_;
 };

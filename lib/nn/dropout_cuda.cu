@@ -41,7 +41,7 @@ TensorDesc DropoutCuda::configure(const TensorDesc& src, bool training) {
     mask_.resize(n);
     mask_device_.reserve(src.device, n * sizeof(float));
     out_.data = dst_.reserve(src.device, src.nbytes());
-    diff_src_.data = diff_src_buffer_.reserve(src.device, src.nbytes());
+    diff_src_buffer_.configure(src.device, src.nbytes(), ctx_.planned_backward);
   }
   return src;
 }
@@ -70,6 +70,7 @@ const TensorRef& DropoutCuda::backward(const TensorRef& diff_dst) {
     return diff_src_;
   }
   const int64_t n = diff_dst.desc.numel();
+  diff_src_.data = diff_src_buffer_.get();
   apply_mask(diff_dst.desc.dtype, diff_dst.data, mask_device_.as<const float>(), diff_src_.data, n,
              cuda::stream_of(ctx_));
   return diff_src_;
@@ -77,9 +78,10 @@ const TensorRef& DropoutCuda::backward(const TensorRef& diff_dst) {
 
 GradientPlan::Buffer* DropoutCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
   plan.read(diff_dst);
+  GradientPlan::Buffer* diff_src = nullptr;
+  if (needs_input_grad_) diff_src = active() ? diff_src_buffer_.write(plan) : diff_dst;
   plan.next();
-  if (!needs_input_grad_) return nullptr;
-  return active() ? nullptr : diff_dst;
+  return diff_src;
 }
 
 }  // namespace sdp::nn

@@ -23,7 +23,8 @@ class DropoutCuda final : public Dropout {
  private:
   bool active() const { return training_ && p_ > 0.0f; }
 
-  CudaBuffer mask_device_, dst_, diff_src_buffer_;
+  CudaBuffer mask_device_, dst_;
+  PlannedCudaBuffer diff_src_buffer_;
   TensorRef out_, diff_src_, none_;
 };
 

@@ -14,7 +14,7 @@ TensorDesc FlattenCuda::configure(const TensorDesc& src, bool /*training*/) {
   for (std::size_t i = 1; i < src.shape.size(); ++i) features *= src.shape[i];
   plain_src_ = TensorDesc::plain(src.shape, src.device, src.dtype);
   to_plain_.configure(src, plain_src_);
-  from_plain_.configure(plain_src_, src);
+  from_plain_.configure(plain_src_, src, ctx_.planned_backward);  // backward's conversion
   out_ = {TensorDesc::plain({src.shape[0], features}, src.device, src.dtype), nullptr};
   diff_src_ = {src, nullptr};
   none_ = {src, nullptr};
@@ -35,9 +35,9 @@ const TensorRef& FlattenCuda::backward(const TensorRef& diff_dst) {
 
 GradientPlan::Buffer* FlattenCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
   plan.read(diff_dst);
+  GradientPlan::Buffer* diff_src = needs_input_grad_ ? from_plain_.plan(plan, diff_dst) : nullptr;
   plan.next();
-  if (!needs_input_grad_) return nullptr;
-  return from_plain_.needed() ? nullptr : diff_dst;
+  return diff_src;
 }
 
 }  // namespace sdp::nn

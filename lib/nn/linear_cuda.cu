@@ -91,7 +91,7 @@ TensorDesc LinearCuda::configure(const TensorDesc& src, bool training) {
   out_.data = dst_.reserve(src.device, out_.desc.nbytes());
   diff_src_ = {src, nullptr};
   none_ = {src, nullptr};
-  if (training && needs_input_grad_) diff_src_.data = diff_src_buffer_.reserve(src.device, src.nbytes());
+  if (training && needs_input_grad_) diff_src_buffer_.configure(src.device, src.nbytes(), ctx_.planned_backward);
   return out_.desc;
 }
 
@@ -139,6 +139,7 @@ const TensorRef& LinearCuda::backward(const TensorRef& diff_dst) {
   if (!needs_input_grad_) return none_;
   // The weights as forward's GEMM read them (their cast under mixed precision).
   const void* w = dtype == DType::kF32 ? weight_->value.raw() : weight_lp_.get();
+  diff_src_.data = diff_src_buffer_.get();
   gemm(handle, g.input_grad, dtype, w, diff_dst.data, dtype, diff_src_.data, ctx_.rules.tf32,
        "cuBLAS GEMM (Linear input gradient)");
   return diff_src_;
@@ -156,8 +157,9 @@ const void* LinearCuda::weight_values() {
 
 GradientPlan::Buffer* LinearCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
   plan.read(diff_dst);
+  GradientPlan::Buffer* diff_src = needs_input_grad_ ? diff_src_buffer_.write(plan) : nullptr;
   plan.next();
-  return nullptr;
+  return diff_src;
 }
 
 }  // namespace sdp::nn

@@ -27,7 +27,8 @@ class LinearCuda final : public Linear {
 
   bool training_ = false;
   int64_t batch_ = 0;
-  CudaBuffer dst_, diff_src_buffer_, weight_lp_;
+  CudaBuffer dst_, weight_lp_;
+  PlannedCudaBuffer diff_src_buffer_;
   TensorRef src_, out_, diff_src_, none_;
 };
 

@@ -87,8 +87,11 @@ void Model::configure(int64_t batch, bool training) {
   shape.insert(shape.end(), input_shape_.begin(), input_shape_.end());
   input_ = {TensorDesc::plain(shape, ctx_.device, compute_dtype_), nullptr};
   if (input_channels_last()) input_.desc.layout = Layout::kChannelsLast;
-  // The old arena goes first, so it and the new one are never resident together.
+  // The old arena goes first, so it and the new one are never resident together; on a GPU
+  // once the last step's kernels that use it are done.
+  if (plan_.arena_bytes() > 0 && !ctx_.device.is_cpu()) ctx_.stream->synchronize();
   plan_.clear();
+  ctx_.planned_backward = training && plan_enabled_;
   TensorDesc desc = input_.desc;
   for (auto& layer : layers_) desc = layer->configure(desc, training);
   loss_->configure(desc, num_classes_);

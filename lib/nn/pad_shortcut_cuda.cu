@@ -53,8 +53,8 @@ TensorDesc PadShortcutCuda::configure(const TensorDesc& src, bool training) {
   diff_src_ = {src, nullptr};
   none_ = {src, nullptr};
   if (training && needs_input_grad_) {
-    diff_src_plain_.reserve(src.device, plain_src_.nbytes());
-    diff_to_src_.configure(plain_src_, src);
+    diff_src_plain_.configure(src.device, plain_src_.nbytes(), ctx_.planned_backward);
+    diff_to_src_.configure(plain_src_, src, ctx_.planned_backward);
   }
   return out_.desc;
 }
@@ -74,24 +74,25 @@ const TensorRef& PadShortcutCuda::forward(const TensorRef& src) {
 
 const TensorRef& PadShortcutCuda::backward(const TensorRef& diff_dst) {
   if (!needs_input_grad_) return none_;
-  if (!training_ || diff_src_plain_.get() == nullptr)
-    throw std::logic_error("PadShortcut " + name_ + ": backward without a training configure");
+  if (!training_) throw std::logic_error("PadShortcut " + name_ + ": backward without a training configure");
+  void* dx = diff_src_plain_.get();
   const int64_t total = plain_src_.numel();
   cudaStream_t stream = cuda::stream_of(ctx_);
   cuda::with_storage_type(diff_dst.desc.dtype, [&](auto tag) {
     using T = cuda::storage_t<decltype(tag)>;
     pad_shortcut_backward_kernel<T><<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(
-        geometry_, diff_dst.as<const T>(), diff_src_plain_.as<T>());
+        geometry_, diff_dst.as<const T>(), static_cast<T*>(dx));
   });
   cuda::check_launch("pad_shortcut_backward_kernel");
-  diff_src_.data = diff_to_src_.convert(ctx_, {plain_src_, diff_src_plain_.get()}).data;
+  diff_src_.data = diff_to_src_.convert(ctx_, {plain_src_, dx}).data;
   return diff_src_;
 }
 
 GradientPlan::Buffer* PadShortcutCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
   plan.read(diff_dst);
+  GradientPlan::Buffer* diff_src = needs_input_grad_ ? diff_to_src_.plan(plan, diff_src_plain_.write(plan)) : nullptr;
   plan.next();
-  return nullptr;
+  return diff_src;
 }
 
 }  // namespace sdp::nn

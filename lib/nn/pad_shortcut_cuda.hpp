@@ -22,7 +22,8 @@ class PadShortcutCuda final : public PadShortcut {
   PadShortcutGeometry geometry_{};
   bool training_ = false;
   CudaLayoutAdapter src_to_plain_, diff_to_src_;
-  CudaBuffer dst_, diff_src_plain_;
+  CudaBuffer dst_;
+  PlannedCudaBuffer diff_src_plain_;
   TensorDesc plain_src_;
   TensorRef out_, diff_src_, none_;
 };

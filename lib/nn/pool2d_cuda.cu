@@ -106,9 +106,10 @@ TensorDesc Pool2dCuda::configure(const TensorDesc& src, bool training) {
     cuda::cudnn_handle(ctx_);  // created here, not in the step loop
   }
   if (training && needs_input_grad_) {
-    diff_dst_to_plain_.configure(dst, plain_dst_);
-    diff_src_plain_.reserve(device, plain_src_.nbytes());
-    diff_src_out_.configure(plain_src_, src);
+    const bool planned = ctx_.planned_backward;
+    diff_dst_to_plain_.configure(dst, plain_dst_, planned);
+    diff_src_plain_.configure(device, plain_src_.nbytes(), planned);
+    diff_src_out_.configure(plain_src_, src, planned);
   }
   return dst;
 }
@@ -148,9 +149,10 @@ const TensorRef& Pool2dCuda::backward(const TensorRef& diff_dst) {
   if (!needs_input_grad_) return none_;
   Impl& d = *impl_;
   const void* g = diff_dst_to_plain_.convert(ctx_, diff_dst).data;
+  void* dx = diff_src_plain_.get();
   if (native_nhwc_ && options_.kind == PoolKind::kGlobalAvg) {
     const Shape& in = plain_src_.shape;
-    cuda::global_avg_pool_nhwc_backward(plain_src_.dtype, g, diff_src_plain_.get(), in[0], in[2] * in[3], in[1],
+    cuda::global_avg_pool_nhwc_backward(plain_src_.dtype, g, dx, in[0], in[2] * in[3], in[1],
                                         cuda::stream_of(ctx_));
   } else if (options_.kind == PoolKind::kMax) {
     // Every element of dx is written (0 where no window chose it): no clearing pass.
@@ -163,24 +165,29 @@ const TensorRef& Pool2dCuda::backward(const TensorRef& diff_dst) {
       kernel<<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(d.geometry, dst_plain_.as<const T>(),
                                                                    static_cast<const T*>(g),
                                                                    argmax_.as<const int32_t>(),
-                                                                   diff_src_plain_.as<T>(), options_.fuse_relu);
+                                                                   static_cast<T*>(dx), options_.fuse_relu);
     });
     cuda::check_launch("max_pool_backward_kernel");
   } else {
     const float one = 1.0f, zero = 0.0f;
     cuda::check_cudnn(cudnnPoolingBackward(cuda::cudnn_handle(ctx_), d.pool.get(), &one, d.y.get(),
                                            dst_plain_.get(), d.y.get(), g, d.x.get(), x_plain_, &zero, d.x.get(),
-                                           diff_src_plain_.get()),
+                                           dx),
                       "cudnnPoolingBackward");
   }
-  diff_src_.data = diff_src_out_.convert(ctx_, {plain_src_, diff_src_plain_.get()}).data;
+  diff_src_.data = diff_src_out_.convert(ctx_, {plain_src_, dx}).data;
   return diff_src_;
 }
 
 GradientPlan::Buffer* Pool2dCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
   plan.read(diff_dst);
+  GradientPlan::Buffer* diff_src = nullptr;
+  if (needs_input_grad_) {
+    diff_dst_to_plain_.plan(plan, diff_dst);
+    diff_src = diff_src_out_.plan(plan, diff_src_plain_.write(plan));
+  }
   plan.next();
-  return nullptr;
+  return diff_src;
 }
 
 }  // namespace sdp::nn

@@ -40,7 +40,8 @@ class Pool2dCuda final : public Pool2d {
   int64_t kernel_ = 0, stride_ = 1, padding_ = 0;
   TensorDesc plain_src_, plain_dst_;
   CudaLayoutAdapter src_to_plain_, dst_out_, diff_dst_to_plain_, diff_src_out_;
-  CudaBuffer dst_plain_, argmax_, diff_src_plain_;
+  CudaBuffer dst_plain_, argmax_;
+  PlannedCudaBuffer diff_src_plain_;
   const void* x_plain_ = nullptr;
   TensorRef out_, diff_src_, none_;
 };

@@ -91,7 +91,7 @@ TensorDesc ReLUCuda::configure(const TensorDesc& src, bool training) {
   if (!configured_in_place_) out_.data = dst_.reserve(src.device, src.nbytes());
   diff_src_ = {src, nullptr};
   none_ = {src, nullptr};
-  if (training && needs_input_grad_) diff_src_.data = diff_src_buffer_.reserve(src.device, src.nbytes());
+  if (training && needs_input_grad_) diff_src_buffer_.configure(src.device, src.nbytes(), ctx_.planned_backward);
   return src;
 }
 
@@ -110,8 +110,8 @@ const TensorRef& ReLUCuda::forward(const TensorRef& src) {
 
 const TensorRef& ReLUCuda::backward(const TensorRef& diff_dst) {
   if (!needs_input_grad_) return none_;
-  if (!training_ || diff_src_.empty())
-    throw std::logic_error("ReLU " + name_ + ": backward without a training configure");
+  if (!training_) throw std::logic_error("ReLU " + name_ + ": backward without a training configure");
+  diff_src_.data = diff_src_buffer_.get();
   cuda::relu_backward_from_output(diff_dst.desc.dtype, out_.data, diff_dst.data, diff_src_.data,
                                   diff_dst.desc.numel(), cuda::stream_of(ctx_));
   return diff_src_;
@@ -119,8 +119,9 @@ const TensorRef& ReLUCuda::backward(const TensorRef& diff_dst) {
 
 GradientPlan::Buffer* ReLUCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
   plan.read(diff_dst);
+  GradientPlan::Buffer* diff_src = needs_input_grad_ ? diff_src_buffer_.write(plan) : nullptr;
   plan.next();
-  return nullptr;
+  return diff_src;
 }
 
 }  // namespace sdp::nn

@@ -22,7 +22,8 @@ class ReLUCuda final : public ReLU {
  private:
   bool training_ = false;
   bool configured_in_place_ = false;
-  CudaBuffer dst_, diff_src_buffer_;
+  CudaBuffer dst_;
+  PlannedCudaBuffer diff_src_buffer_;
   TensorRef out_, diff_src_, none_;
 };
 

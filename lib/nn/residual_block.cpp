@@ -111,9 +111,9 @@ const TensorRef& ResidualBlock::backward_fused(const TensorRef& diff_dst) {
 // the shortcut's result stays alive across the whole branch until the sum reads it.
 GradientPlan::Buffer* ResidualBlock::plan_backward(GradientPlan& plan,
                                                    GradientPlan::Buffer* diff_dst) {
-  if (fused_ != nullptr) {  // backward_fused's sequence; z's gradient is the BatchNorm's own buffer
+  if (fused_ != nullptr) {  // backward_fused's sequence; the BatchNorm writes z's gradient too
     GradientPlan::Buffer* db = branch_.back()->plan_backward(plan, diff_dst);
-    GradientPlan::Buffer* ds = nullptr;
+    GradientPlan::Buffer* ds = fused_->planned_residual_grad();
     for (auto it = shortcut_.rbegin(); it != shortcut_.rend(); ++it) ds = (*it)->plan_backward(plan, ds);
     for (auto it = std::next(branch_.rbegin()); it != branch_.rend(); ++it) db = (*it)->plan_backward(plan, db);
     if (!needs_input_grad_) return nullptr;

@@ -10,6 +10,7 @@
 
 #include "core/clock.hpp"
 #include "core/device_info.hpp"
+#include "core/device_memory.hpp"
 #include "core/error.hpp"
 #include "core/floating_point.hpp"
 #include "core/tensor.hpp"
@@ -48,6 +49,24 @@ BenchBatch random_batch(nn::Model& model, int64_t batch, uint64_t seed) {
     model.context().stream->synchronize();
   }
   return out;
+}
+
+// The memory line: backward's gradient buffers (one arena, or each layer's own) and, on a GPU,
+// the most device memory the runner's allocations held at once.
+std::string describe_memory_use(const JobSpec& spec, const nn::Model& model) {
+  const nn::GradientPlan& plan = model.gradient_plan();
+  const auto mb = [](std::size_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f MB", static_cast<double>(bytes) / (1 << 20));
+    return std::string(text);
+  };
+  std::string line = "gradient buffers ";
+  if (shares_gradient_buffers(spec, model.device()))
+    line += "shared, " + mb(plan.arena_bytes()) + " in one arena for " + mb(plan.separate_bytes()) + " of buffers";
+  else
+    line += "per_layer (model.gradient_buffers)";
+  if (model.device().is_cuda()) line += "; GPU peak " + mb(memory_use(DeviceKind::kCuda).peak) + " allocated by sdp-train";
+  return line;
 }
 
 }  // namespace
@@ -119,6 +138,7 @@ LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, 
   result.precision = to_string(spec.precision);
   result.layout = describe_memory_format(spec, device);
   result.math = describe_compute_rules(spec, device);
+  result.memory = describe_memory_use(spec, *model);
   result.optimizer = optimizer->name();
   result.batch = batch;
   result.threads = nn::num_threads();
@@ -172,7 +192,7 @@ std::string format_layer_bench(const LayerBenchResult& r) {
                 r.model.c_str(), r.device.c_str(), r.precision.c_str(), static_cast<long long>(r.batch), r.threads,
                 r.optimizer.c_str(), static_cast<long long>(r.options.steps), static_cast<long long>(r.options.warmup));
   out << line;
-  out << "# layout: " << r.layout << "\n# math: " << r.math << "\n";
+  out << "# layout: " << r.layout << "\n# math: " << r.math << "\n# memory: " << r.memory << "\n";
   std::snprintf(line, sizeof line,
                 "# step %.3f ms (%.0f images/s); with the events %.3f ms: layers %.3f ms + optimizer %.3f ms + "
                 "the rest %.3f ms\n",

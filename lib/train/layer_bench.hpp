@@ -30,6 +30,9 @@ struct LayerBenchRow {
 struct LayerBenchResult {
   std::string model, device, precision, optimizer;
   std::string layout, math;  // the plan's lines: which layout, and which math and algorithm rules
+  // Where the memory went: backward's gradient buffers (model.gradient_buffers) and, on a GPU,
+  // the runner's peak device allocation over the benchmark.
+  std::string memory;
   int64_t batch = 0;
   int threads = 0;
   LayerBenchOptions options;

@@ -115,6 +115,8 @@ void StepLog::done(const TrainResult& result, bool evaluated_last) {
   if (spec_.data.decode == DecodeChoice::kGpu)
     summary.push_back({"cpu_decoded_images", static_cast<double>(result.cpu_decoded_samples)});
   if (evaluated_last) summary.push_back({"test_accuracy", result.test_accuracy});
+  if (result.gpu_memory_peak_bytes > 0)
+    summary.push_back({"gpu_memory_peak_mb", static_cast<double>(result.gpu_memory_peak_bytes) / (1 << 20)});
   metrics_.emit("done", "done", summary);
 }
 

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/clock.hpp"
+#include "core/device_memory.hpp"
 #include "core/error.hpp"
 #include "core/floating_point.hpp"
 #include "core/log.hpp"
@@ -252,6 +253,7 @@ void Trainer::run_epoch(int64_t epoch) {
   result_.data_wait_seconds += loader.wait_seconds();  // start() begins each iteration at 0
   result_.skipped_samples = loader.skipped_samples();
   result_.cpu_decoded_samples = loader.cpu_decoded_samples();
+  if (parts_.model->device().is_cuda()) result_.gpu_memory_peak_bytes = memory_use(DeviceKind::kCuda).peak;
 }
 
 const Batch* Trainer::next_batch(Clock::time_point since) {

@@ -205,6 +205,17 @@ case_err_channels_last_needs_16_bit() {
     expect_error 2 "bad2.yaml:1: key 'model.memory_format': unknown value 'nhwc'" validate --config "$cfg"
 }
 
+case_gradient_buffers_choice() {
+    # model.gradient_buffers: the plan says which way backward's buffers go; a bad value names
+    # the key and its choices (exit 2).
+    expect_ok 0 validate --config "$SRC/configs/quickstart.yaml"
+    grep -q '^  gradients    : shared (auto): ' "$WORK/out" || fail "the plan does not say the CPU shares gradient buffers"
+    expect_ok 0 validate --config "$SRC/configs/quickstart.yaml" --set model.gradient_buffers=per_layer
+    grep -q '^  gradients    : per_layer: every layer keeps its own' "$WORK/out" || fail "per_layer is not taken"
+    cfg=$(yaml bad.yaml 'model: {gradient_buffers: pooled}\n')
+    expect_error 2 "bad.yaml:1: key 'model.gradient_buffers': unknown value 'pooled'" validate --config "$cfg"
+}
+
 case_err_unknown_model() {
     cfg=$(yaml bad.yaml 'model: {name: resnet21}\n')
     expect_error 2 "bad.yaml:1: key 'model.name': unknown value 'resnet21'.*did you mean" validate --config "$cfg"

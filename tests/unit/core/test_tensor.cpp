@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/device_memory.hpp"
 #include "core/error.hpp"
 #include "core/parameter_store.hpp"
 #include "core/tensor.hpp"
@@ -97,6 +98,32 @@ TEST(Tensor, ScaleMultipliesEveryElement) {
   }
   Tensor half({4}, DType::kF16);
   EXPECT_THROW(half.scale(2.0f), std::invalid_argument);
+}
+
+// memory_use is what the GPU summary reports (gpu_memory_peak_mb): it must follow every
+// allocation and free through allocate(), Tensors included, and keep the high-water mark.
+TEST(DeviceMemory, UseFollowsAllocationsAndKeepsThePeak) {
+  const MemoryUse before = memory_use(DeviceKind::kCpu);
+  reset_peak_memory(DeviceKind::kCpu);
+  EXPECT_EQ(memory_use(DeviceKind::kCpu).peak, before.current);
+  {
+    std::shared_ptr<void> a = allocate(Device::cpu(), 1 << 20);
+    EXPECT_EQ(memory_use(DeviceKind::kCpu).current, before.current + (1 << 20));
+    {
+      Tensor t({256, 1024});  // 1 MiB of floats
+      EXPECT_EQ(memory_use(DeviceKind::kCpu).current, before.current + (2 << 20));
+    }
+    EXPECT_EQ(memory_use(DeviceKind::kCpu).current, before.current + (1 << 20)) << "the tensor's bytes came back";
+    std::shared_ptr<void> copy = a;  // the last copy frees it
+    a.reset();
+    EXPECT_EQ(memory_use(DeviceKind::kCpu).current, before.current + (1 << 20));
+  }
+  const MemoryUse after = memory_use(DeviceKind::kCpu);
+  EXPECT_EQ(after.current, before.current);
+  EXPECT_EQ(after.peak, before.current + (2 << 20));
+  EXPECT_EQ(memory_use(DeviceKind::kCuda).current, 0u) << "host allocations are not the GPU's";
+  reset_peak_memory(DeviceKind::kCpu);
+  EXPECT_EQ(memory_use(DeviceKind::kCpu).peak, before.current);
 }
 
 TEST(DeviceMemory, PinnedHostMemoryIsZeroedAndWritable) {

@@ -14,10 +14,12 @@
 #include "grad_check.hpp"
 #include "nn/batchnorm2d.hpp"
 #include "nn/conv2d.hpp"
+#include "nn/dropout.hpp"
 #include "nn/flatten.hpp"
 #include "nn/linear.hpp"
 #include "nn/model.hpp"
 #include "nn/pool2d.hpp"
+#include "nn/relu.hpp"
 #include "nn/residual_block.hpp"
 
 #define SKIP_WITHOUT_GPU()                                                  \
@@ -69,6 +71,35 @@ inline std::unique_ptr<Model> tiny_resnet(Device device) {
   m->add<Pool2d>("avgpool", global_avg_pool());
   m->add<Flatten>("flatten");
   m->add<Linear>("fc", LinearOptions{16, 5, true});
+  m->build();
+  return m;
+}
+
+// Bottleneck blocks (ResNet-50's), with a projection and an identity shortcut: on the
+// channels_last path each block's last BatchNorm fuses the sum and the ReLU. [N, 3, 16, 16], 6 classes.
+inline std::unique_ptr<Model> bottleneck_resnet(Device device) {
+  auto m = std::make_unique<Model>("bottleneck", Shape{3, 16, 16}, 6, /*seed=*/11, device);
+  m->add<Conv2d>("conv1", Conv2dOptions{3, 16, 7, 2, 3, false, false});
+  m->add<BatchNorm2d>("bn1", BatchNorm2dOptions{16, 1e-5f, 0.1f, true});
+  m->add<Pool2d>("maxpool", max_pool(3, 2, 1));
+  m->add(make_bottleneck_block(m->context(), "layer1.0", 16, 8, 1));
+  m->add(make_bottleneck_block(m->context(), "layer1.1", 32, 8, 1));
+  m->add(make_bottleneck_block(m->context(), "layer2.0", 32, 16, 2));
+  m->add<Pool2d>("avgpool", global_avg_pool());
+  m->add<Flatten>("flatten");
+  m->add<Linear>("fc", LinearOptions{64, 6, true});
+  m->build();
+  return m;
+}
+
+// [N, 1, 8, 8] -> flatten -> linear 48 -> relu -> dropout 0.2 -> linear 10.
+inline std::unique_ptr<Model> mlp_with_dropout(Device device) {
+  auto m = std::make_unique<Model>("mlp", Shape{1, 8, 8}, 10, /*seed=*/3, device);
+  m->add<Flatten>("flatten");
+  m->add<Linear>("fc1", LinearOptions{64, 48, true});
+  m->add<ReLU>("relu");
+  m->add<Dropout>("drop", 0.2f);
+  m->add<Linear>("fc2", LinearOptions{48, 10, true});
   m->build();
   return m;
 }

@@ -226,20 +226,7 @@ TEST_P(AmpVsCpu, TinyResNetLossAndGradients) {
 // to NCHW's error (a wrong index or fusion is off by 1 or more) within loose absolute bounds.
 TEST_P(AmpVsCpu, BottleneckResNetChannelsLast) {
   SKIP_WITHOUT_GPU();
-  auto build = [](Device device) {
-    auto m = std::make_unique<Model>("bottleneck", Shape{3, 16, 16}, 6, /*seed=*/11, device);
-    m->add<Conv2d>("conv1", Conv2dOptions{3, 16, 7, 2, 3, false, false});
-    m->add<BatchNorm2d>("bn1", BatchNorm2dOptions{16, 1e-5f, 0.1f, true});
-    m->add<Pool2d>("maxpool", max_pool(3, 2, 1));
-    m->add(make_bottleneck_block(m->context(), "layer1.0", 16, 8, 1));
-    m->add(make_bottleneck_block(m->context(), "layer1.1", 32, 8, 1));
-    m->add(make_bottleneck_block(m->context(), "layer2.0", 32, 16, 2));
-    m->add<Pool2d>("avgpool", global_avg_pool());
-    m->add<Flatten>("flatten");
-    m->add<Linear>("fc", LinearOptions{64, 6, true});
-    m->build();
-    return m;
-  };
+  const auto build = [](Device device) { return testing::bottleneck_resnet(device); };
   const DType dt = GetParam();
   const double whole = dt == DType::kF16 ? 0.2 : 0.45, param = dt == DType::kF16 ? 0.3 : 0.6;
   const double nchw = compare_amp_model(dt, build, false, {3, 16, 16}, 6, whole, param);
@@ -303,18 +290,8 @@ TEST(Tf32VsCpu, DefaultRulesStayF32) {
 TEST_P(AmpVsCpu, MlpWithDropout) {
   SKIP_WITHOUT_GPU();
   const DType dt = GetParam();
-  auto build = [](Device device) {
-    auto m = std::make_unique<Model>("mlp", Shape{1, 8, 8}, 10, /*seed=*/3, device);
-    m->add<Flatten>("flatten");
-    m->add<Linear>("fc1", LinearOptions{64, 48, true});
-    m->add<ReLU>("relu");
-    m->add<Dropout>("drop", 0.2f);
-    m->add<Linear>("fc2", LinearOptions{48, 10, true});
-    m->build();
-    return m;
-  };
-  auto cpu = build(Device::cpu());
-  auto gpu = build(Device::cuda(0));
+  auto cpu = testing::mlp_with_dropout(Device::cpu());
+  auto gpu = testing::mlp_with_dropout(Device::cuda(0));
   gpu->set_compute_dtype(dt);
   const int n = 32;
   Tensor x({n, 1, 8, 8});

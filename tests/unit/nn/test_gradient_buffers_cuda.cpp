@@ -1,0 +1,104 @@
+// model.gradient_buffers: shared on the GPU. The CUDA layers leave backward's buffers (input
+// gradients, fused ReLUs' gradients, the residual sum's gradient, gradient sums, backward
+// layout conversions) to the model's GradientPlan, which reuses each once its consumer has
+// read it. The same model with every buffer its own (per_layer, the path before) must give
+// bit-identical losses and gradients, step after step: a buffer reused while a later kernel
+// still reads it would change them. Every GPU layer kind is covered (the tiny ResNet: conv,
+// BatchNorm with its ReLU, max and global-average pooling, both shortcut kinds, flatten,
+// linear; the bottleneck model: BatchNorm fused with the block's sum; the MLP: dropout), in
+// f32 NCHW and in 16 bits, NCHW and channels_last. Skipped with "no CUDA device" without a GPU.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device_memory.hpp"
+#include "device_compare.hpp"
+
+namespace sdp::nn {
+namespace {
+
+struct Case {
+  std::string name;
+  std::function<std::unique_ptr<Model>(Device)> build;
+  Shape image;
+  int classes;
+};
+
+std::vector<Case> cases() {
+  return {{"tiny resnet", [](Device d) { return testing::tiny_resnet(d); }, {3, 8, 8}, 5},
+          {"bottleneck resnet", [](Device d) { return testing::bottleneck_resnet(d); }, {3, 16, 16}, 6},
+          {"mlp with dropout", [](Device d) { return testing::mlp_with_dropout(d); }, {1, 8, 8}, 10}};
+}
+
+void expect_shared_matches_per_layer(const Case& c, DType dtype, bool channels_last) {
+  const std::string what = c.name + " " + dtype_name(dtype) + (channels_last ? " channels_last" : " nchw");
+  auto shared = c.build(Device::cuda(0));
+  auto own = c.build(Device::cuda(0));
+  own->set_gradient_plan_enabled(false);
+  for (Model* m : {shared.get(), own.get()}) {
+    m->set_compute_dtype(dtype);
+    m->set_channels_last(channels_last);
+  }
+  const int n = 8;
+  const int64_t per_image = c.image[0] * c.image[1] * c.image[2];
+  for (int step = 0; step < 3; ++step) {
+    Tensor x({n, c.image[0], c.image[1], c.image[2]});
+    testing::set_values(x, testing::random_vector(n * per_image, 50 + step));
+    std::vector<int32_t> labels(n);
+    for (int i = 0; i < n; ++i) labels[i] = (i + step) % c.classes;
+    EXPECT_EQ(shared->forward(x, labels.data(), true), own->forward(x, labels.data(), true)) << what << " step " << step;
+    shared->backward();
+    own->backward();
+    EXPECT_EQ(testing::host_values(shared->store().grad_arena()), testing::host_values(own->store().grad_arena()))
+        << what << " step " << step;
+  }
+  const GradientPlan& plan = shared->gradient_plan();
+  std::cout << "  " << what << ": " << plan.buffer_count() << " buffers, " << plan.arena_bytes() << " bytes shared for "
+            << plan.separate_bytes() << "\n";
+  EXPECT_EQ(own->gradient_plan().buffer_count(), 0u) << what << ": per_layer plans nothing";
+  EXPECT_GT(plan.buffer_count(), 2u) << what;
+  EXPECT_LT(plan.arena_bytes(), plan.separate_bytes()) << what << ": sharing saved nothing";
+}
+
+TEST(GradientBuffersOnGpu, SharedGiveTheBitsOfPerLayer) {
+  SKIP_WITHOUT_GPU();
+  for (const Case& c : cases()) {
+    expect_shared_matches_per_layer(c, DType::kF32, false);
+    for (DType dtype : {DType::kF16, DType::kBF16})
+      for (bool channels_last : {false, true}) expect_shared_matches_per_layer(c, dtype, channels_last);
+  }
+}
+
+// What the arena saves shows in the device memory the runner holds: a deeper model's shared
+// buffers take well under half of per_layer's, and its peak allocation falls with them.
+TEST(GradientBuffersOnGpu, SharedBuffersLowerThePeak) {
+  SKIP_WITHOUT_GPU();
+  const auto peak_of_a_step = [](bool shared) {
+    const std::size_t before = memory_use(DeviceKind::kCuda).current;
+    reset_peak_memory(DeviceKind::kCuda);
+    auto m = testing::bottleneck_resnet(Device::cuda(0));
+    m->set_gradient_plan_enabled(shared);
+    m->set_compute_dtype(DType::kF16);
+    m->set_channels_last(true);
+    Tensor x({32, 3, 16, 16});
+    testing::set_values(x, testing::random_vector(32 * 768, 7));
+    std::vector<int32_t> labels(32, 1);
+    m->forward(x, labels.data(), true);
+    m->backward();
+    if (shared)
+      EXPECT_LT(2 * m->gradient_plan().arena_bytes(), m->gradient_plan().separate_bytes())
+          << "the bottleneck model's shared buffers";
+    return memory_use(DeviceKind::kCuda).peak - before;
+  };
+  const std::size_t per_layer = peak_of_a_step(false), shared = peak_of_a_step(true);
+  std::cout << "  bottleneck f16 channels_last, batch 32: peak " << per_layer << " bytes per_layer, " << shared
+            << " shared\n";
+  EXPECT_LT(shared, per_layer);
+}
+
+}  // namespace
+}  // namespace sdp::nn
