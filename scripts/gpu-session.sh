@@ -23,8 +23,8 @@
 #                 the 16-bit channels_last path (model.memory_format): ResNet-50's step layer
 #                 by layer in amp-fp16 and amp-bf16, NCHW against channels_last; its training
 #                 rate and peak GPU memory (nvidia-smi, sampled) in each layout
-#         memory  model.gradient_buffers: ResNet-50 amp-fp16 channels_last b256 training with
-#                 per_layer and with shared gradient buffers: peak GPU memory (nvidia-smi, and
+#         memory  model.memory_plan: ResNet-50 amp-fp16 channels_last b256 training with
+#                 per_layer and with the shared memory plan: peak GPU memory (nvidia-smi, and
 #                 the runner's own allocations: gpu_memory_peak_mb) and rate; bench layers' memory line
 #         train-amp-channels-last
 #                 ResNet-50 amp-fp16 channels_last against PyTorch channels_last, eager and
@@ -174,18 +174,18 @@ stage_channels_last() {
   done
 }
 
-# model.gradient_buffers (issue #34 item 3: peak memory against PyTorch channels_last amp's
+# model.memory_plan (issue #34 item 3: peak memory against PyTorch channels_last amp's
 # 11.0 GB): the same training with each layer's own backward buffers and with one shared arena.
 stage_memory() {
   local bin=$BUNDLE/sdp-train b
   for b in per_layer shared; do
     step "bench-layers-resnet50-amp-fp16-$b" "$bin" bench layers --config configs/resnet50-synthetic-bench.yaml \
       --set data.batch_size=256 --set data.synthetic.train_samples=256 --set device=cuda --set precision=amp-fp16 \
-      --set model.gradient_buffers=$b --steps 10
+      --set model.memory_plan=$b --steps 10
     grep -h '^# memory' "$OUT/bench-layers-resnet50-amp-fp16-$b.log" | tee -a "$OUT/summary.txt" >&2
-    peak_memory "train-resnet50-amp-fp16-gradients-$b" "$bin" --config configs/resnet50-synthetic-bench.yaml \
+    peak_memory "train-resnet50-amp-fp16-memory-plan-$b" "$bin" --config configs/resnet50-synthetic-bench.yaml \
       --set data.batch_size=256 --set data.synthetic.train_samples=1024 --set device=cuda --set precision=amp-fp16 \
-      --set model.gradient_buffers=$b --set train.epochs=8 --set train.max_steps=30 --set train.log_every=1 \
+      --set model.memory_plan=$b --set train.epochs=8 --set train.max_steps=30 --set train.log_every=1 \
       --set train.eval_every_epochs=0 --set checkpoint.every_steps=0 --set checkpoint.dir="$OUT/ck-g-$b" \
       --set output.model_dir="$OUT/m-g-$b" --set output.metrics=
   done

@@ -23,10 +23,11 @@ struct ModelSpec {
   // fused in cuDNN), nchw (the plain layout, as before), auto (channels_last there; fp32 and
   // the CPU compute as always; training_setup.hpp: uses_channels_last).
   std::string memory_format = "auto";
-  // Where backward's gradients go: shared (one arena, each buffer reused once its consumer
-  // has read it: nn/gradient_plan.hpp), per_layer (every layer its own), auto (shared on the
-  // CPU; per_layer on a GPU until a GPU run has checked the shared path; training_setup.hpp).
-  std::string gradient_buffers = "auto";
+  // Where a training step's buffers live: shared (one arena, each buffer reused once its last
+  // reader has run: nn/gradient_plan.hpp; backward's buffers on the CPU, the layers' outputs
+  // too on a GPU), per_layer (every layer its own), auto (shared on the CPU; per_layer on a
+  // GPU until a GPU run has checked the shared path; training_setup.hpp).
+  std::string memory_plan = "auto";
 };
 
 struct SyntheticDataSpec {

@@ -31,8 +31,9 @@ class Add {
   const TensorRef& backward_a(const TensorRef& diff_dst) const { return diff_dst; }
   virtual const TensorRef& backward_b(const TensorRef& diff_dst) = 0;
 
-  // GradientPlan declarations (nn/gradient_plan.hpp), one operation each: backward_b, and the
-  // forward of a kGradient add. Each returns the planned buffer of its result.
+  // GradientPlan declarations (nn/gradient_plan.hpp), one operation each: backward_b, and
+  // forward (a kGradient sum in backward, or an activation's in forward). Each returns the
+  // planned buffer of its result (a itself in place; nullptr: this object's own).
   virtual GradientPlan::Buffer* plan_backward_b(GradientPlan& plan,
                                                 GradientPlan::Buffer* diff_dst) = 0;
   virtual GradientPlan::Buffer* plan_forward(GradientPlan& plan, GradientPlan::Buffer* a,

@@ -54,10 +54,12 @@ GradientPlan::Buffer* AddCpu::plan_backward_b(GradientPlan& plan, GradientPlan::
 
 GradientPlan::Buffer* AddCpu::plan_forward(GradientPlan& plan, GradientPlan::Buffer* a,
                                            GradientPlan::Buffer* b) {
-  if (output_ != AddOutput::kGradient)
-    throw std::logic_error("Add: only a gradient sum (AddOutput::kGradient) is planned");
   plan.read(a);
   plan.read(b);
+  if (output_ != AddOutput::kGradient) {  // an activation: this object's own, or a in place
+    plan.next();
+    return output_ == AddOutput::kInPlace ? a : nullptr;
+  }
   b_to_a_.plan(plan, b);
   GradientPlan::Buffer* out = dst_.write(plan);
   plan.next();

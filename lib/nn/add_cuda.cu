@@ -24,11 +24,13 @@ TensorDesc AddCuda::configure(const TensorDesc& a, const TensorDesc& b, AddOutpu
   require_cuda_layout(a, "Add");
   require_cuda_layout(b, "Add");
   output_ = output;
-  const bool planned_sum = output == AddOutput::kGradient && ctx_.planned_backward;
-  b_to_a_.configure(b, a, planned_sum);
-  diff_b_.configure(a, b, ctx_.planned_backward);
+  // Planned (a training configure with the plan on): the sum, whether an activation or a
+  // gradient, its operand's conversion, and backward_b's.
+  const bool planned = ctx_.planned_backward;
+  b_to_a_.configure(b, a, planned);
+  diff_b_.configure(a, b, planned);
   out_ = {a, nullptr};
-  if (output_ != AddOutput::kInPlace) dst_.configure(a.device, a.nbytes(), planned_sum);
+  if (output_ != AddOutput::kInPlace) dst_.configure(a.device, a.nbytes(), planned);
   diff_b_out_ = {b, nullptr};
   return out_.desc;
 }
@@ -61,12 +63,10 @@ GradientPlan::Buffer* AddCuda::plan_backward_b(GradientPlan& plan, GradientPlan:
 }
 
 GradientPlan::Buffer* AddCuda::plan_forward(GradientPlan& plan, GradientPlan::Buffer* a, GradientPlan::Buffer* b) {
-  if (output_ != AddOutput::kGradient)
-    throw std::logic_error("Add: only a gradient sum (AddOutput::kGradient) is planned");
   plan.read(a);
   plan.read(b);
   b_to_a_.plan(plan, b);
-  GradientPlan::Buffer* sum = dst_.write(plan);
+  GradientPlan::Buffer* sum = output_ == AddOutput::kInPlace ? a : dst_.write(plan);
   plan.next();
   return sum;
 }

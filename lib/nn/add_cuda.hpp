@@ -1,7 +1,7 @@
 // AddCuda: Add as our own kernel (elementwise_rule.hpp). Operands in plain or channels_last;
 // b is converted to a's layout when they differ, and backward_b converts the gradient back.
-// Every AddOutput mode works; kInPlace writes over a. A kGradient sum and backward_b's
-// conversion are backward's buffers: planned when the model plans (Context::planned_backward).
+// Every AddOutput mode works; kInPlace writes over a. The sum (an activation's or a
+// gradient's) and both conversions are planned when the model plans (Context::planned_backward).
 #pragma once
 
 #include "nn/add.hpp"

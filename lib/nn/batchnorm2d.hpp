@@ -39,6 +39,8 @@ class BatchNorm2d : public Layer {
   // shortcut's, which keeps the reverse registration order.
   virtual bool fuse_residual_add_relu(const TensorDesc& /*shortcut*/) { return false; }
   virtual void set_residual(const TensorRef& /*z*/) {}
+  // The planned buffer z will be in (plan_forward reads it; nullptr: not planned).
+  virtual void set_planned_residual(GradientPlan::Buffer* /*z*/) {}
   virtual const TensorRef& residual_grad() const;
   // The planned buffer residual_grad() leaves in, as the last plan_backward declared it
   // (nullptr: the layer's own storage, or no sum fused).

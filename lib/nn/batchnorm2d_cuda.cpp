@@ -73,7 +73,10 @@ TensorDesc BatchNorm2dCuda::configure(const TensorDesc& src, bool training) {
   else
     impl_->x.set_nchw(src.shape, src.dtype);
   cuda::cudnn_handle(ctx_);  // created here, not in the step loop
-  out_ = {plain_src_, dst_.reserve(device, plain_src_.nbytes())};
+  out_ = {plain_src_, nullptr};
+  saved_ = {};
+  planned_residual_ = nullptr;
+  dst_.configure(device, plain_src_.nbytes(), training && ctx_.planned_backward);
   diff_src_ = {src, nullptr};
   none_ = {src, nullptr};
   if (native_nhwc_) {
@@ -158,6 +161,7 @@ const TensorRef& BatchNorm2dCuda::forward(const TensorRef& src) {
   cudnnHandle_t handle = cuda::cudnn_handle(ctx_);
   const float one = 1.0f, zero = 0.0f;
   x_plain_ = src_to_plain_.convert(ctx_, src).data;
+  out_.data = dst_.get();
   void* y = out_.data;
   const DType dtype = plain_src_.dtype;
   const int64_t n = plain_src_.numel();
@@ -259,11 +263,21 @@ void BatchNorm2dCuda::backward_native(const void* diff_dst, void* diff_src) {
       "cudnnBatchNormalizationBackwardEx");
 }
 
-// backward in one operation. The input gradient is written even when not needed (see
-// backward); z's gradient, when the sum is fused, outlives it until the block's shortcut reads
-// it (planned_residual_grad).
+// forward reads x and, with the sum fused, z.
+GradientPlan::Buffer* BatchNorm2dCuda::plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) {
+  plan.read(src);
+  if (residual_fused_) plan.read(planned_residual_);
+  saved_ = {src, dst_.write(plan)};
+  plan.next();
+  return saved_.out;
+}
+
+// backward in one operation, reading x and (the fused ReLU's gate) y. The input gradient is
+// written even when not needed (see backward); z's gradient, when the sum is fused, outlives
+// it until the block's shortcut reads it (planned_residual_grad).
 GradientPlan::Buffer* BatchNorm2dCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
   plan.read(diff_dst);
+  saved_.read(plan);
   if (options_.fuse_relu && impl_->ops == CUDNN_BATCHNORM_OPS_BN) diff_pre_relu_.write(plan);
   GradientPlan::Buffer* dx = diff_src_plain_.write(plan);
   planned_residual_grad_ = residual_fused_ ? diff_z_.write(plan) : nullptr;

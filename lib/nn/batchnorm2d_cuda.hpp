@@ -34,9 +34,11 @@ class BatchNorm2dCuda final : public BatchNorm2d {
   const TensorRef& forward(const TensorRef& src) override;
   const TensorRef& backward(const TensorRef& diff_dst) override;
   GradientPlan::Buffer* plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) override;
+  GradientPlan::Buffer* plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) override;
   bool backward_reads_output() const override;
   bool fuse_residual_add_relu(const TensorDesc& shortcut) override;
   void set_residual(const TensorRef& z) override { residual_ = z.data; }
+  void set_planned_residual(GradientPlan::Buffer* z) override { planned_residual_ = z; }
   const TensorRef& residual_grad() const override { return diff_residual_; }
   GradientPlan::Buffer* planned_residual_grad() const override { return planned_residual_grad_; }
 
@@ -53,8 +55,10 @@ class BatchNorm2dCuda final : public BatchNorm2d {
   bool residual_fused_ = false;
   TensorDesc plain_src_;
   CudaLayoutAdapter src_to_plain_, diff_src_out_;
-  CudaBuffer dst_, save_mean_, save_inv_var_, relu_mask_, reserve_;
-  PlannedCudaBuffer diff_pre_relu_, diff_src_plain_, diff_z_;
+  CudaBuffer save_mean_, save_inv_var_, relu_mask_, reserve_;
+  PlannedCudaBuffer dst_, diff_pre_relu_, diff_src_plain_, diff_z_;
+  SavedForward saved_;
+  GradientPlan::Buffer* planned_residual_ = nullptr;  // z's buffer (plan_forward)
   GradientPlan::Buffer* planned_residual_grad_ = nullptr;
   const void* x_plain_ = nullptr;  // the plain input of the last forward
   const void* residual_ = nullptr;  // z of the next forward (fused residual)

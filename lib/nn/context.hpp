@@ -57,9 +57,9 @@ struct Context {
   // layer given NHWC input computes on it as it is and gives NHWC output (and gradients),
   // with no conversion; without it, CUDA layers compute NCHW and convert at their edges.
   bool channels_last = false;
-  // A GradientPlan will place backward's buffers after this configure (a Model training with
-  // its plan on): the GPU layers then leave those buffers to it instead of allocating them.
-  // The CPU layers always defer to a plan that binds them.
+  // A GradientPlan will place this configure's buffers (a Model training with its plan on):
+  // the GPU layers then leave their outputs and backward's buffers to it instead of
+  // allocating them. The CPU layers always defer to a plan that binds them.
   bool planned_backward = false;
   ComputeRules rules;
   // Times every layer's forward and backward when set (nn/layer_profile.hpp); not owned.

@@ -67,6 +67,18 @@ class PlannedCudaBuffer {
   GradientPlan::Buffer buffer_;
 };
 
+// The planned buffers a layer's backward reads from its forward (its input and output): kept
+// by plan_forward, declared read again by plan_backward. Cleared at configure, so a
+// plan_backward without plan_forward declares nothing.
+struct SavedForward {
+  GradientPlan::Buffer* src = nullptr;
+  GradientPlan::Buffer* out = nullptr;
+  void read(GradientPlan& plan) const {
+    plan.read(src);
+    plan.read(out);
+  }
+};
+
 // Moves a tensor between a fixed pair of device-neutral layouts on the GPU (the CUDA
 // LayoutAdapter): configure() keeps a buffer only when the layouts differ; convert() fills
 // it on ctx's stream, or returns the input unchanged. A planned adapter (one backward uses)

@@ -132,7 +132,9 @@ TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
   src_to_plain_.configure(src, plain_src_);
   dst_out_.configure(plain_dst_, dst);
   out_ = {dst, nullptr};
-  dst_plain_.reserve(device, plain_dst_.nbytes());
+  // The output is planned when it is this buffer itself (no conversion after it).
+  saved_ = {};
+  dst_plain_.configure(device, plain_dst_.nbytes(), training && ctx_.planned_backward && !dst_out_.needed());
   diff_src_ = {src, nullptr};
   none_ = {src, nullptr};
 
@@ -271,9 +273,18 @@ const TensorRef& Conv2dCuda::backward(const TensorRef& diff_dst) {
   return diff_src_;
 }
 
-// backward in one operation: every buffer it writes lives across all of it.
+GradientPlan::Buffer* Conv2dCuda::plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) {
+  plan.read(src);
+  saved_ = {src, dst_out_.needed() ? nullptr : dst_plain_.write(plan)};
+  plan.next();
+  return saved_.out;
+}
+
+// backward in one operation: every buffer it writes lives across all of it; it reads its
+// input (the weight gradient) and output (a fused ReLU's gate).
 GradientPlan::Buffer* Conv2dCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
   plan.read(diff_dst);
+  saved_.read(plan);
   diff_dst_to_plain_.plan(plan, diff_dst);
   if (options_.fuse_relu) diff_pre_relu_.write(plan);
   GradientPlan::Buffer* diff_src = nullptr;

@@ -29,6 +29,7 @@ class Conv2dCuda final : public Conv2d {
   const TensorRef& forward(const TensorRef& src) override;
   const TensorRef& backward(const TensorRef& diff_dst) override;
   GradientPlan::Buffer* plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) override;
+  GradientPlan::Buffer* plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) override;
 
  private:
   struct Impl;
@@ -37,8 +38,8 @@ class Conv2dCuda final : public Conv2d {
   bool native_nhwc_ = false;  // computes on NHWC as it comes (see the header comment)
   TensorDesc plain_src_, plain_dst_;
   CudaLayoutAdapter src_to_plain_, dst_out_, diff_dst_to_plain_, diff_src_out_;
-  CudaBuffer dst_plain_;
-  PlannedCudaBuffer diff_pre_relu_, diff_src_plain_;
+  PlannedCudaBuffer dst_plain_, diff_pre_relu_, diff_src_plain_;
+  SavedForward saved_;
   const void* x_plain_ = nullptr;  // the plain input of the last forward (weight gradient)
   TensorRef out_, diff_src_, none_;
 };

@@ -40,7 +40,7 @@ TensorDesc DropoutCuda::configure(const TensorDesc& src, bool training) {
     if (mask_.size() != n) mask_ready_ = false;
     mask_.resize(n);
     mask_device_.reserve(src.device, n * sizeof(float));
-    out_.data = dst_.reserve(src.device, src.nbytes());
+    dst_.configure(src.device, src.nbytes(), ctx_.planned_backward);
     diff_src_buffer_.configure(src.device, src.nbytes(), ctx_.planned_backward);
   }
   return src;
@@ -51,6 +51,7 @@ const TensorRef& DropoutCuda::forward(const TensorRef& src) {
     out_.data = src.data;
     return out_;
   }
+  out_.data = dst_.get();
   cudaStream_t s = cuda::stream_of(ctx_);
   // A pageable host-to-device cudaMemcpyAsync returns once the host bytes are staged, so the
   // next draw may overwrite mask_ while the DMA is still in flight.
@@ -74,6 +75,14 @@ const TensorRef& DropoutCuda::backward(const TensorRef& diff_dst) {
   apply_mask(diff_dst.desc.dtype, diff_dst.data, mask_device_.as<const float>(), diff_src_.data, n,
              cuda::stream_of(ctx_));
   return diff_src_;
+}
+
+// Inactive, the output is the input; active, backward reads only its mask (its own).
+GradientPlan::Buffer* DropoutCuda::plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) {
+  plan.read(src);
+  GradientPlan::Buffer* out = active() ? dst_.write(plan) : src;
+  plan.next();
+  return out;
 }
 
 GradientPlan::Buffer* DropoutCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {

@@ -19,12 +19,13 @@ class DropoutCuda final : public Dropout {
   const TensorRef& backward(const TensorRef& diff_dst) override;
   // The identity (inference, p = 0) hands diff_dst through; otherwise its own buffer.
   GradientPlan::Buffer* plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) override;
+  GradientPlan::Buffer* plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) override;
 
  private:
   bool active() const { return training_ && p_ > 0.0f; }
 
-  CudaBuffer mask_device_, dst_;
-  PlannedCudaBuffer diff_src_buffer_;
+  CudaBuffer mask_device_;
+  PlannedCudaBuffer dst_, diff_src_buffer_;
   TensorRef out_, diff_src_, none_;
 };
 

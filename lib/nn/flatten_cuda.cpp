@@ -33,6 +33,13 @@ const TensorRef& FlattenCuda::backward(const TensorRef& diff_dst) {
   return diff_src_;
 }
 
+// A view of its input, or (channels_last input) a converted copy of its own.
+GradientPlan::Buffer* FlattenCuda::plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) {
+  plan.read(src);
+  plan.next();
+  return to_plain_.needed() ? nullptr : src;
+}
+
 GradientPlan::Buffer* FlattenCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
   plan.read(diff_dst);
   GradientPlan::Buffer* diff_src = needs_input_grad_ ? from_plain_.plan(plan, diff_dst) : nullptr;

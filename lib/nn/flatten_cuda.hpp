@@ -16,6 +16,7 @@ class FlattenCuda final : public Flatten {
   const TensorRef& backward(const TensorRef& diff_dst) override;
   // A view hands diff_dst through; a conversion back writes this layer's own buffer.
   GradientPlan::Buffer* plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) override;
+  GradientPlan::Buffer* plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) override;
 
  private:
   CudaLayoutAdapter to_plain_, from_plain_;

@@ -26,6 +26,12 @@ const TensorRef& Layer::run_backward(const TensorRef& diff_dst) {
   return backward(diff_dst);
 }
 
+GradientPlan::Buffer* Layer::plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) {
+  plan.read(src);
+  plan.next();
+  return nullptr;
+}
+
 void Layer::grads_ready() const {
   if (!ctx_.grad_ready_hook) return;
   for (auto it = params_.rbegin(); it != params_.rend(); ++it) ctx_.grad_ready_hook(**it);

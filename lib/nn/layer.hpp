@@ -22,6 +22,11 @@
 //    returns the planned buffer the input gradient will leave in (nullptr: one the plan does
 //    not manage). A planned input gradient is valid only until the consumer's backward
 //    returns — the plan reuses its memory afterwards. Without a plan, layers own everything.
+//  * plan_forward(plan, src) mirrors forward() on the same plan, before that walk: it declares
+//    what forward reads and writes and returns the planned buffer its output leaves in
+//    (nullptr: the layer's own, as by default). A layer whose output the plan places keeps the
+//    planned buffers its backward reads and declares those reads again in plan_backward, so
+//    an activation's memory serves later gradients once its last reader's backward has run.
 #pragma once
 
 #include <random>
@@ -58,6 +63,7 @@ class Layer {
   const TensorRef& run_backward(const TensorRef& diff_dst);
   virtual GradientPlan::Buffer* plan_backward(GradientPlan& plan,
                                               GradientPlan::Buffer* diff_dst) = 0;
+  virtual GradientPlan::Buffer* plan_forward(GradientPlan& plan, GradientPlan::Buffer* src);
   // Fills this layer's parameters and buffers; called in registration order with one
   // generator so equal seeds give bit-identical models on every rank.
   virtual void init_parameters(std::mt19937_64& /*rng*/) {}

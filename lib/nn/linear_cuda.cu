@@ -88,7 +88,8 @@ TensorDesc LinearCuda::configure(const TensorDesc& src, bool training) {
   out_ = {TensorDesc::plain({batch_, options_.out_features}, src.device, src.dtype), nullptr};
   if (src.dtype != DType::kF32)
     weight_lp_.reserve(src.device, static_cast<std::size_t>(weight_->value.numel()) * dtype_size(src.dtype));
-  out_.data = dst_.reserve(src.device, out_.desc.nbytes());
+  saved_ = {};
+  dst_.configure(src.device, out_.desc.nbytes(), training && ctx_.planned_backward);
   diff_src_ = {src, nullptr};
   none_ = {src, nullptr};
   if (training && needs_input_grad_) diff_src_buffer_.configure(src.device, src.nbytes(), ctx_.planned_backward);
@@ -97,6 +98,7 @@ TensorDesc LinearCuda::configure(const TensorDesc& src, bool training) {
 
 const TensorRef& LinearCuda::forward(const TensorRef& src) {
   src_ = src;  // kept for the weight gradient
+  out_.data = dst_.get();
   const int out = options_.out_features;
   const LinearGemms g = linear_gemms(static_cast<int>(batch_), options_.in_features, out);
   const DType dtype = src.desc.dtype;
@@ -155,8 +157,16 @@ const void* LinearCuda::weight_values() {
   return weight_lp_.get();
 }
 
+GradientPlan::Buffer* LinearCuda::plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) {
+  plan.read(src);
+  saved_ = {src, dst_.write(plan)};
+  plan.next();
+  return saved_.out;
+}
+
 GradientPlan::Buffer* LinearCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
   plan.read(diff_dst);
+  saved_.read(plan);
   GradientPlan::Buffer* diff_src = needs_input_grad_ ? diff_src_buffer_.write(plan) : nullptr;
   plan.next();
   return diff_src;

@@ -19,6 +19,7 @@ class LinearCuda final : public Linear {
   const TensorRef& backward(const TensorRef& diff_dst) override;
   // Reads diff_dst; the input gradient is this layer's own buffer (nullptr to the plan).
   GradientPlan::Buffer* plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) override;
+  GradientPlan::Buffer* plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) override;
 
  private:
   // The weights as forward's GEMM reads them: the f32 parameter, or its cast into weight_lp_
@@ -27,8 +28,9 @@ class LinearCuda final : public Linear {
 
   bool training_ = false;
   int64_t batch_ = 0;
-  CudaBuffer dst_, weight_lp_;
-  PlannedCudaBuffer diff_src_buffer_;
+  CudaBuffer weight_lp_;
+  PlannedCudaBuffer dst_, diff_src_buffer_;
+  SavedForward saved_;
   TensorRef src_, out_, diff_src_, none_;
 };
 

@@ -96,7 +96,15 @@ void Model::configure(int64_t batch, bool training) {
   for (auto& layer : layers_) desc = layer->configure(desc, training);
   loss_->configure(desc, num_classes_);
   if (training && plan_enabled_) {
-    // The walk backward() takes; the loss's gradient is its own buffer (nullptr).
+    // The walk forward() takes (the input is the model's own staged copy), the loss reading
+    // the logits in its forward and, conservatively, its backward; then the walk backward()
+    // takes, the loss's gradient being its own buffer (nullptr).
+    GradientPlan::Buffer* act = nullptr;
+    for (auto& layer : layers_) act = layer->plan_forward(plan_, act);
+    for (int loss_pass = 0; loss_pass < 2; ++loss_pass) {
+      plan_.read(act);
+      plan_.next();
+    }
     GradientPlan::Buffer* grad = nullptr;
     for (auto it = layers_.rbegin(); it != layers_.rend(); ++it)
       grad = (*it)->plan_backward(plan_, grad);

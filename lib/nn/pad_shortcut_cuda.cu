@@ -49,7 +49,7 @@ TensorDesc PadShortcutCuda::configure(const TensorDesc& src, bool training) {
   src_to_plain_.configure(src, plain_src_);
   out_ = {TensorDesc::plain(out, src.device, src.dtype), nullptr};
   if (nhwc) out_.desc.layout = Layout::kChannelsLast;
-  out_.data = dst_.reserve(src.device, out_.desc.nbytes());
+  dst_.configure(src.device, out_.desc.nbytes(), training && ctx_.planned_backward);
   diff_src_ = {src, nullptr};
   none_ = {src, nullptr};
   if (training && needs_input_grad_) {
@@ -61,6 +61,7 @@ TensorDesc PadShortcutCuda::configure(const TensorDesc& src, bool training) {
 
 const TensorRef& PadShortcutCuda::forward(const TensorRef& src) {
   const TensorRef& x = src_to_plain_.convert(ctx_, src);
+  out_.data = dst_.get();
   const int64_t total = out_.desc.numel();
   cudaStream_t stream = cuda::stream_of(ctx_);
   cuda::with_storage_type(x.desc.dtype, [&](auto tag) {
@@ -86,6 +87,14 @@ const TensorRef& PadShortcutCuda::backward(const TensorRef& diff_dst) {
   cuda::check_launch("pad_shortcut_backward_kernel");
   diff_src_.data = diff_to_src_.convert(ctx_, {plain_src_, dx}).data;
   return diff_src_;
+}
+
+// Its backward reads nothing of forward's.
+GradientPlan::Buffer* PadShortcutCuda::plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) {
+  plan.read(src);
+  GradientPlan::Buffer* out = dst_.write(plan);
+  plan.next();
+  return out;
 }
 
 GradientPlan::Buffer* PadShortcutCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {

@@ -17,13 +17,13 @@ class PadShortcutCuda final : public PadShortcut {
   const TensorRef& forward(const TensorRef& src) override;
   const TensorRef& backward(const TensorRef& diff_dst) override;
   GradientPlan::Buffer* plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) override;
+  GradientPlan::Buffer* plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) override;
 
  private:
   PadShortcutGeometry geometry_{};
   bool training_ = false;
   CudaLayoutAdapter src_to_plain_, diff_to_src_;
-  CudaBuffer dst_;
-  PlannedCudaBuffer diff_src_plain_;
+  PlannedCudaBuffer dst_, diff_src_plain_;
   TensorDesc plain_src_;
   TensorRef out_, diff_src_, none_;
 };

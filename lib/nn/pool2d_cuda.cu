@@ -80,7 +80,8 @@ TensorDesc Pool2dCuda::configure(const TensorDesc& src, bool training) {
   if (options_.channels_last) dst.layout = Layout::kChannelsLast;
   src_to_plain_.configure(src, plain_src_);
   dst_out_.configure(plain_dst_, dst);
-  dst_plain_.reserve(device, plain_dst_.nbytes());
+  saved_ = {};
+  dst_plain_.configure(device, plain_dst_.nbytes(), training && ctx_.planned_backward && !dst_out_.needed());
   out_ = {dst, nullptr};
   diff_src_ = {src, nullptr};
   none_ = {src, nullptr};
@@ -179,8 +180,16 @@ const TensorRef& Pool2dCuda::backward(const TensorRef& diff_dst) {
   return diff_src_;
 }
 
+GradientPlan::Buffer* Pool2dCuda::plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) {
+  plan.read(src);
+  saved_ = {src, dst_out_.needed() ? nullptr : dst_plain_.write(plan)};
+  plan.next();
+  return saved_.out;
+}
+
 GradientPlan::Buffer* Pool2dCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
   plan.read(diff_dst);
+  saved_.read(plan);
   GradientPlan::Buffer* diff_src = nullptr;
   if (needs_input_grad_) {
     diff_dst_to_plain_.plan(plan, diff_dst);

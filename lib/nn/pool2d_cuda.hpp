@@ -31,6 +31,7 @@ class Pool2dCuda final : public Pool2d {
   const TensorRef& forward(const TensorRef& src) override;
   const TensorRef& backward(const TensorRef& diff_dst) override;
   GradientPlan::Buffer* plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) override;
+  GradientPlan::Buffer* plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) override;
 
  private:
   struct Impl;
@@ -40,8 +41,9 @@ class Pool2dCuda final : public Pool2d {
   int64_t kernel_ = 0, stride_ = 1, padding_ = 0;
   TensorDesc plain_src_, plain_dst_;
   CudaLayoutAdapter src_to_plain_, dst_out_, diff_dst_to_plain_, diff_src_out_;
-  CudaBuffer dst_plain_, argmax_;
-  PlannedCudaBuffer diff_src_plain_;
+  CudaBuffer argmax_;
+  PlannedCudaBuffer dst_plain_, diff_src_plain_;
+  SavedForward saved_;
   const void* x_plain_ = nullptr;
   TensorRef out_, diff_src_, none_;
 };

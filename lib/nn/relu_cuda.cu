@@ -88,7 +88,8 @@ TensorDesc ReLUCuda::configure(const TensorDesc& src, bool training) {
   training_ = training;
   configured_in_place_ = in_place_;
   out_ = {src, nullptr};
-  if (!configured_in_place_) out_.data = dst_.reserve(src.device, src.nbytes());
+  saved_ = {};
+  if (!configured_in_place_) dst_.configure(src.device, src.nbytes(), training && ctx_.planned_backward);
   diff_src_ = {src, nullptr};
   none_ = {src, nullptr};
   if (training && needs_input_grad_) diff_src_buffer_.configure(src.device, src.nbytes(), ctx_.planned_backward);
@@ -97,7 +98,7 @@ TensorDesc ReLUCuda::configure(const TensorDesc& src, bool training) {
 
 const TensorRef& ReLUCuda::forward(const TensorRef& src) {
   // In place: the output is the input's buffer (backward reads only the output).
-  if (configured_in_place_) out_.data = src.data;
+  out_.data = configured_in_place_ ? src.data : dst_.get();
   const int64_t n = src.desc.numel();
   cudaStream_t stream = cuda::stream_of(ctx_);
   cuda::with_storage_type(src.desc.dtype, [&](auto tag) {
@@ -117,8 +118,16 @@ const TensorRef& ReLUCuda::backward(const TensorRef& diff_dst) {
   return diff_src_;
 }
 
+GradientPlan::Buffer* ReLUCuda::plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) {
+  plan.read(src);
+  saved_ = {src, configured_in_place_ ? src : dst_.write(plan)};
+  plan.next();
+  return saved_.out;
+}
+
 GradientPlan::Buffer* ReLUCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
   plan.read(diff_dst);
+  saved_.read(plan);
   GradientPlan::Buffer* diff_src = needs_input_grad_ ? diff_src_buffer_.write(plan) : nullptr;
   plan.next();
   return diff_src;

@@ -18,12 +18,13 @@ class ReLUCuda final : public ReLU {
   const TensorRef& backward(const TensorRef& diff_dst) override;
   // Reads diff_dst; the input gradient is this layer's own buffer (nullptr to the plan).
   GradientPlan::Buffer* plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) override;
+  GradientPlan::Buffer* plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) override;
 
  private:
   bool training_ = false;
   bool configured_in_place_ = false;
-  CudaBuffer dst_;
-  PlannedCudaBuffer diff_src_buffer_;
+  PlannedCudaBuffer dst_, diff_src_buffer_;
+  SavedForward saved_;
   TensorRef out_, diff_src_, none_;
 };
 

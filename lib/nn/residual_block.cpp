@@ -106,6 +106,23 @@ const TensorRef& ResidualBlock::backward_fused(const TensorRef& diff_dst) {
                [&]() -> const TensorRef& { return sum_grads_->forward(*db, *ds); });
 }
 
+// Exactly forward()'s (or forward_fused's) sequence.
+GradientPlan::Buffer* ResidualBlock::plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) {
+  if (fused_ != nullptr) {  // the shortcut first: its output is the fused BatchNorm's z
+    GradientPlan::Buffer* s = src;
+    for (auto& l : shortcut_) s = l->plan_forward(plan, s);
+    fused_->set_planned_residual(s);
+    GradientPlan::Buffer* b = src;
+    for (auto& l : branch_) b = l->plan_forward(plan, b);
+    return b;
+  }
+  GradientPlan::Buffer* b = src;
+  for (auto& l : branch_) b = l->plan_forward(plan, b);
+  GradientPlan::Buffer* s = src;
+  for (auto& l : shortcut_) s = l->plan_forward(plan, s);
+  return relu_->plan_forward(plan, add_->plan_forward(plan, b, s));
+}
+
 // Exactly backward()'s sequence. d_sum is read by the shortcut (through backward_b) and
 // again by the branch's last layer, so it stays alive across the whole shortcut backward;
 // the shortcut's result stays alive across the whole branch until the sum reads it.

@@ -50,6 +50,7 @@ class ResidualBlock : public Layer {
   const TensorRef& forward(const TensorRef& src) override;
   const TensorRef& backward(const TensorRef& diff_dst) override;
   GradientPlan::Buffer* plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) override;
+  GradientPlan::Buffer* plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) override;
   void init_parameters(std::mt19937_64& rng) override;
   void set_needs_input_grad(bool value) override;
   bool has_parameters() const override;

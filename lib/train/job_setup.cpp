@@ -238,7 +238,7 @@ std::string describe_plan(const JobSetup& setup) {
   out << "  model        : " << s.model.name << " (" << s.model.num_classes << " classes)\n";
   out << "  layout       : " << describe_memory_format(s, setup.device.device) << "\n";
   out << "  math         : " << describe_compute_rules(s, setup.device.device) << "\n";
-  out << "  gradients    : " << describe_gradient_buffers(s, setup.device.device) << "\n";
+  out << "  memory       : " << describe_memory_plan(s, setup.device.device) << "\n";
   out << "  data         : " << to_string(s.data.format);
   if (s.data.format != DataFormat::kSynthetic)
     out << " (train " << s.data.train << ", test " << s.data.test << ")";

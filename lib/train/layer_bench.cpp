@@ -51,7 +51,7 @@ BenchBatch random_batch(nn::Model& model, int64_t batch, uint64_t seed) {
   return out;
 }
 
-// The memory line: backward's gradient buffers (one arena, or each layer's own) and, on a GPU,
+// The memory line: the step's planned buffers (one arena, or each layer's own) and, on a GPU,
 // the most device memory the runner's allocations held at once.
 std::string describe_memory_use(const JobSpec& spec, const nn::Model& model) {
   const nn::GradientPlan& plan = model.gradient_plan();
@@ -60,11 +60,12 @@ std::string describe_memory_use(const JobSpec& spec, const nn::Model& model) {
     std::snprintf(text, sizeof text, "%.1f MB", static_cast<double>(bytes) / (1 << 20));
     return std::string(text);
   };
-  std::string line = "gradient buffers ";
-  if (shares_gradient_buffers(spec, model.device()))
-    line += "shared, " + mb(plan.arena_bytes()) + " in one arena for " + mb(plan.separate_bytes()) + " of buffers";
+  std::string line = "memory plan ";
+  if (uses_memory_plan(spec, model.device()))
+    line += "shared, " + mb(plan.arena_bytes()) + " in one arena for " + mb(plan.separate_bytes()) + " of " +
+            std::to_string(plan.buffer_count()) + " buffers";
   else
-    line += "per_layer (model.gradient_buffers)";
+    line += "per_layer (model.memory_plan)";
   if (model.device().is_cuda()) line += "; GPU peak " + mb(memory_use(DeviceKind::kCuda).peak) + " allocated by sdp-train";
   return line;
 }

@@ -30,7 +30,7 @@ struct LayerBenchRow {
 struct LayerBenchResult {
   std::string model, device, precision, optimizer;
   std::string layout, math;  // the plan's lines: which layout, and which math and algorithm rules
-  // Where the memory went: backward's gradient buffers (model.gradient_buffers) and, on a GPU,
+  // Where the memory went: the step's shared arena (model.memory_plan) and, on a GPU,
   // the runner's peak device allocation over the benchmark.
   std::string memory;
   int64_t batch = 0;

@@ -60,7 +60,7 @@ std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const SampleSource& 
   model->set_label_smoothing(static_cast<float>(spec.train.label_smoothing));
   model->set_compute_dtype(compute_dtype(spec.precision));
   model->set_channels_last(uses_channels_last(spec, device));
-  model->set_gradient_plan_enabled(shares_gradient_buffers(spec, device));
+  model->set_gradient_plan_enabled(uses_memory_plan(spec, device));
   if (device.is_cuda()) model->set_compute_rules(compute_rules(spec));
   return model;
 }
@@ -100,18 +100,20 @@ std::string describe_memory_format(const JobSpec& spec, const Device& device) {
                                            "is the fused NHWC path"));
 }
 
-bool shares_gradient_buffers(const JobSpec& spec, const Device& device) {
-  if (spec.model.gradient_buffers == "auto") return !device.is_cuda();
-  return spec.model.gradient_buffers == "shared";
+bool uses_memory_plan(const JobSpec& spec, const Device& device) {
+  if (spec.model.memory_plan == "auto") return !device.is_cuda();
+  return spec.model.memory_plan == "shared";
 }
 
-std::string describe_gradient_buffers(const JobSpec& spec, const Device& device) {
-  const std::string key = spec.model.gradient_buffers == "auto" ? " (auto)" : "";
-  if (shares_gradient_buffers(spec, device))
-    return "shared" + key + ": backward's buffers in one arena, each reused once read";
+std::string describe_memory_plan(const JobSpec& spec, const Device& device) {
+  const std::string key = spec.model.memory_plan == "auto" ? " (auto)" : "";
+  if (uses_memory_plan(spec, device))
+    return "shared" + key + (device.is_cuda() ? ": the layers' outputs and backward's buffers"
+                                              : ": backward's buffers") +
+           " in one arena, each reused once its last reader has run";
   return "per_layer" + key + ": every layer keeps its own" +
-         (device.is_cuda() && spec.model.gradient_buffers == "auto"
-              ? std::string("; model.gradient_buffers: shared is the GPU's smaller path, awaiting a GPU run's check")
+         (device.is_cuda() && spec.model.memory_plan == "auto"
+              ? std::string("; model.memory_plan: shared is the GPU's smaller path, awaiting a GPU run's check")
               : std::string());
 }
 

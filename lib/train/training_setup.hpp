@@ -48,12 +48,12 @@ nn::ComputeRules compute_rules(const JobSpec& spec);
 std::string describe_compute_rules(const JobSpec& spec, const Device& device);
 // The plan's line for it: the layout and which BatchNorm runs.
 std::string describe_memory_format(const JobSpec& spec, const Device& device);
-// Whether backward's gradient buffers share one arena (model.gradient_buffers): shared, or
-// auto on the CPU. A GPU keeps per_layer under auto until a GPU run has checked the shared
-// buffers' tests (then auto becomes shared there too).
-bool shares_gradient_buffers(const JobSpec& spec, const Device& device);
+// Whether a training step's buffers share one arena (model.memory_plan): shared, or auto on
+// the CPU. A GPU keeps per_layer under auto until a GPU run has checked the shared path's
+// tests (then auto becomes shared there too).
+bool uses_memory_plan(const JobSpec& spec, const Device& device);
 // The plan's `gradients` line: which way, and why.
-std::string describe_gradient_buffers(const JobSpec& spec, const Device& device);
+std::string describe_memory_plan(const JobSpec& spec, const Device& device);
 
 // How the ranks split the set at `path` (data.shard): `rank`, all ranks the whole set; `host`,
 // the ranks of each host the set that host sees (SageMaker's ShardedByS3Key gives each host its

@@ -205,15 +205,16 @@ case_err_channels_last_needs_16_bit() {
     expect_error 2 "bad2.yaml:1: key 'model.memory_format': unknown value 'nhwc'" validate --config "$cfg"
 }
 
-case_gradient_buffers_choice() {
-    # model.gradient_buffers: the plan says which way backward's buffers go; a bad value names
-    # the key and its choices (exit 2).
+case_memory_plan_choice() {
+    # model.memory_plan: the plan says where a step's buffers go; a bad value names the key
+    # and its choices (exit 2).
     expect_ok 0 validate --config "$SRC/configs/quickstart.yaml"
-    grep -q '^  gradients    : shared (auto): ' "$WORK/out" || fail "the plan does not say the CPU shares gradient buffers"
-    expect_ok 0 validate --config "$SRC/configs/quickstart.yaml" --set model.gradient_buffers=per_layer
-    grep -q '^  gradients    : per_layer: every layer keeps its own' "$WORK/out" || fail "per_layer is not taken"
-    cfg=$(yaml bad.yaml 'model: {gradient_buffers: pooled}\n')
-    expect_error 2 "bad.yaml:1: key 'model.gradient_buffers': unknown value 'pooled'" validate --config "$cfg"
+    grep -q "^  memory       : shared (auto): backward's buffers in one arena" "$WORK/out" ||
+      fail "the plan does not say the CPU shares backward's buffers"
+    expect_ok 0 validate --config "$SRC/configs/quickstart.yaml" --set model.memory_plan=per_layer
+    grep -q '^  memory       : per_layer: every layer keeps its own' "$WORK/out" || fail "per_layer is not taken"
+    cfg=$(yaml bad.yaml 'model: {memory_plan: pooled}\n')
+    expect_error 2 "bad.yaml:1: key 'model.memory_plan': unknown value 'pooled'" validate --config "$cfg"
 }
 
 case_err_unknown_model() {

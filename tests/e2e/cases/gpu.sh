@@ -178,25 +178,27 @@ PY
       fail "the channels_last model evaluates to $evaluated on the CPU"
 }
 
-case_gpu_shared_gradient_buffers_same_model() {
-    # model.gradient_buffers: shared (backward's buffers in one arena) trains the very model
+case_gpu_memory_plan_same_model() {
+    # model.memory_plan: shared (activations and backward's buffers in one arena) trains the very model
     # per_layer trains, bit for bit (ResNet-20 amp-fp16 channels_last: fused sums, pad
-    # shortcuts), says so in the plan, and holds less GPU memory at its peak.
+    # shortcuts; 2 epochs, each followed by an evaluation, so the arena is planned again
+    # after each), says so in the plan, and holds less GPU memory at its peak.
     need_gpus 1
     local b
     for b in per_layer shared; do
       expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set precision=amp-fp16 \
         --set model.name=resnet20 --set data.synthetic.channels=3 --set data.synthetic.height=16 \
-        --set data.synthetic.width=16 --set data.batch_size=64 --set train.max_steps=12 \
-        --set model.gradient_buffers=$b --set output.model_dir="$WORK/m-$b"
-      grep -q "^  gradients    : $b:" "$WORK/out" || fail "the plan does not say $b"
+        --set data.synthetic.width=16 --set data.batch_size=64 --set data.synthetic.train_samples=512 \
+        --set data.synthetic.test_samples=256 --set train.epochs=2 \
+        --set model.memory_plan=$b --set output.model_dir="$WORK/m-$b"
+      grep -q "^  memory       : $b:" "$WORK/out" || fail "the plan does not say $b"
       grep -oE 'gpu_memory_peak_mb=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$' >"$WORK/peak-$b" ||
         fail "no gpu_memory_peak_mb in the [done] line"
     done
     cmp "$WORK/m-per_layer/model.safetensors" "$WORK/m-shared/model.safetensors" ||
-      fail "shared gradient buffers trained another model"
+      fail "the shared memory plan trained another model"
     python3 -c "import sys; s, p = (float(open('$WORK/peak-' + b).read()) for b in ('shared', 'per_layer')); print('peak MB shared', s, 'per_layer', p); sys.exit(0 if s < p else 1)" ||
-      fail "shared gradient buffers did not lower the peak"
+      fail "the shared memory plan did not lower the peak"
 }
 
 case_gpu_amp_dp_overflow_agreed() {

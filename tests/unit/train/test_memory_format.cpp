@@ -38,24 +38,27 @@ TEST(MemoryFormat, ThePlanSaysWhichLayoutAndWhy) {
   EXPECT_EQ(describe_memory_format(job(Precision::kAmpFp16, "auto"), Device::cpu()), "oneDNN's own layouts (CPU)");
 }
 
-// model.gradient_buffers: shared is the CPU's way under auto; a GPU keeps per_layer under auto
-// until a GPU run has checked the shared buffers; either key forces its way anywhere.
-TEST(GradientBuffers, SharedOnTheCpuPerLayerOnAGpuUntilChecked) {
+// model.memory_plan: shared is the CPU's way under auto; a GPU keeps per_layer under auto
+// until a GPU run has checked the shared path; either key forces its way anywhere.
+TEST(MemoryPlan, SharedOnTheCpuPerLayerOnAGpuUntilChecked) {
   const Device gpu = Device::cuda(0), cpu = Device::cpu();
   JobSpec spec;
-  EXPECT_EQ(spec.model.gradient_buffers, "auto");
-  EXPECT_TRUE(shares_gradient_buffers(spec, cpu));
-  EXPECT_FALSE(shares_gradient_buffers(spec, gpu));
-  EXPECT_EQ(describe_gradient_buffers(spec, cpu), "shared (auto): backward's buffers in one arena, each reused once read");
-  EXPECT_EQ(describe_gradient_buffers(spec, gpu),
-            "per_layer (auto): every layer keeps its own; model.gradient_buffers: shared is the GPU's smaller path, "
+  EXPECT_EQ(spec.model.memory_plan, "auto");
+  EXPECT_TRUE(uses_memory_plan(spec, cpu));
+  EXPECT_FALSE(uses_memory_plan(spec, gpu));
+  EXPECT_EQ(describe_memory_plan(spec, cpu),
+            "shared (auto): backward's buffers in one arena, each reused once its last reader has run");
+  EXPECT_EQ(describe_memory_plan(spec, gpu),
+            "per_layer (auto): every layer keeps its own; model.memory_plan: shared is the GPU's smaller path, "
             "awaiting a GPU run's check");
-  spec.model.gradient_buffers = "shared";
-  EXPECT_TRUE(shares_gradient_buffers(spec, gpu));
-  EXPECT_EQ(describe_gradient_buffers(spec, gpu), "shared: backward's buffers in one arena, each reused once read");
-  spec.model.gradient_buffers = "per_layer";
-  EXPECT_FALSE(shares_gradient_buffers(spec, cpu));
-  EXPECT_EQ(describe_gradient_buffers(spec, cpu), "per_layer: every layer keeps its own");
+  spec.model.memory_plan = "shared";
+  EXPECT_TRUE(uses_memory_plan(spec, gpu));
+  EXPECT_EQ(describe_memory_plan(spec, gpu),
+            "shared: the layers' outputs and backward's buffers in one arena, each reused once its last reader has "
+            "run");
+  spec.model.memory_plan = "per_layer";
+  EXPECT_FALSE(uses_memory_plan(spec, cpu));
+  EXPECT_EQ(describe_memory_plan(spec, cpu), "per_layer: every layer keeps its own");
 }
 
 // precision: tf32 and the train.* algorithm keys as the GPU layers get them, and the plan's line.

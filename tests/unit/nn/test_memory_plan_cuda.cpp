@@ -1,9 +1,10 @@
-// model.gradient_buffers: shared on the GPU. The CUDA layers leave backward's buffers (input
-// gradients, fused ReLUs' gradients, the residual sum's gradient, gradient sums, backward
-// layout conversions) to the model's GradientPlan, which reuses each once its consumer has
-// read it. The same model with every buffer its own (per_layer, the path before) must give
-// bit-identical losses and gradients, step after step: a buffer reused while a later kernel
-// still reads it would change them. Every GPU layer kind is covered (the tiny ResNet: conv,
+// model.memory_plan: shared on the GPU. The CUDA layers leave their outputs and backward's
+// buffers (input gradients, fused ReLUs' gradients, the residual sum's gradient, gradient
+// sums, backward layout conversions) to the model's GradientPlan, which reuses each once its
+// last reader has run: gradients take the memory of activations whose backward is done. The
+// same model with every buffer its own (per_layer, the path before) must give bit-identical
+// losses and gradients, step after step: a buffer reused while a later kernel still reads it
+// (a missed declaration of what a backward reads) would change them. Every GPU layer kind is covered (the tiny ResNet: conv,
 // BatchNorm with its ReLU, max and global-average pooling, both shortcut kinds, flatten,
 // linear; the bottleneck model: BatchNorm fused with the block's sum; the MLP: dropout), in
 // f32 NCHW and in 16 bits, NCHW and channels_last. Skipped with "no CUDA device" without a GPU.
@@ -64,7 +65,7 @@ void expect_shared_matches_per_layer(const Case& c, DType dtype, bool channels_l
   EXPECT_LT(plan.arena_bytes(), plan.separate_bytes()) << what << ": sharing saved nothing";
 }
 
-TEST(GradientBuffersOnGpu, SharedGiveTheBitsOfPerLayer) {
+TEST(MemoryPlanOnGpu, SharedGiveTheBitsOfPerLayer) {
   SKIP_WITHOUT_GPU();
   for (const Case& c : cases()) {
     expect_shared_matches_per_layer(c, DType::kF32, false);
@@ -73,9 +74,11 @@ TEST(GradientBuffersOnGpu, SharedGiveTheBitsOfPerLayer) {
   }
 }
 
-// What the arena saves shows in the device memory the runner holds: a deeper model's shared
-// buffers take well under half of per_layer's, and its peak allocation falls with them.
-TEST(GradientBuffersOnGpu, SharedBuffersLowerThePeak) {
+// What the arena saves shows in the device memory the runner holds: the activations all live
+// at the start of backward, and the gradients then fit in what dies, so the bottleneck model's
+// arena is well under its buffers' sum (by the layer shapes, ResNet-50's about 0.4 of it), and
+// its peak allocation falls with it.
+TEST(MemoryPlanOnGpu, SharedBuffersLowerThePeak) {
   SKIP_WITHOUT_GPU();
   const auto peak_of_a_step = [](bool shared) {
     const std::size_t before = memory_use(DeviceKind::kCuda).current;
@@ -90,7 +93,7 @@ TEST(GradientBuffersOnGpu, SharedBuffersLowerThePeak) {
     m->forward(x, labels.data(), true);
     m->backward();
     if (shared)
-      EXPECT_LT(2 * m->gradient_plan().arena_bytes(), m->gradient_plan().separate_bytes())
+      EXPECT_LT(static_cast<double>(m->gradient_plan().arena_bytes()), 0.7 * m->gradient_plan().separate_bytes())
           << "the bottleneck model's shared buffers";
     return memory_use(DeviceKind::kCuda).peak - before;
   };
