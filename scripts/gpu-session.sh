@@ -26,6 +26,10 @@
 #         memory  model.memory_plan: ResNet-50 amp-fp16 channels_last b256 training with
 #                 per_layer and with the shared memory plan: peak GPU memory (nvidia-smi, and
 #                 the runner's own allocations: gpu_memory_peak_mb) and rate; bench layers' memory line
+#         loss-read
+#                 train.loss_read: forward against step_end (one host wait a step less): the
+#                 step of ResNet-20 b128 (fp32, amp-fp16), LeNet-5 b256 and ResNet-50 b256 amp-fp16
+#                 (bench layers, whose step reads the loss as the trainer does)
 #         train-amp-channels-last
 #                 ResNet-50 amp-fp16 channels_last against PyTorch channels_last, eager and
 #                 compiled (scripts/bench_train.py)
@@ -191,6 +195,25 @@ stage_memory() {
   done
 }
 
+stage_loss_read() {
+  local bin=$BUNDLE/sdp-train r
+  for r in forward step_end; do
+    step "bench-layers-resnet20-fp32-$r" "$bin" bench layers --config configs/resnet20-cifar10.yaml \
+      --set data.format=synthetic --set data.synthetic.channels=3 --set data.synthetic.height=32 \
+      --set data.synthetic.width=32 --set data.batch_size=128 --set device=cuda --set train.loss_read=$r --steps 50
+    step "bench-layers-resnet20-amp-fp16-$r" "$bin" bench layers --config configs/resnet20-cifar10.yaml \
+      --set data.format=synthetic --set data.synthetic.channels=3 --set data.synthetic.height=32 \
+      --set data.synthetic.width=32 --set data.batch_size=128 --set device=cuda --set precision=amp-fp16 \
+      --set train.loss_read=$r --steps 50
+    step "bench-layers-lenet5-fp32-$r" "$bin" bench layers --config configs/lenet-mnist.yaml --set data.format=synthetic \
+      --set data.batch_size=256 --set device=cuda --set train.loss_read=$r --steps 50
+    step "bench-layers-resnet50-amp-fp16-$r" "$bin" bench layers --config configs/resnet50-synthetic-bench.yaml \
+      --set data.batch_size=256 --set data.synthetic.train_samples=256 --set device=cuda --set precision=amp-fp16 \
+      --set train.loss_read=$r --steps 10
+  done
+  grep -H '^# step' "$OUT"/bench-layers-*-forward.log "$OUT"/bench-layers-*-step_end.log | tee -a "$OUT/summary.txt" >&2
+}
+
 stage_train_amp_channels_last() {
   have_torch_cuda || return 0
   local bin=$BUNDLE/sdp-train
@@ -288,6 +311,7 @@ case "${1:-}" in
         bench) stage_bench ;;
         channels-last) stage_channels_last ;;
         memory) stage_memory ;;
+        loss-read) stage_loss_read ;;
         train-amp-channels-last) stage_train_amp_channels_last ;;
         tf32) stage_tf32 ;;
         plan) stage_plan ;;

@@ -79,6 +79,11 @@ struct TrainSpec {
   bool deterministic = true;
   std::string conv_algorithms = "heuristic";  // heuristic | measured
   int cudnn_workspace_mb = 512;
+  // When the host reads a training step's loss on a GPU: forward (after each forward, waiting
+  // for it, before queuing backward), step_end (once the step's gradients are averaged: the
+  // host queues backward while forward runs), auto (forward until a GPU run has checked
+  // step_end; training_setup.hpp). The CPU computes as it goes either way.
+  std::string loss_read = "auto";
 };
 
 struct OptimizerSpec {

@@ -115,6 +115,27 @@ void Model::configure(int64_t batch, bool training) {
 }
 
 float Model::forward(const Tensor& x, const int32_t* labels, bool training, int64_t* correct, uint8_t* hits) {
+  const TensorRef& logits = forward_layers(x, training);
+  const float loss = timed(ctx_.profile, loss_.get(), kLossUnit, "loss", Pass::kForward,
+                           [&] { return loss_->forward(logits, labels, correct, hits); });
+  backward_ready_ = training;
+  return loss;
+}
+
+void Model::forward_deferred(const Tensor& x, const int32_t* labels) {
+  const TensorRef& logits = forward_layers(x, /*training=*/true);
+  timed(ctx_.profile, loss_.get(), kLossUnit, "loss", Pass::kForward, [&] { loss_->forward_deferred(logits, labels); });
+  backward_ready_ = true;
+}
+
+float Model::take_loss() { return loss_->take_loss(); }
+
+void Model::wait_input_copied() {
+  if (input_copied_) input_copied_->synchronize();
+}
+
+// Checks and stages the input, configures on a new shape or mode, runs every layer: the logits.
+const TensorRef& Model::forward_layers(const Tensor& x, bool training) {
   if (!built_) throw std::logic_error("Model " + name_ + ": forward before build");
   // Host input to a GPU model is copied in on the model's stream (the loader's batches live
   // in host memory); otherwise the input must already be on the model's device.
@@ -129,12 +150,14 @@ float Model::forward(const Tensor& x, const int32_t* labels, bool training, int6
   // Timed only where there is work: a copy to the device or a cast.
   LayerProfile* input_profile = stage || compute_dtype_ != DType::kF32 ? ctx_.profile : nullptr;
   timed(input_profile, &input_, kInputUnit, "input", Pass::kForward, [&] { stage_input(x, stage); });
+  if (stage) {
+    // Done once the stream has the batch (copied here or by the prefetch it waited for).
+    if (!input_copied_) input_copied_ = ctx_.stream->make_event();
+    input_copied_->record();
+  }
   const TensorRef* act = &input_;
   for (auto& layer : layers_) act = &layer->run_forward(*act);
-  const float loss = timed(ctx_.profile, loss_.get(), kLossUnit, "loss", Pass::kForward,
-                           [&] { return loss_->forward(*act, labels, correct, hits); });
-  backward_ready_ = training;
-  return loss;
+  return *act;
 }
 
 // Points input_ at `x` on the model's device in the compute dtype: staged from host memory
@@ -185,7 +208,8 @@ void Model::reserve_slot(int slot, int64_t numel) {
 void Model::prefetch(const Tensor& x) {
   if (ctx_.device.is_cpu() || !x.device().is_cpu() || x.dtype() != DType::kF32) return;
   // The slot the last forward did not read. Its earlier reader finished: forward returns the
-  // loss, so the stream had run everything before the last forward when it returned.
+  // loss, so the stream had run everything before the last forward when it returned (with
+  // forward_deferred, the caller took that forward's loss before the next forward).
   const int slot = 1 - last_slot_;
   reserve_slot(slot, x.numel());
   ctx_.stream->prefetch_from_host(staged_[slot].raw(), x.raw(), x.nbytes());

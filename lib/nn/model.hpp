@@ -55,6 +55,14 @@ class Model {
   // be asynchronous: data/batch.hpp's pinned batches) must stay unchanged until that forward.
   // A no-op for a CPU model or input already on the device.
   void prefetch(const Tensor& x);
+  // A training forward whose loss is read later with take_loss (train.loss_read: step_end):
+  // on a GPU the host does not wait for forward, so it queues backward while forward runs.
+  // Host input must then stay unchanged until wait_input_copied() has returned.
+  void forward_deferred(const Tensor& x, const int32_t* labels);
+  // The mean loss of the last forward_deferred (waits for it on a GPU).
+  float take_loss();
+  // Waits until the last forward's host input is on the device (at once on the CPU).
+  void wait_input_copied();
   void backward();
   void set_grad_ready_hook(std::function<void(const Param&)> hook);
   // Positions stochastic layers (dropout) in their random stream; see Context::random_step.
@@ -107,6 +115,7 @@ class Model {
  private:
   void configure(int64_t batch, bool training);
   void stage_input(const Tensor& x, bool stage);
+  const TensorRef& forward_layers(const Tensor& x, bool training);
   void reserve_slot(int slot, int64_t numel);
 
   std::string name_;
@@ -127,6 +136,7 @@ class Model {
   bool configured_training_ = false;
   bool backward_ready_ = false;
   TensorRef input_;
+  std::unique_ptr<Event> input_copied_;  // recorded after each staged input (wait_input_copied)
   // A GPU model's copies of host input: two slots, so a prefetch fills one while the last
   // forward's backward still reads the other.
   Tensor staged_[2];

@@ -22,6 +22,14 @@ class SoftmaxCrossEntropy {
   virtual float forward(const TensorRef& logits, const int32_t* labels, int64_t* correct,
                         uint8_t* hits = nullptr) = 0;
   virtual const TensorRef& backward() = 0;
+  // A training forward whose mean loss is taken later (take_loss): a GPU queues it and copies
+  // the loss back without the host waiting (train.loss_read: step_end); the CPU computes it
+  // at once. A later forward_deferred replaces a loss not yet taken.
+  virtual void forward_deferred(const TensorRef& logits, const int32_t* labels) {
+    deferred_loss_ = forward(logits, labels, nullptr);
+  }
+  // The last forward_deferred's mean loss, waiting for it where it is not known yet.
+  virtual float take_loss() { return deferred_loss_; }
 
   // e in [0, 1); 0 (the default) is plain cross-entropy.
   void set_label_smoothing(float e) { label_smoothing_ = e; }
@@ -34,6 +42,7 @@ class SoftmaxCrossEntropy {
  protected:
   float label_smoothing_ = 0.0f;
   float loss_scale_ = 1.0f;
+  float deferred_loss_ = 0.0f;
 };
 
 }  // namespace sdp::nn

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/cuda_casts.hpp"
+#include "core/device_memory.hpp"
 #include "core/error.hpp"
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/softmax_xent_cuda.hpp"
@@ -26,10 +27,13 @@ void SoftmaxCrossEntropyCuda::configure(const TensorDesc& logits, int num_classe
   totals_.reserve(d, 2 * sizeof(double));
   bad_label_.reserve(d, sizeof(int));
   diff_ = {logits, logits.dtype == DType::kF32 ? grad_.get() : grad_lp_.get()};
+  if (!deferred_totals_) {
+    deferred_totals_ = allocate_pinned_host(2 * sizeof(double));
+    deferred_ready_ = ctx_.stream->make_event();
+  }
 }
 
-float SoftmaxCrossEntropyCuda::forward(const TensorRef& logits, const int32_t* labels, int64_t* correct,
-                                       uint8_t* hits) {
+void SoftmaxCrossEntropyCuda::queue_forward(const TensorRef& logits, const int32_t* labels) {
   for (int64_t i = 0; i < batch_; ++i)
     if (labels[i] < 0 || labels[i] >= num_classes_)
       throw InputError("label " + std::to_string(labels[i]) + " outside [0, " + std::to_string(num_classes_) +
@@ -46,6 +50,12 @@ float SoftmaxCrossEntropyCuda::forward(const TensorRef& logits, const int32_t* l
   if (logits.desc.dtype != DType::kF32)
     cuda_casts::from_f32(logits.desc.dtype, grad_lp_.get(), grad_.as<const float>(), batch_ * num_classes_, 1.0f,
                          ctx_.stream.get());
+}
+
+float SoftmaxCrossEntropyCuda::forward(const TensorRef& logits, const int32_t* labels, int64_t* correct,
+                                       uint8_t* hits) {
+  queue_forward(logits, labels);
+  cudaStream_t s = cuda::stream_of(ctx_);
   double totals[2] = {0.0, 0.0};
   cuda::check(cudaMemcpyAsync(totals, totals_.get(), sizeof(totals), cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
   // The rows' hits (1.0 or 0.0) are the second half of row_loss (softmax_xent_cuda.hpp).
@@ -58,6 +68,19 @@ float SoftmaxCrossEntropyCuda::forward(const TensorRef& logits, const int32_t* l
   if (correct) *correct = static_cast<int64_t>(totals[1]);
   for (std::size_t i = 0; i < row_hits.size(); ++i) hits[i] = row_hits[i] != 0.0 ? 1 : 0;
   return static_cast<float>(totals[0] / static_cast<double>(batch_));
+}
+
+void SoftmaxCrossEntropyCuda::forward_deferred(const TensorRef& logits, const int32_t* labels) {
+  queue_forward(logits, labels);
+  cuda::check(cudaMemcpyAsync(deferred_totals_.get(), totals_.get(), 2 * sizeof(double), cudaMemcpyDeviceToHost,
+                              cuda::stream_of(ctx_)),
+              "cudaMemcpyAsync");
+  deferred_ready_->record();
+}
+
+float SoftmaxCrossEntropyCuda::take_loss() {
+  deferred_ready_->synchronize();
+  return static_cast<float>(static_cast<const double*>(deferred_totals_.get())[0] / static_cast<double>(batch_));
 }
 
 const TensorRef& SoftmaxCrossEntropyCuda::backward() { return diff_; }

@@ -100,15 +100,21 @@ LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, 
     grad_ready.push_back(stream.make_timed_event());
   }
   model->set_grad_ready_hook([&](const Param& p) { grad_ready[param_index.at(&p)]->record(); });
+  // The loss is read as the trainer reads it (train.loss_read).
+  const bool loss_at_step_end = reads_loss_at_step_end(spec, device);
   const auto step = [&](bool profiled) {
     const auto start = std::chrono::steady_clock::now();
     if (!profiled) step_start->record();
-    model->forward(input.images, input.labels.data(), /*training=*/true);
+    if (loss_at_step_end)
+      model->forward_deferred(input.images, input.labels.data());
+    else
+      model->forward(input.images, input.labels.data(), /*training=*/true);
     if (!profiled) forward_end->record();
     model->backward();
     update_start->record();
     optimizer->step(lr);
     update_end->record();
+    if (loss_at_step_end) model->take_loss();
     stream.synchronize();
     return seconds_since(start);
   };

@@ -63,6 +63,7 @@ Trainer::Trainer(JobSetup& setup)
   set_flush_denormals(spec_.numerics.flush_denormals);
   // The rank's device (distributed/device_assignment): its GPU, pinned by local rank, or the CPU.
   parts_ = build_training_parts(spec_, world_, setup.device.device);
+  loss_at_step_end_ = reads_loss_at_step_end(spec_, setup.device.device);
   // The optimizer's kernels go on the model's stream, after backward's.
   parts_.optimizer->set_stream(parts_.model->context().stream.get());
   steps_per_epoch_ = parts_.loader->steps_per_epoch();
@@ -270,12 +271,15 @@ const Batch* Trainer::next_batch(Clock::time_point since) {
 double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
   if (faults_.stalls_at(step_)) FaultPlan::stall(world_.rank(), "at step " + std::to_string(step_));
   parallel_->begin_step(step_);
-  const double loss = forward_backward(first);
+  double loss = forward_backward(first);
   {
     // The communication backward did not hide (the comm track shows each bucket).
     TraceScope trace(timeline_.get(), "gradient_wait", step_);
     parallel_->finish_step();  // every gradient averaged over the micro-batches and the ranks
   }
+  // Read at the step's end, the last forward's loss is long known: no wait for the device.
+  if (loss_at_step_end_) loss += parts_.model->take_loss();
+  loss /= spec_.train.accumulate_steps;
   // Every rank learns whether any rank's loss went bad, so all stop at the same step; the
   // same allreduce carries the interruption flags, so agreeing on a stop costs nothing extra.
   double agreed[2] = {loss, interruption_requested() ? 1.0 : 0.0};
@@ -304,18 +308,27 @@ double Trainer::forward_backward(const Batch& first) {
     {
       TraceScope trace(timeline_.get(), "forward", step_);
       const bool poison = micro == 0 && faults_.nan_input_at(step_);
-      loss += model.forward(poison ? nan_poisoned(batch->images) : batch->images, batch->labels.data(),
-                            /*training=*/true);
+      const Tensor& images = poison ? nan_poisoned(batch->images) : batch->images;
+      if (loss_at_step_end_)
+        model.forward_deferred(images, batch->labels.data());
+      else
+        loss += model.forward(images, batch->labels.data(), /*training=*/true);
     }
     {
       TraceScope trace(timeline_.get(), "backward", step_);
       model.backward();
     }
-    // The batch just used was copied to the device during its forward, which waited for its
-    // loss: the loader may have its memory back.
-    if (!model.device().is_cpu()) fetch_ahead();
+    if (!model.device().is_cpu()) {
+      // Once the batch just used is on the device (its forward waited for its loss, or
+      // wait_input_copied waits for the copy alone), the loader may have its memory back.
+      if (loss_at_step_end_) model.wait_input_copied();
+      fetch_ahead();
+    }
+    // The next micro-batch's forward replaces this one's loss: take it now (its forward is
+    // done or nearly; backward is queued behind it). The last one's waits for the step's end.
+    if (loss_at_step_end_ && micro + 1 < micro_batches) loss += model.take_loss();
   }
-  return loss / micro_batches;
+  return loss;
 }
 
 bool Trainer::update(bool finite_loss, int64_t epoch, double lr) {

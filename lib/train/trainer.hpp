@@ -71,7 +71,9 @@ class Trainer {
   // train.accumulate_steps - 1), gradient mean, update; returns the loss averaged over the
   // micro-batches and the ranks. Also agrees whether any rank was interrupted (stop_agreed_).
   double train_step(const Batch& first, int64_t epoch, double lr);
-  // The forward and backward of each micro-batch of the step; their mean loss (this rank's).
+  // The forward and backward of each micro-batch of the step; the sum of their losses (this
+  // rank's), but for the last micro-batch's when the loss is read at the step's end
+  // (train.loss_read: step_end): train_step takes that one once the gradients are averaged.
   double forward_backward(const Batch& first);
   // After the gradients are averaged: checks them (and `finite_loss`, agreed by all ranks),
   // then applies the optimizer; false when the update is skipped (on_nonfinite: skip, or an
@@ -140,6 +142,7 @@ class Trainer {
   std::optional<ResumePoint> resumed_;  // the checkpoint this run continues, if any
   SampleCursor cursor_;       // the first sample of the next step
   bool stop_agreed_ = false;  // every rank saw a signal flag at the last step's allreduce
+  bool loss_at_step_end_ = false;  // train.loss_read (training_setup.hpp reads_loss_at_step_end)
   bool evaluated_last_ = false;
 };
 

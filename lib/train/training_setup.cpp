@@ -117,6 +117,23 @@ std::string describe_memory_plan(const JobSpec& spec, const Device& device) {
               : std::string());
 }
 
+bool reads_loss_at_step_end(const JobSpec& spec, const Device& device) {
+  if (spec.train.loss_read == "auto") return !device.is_cuda();
+  return spec.train.loss_read == "step_end";
+}
+
+std::string describe_loss_read(const JobSpec& spec, const Device& device) {
+  if (!device.is_cuda()) return "as computed (CPU)";
+  const std::string key = spec.train.loss_read == "auto" ? " (auto)" : "";
+  if (reads_loss_at_step_end(spec, device))
+    return "step_end" + key + ": the host queues backward while forward runs and reads the loss once the step's "
+           "gradients are averaged";
+  return "forward" + key + ": the host waits for each forward's loss before queuing backward" +
+         (spec.train.loss_read == "auto"
+              ? std::string("; train.loss_read: step_end waits once a step less, awaiting a GPU run's check")
+              : std::string());
+}
+
 DType compute_dtype(Precision precision) {
   switch (precision) {
     case Precision::kFp32:

@@ -52,7 +52,13 @@ std::string describe_memory_format(const JobSpec& spec, const Device& device);
 // the CPU. A GPU keeps per_layer under auto until a GPU run has checked the shared path's
 // tests (then auto becomes shared there too).
 bool uses_memory_plan(const JobSpec& spec, const Device& device);
-// The plan's `gradients` line: which way, and why.
+// Whether the trainer reads a step's loss at the step's end (train.loss_read: step_end) rather
+// than after each forward. auto keeps forward on a GPU until a GPU run has checked step_end;
+// on the CPU both are the same computation, and step_end is taken.
+bool reads_loss_at_step_end(const JobSpec& spec, const Device& device);
+// The plan's `loss read` line.
+std::string describe_loss_read(const JobSpec& spec, const Device& device);
+// The plan's `memory` line: which way, and why.
 std::string describe_memory_plan(const JobSpec& spec, const Device& device);
 
 // How the ranks split the set at `path` (data.shard): `rank`, all ranks the whole set; `host`,

@@ -217,6 +217,15 @@ case_memory_plan_choice() {
     expect_error 2 "bad.yaml:1: key 'model.memory_plan': unknown value 'pooled'" validate --config "$cfg"
 }
 
+case_loss_read_choice() {
+    # train.loss_read: the plan says when the host reads the loss (the CPU computes it as it
+    # goes); a bad value names the key and its choices (exit 2).
+    expect_ok 0 validate --config "$SRC/configs/quickstart.yaml" --set train.loss_read=step_end
+    grep -q '^  loss read    : as computed (CPU)' "$WORK/out" || fail "the plan does not say how the CPU reads the loss"
+    cfg=$(yaml bad.yaml 'train: {loss_read: later}\n')
+    expect_error 2 "bad.yaml:1: key 'train.loss_read': unknown value 'later'" validate --config "$cfg"
+}
+
 case_err_unknown_model() {
     cfg=$(yaml bad.yaml 'model: {name: resnet21}\n')
     expect_error 2 "bad.yaml:1: key 'model.name': unknown value 'resnet21'.*did you mean" validate --config "$cfg"

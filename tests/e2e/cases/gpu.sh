@@ -201,6 +201,29 @@ case_gpu_memory_plan_same_model() {
       fail "the shared memory plan did not lower the peak"
 }
 
+case_gpu_loss_read_step_end_same_model() {
+    # train.loss_read: step_end (the host queues backward while forward runs and reads the loss
+    # once the gradients are averaged) trains the very model forward does, with the same logged
+    # losses, in one micro-batch a step and in two (train.accumulate_steps), and says so in the plan.
+    need_gpus 1
+    local r a
+    for a in 1 2; do
+      for r in forward step_end; do
+        expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set precision=amp-fp16 \
+          --set model.name=resnet20 --set data.synthetic.channels=3 --set data.synthetic.height=16 \
+          --set data.synthetic.width=16 --set data.batch_size=32 --set data.synthetic.train_samples=512 \
+          --set data.synthetic.test_samples=256 --set train.epochs=2 --set train.log_every=2 \
+          --set train.accumulate_steps=$a --set train.loss_read=$r --set output.model_dir="$WORK/m-$a-$r"
+        grep -q "^  loss read    : $r:" "$WORK/out" || fail "the plan does not say $r"
+        grep -oE '^\[(step|epoch)[^]]*\].*loss=[0-9.e+-]+' "$WORK/out" | grep -oE 'loss=[0-9.e+-]+' >"$WORK/losses-$a-$r"
+      done
+      [ -s "$WORK/losses-$a-forward" ] || fail "no losses logged"
+      cmp "$WORK/losses-$a-forward" "$WORK/losses-$a-step_end" || fail "step_end logged other losses ($a micro-batches)"
+      cmp "$WORK/m-$a-forward/model.safetensors" "$WORK/m-$a-step_end/model.safetensors" ||
+        fail "step_end trained another model ($a micro-batches)"
+    done
+}
+
 case_gpu_amp_dp_overflow_agreed() {
     # 2 GPUs: an overflow on rank 1 alone skips the same step on both ranks (the averaged
     # gradients are the same everywhere) and the replicas stay identical.

@@ -274,6 +274,32 @@ TEST_P(LayerProfiling, LeavesLossAndGradientsBitwiseUnchanged) {
   }
 }
 
+// train.loss_read: step_end. forward_deferred queues the loss and take_loss reads it later (on
+// a GPU without the host waiting for forward in between): the same loss and gradients, bit
+// for bit, as forward's, step after step, with the next batch prefetched as the trainer does.
+SDP_DEVICE_TEST_SUITE(DeferredLoss);
+
+TEST_P(DeferredLoss, TakesForwardsLossAndGradientsBitwise) {
+  auto now = tiny_resnet(13, GetParam()), later = tiny_resnet(13, GetParam());
+  std::vector<Batch> batches;
+  for (int step = 0; step < 3; ++step) batches.push_back(random_batch(4, now->input_shape(), 5, 30 + step));
+  for (int step = 0; step < 3; ++step) {
+    const Batch& b = batches[step];
+    const float loss = now->forward(b.x, b.labels.data(), true);
+    now->backward();
+    later->forward_deferred(b.x, b.labels.data());
+    later->backward();
+    later->wait_input_copied();
+    if (step + 1 < 3) {
+      now->prefetch(batches[step + 1].x);
+      later->prefetch(batches[step + 1].x);
+    }
+    EXPECT_EQ(later->take_loss(), loss) << "step " << step;
+    EXPECT_EQ(testing::host_values(later->store().grad_arena()), testing::host_values(now->store().grad_arena()))
+        << "step " << step;
+  }
+}
+
 TEST(LayerProfileMedian, OfSamples) {
   EXPECT_EQ(median_seconds({}), 0.0);
   EXPECT_EQ(median_seconds({3.0, 1.0, 2.0}), 2.0);

@@ -61,6 +61,27 @@ TEST(MemoryPlan, SharedOnTheCpuPerLayerOnAGpuUntilChecked) {
   EXPECT_EQ(describe_memory_plan(spec, cpu), "per_layer: every layer keeps its own");
 }
 
+// train.loss_read: a GPU keeps reading the loss after each forward under auto until a GPU run
+// has checked step_end; the CPU takes step_end (the same computation, no wait to save).
+TEST(LossRead, ForwardOnAGpuUntilCheckedStepEndOnTheCpu) {
+  const Device gpu = Device::cuda(0), cpu = Device::cpu();
+  JobSpec spec;
+  EXPECT_EQ(spec.train.loss_read, "auto");
+  EXPECT_FALSE(reads_loss_at_step_end(spec, gpu));
+  EXPECT_TRUE(reads_loss_at_step_end(spec, cpu));
+  EXPECT_EQ(describe_loss_read(spec, gpu),
+            "forward (auto): the host waits for each forward's loss before queuing backward; train.loss_read: "
+            "step_end waits once a step less, awaiting a GPU run's check");
+  EXPECT_EQ(describe_loss_read(spec, cpu), "as computed (CPU)");
+  spec.train.loss_read = "step_end";
+  EXPECT_TRUE(reads_loss_at_step_end(spec, gpu));
+  EXPECT_EQ(describe_loss_read(spec, gpu).rfind("step_end: the host queues backward while forward runs", 0), 0u);
+  spec.train.loss_read = "forward";
+  EXPECT_FALSE(reads_loss_at_step_end(spec, gpu));
+  EXPECT_FALSE(reads_loss_at_step_end(spec, cpu));
+  EXPECT_EQ(describe_loss_read(spec, gpu), "forward: the host waits for each forward's loss before queuing backward");
+}
+
 // precision: tf32 and the train.* algorithm keys as the GPU layers get them, and the plan's line.
 TEST(ComputeRules, FromTheJobSpec) {
   JobSpec spec;
