@@ -62,6 +62,23 @@ std::size_t GradientPlan::separate_bytes() const {
   return total;
 }
 
+std::size_t GradientPlan::peak_live_bytes() const {
+  // +bytes where a lifetime starts, -bytes after it ends; the running sum's maximum.
+  std::vector<std::pair<int, std::int64_t>> events;
+  for (const Record& r : records_) {
+    const auto bytes = static_cast<std::int64_t>((r.buffer->bytes + kAlign - 1) / kAlign * kAlign);
+    events.emplace_back(r.first, bytes);
+    events.emplace_back(r.last + 1, -bytes);
+  }
+  std::sort(events.begin(), events.end());  // at one operation, the ends (negative) first
+  std::int64_t live = 0, peak = 0;
+  for (const auto& [when, bytes] : events) {
+    live += bytes;
+    peak = std::max(peak, live);
+  }
+  return static_cast<std::size_t>(peak);
+}
+
 void GradientPlan::allocate(const Device& device) {
   const auto rounded = [](std::size_t b) { return (b + kAlign - 1) / kAlign * kAlign; };
   // Greedy by size (largest first), each at the lowest offset free of every placed buffer

@@ -60,6 +60,9 @@ class GradientPlan {
   std::size_t arena_bytes() const { return arena_bytes_; }
   // What the recorded buffers would take with one allocation each.
   std::size_t separate_bytes() const;
+  // The most bytes alive in one operation: what any placement needs at least (arena_bytes()
+  // against it says how well the buffers were packed).
+  std::size_t peak_live_bytes() const;
   std::size_t buffer_count() const { return records_.size(); }
 
  private:

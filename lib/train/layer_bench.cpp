@@ -62,8 +62,9 @@ std::string describe_memory_use(const JobSpec& spec, const nn::Model& model) {
   };
   std::string line = "memory plan ";
   if (uses_memory_plan(spec, model.device()))
-    line += "shared, " + mb(plan.arena_bytes()) + " in one arena for " + mb(plan.separate_bytes()) + " of " +
-            std::to_string(plan.buffer_count()) + " buffers";
+    line += "shared, " + mb(plan.arena_bytes()) + " in one arena (" + mb(plan.peak_live_bytes()) +
+            " alive at the peak) for " + mb(plan.separate_bytes()) + " of " + std::to_string(plan.buffer_count()) +
+            " buffers";
   else
     line += "per_layer (model.memory_plan)";
   if (model.device().is_cuda()) line += "; GPU peak " + mb(memory_use(DeviceKind::kCuda).peak) + " allocated by sdp-train";

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <iostream>
+#include <memory>
 #include <vector>
 
 #include "nn/gradient_plan.hpp"
@@ -105,6 +107,53 @@ TEST(GradientPlan, ClearForgetsBuffers) {
   plan.write(&b.buffer);
   plan.allocate(Device::cpu());
   EXPECT_EQ(plan.buffer_count(), 1u);
+}
+
+// A whole training step as the GPU plans it (model.memory_plan: shared): each layer's output
+// written in forward and read by its consumer's and its own backward, the gradients a
+// ping-pong in backward, the sizes shrinking stage by stage as a ResNet's do. Every
+// activation lives at the start of backward, so the peak is about their sum; the arena must
+// come close to that peak (the gradients fit in the activations backward is done with).
+TEST(GradientPlan, ForwardAndBackwardPackNearTheLivePeak) {
+  std::vector<std::size_t> sizes;
+  for (std::size_t stage : {4096u, 2048u, 1024u, 512u})
+    for (int layer = 0; layer < 9; ++layer) sizes.push_back(stage * (layer % 3 == 2 ? 4 : 1));
+  const std::size_t n = sizes.size();
+  std::vector<std::unique_ptr<Slot>> act, grad;
+  GradientPlan plan;
+  GradientPlan::Buffer* in = nullptr;  // the model's input: its own
+  std::vector<GradientPlan::Buffer*> inputs;
+  for (std::size_t i = 0; i < n; ++i) {
+    act.push_back(std::make_unique<Slot>(sizes[i]));
+    plan.read(in);
+    inputs.push_back(in);
+    in = plan.write(&act.back()->buffer);
+    plan.next();
+  }
+  plan.read(in);  // the loss
+  plan.next();
+  GradientPlan::Buffer* g = nullptr;  // the loss's gradient: its own
+  for (std::size_t i = n; i-- > 0;) {
+    plan.read(g);
+    plan.read(inputs[i]);
+    plan.read(&act[i]->buffer);
+    g = nullptr;
+    if (i > 0) {
+      grad.push_back(std::make_unique<Slot>(sizes[i - 1]));
+      g = plan.write(&grad.back()->buffer);
+    }
+    plan.next();
+  }
+  plan.allocate(Device::cpu());
+  std::size_t activations = 0;
+  for (std::size_t s : sizes) activations += s;
+  std::cout << "  arena " << plan.arena_bytes() << ", live peak " << plan.peak_live_bytes() << ", activations "
+            << activations << ", separate " << plan.separate_bytes() << "\n";
+  EXPECT_GE(plan.peak_live_bytes(), activations);
+  EXPECT_GE(plan.arena_bytes(), plan.peak_live_bytes());
+  EXPECT_LE(static_cast<double>(plan.arena_bytes()), 1.1 * plan.peak_live_bytes());
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t j = i + 1; j < n; ++j) EXPECT_FALSE(overlap(*act[i], *act[j])) << i << " " << j;
 }
 
 }  // namespace

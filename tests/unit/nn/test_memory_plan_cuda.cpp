@@ -58,8 +58,8 @@ void expect_shared_matches_per_layer(const Case& c, DType dtype, bool channels_l
         << what << " step " << step;
   }
   const GradientPlan& plan = shared->gradient_plan();
-  std::cout << "  " << what << ": " << plan.buffer_count() << " buffers, " << plan.arena_bytes() << " bytes shared for "
-            << plan.separate_bytes() << "\n";
+  std::cout << "  " << what << ": " << plan.buffer_count() << " buffers, " << plan.arena_bytes() << " bytes shared ("
+            << plan.peak_live_bytes() << " alive at the peak) for " << plan.separate_bytes() << "\n";
   EXPECT_EQ(own->gradient_plan().buffer_count(), 0u) << what << ": per_layer plans nothing";
   EXPECT_GT(plan.buffer_count(), 2u) << what;
   EXPECT_LT(plan.arena_bytes(), plan.separate_bytes()) << what << ": sharing saved nothing";
