@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "data/images/nvjpeg_offload.hpp"
+#include "data/sets/open_data.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/collectives.hpp"
 #include "distributed/comm_backend.hpp"
@@ -27,10 +28,14 @@ namespace sdp {
 namespace {
 
 // The plan's decode line: where the JPEGs are decoded, and why.
-std::string describe_decode(const DataSpec& data, const Device& device) {
+std::string describe_decode(const DataSpec& data, const Device& device, int compute_threads) {
   const NvjpegStatus& nvjpeg = nvjpeg_status();
+  const int readers = loader_workers(data, compute_threads, /*gpu_decode=*/true);
   const std::string gpu = "nvJPEG " + nvjpeg.version + " on " + device.str() +
-                          " (the hardware decoder where the GPU has one; what it refuses is decoded on the CPU)";
+                          " (the hardware decoder where the GPU has one; what it refuses is decoded on the CPU); " +
+                          std::to_string(readers) + " loader thread(s) read and parse" +
+                          (data.workers > 0 ? std::string(" (data.workers)")
+                                            : " (at most " + std::to_string(kGpuDecodeWorkers) + " by default)");
   switch (data.decode) {
     case DecodeChoice::kGpu:
       return "gpu: " + gpu;
@@ -245,7 +250,7 @@ std::string describe_plan(const JobSetup& setup) {
     out << " (train " << s.data.train << ", test " << s.data.test << ")";
   out << "\n";
   if (is_encoded_images(s.data.format))
-    out << "  decode       : " << describe_decode(s.data, setup.device.device) << "\n";
+    out << "  decode       : " << describe_decode(s.data, setup.device.device, setup.device.threads) << "\n";
   const GlobalBatch batch = global_batch(s, w.size());
   out << "  batch        : " << batch.per_rank << " per rank, " << batch.size() << " global ("
       << batch.per_rank << " x " << batch.ranks << " rank(s) x " << batch.accumulate

@@ -60,7 +60,7 @@ DataSplits open_encoded_images(const DataSpec& d, const DataJob& job, const Data
   options.image_size = d.image_size;
   options.resize = d.resize;
   options.num_classes = job.num_classes;
-  options.workers = d.workers > 0 ? d.workers : job.workers;
+  options.workers = loader_workers(d, job.workers, static_cast<bool>(job.make_offload));
   options.skip_bad_records = d.on_bad_record == "skip";
   if (d.normalize == "cifar10") options.normalization = Normalization::cifar10();
   const auto train_channel = channel_config(d.train);
@@ -147,6 +147,12 @@ AugmentOptions augment_options(const DataSpec& data) {
                     (data.augment == Augmentation::kAuto && is_encoded_images(data.format));
   if (data.augment == Augmentation::kFlip) options.pad = 0;  // no crop: the image as is, or mirrored
   return options;
+}
+
+int loader_workers(const DataSpec& data, int compute_threads, bool gpu_decode) {
+  if (data.workers > 0) return data.workers;
+  const int threads = std::max(1, compute_threads);
+  return gpu_decode ? std::min(kGpuDecodeWorkers, threads) : threads;
 }
 
 }  // namespace sdp

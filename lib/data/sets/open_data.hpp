@@ -40,6 +40,12 @@ struct DataJob {
   std::function<std::shared_ptr<JpegOffload>()> make_offload;
 };
 
+// The threads of a loader of encoded images: data.workers, else the rank's compute threads;
+// with the GPU decoding (data.decode: gpu) at most kGpuDecodeWorkers by default, since they
+// only read, parse and draw the transforms.
+constexpr int kGpuDecodeWorkers = 2;
+int loader_workers(const DataSpec& data, int compute_threads, bool gpu_decode);
+
 // The train and test splits `data` names (not collective: the caller agrees on errors). The
 // training split is opened first, so that its errors are the ones reported. Throws InputError
 // naming the file and key for a missing or corrupt set.

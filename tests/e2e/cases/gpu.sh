@@ -224,6 +224,27 @@ case_gpu_loss_read_step_end_same_model() {
     done
 }
 
+case_gpu_decode_learns_as_cpu() {
+    # data.decode: gpu (nvJPEG) trains from JPEGs as the CPU decoder does: the plan says so,
+    # with 2 loader threads by default; no image falls back to the CPU ([done]
+    # cpu_decoded_images=0); the test accuracy is within 3 points of the CPU-decoded run's.
+    need_gpus 1
+    convert_synthetic image-folder "$WORK/train" --synthetic-samples 1024
+    local d
+    for d in cpu gpu; do
+      expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set data.format=image-folder \
+        --set data.train="$WORK/train" --set data.test="$WORK/train" --set data.image_size=32 --set data.resize=32 \
+        --set data.decode=$d --set train.epochs=3 --set output.model_dir="$WORK/m-$d"
+      grep -oE '^\[epoch 3\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$' >"$WORK/acc-$d" ||
+        fail "no test accuracy ($d)"
+    done
+    grep -q '^  decode       : gpu: nvJPEG .* 2 loader thread(s) read and parse (at most 2 by default)' "$WORK/out" ||
+      fail "the plan does not say the GPU decodes with 2 loader threads"
+    grep -q '^\[done\].* cpu_decoded_images=0' "$WORK/out" || fail "images fell back to the CPU"
+    python3 -c "import sys; c, g = (float(open('$WORK/acc-' + d).read()) for d in ('cpu', 'gpu')); print('accuracy cpu', c, 'gpu', g); sys.exit(0 if abs(c - g) <= 0.03 else 1)" ||
+      fail "the GPU-decoded run learns otherwise than the CPU-decoded one"
+}
+
 case_gpu_amp_dp_overflow_agreed() {
     # 2 GPUs: an overflow on rank 1 alone skips the same step on both ranks (the averaged
     # gradients are the same everywhere) and the replicas stay identical.

@@ -18,6 +18,7 @@
 #include "data/images/nvjpeg_offload.hpp"
 #include "data/images/window_resample.hpp"
 #include "data/loading/batch_decoder.hpp"
+#include "data/sets/open_data.hpp"
 #include "expect_input_error.hpp"
 #include "image_samples.hpp"
 
@@ -188,6 +189,20 @@ TEST(JpegOffload, ACorruptJpegIsABadRecord) {
 // On a GPU: nvJPEG's pixels against the CPU path's on the same crops. JPEG decoders differ in
 // their IDCT and chroma upsampling, and the GPU emulates the CPU's DCT scaling by an area
 // average: a few levels apart, on average under two.
+// With the GPU decoding, the loader's threads only read, parse and draw the transforms: at most
+// 2 by default, whatever the rank's compute threads; data.workers still decides when set.
+TEST(JpegOffload, GpuDecodingKeepsTwoLoaderThreadsByDefault) {
+  DataSpec data;
+  EXPECT_EQ(loader_workers(data, 12, /*gpu_decode=*/false), 12) << "the CPU decodes on the compute threads";
+  EXPECT_EQ(loader_workers(data, 12, /*gpu_decode=*/true), kGpuDecodeWorkers);
+  EXPECT_EQ(kGpuDecodeWorkers, 2);
+  EXPECT_EQ(loader_workers(data, 1, /*gpu_decode=*/true), 1);
+  EXPECT_EQ(loader_workers(data, 0, /*gpu_decode=*/false), 1);
+  data.workers = 6;
+  EXPECT_EQ(loader_workers(data, 12, /*gpu_decode=*/true), 6);
+  EXPECT_EQ(loader_workers(data, 12, /*gpu_decode=*/false), 6);
+}
+
 TEST(NvjpegOffload, PixelsMatchTheCpuPathWithinAFewLevels) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU: " << cuda_unavailable_reason();
   if (!nvjpeg_status().available) GTEST_SKIP() << "no nvJPEG: " << nvjpeg_status().reason;
