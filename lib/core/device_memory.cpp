@@ -2,6 +2,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -80,6 +81,20 @@ std::shared_ptr<void> counted(DeviceKind kind, std::size_t bytes, std::shared_pt
 }
 
 }  // namespace
+
+std::string out_of_memory_message(const Device& device, std::size_t asked, const MemoryUse& held,
+                                  std::size_t device_free, std::size_t device_total) {
+  const auto mb = [](std::size_t bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f MB", static_cast<double>(bytes) / (1 << 20));
+    return std::string(text);
+  };
+  return device.str() + " is out of memory: sdp-train asked for " + mb(asked) + " more while holding " +
+         mb(held.current) + " (" + mb(device_free) + " free of the GPU's " + mb(device_total) +
+         "; other processes and the libraries hold the rest); lower data.batch_size, let a step's buffers share "
+         "one arena (model.memory_plan: shared), or compute in 16 bits (precision: amp-fp16 or amp-bf16 halves "
+         "the activations)";
+}
 
 MemoryUse memory_use(DeviceKind kind) {
   return {counter(kind).current.load(), counter(kind).peak.load()};

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 
 #include "core/dtype.hpp"
 
@@ -31,6 +32,10 @@ struct MemoryUse {
 };
 MemoryUse memory_use(DeviceKind kind);
 void reset_peak_memory(DeviceKind kind);
+// The error a GPU's failed allocation ends the job with: what was asked, what sdp-train holds,
+// what the device has left, and what a user can change.
+std::string out_of_memory_message(const Device& device, std::size_t asked, const MemoryUse& held,
+                                  std::size_t device_free, std::size_t device_total);
 
 // zero_bytes and copy_bytes are synchronous: on a GPU they wait for every stream of the device
 // before and after (see device_memory_cuda.cpp), so they are for setup, checkpoints and tests.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/cuda_check_cuda.hpp"
+#include "core/device_memory.hpp"
 #include "core/error.hpp"
 
 namespace sdp {
@@ -21,7 +22,15 @@ namespace sdp {
 std::shared_ptr<void> cuda_allocate(int ordinal, std::size_t bytes) {
   check_cuda(cudaSetDevice(ordinal), "cudaSetDevice");
   void* p = nullptr;
-  check_cuda(cudaMalloc(&p, bytes == 0 ? 256 : bytes), "cudaMalloc");
+  const cudaError_t status = cudaMalloc(&p, bytes == 0 ? 256 : bytes);
+  if (status == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // not sticky: clear it
+    std::size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    throw RuntimeError(
+        out_of_memory_message(Device::cuda(ordinal), bytes, memory_use(DeviceKind::kCuda), free_bytes, total_bytes));
+  }
+  check_cuda(status, "cudaMalloc");
   check_cuda(cudaMemset(p, 0, bytes), "cudaMemset");
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });

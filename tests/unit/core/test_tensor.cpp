@@ -126,6 +126,21 @@ TEST(DeviceMemory, UseFollowsAllocationsAndKeepsThePeak) {
   EXPECT_EQ(memory_use(DeviceKind::kCpu).peak, before.current);
 }
 
+// A GPU's failed allocation names the device, what was asked and held, what is left, and the
+// keys that lower the need.
+TEST(DeviceMemory, OutOfMemoryNamesTheDeviceTheSizesAndTheKeys) {
+  const std::string m = out_of_memory_message(Device::cuda(1), std::size_t{1536} << 20,
+                                              MemoryUse{std::size_t{20480} << 20, std::size_t{21000} << 20},
+                                              std::size_t{512} << 20, std::size_t{81559} << 20);
+  EXPECT_EQ(m.rfind("cuda:1 is out of memory: sdp-train asked for 1536.0 MB more while holding 20480.0 MB (512.0 MB "
+                    "free of the GPU's 81559.0 MB",
+                    0),
+            0u)
+      << m;
+  for (const char* key : {"data.batch_size", "model.memory_plan: shared", "precision: amp-fp16"})
+    EXPECT_NE(m.find(key), std::string::npos) << key << " in " << m;
+}
+
 TEST(DeviceMemory, PinnedHostMemoryIsZeroedAndWritable) {
   // Page-locked where a GPU driver grants it, ordinary host memory elsewhere: either way
   // zero-filled host memory.
