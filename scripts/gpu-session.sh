@@ -36,7 +36,8 @@
 #         tf32    the fp32 step's math and algorithm rules: ResNet-50's layers in fp32, TF32, and fp32 with
 #                 any algorithm timed by cuDNN; then ResNet-50 in TF32 against PyTorch with TF32
 #         decode  data.decode: gpu: the loader's images/s with nvJPEG against the CPU decoders and
-#                 torchvision's GPU decode, on 4,000 JPEGs of 375x375
+#                 torchvision's GPU decode, on 4,000 JPEGs of 375x375; ResNet-50 amp trained from
+#                 them (nvJPEG + f16 NHWC batches, the CPU decoders) against synthetic data
 #         plan    `sdp-train plan` of ResNet-50 amp-fp16 on 1 to 64 p5.48xlarge nodes from this
 #                 GPU's measured step; the compute file comes back for plans made elsewhere
 #         train-fp32, train-amp
@@ -255,6 +256,20 @@ stage_decode() {
              --set data.test="$data" --set data.batch_size=256)
   step bench-data-decode-gpu "$bin" bench data "${job[@]}" --set data.decode=gpu --workers 1,2 --batches 30
   step bench-data-decode-cpu "$bin" bench data "${job[@]}" --set data.decode=cpu --workers 1,2,8,14 --batches 10
+  # ResNet-50 amp-fp16 trained from those JPEGs (#36: >= 0.95x its synthetic rate): nvJPEG with
+  # 2 loader threads and batches in the model's f16 NHWC, against the CPU decoders on 14 threads
+  # and against synthetic data (30 steps each, the median rate of the last ones).
+  local train=(--set device=cuda --set precision=amp-fp16 --set train.epochs=8 --set train.max_steps=30
+               --set train.log_every=1 --set train.eval_every_epochs=0 --set checkpoint.every_steps=0
+               --set output.metrics=)
+  peak_memory train-resnet50-jpeg-gpu-decode "$bin" "${job[@]}" "${train[@]}" --set data.decode=gpu \
+    --set data.batch_type=compute --set train.loss_read=step_end --set model.memory_plan=shared \
+    --set checkpoint.dir="$OUT/ck-jg" --set output.model_dir="$OUT/m-jg"
+  peak_memory train-resnet50-jpeg-cpu-decode "$bin" "${job[@]}" "${train[@]}" --set data.decode=cpu \
+    --set data.workers=14 --set checkpoint.dir="$OUT/ck-jc" --set output.model_dir="$OUT/m-jc"
+  peak_memory train-resnet50-synthetic "$bin" --config configs/resnet50-synthetic-bench.yaml --set data.batch_size=256 \
+    --set data.synthetic.train_samples=1024 "${train[@]}" --set train.loss_read=step_end --set model.memory_plan=shared \
+    --set checkpoint.dir="$OUT/ck-js" --set output.model_dir="$OUT/m-js"
   have_torch_cuda || return 0
   step decode-torchvision-gpu python3 - "$data" <<'PY'
 import pathlib, sys, time, torch, torchvision

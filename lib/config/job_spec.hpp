@@ -55,6 +55,11 @@ struct DataSpec {
   // JPEG decoding: on the CPU, or with nvJPEG on the rank's GPU; auto keeps the CPU until a
   // GPU run has checked the GPU path (docs/data-formats.md, "Decoding on the GPU").
   DecodeChoice decode = DecodeChoice::kAuto;
+  // tfrecord, tar-shards, image-folder: the type and layout the loader normalises images into:
+  // f32 (NCHW; the GPU casts and reorders), compute (a 16-bit channels_last model's own input,
+  // f16/bf16 NHWC: half the bytes to copy, no cast; f32 NCHW for any other model), auto (f32
+  // until a GPU run has checked compute; training_setup.hpp).
+  std::string batch_type = "auto";
   std::string normalize = "imagenet";  // imagenet or cifar10 mean/std
   std::string image_key = "image/encoded";      // tfrecord: the Example's encoded image
   std::string label_key = "image/class/label";  // tfrecord: the Example's int64 label

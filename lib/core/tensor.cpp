@@ -39,6 +39,17 @@ Tensor Tensor::view_of(std::shared_ptr<void> owner, void* data, Shape shape, DTy
   return t;
 }
 
+Tensor Tensor::reinterpreted(Shape shape, DType dtype) const {
+  const std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
+  if (bytes > nbytes())
+    throw std::invalid_argument("Tensor::reinterpreted: " + shape_str(shape) + " " + dtype_name(dtype) + " needs " +
+                                std::to_string(bytes) + " bytes of " + std::to_string(nbytes()));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  return t;
+}
+
 Tensor Tensor::reshaped(Shape shape) const {
   if (shape_numel(shape) != numel())
     throw std::invalid_argument("Tensor::reshaped: " + shape_str(shape_) + " -> " +

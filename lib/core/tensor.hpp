@@ -49,6 +49,8 @@ class Tensor {
 
   // Same storage, new shape with the same number of elements.
   Tensor reshaped(Shape shape) const;
+  // The first bytes of the same storage read as `dtype` in `shape` (at most nbytes()).
+  Tensor reinterpreted(Shape shape, DType dtype) const;
   // Elements [begin, begin + count) of the flattened tensor, as a 1-D view.
   Tensor slice(int64_t begin, int64_t count) const;
 

@@ -138,13 +138,20 @@ void Model::wait_input_copied() {
 const TensorRef& Model::forward_layers(const Tensor& x, bool training) {
   if (!built_) throw std::logic_error("Model " + name_ + ": forward before build");
   // Host input to a GPU model is copied in on the model's stream (the loader's batches live
-  // in host memory); otherwise the input must already be on the model's device.
+  // in host memory); otherwise the input must already be on the model's device. A 16-bit
+  // channels_last model also takes host input already in its compute type, NHWC [N, H, W, C]
+  // (data.batch_type: compute): copied in as it is, no cast.
   const bool stage = x.device().is_cpu() && !ctx_.device.is_cpu();
-  if (x.rank() != 4 || x.dtype() != DType::kF32 || !(stage || x.device() == ctx_.device) ||
-      Shape(x.shape().begin() + 1, x.shape().end()) != input_shape_ || x.dim(0) < 1)
+  const bool ready = stage && input_channels_last() && x.dtype() == compute_dtype_;
+  const Shape expected = ready ? Shape{input_shape_[1], input_shape_[2], input_shape_[0]} : input_shape_;
+  if (x.rank() != 4 || !(x.dtype() == DType::kF32 || ready) || !(stage || x.device() == ctx_.device) ||
+      Shape(x.shape().begin() + 1, x.shape().end()) != expected || x.dim(0) < 1)
     throw InputError("model " + name_ + " expects f32 " + ctx_.device.str() + " input [N, " +
-                     shape_str(input_shape_).substr(1) + ", got " + shape_str(x.shape()) + " " +
-                     dtype_name(x.dtype()) + " on " + x.device().str());
+                     shape_str(input_shape_).substr(1) +
+                     (input_channels_last() && stage ? " (or " + std::string(dtype_name(compute_dtype_)) +
+                                                           " host input [N, " + shape_str(expected).substr(1) + ")"
+                                                     : std::string()) +
+                     ", got " + shape_str(x.shape()) + " " + dtype_name(x.dtype()) + " on " + x.device().str());
   if (x.dim(0) != configured_batch_ || training != configured_training_)
     configure(x.dim(0), training);
   // Timed only where there is work: a copy to the device or a cast.
@@ -183,7 +190,8 @@ void Model::stage_input(const Tensor& x, bool stage) {
   } else {
     input_.data = x.raw();
   }
-  if (compute_dtype_ != DType::kF32) {
+  // Input already in the compute type (NHWC: forward_layers checked) is the first layer's own.
+  if (compute_dtype_ != DType::kF32 && x.dtype() == DType::kF32) {
     if (!compute_input_.defined() || compute_input_.numel() < x.numel() || compute_input_.dtype() != compute_dtype_)
       compute_input_ = Tensor({x.numel()}, compute_dtype_, ctx_.device);
     if (input_channels_last()) {  // cast and reordered in one pass
@@ -206,7 +214,8 @@ void Model::reserve_slot(int slot, int64_t numel) {
 }
 
 void Model::prefetch(const Tensor& x) {
-  if (ctx_.device.is_cpu() || !x.device().is_cpu() || x.dtype() != DType::kF32) return;
+  if (ctx_.device.is_cpu() || !x.device().is_cpu()) return;
+  if (x.dtype() != DType::kF32 && !(input_channels_last() && x.dtype() == compute_dtype_)) return;
   // The slot the last forward did not read. Its earlier reader finished: forward returns the
   // loss, so the stream had run everything before the last forward when it returned (with
   // forward_deferred, the caller took that forward's loss before the next forward).

@@ -251,6 +251,8 @@ std::string describe_plan(const JobSetup& setup) {
   out << "\n";
   if (is_encoded_images(s.data.format))
     out << "  decode       : " << describe_decode(s.data, setup.device.device, setup.device.threads) << "\n";
+  if (is_encoded_images(s.data.format))
+    out << "  batches      : " << describe_batch_type(s, setup.device.device) << "\n";
   const GlobalBatch batch = global_batch(s, w.size());
   out << "  batch        : " << batch.per_rank << " per rank, " << batch.size() << " global ("
       << batch.per_rank << " x " << batch.ranks << " rank(s) x " << batch.accumulate

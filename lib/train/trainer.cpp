@@ -386,7 +386,10 @@ void Trainer::throw_nonfinite(bool finite_loss, int64_t epoch, double lr) const 
 const Tensor& Trainer::nan_poisoned(const Tensor& images) {
   poisoned_input_ = Tensor(images.shape(), images.dtype(), images.device());
   poisoned_input_.copy_from(images);
-  poisoned_input_.data<float>()[0] = std::nanf("");
+  if (images.dtype() == DType::kF32)
+    poisoned_input_.data<float>()[0] = std::nanf("");
+  else  // a 16-bit batch (data.batch_type: compute): a quiet NaN's bits
+    poisoned_input_.data<uint16_t>()[0] = images.dtype() == DType::kF16 ? 0x7e00 : 0x7fc0;
   return poisoned_input_;
 }
 

@@ -38,6 +38,10 @@ DataSplits load_data(const JobSpec& spec, const DataReaders& readers, const Devi
   job.seed = spec.seed;
   job.workers = nn::num_threads();
   job.timeout_s = spec.distributed.timeout_s;
+  if (loads_compute_batches(spec, device)) {
+    job.batch_dtype = compute_dtype(spec.precision);
+    job.batch_channels_last = true;
+  }
   return open_data(spec.data, job, readers);
 }
 
@@ -115,6 +119,23 @@ std::string describe_memory_plan(const JobSpec& spec, const Device& device) {
          (device.is_cuda() && spec.model.memory_plan == "auto"
               ? std::string("; model.memory_plan: shared is the GPU's smaller path, awaiting a GPU run's check")
               : std::string());
+}
+
+bool loads_compute_batches(const JobSpec& spec, const Device& device) {
+  return spec.data.batch_type == "compute" && is_encoded_images(spec.data.format) && uses_channels_last(spec, device);
+}
+
+std::string describe_batch_type(const JobSpec& spec, const Device& device) {
+  if (loads_compute_batches(spec, device))
+    return std::string("compute: ") + dtype_name(compute_dtype(spec.precision)) +
+           " NHWC, the first layer's own input (half the bytes to copy, no cast on the GPU)";
+  const std::string key = spec.data.batch_type == "auto" ? " (auto)" : "";
+  std::string why;
+  if (spec.data.batch_type == "auto" && uses_channels_last(spec, device))
+    why = "; data.batch_type: compute loads the model's 16-bit NHWC input, awaiting a GPU run's check";
+  else if (spec.data.batch_type == "compute")
+    why = "; compute is the 16-bit channels_last models' input, and this one computes in f32 or NCHW";
+  return "f32" + key + ": NCHW, cast and reordered on the model's device" + why;
 }
 
 bool reads_loss_at_step_end(const JobSpec& spec, const Device& device) {

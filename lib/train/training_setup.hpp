@@ -58,6 +58,11 @@ bool uses_memory_plan(const JobSpec& spec, const Device& device);
 bool reads_loss_at_step_end(const JobSpec& spec, const Device& device);
 // The plan's `loss read` line.
 std::string describe_loss_read(const JobSpec& spec, const Device& device);
+// Whether encoded images are normalised straight into the model's 16-bit channels_last input
+// (data.batch_type: compute, on such a model; auto stays f32 until a GPU run has checked it).
+bool loads_compute_batches(const JobSpec& spec, const Device& device);
+// The plan's `batches` line (encoded images only).
+std::string describe_batch_type(const JobSpec& spec, const Device& device);
 // The plan's `memory` line: which way, and why.
 std::string describe_memory_plan(const JobSpec& spec, const Device& device);
 

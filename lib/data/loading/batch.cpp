@@ -7,8 +7,11 @@
 
 namespace sdp {
 
-void Batch::shape_images(int64_t b, int c, int h, int w) {
-  const int64_t n = b * c * h * w;
+void Batch::shape_images(int64_t b, int c, int h, int w, DType dtype, bool channels_last) {
+  // `storage` counts f32 elements; a 16-bit batch takes as many of them as its bytes need.
+  const int64_t elements = b * c * h * w;
+  const auto bytes = static_cast<int64_t>(elements * static_cast<int64_t>(dtype_size(dtype)));
+  const int64_t n = (bytes + 3) / 4;
   if (!storage.defined() || storage.numel() < n) {
     if (pinned) {
       std::shared_ptr<void> memory = allocate_pinned_host(static_cast<std::size_t>(n) * sizeof(float));
@@ -18,7 +21,8 @@ void Batch::shape_images(int64_t b, int c, int h, int w) {
       storage = Tensor({n});
     }
   }
-  images = storage.slice(0, n).reshaped({b, c, h, w});
+  images = channels_last ? storage.reinterpreted({b, h, w, c}, dtype)
+                         : storage.reinterpreted({b, c, h, w}, dtype);
 }
 
 }  // namespace sdp

@@ -10,7 +10,9 @@
 namespace sdp {
 
 struct Batch {
-  Tensor images;                 // [B, C, H, W] f32, normalized (view of `storage`)
+  // Normalized, a view of `storage`: [B, C, H, W] f32, or in a 16-bit model's compute type
+  // channels-last [B, H, W, C] (data.batch_type: compute; the first layer's own input).
+  Tensor images;
   std::vector<int32_t> labels;   // B
   std::vector<int64_t> indices;  // B dataset indices, in batch order
   int64_t step = 0;              // 0-based position in the current iteration
@@ -21,8 +23,9 @@ struct Batch {
   bool pinned = false;           // storage in page-locked memory (a GPU model copies it in async)
 
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
-  // Points `images` at [b, c, h, w] of `storage`, reallocating only when it is too small.
-  void shape_images(int64_t b, int c, int h, int w);
+  // Points `images` at [b, c, h, w] f32 of `storage` (or [b, h, w, c] of `dtype` when
+  // channels_last), reallocating only when it is too small.
+  void shape_images(int64_t b, int c, int h, int w, DType dtype = DType::kF32, bool channels_last = false);
 };
 
 }  // namespace sdp

@@ -14,6 +14,15 @@ namespace sdp {
 
 namespace {
 
+// normalize_image's element type for a batch's dtype.
+TensorType tensor_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF16: return TensorType::kF16;
+    case DType::kBF16: return TensorType::kBF16;
+    default: return TensorType::kF32;
+  }
+}
+
 // augment.hpp's crop/flip on an interleaved RGB image; the padding is black, as
 // torchvision's RandomCrop(padding=4) pads.
 void crop_flip_rgb(const std::vector<uint8_t>& src, std::vector<uint8_t>& dst, int size, int pad,
@@ -96,18 +105,20 @@ struct BatchDecoder::State {
   }
 
   // CIFAR's padded crop, then the normalisation into the batch (the last phase).
-  void finish(const SampleTransform& t, std::vector<uint8_t>& pixels, Worker& worker, float* out) {
+  void finish(const SampleTransform& t, std::vector<uint8_t>& pixels, Worker& worker, void* out) {
     const int size = options.image_size;
     if (t.pad_crop) {
       crop_flip_rgb(pixels, worker.shifted, size, augment.pad, t.crop_flip);
       std::swap(pixels, worker.shifted);
     }
-    normalize_image(pixels.data(), size, size, options.normalization, TensorLayout::kChw, TensorType::kF32, out);
+    normalize_image(pixels.data(), size, size, options.normalization,
+                    options.batch_channels_last ? TensorLayout::kHwc : TensorLayout::kChw, tensor_type(options.batch_dtype),
+                    out);
   }
 
   // Without an offload: one pass per sample.
   int32_t decode_sample(const std::vector<uint8_t>& bytes, int64_t label, int64_t key, int64_t epoch,
-                        const std::string& where, Worker& worker, float* out) {
+                        const std::string& where, Worker& worker, void* out) {
     check_label(label, where);
     const ImageInfo info = read_image_info(bytes.data(), bytes.size(), where);
     const SampleTransform t = plan_sample_transform(options, augment, info.width, info.height, key, epoch);
@@ -133,7 +144,7 @@ struct BatchDecoder::State {
 
   // Each bad slot takes a copy of the batch's first good sample, so that every rank still
   // steps with a full batch; a batch with no good sample cannot be filled.
-  void replace_bad_samples(Batch& out, int64_t per_image, const Where& where) {
+  void replace_bad_samples(Batch& out, std::size_t image_bytes, const Where& where) {
     const auto good = std::find(bad.begin(), bad.end(), 0);
     const int64_t count = std::count(bad.begin(), bad.end(), 1);
     if (count == 0) return;
@@ -141,10 +152,10 @@ struct BatchDecoder::State {
       throw InputError("every sample of a batch of " + std::to_string(bad.size()) + " was bad (" + where(0) +
                        " first): the data set is not readable");
     const auto g = static_cast<std::size_t>(good - bad.begin());
-    float* images = out.images.data<float>();
+    auto* images = static_cast<char*>(out.images.raw());
     for (std::size_t k = 0; k < bad.size(); ++k)
       if (bad[k]) {
-        std::copy(images + g * per_image, images + (g + 1) * per_image, images + k * per_image);
+        std::memcpy(images + k * image_bytes, images + g * image_bytes, image_bytes);
         out.labels[k] = out.labels[g];
       }
     skipped += count;
@@ -180,9 +191,10 @@ void BatchDecoder::decode(const std::vector<int64_t>& keys, int64_t epoch, const
   const int size = s.options.image_size;
   const auto batch = static_cast<int64_t>(keys.size());
   out.labels.resize(keys.size());
-  out.shape_images(batch, 3, size, size);
-  float* images = out.images.data<float>();
+  out.shape_images(batch, 3, size, size, s.options.batch_dtype, s.options.batch_channels_last);
+  auto* images = static_cast<char*>(out.images.raw());
   const int64_t per_image = int64_t{3} * size * size;
+  const std::size_t image_bytes = static_cast<std::size_t>(per_image) * dtype_size(s.options.batch_dtype);
   s.bad.assign(keys.size(), 0);
   const auto key = [&](int64_t k) { return keys[static_cast<std::size_t>(k)]; };
   if (!s.options.offload) {
@@ -191,10 +203,10 @@ void BatchDecoder::decode(const std::vector<int64_t>& keys, int64_t epoch, const
       s.guarded(k, [&] {
         int64_t label = 0;
         const std::vector<uint8_t>& bytes = read(k, worker.bytes, label);
-        out.labels[k] = s.decode_sample(bytes, label, key(k), epoch, where(k), worker, images + k * per_image);
+        out.labels[k] = s.decode_sample(bytes, label, key(k), epoch, where(k), worker, images + k * image_bytes);
       });
     });
-    s.replace_bad_samples(out, per_image, where);
+    s.replace_bad_samples(out, image_bytes, where);
     return;
   }
   // Offloaded: read, parse and draw here; the offload decodes the JPEGs it takes; the CPU
@@ -227,11 +239,11 @@ void BatchDecoder::decode(const std::vector<int64_t>& keys, int64_t epoch, const
         s.decode_on_cpu(*slot.bytes, slot.transform, where(k), worker, slot.pixels);
         ++s.cpu_decoded;
       }
-      s.finish(slot.transform, slot.pixels, worker, images + k * per_image);
+      s.finish(slot.transform, slot.pixels, worker, images + k * image_bytes);
       out.labels[k] = static_cast<int32_t>(slot.label);
     });
   });
-  s.replace_bad_samples(out, per_image, where);
+  s.replace_bad_samples(out, image_bytes, where);
 }
 
 EncodedImageOptions checked_image_options(const std::string& set_name, EncodedImageOptions options, int num_classes) {

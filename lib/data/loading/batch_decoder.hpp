@@ -32,6 +32,10 @@ struct EncodedImageOptions {
   RandomResizedCropOptions crop;
   // Decodes the batches' JPEGs off the CPU (null: the workers decode everything).
   std::shared_ptr<JpegOffload> offload;
+  // The batch's images: f32 NCHW, or (data.batch_type: compute, a 16-bit channels_last model)
+  // f16 or bf16 NHWC, what the model's first layer reads.
+  DType batch_dtype = DType::kF32;
+  bool batch_channels_last = false;
 };
 
 // What one sample becomes, drawn from (augment.seed, epoch, key) and the image's size only,
@@ -71,8 +75,8 @@ class BatchDecoder {
   // Names sample k in an error: its file and record, or its path.
   using Where = std::function<std::string(int64_t k)>;
 
-  // Decodes and transforms samples 0 .. keys.size() - 1 into out.images ([B, 3, S, S] f32,
-  // normalized) and out.labels; keys[k] and `epoch` key sample k's random augmentation.
+  // Decodes and transforms samples 0 .. keys.size() - 1 into out.images ([B, 3, S, S] f32, or
+  // [B, S, S, 3] of options.batch_dtype when options.batch_channels_last; normalized) and out.labels; keys[k] and `epoch` key sample k's random augmentation.
   // out.indices is the caller's. Throws InputError for a bad sample (or, skipping, for a batch
   // with no good sample).
   void decode(const std::vector<int64_t>& keys, int64_t epoch, const Read& read, const Where& where, Batch& out);

@@ -61,6 +61,8 @@ DataSplits open_encoded_images(const DataSpec& d, const DataJob& job, const Data
   options.resize = d.resize;
   options.num_classes = job.num_classes;
   options.workers = loader_workers(d, job.workers, static_cast<bool>(job.make_offload));
+  options.batch_dtype = job.batch_dtype;
+  options.batch_channels_last = job.batch_channels_last;
   options.skip_bad_records = d.on_bad_record == "skip";
   if (d.normalize == "cifar10") options.normalization = Normalization::cifar10();
   const auto train_channel = channel_config(d.train);

@@ -38,6 +38,9 @@ struct DataJob {
   // data.decode: gpu: makes each loader's JPEG offload (images/jpeg_offload.hpp); empty: the
   // CPU decodes.
   std::function<std::shared_ptr<JpegOffload>()> make_offload;
+  // Encoded images' batches: f32 NCHW, or the model's 16-bit NHWC input (data.batch_type).
+  DType batch_dtype = DType::kF32;
+  bool batch_channels_last = false;
 };
 
 // The threads of a loader of encoded images: data.workers, else the rank's compute threads;

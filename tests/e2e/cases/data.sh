@@ -390,8 +390,10 @@ case_data_decode_choice() {
     expect_ok 0 validate "${job[@]}"
     grep -qE '^  decode       : cpu: libjpeg-turbo on the loader.s workers \(auto: the GPU decoder, data.decode: gpu, stays opt-in until a GPU run has checked it; nvJPEG.*\)$' "$WORK/out" ||
       fail "the plan has no decode line saying why auto decodes on the CPU"
+    grep -q '^  batches      : f32 (auto): NCHW' "$WORK/out" || fail "the plan has no batches line"
     expect_ok 0 validate "${job[@]}" --set data.decode=cpu
     grep -q '^  decode       : cpu: libjpeg-turbo' "$WORK/out" || fail "no decode line for cpu"
+    expect_error 2 "key 'data.batch_type': unknown value 'f16'" validate "${job[@]}" --set data.batch_type=f16
     expect_error 2 "key 'data.decode': gpu (decodes on the rank's GPU, but this rank computes on the CPU|needs nvJPEG, but)" \
       "${job[@]}" --set data.decode=gpu --set device=cpu --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
     expect_error 2 "data.decode.*gpu decodes the JPEGs of tfrecord, tar-shards and image-folder; data.format synthetic has none" \

@@ -245,6 +245,24 @@ case_gpu_decode_learns_as_cpu() {
       fail "the GPU-decoded run learns otherwise than the CPU-decoded one"
 }
 
+case_gpu_compute_batches_same_model() {
+    # data.batch_type: compute (the loader normalises JPEGs straight into the model's f16 NHWC
+    # input) trains the very model f32 batches do (LeNet-5 amp-fp16 channels_last from an image
+    # folder), and the plan says which the job loads.
+    need_gpus 1
+    convert_synthetic image-folder "$WORK/train" --synthetic-samples 512
+    local b
+    for b in f32 compute; do
+      expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set precision=amp-fp16 \
+        --set model.name=lenet5 --set data.format=image-folder --set data.train="$WORK/train" \
+        --set data.test="$WORK/train" --set data.image_size=28 --set data.resize=32 --set data.batch_type=$b \
+        --set train.epochs=2 --set output.model_dir="$WORK/m-$b"
+      grep -q "^  batches      : $b:" "$WORK/out" || fail "the plan does not say $b"
+    done
+    cmp "$WORK/m-f32/model.safetensors" "$WORK/m-compute/model.safetensors" ||
+      fail "compute-type batches trained another model"
+}
+
 case_gpu_amp_dp_overflow_agreed() {
     # 2 GPUs: an overflow on rank 1 alone skips the same step on both ranks (the averaged
     # gradients are the same everywhere) and the replicas stay identical.

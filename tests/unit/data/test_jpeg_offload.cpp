@@ -14,6 +14,7 @@
 #include <set>
 
 #include "core/device_info.hpp"
+#include "core/half_float.hpp"
 #include "data/images/image_transforms.hpp"
 #include "data/images/nvjpeg_offload.hpp"
 #include "data/images/window_resample.hpp"
@@ -189,6 +190,45 @@ TEST(JpegOffload, ACorruptJpegIsABadRecord) {
 // On a GPU: nvJPEG's pixels against the CPU path's on the same crops. JPEG decoders differ in
 // their IDCT and chroma upsampling, and the GPU emulates the CPU's DCT scaling by an area
 // average: a few levels apart, on average under two.
+// data.batch_type: compute. A 16-bit channels_last model's own input, NHWC in f16 or bf16,
+// holds exactly the f32 NCHW batch's values rounded to nearest even (what the GPU's cast of
+// the f32 batch gives), on the CPU path and the offloaded one, and a bad record's slot takes
+// the first good sample as in f32.
+TEST(JpegOffload, ComputeTypeBatchesAreTheF32BatchRoundedAndReordered) {
+  std::vector<Bytes> images = jpegs(6);
+  images[3] = Bytes(images[3].begin(), images[3].begin() + 40);  // truncated: a bad record
+  for (DType dtype : {DType::kF16, DType::kBF16})
+    for (bool offloaded : {false, true}) {
+      EncodedImageOptions options = testing::small_images(3);
+      options.skip_bad_records = true;
+      if (offloaded) options.offload = std::make_shared<HostOffload>();
+      BatchDecoder f32(options, 3, imagenet_training(5));
+      options.batch_dtype = dtype;
+      options.batch_channels_last = true;
+      BatchDecoder compute(options, 3, imagenet_training(5));
+      const std::vector<int64_t> keys = {0, 1, 2, 3, 4, 5};
+      const Batch expected = decode_batch(f32, images, keys, 2);
+      const Batch got = decode_batch(compute, images, keys, 2);
+      const int64_t n = expected.images.dim(0), c = expected.images.dim(1), h = expected.images.dim(2),
+                    w = expected.images.dim(3);
+      ASSERT_EQ(got.images.dtype(), dtype);
+      ASSERT_EQ(got.images.shape(), (Shape{n, h, w, c})) << "NHWC";
+      EXPECT_EQ(got.labels, expected.labels);
+      const float* x = expected.images.data<float>();
+      const uint16_t* y = got.images.data<uint16_t>();
+      int64_t differing = 0;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t ch = 0; ch < c; ++ch)
+          for (int64_t p = 0; p < h * w; ++p) {
+            const float v = x[(i * c + ch) * h * w + p];
+            const uint16_t want = dtype == DType::kF16 ? float_to_half(v) : float_to_bfloat16(v);
+            differing += y[(i * h * w + p) * c + ch] != want;
+          }
+      EXPECT_EQ(differing, 0) << dtype_name(dtype) << (offloaded ? " offloaded" : " on the CPU");
+      EXPECT_EQ(compute.skipped(), 1);
+    }
+}
+
 // With the GPU decoding, the loader's threads only read, parse and draw the transforms: at most
 // 2 by default, whatever the rank's compute threads; data.workers still decides when set.
 TEST(JpegOffload, GpuDecodingKeepsTwoLoaderThreadsByDefault) {

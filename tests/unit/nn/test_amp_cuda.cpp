@@ -253,6 +253,43 @@ TEST_P(AmpVsCpu, ChannelsLastStepIsBitwiseRepeatable) {
   EXPECT_EQ(testing::host_values(a->store().grad_arena()), testing::host_values(b->store().grad_arena()));
 }
 
+// data.batch_type: compute. A channels_last model takes host input already in its compute type,
+// NHWC: the same bits as the f32 NCHW batch it would cast and reorder itself (both round to
+// nearest even), so the same loss and gradients, copied in directly or by a prefetch.
+TEST_P(AmpVsCpu, ComputeTypeInputIsTheCastF32Input) {
+  SKIP_WITHOUT_GPU();
+  const DType dt = GetParam();
+  auto from_f32 = tiny_resnet(Device::cuda(0));
+  auto from_compute = tiny_resnet(Device::cuda(0));
+  for (auto* m : {from_f32.get(), from_compute.get()}) {
+    m->set_compute_dtype(dt);
+    m->set_channels_last(true);
+  }
+  const int64_t n = 8, c = 3, h = 8, w = 8;
+  std::vector<int32_t> labels = {0, 1, 2, 3, 4, 0, 1, 2};
+  for (int step = 0; step < 2; ++step) {
+    Tensor x({n, c, h, w});
+    testing::set_values(x, testing::random_vector(n * c * h * w, 60 + step));
+    Tensor x_nhwc({n, h, w, c}, dt);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t p = 0; p < h * w; ++p) {
+          const float v = x.data<float>()[(i * c + ch) * h * w + p];
+          x_nhwc.data<uint16_t>()[(i * h * w + p) * c + ch] = dt == DType::kF16 ? float_to_half(v) : float_to_bfloat16(v);
+        }
+    if (step == 1) from_compute->prefetch(x_nhwc);  // the trainer's way: copied during the last backward
+    EXPECT_EQ(from_f32->forward(x, labels.data(), true), from_compute->forward(x_nhwc, labels.data(), true))
+        << "step " << step;
+    from_f32->backward();
+    from_compute->backward();
+    EXPECT_EQ(testing::host_values(from_f32->store().grad_arena()),
+              testing::host_values(from_compute->store().grad_arena()))
+        << "step " << step;
+  }
+  Tensor nchw16({n, c, h, w}, dt);
+  EXPECT_THROW(from_compute->forward(nchw16, labels.data(), true), InputError) << "16-bit input must be NHWC";
+}
+
 // precision: tf32 (f32 storage, TF32 tensor cores: 10 significant bits, as f16's) with any
 // algorithm, timed by cuDNN: the tiny ResNet against the CPU in f32 at f16's tolerances.
 TEST(Tf32VsCpu, TinyResNetLossAndGradients) {
