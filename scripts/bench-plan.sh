@@ -12,6 +12,10 @@
 #     --models      lenet5 (MNIST shape), resnet20 (CIFAR shape), resnet50 (224 px): synthetic data
 #     --algorithms  the rows' algorithms (none: skip the rows, e.g. with --confirm alone)
 #     --steps       training steps per run (the metric lines log every 8)
+#     --burst       the shaped links' HTB burst (simcluster.sh shape --burst; default 256k):
+#                   gradients smaller than it cross at the veth's speed once it has refilled
+#     --pin         each rank on one core of this machine (rank modulo the cores): simulated
+#                   hosts then do not share a core while there are as many cores as ranks
 #     --confirm     also, per topology and model: the plan's own choice of algorithm and bucket
 #                   size (every algorithm, buckets 1,5,10,25,50,100,0 MB) against the job's
 #                   default (auto, 25 MB), both trained --runs times alternately
@@ -28,6 +32,8 @@ algorithms=flat,ring,hierarchical
 runs=3
 steps=48
 confirm=0
+pin=0
+burst=256k
 while [ $# -gt 0 ]; do
   case "$1" in
     --topologies) topologies=$2; shift 2 ;;
@@ -37,6 +43,8 @@ while [ $# -gt 0 ]; do
     --runs) runs=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --confirm) confirm=1; shift ;;
+    --pin) pin=1; shift ;;
+    --burst) burst=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-plan: unknown option $1" >&2; exit 2 ;;
   esac
@@ -50,6 +58,11 @@ SIM=scripts/simcluster.sh
 tmp=$(mktemp -d)
 trap '"$SIM" down >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
 touch "$tmp/rows" "$tmp/confirm"
+if [ $pin = 1 ]; then  # mpirun starts the wrapper, which pins the rank and becomes sdp-train
+  printf '#!/bin/sh\nexec taskset -c $((OMPI_COMM_WORLD_RANK %% %s)) %s "$@"\n' "$(nproc)" "$BIN" >"$tmp/pinned"
+  chmod +x "$tmp/pinned"
+  BIN=$tmp/pinned
+fi
 
 job_args() {  # model ranks -> the job's options
   local model=$1 ranks=$2 batch config
@@ -77,14 +90,14 @@ json_field() {  # json_field FILE 'python expression over d'
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
 }
 
-echo "# bench-plan: $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg); $steps steps per run, $runs alternation(s)"
+echo "# bench-plan: $(nproc) cores$([ $pin = 1 ] && echo ", each rank pinned to one"), HTB burst $burst; load average $(cut -d' ' -f1-3 /proc/loadavg); $steps steps per run, $runs alternation(s)"
 for topo in ${topologies//,/ }; do
   hosts=${topo%x*}
   slots=${topo#*x}
   mpiargs=()
   if [ "$hosts" -gt 1 ]; then
     "$SIM" up "$hosts" --slots "$slots" >/dev/null
-    "$SIM" shape "$rate" >/dev/null
+    "$SIM" shape "$rate" --burst "$burst" >/dev/null
     read -r -a mpiargs <<<"$("$SIM" mpirun-args)"
   elif [ "$slots" -gt "$(nproc)" ]; then
     mpiargs=(--oversubscribe)

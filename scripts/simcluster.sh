@@ -5,7 +5,7 @@
 # inter-node code paths (the hierarchical AllReduce, cross-host bytes) without a cluster.
 #
 #   scripts/simcluster.sh up N [--slots K]   hosts sdp-h1..sdp-hN (K slots each, default 2)
-#   scripts/simcluster.sh shape RATE         every host link limited to RATE in each
+#   scripts/simcluster.sh shape RATE [--burst B]  every host link limited to RATE in each
 #                                            direction (tc HTB, e.g. 1gbit, 500mbit); `off`
 #   scripts/simcluster.sh status             hosts, addresses, shaping, byte counters
 #   scripts/simcluster.sh counters           "host tx_bytes rx_bytes" of each host's link
@@ -183,29 +183,31 @@ cmd_up() {
   echo "simcluster: $n hosts up ($(tr '\n' ' ' <"$STATE/hosts")), $slots slots each, subnet $NET.0/24"
 }
 
-# shape_dev NS DEV RATE: HTB root qdisc with one class of RATE (burst >= 64 KiB: the kernel
-# timer cannot release less per tick at Gbit/s; an explicit quantum: HTB's default,
-# rate / r2q, is too large at Gbit/s and warns).
+# shape_dev NS DEV RATE [BURST]: HTB root qdisc with one class of RATE (burst >= 64 KiB: the
+# kernel timer cannot release less per tick at Gbit/s; 256 KiB by default; an explicit
+# quantum: HTB's default, rate / r2q, is too large at Gbit/s and warns). A message smaller
+# than the burst leaves at the veth's own speed once the bucket has refilled.
 shape_dev() {
-  local ns=$1 dev=$2 rate=$3
+  local ns=$1 dev=$2 rate=$3 burst=${4:-256k}
   local in=(ip netns exec "$ns")
   "${in[@]}" tc qdisc del dev "$dev" root 2>/dev/null || true
   [ "$rate" = off ] && return 0
   "${in[@]}" tc qdisc add dev "$dev" root handle 1: htb default 1
   "${in[@]}" tc class add dev "$dev" parent 1: classid 1:1 htb rate "$rate" ceil "$rate" \
-    burst 256k cburst 256k quantum 65536
+    burst "$burst" cburst "$burst" quantum 65536
 }
 
 cmd_shape() {
-  local rate=${1:-}
+  local rate=${1:-} burst=256k
+  [ "${2:-}" = --burst ] && burst=${3:?shape: --burst needs a size, e.g. 64k}
   [ -n "$rate" ] || die "shape: need a rate (e.g. 1gbit, 500mbit) or 'off'"
   need_root
   [ -n "$(hosts)" ] || die "shape: no cluster is up (run: $0 up N)"
   local i=0
   for ns in $(hosts); do
     i=$((i + 1))
-    shape_dev "$ns" eth0 "$rate"
-    shape_dev "$SWITCH" "h$i" "$rate"
+    shape_dev "$ns" eth0 "$rate" "$burst"
+    shape_dev "$SWITCH" "h$i" "$rate" "$burst"
   done
   if [ "$rate" = off ]; then
     rm -f "$STATE/rate"
