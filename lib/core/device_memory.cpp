@@ -82,13 +82,15 @@ std::shared_ptr<void> counted(DeviceKind kind, std::size_t bytes, std::shared_pt
 
 }  // namespace
 
+std::string format_megabytes(std::size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
 std::string out_of_memory_message(const Device& device, std::size_t asked, const MemoryUse& held,
                                   std::size_t device_free, std::size_t device_total) {
-  const auto mb = [](std::size_t bytes) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.1f MB", static_cast<double>(bytes) / (1 << 20));
-    return std::string(text);
-  };
+  const auto mb = format_megabytes;
   return device.str() + " is out of memory: sdp-train asked for " + mb(asked) + " more while holding " +
          mb(held.current) + " (" + mb(device_free) + " free of the GPU's " + mb(device_total) +
          "; other processes and the libraries hold the rest); lower data.batch_size, let a step's buffers share "

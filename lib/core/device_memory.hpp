@@ -32,6 +32,8 @@ struct MemoryUse {
 };
 MemoryUse memory_use(DeviceKind kind);
 void reset_peak_memory(DeviceKind kind);
+// `bytes` as "12.3 MB" (MiB, one decimal): the unit the memory reports use.
+std::string format_megabytes(std::size_t bytes);
 // The error a GPU's failed allocation ends the job with: what was asked, what sdp-train holds,
 // what the device has left, and what a user can change.
 std::string out_of_memory_message(const Device& device, std::size_t asked, const MemoryUse& held,

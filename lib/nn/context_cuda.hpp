@@ -44,15 +44,15 @@ class CudaBuffer {
   std::size_t bytes_ = 0;
 };
 
-// A buffer backward writes (an input gradient, a fused ReLU's gradient, a gradient sum, a
-// backward layout conversion): the GradientPlan places it in its shared arena when the model
+// A layer's output or a buffer backward writes (an input gradient, a fused ReLU's gradient, a
+// gradient sum, a layout conversion): the GradientPlan places it in its shared arena when the model
 // plans (Context::planned_backward), otherwise it is the layer's own, allocated at configure
 // as a CudaBuffer. Read its address with get() at each use: the plan binds it after configure.
 class PlannedCudaBuffer {
  public:
   // Sizes the buffer and forgets the last plan's binding. Unplanned, it takes its storage now.
   void configure(const Device& device, std::size_t bytes, bool planned);
-  // Declares a write of this buffer in the current backward operation (nn/gradient_plan.hpp).
+  // Declares a write of this buffer in the current operation (nn/gradient_plan.hpp).
   GradientPlan::Buffer* write(GradientPlan& plan) { return plan.write(&buffer_); }
   // The plan's address; without one (a planned layer used on its own, as unit tests do) its
   // own storage, made once.

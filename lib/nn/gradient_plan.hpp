@@ -1,5 +1,6 @@
 // GradientPlan: one arena for the buffers backward writes (input gradients, fused-ReLU
-// gradients, layout-adapter outputs, gradient sums), shared between buffers whose lifetimes
+// gradients, layout-adapter outputs, gradient sums) and the forward outputs of layers that
+// plan them (the GPU layers: Layer::plan_forward), shared between buffers whose lifetimes
 // do not overlap. An input gradient is dead once the previous layer's backward consumed it,
 // so a chain needs a few gradient buffers at a time, not one per layer.
 //
@@ -17,8 +18,10 @@
 //    buffer to its address. Nothing is allocated in the step loop.
 //  * A buffer no plan bound (a layer used on its own, as the unit tests do) gets its own
 //    storage from its owner; a plan is an optimization, never a requirement.
-//  * Only backward's buffers are planned: forward outputs stay alive until backward has read
-//    them and are owned by their layers.
+//  * Before that walk, the owner walks forward (Layer::plan_forward) on the same plan. A layer
+//    whose output is planned declares it there and re-declares, in plan_backward, the reads
+//    its backward makes of its forward; a layer that does not (the CPU layers) owns its
+//    output, which stays alive until its backward has read it.
 #pragma once
 
 #include <cstddef>

@@ -115,7 +115,7 @@ void Model::configure(int64_t batch, bool training) {
 }
 
 float Model::forward(const Tensor& x, const int32_t* labels, bool training, int64_t* correct, uint8_t* hits) {
-  const TensorRef& logits = forward_layers(x, training);
+  const TensorRef& logits = forward_layers(x, training, /*mark_input_copied=*/false);
   const float loss = timed(ctx_.profile, loss_.get(), kLossUnit, "loss", Pass::kForward,
                            [&] { return loss_->forward(logits, labels, correct, hits); });
   backward_ready_ = training;
@@ -123,7 +123,7 @@ float Model::forward(const Tensor& x, const int32_t* labels, bool training, int6
 }
 
 void Model::forward_deferred(const Tensor& x, const int32_t* labels) {
-  const TensorRef& logits = forward_layers(x, /*training=*/true);
+  const TensorRef& logits = forward_layers(x, /*training=*/true, /*mark_input_copied=*/true);
   timed(ctx_.profile, loss_.get(), kLossUnit, "loss", Pass::kForward, [&] { loss_->forward_deferred(logits, labels); });
   backward_ready_ = true;
 }
@@ -135,7 +135,9 @@ void Model::wait_input_copied() {
 }
 
 // Checks and stages the input, configures on a new shape or mode, runs every layer: the logits.
-const TensorRef& Model::forward_layers(const Tensor& x, bool training) {
+// `mark_input_copied`: records input_copied_ after a staged input (forward_deferred's, whose
+// caller cannot rely on the loss read to know the copy is done).
+const TensorRef& Model::forward_layers(const Tensor& x, bool training, bool mark_input_copied) {
   if (!built_) throw std::logic_error("Model " + name_ + ": forward before build");
   // Host input to a GPU model is copied in on the model's stream (the loader's batches live
   // in host memory); otherwise the input must already be on the model's device. A 16-bit
@@ -157,7 +159,7 @@ const TensorRef& Model::forward_layers(const Tensor& x, bool training) {
   // Timed only where there is work: a copy to the device or a cast.
   LayerProfile* input_profile = stage || compute_dtype_ != DType::kF32 ? ctx_.profile : nullptr;
   timed(input_profile, &input_, kInputUnit, "input", Pass::kForward, [&] { stage_input(x, stage); });
-  if (stage) {
+  if (stage && mark_input_copied) {
     // Done once the stream has the batch (copied here or by the prefetch it waited for).
     if (!input_copied_) input_copied_ = ctx_.stream->make_event();
     input_copied_->record();

@@ -61,7 +61,7 @@ class Model {
   void forward_deferred(const Tensor& x, const int32_t* labels);
   // The mean loss of the last forward_deferred (waits for it on a GPU).
   float take_loss();
-  // Waits until the last forward's host input is on the device (at once on the CPU).
+  // Waits until the last forward_deferred's host input is on the device (at once on the CPU).
   void wait_input_copied();
   void backward();
   void set_grad_ready_hook(std::function<void(const Param&)> hook);
@@ -115,7 +115,7 @@ class Model {
  private:
   void configure(int64_t batch, bool training);
   void stage_input(const Tensor& x, bool stage);
-  const TensorRef& forward_layers(const Tensor& x, bool training);
+  const TensorRef& forward_layers(const Tensor& x, bool training, bool mark_input_copied);
   void reserve_slot(int slot, int64_t numel);
 
   std::string name_;

@@ -55,11 +55,7 @@ BenchBatch random_batch(nn::Model& model, int64_t batch, uint64_t seed) {
 // the most device memory the runner's allocations held at once.
 std::string describe_memory_use(const JobSpec& spec, const nn::Model& model) {
   const nn::GradientPlan& plan = model.gradient_plan();
-  const auto mb = [](std::size_t bytes) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.1f MB", static_cast<double>(bytes) / (1 << 20));
-    return std::string(text);
-  };
+  const auto mb = format_megabytes;
   std::string line = "memory plan ";
   if (uses_memory_plan(spec, model.device()))
     line += "shared, " + mb(plan.arena_bytes()) + " in one arena (" + mb(plan.peak_live_bytes()) +
