@@ -195,7 +195,7 @@ case_gpu_memory_plan_same_model() {
       grep -oE 'gpu_memory_peak_mb=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$' >"$WORK/peak-$b" ||
         fail "no gpu_memory_peak_mb in the [done] line"
     done
-    cmp "$WORK/m-per_layer/model.safetensors" "$WORK/m-shared/model.safetensors" ||
+    same_tensors "$WORK/m-per_layer/model.safetensors" "$WORK/m-shared/model.safetensors" ||
       fail "the shared memory plan trained another model"
     python3 -c "import sys; s, p = (float(open('$WORK/peak-' + b).read()) for b in ('shared', 'per_layer')); print('peak MB shared', s, 'per_layer', p); sys.exit(0 if s < p else 1)" ||
       fail "the shared memory plan did not lower the peak"
@@ -219,7 +219,7 @@ case_gpu_loss_read_step_end_same_model() {
       done
       [ -s "$WORK/losses-$a-forward" ] || fail "no losses logged"
       cmp "$WORK/losses-$a-forward" "$WORK/losses-$a-step_end" || fail "step_end logged other losses ($a micro-batches)"
-      cmp "$WORK/m-$a-forward/model.safetensors" "$WORK/m-$a-step_end/model.safetensors" ||
+      same_tensors "$WORK/m-$a-forward/model.safetensors" "$WORK/m-$a-step_end/model.safetensors" ||
         fail "step_end trained another model ($a micro-batches)"
     done
 }
@@ -259,7 +259,7 @@ case_gpu_compute_batches_same_model() {
         --set train.epochs=2 --set output.model_dir="$WORK/m-$b"
       grep -q "^  batches      : $b:" "$WORK/out" || fail "the plan does not say $b"
     done
-    cmp "$WORK/m-f32/model.safetensors" "$WORK/m-compute/model.safetensors" ||
+    same_tensors "$WORK/m-f32/model.safetensors" "$WORK/m-compute/model.safetensors" ||
       fail "compute-type batches trained another model"
 }
 
