@@ -242,7 +242,7 @@ stage_tf32() {
 stage_plan() {
   local bin=$BUNDLE/sdp-train
   step plan-resnet50-amp-p5 "$bin" plan --config configs/resnet50-synthetic-bench.yaml --set data.batch_size=256 \
-    --set data.synthetic.train_samples=2048 --set device=cuda --set precision=amp-fp16 \
+    --set data.synthetic.train_samples=2048 --samples-per-epoch 1281167 --set device=cuda --set precision=amp-fp16 \
     --nodes 1,2,4,8,16,64 --instance p5.48xlarge --instances configs/plan/instances.yaml \
     --save-compute "$OUT/resnet50-amp-fp16-compute.json"
 }

@@ -161,7 +161,9 @@ int run_bench_layers(const sdp::JobSources& sources, const sdp::LayerBenchOption
 }
 
 int run_plan(const sdp::JobSources& sources, const sdp::PlanCommandOptions& options) {
-  sdp::JobSetup setup = sdp::set_up_job(sources);
+  // A compute file made on a GPU machine plans that GPU job here, GPU or not.
+  sdp::JobSetup setup = sdp::set_up_job(
+      sources, options.compute == "measured" ? sdp::DeviceUse::kOpen : sdp::DeviceUse::kNamed);
   const std::string text = sdp::run_plan_command(setup, options);
   if (setup.world->rank() == 0) std::cout << text << std::flush;
   return 0;

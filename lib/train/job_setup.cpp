@@ -117,7 +117,18 @@ int requested_threads_before_mpi(const JobSources& sources) {
   return 0;
 }
 
-JobSetup set_up_job(const JobSources& sources) {
+namespace {
+
+// A GPU job planned from another machine's compute file: its devices are named, not opened.
+bool names_gpu_without_opening(const JobSpec& spec, DeviceUse device_use) {
+  if (device_use != DeviceUse::kNamed) return false;
+  return spec.device == DevicePreference::kCuda ||
+         (spec.device == DevicePreference::kAuto && spec.precision != Precision::kFp32);
+}
+
+}  // namespace
+
+JobSetup set_up_job(const JobSources& sources, DeviceUse device_use) {
   JobSetup setup;
   run_on_all_ranks(MPI_COMM_WORLD, [&] {
     const std::string rc_file = resource_config_file(sources);
@@ -139,6 +150,11 @@ JobSetup set_up_job(const JobSources& sources) {
   run_on_all_ranks(MPI_COMM_WORLD, [&] { share = share_machine(setup.world->comm()); });
   run_on_all_ranks(MPI_COMM_WORLD, [&] {
     DistributedSpec& distributed = setup.spec.distributed;
+    if (names_gpu_without_opening(setup.spec, device_use)) {
+      setup.device.device = Device::cuda(setup.world->local_rank());
+      setup.device.threads = std::max(1, setup.spec.threads);
+      return;
+    }
     setup.device = assign_device(setup.spec.device, setup.spec.threads, *setup.world, share, distributed.share_gpus);
     if (distributed.share_gpus && setup.device.device.is_cuda()) {
       // NCCL refuses two ranks on one GPU of one host; MPI through host memory does not mind.

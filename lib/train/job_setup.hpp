@@ -50,7 +50,15 @@ JobSpec load_job_spec(const JobSources& sources, std::string* hyperparameters_pa
 // to the default or cannot be read; for the launch-time wait-policy choice, before MPI_Init.
 int requested_threads_before_mpi(const JobSources& sources);
 
-JobSetup set_up_job(const JobSources& sources);
+// How set_up_job treats the job's devices.
+enum class DeviceUse {
+  kOpen,   // pin and open each rank's device, as training does
+  kNamed,  // a GPU job is planned from a compute file made elsewhere (`plan --compute FILE`):
+           // device: cuda (or a 16-bit or TF32 precision under auto) names cuda:local_rank
+           // without needing one here, so a CPU-only machine can plan a GPU cluster
+};
+
+JobSetup set_up_job(const JobSources& sources, DeviceUse device_use = DeviceUse::kOpen);
 
 // The AllReduce algorithm `auto` resolves to on this world.
 std::string resolved_allreduce(const DistributedSpec& distributed, const World& world);

@@ -160,7 +160,12 @@ LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, 
   compute.model = spec.model.name;
   compute.precision = result.precision;
   compute.device = result.device;
-  compute.measured_on = "measured: " + host_name() + ", " + result.device + ", " + std::to_string(result.threads) +
+  // The GPU's name says which instance types the step stands for (plan's check).
+  std::string device_name = result.device;
+  if (model->device().is_cuda())
+    for (const GpuDescription& gpu : describe_gpus())
+      if (gpu.index == model->device().index) device_name += " (" + gpu.name + ")";
+  compute.measured_on = "measured: " + host_name() + ", " + device_name + ", " + std::to_string(result.threads) +
                         " thread(s), " + utc_date();
   compute.batch_per_rank = batch;
   compute.forward_s = nn::median_seconds(forwards);

@@ -93,6 +93,17 @@ std::string default_instances_file() {
   return "configs/plan/instances.yaml";
 }
 
+// The plan takes the step as measured: say so when the instance's GPU is not the one it was
+// measured on (an H100's step planned for A100 nodes is too fast), "" when it is or nothing
+// names one.
+std::string compute_against_instance(const ComputeProfile& compute, const std::string& instance_accelerator) {
+  if (instance_accelerator.empty()) return "";
+  const std::string model = instance_accelerator.substr(0, instance_accelerator.find(' '));  // "H100 80GB" -> H100
+  if (compute.measured_on.find(model) != std::string::npos) return "";
+  return "the step as measured (" + compute.measured_on + "), though the instance's GPU is " + instance_accelerator +
+         ": measure on one (--save-compute there) for its own step";
+}
+
 // Every rank measures at once (ranks of one machine share it as in the job); the slowest
 // rank's figure for each part of the timeline paces a synchronous step.
 ComputeProfile measure_compute(const JobSpec& spec, const DeviceAssignment& device, const World& world,
@@ -272,6 +283,7 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
   std::string computed_text;
   plan::Network network;
   ComputeProfile compute;
+  std::string instance_accelerator;  // the instance's GPU, "" for a CPU instance or none
   run_on_all_ranks(world.comm(), [&] {
     plan_setup.nodes = parse_nodes(options.nodes);
     if (!options.buckets.empty()) plan_setup.bucket_mb = parse_buckets(options.buckets);
@@ -290,6 +302,7 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
           plan::read_instance_table(options.instances_file.empty() ? default_instances_file() : options.instances_file);
       const plan::InstanceType& type = plan::find_instance(table, options.instance);
       plan_setup.instance = type.name;
+      if (type.accelerators > 0) instance_accelerator = type.accelerator;
       plan_setup.usd_per_node_hour = type.usd_per_hour;
       network.link_bytes_per_s = type.network_gbps * 1e9 / 8 * table.link_efficiency;
       network.latency_s = type.latency_us * 1e-6;
@@ -362,6 +375,8 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
     const std::string text = plan::compute_profile_to_json(compute).dump(2) + "\n";
     write_file_atomically(options.save_compute, [&](std::FILE* f) { std::fputs(text.c_str(), f); });
   }
+  if (const std::string note = compute_against_instance(compute, instance_accelerator); !note.empty())
+    plan_setup.assumed.push_back(note);
   const plan::Plan plan = plan::make_plan(compute, network, plan_setup);
   return options.json ? plan::plan_to_json(plan) : plan::format_plan(plan);
 }

@@ -27,6 +27,21 @@ case_plan_bad_input() {
     expect_error 0 "bad.json: key 'model' is missing" plan $(plan_job 16) --compute "$WORK/bad.json" --nodes 1
 }
 
+case_plan_gpu_cluster_from_compute_file() {
+    # The H100's measured ResNet-50 amp-fp16 step (configs/plan/compute/) plans 64 GPU nodes on
+    # a machine with or without a GPU: device: cuda is named, not opened. The plan says when the
+    # instance's GPU is not the one the step was measured on.
+    local job=(--config "$SRC/configs/resnet50-synthetic-bench.yaml" --set data.batch_size=256 --set device=cuda
+               --set precision=amp-fp16 --compute "$SRC/configs/plan/compute/resnet50-amp-fp16-b256-h100.json"
+               --samples-per-epoch 1281167 --nodes 1,8,64 --json)
+    expect_ok 0 plan "${job[@]}" --instance p5.48xlarge
+    json_check '[r["ranks"] for r in d["rows"]] == [8, 64, 512] and d["compute"]["forward_s"] > 0'
+    json_check 'all(r["images_per_s"] > 0 and 0 < r["scaling_efficiency"] <= 1 + 1e-12 for r in d["rows"])'
+    json_check 'not any("the instance\x27s GPU is" in a for a in d["assumed"])'
+    expect_ok 0 plan "${job[@]}" --instance p4d.24xlarge
+    json_check 'any("the instance\x27s GPU is A100 40GB" in a for a in d["assumed"])'
+}
+
 case_plan_instance_costs_json() {
     # shellcheck disable=SC2046
     expect_ok 0 plan $(plan_job 16) --instance p4d.24xlarge --nodes 1,2,8 --steps 3 --warmup 1 --json
