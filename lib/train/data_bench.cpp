@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/device_info.hpp"
 #include "core/error.hpp"
 #include "data/loading/data_loader.hpp"
 #include "train/training_setup.hpp"
@@ -17,8 +18,11 @@ std::vector<DataBenchRow> run_data_benchmark(const JobSpec& base, const std::vec
     if (w < 1) throw InputError("bench data: --workers takes counts >= 1, got " + std::to_string(w));
     JobSpec spec = base;
     spec.data.workers = w;
-    // data.decode: gpu decodes on the first GPU (this benchmark runs without MPI).
-    const DataSplits data = load_data(spec, {}, spec.data.decode == DecodeChoice::kGpu ? Device::cuda(0) : Device::cpu());
+    // GPU decoding (data.decode: gpu, or auto with a GPU here) on the first GPU: this
+    // benchmark runs without MPI.
+    const bool gpu = spec.data.decode == DecodeChoice::kGpu ||
+                     (spec.data.decode == DecodeChoice::kAuto && cuda_device_count() > 0);
+    const DataSplits data = load_data(spec, {}, gpu ? Device::cuda(0) : Device::cpu());
     const auto loader = data.train->make_train_loader(train_loader_options(spec, 0, 1, Device::cpu()));
     // Two batches to warm the page cache and the decoders; then `batches` timed, across epochs.
     const int64_t warmup = 2;

@@ -44,9 +44,10 @@ std::string describe_decode(const DataSpec& data, const Device& device, int comp
     case DecodeChoice::kAuto:
       break;
   }
-  return "cpu: libjpeg-turbo on the loader's workers (auto: the GPU decoder, data.decode: gpu, stays opt-in until a "
-         "GPU run has checked it; " +
-         (nvjpeg.available ? "nvJPEG " + nvjpeg.version + " is there" : "nvJPEG: " + nvjpeg.reason) + ")";
+  if (device.is_cuda() && nvjpeg.available) return "gpu (auto): " + gpu;
+  return "cpu (auto): libjpeg-turbo on the loader's workers (" +
+         (!device.is_cuda() ? std::string("this rank computes on the CPU")
+                            : "nvJPEG: " + nvjpeg.reason) + ")";
 }
 
 // A double as `<<` prints it (25, 2.5).

@@ -112,7 +112,7 @@ void StepLog::done(const TrainResult& result, bool evaluated_last) {
   if (spec_.precision == Precision::kAmpFp16)
     summary.push_back({"overflow_skips", static_cast<double>(result.overflow_skips)});
   // data.decode: gpu: the training images the GPU decoder refused, decoded on the CPU (rank 0's).
-  if (spec_.data.decode == DecodeChoice::kGpu)
+  if (result.decoded_on_gpu)
     summary.push_back({"cpu_decoded_images", static_cast<double>(result.cpu_decoded_samples)});
   if (evaluated_last) summary.push_back({"test_accuracy", result.test_accuracy});
   if (result.gpu_memory_peak_bytes > 0)

@@ -254,6 +254,7 @@ void Trainer::run_epoch(int64_t epoch) {
   result_.data_wait_seconds += loader.wait_seconds();  // start() begins each iteration at 0
   result_.skipped_samples = loader.skipped_samples();
   result_.cpu_decoded_samples = loader.cpu_decoded_samples();
+  result_.decoded_on_gpu = decodes_on_gpu(spec_, parts_.model->device());
   if (parts_.model->device().is_cuda()) result_.gpu_memory_peak_bytes = memory_use(DeviceKind::kCuda).peak;
 }
 

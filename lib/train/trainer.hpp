@@ -44,7 +44,8 @@ struct TrainResult {
   double checkpoint_blocked_seconds = 0;  // step loop waiting on rank 0's checkpoint snapshots
   double data_wait_seconds = 0;  // step loop waiting for the loader's next batch (this rank)
   int64_t skipped_samples = 0;   // bad training samples replaced on this rank (data.on_bad_record: skip)
-  int64_t cpu_decoded_samples = 0;  // data.decode: gpu: training images the GPU refused, decoded here
+  bool decoded_on_gpu = false;      // nvJPEG decoded the training images (data.decode)
+  int64_t cpu_decoded_samples = 0;  // of those, the images the GPU refused, decoded here
   // On a GPU: the most device memory the runner's own allocations held at once (this rank's
   // process; core/device_memory.hpp memory_use). 0 on the CPU.
   std::size_t gpu_memory_peak_bytes = 0;

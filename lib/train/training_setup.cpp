@@ -27,7 +27,7 @@ DataReaders data_readers(const World& world, const std::string& token) {
 
 DataSplits load_data(const JobSpec& spec, const DataReaders& readers, const Device& device) {
   DataJob job;
-  if (spec.data.decode == DecodeChoice::kGpu) {
+  if (decodes_on_gpu(spec, device)) {
     std::shared_ptr<JpegOffload> first = make_nvjpeg_offload(device);  // fails here, before any file is read
     job.make_offload = [first, device]() mutable {
       if (first) return std::exchange(first, nullptr);
@@ -104,9 +104,20 @@ std::string describe_memory_format(const JobSpec& spec, const Device& device) {
                                            "is the fused NHWC path"));
 }
 
-bool uses_memory_plan(const JobSpec& spec, const Device& device) {
-  if (spec.model.memory_plan == "auto") return !device.is_cuda();
-  return spec.model.memory_plan == "shared";
+bool decodes_on_gpu(const JobSpec& spec, const Device& device) {
+  switch (spec.data.decode) {
+    case DecodeChoice::kGpu:
+      return true;
+    case DecodeChoice::kCpu:
+      return false;
+    case DecodeChoice::kAuto:
+      break;
+  }
+  return device.is_cuda() && is_encoded_images(spec.data.format) && nvjpeg_status().available;
+}
+
+bool uses_memory_plan(const JobSpec& spec, const Device&) {
+  return spec.model.memory_plan != "per_layer";  // auto: shared on both devices
 }
 
 std::string describe_memory_plan(const JobSpec& spec, const Device& device) {
@@ -115,14 +126,11 @@ std::string describe_memory_plan(const JobSpec& spec, const Device& device) {
     return "shared" + key + (device.is_cuda() ? ": the layers' outputs and backward's buffers"
                                               : ": backward's buffers") +
            " in one arena, each reused once its last reader has run";
-  return "per_layer" + key + ": every layer keeps its own" +
-         (device.is_cuda() && spec.model.memory_plan == "auto"
-              ? std::string("; model.memory_plan: shared is the GPU's smaller path, awaiting a GPU run's check")
-              : std::string());
+  return "per_layer" + key + ": every layer keeps its own";
 }
 
 bool loads_compute_batches(const JobSpec& spec, const Device& device) {
-  return spec.data.batch_type == "compute" && is_encoded_images(spec.data.format) && uses_channels_last(spec, device);
+  return spec.data.batch_type != "f32" && is_encoded_images(spec.data.format) && uses_channels_last(spec, device);
 }
 
 std::string describe_batch_type(const JobSpec& spec, const Device& device) {
@@ -131,16 +139,13 @@ std::string describe_batch_type(const JobSpec& spec, const Device& device) {
            " NHWC, the first layer's own input (half the bytes to copy, no cast on the GPU)";
   const std::string key = spec.data.batch_type == "auto" ? " (auto)" : "";
   std::string why;
-  if (spec.data.batch_type == "auto" && uses_channels_last(spec, device))
-    why = "; data.batch_type: compute loads the model's 16-bit NHWC input, awaiting a GPU run's check";
-  else if (spec.data.batch_type == "compute")
+  if (spec.data.batch_type == "compute")
     why = "; compute is the 16-bit channels_last models' input, and this one computes in f32 or NCHW";
   return "f32" + key + ": NCHW, cast and reordered on the model's device" + why;
 }
 
-bool reads_loss_at_step_end(const JobSpec& spec, const Device& device) {
-  if (spec.train.loss_read == "auto") return !device.is_cuda();
-  return spec.train.loss_read == "step_end";
+bool reads_loss_at_step_end(const JobSpec& spec, const Device&) {
+  return spec.train.loss_read != "forward";  // auto: step_end on both devices
 }
 
 std::string describe_loss_read(const JobSpec& spec, const Device& device) {
@@ -149,10 +154,7 @@ std::string describe_loss_read(const JobSpec& spec, const Device& device) {
   if (reads_loss_at_step_end(spec, device))
     return "step_end" + key + ": the host queues backward while forward runs and reads the loss once the step's "
            "gradients are averaged";
-  return "forward" + key + ": the host waits for each forward's loss before queuing backward" +
-         (spec.train.loss_read == "auto"
-              ? std::string("; train.loss_read: step_end waits once a step less, awaiting a GPU run's check")
-              : std::string());
+  return "forward" + key + ": the host waits for each forward's loss before queuing backward";
 }
 
 DType compute_dtype(Precision precision) {

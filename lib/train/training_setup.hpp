@@ -48,18 +48,20 @@ nn::ComputeRules compute_rules(const JobSpec& spec);
 std::string describe_compute_rules(const JobSpec& spec, const Device& device);
 // The plan's line for it: the layout and which BatchNorm runs.
 std::string describe_memory_format(const JobSpec& spec, const Device& device);
-// Whether a training step's buffers share one arena (model.memory_plan): shared, or auto on
-// the CPU. A GPU keeps per_layer under auto until a GPU run has checked the shared path's
-// tests (then auto becomes shared there too).
+// Whether encoded images are decoded by nvJPEG on `device` (data.decode: gpu; auto where the
+// rank computes on a GPU and nvJPEG loads; checked on an H100, 2026-11-26).
+bool decodes_on_gpu(const JobSpec& spec, const Device& device);
+// Whether a training step's buffers share one arena (model.memory_plan: shared, and auto on
+// both devices: on a GPU the same bits as per_layer in under half the memory, H100 2026-11-26).
 bool uses_memory_plan(const JobSpec& spec, const Device& device);
-// Whether the trainer reads a step's loss at the step's end (train.loss_read: step_end) rather
-// than after each forward. auto keeps forward on a GPU until a GPU run has checked step_end;
-// on the CPU both are the same computation, and step_end is taken.
+// Whether the trainer reads a step's loss at the step's end (train.loss_read: step_end, and
+// auto) rather than after each forward: one host wait a step less on a GPU, the same bits; on
+// the CPU both are the same computation.
 bool reads_loss_at_step_end(const JobSpec& spec, const Device& device);
 // The plan's `loss read` line.
 std::string describe_loss_read(const JobSpec& spec, const Device& device);
 // Whether encoded images are normalised straight into the model's 16-bit channels_last input
-// (data.batch_type: compute, on such a model; auto stays f32 until a GPU run has checked it).
+// (data.batch_type: compute or auto, on such a model; f32 keeps the cast on the GPU).
 bool loads_compute_batches(const JobSpec& spec, const Device& device);
 // The plan's `batches` line (encoded images only).
 std::string describe_batch_type(const JobSpec& spec, const Device& device);

@@ -388,7 +388,7 @@ case_data_decode_choice() {
     local job=(--config "$SRC/configs/quickstart.yaml" --set data.format=image-folder --set data.train="$WORK/train"
                --set data.test="$WORK/train" --set data.image_size=32 --set data.resize=32)
     expect_ok 0 validate "${job[@]}"
-    grep -qE '^  decode       : cpu: libjpeg-turbo on the loader.s workers \(auto: the GPU decoder, data.decode: gpu, stays opt-in until a GPU run has checked it; nvJPEG.*\)$' "$WORK/out" ||
+    grep -qE '^  decode       : cpu \(auto\): libjpeg-turbo on the loader.s workers \(this rank computes on the CPU\)$' "$WORK/out" ||
       fail "the plan has no decode line saying why auto decodes on the CPU"
     grep -q '^  batches      : f32 (auto): NCHW' "$WORK/out" || fail "the plan has no batches line"
     expect_ok 0 validate "${job[@]}" --set data.decode=cpu

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "config/job_spec.hpp"
+#include "data/images/nvjpeg_offload.hpp"
 #include "train/training_setup.hpp"
 
 namespace sdp {
@@ -38,19 +39,19 @@ TEST(MemoryFormat, ThePlanSaysWhichLayoutAndWhy) {
   EXPECT_EQ(describe_memory_format(job(Precision::kAmpFp16, "auto"), Device::cpu()), "oneDNN's own layouts (CPU)");
 }
 
-// model.memory_plan: shared is the CPU's way under auto; a GPU keeps per_layer under auto
-// until a GPU run has checked the shared path; either key forces its way anywhere.
-TEST(MemoryPlan, SharedOnTheCpuPerLayerOnAGpuUntilChecked) {
+// model.memory_plan: auto shares one arena on both devices (on a GPU since an H100 run
+// checked it, 2026-11-26); either key forces its way anywhere.
+TEST(MemoryPlan, SharedUnderAutoOnBothDevices) {
   const Device gpu = Device::cuda(0), cpu = Device::cpu();
   JobSpec spec;
   EXPECT_EQ(spec.model.memory_plan, "auto");
   EXPECT_TRUE(uses_memory_plan(spec, cpu));
-  EXPECT_FALSE(uses_memory_plan(spec, gpu));
+  EXPECT_TRUE(uses_memory_plan(spec, gpu));
   EXPECT_EQ(describe_memory_plan(spec, cpu),
             "shared (auto): backward's buffers in one arena, each reused once its last reader has run");
   EXPECT_EQ(describe_memory_plan(spec, gpu),
-            "per_layer (auto): every layer keeps its own; model.memory_plan: shared is the GPU's smaller path, "
-            "awaiting a GPU run's check");
+            "shared (auto): the layers' outputs and backward's buffers in one arena, each reused once its last "
+            "reader has run");
   spec.model.memory_plan = "shared";
   EXPECT_TRUE(uses_memory_plan(spec, gpu));
   EXPECT_EQ(describe_memory_plan(spec, gpu),
@@ -58,20 +59,20 @@ TEST(MemoryPlan, SharedOnTheCpuPerLayerOnAGpuUntilChecked) {
             "run");
   spec.model.memory_plan = "per_layer";
   EXPECT_FALSE(uses_memory_plan(spec, cpu));
+  EXPECT_FALSE(uses_memory_plan(spec, gpu));
   EXPECT_EQ(describe_memory_plan(spec, cpu), "per_layer: every layer keeps its own");
 }
 
-// train.loss_read: a GPU keeps reading the loss after each forward under auto until a GPU run
-// has checked step_end; the CPU takes step_end (the same computation, no wait to save).
-TEST(LossRead, ForwardOnAGpuUntilCheckedStepEndOnTheCpu) {
+// train.loss_read: auto reads the loss at the step's end on both devices (on a GPU since an
+// H100 run checked it, 2026-11-26; on the CPU the same computation, no wait to save).
+TEST(LossRead, StepEndUnderAutoOnBothDevices) {
   const Device gpu = Device::cuda(0), cpu = Device::cpu();
   JobSpec spec;
   EXPECT_EQ(spec.train.loss_read, "auto");
-  EXPECT_FALSE(reads_loss_at_step_end(spec, gpu));
+  EXPECT_TRUE(reads_loss_at_step_end(spec, gpu));
   EXPECT_TRUE(reads_loss_at_step_end(spec, cpu));
-  EXPECT_EQ(describe_loss_read(spec, gpu),
-            "forward (auto): the host waits for each forward's loss before queuing backward; train.loss_read: "
-            "step_end waits once a step less, awaiting a GPU run's check");
+  EXPECT_EQ(describe_loss_read(spec, gpu).rfind("step_end (auto): the host queues backward while forward runs", 0),
+            0u);
   EXPECT_EQ(describe_loss_read(spec, cpu), "as computed (CPU)");
   spec.train.loss_read = "step_end";
   EXPECT_TRUE(reads_loss_at_step_end(spec, gpu));
@@ -80,6 +81,42 @@ TEST(LossRead, ForwardOnAGpuUntilCheckedStepEndOnTheCpu) {
   EXPECT_FALSE(reads_loss_at_step_end(spec, gpu));
   EXPECT_FALSE(reads_loss_at_step_end(spec, cpu));
   EXPECT_EQ(describe_loss_read(spec, gpu), "forward: the host waits for each forward's loss before queuing backward");
+}
+
+// data.batch_type: auto loads a 16-bit channels_last model's own input (f16/bf16 NHWC) from
+// encoded images (checked on an H100, 2026-11-26); f32 keeps the cast on the GPU; other models
+// and formats load f32 whatever the key.
+TEST(BatchType, ComputeUnderAutoFor16BitChannelsLastModels) {
+  const Device gpu = Device::cuda(0), cpu = Device::cpu();
+  JobSpec spec = job(Precision::kAmpFp16, "auto");
+  spec.data.format = DataFormat::kImageFolder;
+  EXPECT_TRUE(loads_compute_batches(spec, gpu));
+  EXPECT_EQ(describe_batch_type(spec, gpu).rfind("compute: f16 NHWC", 0), 0u);
+  EXPECT_FALSE(loads_compute_batches(spec, cpu));
+  spec.data.batch_type = "f32";
+  EXPECT_FALSE(loads_compute_batches(spec, gpu));
+  spec.data.batch_type = "auto";
+  spec.model.memory_format = "nchw";
+  EXPECT_FALSE(loads_compute_batches(spec, gpu));
+  EXPECT_FALSE(loads_compute_batches(job(Precision::kFp32, "auto"), gpu));
+  JobSpec synthetic = job(Precision::kAmpFp16, "auto");
+  EXPECT_FALSE(loads_compute_batches(synthetic, gpu)) << "no encoded images to normalise";
+}
+
+// data.decode: auto decodes JPEGs with nvJPEG where the rank computes on a GPU and nvJPEG
+// loads (checked on an H100, 2026-11-26); the keys force their way.
+TEST(Decode, GpuUnderAutoWhereAGpuAndNvjpegAre) {
+  const Device gpu = Device::cuda(0), cpu = Device::cpu();
+  JobSpec spec;
+  spec.data.format = DataFormat::kTarShards;
+  EXPECT_EQ(decodes_on_gpu(spec, gpu), nvjpeg_status().available);
+  EXPECT_FALSE(decodes_on_gpu(spec, cpu));
+  spec.data.decode = DecodeChoice::kCpu;
+  EXPECT_FALSE(decodes_on_gpu(spec, gpu));
+  spec.data.decode = DecodeChoice::kGpu;
+  EXPECT_TRUE(decodes_on_gpu(spec, gpu));
+  JobSpec synthetic;
+  EXPECT_FALSE(decodes_on_gpu(synthetic, gpu)) << "no JPEGs";
 }
 
 // precision: tf32 and the train.* algorithm keys as the GPU layers get them, and the plan's line.
