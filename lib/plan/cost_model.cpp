@@ -55,7 +55,12 @@ double allreduce_seconds(AllreduceKind algorithm, Compression compression, doubl
     case AllreduceKind::kRing:
       return ring + casts;
     case AllreduceKind::kFlat: {
-      const double doubling = std::ceil(std::log2(n)) * (a + wire / link);
+      // Recursive doubling pairs ranks 1, 2, 4, ... apart: with the ranks of a node numbered
+      // together, the first log2(r) exchanges stay inside the node; in each later one all r
+      // ranks of a node send their whole buffer over the node's one link at once.
+      const double r = topology.ranks_per_node;
+      const double intra_steps = std::ceil(std::log2(r)), inter_steps = std::ceil(std::log2(n)) - intra_steps;
+      const double doubling = intra_steps * wire / network.intra_bytes_per_s + inter_steps * (a + r * wire / link);
       return std::min(ring, doubling) + casts;
     }
     case AllreduceKind::kHierarchical:

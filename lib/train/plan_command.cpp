@@ -93,6 +93,13 @@ std::string default_instances_file() {
   return "configs/plan/instances.yaml";
 }
 
+// GPU buffers reduce over NCCL, flat or hierarchical; the ring is host-only (allreduce.cpp).
+const std::vector<AllreduceKind> kGpuAlgorithms = {AllreduceKind::kFlat, AllreduceKind::kHierarchical};
+
+// What a GPU's cast kernels are assumed to reach for f32 <-> 16-bit gradients (not measured:
+// an A100 has 1.6-2.0 TB/s of memory bandwidth, an H100 3.35 TB/s).
+constexpr double kGpuCastBytesPerS = 600e9;
+
 // The plan takes the step as measured: say so when the instance's GPU is not the one it was
 // measured on (an H100's step planned for A100 nodes is too fast), "" when it is or nothing
 // names one.
@@ -239,7 +246,10 @@ StartupAllreduce choose_allreduce_at_start(const JobSpec& spec, const World& wor
   plan::PlanSetup setup;
   setup.nodes = {world.nodes()};
   setup.ranks_per_node = world.local_size();
-  if (!auto_algorithm) setup.algorithms = {d.allreduce};  // else PlanSetup's candidates
+  if (!auto_algorithm)
+    setup.algorithms = {d.allreduce};
+  else if (device.device.is_cuda())
+    setup.algorithms = kGpuAlgorithms;  // else PlanSetup's candidates
   if (!auto_bucket) setup.bucket_mb = {d.bucket_mb};
   setup.compression = resolve_compression(d.compression, spec.precision);
   setup.job_algorithm = d.allreduce;
@@ -287,7 +297,10 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
   run_on_all_ranks(world.comm(), [&] {
     plan_setup.nodes = parse_nodes(options.nodes);
     if (!options.buckets.empty()) plan_setup.bucket_mb = parse_buckets(options.buckets);
-    if (!options.algorithms.empty()) plan_setup.algorithms = parse_algorithms(options.algorithms);
+    if (!options.algorithms.empty())
+      plan_setup.algorithms = parse_algorithms(options.algorithms);
+    else if (setup.device.device.is_cuda())
+      plan_setup.algorithms = kGpuAlgorithms;
     if (options.gpus_per_node < 0) throw InputError("--gpus-per-node: must be at least 1");
     const JobSpec& spec = setup.spec;
     plan_setup.compression = resolve_compression(spec.distributed.compression, spec.precision);
@@ -336,7 +349,7 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
                                       " ranks per node (" + options.calibration + ")");
       }
       network.convert_bytes_per_s = c.network.convert_bytes_per_s;
-      if (c.convert_measured)
+      if (c.convert_measured && !setup.device.device.is_cuda())
         plan_setup.measured.push_back("f32<->16-bit casts " + gbit(network.convert_bytes_per_s) + " (" +
                                       options.calibration + ")");
       if (ranks_per_node == 0) ranks_per_node = c.ranks_per_node;
@@ -348,6 +361,14 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
       have_link = true;
       plan_setup.assumed.push_back("link " + gbit(network.link_bytes_per_s) + ", latency " +
                                    micros(network.latency_s) + " (--link-gbps, --link-latency-us)");
+    }
+    // A GPU job casts its gradients for compression on the GPU, not at the host's (calibrated)
+    // rate: 4 GB/s would put 51 ms of casts into ResNet-50's step.
+    if (setup.device.device.is_cuda()) {
+      network.convert_bytes_per_s = kGpuCastBytesPerS;
+      if (plan_setup.compression == Compression::kFp16 || plan_setup.compression == Compression::kBf16)
+        plan_setup.assumed.push_back("f32<->16-bit casts on the GPU at " + gbit(kGpuCastBytesPerS) +
+                                     " (a third of an A100's or H100's memory bandwidth)");
     }
     bool multi_node = false;
     for (int n : plan_setup.nodes) multi_node |= n > 1;
