@@ -38,6 +38,9 @@ case_plan_gpu_cluster_from_compute_file() {
     json_check '[r["ranks"] for r in d["rows"]] == [8, 64, 512] and d["compute"]["forward_s"] > 0'
     json_check 'all(r["images_per_s"] > 0 and 0 < r["scaling_efficiency"] <= 1 + 1e-12 for r in d["rows"])'
     json_check 'not any("the instance\x27s GPU is" in a for a in d["assumed"])'
+    # NCCL's algorithms only (the ring is host-only), the casts at the GPU's assumed rate.
+    json_check 'sorted(a["allreduce"] for a in d["rows"][1]["algorithms"]) == ["flat", "hierarchical"]'
+    json_check 'any("casts on the GPU" in a for a in d["assumed"])'
     expect_ok 0 plan "${job[@]}" --instance p4d.24xlarge
     json_check 'any("the instance\x27s GPU is A100 40GB" in a for a in d["assumed"])'
 }

@@ -44,6 +44,20 @@ TEST(CostModel, FlatTakesRecursiveDoublingForSmallBuffers) {
               allreduce_seconds(AllreduceKind::kRing, Compression::kNone, big, eight, net), 1e-12);
 }
 
+// With r ranks a node, recursive doubling's first log2 r exchanges stay in the node, and in
+// each later one the node's r ranks send their buffers over its one link together.
+TEST(CostModel, DoublingsAcrossNodesShareTheNodesLink) {
+  const Network net = link(10, 50);  // 1.25 GB/s, 50 us; the node at 10 GB/s
+  const double small = 4096;
+  const Topology four_by_four{4, 4};  // 16 ranks: 2 exchanges in the node, 2 across
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, small, four_by_four, net),
+              2 * small / 10e9 + 2 * (50e-6 + 4 * small / 1.25e9), 1e-12);
+  // Sharing the link costs more than the one rank a node that doubled before.
+  EXPECT_GT(allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, small, four_by_four, net),
+            allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, small, Topology{4, 1}, net) +
+                2 * 3 * small / 1.25e9 - 1e-12);
+}
+
 TEST(CostModel, AutoResolvesAsTheRunnerDoes) {
   EXPECT_EQ(resolve_auto(1024, {2, 2}), AllreduceKind::kFlat);  // latency-bound across nodes
   EXPECT_EQ(resolve_auto(64e6, {2, 2}), AllreduceKind::kHierarchical);
