@@ -69,6 +69,17 @@ def sdp_images_per_sec(binary, model, batch, shape, steps, threads, ranks=1, dev
                        optimizer="sgd", memory_format="auto"):
     """Median global images/s over the steps after warm-up (and, on several ranks, the
     median exposed communication time per step in ms), plus the max RSS."""
+    run = sdp_run(binary, model, batch, shape, steps, threads, ranks, device, precision, optimizer, memory_format)
+    if ranks > 1:
+        return run["rate"], run["rss"], run["exposed_ms"]
+    return run["rate"], run["rss"]
+
+
+def sdp_run(binary, model, batch, shape, steps, threads, ranks=1, device="cpu", precision="fp32", optimizer="sgd",
+            memory_format="auto"):
+    """One sdp-train run: rate (median images/s after warm-up), rss (max RSS, MiB), exposed_ms
+    (several ranks: median exposed communication per step) and gpu_mb (the runner's own peak
+    GPU allocations, MiB, from its [done] line; 0 on the CPU)."""
     c, h, w = shape
     # Large images: 4 batches of them, repeated over the epochs (generating a synthetic image
     # of 224 x 224 takes ~7 ms, far more than a step).
@@ -100,9 +111,10 @@ output: {{model_dir: {tmp}/model, metrics: ""}}
         out, rss = run_child(cmd, env)
     rates = [float(m) for m in re.findall(r"^\[step \d+\].*images_per_sec=([0-9.]+)", out, re.M)]
     exposed = [float(m) for m in re.findall(r"^\[step \d+\].*exposed_comm_ms=([0-9.]+)", out, re.M)]
-    if ranks > 1:
-        return statistics.median(rates[WARMUP:]), rss, statistics.median(exposed[WARMUP:])
-    return statistics.median(rates[WARMUP:]), rss
+    gpu_mb = re.search(r"^\[done\].*gpu_memory_peak_mb=([0-9.]+)", out, re.M)
+    return {"rate": statistics.median(rates[WARMUP:]), "rss": rss,
+            "exposed_ms": statistics.median(exposed[WARMUP:]) if ranks > 1 else 0.0,
+            "gpu_mb": float(gpu_mb.group(1)) if gpu_mb else 0.0}
 
 
 def torch_worker(model_name, batch, shape, steps, threads, device="cpu", benchmark=False, precision="fp32",
@@ -159,7 +171,9 @@ def torch_worker(model_name, batch, shape, steps, threads, device="cpu", benchma
             loss.item()  # the step's end, as sdp-train's loss read
         if i >= WARMUP:
             rates.append(batch / (time.perf_counter() - t0))
-    print(f"images_per_sec={statistics.median(rates)} forward_flops={flops} params={params}")
+    # The peer's peak GPU memory as PyTorch counts it (its allocator's live bytes, MiB).
+    gpu_mb = torch.cuda.max_memory_allocated() / 2**20 if device == "cuda" else 0.0
+    print(f"images_per_sec={statistics.median(rates)} forward_flops={flops} params={params} gpu_memory_mb={gpu_mb}")
 
 
 def torch_gpu_peak(precision="fp32"):
@@ -195,7 +209,8 @@ def torch_images_per_sec(model, batch, shape, steps, torch_threads, blas_threads
               f"{unsupported.group(1)}", flush=True)
         return None
     values = dict(re.findall(r"(\w+)=([0-9.e+-]+)", out))
-    return float(values["images_per_sec"]), rss, int(values["forward_flops"]), int(values["params"])
+    return (float(values["images_per_sec"]), rss, int(values["forward_flops"]), int(values["params"]),
+            float(values.get("gpu_memory_mb", 0.0)))
 
 
 def main():
@@ -264,20 +279,22 @@ def main():
     gpu = args.device == "cuda"
     header = (f"{'model':<9} {'batch':>5} {'opt':>4} {'sdp img/s':>10} {'torch img/s':>11} {'torch cfg':>12} {'ratio':>6} "
               + (f"{'torch nchw':>10} {'vs nchw':>7} " if gpu else "")
-              + f"{'sdp GFLOP/s':>11} {'%peak':>6} {'sdp RSS MB':>10} {'torch RSS MB':>12} {'step/sgd':>8}")
+              + f"{'sdp GFLOP/s':>11} {'%peak':>6} {'sdp RSS MB':>10} {'torch RSS MB':>12} {'step/sgd':>8}"
+              + (f" {'sdp GPU MiB':>11} {'torch GPU MiB':>13}" if gpu else ""))
     print(header)
     print("-" * len(header))
     skipped = set()
     for model, batch, shape in rows:
         sdp_rates, torch_rates, sdp_rss, torch_rss = {}, {}, 0.0, 0.0
+        sdp_gpu_mb, torch_gpu_mb = 0.0, {}  # peak GPU memory: the runner's, and each PyTorch configuration's
         flops = 0
         for _ in range(args.rounds):  # alternate, so drift in the host's speed hits both
             for name in optimizers:
-                rate, rss = sdp_images_per_sec(args.binary, model, batch, shape, args.steps, t, device=args.device,
-                                               precision=args.precision, optimizer=name,
-                                               memory_format=args.memory_format)
-                sdp_rates.setdefault(name, []).append(rate)
-                sdp_rss = max(sdp_rss, rss)
+                run = sdp_run(args.binary, model, batch, shape, args.steps, t, device=args.device,
+                              precision=args.precision, optimizer=name, memory_format=args.memory_format)
+                sdp_rates.setdefault(name, []).append(run["rate"])
+                sdp_rss = max(sdp_rss, run["rss"])
+                sdp_gpu_mb = max(sdp_gpu_mb, run["gpu_mb"])
             for cfg in torch_configs:
                 if (model, cfg) in skipped:
                     continue
@@ -286,9 +303,10 @@ def main():
                 if result is None:
                     skipped.add((model, cfg))
                     continue
-                rate, rss, flops, _ = result
+                rate, rss, flops, _, gpu_mb = result
                 torch_rates.setdefault(cfg, []).append(rate)
                 torch_rss = max(torch_rss, rss)
+                torch_gpu_mb[cfg] = max(torch_gpu_mb.get(cfg, 0.0), gpu_mb)
         best_cfg = max(torch_rates, key=lambda c: statistics.median(torch_rates[c]))
         torch_rate = statistics.median(torch_rates[best_cfg])
         nchw = max((statistics.median(r) for c, r in torch_rates.items() if c[2] == "nchw" and not c[3]),
@@ -305,13 +323,16 @@ def main():
             print(f"{model:<9} {batch:>5} {name:>4} {sdp:>10.0f} {torch_rate:>11.0f} {cfg_name:>12} "
                   f"{sdp / torch_rate:>5.2f}x " + (f"{nchw:>10.0f} {sdp / nchw:>6.2f}x " if gpu else "")
                   + f"{gflops:>11.1f} {100 * gflops / peak:>5.1f}% {sdp_rss:>10.0f} {torch_rss:>12.0f} "
-                  f"{vs_sgd}", flush=True)
+                  f"{vs_sgd}" + (f" {sdp_gpu_mb:>11.0f} {torch_gpu_mb[best_cfg]:>13.0f}" if gpu else ""), flush=True)
     print("# images/s: median over rounds of per-run medians; torch cfg = torch threads / OpenBLAS threads"
           " (GPU: nchw or cl = channels_last, +compile = torch.compile, +bench = cudnn.benchmark on);")
     if gpu:
         print("# ratio: against PyTorch's best configuration; vs nchw: against its best NCHW eager one (the earlier peer);")
     print("# GFLOP/s = images/s x 3 x forward FLOPs (conv + linear) per image; torch is SGD with momentum in every row;")
     print("# step/sgd = this row's step time over sdp-train's SGD row (same model and batch).")
+    if gpu:
+        print("# GPU MiB: peak GPU memory, sdp-train's own allocations ([done] gpu_memory_peak_mb) and PyTorch's"
+              " torch.cuda.max_memory_allocated() in its best configuration (neither counts the CUDA context).")
 
 
 if __name__ == "__main__":
