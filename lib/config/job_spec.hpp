@@ -52,13 +52,17 @@ struct DataSpec {
   int image_size = 224;  // the square crop the model reads
   int resize = 256;      // evaluation: the shorter side before the centre crop
   int workers = 0;       // decoding threads per loader; 0 = the rank's compute threads
-  // JPEG decoding: on the CPU, or with nvJPEG on the rank's GPU; auto keeps the CPU until a
-  // GPU run has checked the GPU path (docs/data-formats.md, "Decoding on the GPU").
+  // JPEG decoding: on the CPU, or with nvJPEG on the rank's GPU; auto takes the GPU where the
+  // rank computes on one and nvJPEG loads (docs/data-formats.md, "Decoding on the GPU").
   DecodeChoice decode = DecodeChoice::kAuto;
+  // With nvJPEG decoding: where a decoded crop is normalised into the batch: cpu (the loader's
+  // threads), gpu (the decoder's kernel writes the batch's values; the threads only read and
+  // parse), auto (cpu until a GPU run has checked gpu; training_setup.hpp).
+  std::string normalize_on = "auto";
   // tfrecord, tar-shards, image-folder: the type and layout the loader normalises images into:
   // f32 (NCHW; the GPU casts and reorders), compute (a 16-bit channels_last model's own input,
-  // f16/bf16 NHWC: half the bytes to copy, no cast; f32 NCHW for any other model), auto (f32
-  // until a GPU run has checked compute; training_setup.hpp).
+  // f16/bf16 NHWC: half the bytes to copy, no cast; f32 NCHW for any other model), auto
+  // (compute; training_setup.hpp).
   std::string batch_type = "auto";
   std::string normalize = "imagenet";  // imagenet or cifar10 mean/std
   std::string image_key = "image/encoded";      // tfrecord: the Example's encoded image

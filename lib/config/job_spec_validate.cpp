@@ -74,6 +74,9 @@ void check_data_keys(const JobSpec& spec, const RangeChecker& check) {
   check.require(d.decode != DecodeChoice::kGpu || is_encoded_images(d.format), "data.decode",
                 "gpu decodes the JPEGs of tfrecord, tar-shards and image-folder; data.format " + to_string(d.format) +
                     " has none (use auto or cpu)");
+  check.require(d.normalize_on != "gpu" || d.decode != DecodeChoice::kCpu, "data.normalize_on",
+                "gpu normalises in the GPU decoder's kernel, but data.decode is cpu (use data.decode: gpu or auto, "
+                "or data.normalize_on: cpu)");
   check.require(d.shuffle_buffer >= 0, "data.shuffle_buffer", "must be >= 0 records (0: no shuffle buffer)");
   check.require(d.samples_per_epoch >= 0, "data.samples_per_epoch", "must be >= 0 (0: counted from the files)");
   check.require(!d.image_key.empty(), "data.image_key", "must name the Example's image feature");

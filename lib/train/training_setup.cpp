@@ -27,6 +27,12 @@ DataReaders data_readers(const World& world, const std::string& token) {
 
 DataSplits load_data(const JobSpec& spec, const DataReaders& readers, const Device& device) {
   DataJob job;
+  if (spec.data.normalize_on == "gpu" && !decodes_on_gpu(spec, device))
+    throw InputError("key 'data.normalize_on': gpu normalises in the GPU decoder's kernel, but this rank decodes "
+                     "on the CPU (" + std::string(device.is_cuda() ? "nvJPEG: " + nvjpeg_status().reason
+                                                                   : "it computes on the CPU") +
+                     "); use data.normalize_on: cpu or auto");
+  job.normalize_on_offload = normalizes_on_gpu(spec, device);
   if (decodes_on_gpu(spec, device)) {
     std::shared_ptr<JpegOffload> first = make_nvjpeg_offload(device);  // fails here, before any file is read
     job.make_offload = [first, device]() mutable {
@@ -114,6 +120,10 @@ bool decodes_on_gpu(const JobSpec& spec, const Device& device) {
       break;
   }
   return device.is_cuda() && is_encoded_images(spec.data.format) && nvjpeg_status().available;
+}
+
+bool normalizes_on_gpu(const JobSpec& spec, const Device& device) {
+  return spec.data.normalize_on == "gpu" && decodes_on_gpu(spec, device);  // auto: cpu until checked on a GPU
 }
 
 bool uses_memory_plan(const JobSpec& spec, const Device&) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -106,13 +107,15 @@ void flip_horizontal(uint8_t* rgb, int width, int height) {
 namespace {
 
 template <typename T>
-void normalize_with_table(const uint8_t* rgb, size_t pixels, const T (&table)[3][256],
-                          TensorLayout layout, T* out) {
+void normalize_with_table(const uint8_t* rgb, size_t pixels, const T* table, TensorLayout layout, T* out) {
+  const T* r_of = table;
+  const T* g_of = table + 256;
+  const T* b_of = table + 512;
   if (layout == TensorLayout::kHwc) {
     for (size_t i = 0; i < pixels * 3; i += 3) {
-      out[i] = table[0][rgb[i]];
-      out[i + 1] = table[1][rgb[i + 1]];
-      out[i + 2] = table[2][rgb[i + 2]];
+      out[i] = r_of[rgb[i]];
+      out[i + 1] = g_of[rgb[i + 1]];
+      out[i + 2] = b_of[rgb[i + 2]];
     }
     return;
   }
@@ -120,33 +123,51 @@ void normalize_with_table(const uint8_t* rgb, size_t pixels, const T (&table)[3]
   T* g = out + pixels;
   T* b = out + 2 * pixels;
   for (size_t i = 0; i < pixels; ++i) {
-    r[i] = table[0][rgb[3 * i]];
-    g[i] = table[1][rgb[3 * i + 1]];
-    b[i] = table[2][rgb[3 * i + 2]];
+    r[i] = r_of[rgb[3 * i]];
+    g[i] = g_of[rgb[3 * i + 1]];
+    b[i] = b_of[rgb[3 * i + 2]];
   }
 }
 
 }  // namespace
 
-void normalize_image(const uint8_t* rgb, int width, int height, const Normalization& norm,
-                     TensorLayout layout, TensorType type, void* out) {
+NormalizationTable normalization_table(const Normalization& norm, TensorLayout layout, TensorType type) {
   if (norm.mean.size() != 3 || norm.std.size() != 3)
     throw std::invalid_argument("normalize_image: RGB needs 3 means and 3 stds");
-  float table[3][256];
+  NormalizationTable table;
+  table.layout = layout;
+  table.type = type;
+  table.values.resize(static_cast<size_t>(3 * 256 * table.element_bytes()));
   for (int c = 0; c < 3; ++c)
-    for (int v = 0; v < 256; ++v)
-      table[c][v] = (static_cast<float>(v) / 255.0f - norm.mean[c]) / norm.std[c];
+    for (int v = 0; v < 256; ++v) {
+      const float value = (static_cast<float>(v) / 255.0f - norm.mean[c]) / norm.std[c];
+      const size_t at = static_cast<size_t>(c * 256 + v);
+      if (type == TensorType::kF32) {
+        std::memcpy(table.values.data() + at * 4, &value, 4);
+      } else {
+        const uint16_t bits = type == TensorType::kF16 ? float_to_half(value) : float_to_bfloat16(value);
+        std::memcpy(table.values.data() + at * 2, &bits, 2);
+      }
+    }
+  return table;
+}
+
+void normalize_with(const NormalizationTable& table, const uint8_t* rgb, int width, int height, void* out) {
   const size_t pixels = size_t(width) * height;
-  if (type == TensorType::kF32) {
-    normalize_with_table(rgb, pixels, table, layout, static_cast<float*>(out));
+  if (table.type == TensorType::kF32) {
+    float values[3 * 256];
+    std::memcpy(values, table.values.data(), sizeof values);
+    normalize_with_table(rgb, pixels, values, table.layout, static_cast<float*>(out));
     return;
   }
-  uint16_t half_table[3][256];
-  for (int c = 0; c < 3; ++c)
-    for (int v = 0; v < 256; ++v)
-      half_table[c][v] =
-          type == TensorType::kF16 ? float_to_half(table[c][v]) : float_to_bfloat16(table[c][v]);
-  normalize_with_table(rgb, pixels, half_table, layout, static_cast<uint16_t*>(out));
+  uint16_t values[3 * 256];
+  std::memcpy(values, table.values.data(), sizeof values);
+  normalize_with_table(rgb, pixels, values, table.layout, static_cast<uint16_t*>(out));
+}
+
+void normalize_image(const uint8_t* rgb, int width, int height, const Normalization& norm,
+                     TensorLayout layout, TensorType type, void* out) {
+  normalize_with(normalization_table(norm, layout, type), rgb, width, height, out);
 }
 
 }  // namespace sdp

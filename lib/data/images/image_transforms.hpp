@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <random>
+#include <vector>
 
 #include "data/sets/dataset.hpp"
 #include "data/images/image_decode.hpp"
@@ -63,11 +64,25 @@ enum class TensorLayout {
 };
 enum class TensorType { kF32, kF16, kBF16 };
 
-// (x / 255 - mean) / std per channel of an interleaved RGB image into `out` (width * height
-// * 3 elements of `type`: float, or uint16_t holding f16 / bf16 bits, rounded to nearest
-// even as core/half_float.hpp does). `norm` must have 3 channels. Per channel, the 256
-// possible results are computed once in float exactly as torchvision's ToTensor + Normalize
-// computes them, so the tensor has the same values.
+// Every value the normalisation can produce: per channel, the 256 results of
+// (x / 255 - mean) / std computed in float exactly as torchvision's ToTensor + Normalize
+// computes them, stored as the batch holds them (float, or uint16_t holding f16 / bf16 bits
+// rounded to nearest even as core/half_float.hpp does). Entry c * 256 + x; the GPU decoder's
+// kernel (window_resample.hpp) reads the same table, so both devices write the same values.
+struct NormalizationTable {
+  TensorLayout layout = TensorLayout::kChw;
+  TensorType type = TensorType::kF32;
+  std::vector<uint8_t> values;  // 3 * 256 elements of element_bytes()
+  int element_bytes() const { return type == TensorType::kF32 ? 4 : 2; }
+};
+// `norm` must have 3 channels.
+NormalizationTable normalization_table(const Normalization& norm, TensorLayout layout, TensorType type);
+
+// An interleaved RGB image normalised through `table` into `out` (width * height * 3
+// elements in the table's layout and type).
+void normalize_with(const NormalizationTable& table, const uint8_t* rgb, int width, int height, void* out);
+
+// normalize_with(normalization_table(norm, layout, type), ...).
 void normalize_image(const uint8_t* rgb, int width, int height, const Normalization& norm,
                      TensorLayout layout, TensorType type, void* out);
 

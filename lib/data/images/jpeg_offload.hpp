@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "data/images/image_resize.hpp"
+#include "data/images/image_transforms.hpp"
 
 namespace sdp {
 
@@ -25,6 +26,9 @@ struct OffloadJob {
   int out_w = 0, out_h = 0;   // resized to this
   bool flip = false;          // then mirrored
   uint8_t* out = nullptr;     // out_w * out_h * 3 bytes of host memory
+  // When set (an offload that took set_normalization), the decoded sample goes here instead,
+  // normalised as the batch holds it: the sample's slot in the batch (host memory).
+  void* normalized = nullptr;
 };
 
 enum class OffloadOutcome : uint8_t {
@@ -41,6 +45,13 @@ class JpegOffload {
   // Decodes every job; outcomes[i] says what became of jobs[i]. Called by one thread at a
   // time (each loader owns its offload). Throws sdp::Error only when the device fails.
   virtual std::vector<OffloadOutcome> decode(const std::vector<OffloadJob>& jobs) = 0;
+  // data.normalize: gpu: from now on, jobs with `normalized` set are written there through
+  // `table` (the loader's threads then only read and parse). False: this offload does not
+  // normalise, and the loader normalises the 8-bit `out` as before.
+  virtual bool set_normalization(const NormalizationTable& table) {
+    (void)table;
+    return false;
+  }
 };
 
 }  // namespace sdp

@@ -143,6 +143,15 @@ class NvjpegOffload : public JpegOffload {
     if (stream_) cudaStreamDestroy(stream_);
   }
 
+  bool set_normalization(const NormalizationTable& table) override {
+    check_cuda(cudaSetDevice(device_.index), "cudaSetDevice", "nvJPEG offload");
+    table_device_ = allocate(device_, table.values.size());
+    check_cuda(cudaMemcpy(table_device_.get(), table.values.data(), table.values.size(), cudaMemcpyHostToDevice),
+               "cudaMemcpy", "nvJPEG offload");
+    table_ = table;
+    return true;
+  }
+
   std::string describe() const override {
     const char* backend = backend_ == NVJPEG_BACKEND_HARDWARE     ? "hardware decoder"
                           : backend_ == NVJPEG_BACKEND_GPU_HYBRID ? "GPU-assisted backend"
@@ -157,7 +166,7 @@ class NvjpegOffload : public JpegOffload {
     // What this backend takes, and where each image's full-size RGB goes.
     std::vector<std::size_t> taken;
     std::vector<std::size_t> offsets;
-    std::size_t decoded_bytes = 0, out_bytes = 0;
+    std::size_t decoded_bytes = 0, out_bytes = 0, normalized_bytes = 0;
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       const OffloadJob& job = jobs[i];
       int components = 0, widths[NVJPEG_MAX_COMPONENT] = {}, heights[NVJPEG_MAX_COMPONENT] = {};
@@ -178,10 +187,13 @@ class NvjpegOffload : public JpegOffload {
       taken.push_back(i);
       offsets.push_back(decoded_bytes);
       decoded_bytes += static_cast<std::size_t>(job.width) * job.height * 3;
-      out_bytes += static_cast<std::size_t>(job.out_w) * job.out_h * 3;
+      if (job.normalized != nullptr)
+        normalized_bytes += static_cast<std::size_t>(job.out_w) * job.out_h * 3 * table_.element_bytes();
+      else
+        out_bytes += static_cast<std::size_t>(job.out_w) * job.out_h * 3;
     }
     if (taken.empty()) return outcomes;
-    reserve(decoded_bytes, out_bytes, taken.size());
+    reserve(decoded_bytes, out_bytes, normalized_bytes, taken.size());
 
     // Batched decode; if the batch fails, one by one to find the images at fault.
     std::vector<const unsigned char*> data;
@@ -210,10 +222,11 @@ class NvjpegOffload : public JpegOffload {
                 NVJPEG_STATUS_SUCCESS;
     }
 
-    // Resample each decoded window on the device, then bring the 8-bit RGB back.
+    // Resample each decoded window on the device, then bring back the 8-bit RGB, or (jobs with
+    // `normalized`) the normalised sample straight into its slot of the batch.
     std::vector<WindowResampleJob> resample;
-    std::vector<std::size_t> out_offsets;
-    std::size_t out_at = 0;
+    std::vector<std::size_t> out_offsets;  // per resample job: its offset in resampled_ or normalized_
+    std::size_t out_at = 0, normalized_at = 0;
     int64_t max_pixels = 0;
     for (std::size_t t = 0; t < taken.size(); ++t) {
       const OffloadJob& job = jobs[taken[t]];
@@ -224,11 +237,21 @@ class NvjpegOffload : public JpegOffload {
                            job.out_h, r);
       r.src = static_cast<const uint8_t*>(images[t].channel[0]);
       r.pitch = images[t].pitch[0];
-      r.out = static_cast<uint8_t*>(resampled_.get()) + out_at;
       r.flip = job.flip ? 1 : 0;
+      const std::size_t pixels = static_cast<std::size_t>(job.out_w) * job.out_h;
+      if (job.normalized != nullptr) {
+        r.normalized = static_cast<uint8_t*>(normalized_.get()) + normalized_at;
+        r.table = static_cast<const uint8_t*>(table_device_.get());
+        r.element_bytes = table_.element_bytes();
+        r.hwc = table_.layout == TensorLayout::kHwc ? 1 : 0;
+        out_offsets.push_back(normalized_at);
+        normalized_at += pixels * 3 * table_.element_bytes();
+      } else {
+        r.out = static_cast<uint8_t*>(resampled_.get()) + out_at;
+        out_offsets.push_back(out_at);
+        out_at += pixels * 3;
+      }
       resample.push_back(r);
-      out_offsets.push_back(out_at);
-      out_at += static_cast<std::size_t>(job.out_w) * job.out_h * 3;
       max_pixels = std::max<int64_t>(max_pixels, int64_t{job.out_w} * job.out_h);
     }
     if (!resample.empty()) {
@@ -237,16 +260,30 @@ class NvjpegOffload : public JpegOffload {
                  "cudaMemcpyAsync", "nvJPEG offload");
       launch_window_resample(static_cast<const WindowResampleJob*>(jobs_device_.get()), static_cast<int>(resample.size()),
                              max_pixels, stream_);
-      check_cuda(cudaMemcpyAsync(staging_.get(), resampled_.get(), out_at, cudaMemcpyDeviceToHost, stream_),
-                 "cudaMemcpyAsync", "nvJPEG offload");
+      if (out_at > 0)
+        check_cuda(cudaMemcpyAsync(staging_.get(), resampled_.get(), out_at, cudaMemcpyDeviceToHost, stream_),
+                   "cudaMemcpyAsync", "nvJPEG offload");
+      std::size_t r = 0;
+      for (std::size_t t = 0; t < taken.size(); ++t) {
+        if (!ok[t]) continue;
+        const OffloadJob& job = jobs[taken[t]];
+        const std::size_t offset = out_offsets[r++];
+        if (job.normalized == nullptr) continue;
+        check_cuda(cudaMemcpyAsync(job.normalized, static_cast<const uint8_t*>(normalized_.get()) + offset,
+                                   static_cast<std::size_t>(job.out_w) * job.out_h * 3 * table_.element_bytes(),
+                                   cudaMemcpyDeviceToHost, stream_),
+                   "cudaMemcpyAsync", "nvJPEG offload");
+      }
     }
     check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", "nvJPEG offload");
     std::size_t r = 0;
     for (std::size_t t = 0; t < taken.size(); ++t) {
       if (!ok[t]) continue;
       const OffloadJob& job = jobs[taken[t]];
-      std::memcpy(job.out, static_cast<const uint8_t*>(staging_.get()) + out_offsets[r++],
-                  static_cast<std::size_t>(job.out_w) * job.out_h * 3);
+      const std::size_t offset = out_offsets[r++];
+      if (job.normalized == nullptr)
+        std::memcpy(job.out, static_cast<const uint8_t*>(staging_.get()) + offset,
+                    static_cast<std::size_t>(job.out_w) * job.out_h * 3);
       outcomes[taken[t]] = OffloadOutcome::kDecoded;
     }
     return outcomes;
@@ -254,10 +291,14 @@ class NvjpegOffload : public JpegOffload {
 
  private:
   // Grows the device and staging buffers to fit this batch (they never shrink).
-  void reserve(std::size_t decoded, std::size_t out, std::size_t jobs) {
+  void reserve(std::size_t decoded, std::size_t out, std::size_t normalized, std::size_t jobs) {
     if (decoded > decoded_bytes_) {
       decoded_ = allocate(device_, decoded);
       decoded_bytes_ = decoded;
+    }
+    if (normalized > normalized_bytes_) {
+      normalized_ = allocate(device_, normalized);
+      normalized_bytes_ = normalized;
     }
     if (out > out_bytes_) {
       resampled_ = allocate(device_, out);
@@ -277,8 +318,9 @@ class NvjpegOffload : public JpegOffload {
   nvjpegHandle_t handle_ = nullptr;
   nvjpegJpegState_t batched_state_ = nullptr, single_state_ = nullptr;
   nvjpegJpegStream_t parsed_ = nullptr;
-  std::shared_ptr<void> decoded_, resampled_, staging_, jobs_device_;
-  std::size_t decoded_bytes_ = 0, out_bytes_ = 0, job_capacity_ = 0;
+  std::shared_ptr<void> decoded_, resampled_, staging_, jobs_device_, normalized_, table_device_;
+  std::size_t decoded_bytes_ = 0, out_bytes_ = 0, normalized_bytes_ = 0, job_capacity_ = 0;
+  NormalizationTable table_;  // data.normalize: gpu (set_normalization)
 };
 
 }  // namespace

@@ -3,8 +3,9 @@
 // decode_window does it (image_decode.cpp's jpeg_window): the DCT scale n/8 libjpeg would
 // pick, emulated by an area average of 8/n source pixels rounded to 8 bits as the scaled
 // decode rounds, then image_resize.cpp's bilinear taps on the scaled window, rounded to
-// nearest; then the flip. The CUDA kernel (window_resample.cu) and resample_on_host (the CPU
-// tests' reference) run the same per-pixel function.
+// nearest; then the flip; and with data.normalize: gpu the lookup of each value in the
+// batch's normalisation table. The CUDA kernel (window_resample.cu) and resample_on_host (the
+// CPU tests' reference) run the same per-pixel function.
 #pragma once
 
 #include <cmath>
@@ -25,6 +26,14 @@ struct WindowResampleJob {
   uint8_t* out = nullptr;        // out_w * out_h * 3 bytes
   int out_w = 0, out_h = 0;
   int flip = 0;
+  // data.normalize: gpu: when `normalized` is set, each 8-bit value is looked up in `table`
+  // (NormalizationTable's values: 3 x 256 elements of element_bytes, device memory on a GPU)
+  // and the sample is written there as the batch holds it (planar, or interleaved when hwc),
+  // instead of into `out`.
+  void* normalized = nullptr;
+  const uint8_t* table = nullptr;
+  int element_bytes = 4;  // 4: f32; 2: f16 or bf16 bits
+  int hwc = 0;
 };
 
 // Fills `job`'s geometry from the image size and the window (SampleWindow's x, y, w, h and
@@ -94,12 +103,23 @@ SDP_HOST_DEVICE void resample_pixel(const WindowResampleJob& j, int ox, int oy) 
   resample_tap(j.window_x, j.window_w, j.out_w, ox, j.region_w, x0, x1, wx);
   resample_tap(j.window_y, j.window_h, j.out_h, oy, j.region_h, y0, y1, wy);
   const int ax = j.region_x0 + x0, bx = j.region_x0 + x1, ay = j.region_y0 + y0, by = j.region_y0 + y1;
-  uint8_t* out = j.out + (static_cast<std::size_t>(oy) * j.out_w + (j.flip ? j.out_w - 1 - ox : ox)) * 3;
+  const std::size_t pixel = static_cast<std::size_t>(oy) * j.out_w + (j.flip ? j.out_w - 1 - ox : ox);
   for (int c = 0; c < 3; ++c) {
     const float p00 = resample_scaled_pixel(j, ax, ay, c), p01 = resample_scaled_pixel(j, bx, ay, c);
     const float p10 = resample_scaled_pixel(j, ax, by, c), p11 = resample_scaled_pixel(j, bx, by, c);
     const float top = p00 + (p01 - p00) * wx, bottom = p10 + (p11 - p10) * wx;
-    out[c] = static_cast<uint8_t>(rintf(top + (bottom - top) * wy));
+    const auto value = static_cast<uint8_t>(rintf(top + (bottom - top) * wy));
+    if (j.normalized == nullptr) {
+      j.out[pixel * 3 + c] = value;
+      continue;
+    }
+    const std::size_t plane = static_cast<std::size_t>(j.out_w) * j.out_h;
+    const std::size_t at = j.hwc ? pixel * 3 + c : c * plane + pixel;
+    const std::size_t entry = static_cast<std::size_t>(c) * 256 + value;
+    if (j.element_bytes == 4)
+      static_cast<float*>(j.normalized)[at] = reinterpret_cast<const float*>(j.table)[entry];
+    else
+      static_cast<uint16_t*>(j.normalized)[at] = reinterpret_cast<const uint16_t*>(j.table)[entry];
   }
 }
 

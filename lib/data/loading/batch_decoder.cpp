@@ -74,6 +74,7 @@ struct BatchDecoder::State {
     ImageInfo info;
     SampleTransform transform;
     bool offered = false;  // handed to the offload
+    bool normalized = false;  // ... with the batch's slot to write, normalised
     OffloadOutcome outcome = OffloadOutcome::kRefused;
     std::vector<uint8_t> pixels;
   };
@@ -87,6 +88,7 @@ struct BatchDecoder::State {
     // nvJPEG's RGB output takes colour and grey JPEGs; CMYK and PNG stay on the CPU.
     slot.offered = slot.info.format == ImageFormat::kJpeg && (slot.info.channels == 3 || slot.info.channels == 1);
     slot.outcome = OffloadOutcome::kRefused;
+    slot.normalized = false;
   }
 
   void check_label(int64_t label, const std::string& where) const {
@@ -111,9 +113,16 @@ struct BatchDecoder::State {
       crop_flip_rgb(pixels, worker.shifted, size, augment.pad, t.crop_flip);
       std::swap(pixels, worker.shifted);
     }
-    normalize_image(pixels.data(), size, size, options.normalization,
-                    options.batch_channels_last ? TensorLayout::kHwc : TensorLayout::kChw, tensor_type(options.batch_dtype),
-                    out);
+    normalize_with(table, pixels.data(), size, size, out);
+  }
+
+  // Whether the offload writes normalised samples (asked once: data.normalize: gpu).
+  bool offload_normalizes() {
+    if (!normalization_asked) {
+      normalization_asked = true;
+      offload_took_normalization = options.normalize_on_offload && options.offload->set_normalization(table);
+    }
+    return offload_took_normalization;
   }
 
   // Without an offload: one pass per sample.
@@ -164,6 +173,11 @@ struct BatchDecoder::State {
   EncodedImageOptions options;
   int num_classes;
   AugmentOptions augment;
+  // The batch's normalisation, every value it can take (normalize_with).
+  NormalizationTable table = normalization_table(
+      options.normalization, options.batch_channels_last ? TensorLayout::kHwc : TensorLayout::kChw,
+      tensor_type(options.batch_dtype));
+  bool normalization_asked = false, offload_took_normalization = false;
   std::vector<Worker> workers;
   std::vector<Slot> slots;  // offloaded batches only
   std::vector<char> bad;    // per slot of the batch being decoded
@@ -217,12 +231,16 @@ void BatchDecoder::decode(const std::vector<int64_t>& keys, int64_t epoch, const
   });
   std::vector<OffloadJob> jobs;
   std::vector<std::size_t> job_slot;
+  const bool offload_normalizes = s.offload_normalizes();
   for (std::size_t k = 0; k < keys.size(); ++k) {
     State::Slot& slot = s.slots[k];
     if (s.bad[k] || !slot.offered) continue;
     slot.pixels.resize(static_cast<std::size_t>(per_image));
+    // CIFAR's padded crop comes after the decode: those samples are finished here.
+    slot.normalized = offload_normalizes && !slot.transform.pad_crop;
     jobs.push_back({slot.bytes->data(), slot.bytes->size(), slot.info.width, slot.info.height, slot.transform.window,
-                    size, size, slot.transform.flip, slot.pixels.data()});
+                    size, size, slot.transform.flip, slot.pixels.data(),
+                    slot.normalized ? images + k * image_bytes : nullptr});
     job_slot.push_back(k);
   }
   if (!jobs.empty()) {
@@ -239,7 +257,9 @@ void BatchDecoder::decode(const std::vector<int64_t>& keys, int64_t epoch, const
         s.decode_on_cpu(*slot.bytes, slot.transform, where(k), worker, slot.pixels);
         ++s.cpu_decoded;
       }
-      s.finish(slot.transform, slot.pixels, worker, images + k * image_bytes);
+      // A sample the offload decoded into the batch, normalised, is finished.
+      if (!(slot.outcome == OffloadOutcome::kDecoded && slot.normalized))
+        s.finish(slot.transform, slot.pixels, worker, images + k * image_bytes);
       out.labels[k] = static_cast<int32_t>(slot.label);
     });
   });

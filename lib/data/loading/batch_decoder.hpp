@@ -36,6 +36,10 @@ struct EncodedImageOptions {
   // f16 or bf16 NHWC, what the model's first layer reads.
   DType batch_dtype = DType::kF32;
   bool batch_channels_last = false;
+  // data.normalize: gpu: the offload writes each sample it decodes straight into the batch,
+  // normalised (JpegOffload::set_normalization); the workers only read and parse. Samples
+  // with CIFAR's padded crop, and what the offload refuses, are finished here as before.
+  bool normalize_on_offload = false;
 };
 
 // What one sample becomes, drawn from (augment.seed, epoch, key) and the image's size only,

@@ -63,6 +63,7 @@ DataSplits open_encoded_images(const DataSpec& d, const DataJob& job, const Data
   options.workers = loader_workers(d, job.workers, static_cast<bool>(job.make_offload));
   options.batch_dtype = job.batch_dtype;
   options.batch_channels_last = job.batch_channels_last;
+  options.normalize_on_offload = job.normalize_on_offload;
   options.skip_bad_records = d.on_bad_record == "skip";
   if (d.normalize == "cifar10") options.normalization = Normalization::cifar10();
   const auto train_channel = channel_config(d.train);

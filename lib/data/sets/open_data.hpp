@@ -41,6 +41,7 @@ struct DataJob {
   // Encoded images' batches: f32 NCHW, or the model's 16-bit NHWC input (data.batch_type).
   DType batch_dtype = DType::kF32;
   bool batch_channels_last = false;
+  bool normalize_on_offload = false;  // data.normalize_on: gpu (EncodedImageOptions)
 };
 
 // The threads of a loader of encoded images: data.workers, else the rank's compute threads;

@@ -398,4 +398,11 @@ case_data_decode_choice() {
       "${job[@]}" --set data.decode=gpu --set device=cpu --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
     expect_error 2 "data.decode.*gpu decodes the JPEGs of tfrecord, tar-shards and image-folder; data.format synthetic has none" \
       validate --config "$SRC/configs/quickstart.yaml" --set data.decode=gpu
+    # data.normalize_on: gpu needs the GPU decoder: with data.decode: cpu the spec is refused, and
+    # a rank that decodes on the CPU (it computes there) says so when it loads the data.
+    expect_error 2 "key 'data.normalize_on': gpu normalises in the GPU decoder's kernel, but data.decode is cpu" \
+      validate "${job[@]}" --set data.decode=cpu --set data.normalize_on=gpu
+    expect_error 2 "key 'data.normalize_on': gpu normalises in the GPU decoder's kernel, but this rank decodes on the CPU \(it computes on the CPU\)" \
+      "${job[@]}" --set data.normalize_on=gpu --set device=cpu --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
+    expect_error 2 "key 'data.normalize_on': unknown value 'host'" validate "${job[@]}" --set data.normalize_on=host
 }

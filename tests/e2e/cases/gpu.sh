@@ -228,16 +228,24 @@ case_gpu_decode_learns_as_cpu() {
     # data.decode: gpu (nvJPEG) trains from JPEGs as the CPU decoder does: the plan says so,
     # with 2 loader threads by default; no image falls back to the CPU ([done]
     # cpu_decoded_images=0); the test accuracy is within 3 points of the CPU-decoded run's.
+    # With data.normalize_on: gpu (the kernel writes the batch) the model is the very one the
+    # loader-normalised GPU run trains.
     need_gpus 1
     convert_synthetic image-folder "$WORK/train" --synthetic-samples 1024
     local d
-    for d in cpu gpu; do
+    for d in gpu-normalized cpu gpu; do
+      local keys=(--set data.decode=${d%-normalized})
+      [ "$d" = gpu-normalized ] && keys+=(--set data.normalize_on=gpu)
       expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set data.format=image-folder \
         --set data.train="$WORK/train" --set data.test="$WORK/train" --set data.image_size=32 --set data.resize=32 \
-        --set data.decode=$d --set train.epochs=3 --set output.model_dir="$WORK/m-$d"
+        "${keys[@]}" --set train.epochs=3 --set output.model_dir="$WORK/m-$d"
       grep -oE '^\[epoch 3\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$' >"$WORK/acc-$d" ||
         fail "no test accuracy ($d)"
+      [ "$d" = gpu-normalized ] && { grep -q "^  decode       : gpu: .*the decoder's kernel writes the batch's normalised values" "$WORK/out" ||
+        fail "the plan does not say the kernel normalises"; }
     done
+    same_tensors "$WORK/m-gpu/model.safetensors" "$WORK/m-gpu-normalized/model.safetensors" ||
+      fail "the kernel-normalised batches trained another model"
     grep -q '^  decode       : gpu: nvJPEG .* 2 loader thread(s) read and parse (at most 2 by default)' "$WORK/out" ||
       fail "the plan does not say the GPU decodes with 2 loader threads"
     grep -q '^\[done\].* cpu_decoded_images=0' "$WORK/out" || fail "images fell back to the CPU"

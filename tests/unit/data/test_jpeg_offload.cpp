@@ -34,8 +34,13 @@ class HostOffload : public JpegOffload {
  public:
   std::set<int> refuse, corrupt;
   std::vector<OffloadJob> seen;  // every job handed over, in order
+  bool normalizes = false;       // takes set_normalization (data.normalize_on: gpu)
 
   std::string describe() const override { return "the test's host offload"; }
+  bool set_normalization(const NormalizationTable& table) override {
+    table_ = table;
+    return normalizes;
+  }
   std::vector<OffloadOutcome> decode(const std::vector<OffloadJob>& jobs) override {
     std::vector<OffloadOutcome> outcomes;
     for (const OffloadJob& job : jobs) {
@@ -50,7 +55,12 @@ class HostOffload : public JpegOffload {
       }
       DecodedImage image = decoder_.decode_window(job.data, job.size, job.window, job.out_w, job.out_h, "job");
       if (job.flip) flip_horizontal(image.pixels.data(), job.out_w, job.out_h);
-      std::memcpy(job.out, image.pixels.data(), image.pixels.size());
+      if (job.normalized != nullptr) {
+        EXPECT_TRUE(normalizes) << "a normalised slot for an offload that declined";
+        normalize_with(table_, image.pixels.data(), job.out_w, job.out_h, job.normalized);
+      } else {
+        std::memcpy(job.out, image.pixels.data(), image.pixels.size());
+      }
       outcomes.push_back(OffloadOutcome::kDecoded);
     }
     return outcomes;
@@ -58,6 +68,7 @@ class HostOffload : public JpegOffload {
 
  private:
   ImageDecoder decoder_;
+  NormalizationTable table_;
 };
 
 // Images of different widths (40 + 2 i) so the offload can pick them out by width.
@@ -229,6 +240,50 @@ TEST(JpegOffload, ComputeTypeBatchesAreTheF32BatchRoundedAndReordered) {
     }
 }
 
+// data.normalize_on: gpu: an offload that normalises writes each sample it decodes straight into
+// the batch, and the batches are the loader-normalised ones bit for bit: f32 NCHW and f16/bf16
+// NHWC, training (RandomResizedCrop) and evaluation, with refusals and a bad record. CIFAR's
+// padded crop comes after the decode, so those samples reach the offload without a slot; an
+// offload that declines gets none either.
+TEST(JpegOffload, SamplesNormalisedByTheOffloadEqualTheLoaders) {
+  std::vector<Bytes> images = jpegs(6);
+  images[3] = Bytes(images[3].begin(), images[3].begin() + 40);  // truncated: a bad record
+  AugmentOptions cifar;
+  cifar.enabled = true;
+  cifar.seed = 3;
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16})
+    for (const AugmentOptions& augment : {imagenet_training(5), AugmentOptions{}, cifar})
+      for (bool normalizes : {true, false}) {
+        EncodedImageOptions options = testing::small_images(3);
+        options.skip_bad_records = true;
+        options.batch_dtype = dtype;
+        options.batch_channels_last = dtype != DType::kF32;
+        BatchDecoder cpu(options, 3, augment);
+        auto offload = std::make_shared<HostOffload>();
+        offload->refuse = {42};  // image 1
+        offload->normalizes = normalizes;
+        options.offload = offload;
+        options.normalize_on_offload = true;
+        BatchDecoder offloaded(options, 3, augment);
+        const std::vector<int64_t> keys = {0, 1, 2, 3, 4, 5};
+        const Batch expected = decode_batch(cpu, images, keys, 2);
+        const Batch got = decode_batch(offloaded, images, keys, 2);
+        const std::string what = std::string(dtype_name(dtype)) + (augment.random_resized_crop ? " training"
+                                                                   : augment.enabled ? " cifar"
+                                                                                     : " evaluation") +
+                                 (normalizes ? "" : ", offload declines");
+        ASSERT_EQ(got.images.nbytes(), expected.images.nbytes()) << what;
+        EXPECT_EQ(std::memcmp(got.images.raw(), expected.images.raw(), got.images.nbytes()), 0) << what;
+        EXPECT_EQ(got.labels, expected.labels) << what;
+        EXPECT_EQ(offloaded.skipped(), 1) << what;
+        EXPECT_EQ(offloaded.cpu_decoded(), 1) << what;
+        int64_t with_slot = 0;
+        for (const OffloadJob& job : offload->seen) with_slot += job.normalized != nullptr;
+        const bool slots = normalizes && !(augment.enabled && !augment.random_resized_crop);
+        EXPECT_EQ(with_slot, slots ? static_cast<int64_t>(offload->seen.size()) : 0) << what;
+      }
+}
+
 // With the GPU decoding, the loader's threads only read, parse and draw the transforms: at most
 // 2 by default, whatever the rank's compute threads; data.workers still decides when set.
 TEST(JpegOffload, GpuDecodingKeepsTwoLoaderThreadsByDefault) {
@@ -284,6 +339,41 @@ TEST(NvjpegOffload, PixelsMatchTheCpuPathWithinAFewLevels) {
   }
 }
 
+// data.normalize_on: gpu on a GPU: nvJPEG's kernel writes the batch's values itself (f32 NCHW,
+// f16 NHWC), the very values of the 8-bit crops normalised by the loader, bit for bit, the
+// progressive image (refused by the hardware decoder) included.
+TEST(NvjpegOffload, NormalisedInTheKernelAsByTheLoader) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU: " << cuda_unavailable_reason();
+  if (!nvjpeg_status().available) GTEST_SKIP() << "no nvJPEG: " << nvjpeg_status().reason;
+  std::vector<Bytes> images;
+  for (int i = 0; i < 5; ++i) {
+    const int w = 150 + 83 * i, h = 100 + 57 * i;
+    images.push_back(testing::encode_jpeg(testing::gradient_rgb(w, h), w, h, TJPF_RGB, TJSAMP_420, 90));
+  }
+  images.push_back(testing::encode_jpeg(testing::gradient_rgb(64, 48), 64, 48, TJPF_RGB, TJSAMP_420, 90,
+                                        TJFLAG_PROGRESSIVE));
+  for (DType dtype : {DType::kF32, DType::kF16})
+    for (const AugmentOptions& augment : {imagenet_training(9), AugmentOptions{}}) {
+      EncodedImageOptions options = testing::small_images(3);
+      options.image_size = 56;
+      options.resize = 64;
+      options.batch_dtype = dtype;
+      options.batch_channels_last = dtype != DType::kF32;
+      options.offload = make_nvjpeg_offload(Device::cuda(0));
+      BatchDecoder loader_normalises(options, 3, augment);
+      options.offload = make_nvjpeg_offload(Device::cuda(0));
+      options.normalize_on_offload = true;
+      BatchDecoder kernel_normalises(options, 3, augment);
+      const std::vector<int64_t> keys = {0, 1, 2, 3, 4, 5};
+      const Batch expected = decode_batch(loader_normalises, images, keys, 4);
+      const Batch got = decode_batch(kernel_normalises, images, keys, 4);
+      ASSERT_EQ(expected.images.nbytes(), got.images.nbytes());
+      EXPECT_EQ(std::memcmp(expected.images.raw(), got.images.raw(), got.images.nbytes()), 0)
+          << dtype_name(dtype) << (augment.enabled ? " training" : " evaluation");
+      EXPECT_EQ(expected.labels, got.labels);
+    }
+}
+
 }  // namespace
 }  // namespace sdp
 
@@ -334,6 +424,46 @@ TEST(WindowResample, FollowsTheCpuDecodeWindowWithinAFewLevels) {
   // Measured 2026-11-26: a worst mean of 1.37 levels and a worst pixel of 6 over these 40 windows.
   EXPECT_LE(worst_mean, 2.0);
   EXPECT_LE(worst, 12);
+}
+
+}  // namespace
+}  // namespace sdp
+
+namespace sdp {
+namespace {
+
+// data.normalize_on: gpu: the per-pixel function the kernel runs writes, for each 8-bit value
+// it would have written, that value's entry of the batch's table, in the batch's layout: the
+// 8-bit resample normalised on the host (normalize_with), bit for bit, flipped or not.
+TEST(WindowResample, NormalisedOutputIsTheTableOfTheEightBitOutput) {
+  const int w = 97, h = 61;
+  const Bytes pixels = testing::make_pixels(w, h, 3, [](int x, int y, int c) { return (x * 7 + y * 13 + c * 50) % 256; });
+  const SampleWindow window = SampleWindow::of_box(CropBox{5, 3, 80, 50});
+  for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16})
+    for (TensorLayout layout : {TensorLayout::kChw, TensorLayout::kHwc})
+      for (int flip : {0, 1}) {
+        const int out_w = 24, out_h = 20;
+        WindowResampleJob job;
+        plan_window_resample(w, h, window.x, window.y, window.w, window.h, window.clamp.x, window.clamp.y,
+                             window.clamp.w, window.clamp.h, out_w, out_h, job);
+        job.src = pixels.data();
+        job.pitch = static_cast<std::size_t>(w) * 3;
+        job.flip = flip;
+        std::vector<uint8_t> eight_bit(static_cast<std::size_t>(out_w) * out_h * 3);
+        job.out = eight_bit.data();
+        resample_on_host(job);
+        const NormalizationTable table = normalization_table(Normalization::imagenet(), layout, type);
+        std::vector<uint8_t> expected(eight_bit.size() * table.element_bytes()), got(expected.size(), 0xAB);
+        normalize_with(table, eight_bit.data(), out_w, out_h, expected.data());
+        job.out = nullptr;
+        job.normalized = got.data();
+        job.table = table.values.data();
+        job.element_bytes = table.element_bytes();
+        job.hwc = layout == TensorLayout::kHwc ? 1 : 0;
+        resample_on_host(job);
+        EXPECT_EQ(got, expected) << "type " << static_cast<int>(type) << " layout " << static_cast<int>(layout)
+                                 << " flip " << flip;
+      }
 }
 
 }  // namespace
