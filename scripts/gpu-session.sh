@@ -257,6 +257,12 @@ stage_decode() {
   local job=(--config configs/resnet50-synthetic-bench.yaml --set data.format=image-folder --set data.train="$data"
              --set data.test="$data" --set data.batch_size=256)
   step bench-data-decode-gpu "$bin" bench data "${job[@]}" --set data.decode=gpu --workers 1,2 --batches 30
+  # data.normalize_on: gpu: the kernel writes the batch; the threads only read and parse (f32
+  # NCHW, and f16 NHWC as a 16-bit channels_last model loads it).
+  step bench-data-decode-gpu-normalized "$bin" bench data "${job[@]}" --set data.decode=gpu --set data.normalize_on=gpu \
+    --workers 1,2 --batches 30
+  step bench-data-decode-gpu-normalized-f16 "$bin" bench data "${job[@]}" --set data.decode=gpu --set data.normalize_on=gpu \
+    --set device=cuda --set precision=amp-fp16 --workers 1,2 --batches 30
   step bench-data-decode-cpu "$bin" bench data "${job[@]}" --set data.decode=cpu --workers 1,2,8,14 --batches 10
   # ResNet-50 amp-fp16 trained from those JPEGs (#36: >= 0.95x its synthetic rate): nvJPEG with
   # 2 loader threads and batches in the model's f16 NHWC, against the CPU decoders on 14 threads
@@ -267,6 +273,8 @@ stage_decode() {
   peak_memory train-resnet50-jpeg-gpu-decode "$bin" "${job[@]}" "${train[@]}" --set data.decode=gpu \
     --set data.batch_type=compute --set train.loss_read=step_end --set model.memory_plan=shared \
     --set checkpoint.dir="$OUT/ck-jg" --set output.model_dir="$OUT/m-jg"
+  peak_memory train-resnet50-jpeg-gpu-decode-normalized "$bin" "${job[@]}" "${train[@]}" --set data.decode=gpu \
+    --set data.normalize_on=gpu --set checkpoint.dir="$OUT/ck-jn" --set output.model_dir="$OUT/m-jn"
   peak_memory train-resnet50-jpeg-cpu-decode "$bin" "${job[@]}" "${train[@]}" --set data.decode=cpu \
     --set data.workers=14 --set checkpoint.dir="$OUT/ck-jc" --set output.model_dir="$OUT/m-jc"
   peak_memory train-resnet50-synthetic "$bin" --config configs/resnet50-synthetic-bench.yaml --set data.batch_size=256 \
