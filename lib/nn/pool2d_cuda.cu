@@ -19,10 +19,10 @@ constexpr int64_t kInt32Elements = int64_t{1} << 30;
 
 // One thread per output element: max_pool_window (pool_rule.hpp).
 template <class T, class I>
-__global__ void max_pool_forward_kernel(MaxPoolGeometry g, const T* x, T* y, int32_t* argmax, bool relu) {
+__global__ void max_pool_forward_kernel(MaxPoolGeometry g, const T* x, T* y, uint8_t* argmax, bool relu) {
   const I total = static_cast<I>(g.planes * g.oh * g.ow);
   for (I o = blockIdx.x * blockDim.x + threadIdx.x; o < total; o += gridDim.x * blockDim.x) {
-    int32_t at = -1;
+    uint8_t at = kNoMaximum;
     y[o] = cuda::store_as<T>(max_pool_window<T, I>(g, x, o, relu, &at));
     if (argmax != nullptr) argmax[o] = at;
   }
@@ -30,7 +30,7 @@ __global__ void max_pool_forward_kernel(MaxPoolGeometry g, const T* x, T* y, int
 
 // One thread per input element: max_pool_input_grad (pool_rule.hpp).
 template <class T, class I>
-__global__ void max_pool_backward_kernel(MaxPoolGeometry g, const T* y, const T* dy, const int32_t* argmax, T* dx,
+__global__ void max_pool_backward_kernel(MaxPoolGeometry g, const T* y, const T* dy, const uint8_t* argmax, T* dx,
                                          bool relu) {
   const I total = static_cast<I>(g.planes * g.h * g.w);
   for (I i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x)
@@ -89,7 +89,11 @@ TensorDesc Pool2dCuda::configure(const TensorDesc& src, bool training) {
   Impl& d = *impl_;
   d.geometry = {in[0] * in[1], in[2], in[3], oh, ow, kernel_, stride_, padding_, native_nhwc_ ? in[1] : 0};
   if (options_.kind == PoolKind::kMax) {
-    if (training) argmax_.reserve(device, static_cast<std::size_t>(plain_dst_.numel()) * sizeof(int32_t));
+    if (kernel_ > kMaxPoolKernelLimit)
+      throw std::invalid_argument("Pool2d " + name_ + ": max pooling windows of up to " +
+                                  std::to_string(kMaxPoolKernelLimit) + " x " + std::to_string(kMaxPoolKernelLimit) +
+                                  " on the GPU, got " + std::to_string(kernel_));
+    if (training) argmax_.reserve(device, static_cast<std::size_t>(plain_dst_.numel()) * sizeof(uint8_t));
   } else if (!native_nhwc_) {  // (a native global average is our kernel: nothing to set up)
     d.x.set_nchw(in, src.dtype);
     d.y.set_nchw(out, src.dtype);
@@ -131,7 +135,7 @@ const TensorRef& Pool2dCuda::forward(const TensorRef& src) {
                                                           : max_pool_forward_kernel<T, int64_t>;
       kernel<<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(d.geometry, static_cast<const T*>(x_plain_),
                                                                    static_cast<T*>(y),
-                                                                   training_ ? argmax_.as<int32_t>() : nullptr,
+                                                                   training_ ? argmax_.as<uint8_t>() : nullptr,
                                                                    options_.fuse_relu);
     });
     cuda::check_launch("max_pool_forward_kernel");
@@ -165,7 +169,7 @@ const TensorRef& Pool2dCuda::backward(const TensorRef& diff_dst) {
                                                           : max_pool_backward_kernel<T, int64_t>;
       kernel<<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(d.geometry, dst_plain_.as<const T>(),
                                                                    static_cast<const T*>(g),
-                                                                   argmax_.as<const int32_t>(),
+                                                                   argmax_.as<const uint8_t>(),
                                                                    static_cast<T*>(dx), options_.fuse_relu);
     });
     cuda::check_launch("max_pool_backward_kernel");

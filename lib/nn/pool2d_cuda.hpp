@@ -4,10 +4,10 @@
 //    window is the whole map).
 //  * Max pooling: our kernels, not cuDNN's, because the CPU twin and PyTorch route a tied
 //    window's gradient to its FIRST maximum only and propagate NaN, which cuDNN does not
-//    promise. Forward records each window's argmax; backward gathers, for every input
-//    element, the gradients of the windows whose argmax it is, in a fixed order
-//    (deterministic, no atomics); the arithmetic is pool_rule.hpp's, which the CPU tests
-//    run against the CPU twin. A fused ReLU is applied to the pooled value and its
+//    promise. Forward records each window's argmax (its place in the window, one byte);
+//    backward gathers, for every input element, the gradients of the windows whose argmax it
+//    is, in a fixed order (deterministic, no atomics); the arithmetic is pool_rule.hpp's,
+//    which the CPU tests run against the CPU twin. A fused ReLU is applied to the pooled value and its
 //    derivative taken from the output.
 //  * Native channels_last (Context::channels_last, 16-bit, NHWC input): max pooling's kernels
 //    index NHWC (pool_rule.hpp), global average pooling is our NHWC kernel whose [N, C, 1, 1]

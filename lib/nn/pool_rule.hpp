@@ -31,14 +31,20 @@ struct MaxPoolIndex {
         c(static_cast<I>(g.nhwc_channels)) {}
 };
 
+// A window's argmax is its maximum's place in the window, a * kernel + b (row a, column b), in
+// one byte: a quarter of the bytes of an index into the plane, which backward reads for every
+// input element (kernel <= kMaxPoolKernelLimit). kNoMaximum: a window over padding alone.
+constexpr int64_t kMaxPoolKernelLimit = 15;
+constexpr uint8_t kNoMaximum = 0xFF;
+
 // Output element `o` (plain [planes, oh, ow], or NHWC [n, oh, ow, c]): the window's maximum
-// (ReLU'd when `relu`) and its position in the input plane (iy * w + ix). Windows are scanned
-// row by row; a later element replaces the maximum only when strictly greater, so ties keep
-// the first, and a NaN wins and stays (NaN propagates, as in PyTorch and oneDNN). T: the
-// storage type (f32, or a 16-bit float on the GPU under mixed precision), compared in f32.
+// (ReLU'd when `relu`) and its place in the window. Windows are scanned row by row; a later
+// element replaces the maximum only when strictly greater, so ties keep the first, and a NaN
+// wins and stays (NaN propagates, as in PyTorch and oneDNN). T: the storage type (f32, or a
+// 16-bit float on the GPU under mixed precision), compared in f32.
 template <class T, class I = int64_t>
 SDP_HOST_DEVICE float max_pool_window(const MaxPoolGeometry& geometry, const T* x, I o, bool relu,
-                                      int32_t* argmax) {
+                                      uint8_t* argmax) {
   const MaxPoolIndex<I> g(geometry);
   const I pos = g.c > 0 ? o / g.c : o;  // output element o's position in its plane, and plane
   const I ox = pos % g.ow;
@@ -59,11 +65,11 @@ SDP_HOST_DEVICE float max_pool_window(const MaxPoolGeometry& geometry, const T* 
       const bool best_is_nan = best != best;
       if (best_at < 0 || (!best_is_nan && (v > best || v != v))) {
         best = v;
-        best_at = iy * g.w + ix;
+        best_at = a * g.kernel + b;
       }
     }
   }
-  *argmax = static_cast<int32_t>(best_at);
+  *argmax = best_at < 0 ? kNoMaximum : static_cast<uint8_t>(best_at);
   return relu ? relu_forward(best) : best;
 }
 
@@ -72,7 +78,7 @@ SDP_HOST_DEVICE float max_pool_window(const MaxPoolGeometry& geometry, const T* 
 // order: deterministic, no atomics, and every element written (0 where no window chose it).
 template <class T, class I = int64_t>
 SDP_HOST_DEVICE float max_pool_input_grad(const MaxPoolGeometry& geometry, const T* y, const T* dy,
-                                          const int32_t* argmax, I i, bool relu) {
+                                          const uint8_t* argmax, I i, bool relu) {
   const MaxPoolIndex<I> g(geometry);
   const I pos = g.c > 0 ? i / g.c : i;  // input element i's position in its plane, and plane
   const I ix = pos % g.w;
@@ -85,12 +91,13 @@ SDP_HOST_DEVICE float max_pool_input_grad(const MaxPoolGeometry& geometry, const
   const I oy_last = (iy + g.padding) / g.stride, ox_last = (ix + g.padding) / g.stride;
   const I oy_hi = oy_last < g.oh - 1 ? oy_last : g.oh - 1;
   const I ox_hi = ox_last < g.ow - 1 ? ox_last : g.ow - 1;
-  const int32_t here = static_cast<int32_t>(iy * g.w + ix);
   float sum = 0.0f;
   for (I oy = oy_lo; oy <= oy_hi; ++oy)
     for (I ox = ox_lo; ox <= ox_hi; ++ox) {
       const I o = g.c > 0 ? ((image * g.oh + oy) * g.ow + ox) * g.c + i % g.c : (image * g.oh + oy) * g.ow + ox;
-      if (argmax[o] != here) continue;
+      // This element's place in window (oy, ox).
+      const I here = (iy - (oy * g.stride - g.padding)) * g.kernel + (ix - (ox * g.stride - g.padding));
+      if (static_cast<I>(argmax[o]) != here) continue;
       const float g_o = static_cast<float>(dy[o]);
       sum += relu ? relu_backward_from_output(static_cast<float>(y[o]), g_o) : g_o;
     }

@@ -96,7 +96,7 @@ RuleResult max_pool_by_rule(const std::vector<float>& x, const Dims& in, const P
   const MaxPoolGeometry g{in[0] * in[1], in[2], in[3], oh, ow, o.kernel, o.stride, o.padding};
   RuleResult r;
   r.y.resize(g.planes * oh * ow);
-  std::vector<int32_t> argmax(r.y.size());
+  std::vector<uint8_t> argmax(r.y.size());
   for (int64_t i = 0; i < static_cast<int64_t>(r.y.size()); ++i)
     r.y[i] = max_pool_window(g, x.data(), i, o.fuse_relu, &argmax[i]);
   r.dx.resize(x.size());
@@ -158,7 +158,7 @@ TEST(CudaRules, MaxPoolOverNhwcMatchesNchw) {
     std::vector<float> dy(dy_plain.begin(), dy_plain.begin() + g.planes * oh * ow);
     dy = to_nhwc(dy, 3, oh * ow);
     std::vector<float> y(dy.size());
-    std::vector<int32_t> argmax(y.size());
+    std::vector<uint8_t> argmax(y.size());
     for (int64_t i = 0; i < static_cast<int64_t>(y.size()); ++i)
       y[i] = max_pool_window(g, xn.data(), i, o.fuse_relu, &argmax[i]);
     std::vector<float> dx(x.size());
