@@ -35,6 +35,8 @@ DataSplits load_data(const JobSpec& spec, const DataReaders& readers, const Devi
   job.normalize_on_offload = normalizes_on_gpu(spec, device);
   if (decodes_on_gpu(spec, device)) {
     std::shared_ptr<JpegOffload> first = make_nvjpeg_offload(device);  // fails here, before any file is read
+    // Which backend the library gave (the hardware decoder refuses progressive files).
+    if (readers.rank == 0) log_info("JPEGs decoded by " + first->describe());
     job.make_offload = [first, device]() mutable {
       if (first) return std::exchange(first, nullptr);
       return make_nvjpeg_offload(device);
@@ -144,10 +146,10 @@ bool loads_compute_batches(const JobSpec& spec, const Device& device) {
 }
 
 std::string describe_batch_type(const JobSpec& spec, const Device& device) {
-  if (loads_compute_batches(spec, device))
-    return std::string("compute: ") + dtype_name(compute_dtype(spec.precision)) +
-           " NHWC, the first layer's own input (half the bytes to copy, no cast on the GPU)";
   const std::string key = spec.data.batch_type == "auto" ? " (auto)" : "";
+  if (loads_compute_batches(spec, device))
+    return "compute" + key + ": " + dtype_name(compute_dtype(spec.precision)) +
+           " NHWC, the first layer's own input (half the bytes to copy, no cast on the GPU)";
   std::string why;
   if (spec.data.batch_type == "compute")
     why = "; compute is the 16-bit channels_last models' input, and this one computes in f32 or NCHW";

@@ -91,7 +91,7 @@ TEST(BatchType, ComputeUnderAutoFor16BitChannelsLastModels) {
   JobSpec spec = job(Precision::kAmpFp16, "auto");
   spec.data.format = DataFormat::kImageFolder;
   EXPECT_TRUE(loads_compute_batches(spec, gpu));
-  EXPECT_EQ(describe_batch_type(spec, gpu).rfind("compute: f16 NHWC", 0), 0u);
+  EXPECT_EQ(describe_batch_type(spec, gpu).rfind("compute (auto): f16 NHWC", 0), 0u);
   EXPECT_FALSE(loads_compute_batches(spec, cpu));
   spec.data.batch_type = "f32";
   EXPECT_FALSE(loads_compute_batches(spec, gpu));
