@@ -40,6 +40,10 @@ constexpr std::size_t kMaxTraceEvents = std::size_t{1} << 20;
 // loss scale does, on one rank only (its f16 gradients overflow; the loss stays finite).
 constexpr float kTestOverflowScale = 1e30f;
 
+// The share of training images decoded on the CPU, with nvJPEG decoding, from which the log
+// says so (a few refused images cost nothing; a data set of progressive files does).
+constexpr double kDecodeFallbackWarnShare = 0.2;
+
 }  // namespace
 
 TrainResult train(JobSetup& setup) {
@@ -256,6 +260,19 @@ void Trainer::run_epoch(int64_t epoch) {
   result_.cpu_decoded_samples = loader.cpu_decoded_samples();
   result_.decoded_on_gpu = decodes_on_gpu(spec_, parts_.model->device());
   if (parts_.model->device().is_cuda()) result_.gpu_memory_peak_bytes = memory_use(DeviceKind::kCuda).peak;
+  warn_if_decoding_falls_back();
+}
+
+void Trainer::warn_if_decoding_falls_back() {
+  if (!result_.decoded_on_gpu || fallback_warned_ || images_read_ == 0) return;
+  const double share = static_cast<double>(result_.cpu_decoded_samples) / static_cast<double>(images_read_);
+  if (share < kDecodeFallbackWarnShare) return;
+  fallback_warned_ = true;
+  log_warn("rank " + std::to_string(world_.rank()) + ": " + std::to_string(result_.cpu_decoded_samples) + " of " +
+           std::to_string(images_read_) + " training images (" + std::to_string(static_cast<int>(100 * share + 0.5)) +
+           " %) were refused by nvJPEG (progressive, CMYK or PNG files) and decoded on the CPU, one by one, on " +
+           "the loader's threads; if the loader is slow (data_wait in the log), use data.decode: cpu, or raise " +
+           "data.workers");
 }
 
 const Batch* Trainer::next_batch(Clock::time_point since) {
@@ -264,6 +281,7 @@ const Batch* Trainer::next_batch(Clock::time_point since) {
     return ahead_;
   }
   const Batch* batch = parts_.loader->next();
+  if (batch != nullptr) images_read_ += static_cast<int64_t>(batch->labels.size());
   if (timeline_ && batch != nullptr)
     timeline_->record(TraceTrack::kMain, "data_wait", since, Clock::now(), step_);
   return batch;

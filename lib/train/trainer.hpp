@@ -109,6 +109,9 @@ class Trainer {
   void write_timeline();
   // output.timeline_layers: the step's layer passes onto the timeline's layers track.
   void record_layer_passes();
+  // With nvJPEG decoding: a warning, once, when many training images fall back to the CPU
+  // decoder (what nvJPEG refuses is decoded one by one on the loader's few threads).
+  void warn_if_decoding_falls_back();
   // A diagnosis from the DivergenceGuard: a warning on rank 0, or with on_divergence: abort
   // the end of the run on every rank (the guard reads agreed values, so all get here).
   void diverged(const std::string& diagnosis);
@@ -145,6 +148,8 @@ class Trainer {
   bool stop_agreed_ = false;  // every rank saw a signal flag at the last step's allreduce
   bool loss_at_step_end_ = false;  // train.loss_read (training_setup.hpp reads_loss_at_step_end)
   bool evaluated_last_ = false;
+  int64_t images_read_ = 0;        // training images the loader handed this rank in this run
+  bool fallback_warned_ = false;   // warn_if_decoding_falls_back said it
 };
 
 }  // namespace sdp

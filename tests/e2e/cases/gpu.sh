@@ -253,6 +253,37 @@ case_gpu_decode_learns_as_cpu() {
       fail "the GPU-decoded run learns otherwise than the CPU-decoded one"
 }
 
+case_gpu_decode_fallback_warned() {
+    # A data set nvJPEG's hardware decoder refuses (progressive JPEGs; the GPU-assisted backend
+    # takes them, and then there is nothing to warn about) still trains, decoded on the CPU and
+    # counted, and rank 0's log says once that most images fell back.
+    need_gpus 1
+    python3 -c 'import PIL' 2>/dev/null || { echo "SKIP: needs Pillow to write progressive JPEGs"; exit 77; }
+    python3 - "$WORK/train" <<'PY'
+import os, random, sys
+from PIL import Image
+random.seed(0)
+for label in range(2):
+    os.makedirs(f"{sys.argv[1]}/{label}", exist_ok=True)
+    for i in range(64):
+        img = Image.new("RGB", (48, 40), (200 * label, random.randrange(256), 40))
+        img.save(f"{sys.argv[1]}/{label}/{i}.jpg", quality=90, progressive=True)
+PY
+    expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set data.format=image-folder \
+      --set data.train="$WORK/train" --set data.test="$WORK/train" --set data.image_size=32 --set data.resize=32 \
+      --set data.decode=gpu --set data.batch_size=32 --set train.epochs=2 --set output.model_dir="$WORK/m"
+    local fell_back
+    fell_back=$(grep -oE '^\[done\].* cpu_decoded_images=[0-9]+' "$WORK/out" | grep -oE '[0-9]+$') ||
+      fail "no cpu_decoded_images in the [done] line"
+    if grep -q 'JPEGs decoded by nvJPEG .* hardware decoder on' "$WORK/out"; then
+      [ "$fell_back" -gt 0 ] || fail "the hardware decoder took progressive JPEGs (cpu_decoded_images=0)"
+      [ "$(grep -c 'were refused by nvJPEG .* and decoded on the CPU' "$WORK/out")" = 1 ] ||
+        fail "no single warning that the images fell back to the CPU"
+    else
+      echo "the GPU-assisted backend decodes progressive JPEGs: $fell_back fell back"
+    fi
+}
+
 case_gpu_compute_batches_same_model() {
     # data.batch_type: compute (the loader normalises JPEGs straight into the model's f16 NHWC
     # input) trains the very model f32 batches do (LeNet-5 amp-fp16 channels_last from an image
