@@ -30,6 +30,11 @@
 #                 train.loss_read: forward against step_end (one host wait a step less): the
 #                 step of ResNet-20 b128 (fp32, amp-fp16), LeNet-5 b256 and ResNet-50 b256 amp-fp16
 #                 (bench layers, whose step reads the loss as the trainer does)
+#         algorithms
+#                 the convolution algorithm rules on the models whose step is convolution backward
+#                 (ResNet-20 b128 fp32 and amp-fp16, ResNet-50 b256 amp-fp16; bench layers): cuDNN's
+#                 heuristics against algorithms timed by cuDNN, deterministic only and any; picks
+#                 train.conv_algorithms' default
 #         train-amp-channels-last
 #                 ResNet-50 amp-fp16 channels_last against PyTorch channels_last, eager and
 #                 compiled (scripts/bench_train.py)
@@ -217,6 +222,25 @@ stage_loss_read() {
   grep -H '^# step' "$OUT"/bench-layers-*-forward.log "$OUT"/bench-layers-*-step_end.log | tee -a "$OUT/summary.txt" >&2
 }
 
+stage_algorithms() {
+  local bin=$BUNDLE/sdp-train rules name
+  local resnet20=(--config configs/resnet20-cifar10.yaml --set data.format=synthetic --set data.synthetic.channels=3
+                  --set data.synthetic.height=32 --set data.synthetic.width=32 --set data.batch_size=128 --set device=cuda)
+  local resnet50=(--config configs/resnet50-synthetic-bench.yaml --set data.batch_size=256
+                  --set data.synthetic.train_samples=256 --set device=cuda --set precision=amp-fp16)
+  for rules in heuristic-deterministic measured-deterministic measured-any; do
+    local keys=(--set train.conv_algorithms=${rules%-*} --set train.deterministic=$([ "${rules#*-}" = any ] && echo false || echo true))
+    step "bench-layers-resnet20-fp32-$rules" "$bin" bench layers "${resnet20[@]}" "${keys[@]}" --steps 50
+    step "bench-layers-resnet20-amp-fp16-$rules" "$bin" bench layers "${resnet20[@]}" --set precision=amp-fp16 \
+      "${keys[@]}" --steps 50
+    step "bench-layers-resnet50-amp-fp16-$rules" "$bin" bench layers "${resnet50[@]}" "${keys[@]}" --steps 10
+  done
+  for name in resnet20-fp32 resnet20-amp-fp16 resnet50-amp-fp16; do
+    grep -H '^# step' "$OUT"/bench-layers-$name-*-deterministic.log "$OUT"/bench-layers-$name-measured-any.log |
+      tee -a "$OUT/summary.txt" >&2
+  done
+}
+
 stage_train_amp_channels_last() {
   have_torch_cuda || return 0
   local bin=$BUNDLE/sdp-train
@@ -337,6 +361,7 @@ case "${1:-}" in
         channels-last) stage_channels_last ;;
         memory) stage_memory ;;
         loss-read) stage_loss_read ;;
+        algorithms) stage_algorithms ;;
         train-amp-channels-last) stage_train_amp_channels_last ;;
         tf32) stage_tf32 ;;
         plan) stage_plan ;;
