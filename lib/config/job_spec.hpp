@@ -25,8 +25,8 @@ struct ModelSpec {
   std::string memory_format = "auto";
   // Where a training step's buffers live: shared (one arena, each buffer reused once its last
   // reader has run: nn/gradient_plan.hpp; backward's buffers on the CPU, the layers' outputs
-  // too on a GPU), per_layer (every layer its own), auto (shared on the CPU; per_layer on a
-  // GPU until a GPU run has checked the shared path; training_setup.hpp).
+  // too on a GPU), per_layer (every layer its own), auto (shared on both devices;
+  // training_setup.hpp).
   std::string memory_plan = "auto";
 };
 
@@ -90,8 +90,8 @@ struct TrainSpec {
   int cudnn_workspace_mb = 512;
   // When the host reads a training step's loss on a GPU: forward (after each forward, waiting
   // for it, before queuing backward), step_end (once the step's gradients are averaged: the
-  // host queues backward while forward runs), auto (forward until a GPU run has checked
-  // step_end; training_setup.hpp). The CPU computes as it goes either way.
+  // host queues backward while forward runs), auto (step_end; training_setup.hpp). The CPU
+  // computes as it goes either way.
   std::string loss_read = "auto";
 };
 
