@@ -7,6 +7,10 @@
 #   scripts/simcluster.sh up N [--slots K]   hosts sdp-h1..sdp-hN (K slots each, default 2)
 #   scripts/simcluster.sh shape RATE [--burst B]  every host link limited to RATE in each
 #                                            direction (tc HTB, e.g. 1gbit, 500mbit); `off`
+#   scripts/simcluster.sh delay MS | off     every host link MS milliseconds longer each way
+#                                            (e.g. 0.1, 2): this kernel has no netem, so a
+#                                            relay (scripts/delay_relay.c, built with cc on
+#                                            first use) holds each frame in the switch
 #   scripts/simcluster.sh status             hosts, addresses, shaping, byte counters
 #   scripts/simcluster.sh counters           "host tx_bytes rx_bytes" of each host's link
 #   scripts/simcluster.sh mpirun-args        the mpirun options that launch on the hosts
@@ -218,6 +222,61 @@ cmd_shape() {
   fi
 }
 
+# delay: each host's switch port hi leaves the bridge; a relay in the switch namespace passes
+# frames between hi and a new veth di (whose peer dbi joins the bridge), holding each MS.
+cmd_delay() {
+  local ms=${1:-}
+  [ -n "$ms" ] || die "delay: need milliseconds added one way (e.g. 0.1, 2) or 'off'"
+  need_root
+  [ -n "$(hosts)" ] || die "delay: no cluster is up (run: $0 up N)"
+  stop_delays
+  if [ "$ms" = off ]; then
+    echo "simcluster: host links without added delay"
+    return 0
+  fi
+  local us
+  us=$(awk -v ms="$ms" 'BEGIN { if (ms + 0 <= 0) exit 1; printf "%d", ms * 1000 }') ||
+    die "delay: '$ms' is not a positive number of milliseconds"
+  local relay=$STATE/delay_relay
+  if [ ! -x "$relay" ]; then
+    cc -O2 -Wall -o "$relay" "$(dirname "$0")/delay_relay.c" || die "delay: could not build delay_relay.c (needs cc)"
+  fi
+  local sw=(ip netns exec "$SWITCH") i=0 ns
+  for ns in $(hosts); do
+    i=$((i + 1))
+    "${sw[@]}" ip link set "h$i" nomaster
+    "${sw[@]}" ip link add "d$i" type veth peer name "db$i"
+    "${sw[@]}" ip link set "db$i" master br0 up
+    "${sw[@]}" ip link set "d$i" up
+    "${sw[@]}" "$relay" "h$i" "d$i" "$us" >"$STATE/delay-h$i.log" 2>&1 &
+    echo $! >"$STATE/delay-h$i.pid"
+  done
+  sleep 0.2
+  for pid in "$STATE"/delay-h*.pid; do
+    kill -0 "$(cat "$pid")" 2>/dev/null || die "delay: a relay did not start: $(cat "${pid%.pid}.log")"
+  done
+  echo "$ms" >"$STATE/delay"
+  echo "simcluster: host links $ms ms longer each way"
+}
+
+# Stops the relays and puts every host's switch port back on the bridge.
+stop_delays() {
+  local pid i=0 ns
+  for pid in "$STATE"/delay-h*.pid; do
+    [ -f "$pid" ] || continue
+    kill "$(cat "$pid")" 2>/dev/null || true
+    rm -f "$pid" "${pid%.pid}.log"
+  done
+  for ns in $(hosts); do
+    i=$((i + 1))
+    if ip netns exec "$SWITCH" ip link show "d$i" >/dev/null 2>&1; then
+      ip netns exec "$SWITCH" ip link del "d$i"
+      ip netns exec "$SWITCH" ip link set "h$i" master br0
+    fi
+  done
+  rm -f "$STATE/delay"
+}
+
 cmd_counters() {
   for ns in $(hosts); do
     echo "$ns $(ip netns exec "$ns" cat /sys/class/net/eth0/statistics/tx_bytes) $(ip netns exec "$ns" cat /sys/class/net/eth0/statistics/rx_bytes)"
@@ -229,7 +288,8 @@ cmd_status() {
     echo "simcluster: down"
     return 0
   fi
-  echo "simcluster: $(hosts | wc -l) hosts, link rate $(cat "$STATE/rate" 2>/dev/null || echo unshaped)"
+  echo "simcluster: $(hosts | wc -l) hosts, link rate $(cat "$STATE/rate" 2>/dev/null || echo unshaped)," \
+    "added delay $(cat "$STATE/delay" 2>/dev/null || echo none)"
   echo "  mpirun $(cat "$STATE/mpirun-args")"
   for ns in $(hosts); do
     local addr
@@ -498,6 +558,7 @@ cmd_down() {
     rmdir "$cg" 2>/dev/null || true
   done
   cmd_slurm_down >/dev/null
+  for pid in "$STATE"/delay-h*.pid; do [ -f "$pid" ] && kill "$(cat "$pid")" 2>/dev/null || true; done
   # Everything this prefix names, whether or not the state file lists it. Deleting a
   # namespace deletes the veths inside it and their peers.
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$PREFIX-(h[0-9]+|sw)$" || true); do
@@ -511,6 +572,7 @@ cmd_down() {
 case "${1:-}" in
   up) shift; cmd_up "$@" ;;
   shape) shift; cmd_shape "$@" ;;
+  delay) shift; cmd_delay "$@" ;;
   slurm) shift; cmd_slurm "$@" ;;
   slurm-down) need_root; cmd_slurm_down ;;
   down) cmd_down ;;

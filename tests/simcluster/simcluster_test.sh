@@ -11,6 +11,10 @@
 #                    asserts bytes, never time
 #   train            sdp-train on quickstart.yaml (synthetic data) with each algorithm, the
 #                    replica check after every step
+#   delay            simcluster.sh delay (the relay that stands in for netem): `plan
+#                    --calibrate` measures the added latency between hosts (2 links of 1 ms:
+#                    2 ms or more one way), a job trains across it, and `delay off` restores
+#                    the link
 # Exits 77 (skipped) without root or network namespaces. Uses its own cluster (prefix sdpt,
 # subnet 10.214.0) and removes it at exit; CTest runs the cases one at a time (RESOURCE_LOCK).
 set -u
@@ -95,6 +99,30 @@ PY
       grep -q "^\[done\] steps=20 " "$WORK/out" || fail "$alg: no [done] line of 20 steps"
       grep -q "^\[step 20\]" "$WORK/out" || fail "$alg: did not train"
     done ;;
+  delay)
+    one_way_us() {  # LATENCY: the calibrated one-way latency between the hosts, in microseconds
+      mpirun_hosts "$BUILD/sdp-train" plan --config "$SRC/configs/quickstart.yaml" --calibrate "$WORK/cal.json"
+      [ $STATUS -eq 0 ] || fail "calibration: exit status $STATUS"
+      LATENCY=$(grep -oE 'latency [0-9.]+ us one way' "$WORK/out" | grep -oE '[0-9.]+')
+      [ -n "$LATENCY" ] || fail "no latency in the calibration"
+    }
+    one_way_us
+    base=$LATENCY
+    "$SIM" delay 1 >"$WORK/out" 2>&1 || fail "simcluster.sh delay 1 failed"
+    one_way_us
+    delayed=$LATENCY
+    echo "one-way latency: $base us plain, $delayed us with 1 ms on each host's link"
+    python3 -c "import sys; sys.exit(0 if 2000 <= $delayed - $base <= 6000 else 1)" ||
+      fail "1 ms on each of the two links added $(python3 -c "print($delayed - $base)") us, not 2000-6000"
+    mpirun_hosts "$BUILD/sdp-train" --config "$SRC/configs/quickstart.yaml" --set train.max_steps=10 \
+      --set distributed.allreduce=hierarchical --set output.metrics= --set output.model_dir="$WORK/model" \
+      --set checkpoint.dir="$WORK/ck-delay"
+    [ $STATUS -eq 0 ] && grep -q "^\[done\] steps=10 " "$WORK/out" || fail "training across delayed links failed"
+    "$SIM" delay off >"$WORK/out" 2>&1 || fail "simcluster.sh delay off failed"
+    one_way_us
+    restored=$LATENCY
+    python3 -c "import sys; sys.exit(0 if $restored < $base + 500 else 1)" ||
+      fail "after delay off the latency is $restored us (plain: $base us)" ;;
   *) echo "unknown case $CASE"; exit 2 ;;
 esac
 echo "PASS [$CASE]"

@@ -1,0 +1,144 @@
+// A link's added latency for scripts/simcluster.sh (`delay`), where the kernel has no netem
+// qdisc: every frame that arrives on one interface leaves on the other DELAY_US microseconds
+// later, in order, both ways. Frames are read and written with their virtio-net header
+// (PACKET_VNET_HDR), so the veths' segmentation offload passes through whole.
+//
+//   delay_relay IF_A IF_B DELAY_US     (runs until killed; simcluster.sh starts and stops it)
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/if_packet.h>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef PACKET_IGNORE_OUTGOING
+#define PACKET_IGNORE_OUTGOING 23
+#endif
+
+enum { kScratch = 65536 + 64 };
+
+struct frame {
+  struct frame* next;
+  int64_t due_ns;
+  size_t size;
+  unsigned char bytes[];
+};
+
+// Frames waiting to leave one way, oldest first (one delay for all: FIFO is due order).
+struct queue {
+  struct frame *head, *tail;
+};
+
+static int64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void die(const char* what) {
+  fprintf(stderr, "delay_relay: %s: %s\n", what, strerror(errno));
+  exit(1);
+}
+
+static int open_port(const char* name) {
+  const int fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
+  if (fd < 0) die("socket(AF_PACKET)");
+  const int one = 1;
+  if (setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one) < 0) die("PACKET_VNET_HDR");
+  // Our own sends on this interface must not come back to us as arrivals.
+  if (setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one) < 0) die("PACKET_IGNORE_OUTGOING");
+  struct sockaddr_ll at;
+  memset(&at, 0, sizeof at);
+  at.sll_family = AF_PACKET;
+  at.sll_protocol = htons(ETH_P_ALL);
+  at.sll_ifindex = (int)if_nametoindex(name);
+  if (at.sll_ifindex == 0) die(name);
+  if (bind(fd, (struct sockaddr*)&at, sizeof at) < 0) die("bind");
+  struct packet_mreq promisc;
+  memset(&promisc, 0, sizeof promisc);
+  promisc.mr_ifindex = at.sll_ifindex;
+  promisc.mr_type = PACKET_MR_PROMISC;
+  if (setsockopt(fd, SOL_PACKET, PACKET_ADD_MEMBERSHIP, &promisc, sizeof promisc) < 0) die("promiscuous mode");
+  return fd;
+}
+
+// Every frame waiting on `from_fd` into `q`, due `delay_ns` from now.
+static void take(int from_fd, struct queue* q, int64_t delay_ns, unsigned char* scratch) {
+  for (;;) {
+    const ssize_t n = recv(from_fd, scratch, kScratch, MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return;
+      die("recv");
+    }
+    struct frame* f = malloc(sizeof *f + (size_t)n);
+    if (f == NULL) die("malloc");
+    f->next = NULL;
+    f->due_ns = now_ns() + delay_ns;
+    f->size = (size_t)n;
+    memcpy(f->bytes, scratch, (size_t)n);
+    if (q->tail) q->tail->next = f; else q->head = f;
+    q->tail = f;
+  }
+}
+
+// Sends the frames of `q` that are due; a full device queue keeps them for the next round.
+static void send_due(int to_fd, struct queue* q, int64_t now) {
+  while (q->head != NULL && q->head->due_ns <= now) {
+    struct frame* f = q->head;
+    if (send(to_fd, f->bytes, f->size, MSG_DONTWAIT) < 0) {
+      if (errno == EAGAIN || errno == ENOBUFS || errno == EINTR) return;
+      die("send");
+    }
+    q->head = f->next;
+    if (q->head == NULL) q->tail = NULL;
+    free(f);
+  }
+}
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    fprintf(stderr, "usage: delay_relay IF_A IF_B DELAY_US\n");
+    return 2;
+  }
+  const int64_t delay_ns = (int64_t)atof(argv[3]) * 1000;
+  const int a = open_port(argv[1]), b = open_port(argv[2]);
+  const int timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
+  if (timer < 0) die("timerfd_create");
+  static unsigned char scratch[kScratch];
+  struct queue a_to_b = {NULL, NULL}, b_to_a = {NULL, NULL};
+  for (;;) {
+    struct pollfd fds[3] = {{a, POLLIN, 0}, {b, POLLIN, 0}, {timer, POLLIN, 0}};
+    if (poll(fds, 3, -1) < 0 && errno != EINTR) die("poll");
+    if (fds[2].revents) {
+      uint64_t ticks;
+      (void)!read(timer, &ticks, sizeof ticks);
+    }
+    if (fds[0].revents) take(a, &a_to_b, delay_ns, scratch);
+    if (fds[1].revents) take(b, &b_to_a, delay_ns, scratch);
+    const int64_t now = now_ns();
+    send_due(b, &a_to_b, now);
+    send_due(a, &b_to_a, now);
+    // Wake for the earliest frame still waiting (1 us from now if it is already due: the
+    // device queue was full).
+    int64_t next = INT64_MAX;
+    if (a_to_b.head) next = a_to_b.head->due_ns;
+    if (b_to_a.head && b_to_a.head->due_ns < next) next = b_to_a.head->due_ns;
+    struct itimerspec when;
+    memset(&when, 0, sizeof when);
+    if (next != INT64_MAX) {
+      if (next <= now) next = now + 1000;
+      when.it_value.tv_sec = next / 1000000000;
+      when.it_value.tv_nsec = next % 1000000000;
+    }
+    if (timerfd_settime(timer, TFD_TIMER_ABSTIME, &when, NULL) < 0) die("timerfd_settime");
+  }
+}
