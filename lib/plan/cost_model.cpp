@@ -50,7 +50,13 @@ double allreduce_seconds(AllreduceKind algorithm, Compression compression, doubl
   const double casts = compressed ? 2 * bytes / network.convert_bytes_per_s : 0.0;
   const double a = network.latency_s, link = network.link_bytes_per_s;
   const double n = topology.ranks(), nodes = topology.nodes;
-  const double ring = 2 * (n - 1) * (a + wire / (n * link));
+  // One message of m bytes across nodes: its latency, a rendezvous round trip above MPI's
+  // eager limit (host jobs), and its bytes.
+  const auto message = [&](double m) {
+    const bool rendezvous = network.rendezvous_above_bytes > 0 && m > network.rendezvous_above_bytes;
+    return a * (rendezvous ? 3 : 1);
+  };
+  const double ring = 2 * (n - 1) * (message(wire / n) + wire / (n * link));
   switch (algorithm) {
     case AllreduceKind::kRing:
       return ring + casts;
@@ -60,7 +66,11 @@ double allreduce_seconds(AllreduceKind algorithm, Compression compression, doubl
       // ranks of a node send their whole buffer over the node's one link at once.
       const double r = topology.ranks_per_node;
       const double intra_steps = std::ceil(std::log2(r)), inter_steps = std::ceil(std::log2(n)) - intra_steps;
-      const double doubling = intra_steps * wire / network.intra_bytes_per_s + inter_steps * (a + r * wire / link);
+      const double doubling =
+          intra_steps * wire / network.intra_bytes_per_s + inter_steps * (message(wire) + r * wire / link);
+      // Host jobs: MPI_Allreduce, which takes the ring from kMpiAllreduceRingFromBytes on;
+      // GPU jobs (NCCL): the cheaper of the two.
+      if (network.rendezvous_above_bytes > 0) return (wire < kMpiAllreduceRingFromBytes ? doubling : ring) + casts;
       return std::min(ring, doubling) + casts;
     }
     case AllreduceKind::kHierarchical:

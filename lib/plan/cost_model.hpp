@@ -53,7 +53,17 @@ struct Network {
   int intra_ranks = 1;          // the ranks per node the curve was measured with
   double intra_bytes_per_s = 5e9;  // assumed node bandwidth when no curve fits (r != intra_ranks)
   double convert_bytes_per_s = 4e9;  // f32 <-> 16-bit casts, one rank
+  // Messages crossing nodes through MPI (host jobs' flat and ring): above this size Open MPI's
+  // TCP transport sends by rendezvous, a round trip (2a) before the data; 0: no rendezvous
+  // (NCCL, the socket ring). Its default eager limit is 64 KiB.
+  double rendezvous_above_bytes = 0;
 };
+
+// Open MPI's fixed rule for MPI_Allreduce (coll tuned): recursive doubling below this many
+// bytes, a ring above. Host jobs' flat algorithm is that MPI_Allreduce.
+constexpr double kMpiAllreduceRingFromBytes = 10000;
+// Open MPI's TCP eager limit (btl_tcp_eager_limit): Network::rendezvous_above_bytes of host jobs.
+constexpr double kMpiTcpEagerBytes = 64 * 1024;
 
 struct Topology {
   int nodes = 1;

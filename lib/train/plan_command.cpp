@@ -100,6 +100,18 @@ const std::vector<AllreduceKind> kGpuAlgorithms = {AllreduceKind::kFlat, Allredu
 // an A100 has 1.6-2.0 TB/s of memory bandwidth, an H100 3.35 TB/s).
 constexpr double kGpuCastBytesPerS = 600e9;
 
+// What the device's own transport changes in the network: a GPU job casts on the GPU and
+// crosses nodes through NCCL; a host job's flat and ring cross through MPI, whose TCP
+// transport sends a message above its eager limit by rendezvous.
+void apply_transport(plan::Network& network, const Device& device) {
+  if (device.is_cuda()) {
+    network.convert_bytes_per_s = kGpuCastBytesPerS;
+    network.rendezvous_above_bytes = 0;
+  } else {
+    network.rendezvous_above_bytes = plan::kMpiTcpEagerBytes;
+  }
+}
+
 // The plan takes the step as measured: say so when the instance's GPU is not the one it was
 // measured on (an H100's step planned for A100 nodes is too fast), "" when it is or nothing
 // names one.
@@ -255,6 +267,7 @@ StartupAllreduce choose_allreduce_at_start(const JobSpec& spec, const World& wor
   setup.job_algorithm = d.allreduce;
   setup.job_bucket_mb = choice.bucket_mb;
   Network network = calibration.network;
+  apply_transport(network, device.device);
   double chosen[2] = {0, 0};
   std::string reason;
   if (world.rank() == 0) {
@@ -364,12 +377,11 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
     }
     // A GPU job casts its gradients for compression on the GPU, not at the host's (calibrated)
     // rate: 4 GB/s would put 51 ms of casts into ResNet-50's step.
-    if (setup.device.device.is_cuda()) {
-      network.convert_bytes_per_s = kGpuCastBytesPerS;
-      if (plan_setup.compression == Compression::kFp16 || plan_setup.compression == Compression::kBf16)
-        plan_setup.assumed.push_back("f32<->16-bit casts on the GPU at " + gbit(kGpuCastBytesPerS) +
-                                     " (a third of an A100's or H100's memory bandwidth)");
-    }
+    apply_transport(network, setup.device.device);
+    if (setup.device.device.is_cuda() &&
+        (plan_setup.compression == Compression::kFp16 || plan_setup.compression == Compression::kBf16))
+      plan_setup.assumed.push_back("f32<->16-bit casts on the GPU at " + gbit(kGpuCastBytesPerS) +
+                                   " (a third of an A100's or H100's memory bandwidth)");
     bool multi_node = false;
     for (int n : plan_setup.nodes) multi_node |= n > 1;
     if (multi_node && !have_link)

@@ -58,6 +58,30 @@ TEST(CostModel, DoublingsAcrossNodesShareTheNodesLink) {
                 2 * 3 * small / 1.25e9 - 1e-12);
 }
 
+// Host jobs cross nodes through MPI: a message above the eager limit costs a rendezvous round
+// trip before its data, and MPI_Allreduce (flat) takes the ring from 10,000 bytes on, as Open
+// MPI's fixed rule does. GPU jobs (NCCL) have neither.
+TEST(CostModel, MpiMessagesAboveTheEagerLimitPayARendezvous) {
+  Network net = link(1, 2000);  // 125 MB/s, 2 ms: a long link
+  net.rendezvous_above_bytes = kMpiTcpEagerBytes;
+  const Topology two{2, 1};
+  const double big = 1e6, small = 4096;
+  // ring over 2 ranks: 2 steps of big / 2 (above the limit: 3 latencies each).
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kRing, Compression::kNone, big, two, net),
+              2 * (3 * 2e-3 + big / 2 / 125e6), 1e-12);
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, big, two, net),
+              allreduce_seconds(AllreduceKind::kRing, Compression::kNone, big, two, net), 1e-12)
+      << "MPI_Allreduce takes the ring above 10,000 bytes, though doubling would be cheaper here";
+  // Below the eager limit and below 10,000 bytes: one doubling step, one latency.
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, small, two, net), 2e-3 + small / 125e6, 1e-12);
+  // The socket ring under hierarchical has no rendezvous.
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kHierarchical, Compression::kNone, big, two, net),
+              2 * 2e-3 + big / 125e6, 1e-12);
+  // Without MPI (a GPU job's NCCL): one latency a step, and flat the cheaper of the two.
+  net.rendezvous_above_bytes = 0;
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, big, two, net), 2e-3 + big / 125e6, 1e-12);
+}
+
 TEST(CostModel, AutoResolvesAsTheRunnerDoes) {
   EXPECT_EQ(resolve_auto(1024, {2, 2}), AllreduceKind::kFlat);  // latency-bound across nodes
   EXPECT_EQ(resolve_auto(64e6, {2, 2}), AllreduceKind::kHierarchical);
