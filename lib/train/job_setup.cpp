@@ -27,8 +27,9 @@ namespace sdp {
 
 namespace {
 
-// The plan's decode line: where the JPEGs are decoded, and why.
-std::string describe_decode(const DataSpec& data, const Device& device, int compute_threads) {
+// The plan's decode line: where the JPEGs are decoded (decodes_on_gpu), and why.
+std::string describe_decode(const JobSpec& spec, const Device& device, int compute_threads) {
+  const DataSpec& data = spec.data;
   const NvjpegStatus& nvjpeg = nvjpeg_status();
   const int readers = loader_workers(data, compute_threads, /*gpu_decode=*/true);
   const std::string normalize =
@@ -50,7 +51,7 @@ std::string describe_decode(const DataSpec& data, const Device& device, int comp
     case DecodeChoice::kAuto:
       break;
   }
-  if (device.is_cuda() && nvjpeg.available) return "gpu (auto): " + gpu;
+  if (decodes_on_gpu(spec, device)) return "gpu (auto): " + gpu;
   return "cpu (auto): libjpeg-turbo on the loader's workers (" +
          (!device.is_cuda() ? std::string("this rank computes on the CPU")
                             : "nvJPEG: " + nvjpeg.reason) + ")";
@@ -273,7 +274,7 @@ std::string describe_plan(const JobSetup& setup) {
     out << " (train " << s.data.train << ", test " << s.data.test << ")";
   out << "\n";
   if (is_encoded_images(s.data.format))
-    out << "  decode       : " << describe_decode(s.data, setup.device.device, setup.device.threads) << "\n";
+    out << "  decode       : " << describe_decode(s, setup.device.device, setup.device.threads) << "\n";
   if (is_encoded_images(s.data.format))
     out << "  batches      : " << describe_batch_type(s, setup.device.device) << "\n";
   const GlobalBatch batch = global_batch(s, w.size());

@@ -14,7 +14,7 @@ namespace sdp {
 
 namespace {
 
-// normalize_image's element type for a batch's dtype.
+// normalize_with's element type (NormalizationTable) for a batch's dtype.
 TensorType tensor_type(DType dtype) {
   switch (dtype) {
     case DType::kF16: return TensorType::kF16;
