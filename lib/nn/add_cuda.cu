@@ -1,4 +1,5 @@
 // CUDA kernel and layer of add_cuda.hpp.
+#include <cstdint>
 #include <stdexcept>
 
 #include "nn/add_cuda.hpp"
@@ -15,6 +16,29 @@ template <class T>
 __global__ void add_kernel(const T* a, const T* b, T* y, int64_t n) {
   SDP_GRID_STRIDE(i, n)
     y[i] = cuda::store_as<T>(residual_add(cuda::load_f32(a[i]), cuda::load_f32(b[i])));
+}
+
+// The same sum, 16 bytes of each operand a thread (8 16-bit values, or 4 f32): one load
+// instruction where add_kernel issues 8, which is what keeps a 16-bit sum from the memory's
+// speed. Operands 16-byte aligned; `vectors` = n / V, the tail is add_kernel's.
+template <class T>
+__global__ void add_vector_kernel(const T* a, const T* b, T* y, int64_t vectors) {
+  constexpr int V = static_cast<int>(16 / sizeof(T));
+  SDP_GRID_STRIDE(v, vectors) {
+    const uint4 ra = reinterpret_cast<const uint4*>(a)[v];
+    const uint4 rb = reinterpret_cast<const uint4*>(b)[v];
+    uint4 ry;
+    const T* ea = reinterpret_cast<const T*>(&ra);
+    const T* eb = reinterpret_cast<const T*>(&rb);
+    T* ey = reinterpret_cast<T*>(&ry);
+#pragma unroll
+    for (int k = 0; k < V; ++k) ey[k] = cuda::store_as<T>(residual_add(cuda::load_f32(ea[k]), cuda::load_f32(eb[k])));
+    reinterpret_cast<uint4*>(y)[v] = ry;
+  }
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 }  // namespace
 
@@ -42,8 +66,19 @@ const TensorRef& AddCuda::forward(const TensorRef& a, const TensorRef& b) {
   cudaStream_t stream = cuda::stream_of(ctx_);
   cuda::with_storage_type(a.desc.dtype, [&](auto tag) {
     using T = cuda::storage_t<decltype(tag)>;
-    add_kernel<T><<<cuda::grid_for(n), cuda::kThreads, 0, stream>>>(a.as<const T>(), b_as_a.as<const T>(),
-                                                                    out_.as<T>(), n);
+    const T* pa = a.as<const T>();
+    const T* pb = b_as_a.as<const T>();
+    T* py = out_.as<T>();
+    int64_t done = 0;
+    if (aligned16(pa) && aligned16(pb) && aligned16(py)) {
+      constexpr int64_t V = 16 / sizeof(T);
+      const int64_t vectors = n / V;
+      if (vectors > 0)
+        add_vector_kernel<T><<<cuda::grid_for(vectors), cuda::kThreads, 0, stream>>>(pa, pb, py, vectors);
+      done = vectors * V;
+    }
+    if (done < n)
+      add_kernel<T><<<cuda::grid_for(n - done), cuda::kThreads, 0, stream>>>(pa + done, pb + done, py + done, n - done);
   });
   cuda::check_launch("add_kernel");
   return out_;

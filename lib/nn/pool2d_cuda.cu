@@ -1,4 +1,6 @@
 // Pool2dCuda (pool2d_cuda.hpp): max pooling kernels and cuDNN average pooling.
+#include <cstring>
+#include <initializer_list>
 #include <stdexcept>
 
 #include "nn/channels_last_cuda.hpp"
@@ -35,6 +37,82 @@ __global__ void max_pool_backward_kernel(MaxPoolGeometry g, const T* y, const T*
   const I total = static_cast<I>(g.planes * g.h * g.w);
   for (I i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x)
     dx[i] = cuda::store_as<T>(max_pool_input_grad<T, I>(g, y, dy, argmax, i, relu));
+}
+
+// The NHWC kernels' V channels a thread (pool_rule.hpp's *_nhwc rules): 16 bytes of T.
+template <class T>
+constexpr int kVector = static_cast<int>(16 / sizeof(T));
+
+template <class T>
+struct LoadVector {
+  __device__ __forceinline__ void operator()(const T* p, float* v) const {
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int k = 0; k < kVector<T>; ++k) v[k] = cuda::load_f32(e[k]);
+  }
+};
+
+// kVector<T> bytes (8 or 4) as one load.
+template <class T>
+struct LoadBytes {
+  __device__ __forceinline__ void operator()(const uint8_t* p, uint8_t* b) const {
+    if constexpr (kVector<T> == 8) {
+      const uint2 raw = *reinterpret_cast<const uint2*>(p);
+      memcpy(b, &raw, 8);
+    } else {
+      const uint32_t raw = *reinterpret_cast<const uint32_t*>(p);
+      memcpy(b, &raw, 4);
+    }
+  }
+};
+
+template <class T, class I>
+__global__ void max_pool_forward_nhwc_kernel(MaxPoolGeometry g, const T* x, T* y, uint8_t* argmax, bool relu) {
+  constexpr int V = kVector<T>;
+  const I vectors = static_cast<I>(g.planes * g.oh * g.ow / V);
+  for (I v = blockIdx.x * blockDim.x + threadIdx.x; v < vectors; v += gridDim.x * blockDim.x) {
+    const I o = v * V;
+    float out[V];
+    uint8_t at[V];
+    max_pool_window_nhwc<V, T, I>(g, x, o, relu, LoadVector<T>{}, out, at);
+    uint4 raw;
+    T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+    for (int k = 0; k < V; ++k) e[k] = cuda::store_as<T>(out[k]);
+    *reinterpret_cast<uint4*>(y + o) = raw;
+    if (argmax == nullptr) continue;
+    if constexpr (V == 8) {
+      uint2 bytes;
+      memcpy(&bytes, at, 8);
+      *reinterpret_cast<uint2*>(argmax + o) = bytes;
+    } else {
+      uint32_t bytes;
+      memcpy(&bytes, at, 4);
+      *reinterpret_cast<uint32_t*>(argmax + o) = bytes;
+    }
+  }
+}
+
+template <class T, class I>
+__global__ void max_pool_backward_nhwc_kernel(MaxPoolGeometry g, const T* y, const T* dy, const uint8_t* argmax, T* dx,
+                                              bool relu) {
+  constexpr int V = kVector<T>;
+  const I vectors = static_cast<I>(g.planes * g.h * g.w / V);
+  for (I v = blockIdx.x * blockDim.x + threadIdx.x; v < vectors; v += gridDim.x * blockDim.x) {
+    const I i = v * V;
+    float sum[V];
+    max_pool_input_grad_nhwc<V, T, I>(g, y, dy, argmax, i, relu, LoadVector<T>{}, LoadBytes<T>{}, sum);
+    uint4 raw;
+    T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+    for (int k = 0; k < V; ++k) e[k] = cuda::store_as<T>(sum[k]);
+    *reinterpret_cast<uint4*>(dx + i) = raw;
+  }
+}
+
+bool aligned_to(const void* p, std::size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
 }  // namespace
@@ -129,14 +207,19 @@ const TensorRef& Pool2dCuda::forward(const TensorRef& src) {
   } else if (options_.kind == PoolKind::kMax) {
     const int64_t total = plain_dst_.numel();
     cudaStream_t stream = cuda::stream_of(ctx_);
+    uint8_t* argmax = training_ ? argmax_.as<uint8_t>() : nullptr;
     cuda::with_storage_type(plain_dst_.dtype, [&](auto tag) {
       using T = cuda::storage_t<decltype(tag)>;
-      auto* kernel = plain_src_.numel() < kInt32Elements ? max_pool_forward_kernel<T, int32_t>
-                                                          : max_pool_forward_kernel<T, int64_t>;
+      const bool int32 = plain_src_.numel() < kInt32Elements;
+      if (vectorized<T>({x_plain_, y}, argmax)) {
+        auto* kernel = int32 ? max_pool_forward_nhwc_kernel<T, int32_t> : max_pool_forward_nhwc_kernel<T, int64_t>;
+        kernel<<<cuda::grid_for(total / kVector<T>), cuda::kThreads, 0, stream>>>(
+            d.geometry, static_cast<const T*>(x_plain_), static_cast<T*>(y), argmax, options_.fuse_relu);
+        return;
+      }
+      auto* kernel = int32 ? max_pool_forward_kernel<T, int32_t> : max_pool_forward_kernel<T, int64_t>;
       kernel<<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(d.geometry, static_cast<const T*>(x_plain_),
-                                                                   static_cast<T*>(y),
-                                                                   training_ ? argmax_.as<uint8_t>() : nullptr,
-                                                                   options_.fuse_relu);
+                                                                   static_cast<T*>(y), argmax, options_.fuse_relu);
     });
     cuda::check_launch("max_pool_forward_kernel");
   } else {
@@ -165,12 +248,19 @@ const TensorRef& Pool2dCuda::backward(const TensorRef& diff_dst) {
     cudaStream_t stream = cuda::stream_of(ctx_);
     cuda::with_storage_type(plain_src_.dtype, [&](auto tag) {
       using T = cuda::storage_t<decltype(tag)>;
-      auto* kernel = plain_src_.numel() < kInt32Elements ? max_pool_backward_kernel<T, int32_t>
-                                                          : max_pool_backward_kernel<T, int64_t>;
-      kernel<<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(d.geometry, dst_plain_.as<const T>(),
-                                                                   static_cast<const T*>(g),
-                                                                   argmax_.as<const uint8_t>(),
-                                                                   static_cast<T*>(dx), options_.fuse_relu);
+      const bool int32 = plain_src_.numel() < kInt32Elements;
+      const T* y = dst_plain_.as<const T>();
+      if (vectorized<T>({y, g, dx}, argmax_.get())) {
+        auto* kernel = int32 ? max_pool_backward_nhwc_kernel<T, int32_t> : max_pool_backward_nhwc_kernel<T, int64_t>;
+        kernel<<<cuda::grid_for(total / kVector<T>), cuda::kThreads, 0, stream>>>(
+            d.geometry, y, static_cast<const T*>(g), argmax_.as<const uint8_t>(), static_cast<T*>(dx),
+            options_.fuse_relu);
+        return;
+      }
+      auto* kernel = int32 ? max_pool_backward_kernel<T, int32_t> : max_pool_backward_kernel<T, int64_t>;
+      kernel<<<cuda::grid_for(total), cuda::kThreads, 0, stream>>>(d.geometry, y, static_cast<const T*>(g),
+                                                                   argmax_.as<const uint8_t>(), static_cast<T*>(dx),
+                                                                   options_.fuse_relu);
     });
     cuda::check_launch("max_pool_backward_kernel");
   } else {
@@ -182,6 +272,18 @@ const TensorRef& Pool2dCuda::backward(const TensorRef& diff_dst) {
   }
   diff_src_.data = diff_src_out_.convert(ctx_, {plain_src_, dx}).data;
   return diff_src_;
+}
+
+// The NHWC kernels for V = 16 / sizeof(T) channels a thread: native NHWC max pooling with C a
+// multiple of V, every tensor 16-byte aligned and the argmax's V bytes aligned (arena and
+// allocator addresses are; a view into the middle of a buffer may not be).
+template <class T>
+bool Pool2dCuda::vectorized(std::initializer_list<const void*> tensors, const void* argmax) const {
+  constexpr int V = kVector<T>;
+  if (impl_->geometry.nhwc_channels == 0 || impl_->geometry.nhwc_channels % V != 0) return false;
+  for (const void* p : tensors)
+    if (!aligned_to(p, 16)) return false;
+  return argmax == nullptr || aligned_to(argmax, V);
 }
 
 GradientPlan::Buffer* Pool2dCuda::plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) {

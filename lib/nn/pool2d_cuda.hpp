@@ -7,14 +7,16 @@
 //    promise. Forward records each window's argmax (its place in the window, one byte);
 //    backward gathers, for every input element, the gradients of the windows whose argmax it
 //    is, in a fixed order (deterministic, no atomics); the arithmetic is pool_rule.hpp's,
-//    which the CPU tests run against the CPU twin. A fused ReLU is applied to the pooled value and its
-//    derivative taken from the output.
+//    which the CPU tests run against the CPU twin. A fused ReLU is applied to the pooled value and
+//    its derivative taken from the output.
 //  * Native channels_last (Context::channels_last, 16-bit, NHWC input): max pooling's kernels
-//    index NHWC (pool_rule.hpp), global average pooling is our NHWC kernel whose [N, C, 1, 1]
+//    index NHWC (pool_rule.hpp), 16 bytes of channels a thread where C allows; global
+//    average pooling is our NHWC kernel whose [N, C, 1, 1]
 //    output is the same bytes in either layout (given as plain, which Flatten takes as is);
 //    no conversion runs. Other average pooling converts as above.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 
 #include "nn/context_cuda.hpp"
@@ -35,6 +37,9 @@ class Pool2dCuda final : public Pool2d {
 
  private:
   struct Impl;
+  template <class T>
+  bool vectorized(std::initializer_list<const void*> tensors, const void* argmax) const;
+
   std::unique_ptr<Impl> impl_;
   bool training_ = false;
   bool native_nhwc_ = false;

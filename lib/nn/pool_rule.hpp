@@ -37,6 +37,13 @@ struct MaxPoolIndex {
 constexpr int64_t kMaxPoolKernelLimit = 15;
 constexpr uint8_t kNoMaximum = 0xFF;
 
+// Whether window element v replaces the maximum so far (`best`, if `have`): only when strictly
+// greater, so ties keep the first; a NaN wins and stays (NaN propagates, as in PyTorch and oneDNN).
+SDP_HOST_DEVICE bool max_pool_replaces(bool have, float best, float v) {
+  const bool best_is_nan = best != best;
+  return !have || (!best_is_nan && (v > best || v != v));
+}
+
 // Output element `o` (plain [planes, oh, ow], or NHWC [n, oh, ow, c]): the window's maximum
 // (ReLU'd when `relu`) and its place in the window. Windows are scanned row by row; a later
 // element replaces the maximum only when strictly greater, so ties keep the first, and a NaN
@@ -62,8 +69,7 @@ SDP_HOST_DEVICE float max_pool_window(const MaxPoolGeometry& geometry, const T* 
       const I ix = x0 + b;
       if (ix < 0 || ix >= g.w) continue;
       const float v = static_cast<float>(xp[(iy * g.w + ix) * step]);
-      const bool best_is_nan = best != best;
-      if (best_at < 0 || (!best_is_nan && (v > best || v != v))) {
+      if (max_pool_replaces(best_at >= 0, best, v)) {
         best = v;
         best_at = a * g.kernel + b;
       }
@@ -102,6 +108,85 @@ SDP_HOST_DEVICE float max_pool_input_grad(const MaxPoolGeometry& geometry, const
       sum += relu ? relu_backward_from_output(static_cast<float>(y[o]), g_o) : g_o;
     }
   return sum;
+}
+
+// The NHWC rules above for V consecutive channels of one position at once (C a multiple of V,
+// `o` / `i` the first of them, a multiple of V): the GPU's NHWC kernels load and store V
+// 16-bit (or f32) values as one 16-byte access and do the window arithmetic, most of a scalar
+// thread's work, once for V elements. Element by element the same comparisons in the same
+// order, so the results equal the scalar rules' bit for bit (the CPU tests check it).
+// Load: load(const T* p, float* v) reads p[0 .. V); load_bytes(const uint8_t* p, uint8_t* b)
+// reads p[0 .. V).
+template <int V, class T, class I, class Load>
+SDP_HOST_DEVICE void max_pool_window_nhwc(const MaxPoolGeometry& geometry, const T* x, I o, bool relu, Load load,
+                                          float* out, uint8_t* argmax) {
+  const MaxPoolIndex<I> g(geometry);
+  const I pos = o / g.c;
+  const I ox = pos % g.ow;
+  const I oy = (pos / g.ow) % g.oh;
+  const I image = pos / (g.ow * g.oh);
+  const T* xp = x + image * g.h * g.w * g.c + o % g.c;
+  const I y0 = oy * g.stride - g.padding, x0 = ox * g.stride - g.padding;
+  float best[V];
+  int best_at[V];
+  for (int k = 0; k < V; ++k) {
+    best[k] = 0.0f;
+    best_at[k] = -1;
+  }
+  for (I a = 0; a < g.kernel; ++a) {
+    const I iy = y0 + a;
+    if (iy < 0 || iy >= g.h) continue;
+    for (I b = 0; b < g.kernel; ++b) {
+      const I ix = x0 + b;
+      if (ix < 0 || ix >= g.w) continue;
+      float v[V];
+      load(xp + (iy * g.w + ix) * g.c, v);
+      const int at = static_cast<int>(a * g.kernel + b);
+      for (int k = 0; k < V; ++k)
+        if (max_pool_replaces(best_at[k] >= 0, best[k], v[k])) {
+          best[k] = v[k];
+          best_at[k] = at;
+        }
+    }
+  }
+  for (int k = 0; k < V; ++k) {
+    argmax[k] = best_at[k] < 0 ? kNoMaximum : static_cast<uint8_t>(best_at[k]);
+    out[k] = relu ? relu_forward(best[k]) : best[k];
+  }
+}
+
+template <int V, class T, class I, class Load, class LoadBytes>
+SDP_HOST_DEVICE void max_pool_input_grad_nhwc(const MaxPoolGeometry& geometry, const T* y, const T* dy,
+                                              const uint8_t* argmax, I i, bool relu, Load load, LoadBytes load_bytes,
+                                              float* sum) {
+  const MaxPoolIndex<I> g(geometry);
+  const I pos = i / g.c;
+  const I ix = pos % g.w;
+  const I iy = (pos / g.w) % g.h;
+  const I image = pos / (g.w * g.h);
+  const I ylo = iy + g.padding - g.kernel + 1, xlo = ix + g.padding - g.kernel + 1;
+  const I oy_lo = ylo <= 0 ? 0 : (ylo + g.stride - 1) / g.stride;
+  const I ox_lo = xlo <= 0 ? 0 : (xlo + g.stride - 1) / g.stride;
+  const I oy_last = (iy + g.padding) / g.stride, ox_last = (ix + g.padding) / g.stride;
+  const I oy_hi = oy_last < g.oh - 1 ? oy_last : g.oh - 1;
+  const I ox_hi = ox_last < g.ow - 1 ? ox_last : g.ow - 1;
+  for (int k = 0; k < V; ++k) sum[k] = 0.0f;
+  for (I oy = oy_lo; oy <= oy_hi; ++oy)
+    for (I ox = ox_lo; ox <= ox_hi; ++ox) {
+      const I o = ((image * g.oh + oy) * g.ow + ox) * g.c + i % g.c;
+      const int here =
+          static_cast<int>((iy - (oy * g.stride - g.padding)) * g.kernel + (ix - (ox * g.stride - g.padding)));
+      uint8_t at[V];
+      load_bytes(argmax + o, at);
+      bool any = false;
+      for (int k = 0; k < V; ++k) any = any || at[k] == here;
+      if (!any) continue;
+      float g_o[V], y_o[V];
+      load(dy + o, g_o);
+      if (relu) load(y + o, y_o);
+      for (int k = 0; k < V; ++k)
+        if (at[k] == here) sum[k] += relu ? relu_backward_from_output(y_o[k], g_o[k]) : g_o[k];
+    }
 }
 
 }  // namespace sdp::nn

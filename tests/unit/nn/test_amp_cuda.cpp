@@ -71,12 +71,15 @@ std::vector<float> rounded(DType dtype, std::vector<float> values) {
 
 // L on the GPU with 16-bit activations against L on the CPU in f32: forward, input
 // gradient, parameter gradients (f32 in both) and buffers.
+// `native_nhwc`: the GPU layer is built for a channels_last model (Context::channels_last), so
+// an NHWC input takes its native NHWC kernels.
 template <class L, class... Args>
-void compare_amp_layer(DType dtype, const std::string& name, const Dims& in, bool training,
-                       const std::vector<float>& input, tag layout, const Args&... args) {
+void compare_amp_layer_in(bool native_nhwc, DType dtype, const std::string& name, const Dims& in, bool training,
+                          const std::vector<float>& input, tag layout, const Args&... args) {
   const std::string what = name + " " + dtype_name(dtype);
   const double tol = layer_tolerance(dtype);
   LayerHarness cpu(Device::cpu()), gpu(Device::cuda(0));
+  gpu.ctx().channels_last = native_nhwc;
   cpu.make<L>(args...);
   gpu.make<L>(args...);
   for (std::size_t p = 0; p < cpu.store().params().size(); ++p) {
@@ -91,6 +94,12 @@ void compare_amp_layer(DType dtype, const std::string& name, const Dims& in, boo
   cpu.input() = gpu.input() = rounded(dtype, input);
   cpu.loss_weights() = gpu.loss_weights() = rounded(dtype, cpu.loss_weights());
   testing::expect_same_pass(cpu, gpu, training, tol, what);
+}
+
+template <class L, class... Args>
+void compare_amp_layer(DType dtype, const std::string& name, const Dims& in, bool training,
+                       const std::vector<float>& input, tag layout, const Args&... args) {
+  compare_amp_layer_in<L>(false, dtype, name, in, training, input, layout, args...);
 }
 
 template <class L, class... Args>
@@ -153,6 +162,21 @@ TEST_P(AmpVsCpu, Pool2d) {
                             max_pool(3, 2, 1, true));
   compare_amp_layer<Pool2d>(dt, "avg 2/2", {2, 3, 6, 6}, true, avg_pool(2, 2));
   compare_amp_layer<Pool2d>(dt, "global avg", {2, 16, 5, 3}, true, global_avg_pool());
+}
+
+// A channels_last model's max pooling on NHWC: 8 channels a thread where C is a multiple of 8
+// (ResNet-50's stem), one otherwise.
+TEST_P(AmpVsCpu, MaxPoolNativeNhwc) {
+  SKIP_WITHOUT_GPU();
+  const DType dt = GetParam();
+  compare_amp_layer_in<Pool2d>(true, dt, "max 3/2/1 nhwc C16", {2, 16, 9, 9}, true, spread(2592), tag::acdb,
+                               max_pool(3, 2, 1));
+  compare_amp_layer_in<Pool2d>(true, dt, "max 3/2/1 relu nhwc C8", {2, 8, 7, 7}, true, spread(784), tag::acdb,
+                               max_pool(3, 2, 1, true));
+  compare_amp_layer_in<Pool2d>(true, dt, "max 2/2 nhwc C12", {2, 12, 6, 6}, true, spread(864), tag::acdb,
+                               max_pool(2, 2));
+  compare_amp_layer_in<Pool2d>(true, dt, "max 3/2/1 nhwc C16 inference", {2, 16, 9, 9}, false, spread(2592), tag::acdb,
+                               max_pool(3, 2, 1));
 }
 
 // A model on 16-bit activations against the CPU in f32: same loss and top-1 hits within

@@ -4,7 +4,9 @@
 // run on every machine, so the index math the GPU runs is checked even where no GPU is.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "grad_check.hpp"
@@ -153,7 +155,8 @@ TEST(CudaRules, MaxPoolOverNhwcMatchesNchw) {
     const RuleResult plain = max_pool_by_rule(x, in, o, dy_plain);
     const int64_t oh = (in[2] + 2 * o.padding - o.kernel) / o.stride + 1;
     const int64_t ow = (in[3] + 2 * o.padding - o.kernel) / o.stride + 1;
-    const MaxPoolGeometry g{in[0] * in[1], in[2], in[3], oh, ow, o.kernel, o.stride, o.padding, /*nhwc_channels=*/3};
+    const MaxPoolGeometry g{in[0] * in[1],      in[2], in[3], oh, ow, o.kernel, o.stride, o.padding,
+                            /*nhwc_channels=*/3};
     const std::vector<float> xn = to_nhwc(x, 3, 49);
     std::vector<float> dy(dy_plain.begin(), dy_plain.begin() + g.planes * oh * ow);
     dy = to_nhwc(dy, 3, oh * ow);
@@ -166,6 +169,48 @@ TEST(CudaRules, MaxPoolOverNhwcMatchesNchw) {
       dx[i] = max_pool_input_grad(g, y.data(), dy.data(), argmax.data(), i, o.fuse_relu);
     expect_same(plain.y, from_nhwc(y, 3, oh * ow), 0.0f, "nhwc forward");
     expect_same(plain.dx, from_nhwc(dx, 3, 49), 0.0f, "nhwc input gradient");
+  }
+}
+
+// The GPU's NHWC kernels take 8 (16-bit) or 4 (f32) channels a thread: the vector rules give
+// the scalar rules' outputs, argmaxes and input gradients bit for bit, ties, NaN, padding and
+// a fused ReLU included.
+template <int V>
+void expect_vector_rules_match_scalar(const Pool2dOptions& o, int64_t c) {
+  const Dims in = {2, c, 9, 7};
+  const int64_t oh = (in[2] + 2 * o.padding - o.kernel) / o.stride + 1;
+  const int64_t ow = (in[3] + 2 * o.padding - o.kernel) / o.stride + 1;
+  const MaxPoolGeometry g{in[0] * c, in[2], in[3], oh, ow, o.kernel, o.stride, o.padding, c};
+  std::vector<float> x = testing::random_vector(testing::numel(in), 21);
+  x[c * 3 + 1] = x[c * 4 + 1];  // a tie inside one window
+  x[c * 10 + 2] = std::nanf("");
+  const std::vector<float> dy = testing::random_vector(in[0] * c * oh * ow, 22);
+  const auto load = [](const float* p, float* v) { std::copy(p, p + V, v); };
+  const auto load_bytes = [](const uint8_t* p, uint8_t* b) { std::copy(p, p + V, b); };
+  std::vector<float> y(dy.size()), y_vec(dy.size());
+  std::vector<uint8_t> argmax(dy.size()), argmax_vec(dy.size());
+  for (int64_t i = 0; i < static_cast<int64_t>(y.size()); ++i)
+    y[i] = max_pool_window(g, x.data(), i, o.fuse_relu, &argmax[i]);
+  for (int64_t i = 0; i < static_cast<int64_t>(y.size()); i += V)
+    max_pool_window_nhwc<V, float, int64_t>(g, x.data(), i, o.fuse_relu, load, &y_vec[i], &argmax_vec[i]);
+  const std::string what = "k" + std::to_string(o.kernel) + " s" + std::to_string(o.stride) + " p" +
+                           std::to_string(o.padding) + (o.fuse_relu ? " relu" : "") + " V" + std::to_string(V);
+  expect_same(y, y_vec, 0.0f, what + " forward");
+  EXPECT_EQ(argmax, argmax_vec) << what;
+  std::vector<float> dx(x.size()), dx_vec(x.size());
+  for (int64_t i = 0; i < static_cast<int64_t>(x.size()); ++i)
+    dx[i] = max_pool_input_grad(g, y.data(), dy.data(), argmax.data(), i, o.fuse_relu);
+  for (int64_t i = 0; i < static_cast<int64_t>(x.size()); i += V)
+    max_pool_input_grad_nhwc<V, float, int64_t>(g, y.data(), dy.data(), argmax.data(), i, o.fuse_relu, load, load_bytes,
+                                                &dx_vec[i]);
+  expect_same(dx, dx_vec, 0.0f, what + " input gradient");
+}
+
+TEST(CudaRules, MaxPoolVectorRulesMatchTheScalarRules) {
+  for (const Pool2dOptions& o :
+       {max_pool(3, 2, 1), max_pool(3, 2, 1, /*fuse_relu=*/true), max_pool(2, 2), max_pool(3, 3), max_pool(5, 1, 2)}) {
+    expect_vector_rules_match_scalar<8>(o, 16);
+    expect_vector_rules_match_scalar<4>(o, 12);
   }
 }
 

@@ -1,7 +1,7 @@
-// Every CUDA layer against its CPU twin (the oracle: docs/architecture.md, "Tests"; ggml's test-backend-ops):
-// the same layer built by its factory on both devices, with the same initial weights (drawn
-// on the host from one seed), the same input and the same output gradient; forward output,
-// input gradient, parameter gradients and buffers (BN running statistics) must agree.
+// Every CUDA layer against its CPU twin (the oracle: docs/architecture.md, "Tests"; ggml's
+// test-backend-ops): the same layer built by its factory on both devices, with the same initial
+// weights (drawn on the host from one seed), the same input and the same output gradient; forward
+// output, input gradient, parameter gradients and buffers (BN running statistics) must agree.
 //
 // Tolerances, f32: element-wise layers (ReLU, Add, Dropout, Flatten, PadShortcut) compute the
 // same single rounding and must agree exactly; reductions (GEMM, convolution, batch-norm
@@ -101,36 +101,39 @@ TEST(CudaVsCpu, PadShortcut) {
                              8, 2);
 }
 
+// 120 elements: the vector kernel alone (4 f32 a thread); 75: the vector kernel and a tail.
 TEST(CudaVsCpu, Add) {
   SKIP_WITHOUT_GPU();
-  const Dims d = {2, 5, 3, 4};
-  const std::vector<float> a = testing::random_vector(120, 5), b = testing::random_vector(120, 6),
-                           w = testing::random_vector(120, 7);
-  for (Layout b_layout : {Layout::kPlain, Layout::kChannelsLast})
-    for (AddOutput mode : {AddOutput::kActivation, AddOutput::kInPlace, AddOutput::kGradient}) {
-      std::vector<std::vector<float>> results[2];
-      int k = 0;
-      for (Device device : {Device::cpu(), Device::cuda(0)}) {
-        LayerHarness h(device);
-        std::unique_ptr<Add> add = Add::create(h.ctx());
-        const TensorDesc a_desc = TensorDesc::plain(d, device);
-        TensorDesc b_desc = a_desc;
-        b_desc.layout = b_layout;
-        const TensorDesc out = add->configure(a_desc, b_desc, mode);
-        const TensorRef a_ref = h.device_buffer(a_desc), b_ref = h.device_buffer(b_desc);
-        h.from_host(a, a_ref);
-        h.from_host(b, b_ref);
-        results[k].push_back(h.to_host(add->forward(a_ref, b_ref)));
-        const TensorRef diff = h.device_buffer(out);
-        h.from_host(w, diff);
-        results[k].push_back(h.to_host(add->backward_b(diff)));
-        ++k;
+  for (const Dims& d : {Dims{2, 5, 3, 4}, Dims{3, 5, 1, 5}}) {
+    const int64_t n = testing::numel(d);
+    const std::vector<float> a = testing::random_vector(n, 5), b = testing::random_vector(n, 6),
+                             w = testing::random_vector(n, 7);
+    for (Layout b_layout : {Layout::kPlain, Layout::kChannelsLast})
+      for (AddOutput mode : {AddOutput::kActivation, AddOutput::kInPlace, AddOutput::kGradient}) {
+        std::vector<std::vector<float>> results[2];
+        int k = 0;
+        for (Device device : {Device::cpu(), Device::cuda(0)}) {
+          LayerHarness h(device);
+          std::unique_ptr<Add> add = Add::create(h.ctx());
+          const TensorDesc a_desc = TensorDesc::plain(d, device);
+          TensorDesc b_desc = a_desc;
+          b_desc.layout = b_layout;
+          const TensorDesc out = add->configure(a_desc, b_desc, mode);
+          const TensorRef a_ref = h.device_buffer(a_desc), b_ref = h.device_buffer(b_desc);
+          h.from_host(a, a_ref);
+          h.from_host(b, b_ref);
+          results[k].push_back(h.to_host(add->forward(a_ref, b_ref)));
+          const TensorRef diff = h.device_buffer(out);
+          h.from_host(w, diff);
+          results[k].push_back(h.to_host(add->backward_b(diff)));
+          ++k;
+        }
+        const std::string what = "add of " + std::to_string(n) + " mode " + std::to_string(static_cast<int>(mode)) +
+                                 " b layout " + layout_name(b_layout);
+        expect_close(results[0][0], results[1][0], kExact, what + " forward");
+        expect_close(results[0][1], results[1][1], kExact, what + " backward_b");
       }
-      const std::string what = "add mode " + std::to_string(static_cast<int>(mode)) + " b layout " +
-                               layout_name(b_layout);
-      expect_close(results[0][0], results[1][0], kExact, what + " forward");
-      expect_close(results[0][1], results[1][1], kExact, what + " backward_b");
-    }
+  }
 }
 
 TEST(CudaVsCpu, SoftmaxCrossEntropy) {
