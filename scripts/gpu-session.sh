@@ -38,8 +38,9 @@
 #         train-amp-channels-last
 #                 ResNet-50 amp-fp16 channels_last against PyTorch channels_last, eager and
 #                 compiled (scripts/bench_train.py)
-#         tf32    the fp32 step's math and algorithm rules: ResNet-50's layers in fp32, TF32, and fp32 with
-#                 any algorithm timed by cuDNN; then ResNet-50 in TF32 against PyTorch with TF32
+#         tf32    the fp32 step's math and algorithm rules: ResNet-50's layers in TF32 (NCHW and NHWC),
+#                 and fp32 with any algorithm timed by cuDNN (NCHW and NHWC); then ResNet-50 in
+#                 TF32 NHWC against PyTorch with TF32
 #         decode  data.decode: gpu: the loader's images/s with nvJPEG against the CPU decoders and
 #                 torchvision's GPU decode, on 4,000 JPEGs of 375x375; ResNet-50 amp trained from
 #                 them (nvJPEG + f16 NHWC batches, the CPU decoders) against synthetic data
@@ -253,12 +254,20 @@ stage_tf32() {
   local bin=$BUNDLE/sdp-train
   local resnet50=(--config configs/resnet50-synthetic-bench.yaml --set data.batch_size=256
                   --set data.synthetic.train_samples=256 --set device=cuda)
-  step bench-layers-resnet50-tf32 "$bin" bench layers "${resnet50[@]}" --set precision=tf32 --steps 10
+  local f
+  for f in nchw channels_last; do
+    step bench-layers-resnet50-tf32-$f "$bin" bench layers "${resnet50[@]}" --set precision=tf32 \
+      --set model.memory_format=$f --steps 10
+  done
   step bench-layers-resnet50-fp32-any-measured "$bin" bench layers "${resnet50[@]}" --set precision=fp32 \
     --set train.deterministic=false --set train.conv_algorithms=measured --steps 10
+  step bench-layers-resnet50-fp32-any-measured-channels_last "$bin" bench layers "${resnet50[@]}" \
+    --set precision=fp32 --set model.memory_format=channels_last --set train.deterministic=false \
+    --set train.conv_algorithms=measured --steps 10
   have_torch_cuda || return 0
   step bench-train-tf32 python3 scripts/bench_train.py --binary "$bin" --device cuda --rounds 1 --steps 20 \
-    --threads 4 --precision tf32 --torch-formats nchw,channels_last --no-compile --rows resnet50:256
+    --threads 4 --precision tf32 --memory-format channels_last --torch-formats nchw,channels_last --no-compile \
+    --rows resnet50:256
 }
 
 # `sdp-train plan` from this GPU's measured step (docs/plan.md): the compute file comes back

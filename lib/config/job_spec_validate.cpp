@@ -46,9 +46,8 @@ void check_model_keys(const JobSpec& spec, const RangeChecker& check) {
   check.require(m.dropout >= 0 && m.dropout < 1, "model.dropout", "must be in [0, 1)");
   check.require(!m.zero_init_residual || m.name.rfind("resnet", 0) == 0,
                 "model.zero_init_residual", "applies to the resnet models only, not " + m.name);
-  check.require(m.memory_format != "channels_last" || is_mixed_precision(spec.precision), "model.memory_format",
-                "channels_last is the GPU's 16-bit path: it needs precision amp-fp16 or amp-bf16 (fp32 and tf32 "
-                "compute NCHW)");
+  check.require(m.memory_format != "channels_last" || spec.device != DevicePreference::kCpu, "model.memory_format",
+                "channels_last is a GPU layout: with device cpu, oneDNN picks its own layouts");
 }
 
 // data.*

@@ -61,7 +61,7 @@ TensorDesc BatchNorm2dCuda::configure(const TensorDesc& src, bool training) {
     throw std::invalid_argument("BatchNorm2d " + name_ + ": eps below cuDNN's minimum");
   training_ = training;
   const Device& device = src.device;
-  native_nhwc_ = ctx_.channels_last && src.layout == Layout::kChannelsLast && src.dtype != DType::kF32;
+  native_nhwc_ = ctx_.channels_last && src.layout == Layout::kChannelsLast;
   residual_fused_ = false;  // the block asks again (fuse_residual_add_relu)
   residual_ = nullptr;
   plain_src_ = native_nhwc_ ? src : TensorDesc::plain(src.shape, device, src.dtype);

@@ -2,11 +2,11 @@
 // normalizes with the batch statistics and folds them into the running buffers with the CPU
 // twin's convention (running = (1 - momentum) running + momentum batch; the running variance
 // unbiased, as cuDNN keeps it); inference uses the running statistics.
-//  * NCHW (f32, or 16-bit without channels_last): plain NCHW inside, channels_last converted at
+//  * NCHW (without channels_last): plain NCHW inside, channels_last converted at
 //    the edges. A fused ReLU is our kernel, which also records where the output was positive:
 //    backward_reads_output() is false, so a consumer may overwrite the output before backward
 //    (ResidualBlock's in-place sum).
-//  * Native channels_last (Context::channels_last, 16-bit, NHWC input): cuDNN's
+//  * Native channels_last (Context::channels_last, NHWC input): cuDNN's
 //    cudnnBatchNormalizationForwardTrainingEx / BackwardEx in CUDNN_BATCHNORM_SPATIAL_PERSISTENT
 //    mode, the ReLU fused (CUDNN_BATCHNORM_OPS_BN_ACTIVATION) and, at the end of a residual
 //    block, the shortcut's sum too (CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION): one pass over the

@@ -1,7 +1,7 @@
-// Kernels of the channels_last (NHWC) 16-bit path (private: CUDA-typed; defined in
+// Kernels of the channels_last (NHWC) path (private: CUDA-typed; defined in
 // channels_last_cuda.cu). The arena keeps PyTorch's OIHW f32 weights, so checkpoints and
 // model.safetensors do not change with the layout; a convolution reads a cast OHWI copy and
-// its weight gradient is widened back into OIHW. Tensors of `dtype` are f16 or bf16.
+// its weight gradient is widened back into OIHW. Tensors of `dtype` are f32, f16 or bf16.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,7 +19,7 @@ void filter_to_ohwi(DType dtype, void* dst, const float* src, int64_t out, int64
 void filter_grad_to_oihw(DType dtype, float* dst, const void* src, int64_t out, int64_t in, int64_t kh, int64_t kw,
                          cudaStream_t stream);
 // dst (NHWC, dtype) = src (NCHW, f32) of [n, c, hw]: a batch staged for a channels_last model,
-// the cast every 16-bit model does anyway, with the reorder folded into it.
+// the cast every 16-bit model does anyway (f32: the reorder alone).
 void stage_nhwc(DType dtype, void* dst, const float* src, int64_t n, int64_t c, int64_t hw, cudaStream_t stream);
 // Inference BatchNorm over NHWC with the running statistics, fused as training is:
 // y = [relu](gamma * (x - mean) / sqrt(var + eps) + beta [+ z]); z may be null.

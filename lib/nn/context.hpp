@@ -53,9 +53,9 @@ struct Context {
   // with no generator state in the checkpoint. The trainer sets stream = rank, step = step.
   uint64_t random_stream = 0;
   int64_t random_step = 0;
-  // channels_last (NHWC) end to end on the GPU in 16 bits (model.memory_format): a 16-bit CUDA
-  // layer given NHWC input computes on it as it is and gives NHWC output (and gradients),
-  // with no conversion; without it, CUDA layers compute NCHW and convert at their edges.
+  // channels_last (NHWC) end to end on the GPU (model.memory_format): a CUDA layer given NHWC
+  // input computes on it as it is and gives NHWC output (and gradients), with no conversion;
+  // without it, CUDA layers compute NCHW and convert at their edges.
   bool channels_last = false;
   // A GradientPlan will place this configure's buffers (a Model training with its plan on):
   // the GPU layers then leave their outputs and backward's buffers to it instead of
@@ -71,7 +71,7 @@ struct Context {
 void convert_layout(Context& ctx, const TensorRef& src, const TensorRef& dst);
 
 // Writes the f32 plain NCHW batch `src` into `dst`, the same shape channels_last in dst's
-// (16-bit) dtype, in one pass on ctx's GPU stream: a channels_last model's input.
+// dtype (f32 or 16-bit), in one pass on ctx's GPU stream: a channels_last model's input.
 void stage_channels_last(Context& ctx, const TensorRef& src, const TensorRef& dst);
 
 }  // namespace sdp::nn

@@ -122,7 +122,7 @@ TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
   training_ = training;
   const Device& device = src.device;
   const DType dtype = src.dtype;
-  native_nhwc_ = ctx_.channels_last && src.layout == Layout::kChannelsLast && dtype != DType::kF32;
+  native_nhwc_ = ctx_.channels_last && src.layout == Layout::kChannelsLast;
   // In the native layout "plain" names the layout the layer computes in: NHWC.
   plain_src_ = native_nhwc_ ? src : TensorDesc::plain(src.shape, device, dtype);
   plain_dst_ = TensorDesc::plain(out, device, dtype);
@@ -151,11 +151,11 @@ TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
   const ComputeRules& rules = ctx_.rules;
   d.conv.set(o.padding, o.stride, dtype, rules.tf32);
   if (o.bias) d.bias.set_channels(o.out_channels, dtype);
-  if (dtype != DType::kF32) {
+  if (dtype != DType::kF32 || native_nhwc_) {
     const std::size_t element = dtype_size(dtype);
     d.weight_lp.reserve(device, static_cast<std::size_t>(weight_->value.numel()) * element);
     if (training) d.weight_grad_lp.reserve(device, static_cast<std::size_t>(weight_->value.numel()) * element);
-    if (bias_) d.bias_lp.reserve(device, static_cast<std::size_t>(o.out_channels) * element);
+    if (bias_ && dtype != DType::kF32) d.bias_lp.reserve(device, static_cast<std::size_t>(o.out_channels) * element);
   }
   const ConvKey key{src.shape,          dtype,
                     native_nhwc_,       rules.tf32,
@@ -195,7 +195,7 @@ const TensorRef& Conv2dCuda::forward(const TensorRef& src) {
   // precision the weights are cast here, after the optimizer's last update.
   const void* w = weight_->value.raw();
   const void* b = bias_ ? bias_->value.raw() : nullptr;
-  if (dtype != DType::kF32) {
+  if (uses_weight_copy()) {
     const Conv2dOptions& o = options_;
     if (native_nhwc_)
       cuda::filter_to_ohwi(dtype, d.weight_lp.get(), weight_->value.data<float>(), o.out_channels, o.in_channels,
@@ -204,6 +204,8 @@ const TensorRef& Conv2dCuda::forward(const TensorRef& src) {
       cuda_casts::from_f32(dtype, d.weight_lp.get(), weight_->value.data<float>(), weight_->value.numel(), 1.0f,
                            ctx_.stream.get());
     w = d.weight_lp.get();
+  }
+  if (dtype != DType::kF32) {
     if (bias_) {
       cuda_casts::from_f32(dtype, d.bias_lp.get(), bias_->value.data<float>(), bias_->value.numel(), 1.0f,
                            ctx_.stream.get());
@@ -239,7 +241,7 @@ const TensorRef& Conv2dCuda::backward(const TensorRef& diff_dst) {
   // Weight gradient first so the hook can start reducing it while the input gradient runs;
   // beta = 0 overwrites it, as the Layer contract says. Mixed precision: cuDNN writes it in
   // the compute dtype (its convolutions take one data type) and it is widened into the arena.
-  void* dw = low_precision ? d.weight_grad_lp.get() : weight_->grad.raw();
+  void* dw = uses_weight_copy() ? d.weight_grad_lp.get() : weight_->grad.raw();
   cuda::check_cudnn(cudnnConvolutionBackwardFilter(handle, &one, d.x.get(), x_plain_, d.y.get(), g, d.conv.get(),
                                                    d.algos.backward_filter, ws.data, ws.bytes, &zero, d.w.get(), dw),
                     "cudnnConvolutionBackwardFilter");
@@ -263,7 +265,7 @@ const TensorRef& Conv2dCuda::backward(const TensorRef& diff_dst) {
   grads_ready();
 
   if (!needs_input_grad_) return none_;
-  const void* w = low_precision ? d.weight_lp.get() : weight_->value.raw();  // as forward saw it
+  const void* w = uses_weight_copy() ? d.weight_lp.get() : weight_->value.raw();  // as forward saw it
   void* dx = diff_src_plain_.get();
   cuda::check_cudnn(cudnnConvolutionBackwardData(handle, &one, d.w.get(), w, d.y.get(), g,
                                                  d.conv.get(), d.algos.backward_data, ws.data, ws.bytes, &zero,
@@ -272,6 +274,10 @@ const TensorRef& Conv2dCuda::backward(const TensorRef& diff_dst) {
   diff_src_.data = diff_src_out_.convert(ctx_, {plain_src_, dx}).data;
   return diff_src_;
 }
+
+// A filter of its own: cast to the compute dtype, or reordered to OHWI for the NHWC kernels
+// (f32 too), after each update; its gradient comes back the same way.
+bool Conv2dCuda::uses_weight_copy() const { return plain_dst_.dtype != DType::kF32 || native_nhwc_; }
 
 GradientPlan::Buffer* Conv2dCuda::plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) {
   plan.read(src);

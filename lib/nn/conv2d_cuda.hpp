@@ -6,9 +6,10 @@
 // rules may allow TF32, any algorithm, and cuDNN's timing them: cudnnFind*) and cached; the
 // stream's shared workspace is grown at configure. Bias by cudnnAddTensor / cudnnConvolutionBackwardBias;
 // a fused ReLU by our kernel on the output, its derivative from that output.
-// Native channels_last (Context::channels_last, 16-bit, NHWC input): x, y and their gradients
-// stay NHWC and the filter is a cast OHWI copy (what cuDNN's NHWC tensor-core kernels read),
-// its gradient widened back into the arena's OIHW; no conversion runs.
+// Native channels_last (Context::channels_last, NHWC input): x, y and their gradients stay
+// NHWC and the filter is an OHWI copy in the compute dtype (what cuDNN's NHWC tensor-core
+// kernels read; f32 too, for TF32), its gradient widened back into the arena's OIHW; no
+// activation conversion runs.
 // Backward as the CPU twin: weight (and bias) gradients overwritten and reported first.
 // The cuDNN state lives behind Impl (conv2d_cuda.cpp) so this header has no CUDA type.
 #pragma once
@@ -33,6 +34,8 @@ class Conv2dCuda final : public Conv2d {
 
  private:
   struct Impl;
+  bool uses_weight_copy() const;
+
   std::unique_ptr<Impl> impl_;
   bool training_ = false;
   bool native_nhwc_ = false;  // computes on NHWC as it comes (see the header comment)

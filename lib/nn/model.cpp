@@ -67,7 +67,7 @@ void Model::set_compute_dtype(DType dtype) {
 
 void Model::set_channels_last(bool value) {
   if (value && ctx_.device.is_cpu())
-    throw std::invalid_argument("model " + name_ + ": channels_last end to end is a GPU path (16-bit compute)");
+    throw std::invalid_argument("model " + name_ + ": channels_last end to end is a GPU path");
   ctx_.channels_last = value;
   configured_batch_ = -1;
 }
@@ -80,7 +80,11 @@ void Model::set_compute_rules(const ComputeRules& rules) {
 }
 
 // The input as the first layer takes it: channels_last when the whole model computes so.
-bool Model::input_channels_last() const { return ctx_.channels_last && compute_dtype_ != DType::kF32; }
+bool Model::input_channels_last() const { return ctx_.channels_last; }
+
+// Host batches already in the compute type, NHWC (data.batch_type: compute): 16-bit
+// channels_last models only; f32 batches are NCHW, reordered on the device.
+bool Model::takes_compute_batches() const { return input_channels_last() && compute_dtype_ != DType::kF32; }
 
 void Model::configure(int64_t batch, bool training) {
   Shape shape = {batch};
@@ -144,13 +148,13 @@ const TensorRef& Model::forward_layers(const Tensor& x, bool training, bool mark
   // channels_last model also takes host input already in its compute type, NHWC [N, H, W, C]
   // (data.batch_type: compute): copied in as it is, no cast.
   const bool stage = x.device().is_cpu() && !ctx_.device.is_cpu();
-  const bool ready = stage && input_channels_last() && x.dtype() == compute_dtype_;
+  const bool ready = stage && takes_compute_batches() && x.dtype() == compute_dtype_;
   const Shape expected = ready ? Shape{input_shape_[1], input_shape_[2], input_shape_[0]} : input_shape_;
   if (x.rank() != 4 || !(x.dtype() == DType::kF32 || ready) || !(stage || x.device() == ctx_.device) ||
       Shape(x.shape().begin() + 1, x.shape().end()) != expected || x.dim(0) < 1)
     throw InputError("model " + name_ + " expects f32 " + ctx_.device.str() + " input [N, " +
                      shape_str(input_shape_).substr(1) +
-                     (input_channels_last() && stage ? " (or " + std::string(dtype_name(compute_dtype_)) +
+                     (takes_compute_batches() && stage ? " (or " + std::string(dtype_name(compute_dtype_)) +
                                                            " host input [N, " + shape_str(expected).substr(1) + ")"
                                                      : std::string()) +
                      ", got " + shape_str(x.shape()) + " " + dtype_name(x.dtype()) + " on " + x.device().str());
@@ -193,7 +197,7 @@ void Model::stage_input(const Tensor& x, bool stage) {
     input_.data = x.raw();
   }
   // Input already in the compute type (NHWC: forward_layers checked) is the first layer's own.
-  if (compute_dtype_ != DType::kF32 && x.dtype() == DType::kF32) {
+  if ((compute_dtype_ != DType::kF32 || input_channels_last()) && x.dtype() == DType::kF32) {
     if (!compute_input_.defined() || compute_input_.numel() < x.numel() || compute_input_.dtype() != compute_dtype_)
       compute_input_ = Tensor({x.numel()}, compute_dtype_, ctx_.device);
     if (input_channels_last()) {  // cast and reordered in one pass
@@ -217,7 +221,7 @@ void Model::reserve_slot(int slot, int64_t numel) {
 
 void Model::prefetch(const Tensor& x) {
   if (ctx_.device.is_cpu() || !x.device().is_cpu()) return;
-  if (x.dtype() != DType::kF32 && !(input_channels_last() && x.dtype() == compute_dtype_)) return;
+  if (x.dtype() != DType::kF32 && !(takes_compute_batches() && x.dtype() == compute_dtype_)) return;
   // The slot the last forward did not read. Its earlier reader finished: forward returns the
   // loss, so the stream had run everything before the last forward when it returned (with
   // forward_deferred, the caller took that forward's loss before the next forward).

@@ -94,8 +94,8 @@ class Model {
   // takes 16-bit compute (std::invalid_argument otherwise). Takes effect at the next forward.
   void set_compute_dtype(DType dtype);
   DType compute_dtype() const { return compute_dtype_; }
-  // channels_last (NHWC) end to end under 16-bit compute on a GPU (Context::channels_last):
-  // the input is staged NHWC and every CUDA layer computes on NHWC with BatchNorm fused.
+  // channels_last (NHWC) end to end on a GPU (Context::channels_last): the input is staged
+  // NHWC and every CUDA layer computes on NHWC (in f16 with BatchNorm fused).
   // Parameters, checkpoints and model.safetensors keep their layout. Throws on the CPU.
   void set_channels_last(bool value);
   bool channels_last() const { return ctx_.channels_last; }
@@ -131,6 +131,7 @@ class Model {
   bool built_ = false;
   DType compute_dtype_ = DType::kF32;
   bool input_channels_last() const;
+  bool takes_compute_batches() const;
 
   int64_t configured_batch_ = -1;
   bool configured_training_ = false;

@@ -42,8 +42,8 @@ TensorDesc PadShortcutCuda::configure(const TensorDesc& src, bool training) {
   training_ = training;
   const int64_t s = stride_;
   const Shape out = {in[0], out_channels_, (in[2] + s - 1) / s, (in[3] + s - 1) / s};
-  // Native channels_last (Context::channels_last, 16-bit, NHWC input): the kernels index NHWC.
-  const bool nhwc = ctx_.channels_last && src.layout == Layout::kChannelsLast && src.dtype != DType::kF32;
+  // Native channels_last (Context::channels_last, NHWC input): the kernels index NHWC.
+  const bool nhwc = ctx_.channels_last && src.layout == Layout::kChannelsLast;
   geometry_ = {in[0], in[1], in[2], in[3], out[1], out[2], out[3], s, (out[1] - in[1]) / 2, nhwc};
   plain_src_ = nhwc ? src : TensorDesc::plain(in, src.device, src.dtype);
   src_to_plain_.configure(src, plain_src_);

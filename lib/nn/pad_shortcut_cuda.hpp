@@ -1,6 +1,6 @@
 // PadShortcutCuda: PadShortcut as kernels over pad_shortcut_rule.hpp's index math on plain
 // NCHW (a channels_last input is converted to plain, and its gradient back), or on NHWC as it
-// comes in a channels_last model (Context::channels_last, 16-bit).
+// comes in a channels_last model (Context::channels_last).
 #pragma once
 
 #include "nn/context_cuda.hpp"

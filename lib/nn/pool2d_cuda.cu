@@ -147,8 +147,7 @@ TensorDesc Pool2dCuda::configure(const TensorDesc& src, bool training) {
   if (oh < 1 || ow < 1) throw std::invalid_argument("Pool2d " + name_ + ": input too small");
   const Shape out = {in[0], in[1], oh, ow};
   const Device& device = src.device;
-  native_nhwc_ = ctx_.channels_last && src.layout == Layout::kChannelsLast && src.dtype != DType::kF32 &&
-                 options_.kind != PoolKind::kAvg;
+  native_nhwc_ = ctx_.channels_last && src.layout == Layout::kChannelsLast && options_.kind != PoolKind::kAvg;
   // In the native layout "plain" names the layout the layer computes in: NHWC (a global
   // average's [N, C, 1, 1] is the same bytes plain).
   plain_src_ = native_nhwc_ ? src : TensorDesc::plain(in, device, src.dtype);

@@ -9,7 +9,7 @@
 //    is, in a fixed order (deterministic, no atomics); the arithmetic is pool_rule.hpp's,
 //    which the CPU tests run against the CPU twin. A fused ReLU is applied to the pooled value and
 //    its derivative taken from the output.
-//  * Native channels_last (Context::channels_last, 16-bit, NHWC input): max pooling's kernels
+//  * Native channels_last (Context::channels_last, NHWC input): max pooling's kernels
 //    index NHWC (pool_rule.hpp), 16 bytes of channels a thread where C allows; global
 //    average pooling is our NHWC kernel whose [N, C, 1, 1]
 //    output is the same bytes in either layout (given as plain, which Flatten takes as is);

@@ -97,17 +97,25 @@ std::string describe_compute_rules(const JobSpec& spec, const Device& device) {
          ", workspace <= " + std::to_string(spec.train.cudnn_workspace_mb) + " MB";
 }
 
+// 16 bits: channels_last unless the key says nchw. fp32 and tf32: only when the key asks
+// (opt-in until a GPU run has checked the f32 NHWC path).
 bool uses_channels_last(const JobSpec& spec, const Device& device) {
-  return device.is_cuda() && is_mixed_precision(spec.precision) && spec.model.memory_format != "nchw";
+  if (!device.is_cuda()) return false;
+  if (is_mixed_precision(spec.precision)) return spec.model.memory_format != "nchw";
+  return spec.model.memory_format == "channels_last";
 }
 
 std::string describe_memory_format(const JobSpec& spec, const Device& device) {
   if (!device.is_cuda()) return "oneDNN's own layouts (CPU)";
   const std::string key = spec.model.memory_format == "auto" ? " (auto)" : "";
   if (uses_channels_last(spec, device))
-    return "channels_last" + key + ": NHWC end to end, BatchNorm fused with its ReLU and the residual sum (cuDNN)";
+    return "channels_last" + key +
+           (spec.precision == Precision::kAmpFp16
+                ? ": NHWC end to end, BatchNorm fused with its ReLU and the residual sum (cuDNN)"
+                : ": NHWC end to end on tensor-core kernels, BatchNorm and ReLU apart (cuDNN fuses them in f16 only)");
   return "nchw" + key + (!is_mixed_precision(spec.precision)
-                             ? ": " + to_string(spec.precision) + " computes NCHW"
+                             ? ": " + to_string(spec.precision) +
+                                   " computes NCHW; model.memory_format: channels_last is its NHWC path (opt-in)"
                              : std::string(": NCHW, BatchNorm and ReLU apart; model.memory_format: channels_last "
                                            "is the fused NHWC path"));
 }
@@ -142,7 +150,8 @@ std::string describe_memory_plan(const JobSpec& spec, const Device& device) {
 }
 
 bool loads_compute_batches(const JobSpec& spec, const Device& device) {
-  return spec.data.batch_type != "f32" && is_encoded_images(spec.data.format) && uses_channels_last(spec, device);
+  return spec.data.batch_type != "f32" && is_encoded_images(spec.data.format) && is_mixed_precision(spec.precision) &&
+         uses_channels_last(spec, device);
 }
 
 std::string describe_batch_type(const JobSpec& spec, const Device& device) {

@@ -196,11 +196,11 @@ case_err_lr_not_positive() {
     expect_error 2 "bad.yaml:1: key 'optimizer.lr': must be > 0" validate --config "$cfg"
 }
 
-case_err_channels_last_needs_16_bit() {
-    # channels_last is the GPU's 16-bit path: asked of an fp32 job it is an error naming the key
+case_err_channels_last_needs_a_gpu() {
+    # channels_last is a GPU layout: asked of a job on the CPU it is an error naming the key
     # (exit 2), and an unknown layout names the choices.
-    cfg=$(yaml bad.yaml 'model: {name: resnet20, memory_format: channels_last}\n')
-    expect_error 2 "bad.yaml:1: key 'model.memory_format': channels_last is the GPU's 16-bit path: it needs precision amp-fp16 or amp-bf16" validate --config "$cfg"
+    cfg=$(yaml bad.yaml 'device: cpu\nmodel: {name: resnet20, memory_format: channels_last}\n')
+    expect_error 2 "bad.yaml:2: key 'model.memory_format': channels_last is a GPU layout: with device cpu, oneDNN picks its own layouts" validate --config "$cfg"
     cfg=$(yaml bad2.yaml 'model: {memory_format: nhwc}\n')
     expect_error 2 "bad2.yaml:1: key 'model.memory_format': unknown value 'nhwc'" validate --config "$cfg"
 }

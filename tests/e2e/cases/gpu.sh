@@ -178,6 +178,36 @@ PY
       fail "the channels_last model evaluates to $evaluated on the CPU"
 }
 
+case_gpu_f32_channels_last_learns_as_nchw() {
+    # model.memory_format: channels_last in fp32 and tf32 (NHWC on tensor-core kernels, opt-in):
+    # LeNet-5 learns the default job as NCHW fp32 does (within a point) and the plan says so.
+    need_gpus 1
+    local run
+    for run in fp32:nchw fp32:channels_last tf32:channels_last; do
+      local p=${run%%:*} f=${run#*:}
+      expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set model.name=lenet5 --set device=cuda \
+        --set precision=$p --set model.memory_format=$f --set output.model_dir="$WORK/m-$p-$f"
+      grep -q "^  layout       : $f:" "$WORK/out" || fail "the plan does not say $f for $p"
+      grep -oE '^\[epoch 3\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$' >"$WORK/acc-$p-$f"
+    done
+    python3 - "$WORK" <<'PY' || fail "f32 channels_last does not learn as NCHW does"
+import sys
+acc = {r: float(open(f"{sys.argv[1]}/acc-{r}").read()) for r in ("fp32-nchw", "fp32-channels_last", "tf32-channels_last")}
+print(acc)
+assert acc["fp32-nchw"] >= 0.9, acc
+assert all(abs(a - acc["fp32-nchw"]) <= 0.01 for a in acc.values()), acc
+PY
+}
+
+case_gpu_f32_channels_last_resume_bitwise() {
+    # The f32 NHWC path (deterministic algorithms, no TF32) resumes bit for bit: ResNet-20 (pad
+    # shortcuts, BatchNorm and ReLU apart) stopped at step 15.
+    need_gpus 1
+    resume_bitwise 0 --set device=cuda --set precision=fp32 --set model.memory_format=channels_last \
+      --set model.name=resnet20 --set data.synthetic.channels=3 --set data.synthetic.height=16 \
+      --set data.synthetic.width=16 --set data.batch_size=16
+}
+
 case_gpu_memory_plan_same_model() {
     # model.memory_plan: shared (activations and backward's buffers in one arena) trains the very model
     # per_layer trains, bit for bit (ResNet-20 amp-fp16 channels_last: fused sums, pad

@@ -331,6 +331,28 @@ TEST(Tf32VsCpu, TinyResNetLossAndGradients) {
                     param_tolerance(DType::kF16));
 }
 
+// The f32 NHWC path (model.memory_format: channels_last in fp32 or tf32): the tiny ResNet and
+// the bottleneck model against the CPU, to f32 rounding without TF32 and to TF32's (10-bit
+// mantissa products, as f16's) with it.
+TEST(Tf32VsCpu, ChannelsLastInF32AndTf32) {
+  SKIP_WITHOUT_GPU();
+  for (bool tf32 : {false, true}) {
+    ComputeRules rules;
+    rules.tf32 = tf32;
+    const auto with_rules = [rules](std::unique_ptr<Model> m, Device d) {
+      if (d.is_cuda()) m->set_compute_rules(rules);
+      return m;
+    };
+    const double whole = tf32 ? model_tolerance(DType::kF16) : 1e-3;
+    const double param = tf32 ? param_tolerance(DType::kF16) : 1e-2;
+    compare_amp_model(
+        DType::kF32, [&](Device d) { return with_rules(tiny_resnet(d), d); }, true, {3, 8, 8}, 5, whole, param);
+    compare_amp_model(
+        DType::kF32, [&](Device d) { return with_rules(testing::bottleneck_resnet(d), d); }, true, {3, 16, 16}, 6,
+        tf32 ? 0.2 : 1e-3, tf32 ? 0.3 : 1e-2);
+  }
+}
+
 // The default rules keep f32 as it was: no TF32, deterministic, heuristics; the tiny ResNet's
 // inference loss matches the CPU's to f32 rounding.
 TEST(Tf32VsCpu, DefaultRulesStayF32) {

@@ -73,6 +73,49 @@ std::vector<float> spread(int64_t n, uint64_t seed) {
   return v;
 }
 
+// The f32 channels_last path (model.memory_format: channels_last in fp32 or tf32): the GPU
+// layer is built for a channels_last model (Context::channels_last), so its NHWC input takes
+// its native NHWC kernels in f32; the CPU twin gets the same NHWC input.
+template <class L, class... Args>
+void compare_native_nhwc_layer(const std::string& what, const Dims& in, bool training, double tol,
+                               const std::vector<float>& input, const Args&... args) {
+  LayerHarness cpu(Device::cpu()), gpu(Device::cuda(0));
+  gpu.ctx().channels_last = true;
+  cpu.make<L>(args...);
+  gpu.make<L>(args...);
+  cpu.configure(in, training, tag::acdb);
+  gpu.configure(in, training, tag::acdb);
+  ASSERT_EQ(cpu.out_dims(), gpu.out_dims()) << what;
+  cpu.input() = input;
+  gpu.input() = input;
+  testing::expect_same_pass(cpu, gpu, training, tol, what);
+}
+
+TEST(CudaVsCpu, F32NativeNhwcLayers) {
+  SKIP_WITHOUT_GPU();
+  compare_native_nhwc_layer<Conv2d>("conv 3x3 nhwc f32", {2, 8, 7, 7}, true, kF32, testing::random_vector(784, 31),
+                                    Conv2dOptions{8, 16, 3, 1, 1, false, false, true});
+  compare_native_nhwc_layer<Conv2d>("conv 1x1 s2 bias nhwc f32", {2, 8, 6, 6}, true, kF32,
+                                    testing::random_vector(576, 32), Conv2dOptions{8, 12, 1, 2, 0, true, false, true});
+  compare_native_nhwc_layer<Conv2d>("conv inference nhwc f32", {2, 8, 7, 7}, false, kF32,
+                                    testing::random_vector(784, 33), Conv2dOptions{8, 16, 3, 1, 1, true, false, true});
+  compare_native_nhwc_layer<BatchNorm2d>("bn nhwc f32", {4, 8, 3, 3}, true, kF32, testing::random_vector(288, 34),
+                                         BatchNorm2dOptions{8, 1e-5f, 0.1f, false});
+  compare_native_nhwc_layer<BatchNorm2d>("bn relu nhwc f32", {4, 8, 3, 3}, true, kF32, spread(288, 35),
+                                         BatchNorm2dOptions{8, 1e-5f, 0.1f, true});
+  compare_native_nhwc_layer<BatchNorm2d>("bn inference nhwc f32", {4, 8, 3, 3}, false, kF32,
+                                         testing::random_vector(288, 36), BatchNorm2dOptions{8, 1e-5f, 0.1f, true});
+  // C = 8: 4 channels a thread; C = 6: one.
+  compare_native_nhwc_layer<Pool2d>("max 3/2/1 nhwc f32 C8", {2, 8, 9, 9}, true, kExact, spread(1296, 37),
+                                    max_pool(3, 2, 1));
+  compare_native_nhwc_layer<Pool2d>("max 2/2 relu nhwc f32 C6", {2, 6, 6, 6}, true, kExact, spread(432, 38),
+                                    max_pool(2, 2, 0, true));
+  compare_native_nhwc_layer<Pool2d>("global avg nhwc f32", {2, 16, 5, 3}, true, kF32, testing::random_vector(480, 39),
+                                    global_avg_pool());
+  compare_native_nhwc_layer<PadShortcut>("pad nhwc f32", {2, 4, 6, 6}, true, kExact, testing::random_vector(288, 40),
+                                         4, 8, 2);
+}
+
 TEST(CudaVsCpu, ReLU) {
   SKIP_WITHOUT_GPU();
   compare_layer<ReLU>("relu", {2, 3, 5, 7}, true, kExact, spread(210, 1), tag::undef);
