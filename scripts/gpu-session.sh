@@ -44,6 +44,10 @@
 #         decode  data.decode: gpu: the loader's images/s with nvJPEG against the CPU decoders and
 #                 torchvision's GPU decode, on 4,000 JPEGs of 375x375; ResNet-50 amp trained from
 #                 them (nvJPEG + f16 NHWC batches, the CPU decoders) against synthetic data
+#         decode-data, decode-train
+#                 decode's two halves: the loader alone, and the training runs
+#         layers-amp
+#                 ResNet-50 amp-fp16 b256's step layer by layer under the defaults
 #         plan    `sdp-train plan` of ResNet-50 amp-fp16 on 1 to 64 p5.48xlarge nodes from this
 #                 GPU's measured step; the compute file comes back for plans made elsewhere
 #         train-fp32, train-amp
@@ -242,6 +246,13 @@ stage_algorithms() {
   done
 }
 
+# ResNet-50 amp-fp16 b256's step layer by layer under the defaults (its kinds' shares).
+stage_layers_amp() {
+  step bench-layers-resnet50-amp-fp16 "$BUNDLE/sdp-train" bench layers --config configs/resnet50-synthetic-bench.yaml \
+    --set data.batch_size=256 --set data.synthetic.train_samples=256 --set device=cuda --set precision=amp-fp16 \
+    --steps 10
+}
+
 stage_train_amp_channels_last() {
   have_torch_cuda || return 0
   local bin=$BUNDLE/sdp-train
@@ -283,12 +294,25 @@ stage_plan() {
 # data.decode: gpu (docs/data-formats.md, "Decoding on the GPU"): 4,000 JPEGs of 375x375 at
 # q90, as the measure of #36; the loader's images/s with nvJPEG (1 and 2 CPU workers) against
 # the CPU decoders (1 to 14 workers), and torchvision's GPU decode (nvJPEG too) as the peer.
+decode_jpegs() {
+  [ -d "$OUT/../decode-jpegs" ] ||
+    step decode-make-jpegs "$BUNDLE/sdp-train" data convert --from synthetic --synthetic-samples 4000 --resize 375 \
+      --quality 90 --format image-folder --output "$OUT/../decode-jpegs"
+  decode_job=(--config configs/resnet50-synthetic-bench.yaml --set data.format=image-folder
+              --set data.train="$OUT/../decode-jpegs" --set data.test="$OUT/../decode-jpegs" --set data.batch_size=256)
+}
+
 stage_decode() {
+  stage_decode_data
+  stage_decode_train
+}
+
+# The loader alone: nvJPEG (8-bit crops normalised on the host, or in the kernel) against the
+# CPU decoders and torchvision's GPU decode.
+stage_decode_data() {
   local bin=$BUNDLE/sdp-train data=$OUT/../decode-jpegs
-  step decode-make-jpegs "$bin" data convert --from synthetic --synthetic-samples 4000 --resize 375 --quality 90 \
-    --format image-folder --output "$data"
-  local job=(--config configs/resnet50-synthetic-bench.yaml --set data.format=image-folder --set data.train="$data"
-             --set data.test="$data" --set data.batch_size=256)
+  decode_jpegs
+  local job=("${decode_job[@]}")
   step bench-data-decode-gpu "$bin" bench data "${job[@]}" --set data.decode=gpu --workers 1,2 --batches 30
   # data.normalize_on: gpu: the kernel writes the batch; the threads only read and parse (f32
   # NCHW, and f16 NHWC as a 16-bit channels_last model loads it).
@@ -297,6 +321,26 @@ stage_decode() {
   step bench-data-decode-gpu-normalized-f16 "$bin" bench data "${job[@]}" --set data.decode=gpu --set data.normalize_on=gpu \
     --set device=cuda --set precision=amp-fp16 --workers 1,2 --batches 30
   step bench-data-decode-cpu "$bin" bench data "${job[@]}" --set data.decode=cpu --workers 1,2,8,14 --batches 10
+  have_torch_cuda || return 0
+  step decode-torchvision-gpu python3 - "$data" <<'PY'
+import pathlib, sys, time, torch, torchvision
+from torchvision.io import decode_jpeg, read_file
+files = sorted(pathlib.Path(sys.argv[1]).rglob("*.jpg"))[:2048]
+data = [read_file(str(f)) for f in files]
+decode_jpeg(data[:256], device="cuda"); torch.cuda.synchronize()
+start = time.perf_counter()
+for i in range(0, len(data), 256):
+    decode_jpeg(data[i:i + 256], device="cuda")
+torch.cuda.synchronize()
+print(f"torchvision decode_jpeg(device='cuda'), batches of 256: {len(data) / (time.perf_counter() - start):.0f} images/s (decode only)")
+PY
+}
+
+# ResNet-50 amp-fp16 trained from those JPEGs against synthetic data.
+stage_decode_train() {
+  local bin=$BUNDLE/sdp-train
+  decode_jpegs
+  local job=("${decode_job[@]}")
   # ResNet-50 amp-fp16 trained from those JPEGs (#36: >= 0.95x its synthetic rate): nvJPEG with
   # 2 loader threads and batches in the model's f16 NHWC, against the CPU decoders on 14 threads
   # and against synthetic data (30 steps each, the median rate of the last ones).
@@ -313,19 +357,6 @@ stage_decode() {
   peak_memory train-resnet50-synthetic "$bin" --config configs/resnet50-synthetic-bench.yaml --set data.batch_size=256 \
     --set data.synthetic.train_samples=1024 "${train[@]}" --set train.loss_read=step_end --set model.memory_plan=shared \
     --set checkpoint.dir="$OUT/ck-js" --set output.model_dir="$OUT/m-js"
-  have_torch_cuda || return 0
-  step decode-torchvision-gpu python3 - "$data" <<'PY'
-import pathlib, sys, time, torch, torchvision
-from torchvision.io import decode_jpeg, read_file
-files = sorted(pathlib.Path(sys.argv[1]).rglob("*.jpg"))[:2048]
-data = [read_file(str(f)) for f in files]
-decode_jpeg(data[:256], device="cuda"); torch.cuda.synchronize()
-start = time.perf_counter()
-for i in range(0, len(data), 256):
-    decode_jpeg(data[i:i + 256], device="cuda")
-torch.cuda.synchronize()
-print(f"torchvision decode_jpeg(device='cuda'), batches of 256: {len(data) / (time.perf_counter() - start):.0f} images/s (decode only)")
-PY
 }
 
 have_torch_cuda() {
@@ -375,6 +406,9 @@ case "${1:-}" in
         tf32) stage_tf32 ;;
         plan) stage_plan ;;
         decode) stage_decode ;;
+        decode-data) stage_decode_data ;;
+        decode-train) stage_decode_train ;;
+        layers-amp) stage_layers_amp ;;
         train-fp32) stage_train_fp32 ;;
         train-amp) stage_train_amp ;;
         *) usage ;;
