@@ -313,7 +313,8 @@ stage_decode_data() {
   local bin=$BUNDLE/sdp-train data=$OUT/../decode-jpegs
   decode_jpegs
   local job=("${decode_job[@]}")
-  step bench-data-decode-gpu "$bin" bench data "${job[@]}" --set data.decode=gpu --workers 1,2 --batches 30
+  step bench-data-decode-gpu "$bin" bench data "${job[@]}" --set data.decode=gpu --set data.normalize_on=cpu \
+    --workers 1,2 --batches 30
   # data.normalize_on: gpu: the kernel writes the batch; the threads only read and parse (f32
   # NCHW, and f16 NHWC as a 16-bit channels_last model loads it).
   step bench-data-decode-gpu-normalized "$bin" bench data "${job[@]}" --set data.decode=gpu --set data.normalize_on=gpu \
@@ -348,7 +349,7 @@ stage_decode_train() {
                --set train.log_every=1 --set train.eval_every_epochs=0 --set checkpoint.every_steps=0
                --set output.metrics=)
   peak_memory train-resnet50-jpeg-gpu-decode "$bin" "${job[@]}" "${train[@]}" --set data.decode=gpu \
-    --set data.batch_type=compute --set train.loss_read=step_end --set model.memory_plan=shared \
+    --set data.normalize_on=cpu --set data.batch_type=compute --set train.loss_read=step_end --set model.memory_plan=shared \
     --set checkpoint.dir="$OUT/ck-jg" --set output.model_dir="$OUT/m-jg"
   peak_memory train-resnet50-jpeg-gpu-decode-normalized "$bin" "${job[@]}" "${train[@]}" --set data.decode=gpu \
     --set data.normalize_on=gpu --set checkpoint.dir="$OUT/ck-jn" --set output.model_dir="$OUT/m-jn"

@@ -33,10 +33,9 @@ std::string describe_decode(const JobSpec& spec, const Device& device, int compu
   const NvjpegStatus& nvjpeg = nvjpeg_status();
   const int readers = loader_workers(data, compute_threads, /*gpu_decode=*/true);
   const std::string normalize =
-      data.normalize_on == "gpu"    ? "; the decoder's kernel writes the batch's normalised values (data.normalize_on)"
-      : data.normalize_on == "auto" ? "; they normalise the crops into the batch (auto: data.normalize_on: gpu, the "
-                                      "decoder's kernel writing them, awaits a GPU run's check)"
-                                    : "; they normalise the crops into the batch (data.normalize_on)";
+      data.normalize_on == "cpu" ? "; they normalise the crops into the batch (data.normalize_on)"
+                                 : "; the decoder's kernel writes the batch's normalised values (data.normalize_on" +
+                                       std::string(data.normalize_on == "auto" ? ": auto)" : ")");
   const std::string gpu = "nvJPEG " + nvjpeg.version + " on " + device.str() +
                           " (the hardware decoder where the GPU has one; what it refuses is decoded on the CPU); " +
                           std::to_string(readers) + " loader thread(s) read and parse" +

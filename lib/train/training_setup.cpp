@@ -133,7 +133,7 @@ bool decodes_on_gpu(const JobSpec& spec, const Device& device) {
 }
 
 bool normalizes_on_gpu(const JobSpec& spec, const Device& device) {
-  return spec.data.normalize_on == "gpu" && decodes_on_gpu(spec, device);  // auto: cpu until checked on a GPU
+  return spec.data.normalize_on != "cpu" && decodes_on_gpu(spec, device);
 }
 
 bool uses_memory_plan(const JobSpec& spec, const Device&) {

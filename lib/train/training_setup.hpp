@@ -52,8 +52,8 @@ std::string describe_memory_format(const JobSpec& spec, const Device& device);
 // Whether encoded images are decoded by nvJPEG on `device` (data.decode: gpu; auto where the
 // rank computes on a GPU and nvJPEG loads; checked on an H100, 2026-11-26).
 bool decodes_on_gpu(const JobSpec& spec, const Device& device);
-// Whether nvJPEG's kernel writes the batch's normalised values (data.normalize_on: gpu, with
-// GPU decoding); auto normalises on the loader's threads until a GPU run has checked gpu.
+// Whether nvJPEG's kernel writes the batch's normalised values (data.normalize_on: gpu, and
+// auto, wherever the JPEGs decode on the GPU; checked on an H100, 2026-11-27).
 bool normalizes_on_gpu(const JobSpec& spec, const Device& device);
 // Whether a training step's buffers share one arena (model.memory_plan: shared, and auto on
 // both devices: on a GPU the same bits as per_layer in under half the memory, H100 2026-11-26).

@@ -332,8 +332,10 @@ TEST(Tf32VsCpu, TinyResNetLossAndGradients) {
 }
 
 // The f32 NHWC path (model.memory_format: channels_last in fp32 or tf32): the tiny ResNet and
-// the bottleneck model against the CPU, to f32 rounding without TF32 and to TF32's (10-bit
-// mantissa products, as f16's) with it.
+// the bottleneck model against the CPU, to f32 rounding without TF32 (H100, 2026-11-27: whole
+// gradients 5e-7 and 8e-7 off) and to TF32's with it: its products round their operands to 10
+// mantissa bits, as f16 does, and the NHWC kernels take TF32 even on the tiny model's shapes
+// (0.054 whole, 0.19 a BatchNorm bias's worst; NCHW's heuristics keep f32 there, 0.0003).
 TEST(Tf32VsCpu, ChannelsLastInF32AndTf32) {
   SKIP_WITHOUT_GPU();
   for (bool tf32 : {false, true}) {
@@ -343,8 +345,8 @@ TEST(Tf32VsCpu, ChannelsLastInF32AndTf32) {
       if (d.is_cuda()) m->set_compute_rules(rules);
       return m;
     };
-    const double whole = tf32 ? model_tolerance(DType::kF16) : 1e-3;
-    const double param = tf32 ? param_tolerance(DType::kF16) : 1e-2;
+    const double whole = tf32 ? 0.1 : 1e-3;
+    const double param = tf32 ? param_tolerance(DType::kBF16) : 1e-2;
     compare_amp_model(
         DType::kF32, [&](Device d) { return with_rules(tiny_resnet(d), d); }, true, {3, 8, 8}, 5, whole, param);
     compare_amp_model(

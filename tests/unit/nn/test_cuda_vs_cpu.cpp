@@ -105,8 +105,9 @@ TEST(CudaVsCpu, F32NativeNhwcLayers) {
                                          BatchNorm2dOptions{8, 1e-5f, 0.1f, true});
   compare_native_nhwc_layer<BatchNorm2d>("bn inference nhwc f32", {4, 8, 3, 3}, false, kF32,
                                          testing::random_vector(288, 36), BatchNorm2dOptions{8, 1e-5f, 0.1f, true});
-  // C = 8: 4 channels a thread; C = 6: one.
-  compare_native_nhwc_layer<Pool2d>("max 3/2/1 nhwc f32 C8", {2, 8, 9, 9}, true, kExact, spread(1296, 37),
+  // C = 8: 4 channels a thread; C = 6: one. Overlapping windows: an input's gradients from
+  // several windows are summed in another order by oneDNN (1 ulp apart on an H100).
+  compare_native_nhwc_layer<Pool2d>("max 3/2/1 nhwc f32 C8", {2, 8, 9, 9}, true, kF32, spread(1296, 37),
                                     max_pool(3, 2, 1));
   compare_native_nhwc_layer<Pool2d>("max 2/2 relu nhwc f32 C6", {2, 6, 6, 6}, true, kExact, spread(432, 38),
                                     max_pool(2, 2, 0, true));

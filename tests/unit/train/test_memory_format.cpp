@@ -126,6 +126,25 @@ TEST(Decode, GpuUnderAutoWhereAGpuAndNvjpegAre) {
   EXPECT_FALSE(decodes_on_gpu(synthetic, gpu)) << "no JPEGs";
 }
 
+// data.normalize_on: auto normalises in nvJPEG's kernel wherever the JPEGs decode on the GPU
+// (checked on an H100, 2026-11-27); cpu keeps the threads' way, and nothing normalises on a GPU
+// that does not decode there.
+TEST(NormalizeOn, GpuUnderAutoWhereTheGpuDecodes) {
+  const Device gpu = Device::cuda(0), cpu = Device::cpu();
+  JobSpec spec;
+  spec.data.format = DataFormat::kImageFolder;
+  spec.data.decode = DecodeChoice::kGpu;
+  EXPECT_EQ(spec.data.normalize_on, "auto");
+  EXPECT_TRUE(normalizes_on_gpu(spec, gpu));
+  spec.data.normalize_on = "cpu";
+  EXPECT_FALSE(normalizes_on_gpu(spec, gpu)) << "the key still selects the threads";
+  spec.data.normalize_on = "auto";
+  spec.data.decode = DecodeChoice::kCpu;
+  EXPECT_FALSE(normalizes_on_gpu(spec, gpu));
+  spec.data.decode = DecodeChoice::kAuto;
+  EXPECT_FALSE(normalizes_on_gpu(spec, cpu));
+}
+
 // precision: tf32 and the train.* algorithm keys as the GPU layers get them, and the plan's line.
 TEST(ComputeRules, FromTheJobSpec) {
   JobSpec spec;
