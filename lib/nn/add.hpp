@@ -27,6 +27,17 @@ class Add {
   virtual TensorDesc configure(const TensorDesc& a, const TensorDesc& b,
                                AddOutput output = AddOutput::kActivation) = 0;
   virtual const TensorRef& forward(const TensorRef& a, const TensorRef& b) = 0;
+
+  // Folding a residual block's ReLU into the pass over memory the sum makes anyway (one pass
+  // where two ran), bit for bit what the separate ReLU gives. Devices whose Add cannot keep
+  // the defaults (false), and the block runs its ReLU.
+  // forward writes relu(a + b) from the next configure on; returns whether it will.
+  virtual bool set_relu_fused(bool /*fused*/) { return false; }
+  // A gradient sum gated by a ReLU's derivative: (a + b) where `relu_output` > 0, else 0
+  // (kGradient: the sum of a block's input gradients, gated by the ReLU that produced its
+  // input). Only where gates_by_relu_output().
+  virtual bool gates_by_relu_output() const { return false; }
+  virtual const TensorRef& forward_gated(const TensorRef& a, const TensorRef& b, const TensorRef& relu_output);
   // Gradient w.r.t. a (in a's layout) and w.r.t. b (in b's layout).
   const TensorRef& backward_a(const TensorRef& diff_dst) const { return diff_dst; }
   virtual const TensorRef& backward_b(const TensorRef& diff_dst) = 0;

@@ -11,34 +11,64 @@
 namespace sdp::nn {
 
 namespace {
+// What a sum kernel writes: the sum; relu(sum), a residual block's output (ReLUCuda's forward
+// on the rounded sum); or the sum gated by a ReLU's output (ReLUCuda's backward on it). Each is
+// the separate kernels' result bit for bit.
+enum class SumOp { kPlain, kRelu, kGated };
+
+template <SumOp op, class T>
+__device__ __forceinline__ T sum_of(T a, T b, T gate) {
+  T t = cuda::store_as<T>(residual_add(cuda::load_f32(a), cuda::load_f32(b)));
+  if constexpr (op == SumOp::kRelu) t = cuda::store_as<T>(relu_forward(cuda::load_f32(t)));
+  if constexpr (op == SumOp::kGated)
+    t = cuda::store_as<T>(relu_backward_from_output(cuda::load_f32(gate), cuda::load_f32(t)));
+  return t;
+}
+
 // y may be a (in place): each element is read before it is written by the same thread.
-template <class T>
-__global__ void add_kernel(const T* a, const T* b, T* y, int64_t n) {
+template <SumOp op, class T>
+__global__ void add_kernel(const T* a, const T* b, const T* gate, T* y, int64_t n) {
   SDP_GRID_STRIDE(i, n)
-    y[i] = cuda::store_as<T>(residual_add(cuda::load_f32(a[i]), cuda::load_f32(b[i])));
+  y[i] = sum_of<op>(a[i], b[i], op == SumOp::kGated ? gate[i] : T{});
 }
 
 // The same sum, 16 bytes of each operand a thread (8 16-bit values, or 4 f32): one load
 // instruction where add_kernel issues 8, which is what keeps a 16-bit sum from the memory's
 // speed. Operands 16-byte aligned; `vectors` = n / V, the tail is add_kernel's.
-template <class T>
-__global__ void add_vector_kernel(const T* a, const T* b, T* y, int64_t vectors) {
+template <SumOp op, class T>
+__global__ void add_vector_kernel(const T* a, const T* b, const T* gate, T* y, int64_t vectors) {
   constexpr int V = static_cast<int>(16 / sizeof(T));
   SDP_GRID_STRIDE(v, vectors) {
     const uint4 ra = reinterpret_cast<const uint4*>(a)[v];
     const uint4 rb = reinterpret_cast<const uint4*>(b)[v];
+    uint4 rg{};
+    if constexpr (op == SumOp::kGated) rg = reinterpret_cast<const uint4*>(gate)[v];
     uint4 ry;
     const T* ea = reinterpret_cast<const T*>(&ra);
     const T* eb = reinterpret_cast<const T*>(&rb);
+    const T* eg = reinterpret_cast<const T*>(&rg);
     T* ey = reinterpret_cast<T*>(&ry);
 #pragma unroll
-    for (int k = 0; k < V; ++k) ey[k] = cuda::store_as<T>(residual_add(cuda::load_f32(ea[k]), cuda::load_f32(eb[k])));
+    for (int k = 0; k < V; ++k) ey[k] = sum_of<op>(ea[k], eb[k], eg[k]);
     reinterpret_cast<uint4*>(y)[v] = ry;
   }
 }
 
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <SumOp op, class T>
+void launch_sum(const T* a, const T* b, const T* gate, T* y, int64_t n, cudaStream_t stream) {
+  int64_t done = 0;
+  if (aligned16(a) && aligned16(b) && aligned16(y) && (op != SumOp::kGated || aligned16(gate))) {
+    constexpr int64_t V = 16 / sizeof(T);
+    const int64_t vectors = n / V;
+    if (vectors > 0)
+      add_vector_kernel<op, T><<<cuda::grid_for(vectors), cuda::kThreads, 0, stream>>>(a, b, gate, y, vectors);
+    done = vectors * V;
+  }
+  if (done < n)
+    add_kernel<op, T><<<cuda::grid_for(n - done), cuda::kThreads, 0, stream>>>(
+        a + done, b + done, op == SumOp::kGated ? gate + done : nullptr, y + done, n - done);
 }
 }  // namespace
 
@@ -61,24 +91,31 @@ TensorDesc AddCuda::configure(const TensorDesc& a, const TensorDesc& b, AddOutpu
 
 const TensorRef& AddCuda::forward(const TensorRef& a, const TensorRef& b) {
   const TensorRef& b_as_a = b_to_a_.convert(ctx_, b);
+  return sum(a, b_as_a, nullptr);
+}
+
+const TensorRef& AddCuda::forward_gated(const TensorRef& a, const TensorRef& b, const TensorRef& relu_output) {
+  if (output_ != AddOutput::kGradient || relu_output.desc != a.desc)
+    throw std::logic_error("Add: a gated sum is a gradient sum gated by a tensor of its own layout");
+  const TensorRef& b_as_a = b_to_a_.convert(ctx_, b);
+  return sum(a, b_as_a, relu_output.data);
+}
+
+const TensorRef& AddCuda::sum(const TensorRef& a, const TensorRef& b, const void* gate) {
   out_.data = output_ == AddOutput::kInPlace ? a.data : dst_.get();
   const int64_t n = a.desc.numel();
   cudaStream_t stream = cuda::stream_of(ctx_);
   cuda::with_storage_type(a.desc.dtype, [&](auto tag) {
     using T = cuda::storage_t<decltype(tag)>;
     const T* pa = a.as<const T>();
-    const T* pb = b_as_a.as<const T>();
+    const T* pb = b.as<const T>();
     T* py = out_.as<T>();
-    int64_t done = 0;
-    if (aligned16(pa) && aligned16(pb) && aligned16(py)) {
-      constexpr int64_t V = 16 / sizeof(T);
-      const int64_t vectors = n / V;
-      if (vectors > 0)
-        add_vector_kernel<T><<<cuda::grid_for(vectors), cuda::kThreads, 0, stream>>>(pa, pb, py, vectors);
-      done = vectors * V;
-    }
-    if (done < n)
-      add_kernel<T><<<cuda::grid_for(n - done), cuda::kThreads, 0, stream>>>(pa + done, pb + done, py + done, n - done);
+    if (gate != nullptr)
+      launch_sum<SumOp::kGated>(pa, pb, static_cast<const T*>(gate), py, n, stream);
+    else if (relu_fused_ && output_ != AddOutput::kGradient)
+      launch_sum<SumOp::kRelu>(pa, pb, static_cast<const T*>(nullptr), py, n, stream);
+    else
+      launch_sum<SumOp::kPlain>(pa, pb, static_cast<const T*>(nullptr), py, n, stream);
   });
   cuda::check_launch("add_kernel");
   return out_;

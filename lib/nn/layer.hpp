@@ -76,6 +76,18 @@ class Layer {
   bool needs_input_grad() const { return needs_input_grad_; }
   virtual void set_needs_input_grad(bool value) { needs_input_grad_ = value; }
 
+  // A ReLU's derivative moved across a layer boundary (Model::configure pairs neighbours):
+  // when a layer's output is its own last ReLU's, the next layer may multiply the gradient it
+  // returns by ReLU'(its input) inside a pass it makes anyway (a residual block's gradient
+  // sum), and the first then skips its ReLU's backward: one pass over memory less, the same
+  // bits. All false by default (the CPU's layers, and every layer but ResidualBlock).
+  // Whether forward's output is a ReLU's that backward would apply first.
+  virtual bool ends_in_relu() const { return false; }
+  // Asks backward to return its input gradient gated by ReLU'(input); returns whether it will.
+  virtual bool set_input_grad_relu_gated(bool /*gated*/) { return false; }
+  // The output gradient arrives gated already (the next layer took the ReLU's derivative).
+  virtual void set_output_grad_relu_gated(bool /*gated*/) {}
+
  protected:
   Param& add_parameter(const std::string& suffix, const Shape& shape, bool weight_decay);
   Buffer& add_buffer(const std::string& suffix, const Shape& shape);

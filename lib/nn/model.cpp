@@ -99,6 +99,12 @@ void Model::configure(int64_t batch, bool training) {
   TensorDesc desc = input_.desc;
   for (auto& layer : layers_) desc = layer->configure(desc, training);
   loss_->configure(desc, num_classes_);
+  // A layer ending in a ReLU hands its derivative to the next layer where that one can apply
+  // it in a pass of its own (Layer::set_input_grad_relu_gated): before the plan, which follows
+  // the backward both then take.
+  for (std::size_t k = 0; training && k + 1 < layers_.size(); ++k)
+    if (layers_[k]->ends_in_relu() && layers_[k + 1]->set_input_grad_relu_gated(true))
+      layers_[k]->set_output_grad_relu_gated(true);
   if (training && plan_enabled_) {
     // The walk forward() takes (the input is the model's own staged copy), the loss reading
     // the logits in its forward and, conservatively, its backward; then the walk backward()

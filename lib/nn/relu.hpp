@@ -14,6 +14,10 @@ class ReLU : public Layer {
   // In place: forward overwrites its input (backward needs only the output). For an input
   // that nobody reads after this layer; takes effect at the next configure.
   void set_in_place(bool in_place) { in_place_ = in_place; }
+  // In place, the ReLU already applied to `src` by its producer (Add::set_relu_fused): takes
+  // src as this layer's output, for backward, without a pass of its own. Layers that keep
+  // more than their output run forward (the default).
+  virtual const TensorRef& forward_applied(const TensorRef& src) { return run_forward(src); }
 
  protected:
   ReLU(Context& ctx, std::string name) : Layer(ctx, std::move(name)) {}

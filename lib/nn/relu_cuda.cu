@@ -109,6 +109,12 @@ const TensorRef& ReLUCuda::forward(const TensorRef& src) {
   return out_;
 }
 
+const TensorRef& ReLUCuda::forward_applied(const TensorRef& src) {
+  if (!configured_in_place_) return run_forward(src);
+  out_.data = src.data;  // what forward in place would leave: backward reads only this
+  return out_;
+}
+
 const TensorRef& ReLUCuda::backward(const TensorRef& diff_dst) {
   if (!needs_input_grad_) return none_;
   if (!training_) throw std::logic_error("ReLU " + name_ + ": backward without a training configure");

@@ -15,6 +15,7 @@ class ReLUCuda final : public ReLU {
 
   TensorDesc configure(const TensorDesc& src, bool training) override;
   const TensorRef& forward(const TensorRef& src) override;
+  const TensorRef& forward_applied(const TensorRef& src) override;
   const TensorRef& backward(const TensorRef& diff_dst) override;
   // Reads diff_dst; the input gradient is this layer's own buffer (nullptr to the plan).
   GradientPlan::Buffer* plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) override;

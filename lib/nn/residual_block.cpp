@@ -37,6 +37,7 @@ bool ResidualBlock::has_parameters() const {
 }
 
 TensorDesc ResidualBlock::configure(const TensorDesc& src, bool training) {
+  input_grad_gated_ = output_grad_gated_ = false;  // the model pairs blocks after configuring them
   TensorDesc branch = src, shortcut = src;
   for (auto& l : branch_) branch = l->configure(branch, training);
   for (auto& l : shortcut_) shortcut = l->configure(shortcut, training);
@@ -52,6 +53,7 @@ TensorDesc ResidualBlock::configure(const TensorDesc& src, bool training) {
   // does not), which saves two activations per block.
   const bool in_place = !branch_.empty() && !branch_.back()->backward_reads_output();
   relu_->set_in_place(true);
+  relu_fused_ = add_->set_relu_fused(true);
   const TensorDesc sum =
       add_->configure(branch, shortcut, in_place ? AddOutput::kInPlace : AddOutput::kActivation);
   const TensorDesc out = relu_->configure(sum, training);
@@ -59,7 +61,13 @@ TensorDesc ResidualBlock::configure(const TensorDesc& src, bool training) {
   return out;
 }
 
+bool ResidualBlock::set_input_grad_relu_gated(bool gated) {
+  input_grad_gated_ = gated && needs_input_grad_ && sum_grads_->gates_by_relu_output();
+  return input_grad_gated_;
+}
+
 const TensorRef& ResidualBlock::forward(const TensorRef& src) {
+  input_ = src;
   if (fused_ != nullptr) return forward_fused(src);
   const TensorRef* b = &src;
   for (auto& l : branch_) b = &l->run_forward(*b);
@@ -67,20 +75,19 @@ const TensorRef& ResidualBlock::forward(const TensorRef& src) {
   for (auto& l : shortcut_) s = &l->run_forward(*s);
   const TensorRef& sum = timed(ctx_.profile, add_.get(), add_name_, "add", Pass::kForward,
                                [&]() -> const TensorRef& { return add_->forward(*b, *s); });
-  return relu_->run_forward(sum);
+  return relu_fused_ ? relu_->forward_applied(sum) : relu_->run_forward(sum);
 }
 
 const TensorRef& ResidualBlock::backward(const TensorRef& diff_dst) {
   if (fused_ != nullptr) return backward_fused(diff_dst);
-  const TensorRef& d_sum = relu_->run_backward(diff_dst);
+  const TensorRef& d_sum = output_grad_gated_ ? diff_dst : relu_->run_backward(diff_dst);
   const TensorRef* ds = &timed(ctx_.profile, add_.get(), add_name_, "add", Pass::kBackward,
                                [&]() -> const TensorRef& { return add_->backward_b(d_sum); });
   for (auto it = shortcut_.rbegin(); it != shortcut_.rend(); ++it) ds = &(*it)->run_backward(*ds);
   const TensorRef* db = &add_->backward_a(d_sum);
   for (auto it = branch_.rbegin(); it != branch_.rend(); ++it) db = &(*it)->run_backward(*db);
   if (!needs_input_grad_) return empty_;
-  return timed(ctx_.profile, sum_grads_.get(), sum_grads_name_, "add", Pass::kBackward,
-               [&]() -> const TensorRef& { return sum_grads_->forward(*db, *ds); });
+  return sum_input_grads(*db, *ds);
 }
 
 // The shortcut runs first: its output is the sum's other term, which the last BatchNorm adds.
@@ -102,12 +109,25 @@ const TensorRef& ResidualBlock::backward_fused(const TensorRef& diff_dst) {
   fused_->report_grads_ready();
   for (auto it = std::next(branch_.rbegin()); it != branch_.rend(); ++it) db = &(*it)->run_backward(*db);
   if (!needs_input_grad_) return empty_;
-  return timed(ctx_.profile, sum_grads_.get(), sum_grads_name_, "add", Pass::kBackward,
-               [&]() -> const TensorRef& { return sum_grads_->forward(*db, *ds); });
+  return sum_input_grads(*db, *ds);
+}
+
+const TensorRef& ResidualBlock::sum_input_grads(const TensorRef& db, const TensorRef& ds) {
+  return timed(ctx_.profile, sum_grads_.get(), sum_grads_name_, "add", Pass::kBackward, [&]() -> const TensorRef& {
+    return input_grad_gated_ ? sum_grads_->forward_gated(db, ds, input_) : sum_grads_->forward(db, ds);
+  });
+}
+
+// The sum, reading the block's input too when gated (which keeps it alive until then).
+GradientPlan::Buffer* ResidualBlock::plan_sum_input_grads(GradientPlan& plan, GradientPlan::Buffer* db,
+                                                          GradientPlan::Buffer* ds) {
+  if (input_grad_gated_) plan.read(planned_input_);
+  return sum_grads_->plan_forward(plan, db, ds);
 }
 
 // Exactly forward()'s (or forward_fused's) sequence.
 GradientPlan::Buffer* ResidualBlock::plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) {
+  planned_input_ = src;
   if (fused_ != nullptr) {  // the shortcut first: its output is the fused BatchNorm's z
     GradientPlan::Buffer* s = src;
     for (auto& l : shortcut_) s = l->plan_forward(plan, s);
@@ -134,16 +154,16 @@ GradientPlan::Buffer* ResidualBlock::plan_backward(GradientPlan& plan,
     for (auto it = shortcut_.rbegin(); it != shortcut_.rend(); ++it) ds = (*it)->plan_backward(plan, ds);
     for (auto it = std::next(branch_.rbegin()); it != branch_.rend(); ++it) db = (*it)->plan_backward(plan, db);
     if (!needs_input_grad_) return nullptr;
-    return sum_grads_->plan_forward(plan, db, ds);
+    return plan_sum_input_grads(plan, db, ds);
   }
-  GradientPlan::Buffer* d_sum = relu_->plan_backward(plan, diff_dst);
+  GradientPlan::Buffer* d_sum = output_grad_gated_ ? diff_dst : relu_->plan_backward(plan, diff_dst);
   GradientPlan::Buffer* ds = add_->plan_backward_b(plan, d_sum);
   for (auto it = shortcut_.rbegin(); it != shortcut_.rend(); ++it)
     ds = (*it)->plan_backward(plan, ds);
   GradientPlan::Buffer* db = d_sum;  // backward_a hands diff_dst through
   for (auto it = branch_.rbegin(); it != branch_.rend(); ++it) db = (*it)->plan_backward(plan, db);
   if (!needs_input_grad_) return nullptr;
-  return sum_grads_->plan_forward(plan, db, ds);
+  return plan_sum_input_grads(plan, db, ds);
 }
 
 namespace {

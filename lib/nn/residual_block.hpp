@@ -6,7 +6,10 @@
 // When the branch ends in a BatchNorm2d that can fuse the sum and the ReLU
 // (BatchNorm2d::fuse_residual_add_relu: cuDNN on NHWC 16-bit), the block runs the shortcut
 // first and hands its output to that BatchNorm, and has no Add or ReLU of its own to run;
-// backward still reports the shortcut's gradients before the branch's. (Having the branch's
+// backward still reports the shortcut's gradients before the branch's. Otherwise, where the
+// device's Add can, the sum writes relu(sum) in its one pass (Add::set_relu_fused), and the
+// sum of the input gradients applies the ReLU derivative of the block before, whose own ReLU
+// backward is then skipped (Layer::set_input_grad_relu_gated; Model::configure pairs them). (Having the branch's
 // first convolution add its input gradient into the shortcut's, cuDNN's beta = 1, instead of
 // the block's sum was measured slower on an H100: +6.1 ms of convolution for -4.1 ms of sums.)
 //
@@ -54,6 +57,11 @@ class ResidualBlock : public Layer {
   void init_parameters(std::mt19937_64& rng) override;
   void set_needs_input_grad(bool value) override;
   bool has_parameters() const override;
+  // Unfused blocks end in their ReLU; the gradient sum at the input takes the ReLU gate of the
+  // block before (Layer::set_input_grad_relu_gated) where the device's Add can.
+  bool ends_in_relu() const override { return fused_ == nullptr; }
+  bool set_input_grad_relu_gated(bool gated) override;
+  void set_output_grad_relu_gated(bool gated) override { output_grad_gated_ = gated; }
 
  private:
   template <typename L, typename... Args>
@@ -67,12 +75,20 @@ class ResidualBlock : public Layer {
 
   const TensorRef& forward_fused(const TensorRef& src);
   const TensorRef& backward_fused(const TensorRef& diff_dst);
+  // d(x) = d(branch input) + d(shortcut input), gated by ReLU'(x) when asked.
+  const TensorRef& sum_input_grads(const TensorRef& db, const TensorRef& ds);
+  GradientPlan::Buffer* plan_sum_input_grads(GradientPlan& plan, GradientPlan::Buffer* db, GradientPlan::Buffer* ds);
 
   std::vector<std::unique_ptr<Layer>> branch_, shortcut_;  // empty shortcut: identity
   BatchNorm2d* fused_ = nullptr;  // the branch's last layer when it fuses the sum and ReLU
   std::unique_ptr<Add> add_;
   std::unique_ptr<ReLU> relu_;
   std::unique_ptr<Add> sum_grads_;  // d(x) = d(branch input) + d(shortcut input)
+  bool relu_fused_ = false;         // the sum writes relu(sum) (Add::set_relu_fused)
+  bool input_grad_gated_ = false;   // d(x) gated by ReLU'(x): x is the last block's ReLU output
+  bool output_grad_gated_ = false;  // the next block gated our output's gradient: no ReLU backward
+  TensorRef input_;                 // x of the last forward (the gate)
+  GradientPlan::Buffer* planned_input_ = nullptr;
   std::string add_name_, sum_grads_name_;  // the adds' names in a LayerProfile
   const TensorRef empty_;
 };
