@@ -19,9 +19,9 @@ struct ModelSpec {
   std::vector<int> hidden = {512, 512};  // mlp layer widths
   double dropout = 0.0;
   bool zero_init_residual = false;  // resnets only
-  // Activation layout on a GPU: channels_last (NHWC end to end; in f16 BatchNorm fused in
-  // cuDNN), nchw (the plain layout, as before), auto (channels_last under 16-bit compute, nchw
-  // in fp32 and tf32; the CPU computes in oneDNN's layouts; training_setup.hpp: uses_channels_last).
+  // Activation layout on a GPU: channels_last (NHWC end to end, BatchNorm fused in cuDNN), nchw
+  // (the plain layout, as before), auto (channels_last under 16-bit compute and tf32, nchw in
+  // fp32; the CPU computes in oneDNN's layouts; training_setup.hpp: uses_channels_last).
   std::string memory_format = "auto";
   // Where a training step's buffers live: shared (one arena, each buffer reused once its last
   // reader has run: nn/gradient_plan.hpp; backward's buffers on the CPU, the layers' outputs

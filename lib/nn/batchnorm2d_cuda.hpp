@@ -8,7 +8,8 @@
 //    (ResidualBlock's in-place sum).
 //  * Native channels_last (Context::channels_last, NHWC input): cuDNN's
 //    cudnnBatchNormalizationForwardTrainingEx / BackwardEx in CUDNN_BATCHNORM_SPATIAL_PERSISTENT
-//    mode, the ReLU fused (CUDNN_BATCHNORM_OPS_BN_ACTIVATION) and, at the end of a residual
+//    mode (any dtype cuDNN takes: f16, and on cuDNN 9.19 bf16 and f32 too), the ReLU fused
+//    (CUDNN_BATCHNORM_OPS_BN_ACTIVATION) and, at the end of a residual
 //    block, the shortcut's sum too (CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION): one pass over the
 //    activations where three ran. Its fused backward reads the output (the ReLU's gate), so
 //    backward_reads_output() is true then. Which mode and operation a layer runs is what

@@ -97,27 +97,28 @@ std::string describe_compute_rules(const JobSpec& spec, const Device& device) {
          ", workspace <= " + std::to_string(spec.train.cudnn_workspace_mb) + " MB";
 }
 
-// 16 bits: channels_last unless the key says nchw. fp32 and tf32: only when the key asks
-// (opt-in until a GPU run has checked the f32 NHWC path).
+// 16 bits and tf32: channels_last unless the key says nchw (an H100 checked tf32's, 2026-11-27:
+// 1.21x PyTorch channels_last). fp32 without TF32: only when the key asks (cuDNN's f32 NHWC
+// convolutions ran 4x slower than NCHW there).
 bool uses_channels_last(const JobSpec& spec, const Device& device) {
   if (!device.is_cuda()) return false;
-  if (is_mixed_precision(spec.precision)) return spec.model.memory_format != "nchw";
-  return spec.model.memory_format == "channels_last";
+  if (spec.precision == Precision::kFp32) return spec.model.memory_format == "channels_last";
+  return spec.model.memory_format != "nchw";
 }
 
 std::string describe_memory_format(const JobSpec& spec, const Device& device) {
   if (!device.is_cuda()) return "oneDNN's own layouts (CPU)";
   const std::string key = spec.model.memory_format == "auto" ? " (auto)" : "";
   if (uses_channels_last(spec, device))
-    return "channels_last" + key +
-           (spec.precision == Precision::kAmpFp16
-                ? ": NHWC end to end, BatchNorm fused with its ReLU and the residual sum (cuDNN)"
-                : ": NHWC end to end on tensor-core kernels, BatchNorm and ReLU apart (cuDNN fuses them in f16 only)");
-  return "nchw" + key + (!is_mixed_precision(spec.precision)
-                             ? ": " + to_string(spec.precision) +
-                                   " computes NCHW; model.memory_format: channels_last is its NHWC path (opt-in)"
-                             : std::string(": NCHW, BatchNorm and ReLU apart; model.memory_format: channels_last "
-                                           "is the fused NHWC path"));
+    return "channels_last" + key + ": NHWC end to end, BatchNorm fused with its ReLU and the residual sum (cuDNN)" +
+           (spec.precision == Precision::kFp32 ? "; f32 convolutions without TF32 run slower NHWC than NCHW"
+                                               : std::string());
+  return "nchw" + key +
+         (spec.precision == Precision::kFp32
+              ? ": fp32 computes NCHW (cuDNN's f32 NHWC convolutions are slower without TF32); "
+                "model.memory_format: channels_last takes NHWC"
+              : std::string(": NCHW, the residual sum and ReLU in one pass; model.memory_format: channels_last is "
+                            "the fused NHWC path"));
 }
 
 bool decodes_on_gpu(const JobSpec& spec, const Device& device) {

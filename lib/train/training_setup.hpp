@@ -40,8 +40,8 @@ OptimizerOptions optimizer_options(const OptimizerSpec& optimizer);
 // The activations' dtype of `precision`: f32, or f16 / bf16 under mixed precision.
 DType compute_dtype(Precision precision);
 // Whether the model computes channels_last end to end (model.memory_format) on `device`: a GPU
-// in 16 bits, unless the key says nchw (auto and channels_last both take it); a GPU in fp32 or
-// tf32 when the key says channels_last.
+// in 16 bits or tf32, unless the key says nchw (auto and channels_last both take it); a GPU in
+// fp32 when the key says channels_last.
 bool uses_channels_last(const JobSpec& spec, const Device& device);
 // The GPU layers' math and algorithm rules of the job (precision: tf32, train.deterministic,
 // train.conv_algorithms, train.cudnn_workspace_mb), and the plan's line for them.

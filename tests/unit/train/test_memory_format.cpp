@@ -25,10 +25,11 @@ TEST(MemoryFormat, ChannelsLastOnAGpuIn16BitsOrWhenAsked) {
   EXPECT_TRUE(uses_channels_last(job(Precision::kAmpFp16, "auto"), gpu)) << "the default for 16-bit on a GPU";
   EXPECT_TRUE(uses_channels_last(job(Precision::kAmpBf16, "auto"), gpu));
   EXPECT_FALSE(uses_channels_last(job(Precision::kAmpFp16, "nchw"), gpu)) << "the key still selects the old path";
-  EXPECT_FALSE(uses_channels_last(job(Precision::kFp32, "auto"), gpu)) << "f32 NHWC is opt-in";
+  EXPECT_FALSE(uses_channels_last(job(Precision::kFp32, "auto"), gpu)) << "f32 NHWC without TF32 is slower";
   EXPECT_TRUE(uses_channels_last(job(Precision::kFp32, "channels_last"), gpu));
   EXPECT_TRUE(uses_channels_last(job(Precision::kTf32, "channels_last"), gpu));
-  EXPECT_FALSE(uses_channels_last(job(Precision::kTf32, "auto"), gpu));
+  EXPECT_TRUE(uses_channels_last(job(Precision::kTf32, "auto"), gpu)) << "tf32's default since an H100 checked it";
+  EXPECT_FALSE(uses_channels_last(job(Precision::kTf32, "nchw"), gpu));
   EXPECT_FALSE(uses_channels_last(job(Precision::kAmpFp16, "channels_last"), cpu));
 }
 
@@ -38,11 +39,9 @@ TEST(MemoryFormat, ThePlanSaysWhichLayoutAndWhy) {
   EXPECT_EQ(describe_memory_format(job(Precision::kAmpFp16, "nchw"), gpu).rfind("nchw: NCHW", 0), 0u);
   EXPECT_EQ(describe_memory_format(job(Precision::kAmpBf16, "auto"), gpu).rfind("channels_last (auto): NHWC", 0), 0u);
   EXPECT_EQ(describe_memory_format(job(Precision::kFp32, "auto"), gpu),
-            "nchw (auto): fp32 computes NCHW; model.memory_format: channels_last is its NHWC path (opt-in)");
-  EXPECT_EQ(describe_memory_format(job(Precision::kTf32, "channels_last"), gpu).rfind("channels_last: NHWC end to end "
-                                                                                       "on tensor-core kernels",
-                                                                                       0),
-            0u);
+            "nchw (auto): fp32 computes NCHW (cuDNN's f32 NHWC convolutions are slower without TF32); "
+            "model.memory_format: channels_last takes NHWC");
+  EXPECT_EQ(describe_memory_format(job(Precision::kTf32, "auto"), gpu).rfind("channels_last (auto): NHWC", 0), 0u);
   EXPECT_EQ(describe_memory_format(job(Precision::kAmpFp16, "auto"), Device::cpu()), "oneDNN's own layouts (CPU)");
 }
 
@@ -163,15 +162,17 @@ TEST(ComputeRules, FromTheJobSpec) {
   EXPECT_TRUE(rules.measure_algorithms);
   EXPECT_EQ(rules.workspace_limit, std::size_t{64} << 20);
   EXPECT_EQ(compute_dtype(Precision::kTf32), DType::kF32) << "tf32 keeps f32 storage";
-  EXPECT_FALSE(uses_channels_last(spec, Device::cuda(0))) << "tf32 takes NHWC only when asked";
+  EXPECT_TRUE(uses_channels_last(spec, Device::cuda(0))) << "tf32 takes NHWC by default";
   EXPECT_EQ(describe_compute_rules(spec, Device::cuda(0)),
             "f32 storage on TF32 tensor cores (cuDNN, cuBLAS); convolution algorithms any (not bitwise repeatable), "
             "timed by cuDNN, workspace <= 64 MB");
   EXPECT_EQ(describe_compute_rules(JobSpec{}, Device::cuda(0)),
             "f32, no TF32; convolution algorithms deterministic only, ranked by cuDNN's heuristics, workspace <= 512 "
             "MB");
+  spec.model.memory_format = "nchw";
   EXPECT_EQ(describe_memory_format(spec, Device::cuda(0)),
-            "nchw (auto): tf32 computes NCHW; model.memory_format: channels_last is its NHWC path (opt-in)");
+            "nchw: NCHW, the residual sum and ReLU in one pass; model.memory_format: channels_last is the fused NHWC "
+            "path");
 }
 
 }  // namespace
