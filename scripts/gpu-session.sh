@@ -37,7 +37,8 @@
 #                 train.conv_algorithms' default
 #         train-amp-channels-last
 #                 ResNet-50 amp-fp16 channels_last against PyTorch channels_last, eager and
-#                 compiled (scripts/bench_train.py)
+#                 compiled (scripts/bench_train.py; torch.compile's warm-up alone took over 100 s:
+#                 give it STEP_TIMEOUT_S=300)
 #         tf32    the fp32 step's math and algorithm rules: ResNet-50's layers in TF32 (NCHW and NHWC),
 #                 and fp32 with any algorithm timed by cuDNN (NCHW and NHWC); then ResNet-50 in
 #                 TF32 NHWC against PyTorch with TF32

@@ -201,7 +201,7 @@ PY
 
 case_gpu_f32_channels_last_resume_bitwise() {
     # The f32 NHWC path (deterministic algorithms, no TF32) resumes bit for bit: ResNet-20 (pad
-    # shortcuts, BatchNorm and ReLU apart) stopped at step 15.
+    # shortcuts, BatchNorm fused where cuDNN takes f32) stopped at step 15.
     need_gpus 1
     resume_bitwise 0 --set device=cuda --set precision=fp32 --set model.memory_format=channels_last \
       --set model.name=resnet20 --set data.synthetic.channels=3 --set data.synthetic.height=16 \
