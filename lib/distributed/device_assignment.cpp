@@ -147,6 +147,7 @@ DeviceAssignment assign_device(DevicePreference preference, int threads, const W
                                              std::getenv("SLURM_CPUS_PER_TASK"), share);
   a.threads = choice.threads;
   a.threads_source = choice.source;
+  a.cpus = default_cpu_threads(share);
   return a;
 }
 

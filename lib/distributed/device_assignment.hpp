@@ -63,6 +63,7 @@ GpuChoice choose_gpu(int local_rank, const std::vector<std::vector<std::string>>
 struct DeviceAssignment {
   Device device;
   int threads = 1;
+  int cpus = 1;  // this rank's share of its machine's CPUs (default_cpu_threads)
   int gpus_on_node = 0;
   std::string threads_source;  // see ThreadChoice
 };

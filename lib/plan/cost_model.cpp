@@ -82,8 +82,13 @@ double allreduce_seconds(AllreduceKind algorithm, Compression compression, doubl
   return ring;
 }
 
+bool communication_overlaps_backward(bool gpu, int compute_threads, int rank_cpus) {
+  return gpu || rank_cpus > compute_threads;
+}
+
 StepPrediction predict_step(const ComputeProfile& compute, double bucket_mb,
-                            const std::function<double(double bytes)>& bucket_seconds, double fixed_s) {
+                            const std::function<double(double bytes)>& bucket_seconds, double fixed_s,
+                            bool overlap) {
   StepPrediction out;
   out.fixed_s = fixed_s;
   const std::vector<GradientBucket> buckets =
@@ -91,7 +96,7 @@ StepPrediction predict_step(const ComputeProfile& compute, double bucket_mb,
   out.buckets = static_cast<int>(buckets.size());
   double comm_end = 0;
   for (const GradientBucket& bucket : buckets) {
-    double ready = 0;
+    double ready = overlap ? 0 : compute.backward_s;
     for (int i = bucket.first_param; i <= bucket.last_param; ++i)
       ready = std::max(ready, compute.ready_s.at(static_cast<std::size_t>(i)));
     const double seconds = bucket_seconds(static_cast<double>(bucket.count * compute.element_size));

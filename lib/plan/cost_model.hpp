@@ -105,8 +105,18 @@ struct StepPrediction {
 // The reducer's schedule: bucket k (plan_buckets) is ready when its last parameter is; the
 // communication thread runs buckets one at a time in order, each starting at
 // max(its ready time, the previous bucket's end). `bucket_seconds(bytes)` is one bucket's
-// AllReduce; `fixed_s` is added once per step.
+// AllReduce; `fixed_s` is added once per step. Without `overlap` (the communication thread
+// has no core of its own while backward computes: communication_overlaps_backward) every
+// bucket runs after backward, and all of it is exposed.
 StepPrediction predict_step(const ComputeProfile& compute, double bucket_mb,
-                            const std::function<double(double bytes)>& bucket_seconds, double fixed_s);
+                            const std::function<double(double bytes)>& bucket_seconds, double fixed_s,
+                            bool overlap = true);
+
+// Whether a rank's communication thread can run while its backward computes: on a GPU (the
+// device computes, the host's cores are free), or on the CPU when the rank's compute threads
+// leave one of its CPUs free. A CPU rank whose threads fill its CPUs (the default: threads =
+// its share of the machine's CPUs) time-slices the two, and measured no gain from buckets
+// that become ready early (docs/plan.md, "The plan's choice").
+bool communication_overlaps_backward(bool gpu, int compute_threads, int rank_cpus);
 
 }  // namespace sdp::plan

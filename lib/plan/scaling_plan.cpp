@@ -14,13 +14,14 @@ namespace sdp::plan {
 namespace {
 
 AlgorithmChoice predict(const ComputeProfile& compute, const Network& network, const Topology& topology,
-                        AllreduceKind algorithm, Compression compression, double bucket_mb) {
+                        AllreduceKind algorithm, Compression compression, double bucket_mb, bool overlap) {
   // The loss and the non-finite flag: one small AllReduce per step (flat: latency-bound).
   const double fixed = allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, 16, topology, network);
   AlgorithmChoice choice{algorithm, bucket_mb, {}};
   choice.step = predict_step(
       compute, bucket_mb,
-      [&](double bytes) { return allreduce_seconds(algorithm, compression, bytes, topology, network); }, fixed);
+      [&](double bytes) { return allreduce_seconds(algorithm, compression, bytes, topology, network); }, fixed,
+      overlap);
   return choice;
 }
 
@@ -56,7 +57,8 @@ Plan make_plan(const ComputeProfile& compute, const Network& network, const Plan
     for (AllreduceKind algorithm : setup.algorithms) {
       AlgorithmChoice best_bucket;
       for (double mb : setup.bucket_mb) {
-        AlgorithmChoice c = predict(compute, network, row.topology, algorithm, setup.compression, mb);
+        AlgorithmChoice c =
+            predict(compute, network, row.topology, algorithm, setup.compression, mb, setup.backward_overlap);
         if (best_bucket.step.step_s == 0 || c.step.step_s < best_bucket.step.step_s) best_bucket = c;
       }
       row.per_algorithm.push_back(best_bucket);
@@ -69,7 +71,8 @@ Plan make_plan(const ComputeProfile& compute, const Network& network, const Plan
       if (a.step.step_s != b.step.step_s) return a.step.step_s < b.step.step_s;
       return a.algorithm == preferred && b.algorithm != preferred;
     });
-    row.job = predict(compute, network, row.topology, setup.job_algorithm, setup.compression, setup.job_bucket_mb);
+    row.job = predict(compute, network, row.topology, setup.job_algorithm, setup.compression, setup.job_bucket_mb,
+                      setup.backward_overlap);
     // The job's own setting stays unless another beats it by more than kMinimumGain: below
     // that the model's error decides, and a change would buy nothing measurable.
     if (row.job.step.step_s <= row.best.step.step_s * (1 + kMinimumGain)) row.best = row.job;
@@ -188,6 +191,7 @@ std::string plan_to_json(const Plan& plan) {
            {"network", {{"link_bytes_per_s", plan.network.link_bytes_per_s},
                         {"latency_s", plan.network.latency_s},
                         {"intra_ranks", plan.network.intra_ranks}}},
+           {"backward_overlap", s.backward_overlap},
            {"measured", s.measured},
            {"assumed", s.assumed},
            {"rows", rows}};

@@ -20,6 +20,20 @@ namespace sdp {
 
 namespace {
 
+// Whether this job's communication can overlap its backward (plan/cost_model.hpp), and the
+// plan's line saying why.
+bool overlap_of(const DeviceAssignment& device, std::string* note) {
+  const bool gpu = device.device.is_cuda();
+  const bool overlap = plan::communication_overlaps_backward(gpu, device.threads, device.cpus);
+  *note = gpu       ? "communication overlaps backward (the GPU computes; the host's cores are free)"
+          : overlap ? "communication overlaps backward (" + std::to_string(device.threads) +
+                          " compute thread(s) leave CPUs of the rank's " + std::to_string(device.cpus) + " free)"
+                    : "no overlap of communication and backward: the rank's " + std::to_string(device.threads) +
+                          " compute thread(s) fill its " + std::to_string(device.cpus) +
+                          " CPU(s), which the communication thread shares (fewer threads would leave it one)";
+  return overlap;
+}
+
 using plan::ComputeProfile;
 using plan::Network;
 
@@ -266,6 +280,8 @@ StartupAllreduce choose_allreduce_at_start(const JobSpec& spec, const World& wor
   setup.compression = resolve_compression(d.compression, spec.precision);
   setup.job_algorithm = d.allreduce;
   setup.job_bucket_mb = choice.bucket_mb;
+  std::string overlap_note;
+  setup.backward_overlap = overlap_of(device, &overlap_note);
   Network network = calibration.network;
   apply_transport(network, device.device);
   double chosen[2] = {0, 0};
@@ -280,7 +296,8 @@ StartupAllreduce choose_allreduce_at_start(const JobSpec& spec, const World& wor
                   row.best.step.step_s * 1e3, row.job.step.step_s * 1e3, to_string(d.allreduce).c_str(),
                   bucket_words(choice.bucket_mb).c_str());
     reason = to_string(row.best.algorithm) + ", " + bucket_words(row.best.bucket_mb) + ": " + figures + " (" +
-             d.calibration + " of " + calibration.date + ", " + std::to_string(measure.steps) + " measured steps)";
+             d.calibration + " of " + calibration.date + ", " + std::to_string(measure.steps) + " measured steps" +
+             (setup.backward_overlap ? std::string(")") : "; " + overlap_note + ")");
   }
   MPI_Bcast(chosen, 2, MPI_DOUBLE, 0, world.comm());
   choice.algorithm = static_cast<AllreduceKind>(static_cast<int>(chosen[0]));
@@ -320,6 +337,9 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
     plan_setup.job_algorithm = spec.distributed.allreduce;
     plan_setup.job_bucket_mb = spec.distributed.bucket_mb == kAutoBucketMb ? 25.0 : spec.distributed.bucket_mb;
     plan_setup.epochs = spec.train.epochs;
+    std::string overlap_note;
+    plan_setup.backward_overlap = overlap_of(setup.device, &overlap_note);
+    plan_setup.assumed.push_back(overlap_note);
 
     int ranks_per_node = options.gpus_per_node;
     bool have_link = false;

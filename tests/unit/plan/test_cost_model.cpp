@@ -136,5 +136,26 @@ TEST(StepModel, BucketsOverlapBackwardAndOnlyTheTailIsExposed) {
   EXPECT_NEAR(slow.exposed_s, 0.016, 1e-12);
 }
 
+// A CPU rank whose compute threads fill its CPUs cannot communicate while backward computes:
+// every bucket waits for backward's end, so small buckets only add their latencies.
+TEST(StepModel, WithoutOverlapEveryBucketIsExposed) {
+  const ComputeProfile c = three_layers();
+  const StepPrediction small = predict_step(c, 1.0, [](double) { return 0.008; }, 0.001, /*overlap=*/false);
+  EXPECT_EQ(small.buckets, 3);
+  EXPECT_NEAR(small.exposed_s, 0.024, 1e-12);
+  EXPECT_NEAR(small.step_s, 0.010 + 0.030 + 0.024 + 0.002 + 0.001, 1e-12);
+  // Latency-bound buckets: three of 1 MiB cost more than one of 3 MiB once none overlaps.
+  const auto latency_bound = [](double bytes) { return 0.004 + bytes / (3 << 20) * 0.003; };
+  EXPECT_GT(predict_step(c, 1.0, latency_bound, 0.0, false).step_s, predict_step(c, 0, latency_bound, 0.0, false).step_s);
+  EXPECT_LT(predict_step(c, 1.0, latency_bound, 0.0, true).step_s, predict_step(c, 0, latency_bound, 0.0, true).step_s);
+}
+
+TEST(StepModel, CommunicationOverlapsWhereTheRankHasACoreToSpare) {
+  EXPECT_TRUE(communication_overlaps_backward(/*gpu=*/true, 16, 16)) << "the GPU computes";
+  EXPECT_FALSE(communication_overlaps_backward(false, 2, 2)) << "threads fill the rank's CPUs";
+  EXPECT_FALSE(communication_overlaps_backward(false, 1, 1)) << "one rank pinned to one core";
+  EXPECT_TRUE(communication_overlaps_backward(false, 3, 4));
+}
+
 }  // namespace
 }  // namespace sdp::plan
