@@ -67,7 +67,7 @@ bool ResidualBlock::set_input_grad_relu_gated(bool gated) {
 }
 
 const TensorRef& ResidualBlock::forward(const TensorRef& src) {
-  input_ = src;
+  input_ = &src;
   if (fused_ != nullptr) return forward_fused(src);
   const TensorRef* b = &src;
   for (auto& l : branch_) b = &l->run_forward(*b);
@@ -114,7 +114,7 @@ const TensorRef& ResidualBlock::backward_fused(const TensorRef& diff_dst) {
 
 const TensorRef& ResidualBlock::sum_input_grads(const TensorRef& db, const TensorRef& ds) {
   return timed(ctx_.profile, sum_grads_.get(), sum_grads_name_, "add", Pass::kBackward, [&]() -> const TensorRef& {
-    return input_grad_gated_ ? sum_grads_->forward_gated(db, ds, input_) : sum_grads_->forward(db, ds);
+    return input_grad_gated_ ? sum_grads_->forward_gated(db, ds, *input_) : sum_grads_->forward(db, ds);
   });
 }
 

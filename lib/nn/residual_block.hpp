@@ -87,7 +87,7 @@ class ResidualBlock : public Layer {
   bool relu_fused_ = false;         // the sum writes relu(sum) (Add::set_relu_fused)
   bool input_grad_gated_ = false;   // d(x) gated by ReLU'(x): x is the last block's ReLU output
   bool output_grad_gated_ = false;  // the next block gated our output's gradient: no ReLU backward
-  TensorRef input_;                 // x of the last forward (the gate)
+  const TensorRef* input_ = nullptr;  // x of the last forward (the gate): the last layer's output
   GradientPlan::Buffer* planned_input_ = nullptr;
   std::string add_name_, sum_grads_name_;  // the adds' names in a LayerProfile
   const TensorRef empty_;
