@@ -33,10 +33,15 @@ test_packages=(slurmctld slurmd slurm-client slurm-wlm-basic-plugins munge
 python_packages=(
   tensorboard==2.20.0                 # its own event reader checks output.tensorboard's files
 )
+headers_only_packages=()
 # data.decode: gpu compiles against nvjpeg.h and loads libnvjpeg.so.13 at run time; the CUDA
 # toolkit here lacks both, PyPI's nvidia-nvjpeg (3.8 MB) has them. Only where CUDA code builds.
 if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
   python_packages+=(nvidia-nvjpeg==13.3.2.43)
+  # The cuDNN frontend's C++ headers (header-only; the wheel's include/): test_nn's probe of
+  # the fused BatchNorm-convolution graph (tests/unit/nn/test_cudnn_fusion_cuda.cpp). Its
+  # Python side pulls in CUTLASS's DSL and more, which the headers do not need: --no-deps.
+  headers_only_packages+=(nvidia-cudnn-frontend==1.32.0)
 fi
 if [ "${1:-}" = "--bench" ]; then
   # Debian's torch does its matrix products through libblas.so.3: without OpenBLAS that is
@@ -67,26 +72,38 @@ else
 fi
 
 [ "${1:-}" = "--no-pip" ] && exit 0
-python_missing=()
-for p in "${python_packages[@]}"; do
-  python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('${p%%==*}') != '${p#*==}')" 2>/dev/null ||
-    python_missing+=("$p")
-done
-if [ ${#python_missing[@]} -eq 0 ]; then
-  echo "install-deps: all ${#python_packages[@]} Python packages are installed"
-else
-  echo "install-deps: pip installing ${python_missing[*]} for $(command -v python3)"
-  pip_flags=(--quiet --disable-pip-version-check)
+# The packages of a list that are not installed at their pinned version.
+not_installed() {
+  local p
+  for p in "$@"; do
+    python3 -c "import importlib.metadata as m, sys; sys.exit(m.version('${p%%==*}') != '${p#*==}')" 2>/dev/null ||
+      echo "$p"
+  done
+}
+pip_install() {
+  local pip_flags=(--quiet --disable-pip-version-check)
   # Debian's own python3 is marked externally managed (PEP 668): pip refuses it without this flag.
   python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")))' &&
     pip_flags+=(--break-system-packages)
   [ "$(id -u)" -eq 0 ] && pip_flags+=(--root-user-action=ignore)
   # A system python3 installs into /usr/local (root); a user's own (pyenv, a venv) into itself.
   if [ "$(id -u)" -ne 0 ] && [ ! -w "$(python3 -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" ]; then
-    $SUDO python3 -m pip install "${pip_flags[@]}" "${python_missing[@]}"
+    $SUDO python3 -m pip install "${pip_flags[@]}" "$@"
   else
-    python3 -m pip install "${pip_flags[@]}" "${python_missing[@]}"
+    python3 -m pip install "${pip_flags[@]}" "$@"
   fi
+}
+mapfile -t python_missing < <(not_installed "${python_packages[@]}")
+if [ ${#python_missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#python_packages[@]} Python packages are installed"
+else
+  echo "install-deps: pip installing ${python_missing[*]} for $(command -v python3)"
+  pip_install "${python_missing[@]}"
+fi
+mapfile -t headers_missing < <(not_installed "${headers_only_packages[@]}")
+if [ ${#headers_missing[@]} -gt 0 ]; then
+  echo "install-deps: pip installing ${headers_missing[*]} (headers; no dependencies)"
+  pip_install --no-deps "${headers_missing[@]}"
 fi
 
 if [ "${1:-}" = "--bench" ]; then
