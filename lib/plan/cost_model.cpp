@@ -34,9 +34,9 @@ double intra_node_seconds(double bytes, int ranks_per_node, const Network& netwo
   return 2 * (r - 1) / r * bytes / network.intra_bytes_per_s;
 }
 
-AllreduceKind resolve_auto(double bytes, const Topology& topology) {
+AllreduceKind resolve_auto(double bytes, const Topology& topology, bool host_gradients) {
   if (topology.nodes > 1 && bytes < static_cast<double>(kAutoFlatBelowBytes)) return AllreduceKind::kFlat;
-  if (topology.ranks_per_node > 1) return AllreduceKind::kHierarchical;
+  if (topology.ranks_per_node > 1 || host_gradients) return AllreduceKind::kHierarchical;
   return AllreduceKind::kFlat;
 }
 
@@ -44,7 +44,7 @@ double allreduce_seconds(AllreduceKind algorithm, Compression compression, doubl
                          const Network& network) {
   if (topology.ranks() <= 1 || bytes <= 0) return 0;
   if (topology.nodes <= 1) return intra_node_seconds(bytes, topology.ranks_per_node, network);
-  if (algorithm == AllreduceKind::kAuto) algorithm = resolve_auto(bytes, topology);
+  if (algorithm == AllreduceKind::kAuto) algorithm = resolve_auto(bytes, topology, network.host_gradients);
   const bool compressed = compression == Compression::kFp16 || compression == Compression::kBf16;
   const double wire = compressed ? bytes / 2 : bytes;
   const double casts = compressed ? 2 * bytes / network.convert_bytes_per_s : 0.0;

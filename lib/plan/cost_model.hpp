@@ -14,7 +14,8 @@
 //   hierarchical  I(S) + the r rings of S/r over N nodes, all sharing each node's link:
 //                 I(S) + 2(N-1) a + 2(N-1)/N S / B
 //   auto          what AllreduceAlgorithm "auto" runs: flat under 256 KiB across nodes,
-//                 otherwise hierarchical when r > 1, else flat
+//                 otherwise hierarchical when r > 1 or the gradients are a host job's (in
+//                 node-shared memory, which the hierarchical node phase reads), else flat
 // Compression (fp16/bf16) halves the bytes that cross nodes and adds two passes over S
 // (cast down, cast back) at the node's conversion rate. On one node every algorithm costs
 // I(S): the node phase is all there is.
@@ -57,6 +58,9 @@ struct Network {
   // TCP transport sends by rendezvous, a round trip (2a) before the data; 0: no rendezvous
   // (NCCL, the socket ring). Its default eager limit is 64 KiB.
   double rendezvous_above_bytes = 0;
+  // Host jobs: the gradients live in node-shared memory (DataParallel), where the runner's
+  // auto takes hierarchical even with one rank per node (AutoAllreduce::choose).
+  bool host_gradients = false;
 };
 
 // Open MPI's fixed rule for MPI_Allreduce (coll tuned): recursive doubling below this many
@@ -79,8 +83,9 @@ double intra_node_seconds(double bytes, int ranks_per_node, const Network& netwo
 // does) and `compression` (kAuto and kNone: none).
 double allreduce_seconds(AllreduceKind algorithm, Compression compression, double bytes, const Topology& topology,
                          const Network& network);
-// What kAuto runs for this buffer on this topology (allreduce.cpp's rule).
-AllreduceKind resolve_auto(double bytes, const Topology& topology);
+// What kAuto runs for this buffer on this topology (allreduce.cpp's rule); `host_gradients`:
+// Network::host_gradients.
+AllreduceKind resolve_auto(double bytes, const Topology& topology, bool host_gradients = false);
 
 // One rank's step as measured on one machine (train/layer_bench.hpp's gradient timeline).
 struct ComputeProfile {

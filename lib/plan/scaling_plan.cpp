@@ -65,7 +65,8 @@ Plan make_plan(const ComputeProfile& compute, const Network& network, const Plan
     }
     // A tie (one node: every algorithm is the measured node phase) goes to what the job runs.
     const AllreduceKind preferred = setup.job_algorithm == AllreduceKind::kAuto
-                                        ? resolve_auto(static_cast<double>(kAutoFlatBelowBytes), row.topology)
+                                        ? resolve_auto(static_cast<double>(kAutoFlatBelowBytes), row.topology,
+                                                       network.host_gradients)
                                         : setup.job_algorithm;
     row.best = *std::min_element(row.per_algorithm.begin(), row.per_algorithm.end(), [&](const auto& a, const auto& b) {
       if (a.step.step_s != b.step.step_s) return a.step.step_s < b.step.step_s;

@@ -116,13 +116,15 @@ constexpr double kGpuCastBytesPerS = 600e9;
 
 // What the device's own transport changes in the network: a GPU job casts on the GPU and
 // crosses nodes through NCCL; a host job's flat and ring cross through MPI, whose TCP
-// transport sends a message above its eager limit by rendezvous.
+// transport sends a message above its eager limit by rendezvous, and its gradients sit in
+// node-shared memory (what the runner's auto decides on).
 void apply_transport(plan::Network& network, const Device& device) {
   if (device.is_cuda()) {
     network.convert_bytes_per_s = kGpuCastBytesPerS;
     network.rendezvous_above_bytes = 0;
   } else {
     network.rendezvous_above_bytes = plan::kMpiTcpEagerBytes;
+    network.host_gradients = true;
   }
 }
 

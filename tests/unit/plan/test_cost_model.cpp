@@ -86,6 +86,10 @@ TEST(CostModel, AutoResolvesAsTheRunnerDoes) {
   EXPECT_EQ(resolve_auto(1024, {2, 2}), AllreduceKind::kFlat);  // latency-bound across nodes
   EXPECT_EQ(resolve_auto(64e6, {2, 2}), AllreduceKind::kHierarchical);
   EXPECT_EQ(resolve_auto(64e6, {4, 1}), AllreduceKind::kFlat);
+  // A host job's gradients are in node-shared memory: the runner's auto takes hierarchical
+  // with one rank per node too (AutoAllreduce::choose), small buffers still flat.
+  EXPECT_EQ(resolve_auto(64e6, {4, 1}, /*host_gradients=*/true), AllreduceKind::kHierarchical);
+  EXPECT_EQ(resolve_auto(1024, {4, 1}, true), AllreduceKind::kFlat);
 }
 
 TEST(CostModel, OneNodeCostsTheNodePhaseAndOneRankNothing) {
