@@ -1,5 +1,5 @@
-// Conv2dCuda: Conv2d on cuDNN's legacy convolution API over the arena's OIHW weight (no
-// reordered copy). Activations computed in plain NCHW: a channels_last input is converted on
+// Conv2dCuda: Conv2d on cuDNN's legacy convolution API over the arena's OIHW weight (NCHW f32:
+// no copy of it). Activations computed in plain NCHW: a channels_last input is converted on
 // the way in (and its gradient on the way out); with channels_last the output is NHWC, as on
 // the CPU. Algorithms are chosen once per input shape and Context::rules (by default
 // cudnnGet*Algorithm_v7's first deterministic one that runs in f32 FMA math, i.e. no TF32;

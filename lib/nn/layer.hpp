@@ -80,7 +80,8 @@ class Layer {
   // when a layer's output is its own last ReLU's, the next layer may multiply the gradient it
   // returns by ReLU'(its input) inside a pass it makes anyway (a residual block's gradient
   // sum), and the first then skips its ReLU's backward: one pass over memory less, the same
-  // bits. All false by default (the CPU's layers, and every layer but ResidualBlock).
+  // bits. All false by default: only ResidualBlock takes part, and takes the gate only where
+  // its device's Add can apply it (Add::gates_by_relu_output: not the CPU's).
   // Whether forward's output is a ReLU's that backward would apply first.
   virtual bool ends_in_relu() const { return false; }
   // Asks backward to return its input gradient gated by ReLU'(input); returns whether it will.
