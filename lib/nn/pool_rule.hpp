@@ -44,6 +44,22 @@ SDP_HOST_DEVICE bool max_pool_replaces(bool have, float best, float v) {
   return !have || (!best_is_nan && (v > best || v != v));
 }
 
+// Calls visit(place, offset) for each element of the window whose top-left corner is (y0, x0)
+// that lies inside the plane, row by row: place = a * kernel + b (row a, column b), offset =
+// iy * w + ix its position in the plane.
+template <class I, class Visit>
+SDP_HOST_DEVICE void for_each_in_window(const MaxPoolIndex<I>& g, I y0, I x0, Visit visit) {
+  for (I a = 0; a < g.kernel; ++a) {
+    const I iy = y0 + a;
+    if (iy < 0 || iy >= g.h) continue;
+    for (I b = 0; b < g.kernel; ++b) {
+      const I ix = x0 + b;
+      if (ix < 0 || ix >= g.w) continue;
+      visit(a * g.kernel + b, iy * g.w + ix);
+    }
+  }
+}
+
 // Output element `o` (plain [planes, oh, ow], or NHWC [n, oh, ow, c]): the window's maximum
 // (ReLU'd when `relu`) and its place in the window. Windows are scanned row by row; a later
 // element replaces the maximum only when strictly greater, so ties keep the first, and a NaN
@@ -62,21 +78,39 @@ SDP_HOST_DEVICE float max_pool_window(const MaxPoolGeometry& geometry, const T* 
   const I y0 = oy * g.stride - g.padding, x0 = ox * g.stride - g.padding;
   float best = 0.0f;
   I best_at = -1;
-  for (I a = 0; a < g.kernel; ++a) {
-    const I iy = y0 + a;
-    if (iy < 0 || iy >= g.h) continue;
-    for (I b = 0; b < g.kernel; ++b) {
-      const I ix = x0 + b;
-      if (ix < 0 || ix >= g.w) continue;
-      const float v = static_cast<float>(xp[(iy * g.w + ix) * step]);
-      if (max_pool_replaces(best_at >= 0, best, v)) {
-        best = v;
-        best_at = a * g.kernel + b;
-      }
+  for_each_in_window(g, y0, x0, [&](I place, I offset) {
+    const float v = static_cast<float>(xp[offset * step]);
+    if (max_pool_replaces(best_at >= 0, best, v)) {
+      best = v;
+      best_at = place;
     }
-  }
+  });
   *argmax = best_at < 0 ? kNoMaximum : static_cast<uint8_t>(best_at);
   return relu ? relu_forward(best) : best;
+}
+
+// The windows whose output gradients an input element may collect: input element `i`'s
+// position (plain [planes, h, w], or NHWC [n, h, w, c]) and the output windows oy_lo..oy_hi,
+// ox_lo..ox_hi that contain it, those with oy * s - p <= iy <= oy * s - p + k - 1 (likewise ox).
+template <class I>
+struct MaxPoolInputWindows {
+  I iy, ix, image, oy_lo, oy_hi, ox_lo, ox_hi;
+};
+
+template <class I>
+SDP_HOST_DEVICE MaxPoolInputWindows<I> max_pool_input_windows(const MaxPoolIndex<I>& g, I i) {
+  MaxPoolInputWindows<I> r;
+  const I pos = g.c > 0 ? i / g.c : i;  // input element i's position in its plane, and plane
+  r.ix = pos % g.w;
+  r.iy = (pos / g.w) % g.h;
+  r.image = pos / (g.w * g.h);
+  const I ylo = r.iy + g.padding - g.kernel + 1, xlo = r.ix + g.padding - g.kernel + 1;
+  r.oy_lo = ylo <= 0 ? 0 : (ylo + g.stride - 1) / g.stride;
+  r.ox_lo = xlo <= 0 ? 0 : (xlo + g.stride - 1) / g.stride;
+  const I oy_last = (r.iy + g.padding) / g.stride, ox_last = (r.ix + g.padding) / g.stride;
+  r.oy_hi = oy_last < g.oh - 1 ? oy_last : g.oh - 1;
+  r.ox_hi = ox_last < g.ow - 1 ? ox_last : g.ow - 1;
+  return r;
 }
 
 // Input gradient of element `i` (plain [planes, h, w], or NHWC [n, h, w, c]): the sum of dy
@@ -86,23 +120,14 @@ template <class T, class I = int64_t>
 SDP_HOST_DEVICE float max_pool_input_grad(const MaxPoolGeometry& geometry, const T* y, const T* dy,
                                           const uint8_t* argmax, I i, bool relu) {
   const MaxPoolIndex<I> g(geometry);
-  const I pos = g.c > 0 ? i / g.c : i;  // input element i's position in its plane, and plane
-  const I ix = pos % g.w;
-  const I iy = (pos / g.w) % g.h;
-  const I image = pos / (g.w * g.h);
-  // The windows oy with oy * s - p <= iy <= oy * s - p + k - 1 (likewise ox).
-  const I ylo = iy + g.padding - g.kernel + 1, xlo = ix + g.padding - g.kernel + 1;
-  const I oy_lo = ylo <= 0 ? 0 : (ylo + g.stride - 1) / g.stride;
-  const I ox_lo = xlo <= 0 ? 0 : (xlo + g.stride - 1) / g.stride;
-  const I oy_last = (iy + g.padding) / g.stride, ox_last = (ix + g.padding) / g.stride;
-  const I oy_hi = oy_last < g.oh - 1 ? oy_last : g.oh - 1;
-  const I ox_hi = ox_last < g.ow - 1 ? ox_last : g.ow - 1;
+  const MaxPoolInputWindows<I> w = max_pool_input_windows(g, i);
   float sum = 0.0f;
-  for (I oy = oy_lo; oy <= oy_hi; ++oy)
-    for (I ox = ox_lo; ox <= ox_hi; ++ox) {
-      const I o = g.c > 0 ? ((image * g.oh + oy) * g.ow + ox) * g.c + i % g.c : (image * g.oh + oy) * g.ow + ox;
+  for (I oy = w.oy_lo; oy <= w.oy_hi; ++oy)
+    for (I ox = w.ox_lo; ox <= w.ox_hi; ++ox) {
+      const I o =
+          g.c > 0 ? ((w.image * g.oh + oy) * g.ow + ox) * g.c + i % g.c : (w.image * g.oh + oy) * g.ow + ox;
       // This element's place in window (oy, ox).
-      const I here = (iy - (oy * g.stride - g.padding)) * g.kernel + (ix - (ox * g.stride - g.padding));
+      const I here = (w.iy - (oy * g.stride - g.padding)) * g.kernel + (w.ix - (ox * g.stride - g.padding));
       if (static_cast<I>(argmax[o]) != here) continue;
       const float g_o = static_cast<float>(dy[o]);
       sum += relu ? relu_backward_from_output(static_cast<float>(y[o]), g_o) : g_o;
@@ -133,22 +158,15 @@ SDP_HOST_DEVICE void max_pool_window_nhwc(const MaxPoolGeometry& geometry, const
     best[k] = 0.0f;
     best_at[k] = -1;
   }
-  for (I a = 0; a < g.kernel; ++a) {
-    const I iy = y0 + a;
-    if (iy < 0 || iy >= g.h) continue;
-    for (I b = 0; b < g.kernel; ++b) {
-      const I ix = x0 + b;
-      if (ix < 0 || ix >= g.w) continue;
-      float v[V];
-      load(xp + (iy * g.w + ix) * g.c, v);
-      const int at = static_cast<int>(a * g.kernel + b);
-      for (int k = 0; k < V; ++k)
-        if (max_pool_replaces(best_at[k] >= 0, best[k], v[k])) {
-          best[k] = v[k];
-          best_at[k] = at;
-        }
-    }
-  }
+  for_each_in_window(g, y0, x0, [&](I place, I offset) {
+    float v[V];
+    load(xp + offset * g.c, v);
+    for (int k = 0; k < V; ++k)
+      if (max_pool_replaces(best_at[k] >= 0, best[k], v[k])) {
+        best[k] = v[k];
+        best_at[k] = static_cast<int>(place);
+      }
+  });
   for (int k = 0; k < V; ++k) {
     argmax[k] = best_at[k] < 0 ? kNoMaximum : static_cast<uint8_t>(best_at[k]);
     out[k] = relu ? relu_forward(best[k]) : best[k];
@@ -160,22 +178,13 @@ SDP_HOST_DEVICE void max_pool_input_grad_nhwc(const MaxPoolGeometry& geometry, c
                                               const uint8_t* argmax, I i, bool relu, Load load, LoadBytes load_bytes,
                                               float* sum) {
   const MaxPoolIndex<I> g(geometry);
-  const I pos = i / g.c;
-  const I ix = pos % g.w;
-  const I iy = (pos / g.w) % g.h;
-  const I image = pos / (g.w * g.h);
-  const I ylo = iy + g.padding - g.kernel + 1, xlo = ix + g.padding - g.kernel + 1;
-  const I oy_lo = ylo <= 0 ? 0 : (ylo + g.stride - 1) / g.stride;
-  const I ox_lo = xlo <= 0 ? 0 : (xlo + g.stride - 1) / g.stride;
-  const I oy_last = (iy + g.padding) / g.stride, ox_last = (ix + g.padding) / g.stride;
-  const I oy_hi = oy_last < g.oh - 1 ? oy_last : g.oh - 1;
-  const I ox_hi = ox_last < g.ow - 1 ? ox_last : g.ow - 1;
+  const MaxPoolInputWindows<I> w = max_pool_input_windows(g, i);
   for (int k = 0; k < V; ++k) sum[k] = 0.0f;
-  for (I oy = oy_lo; oy <= oy_hi; ++oy)
-    for (I ox = ox_lo; ox <= ox_hi; ++ox) {
-      const I o = ((image * g.oh + oy) * g.ow + ox) * g.c + i % g.c;
+  for (I oy = w.oy_lo; oy <= w.oy_hi; ++oy)
+    for (I ox = w.ox_lo; ox <= w.ox_hi; ++ox) {
+      const I o = ((w.image * g.oh + oy) * g.ow + ox) * g.c + i % g.c;
       const int here =
-          static_cast<int>((iy - (oy * g.stride - g.padding)) * g.kernel + (ix - (ox * g.stride - g.padding)));
+          static_cast<int>((w.iy - (oy * g.stride - g.padding)) * g.kernel + (w.ix - (ox * g.stride - g.padding)));
       uint8_t at[V];
       load_bytes(argmax + o, at);
       bool any = false;
