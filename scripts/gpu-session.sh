@@ -49,8 +49,9 @@
 #                 decode's two halves: the loader alone, and the training runs
 #         layers-amp
 #                 ResNet-50 amp-fp16 b256's step layer by layer under the defaults
-#         fusions the paths where BatchNorm, sum and ReLU run apart, by kind (ResNet-50 TF32 and bf16
-#                 NHWC, ResNet-20 fp32), and ResNet-50 TF32 NHWC against PyTorch channels_last
+#         fusions the fusions outside f16 NHWC, by kind: ResNet-50 bf16 NHWC (cuDNN's fused
+#                 BatchNorm), ResNet-20 fp32 NCHW (the ReLU folded into the residual sum); TF32's
+#                 are the tf32 stage's
 #         plan    `sdp-train plan` of ResNet-50 amp-fp16 on 1 to 64 p5.48xlarge nodes from this
 #                 GPU's measured step; the compute file comes back for plans made elsewhere
 #         train-fp32, train-amp
@@ -256,24 +257,17 @@ stage_layers_amp() {
     --steps 10
 }
 
-# The paths where BatchNorm, the residual sum and the ReLU run apart (TF32 and bf16 NHWC, fp32
-# NCHW): each step by kind (the ReLU folded into the sum, its derivative into the next
-# block's gradient sum; cuDNN's fused BatchNorm where it takes bf16 or f32), and TF32 NHWC
-# against PyTorch channels_last with TF32.
+# The fusions outside f16 NHWC, by kind (TF32's are the tf32 stage's): bf16 NHWC, where cuDNN's
+# fused BatchNorm is taken where it accepts bf16, and fp32 NCHW, where the ReLU folds into the
+# residual sum and its derivative into the next block's gradient sum.
 stage_fusions() {
   local bin=$BUNDLE/sdp-train
-  local resnet50=(--config configs/resnet50-synthetic-bench.yaml --set data.batch_size=256
-                  --set data.synthetic.train_samples=256 --set device=cuda --set model.memory_format=channels_last)
-  step bench-layers-resnet50-tf32-channels_last "$bin" bench layers "${resnet50[@]}" --set precision=tf32 --steps 10
-  step bench-layers-resnet50-amp-bf16-channels_last "$bin" bench layers "${resnet50[@]}" --set precision=amp-bf16 \
-    --steps 10
+  step bench-layers-resnet50-amp-bf16-channels_last "$bin" bench layers --config configs/resnet50-synthetic-bench.yaml \
+    --set data.batch_size=256 --set data.synthetic.train_samples=256 --set device=cuda \
+    --set model.memory_format=channels_last --set precision=amp-bf16 --steps 10
   step bench-layers-resnet20-fp32 "$bin" bench layers --config configs/resnet20-cifar10.yaml --set data.format=synthetic \
     --set data.synthetic.channels=3 --set data.synthetic.height=32 --set data.synthetic.width=32 \
     --set data.batch_size=128 --set device=cuda --steps 50
-  have_torch_cuda || return 0
-  step bench-train-tf32-channels_last python3 scripts/bench_train.py --binary "$bin" --device cuda --rounds 1 \
-    --steps 20 --threads 4 --precision tf32 --memory-format channels_last --torch-formats channels_last --no-compile \
-    --rows resnet50:256
 }
 
 stage_train_amp_channels_last() {

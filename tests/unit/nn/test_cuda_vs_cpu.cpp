@@ -42,11 +42,13 @@ constexpr double kExact = 0.0;
 constexpr double kF32 = 1e-5;  // relative to the largest magnitude of the CPU tensor
 
 // Builds L on both devices, runs forward (and backward when training) from the same values,
-// and compares everything.
+// and compares everything. `native_nhwc`: the GPU layer is built for a channels_last model
+// (Context::channels_last), so an NHWC input takes its native NHWC kernels.
 template <class L, class... Args>
-void compare_layer(const std::string& what, const Dims& in, bool training, double tol,
-                   const std::vector<float>& input, tag layout, const Args&... args) {
+void compare_layer_in(bool native_nhwc, const std::string& what, const Dims& in, bool training, double tol,
+                      const std::vector<float>& input, tag layout, const Args&... args) {
   LayerHarness cpu(Device::cpu()), gpu(Device::cuda(0));
+  gpu.ctx().channels_last = native_nhwc;
   cpu.make<L>(args...);
   gpu.make<L>(args...);
   cpu.configure(in, training, layout);
@@ -55,6 +57,12 @@ void compare_layer(const std::string& what, const Dims& in, bool training, doubl
   cpu.input() = input;
   gpu.input() = input;
   testing::expect_same_pass(cpu, gpu, training, tol, what);
+}
+
+template <class L, class... Args>
+void compare_layer(const std::string& what, const Dims& in, bool training, double tol,
+                   const std::vector<float>& input, tag layout, const Args&... args) {
+  compare_layer_in<L>(false, what, in, training, tol, input, layout, args...);
 }
 
 template <class L, class... Args>
@@ -73,22 +81,12 @@ std::vector<float> spread(int64_t n, uint64_t seed) {
   return v;
 }
 
-// The f32 channels_last path (model.memory_format: channels_last in fp32 or tf32): the GPU
-// layer is built for a channels_last model (Context::channels_last), so its NHWC input takes
-// its native NHWC kernels in f32; the CPU twin gets the same NHWC input.
+// The f32 channels_last path (model.memory_format: channels_last in fp32 or tf32): each layer
+// on its native NHWC kernels in f32; the CPU twin gets the same NHWC input.
 template <class L, class... Args>
 void compare_native_nhwc_layer(const std::string& what, const Dims& in, bool training, double tol,
                                const std::vector<float>& input, const Args&... args) {
-  LayerHarness cpu(Device::cpu()), gpu(Device::cuda(0));
-  gpu.ctx().channels_last = true;
-  cpu.make<L>(args...);
-  gpu.make<L>(args...);
-  cpu.configure(in, training, tag::acdb);
-  gpu.configure(in, training, tag::acdb);
-  ASSERT_EQ(cpu.out_dims(), gpu.out_dims()) << what;
-  cpu.input() = input;
-  gpu.input() = input;
-  testing::expect_same_pass(cpu, gpu, training, tol, what);
+  compare_layer_in<L>(true, what, in, training, tol, input, tag::acdb, args...);
 }
 
 TEST(CudaVsCpu, F32NativeNhwcLayers) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/device_info.hpp"
+#include "core/device_memory.hpp"
 #include "core/half_float.hpp"
 #include "device_compare.hpp"
 #include "grad_check.hpp"
@@ -113,24 +114,15 @@ FusedGraph build_fused(cudnnHandle_t handle, const Shape4& s) {
   return g;
 }
 
-struct DeviceBuffer {
-  void* data = nullptr;
-  explicit DeviceBuffer(std::size_t bytes) {
-    if (cudaMalloc(&data, std::max<std::size_t>(bytes, 1)) != cudaSuccess) data = nullptr;
-  }
-  ~DeviceBuffer() { cudaFree(data); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
-
-// The graph's workspace and its tensors' buffers, to execute it.
+// The graph's tensors and workspace on the GPU (zero-filled: allocate), and the map execute
+// takes.
 struct GraphRun {
-  std::unique_ptr<DeviceBuffer> workspace;
+  std::shared_ptr<void> x, scale, bias, w, y, sum, sq, workspace;
   std::unordered_map<std::shared_ptr<fe::graph::Tensor_attributes>, void*> pack;
   std::string error;  // empty: ready
 };
 
-GraphRun prepare_run(const FusedGraph& g, void* x, void* scale, void* bias, void* w, void* y, void* sum, void* sq) {
+GraphRun prepare_run(const FusedGraph& g, const Shape4& s) {
   GraphRun run;
   int64_t bytes = 0;
   fe::error_t status = g.graph->get_workspace_size(bytes);
@@ -138,8 +130,20 @@ GraphRun prepare_run(const FusedGraph& g, void* x, void* scale, void* bias, void
     run.error = "get_workspace_size: " + status.get_message();
     return run;
   }
-  run.workspace = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(bytes));
-  run.pack = {{g.x, x}, {g.scale, scale}, {g.bias, bias}, {g.w, w}, {g.y, y}, {g.sum, sum}, {g.sq_sum, sq}};
+  const Device gpu = Device::cuda(0);
+  const auto halves = [](int64_t n) { return static_cast<std::size_t>(n) * 2; };
+  const auto floats = [](int64_t n) { return static_cast<std::size_t>(n) * 4; };
+  run.x = allocate(gpu, halves(s.n * s.h * s.w * s.c));
+  run.w = allocate(gpu, halves(s.k * s.r * s.r * s.c));
+  run.y = allocate(gpu, halves(s.n * s.h * s.w * s.k));
+  run.scale = allocate(gpu, floats(s.c));
+  run.bias = allocate(gpu, floats(s.c));
+  run.sum = allocate(gpu, floats(s.k));
+  run.sq = allocate(gpu, floats(s.k));
+  run.workspace = allocate(gpu, static_cast<std::size_t>(bytes));
+  run.pack = {{g.x, run.x.get()},         {g.scale, run.scale.get()}, {g.bias, run.bias.get()},
+              {g.w, run.w.get()},         {g.y, run.y.get()},         {g.sum, run.sum.get()},
+              {g.sq_sum, run.sq.get()}};
   return run;
 }
 
@@ -167,23 +171,21 @@ TEST(CudnnFusionOnGpu, ScaleBiasReluConvGenstatsMatchesTheSeparateOperations) {
   const std::vector<uint16_t> w_h = to_half(testing::random_vector(w_n, 2, -0.2f, 0.2f));
   const std::vector<float> scale = testing::random_vector(s.c, 3, 0.5f, 1.5f);
   const std::vector<float> bias = testing::random_vector(s.c, 4, -0.5f, 0.5f);
-  DeviceBuffer x(in_n * 2), w(w_n * 2), sc(s.c * 4), bi(s.c * 4), y(out_n * 2), sum(s.k * 4), sq(s.k * 4);
-  cudaMemcpy(x.data, x_h.data(), in_n * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(w.data, w_h.data(), w_n * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(sc.data, scale.data(), s.c * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(bi.data, bias.data(), s.c * 4, cudaMemcpyHostToDevice);
-  cudaMemset(sum.data, 0, s.k * 4);
-  cudaMemset(sq.data, 0, s.k * 4);
-  GraphRun run = prepare_run(g, x.data, sc.data, bi.data, w.data, y.data, sum.data, sq.data);
+  GraphRun run = prepare_run(g, s);
   ASSERT_TRUE(run.error.empty()) << run.error;
-  fe::error_t status = g.graph->execute(handle, run.pack, run.workspace->data);
+  const Device gpu = Device::cuda(0), host = Device::cpu();
+  copy_bytes(gpu, run.x.get(), host, x_h.data(), in_n * 2);
+  copy_bytes(gpu, run.w.get(), host, w_h.data(), w_n * 2);
+  copy_bytes(gpu, run.scale.get(), host, scale.data(), s.c * 4);
+  copy_bytes(gpu, run.bias.get(), host, bias.data(), s.c * 4);
+  fe::error_t status = g.graph->execute(handle, run.pack, run.workspace.get());
   ASSERT_TRUE(status.is_good()) << status.get_message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<uint16_t> y_h(out_n);
   std::vector<float> sum_h(s.k), sq_h(s.k);
-  cudaMemcpy(y_h.data(), y.data, out_n * 2, cudaMemcpyDeviceToHost);
-  cudaMemcpy(sum_h.data(), sum.data, s.k * 4, cudaMemcpyDeviceToHost);
-  cudaMemcpy(sq_h.data(), sq.data, s.k * 4, cudaMemcpyDeviceToHost);
+  copy_bytes(host, y_h.data(), gpu, run.y.get(), out_n * 2);
+  copy_bytes(host, sum_h.data(), gpu, run.sum.get(), s.k * 4);
+  copy_bytes(host, sq_h.data(), gpu, run.sq.get(), s.k * 4);
   cudnnDestroy(handle);
 
   // The host's separate operations, NHWC, in f32 (double sums).
@@ -235,19 +237,12 @@ TEST(CudnnFusionOnGpu, BuildsForResNet50Shapes) {
       std::cout << "fused graph " << what << ": not built (" << g.error << ")\n";
       continue;
     }
-    const int64_t in_n = s.n * s.h * s.w * s.c, out_n = s.n * s.h * s.w * s.k;
-    DeviceBuffer x(in_n * 2), w(s.k * s.r * s.r * s.c * 2), sc(s.c * 4), bi(s.c * 4), y(out_n * 2), sum(s.k * 4),
-        sq(s.k * 4);
-    cudaMemset(x.data, 0, in_n * 2);
-    cudaMemset(w.data, 0, s.k * s.r * s.r * s.c * 2);
-    cudaMemset(sc.data, 0, s.c * 4);
-    cudaMemset(bi.data, 0, s.c * 4);
-    GraphRun run = prepare_run(g, x.data, sc.data, bi.data, w.data, y.data, sum.data, sq.data);
+    GraphRun run = prepare_run(g, s);
     ASSERT_TRUE(run.error.empty()) << what << ": " << run.error;
     std::vector<double> ms;
     for (int i = 0; i < 23; ++i) {
       const auto start = std::chrono::steady_clock::now();
-      ASSERT_TRUE(g.graph->execute(handle, run.pack, run.workspace->data).is_good()) << what;
+      ASSERT_TRUE(g.graph->execute(handle, run.pack, run.workspace.get()).is_good()) << what;
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       if (i >= 3) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
