@@ -1,15 +1,20 @@
 // cuDNN's runtime fusion of what a BatchNorm folded into the convolutions would run (#34's
 // remaining gap: BatchNorm is half of ResNet-50's 16-bit step, and only NVIDIA's
-// "NormConvolution" pattern removes its passes over memory): the previous BatchNorm's scale,
-// bias and ReLU applied as the convolution loads its input, and the next BatchNorm's
-// statistics (each channel's sum and sum of squares) taken from the convolution's output, in
-// one operation graph of the cuDNN frontend:
-//   y = conv(relu(x * scale + bias), w);  sum_k = sum(y[..., k]);  sq_k = sum(y[..., k]^2)
-// on NHWC f16 with f32 scale, bias and statistics. A probe before the layer is written: does
-// cuDNN build this graph on this GPU, does it compute what the separate operations compute
-// (against an f32 host reference), and what it costs at ResNet-50's shapes (printed, for
-// scripts/gpu-session.sh's log; no speed is claimed here). Skipped without a GPU, and in a
-// build without the frontend's headers (scripts/install-deps.sh installs them).
+// "NormConvolution" pattern removes its passes over memory), one operation graph of the cuDNN
+// frontend for each pass of a convolution:
+//   forward:          y = conv(relu(x * scale + bias), w);  sum_k = sum(y[..., k]);  sq_k = sum(y[..., k]^2)
+//                     (the previous BatchNorm applied as the convolution loads its input, the
+//                     next one's statistics from its output)
+//   input gradient:   dx = conv_dgrad(dy, w), through the previous BatchNorm's ReLU, with that
+//                     BatchNorm's weight gradients (dbn_weight)
+//   filter gradient:  dw = conv_wgrad(dy, relu(x * scale + bias))
+// on NHWC f16 (cuDNN 9.19 on an H100 built no forward graph with f32 scale and bias: they are
+// in the io type, as NVIDIA's samples have them). A probe before the layer is written: does
+// cuDNN build these graphs on this GPU, does the forward compute what the separate operations
+// compute (against an f32 host reference), and what each pass costs at ResNet-50's shapes
+// against the same convolution unfused (printed, for scripts/gpu-session.sh's log; no speed is
+// claimed here). Skipped without a GPU, and in a build without the frontend's headers
+// (scripts/install-deps.sh installs them).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -58,71 +63,156 @@ struct Shape4 {
   int64_t n, c, h, w, k, r;  // input NCHW sizes, filters, square kernel (stride 1, same padding)
 };
 
-// The fused graph and its tensors, built for one shape.
-struct FusedGraph {
-  std::shared_ptr<fe::graph::Graph> graph;
-  std::shared_ptr<fe::graph::Tensor_attributes> x, scale, bias, w, y, sum, sq_sum;
+using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
+
+// One operation graph, the bytes of each tensor it reads or writes, and why it was not built.
+struct ProbeGraph {
+  std::shared_ptr<fe::graph::Graph> graph = std::make_shared<fe::graph::Graph>();
+  std::unordered_map<std::string, TensorPtr> tensors;
+  std::unordered_map<std::string, std::size_t> bytes;
   std::string error;  // empty: built
+
+  // An NHWC tensor of [n, c, h, w] (c innermost), in the graph's io type unless `type` says.
+  TensorPtr input(const std::string& name, std::vector<int64_t> nchw, fe::DataType_t type = fe::DataType_t::HALF) {
+    auto t = graph->tensor(fe::graph::Tensor_attributes().set_name(name).set_dim(nchw).set_stride(nhwc_strides(nchw)));
+    if (type != fe::DataType_t::HALF) t->set_data_type(type);
+    return record(name, t, nchw, type);
+  }
+  TensorPtr output(const std::string& name, TensorPtr t, std::vector<int64_t> nchw,
+                   fe::DataType_t type = fe::DataType_t::HALF) {
+    t->set_output(true).set_dim(nchw).set_stride(nhwc_strides(nchw));
+    if (type != fe::DataType_t::HALF) t->set_data_type(type);
+    return record(name, t, nchw, type);
+  }
+
+  static std::vector<int64_t> nhwc_strides(const std::vector<int64_t>& d) {
+    return {d[1] * d[2] * d[3], 1, d[1] * d[3], d[1]};
+  }
+  TensorPtr record(const std::string& name, TensorPtr t, const std::vector<int64_t>& d, fe::DataType_t type) {
+    tensors[name] = t;
+    bytes[name] = static_cast<std::size_t>(d[0] * d[1] * d[2] * d[3]) * (type == fe::DataType_t::HALF ? 2 : 4);
+    return t;
+  }
+
+  // Each stage only once the one before succeeded; the first failure is the reason.
+  void build(cudnnHandle_t handle) {
+    const auto failed = [&](const char* what, fe::error_t status) {
+      if (status.is_good()) return false;
+      error = std::string(what) + ": " + status.get_message();
+      return true;
+    };
+    (void)(failed("validate", graph->validate()) || failed("build_operation_graph", graph->build_operation_graph(handle)) ||
+           failed("create_execution_plans", graph->create_execution_plans({fe::HeurMode_t::A})) ||
+           failed("check_support", graph->check_support(handle)) || failed("build_plans", graph->build_plans(handle)));
+  }
 };
 
-FusedGraph build_fused(cudnnHandle_t handle, const Shape4& s) {
-  FusedGraph g;
-  g.graph = std::make_shared<fe::graph::Graph>();
-  fe::graph::Graph& graph = *g.graph;
-  graph.set_io_data_type(fe::DataType_t::HALF)
-      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+ProbeGraph start_graph(fe::DataType_t intermediate = fe::DataType_t::FLOAT) {
+  ProbeGraph g;
+  g.graph->set_io_data_type(fe::DataType_t::HALF)
+      .set_intermediate_data_type(intermediate)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  // NHWC: the strides of [n, c, h, w] with c innermost.
-  g.x = graph.tensor(fe::graph::Tensor_attributes()
-                         .set_name("x")
-                         .set_dim({s.n, s.c, s.h, s.w})
-                         .set_stride({s.c * s.h * s.w, 1, s.c * s.w, s.c}));
-  const auto per_channel = [&](const char* name) {
-    return graph.tensor(fe::graph::Tensor_attributes()
-                            .set_name(name)
-                            .set_dim({1, s.c, 1, 1})
-                            .set_stride({s.c, 1, s.c, s.c})
-                            .set_data_type(fe::DataType_t::FLOAT));
-  };
-  g.scale = per_channel("scale");
-  g.bias = per_channel("bias");
-  auto scaled = graph.pointwise(g.x, g.scale, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::MUL));
-  auto biased = graph.pointwise(scaled, g.bias, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::ADD));
-  auto relu = graph.pointwise(biased, fe::graph::Pointwise_attributes().set_mode(fe::PointwiseMode_t::RELU_FWD));
-  g.w = graph.tensor(fe::graph::Tensor_attributes()
-                         .set_name("w")
-                         .set_dim({s.k, s.c, s.r, s.r})
-                         .set_stride({s.c * s.r * s.r, 1, s.c * s.r, s.c}));
+  return g;
+}
+
+fe::graph::Pointwise_attributes pointwise(fe::PointwiseMode_t mode) {
+  return fe::graph::Pointwise_attributes().set_mode(mode);
+}
+
+// relu(x * scale + bias): the previous BatchNorm's output, applied as the convolution loads
+// its input (scale and bias in the io type, as cuDNN's runtime fusion engines take them).
+TensorPtr scale_bias_relu(ProbeGraph& g, TensorPtr x, int64_t channels) {
+  auto scale = g.input("scale", {1, channels, 1, 1});
+  auto bias = g.input("bias", {1, channels, 1, 1});
+  auto scaled = g.graph->pointwise(x, scale, pointwise(fe::PointwiseMode_t::MUL));
+  auto biased = g.graph->pointwise(scaled, bias, pointwise(fe::PointwiseMode_t::ADD));
+  return g.graph->pointwise(biased, pointwise(fe::PointwiseMode_t::RELU_FWD));
+}
+
+template <typename Attributes>
+Attributes conv_attributes(const Shape4& s) {
   const int64_t pad = s.r / 2;
-  g.y = graph.conv_fprop(relu, g.w,
-                         fe::graph::Conv_fprop_attributes().set_padding({pad, pad}).set_stride({1, 1}).set_dilation({1, 1}));
-  g.y->set_output(true);
-  auto [sum, sq_sum] = graph.genstats(g.y, fe::graph::Genstats_attributes());
-  sum->set_output(true).set_data_type(fe::DataType_t::FLOAT);
-  sq_sum->set_output(true).set_data_type(fe::DataType_t::FLOAT);
-  g.sum = sum;
-  g.sq_sum = sq_sum;
-  // Each stage only once the one before succeeded; the first failure is the reason.
-  const auto failed = [&](const char* what, fe::error_t status) {
-    if (status.is_good()) return false;
-    g.error = std::string(what) + ": " + status.get_message();
-    return true;
-  };
-  (void)(failed("validate", graph.validate()) || failed("build_operation_graph", graph.build_operation_graph(handle)) ||
-         failed("create_execution_plans", graph.create_execution_plans({fe::HeurMode_t::A})) ||
-         failed("check_support", graph.check_support(handle)) || failed("build_plans", graph.build_plans(handle)));
+  return Attributes().set_padding({pad, pad}).set_stride({1, 1}).set_dilation({1, 1});
+}
+
+// The forward of a convolution whose input is a BatchNorm's output, fused or not:
+//   fused:  y = conv(relu(x * scale + bias), w);  sum_k = sum(y[..., k]);  sq_k = sum(y[..., k]^2)
+//   plain:  y = conv(x, w)
+ProbeGraph build_forward(cudnnHandle_t handle, const Shape4& s, bool fused) {
+  ProbeGraph g = start_graph();
+  TensorPtr x = g.input("x", {s.n, s.c, s.h, s.w});
+  TensorPtr in = fused ? scale_bias_relu(g, x, s.c) : x;
+  TensorPtr w = g.input("w", {s.k, s.c, s.r, s.r});
+  TensorPtr y = g.output("y", g.graph->conv_fprop(in, w, conv_attributes<fe::graph::Conv_fprop_attributes>(s)),
+                         {s.n, s.k, s.h, s.w});
+  if (fused) {
+    auto [sum, sq_sum] = g.graph->genstats(y, fe::graph::Genstats_attributes());
+    g.output("sum", sum, {1, s.k, 1, 1}, fe::DataType_t::FLOAT);
+    g.output("sq_sum", sq_sum, {1, s.k, 1, 1}, fe::DataType_t::FLOAT);
+  }
+  g.build(handle);
+  return g;
+}
+
+// The input gradient through the convolution, fused or not with what the BatchNorm before it
+// needs: the ReLU's derivative (its input recomputed from x, the mean, the inverse deviation,
+// scale and bias) and the BatchNorm's weight gradients and the coefficients of its input
+// gradient (cuDNN's dbn_weight).
+ProbeGraph build_input_gradient(cudnnHandle_t handle, const Shape4& s, bool fused) {
+  ProbeGraph g = start_graph();
+  TensorPtr dy = g.input("dy", {s.n, s.k, s.h, s.w});
+  TensorPtr w = g.input("w", {s.k, s.c, s.r, s.r});
+  TensorPtr dx = g.graph->conv_dgrad(dy, w, conv_attributes<fe::graph::Conv_dgrad_attributes>(s));
+  if (!fused) {
+    g.output("dx", dx, {s.n, s.c, s.h, s.w});
+  } else {
+    dx->set_dim({s.n, s.c, s.h, s.w});
+    const auto f32 = fe::DataType_t::FLOAT;
+    TensorPtr x = g.input("x", {s.n, s.c, s.h, s.w});
+    TensorPtr mean = g.input("mean", {1, s.c, 1, 1}, f32), inv_std = g.input("inv_std", {1, s.c, 1, 1}, f32);
+    TensorPtr scale = g.input("scale", {1, s.c, 1, 1}, f32), bias = g.input("bias", {1, s.c, 1, 1}, f32);
+    auto centred = g.graph->pointwise(x, mean, pointwise(fe::PointwiseMode_t::SUB));
+    auto normalised = g.graph->pointwise(centred, inv_std, pointwise(fe::PointwiseMode_t::MUL));
+    auto scaled = g.graph->pointwise(normalised, scale, pointwise(fe::PointwiseMode_t::MUL));
+    auto bn_out = g.graph->pointwise(scaled, bias, pointwise(fe::PointwiseMode_t::ADD));
+    TensorPtr drelu = g.output("drelu", g.graph->pointwise(dx, bn_out, pointwise(fe::PointwiseMode_t::RELU_BWD)),
+                               {s.n, s.c, s.h, s.w});
+    auto [dscale, dbias, eq_scale_dy, eq_scale_x, eq_bias] =
+        g.graph->dbn_weight(drelu, x, mean, inv_std, scale, fe::graph::DBN_weight_attributes());
+    g.output("dscale", dscale, {1, s.c, 1, 1}, f32);
+    g.output("dbias", dbias, {1, s.c, 1, 1}, f32);
+    g.output("eq_scale_dy", eq_scale_dy, {1, s.c, 1, 1}, f32);
+    g.output("eq_scale_x", eq_scale_x, {1, s.c, 1, 1}, f32);
+    g.output("eq_bias", eq_bias, {1, s.c, 1, 1}, f32);
+  }
+  g.build(handle);
+  return g;
+}
+
+// The filter gradient, its input the BatchNorm's output recomputed as it loads (fused) or read
+// as stored (plain).
+ProbeGraph build_filter_gradient(cudnnHandle_t handle, const Shape4& s, bool fused) {
+  ProbeGraph g = start_graph(fused ? fe::DataType_t::HALF : fe::DataType_t::FLOAT);
+  TensorPtr x = g.input("x", {s.n, s.c, s.h, s.w});
+  TensorPtr in = fused ? scale_bias_relu(g, x, s.c) : x;
+  TensorPtr dy = g.input("dy", {s.n, s.k, s.h, s.w});
+  g.output("dw", g.graph->conv_wgrad(dy, in, conv_attributes<fe::graph::Conv_wgrad_attributes>(s)),
+           {s.k, s.c, s.r, s.r});
+  g.build(handle);
   return g;
 }
 
 // The graph's tensors and workspace on the GPU (zero-filled: allocate), and the map execute
 // takes.
 struct GraphRun {
-  std::shared_ptr<void> x, scale, bias, w, y, sum, sq, workspace;
-  std::unordered_map<std::shared_ptr<fe::graph::Tensor_attributes>, void*> pack;
+  std::vector<std::shared_ptr<void>> buffers;
+  std::unordered_map<std::string, void*> by_name;
+  std::unordered_map<TensorPtr, void*> pack;
+  std::shared_ptr<void> workspace;
   std::string error;  // empty: ready
 };
 
-GraphRun prepare_run(const FusedGraph& g, const Shape4& s) {
+GraphRun prepare_run(const ProbeGraph& g) {
   GraphRun run;
   int64_t bytes = 0;
   fe::error_t status = g.graph->get_workspace_size(bytes);
@@ -131,19 +221,11 @@ GraphRun prepare_run(const FusedGraph& g, const Shape4& s) {
     return run;
   }
   const Device gpu = Device::cuda(0);
-  const auto halves = [](int64_t n) { return static_cast<std::size_t>(n) * 2; };
-  const auto floats = [](int64_t n) { return static_cast<std::size_t>(n) * 4; };
-  run.x = allocate(gpu, halves(s.n * s.h * s.w * s.c));
-  run.w = allocate(gpu, halves(s.k * s.r * s.r * s.c));
-  run.y = allocate(gpu, halves(s.n * s.h * s.w * s.k));
-  run.scale = allocate(gpu, floats(s.c));
-  run.bias = allocate(gpu, floats(s.c));
-  run.sum = allocate(gpu, floats(s.k));
-  run.sq = allocate(gpu, floats(s.k));
-  run.workspace = allocate(gpu, static_cast<std::size_t>(bytes));
-  run.pack = {{g.x, run.x.get()},         {g.scale, run.scale.get()}, {g.bias, run.bias.get()},
-              {g.w, run.w.get()},         {g.y, run.y.get()},         {g.sum, run.sum.get()},
-              {g.sq_sum, run.sq.get()}};
+  for (const auto& [name, tensor] : g.tensors) {
+    run.buffers.push_back(allocate(gpu, g.bytes.at(name)));
+    run.by_name[name] = run.pack[tensor] = run.buffers.back().get();
+  }
+  run.workspace = allocate(gpu, static_cast<std::size_t>(std::max<int64_t>(bytes, 1)));
   return run;
 }
 
@@ -160,7 +242,7 @@ TEST(CudnnFusionOnGpu, ScaleBiasReluConvGenstatsMatchesTheSeparateOperations) {
   const Shape4 s{2, 16, 8, 8, 32, 3};
   cudnnHandle_t handle = nullptr;
   ASSERT_EQ(cudnnCreate(&handle), CUDNN_STATUS_SUCCESS);
-  const FusedGraph g = build_fused(handle, s);
+  const ProbeGraph g = build_forward(handle, s, /*fused=*/true);
   if (!g.error.empty()) {
     cudnnDestroy(handle);
     GTEST_SKIP() << "cuDNN " << cudnnGetVersion() << " builds no fused scale-bias-ReLU-convolution-statistics graph "
@@ -169,29 +251,29 @@ TEST(CudnnFusionOnGpu, ScaleBiasReluConvGenstatsMatchesTheSeparateOperations) {
   const int64_t in_n = s.n * s.h * s.w * s.c, w_n = s.k * s.r * s.r * s.c, out_n = s.n * s.h * s.w * s.k;
   const std::vector<uint16_t> x_h = to_half(testing::random_vector(in_n, 1));
   const std::vector<uint16_t> w_h = to_half(testing::random_vector(w_n, 2, -0.2f, 0.2f));
-  const std::vector<float> scale = testing::random_vector(s.c, 3, 0.5f, 1.5f);
-  const std::vector<float> bias = testing::random_vector(s.c, 4, -0.5f, 0.5f);
-  GraphRun run = prepare_run(g, s);
+  const std::vector<uint16_t> scale_h = to_half(testing::random_vector(s.c, 3, 0.5f, 1.5f));
+  const std::vector<uint16_t> bias_h = to_half(testing::random_vector(s.c, 4, -0.5f, 0.5f));
+  GraphRun run = prepare_run(g);
   ASSERT_TRUE(run.error.empty()) << run.error;
   const Device gpu = Device::cuda(0), host = Device::cpu();
-  copy_bytes(gpu, run.x.get(), host, x_h.data(), in_n * 2);
-  copy_bytes(gpu, run.w.get(), host, w_h.data(), w_n * 2);
-  copy_bytes(gpu, run.scale.get(), host, scale.data(), s.c * 4);
-  copy_bytes(gpu, run.bias.get(), host, bias.data(), s.c * 4);
+  copy_bytes(gpu, run.by_name.at("x"), host, x_h.data(), in_n * 2);
+  copy_bytes(gpu, run.by_name.at("w"), host, w_h.data(), w_n * 2);
+  copy_bytes(gpu, run.by_name.at("scale"), host, scale_h.data(), s.c * 2);
+  copy_bytes(gpu, run.by_name.at("bias"), host, bias_h.data(), s.c * 2);
   fe::error_t status = g.graph->execute(handle, run.pack, run.workspace.get());
   ASSERT_TRUE(status.is_good()) << status.get_message();
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<uint16_t> y_h(out_n);
   std::vector<float> sum_h(s.k), sq_h(s.k);
-  copy_bytes(host, y_h.data(), gpu, run.y.get(), out_n * 2);
-  copy_bytes(host, sum_h.data(), gpu, run.sum.get(), s.k * 4);
-  copy_bytes(host, sq_h.data(), gpu, run.sq.get(), s.k * 4);
+  copy_bytes(host, y_h.data(), gpu, run.by_name.at("y"), out_n * 2);
+  copy_bytes(host, sum_h.data(), gpu, run.by_name.at("sum"), s.k * 4);
+  copy_bytes(host, sq_h.data(), gpu, run.by_name.at("sq_sum"), s.k * 4);
   cudnnDestroy(handle);
 
   // The host's separate operations, NHWC, in f32 (double sums).
   std::vector<float> a(in_n);
   for (int64_t i = 0; i < in_n; ++i)
-    a[i] = std::max(0.0f, half_to_float(x_h[i]) * scale[i % s.c] + bias[i % s.c]);
+    a[i] = std::max(0.0f, half_to_float(x_h[i]) * half_to_float(scale_h[i % s.c]) + half_to_float(bias_h[i % s.c]));
   std::vector<double> want_sum(s.k, 0.0), want_sq(s.k, 0.0);
   double worst = 0, largest = 0;
   const int64_t pad = s.r / 2;
@@ -222,32 +304,43 @@ TEST(CudnnFusionOnGpu, ScaleBiasReluConvGenstatsMatchesTheSeparateOperations) {
 }
 
 // ResNet-50's bottleneck 3x3 (layer1: 256 x 64 x 56 x 56, 64 filters) and 1x1 shapes at
-// batch 256: whether cuDNN builds the graph for them, and the median of 20 runs (printed).
+// batch 256: whether cuDNN builds each pass of a convolution with its BatchNorm folded in
+// (forward, input gradient, filter gradient) and the same pass without, and the median of 20
+// runs of each (printed: what the folding costs each convolution, against the BatchNorm
+// passes it removes).
 TEST(CudnnFusionOnGpu, BuildsForResNet50Shapes) {
   SKIP_WITHOUT_GPU();
   cudnnHandle_t handle = nullptr;
   ASSERT_EQ(cudnnCreate(&handle), CUDNN_STATUS_SUCCESS);
+  using Builder = ProbeGraph (*)(cudnnHandle_t, const Shape4&, bool);
+  const std::pair<const char*, Builder> passes[] = {
+      {"forward", build_forward}, {"input gradient", build_input_gradient}, {"filter gradient", build_filter_gradient}};
   for (const Shape4& s : {Shape4{256, 64, 56, 56, 64, 3}, Shape4{256, 64, 56, 56, 256, 1},
                           Shape4{256, 256, 56, 56, 64, 1}, Shape4{256, 128, 28, 28, 128, 3}}) {
-    const std::string what = "n" + std::to_string(s.n) + " c" + std::to_string(s.c) + " " + std::to_string(s.h) +
-                             "x" + std::to_string(s.w) + " k" + std::to_string(s.k) + " " + std::to_string(s.r) + "x" +
-                             std::to_string(s.r);
-    const FusedGraph g = build_fused(handle, s);
-    if (!g.error.empty()) {
-      std::cout << "fused graph " << what << ": not built (" << g.error << ")\n";
-      continue;
-    }
-    GraphRun run = prepare_run(g, s);
-    ASSERT_TRUE(run.error.empty()) << what << ": " << run.error;
-    std::vector<double> ms;
-    for (int i = 0; i < 23; ++i) {
-      const auto start = std::chrono::steady_clock::now();
-      ASSERT_TRUE(g.graph->execute(handle, run.pack, run.workspace.get()).is_good()) << what;
-      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-      if (i >= 3) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-    }
-    std::sort(ms.begin(), ms.end());
-    std::cout << "fused graph " << what << ": built, median " << ms[ms.size() / 2] << " ms a run\n";
+    const std::string shape = "n" + std::to_string(s.n) + " c" + std::to_string(s.c) + " " + std::to_string(s.h) +
+                              "x" + std::to_string(s.w) + " k" + std::to_string(s.k) + " " + std::to_string(s.r) +
+                              "x" + std::to_string(s.r);
+    for (const auto& [pass, build] : passes)
+      for (const bool fused : {false, true}) {
+        const std::string what = shape + " " + pass + (fused ? " fused" : " plain");
+        const ProbeGraph g = build(handle, s, fused);
+        if (!g.error.empty()) {
+          std::cout << "graph " << what << ": not built (" << g.error << ")\n";
+          continue;
+        }
+        GraphRun run = prepare_run(g);
+        ASSERT_TRUE(run.error.empty()) << what << ": " << run.error;
+        std::vector<double> ms;
+        for (int i = 0; i < 23; ++i) {
+          const auto start = std::chrono::steady_clock::now();
+          ASSERT_TRUE(g.graph->execute(handle, run.pack, run.workspace.get()).is_good()) << what;
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          if (i >= 3)
+            ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+        }
+        std::sort(ms.begin(), ms.end());
+        std::cout << "graph " << what << ": built, median " << ms[ms.size() / 2] << " ms a run\n";
+      }
   }
   cudnnDestroy(handle);
 }
