@@ -52,6 +52,10 @@
 #         fusions the fusions outside f16 NHWC, by kind: ResNet-50 bf16 NHWC (cuDNN's fused
 #                 BatchNorm), ResNet-20 fp32 NCHW (the ReLU folded into the residual sum); TF32's
 #                 are the tf32 stage's
+#         graphs  train.cuda_graphs: on: each model's step with forward and backward replayed from
+#                 one CUDA graph against the same step launched kernel by kernel, in one bench
+#                 layers run each: MLP b128, LeNet-5 b256, ResNet-20 b128 fp32 and amp-fp16,
+#                 ResNet-50 b256 amp-fp16
 #         plan    `sdp-train plan` of ResNet-50 amp-fp16 on 1 to 64 p5.48xlarge nodes from this
 #                 GPU's measured step; the compute file comes back for plans made elsewhere
 #         train-fp32, train-amp
@@ -270,6 +274,23 @@ stage_fusions() {
     --set data.batch_size=128 --set device=cuda --steps 50
 }
 
+stage_graphs() {
+  local bin=$BUNDLE/sdp-train graphs=(--set device=cuda --set train.cuda_graphs=on)
+  step bench-layers-mlp-graphs "$bin" bench layers --config configs/quickstart.yaml --set data.batch_size=128 \
+    "${graphs[@]}" --steps 50
+  step bench-layers-lenet5-graphs "$bin" bench layers --config configs/lenet-mnist.yaml --set data.format=synthetic \
+    --set data.batch_size=256 "${graphs[@]}" --steps 50
+  local p
+  for p in fp32 amp-fp16; do
+    step bench-layers-resnet20-$p-graphs "$bin" bench layers --config configs/resnet20-cifar10.yaml \
+      --set data.format=synthetic --set data.synthetic.channels=3 --set data.synthetic.height=32 \
+      --set data.synthetic.width=32 --set data.batch_size=128 --set precision=$p "${graphs[@]}" --steps 50
+  done
+  step bench-layers-resnet50-amp-fp16-graphs "$bin" bench layers --config configs/resnet50-synthetic-bench.yaml \
+    --set data.batch_size=256 --set data.synthetic.train_samples=256 --set precision=amp-fp16 "${graphs[@]}" --steps 10
+  grep -H '^# step' "$OUT"/bench-layers-*-graphs.log | tee -a "$OUT/summary.txt" >&2
+}
+
 stage_train_amp_channels_last() {
   have_torch_cuda || return 0
   local bin=$BUNDLE/sdp-train
@@ -428,6 +449,7 @@ case "${1:-}" in
         decode-train) stage_decode_train ;;
         layers-amp) stage_layers_amp ;;
         fusions) stage_fusions ;;
+        graphs) stage_graphs ;;
         train-fp32) stage_train_fp32 ;;
         train-amp) stage_train_amp ;;
         *) usage ;;

@@ -93,6 +93,10 @@ struct TrainSpec {
   // host queues backward while forward runs), auto (step_end; training_setup.hpp). The CPU
   // computes as it goes either way.
   std::string loss_read = "auto";
+  // CUDA graphs: a GPU step's forward and backward recorded once and replayed as one launch
+  // (nn/model.hpp's step graphs), or queued kernel by kernel (off). Opt-in until a GPU run
+  // has checked replays against launches.
+  std::string cuda_graphs = "off";  // off | on
 };
 
 struct OptimizerSpec {

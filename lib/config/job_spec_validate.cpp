@@ -97,6 +97,8 @@ void check_train_keys(const JobSpec& spec, const RangeChecker& check) {
   check.require(t.log_every > 0, "train.log_every", "must be a positive number of steps");
   check.require(t.eval_every_epochs >= 0, "train.eval_every_epochs", "must be >= 0");
   check.require(spec.train.cudnn_workspace_mb >= 0, "train.cudnn_workspace_mb", "must be >= 0 (MB of GPU memory)");
+  check.require(t.cuda_graphs != "on" || spec.device != DevicePreference::kCpu, "train.cuda_graphs",
+                "on records the GPU's step as a CUDA graph: with device cpu there is none (use off)");
 }
 
 // optimizer.*

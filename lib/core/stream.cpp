@@ -48,6 +48,12 @@ void Stream::cast_from_f32(void* /*dst*/, DType dtype, const float* /*src*/, int
   throw std::invalid_argument(std::string("this device computes in f32 only, not ") + dtype_name(dtype));
 }
 
+void Stream::begin_capture() { throw std::logic_error("only a GPU stream records its work as a graph"); }
+
+std::unique_ptr<StreamGraph> Stream::end_capture() {
+  throw std::logic_error("only a GPU stream records its work as a graph");
+}
+
 void Stream::copy_to_host_async(void* dst, const void* src, std::size_t bytes) {
   synchronize();
   if (bytes > 0) std::memcpy(dst, src, bytes);

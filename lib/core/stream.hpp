@@ -42,6 +42,16 @@ class TimedEvent {
   virtual double seconds_since(const TimedEvent& start) const = 0;
 };
 
+// A stream's work recorded once and replayed as one launch (a CUDA graph): the host pays for
+// queueing its many small kernels once, not every step. It refers to the buffers and the
+// kernel arguments of the recording: replays run the same kernels on the same memory.
+class StreamGraph {
+ public:
+  virtual ~StreamGraph() = default;
+  // Queues the recorded work on the stream it was recorded from.
+  virtual void replay() = 0;
+};
+
 class Stream {
  public:
   virtual ~Stream() = default;
@@ -77,6 +87,16 @@ class Stream {
   // dst[i] = dtype(src[i]) for `count` elements in this device's memory (a model's f32 input
   // into its compute dtype under mixed precision). Only the CUDA stream has 16-bit compute.
   virtual void cast_from_f32(void* dst, DType dtype, const float* src, int64_t count);
+  // Records the work this thread queues on this stream until end_capture() instead of running
+  // it (CUDA's stream capture: nothing runs until the graph is replayed). A call that cannot
+  // be recorded (a wait for the device, an allocation, a copy from pageable memory) throws
+  // sdp::Error; the capture must then be ended with abort_capture(). Host streams cannot
+  // record (std::logic_error).
+  virtual void begin_capture();
+  // The recorded work, ready to replay (sdp::Error when it cannot be instantiated).
+  virtual std::unique_ptr<StreamGraph> end_capture();
+  // Ends a capture that failed, dropping what it recorded; a no-op when none is under way.
+  virtual void abort_capture() {}
 };
 
 // The host's stream: work is done when the call that did it returns.

@@ -63,6 +63,23 @@ class CudaTimedEvent final : public TimedEvent {
   cudaEvent_t event_ = nullptr;
 };
 
+class CudaStreamGraph final : public StreamGraph {
+ public:
+  CudaStreamGraph(cudaGraph_t graph, cudaStream_t stream) : stream_(stream) {
+    const cudaError_t status = cudaGraphInstantiate(&exec_, graph, 0);
+    cudaGraphDestroy(graph);  // the executable graph keeps what it needs
+    check(status, "cudaGraphInstantiate");
+  }
+  ~CudaStreamGraph() override {
+    if (exec_ != nullptr) cudaGraphExecDestroy(exec_);
+  }
+  void replay() override { check(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch"); }
+
+ private:
+  cudaStream_t stream_;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
 }  // namespace
 
 CudaStream::CudaStream(int ordinal) : ordinal_(ordinal), owned_(true) {
@@ -108,6 +125,27 @@ std::unique_ptr<TimedEvent> CudaStream::make_timed_event() {
 void CudaStream::copy_from_host(void* dst, const void* src, std::size_t bytes) {
   if (bytes == 0) return;
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync");
+}
+
+void CudaStream::begin_capture() {
+  // Thread-local: the loader's threads (pinned allocations, nvJPEG's own streams) go on while
+  // this thread records; an unsafe call of this thread's own fails at once instead.
+  check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+}
+
+std::unique_ptr<StreamGraph> CudaStream::end_capture() {
+  cudaGraph_t graph = nullptr;
+  check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+  return std::make_unique<CudaStreamGraph>(graph, stream_);
+}
+
+void CudaStream::abort_capture() {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream_, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+    cudaGraph_t graph = nullptr;
+    if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
+  }
+  cudaGetLastError();  // the failed capture's error is not the next call's
 }
 
 void CudaStream::copy_to_host_async(void* dst, const void* src, std::size_t bytes) {

@@ -37,6 +37,9 @@ class CudaStream final : public Stream {
   void copy_to_host_async(void* dst, const void* src, std::size_t bytes) override;
   void copy_from_host_async(void* dst, const void* src, std::size_t bytes) override;
   void cast_from_f32(void* dst, DType dtype, const float* src, int64_t count) override;
+  void begin_capture() override;
+  std::unique_ptr<StreamGraph> end_capture() override;
+  void abort_capture() override;
 
   cudaStream_t get() const { return stream_; }
   // Library handles bound to this stream (cuBLAS, cuDNN), by name; released before the stream.

@@ -16,6 +16,7 @@ namespace sdp::nn {
 class Dropout : public Layer {
  public:
   const char* kind() const override { return "dropout"; }
+  bool same_work_every_step() const override { return false; }  // masks follow (stream, step)
   static std::unique_ptr<Dropout> create(Context& ctx, std::string name, float p);
 
   // Tests hold the mask fixed across forwards (finite differences need a fixed function).

@@ -88,6 +88,10 @@ class Layer {
   virtual bool set_input_grad_relu_gated(bool /*gated*/) { return false; }
   // The output gradient arrives gated already (the next layer took the ReLU's derivative).
   virtual void set_output_grad_relu_gated(bool /*gated*/) {}
+  // Whether each training step queues the same kernels with the same arguments, so a step
+  // recorded once (a CUDA graph: Model::set_step_graphs) can stand for the next ones. Not a
+  // layer whose arguments follow the step (dropout's masks).
+  virtual bool same_work_every_step() const { return true; }
 
  protected:
   Param& add_parameter(const std::string& suffix, const Shape& shape, bool weight_decay);

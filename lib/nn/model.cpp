@@ -24,7 +24,13 @@ Model::Model(std::string name, Shape input_shape, int num_classes, uint64_t seed
   if (num_classes_ < 1) throw std::invalid_argument("Model: num_classes < 1");
 }
 
-Model::~Model() = default;
+Model::~Model() { drop_step_graphs(); }
+
+void Model::drop_step_graphs() {
+  if (step_graphs_.empty()) return;
+  ctx_.stream->synchronize();  // a replay still queued runs on what it recorded
+  step_graphs_.clear();
+}
 
 void Model::add(std::unique_ptr<Layer> layer) {
   if (built_) throw std::logic_error("Model::add after build");
@@ -122,6 +128,9 @@ void Model::configure(int64_t batch, bool training) {
   }
   configured_batch_ = batch;
   configured_training_ = training;
+  // Recordings refer to the buffers of the configuration they were made in.
+  drop_step_graphs();
+  steps_since_configure_ = 0;
 }
 
 float Model::forward(const Tensor& x, const int32_t* labels, bool training, int64_t* correct, uint8_t* hits) {
@@ -148,6 +157,13 @@ void Model::wait_input_copied() {
 // `mark_input_copied`: records input_copied_ after a staged input (forward_deferred's, whose
 // caller cannot rely on the loss read to know the copy is done).
 const TensorRef& Model::forward_layers(const Tensor& x, bool training, bool mark_input_copied) {
+  stage_forward(x, training, mark_input_copied);
+  const TensorRef* act = &input_;
+  for (auto& layer : layers_) act = &layer->run_forward(*act);
+  return *act;
+}
+
+void Model::stage_forward(const Tensor& x, bool training, bool mark_input_copied) {
   if (!built_) throw std::logic_error("Model " + name_ + ": forward before build");
   // Host input to a GPU model is copied in on the model's stream (the loader's batches live
   // in host memory); otherwise the input must already be on the model's device. A 16-bit
@@ -174,9 +190,6 @@ const TensorRef& Model::forward_layers(const Tensor& x, bool training, bool mark
     if (!input_copied_) input_copied_ = ctx_.stream->make_event();
     input_copied_->record();
   }
-  const TensorRef* act = &input_;
-  for (auto& layer : layers_) act = &layer->run_forward(*act);
-  return *act;
 }
 
 // Points input_ at `x` on the model's device in the compute dtype: staged from host memory
@@ -237,6 +250,68 @@ void Model::prefetch(const Tensor& x) {
   prefetched_slot_ = slot;
   prefetched_src_ = x.raw();
   prefetched_bytes_ = x.nbytes();
+}
+
+std::string Model::step_graph_obstacle() const {
+  if (!ctx_.device.is_cuda()) return "the model computes on the " + ctx_.device.str() + ", not a GPU";
+  for (const auto& layer : layers_)
+    if (!layer->same_work_every_step())
+      return "layer " + layer->name() + " (" + layer->kind() + ") draws new values every step";
+  if (ctx_.grad_ready_hook)
+    return "each gradient is handed on as backward makes it (buckets reduced across ranks, or summed over "
+           "micro-batches)";
+  if (ctx_.profile != nullptr) return "the layers are being timed one by one";
+  return "";
+}
+
+void Model::forward_backward_deferred(const Tensor& x, const int32_t* labels) {
+  if (!step_graphs_enabled_ || !step_graph_failure_.empty() || !step_graph_obstacle().empty()) {
+    forward_deferred(x, labels);
+    backward();
+    return;
+  }
+  stage_forward(x, /*training=*/true, /*mark_input_copied=*/true);
+  loss_->stage_labels(labels);
+  const std::pair<const void*, float> key{input_.data, loss_->loss_scale()};
+  auto found = step_graphs_.find(key);
+  // The steps before choose algorithms and grow workspaces, which a recording cannot do.
+  constexpr int64_t kStepsBeforeRecording = 2;
+  if (found == step_graphs_.end() && ++steps_since_configure_ > kStepsBeforeRecording &&
+      record_step_graph(key))
+    found = step_graphs_.find(key);
+  if (found != step_graphs_.end()) {
+    found->second->replay();
+    ++replayed_steps_;
+  } else {
+    queue_forward_backward();
+  }
+  loss_->queue_loss_read();
+  backward_ready_ = false;
+}
+
+void Model::queue_forward_backward() {
+  const TensorRef* act = &input_;
+  for (auto& layer : layers_) act = &layer->run_forward(*act);
+  loss_->queue_loss(*act);
+  const TensorRef* grad = &loss_->backward();
+  for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) grad = &(*it)->run_backward(*grad);
+}
+
+bool Model::record_step_graph(const std::pair<const void*, float>& key) {
+  // At most a few recordings: the staged input's two slots (or the cast input) at one loss scale.
+  if (step_graphs_.size() >= 4) drop_step_graphs();
+  Stream& stream = *ctx_.stream;
+  try {
+    stream.begin_capture();
+    queue_forward_backward();
+    step_graphs_[key] = stream.end_capture();
+    return true;
+  } catch (const std::exception& e) {
+    stream.abort_capture();
+    drop_step_graphs();
+    step_graph_failure_ = e.what();
+    return false;
+  }
 }
 
 void Model::backward() {

@@ -30,6 +30,13 @@ class SoftmaxCrossEntropy {
   }
   // The last forward_deferred's mean loss, waiting for it where it is not known yet.
   virtual float take_loss() { return deferred_loss_; }
+  // forward_deferred in its three parts, for a step recorded as a CUDA graph (Model's step
+  // graphs), whose recording holds only the middle one: the labels checked and copied in, the
+  // loss's kernels (whose gradient backward returns), the totals' copy back for take_loss.
+  // Only the GPU's loss has them (std::logic_error).
+  virtual void stage_labels(const int32_t* labels);
+  virtual void queue_loss(const TensorRef& logits);
+  virtual void queue_loss_read();
 
   // e in [0, 1); 0 (the default) is plain cross-entropy.
   void set_label_smoothing(float e) { label_smoothing_ = e; }

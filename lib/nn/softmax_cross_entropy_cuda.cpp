@@ -33,17 +33,20 @@ void SoftmaxCrossEntropyCuda::configure(const TensorDesc& logits, int num_classe
   }
 }
 
-void SoftmaxCrossEntropyCuda::queue_forward(const TensorRef& logits, const int32_t* labels) {
+void SoftmaxCrossEntropyCuda::stage_labels(const int32_t* labels) {
   for (int64_t i = 0; i < batch_; ++i)
     if (labels[i] < 0 || labels[i] >= num_classes_)
       throw InputError("label " + std::to_string(labels[i]) + " outside [0, " + std::to_string(num_classes_) +
                        ") at batch index " + std::to_string(i));
-  cudaStream_t s = cuda::stream_of(ctx_);
   // Pageable host memory: the call returns once the labels are staged, so the caller may
   // reuse its batch buffer at once.
   cuda::check(cudaMemcpyAsync(labels_.get(), labels, static_cast<std::size_t>(batch_) * sizeof(int32_t),
-                              cudaMemcpyHostToDevice, s),
+                              cudaMemcpyHostToDevice, cuda::stream_of(ctx_)),
               "cudaMemcpyAsync");
+}
+
+// The loss kernels (and the 16-bit gradient) on the labels staged last.
+void SoftmaxCrossEntropyCuda::queue_loss(const TensorRef& logits) {
   cuda_xent::forward(logits.desc.dtype, logits.data, labels_.as<const int32_t>(), batch_, num_classes_,
                      label_smoothing_, loss_scale_, grad_.as<float>(), row_loss_.as<double>(), totals_.as<double>(),
                      bad_label_.as<int>(), ctx_.stream.get());
@@ -54,7 +57,8 @@ void SoftmaxCrossEntropyCuda::queue_forward(const TensorRef& logits, const int32
 
 float SoftmaxCrossEntropyCuda::forward(const TensorRef& logits, const int32_t* labels, int64_t* correct,
                                        uint8_t* hits) {
-  queue_forward(logits, labels);
+  stage_labels(labels);
+  queue_loss(logits);
   cudaStream_t s = cuda::stream_of(ctx_);
   double totals[2] = {0.0, 0.0};
   cuda::check(cudaMemcpyAsync(totals, totals_.get(), sizeof(totals), cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
@@ -71,7 +75,12 @@ float SoftmaxCrossEntropyCuda::forward(const TensorRef& logits, const int32_t* l
 }
 
 void SoftmaxCrossEntropyCuda::forward_deferred(const TensorRef& logits, const int32_t* labels) {
-  queue_forward(logits, labels);
+  stage_labels(labels);
+  queue_loss(logits);
+  queue_loss_read();
+}
+
+void SoftmaxCrossEntropyCuda::queue_loss_read() {
   cuda::check(cudaMemcpyAsync(deferred_totals_.get(), totals_.get(), 2 * sizeof(double), cudaMemcpyDeviceToHost,
                               cuda::stream_of(ctx_)),
               "cudaMemcpyAsync");

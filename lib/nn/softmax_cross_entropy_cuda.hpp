@@ -24,11 +24,11 @@ class SoftmaxCrossEntropyCuda final : public SoftmaxCrossEntropy {
   const TensorRef& backward() override;
   void forward_deferred(const TensorRef& logits, const int32_t* labels) override;
   float take_loss() override;
+  void stage_labels(const int32_t* labels) override;
+  void queue_loss(const TensorRef& logits) override;
+  void queue_loss_read() override;
 
  private:
-  // Checks the labels, copies them in and queues the loss kernels (and the 16-bit gradient).
-  void queue_forward(const TensorRef& logits, const int32_t* labels);
-
   Context& ctx_;
   int64_t batch_ = 0;
   int num_classes_ = 0;

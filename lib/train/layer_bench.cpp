@@ -127,6 +127,29 @@ LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, 
     for (std::size_t p = 0; p < grad_ready.size(); ++p) ready[p].push_back(grad_ready[p]->seconds_since(*forward_end));
   }
   model->set_grad_ready_hook({});
+  LayerBenchResult result;
+  // train.cuda_graphs: on: the same step again, forward and backward replayed from one
+  // recording (made at the third of these steps), against the launches above.
+  std::vector<double> graphed;
+  if (spec.train.cuda_graphs == "on") {
+    result.graphs_asked = true;
+    result.graph_note = loss_at_step_end ? model->step_graph_obstacle() : "train.loss_read: forward";
+    model->set_step_graphs(result.graph_note.empty());
+    const auto graphed_step = [&] {
+      const auto start = std::chrono::steady_clock::now();
+      model->forward_backward_deferred(input.images, input.labels.data());
+      optimizer->step(lr);
+      model->take_loss();
+      stream.synchronize();
+      return seconds_since(start);
+    };
+    for (int64_t i = 0; result.graph_note.empty() && i < options.warmup + 3; ++i) graphed_step();
+    const int64_t replayed_before = model->replayed_steps();
+    for (int64_t i = 0; result.graph_note.empty() && i < options.steps; ++i) graphed.push_back(graphed_step());
+    result.graph_replays = model->replayed_steps() - replayed_before;
+    if (result.graph_note.empty()) result.graph_note = model->step_graph_failure();
+    model->set_step_graphs(false);
+  }
   nn::LayerProfile profile(stream);
   model->context().profile = &profile;
   for (int64_t i = 0; options.profile_layers && i < options.steps; ++i) {
@@ -136,7 +159,7 @@ LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, 
   }
   model->context().profile = nullptr;
 
-  LayerBenchResult result;
+  result.graphed_step_seconds = nn::median_seconds(graphed);
   result.model = spec.model.name;
   result.device = device.str();
   result.precision = to_string(spec.precision);
@@ -209,6 +232,17 @@ std::string format_layer_bench(const LayerBenchResult& r) {
                 r.profiled_step_seconds * 1e3, layers * 1e3, r.optimizer_seconds * 1e3,
                 (r.profiled_step_seconds - layers - r.optimizer_seconds) * 1e3);
   out << line;
+  if (r.graphs_asked && r.graph_replays > 0) {
+    std::snprintf(line, sizeof line,
+                  "# step with CUDA graphs %.3f ms (%.0f images/s, %.2fx the launches): %lld of %lld steps replayed\n",
+                  r.graphed_step_seconds * 1e3, r.graphed_step_seconds > 0 ? r.batch / r.graphed_step_seconds : 0.0,
+                  r.graphed_step_seconds > 0 ? r.step_seconds / r.graphed_step_seconds : 0.0,
+                  static_cast<long long>(r.graph_replays), static_cast<long long>(r.options.steps));
+    out << line;
+  } else if (r.graphs_asked) {
+    out << "# step with CUDA graphs: none replayed (" << (r.graph_note.empty() ? "no recording" : r.graph_note)
+        << ")\n";
+  }
   std::snprintf(line, sizeof line, "%-32s %-10s %11s %11s %10s %7s\n", "layer", "kind", "forward_ms", "backward_ms",
                 "total_ms", "share");
   out << line;

@@ -39,6 +39,12 @@ struct LayerBenchResult {
   std::vector<LayerBenchRow> rows;  // in the order the forward runs them
   double step_seconds = 0;          // median step, no events
   double profiled_step_seconds = 0; // median step with the events
+  // train.cuda_graphs: on: the median step with forward and backward replayed from a CUDA
+  // graph, how many of the measured steps were replayed, and why none were (if so).
+  bool graphs_asked = false;
+  double graphed_step_seconds = 0;
+  int64_t graph_replays = 0;
+  std::string graph_note;
   double optimizer_seconds = 0;     // median update
   // The step as `sdp-train plan` models it, from the steps without the layers' events:
   // forward, each gradient's ready time from the start of backward, the update.

@@ -114,6 +114,9 @@ void StepLog::done(const TrainResult& result, bool evaluated_last) {
   // data.decode: gpu: the training images the GPU decoder refused, decoded on the CPU (rank 0's).
   if (result.decoded_on_gpu)
     summary.push_back({"cpu_decoded_images", static_cast<double>(result.cpu_decoded_samples)});
+  // train.cuda_graphs: on: the steps replayed from a recording (rank 0's); the others ran as launches.
+  if (spec_.train.cuda_graphs == "on")
+    summary.push_back({"graph_replayed_steps", static_cast<double>(result.graph_replayed_steps)});
   if (evaluated_last) summary.push_back({"test_accuracy", result.test_accuracy});
   if (result.gpu_memory_peak_bytes > 0)
     summary.push_back({"gpu_memory_peak_mb", static_cast<double>(result.gpu_memory_peak_bytes) / (1 << 20)});

@@ -181,6 +181,34 @@ void Trainer::start_replicas() {
   divergence_ =
       std::make_unique<DivergenceGuard>(spec_.model.num_classes, schedule_->options().warmup_steps,
                                         steps_per_epoch_, /*from_start=*/step_ == 0);
+  start_step_graphs();
+}
+
+// train.cuda_graphs: on: after data parallel's and the timeline's set-up, which decide whether
+// the model's step can be recorded (nn/model.hpp step_graph_obstacle).
+void Trainer::start_step_graphs() {
+  if (spec_.train.cuda_graphs != "on") return;
+  nn::Model& model = *parts_.model;
+  std::string obstacle = model.step_graph_obstacle();
+  if (obstacle.empty() && !loss_at_step_end_)
+    obstacle = "train.loss_read: forward waits for each forward's loss in the middle of the step";
+  step_graphs_ = obstacle.empty();
+  model.set_step_graphs(step_graphs_);
+  if (world_.rank() != 0) return;
+  if (step_graphs_)
+    log_info("CUDA graphs (train.cuda_graphs: on): each step's forward and backward are recorded at the third step "
+             "after a new batch shape or an evaluation, and replayed from then on");
+  else
+    log_info("CUDA graphs (train.cuda_graphs: on): the steps run as launches: " + obstacle);
+}
+
+// A recording that failed ends the replays on this rank: said once, with the reason.
+void Trainer::note_step_graph_failure() {
+  const std::string& failure = parts_.model->step_graph_failure();
+  if (failure.empty() || step_graph_failure_noted_) return;
+  step_graph_failure_noted_ = true;
+  log_warn("rank " + std::to_string(world_.rank()) + ": CUDA graphs: recording step " + std::to_string(step_) +
+           " failed (" + failure + "); the steps run as launches from here");
 }
 
 TrainResult Trainer::run() {
@@ -260,6 +288,7 @@ void Trainer::run_epoch(int64_t epoch) {
   result_.cpu_decoded_samples = loader.cpu_decoded_samples();
   result_.decoded_on_gpu = decodes_on_gpu(spec_, parts_.model->device());
   if (parts_.model->device().is_cuda()) result_.gpu_memory_peak_bytes = memory_use(DeviceKind::kCuda).peak;
+  result_.graph_replayed_steps = parts_.model->replayed_steps();
   warn_if_decoding_falls_back();
 }
 
@@ -324,16 +353,21 @@ double Trainer::forward_backward(const Batch& first) {
         (batch = next_batch(timeline_ ? Clock::now() : Clock::time_point{})) == nullptr)
       throw std::logic_error("the loader ended in the middle of step " + std::to_string(step_));
     parallel_->begin_micro_batch(micro);
-    {
-      TraceScope trace(timeline_.get(), "forward", step_);
-      const bool poison = micro == 0 && faults_.nan_input_at(step_);
-      const Tensor& images = poison ? nan_poisoned(batch->images) : batch->images;
-      if (loss_at_step_end_)
-        model.forward_deferred(images, batch->labels.data());
-      else
-        loss += model.forward(images, batch->labels.data(), /*training=*/true);
-    }
-    {
+    const bool poison = micro == 0 && faults_.nan_input_at(step_);
+    const Tensor& images = poison ? nan_poisoned(batch->images) : batch->images;
+    if (step_graphs_) {
+      // One replayed graph (train.cuda_graphs), or the two passes as launches until recorded.
+      TraceScope trace(timeline_.get(), "forward_backward", step_);
+      model.forward_backward_deferred(images, batch->labels.data());
+      note_step_graph_failure();
+    } else {
+      {
+        TraceScope trace(timeline_.get(), "forward", step_);
+        if (loss_at_step_end_)
+          model.forward_deferred(images, batch->labels.data());
+        else
+          loss += model.forward(images, batch->labels.data(), /*training=*/true);
+      }
       TraceScope trace(timeline_.get(), "backward", step_);
       model.backward();
     }

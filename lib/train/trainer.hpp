@@ -49,6 +49,7 @@ struct TrainResult {
   // On a GPU: the most device memory the runner's own allocations held at once (this rank's
   // process; core/device_memory.hpp memory_use). 0 on the CPU.
   std::size_t gpu_memory_peak_bytes = 0;
+  int64_t graph_replayed_steps = 0;  // steps replayed from a CUDA graph (train.cuda_graphs), this rank's
 };
 
 // Collective. Checks the output locations first (train/output_check.hpp). Bad data or model
@@ -112,6 +113,8 @@ class Trainer {
   // With nvJPEG decoding: a warning, once, when many training images fall back to the CPU
   // decoder (what nvJPEG refuses is decoded one by one on the loader's few threads).
   void warn_if_decoding_falls_back();
+  void start_step_graphs();
+  void note_step_graph_failure();
   // A diagnosis from the DivergenceGuard: a warning on rank 0, or with on_divergence: abort
   // the end of the run on every rank (the guard reads agreed values, so all get here).
   void diverged(const std::string& diagnosis);
@@ -149,7 +152,9 @@ class Trainer {
   bool loss_at_step_end_ = false;  // train.loss_read (training_setup.hpp reads_loss_at_step_end)
   bool evaluated_last_ = false;
   int64_t images_read_ = 0;        // training images the loader handed this rank in this run
-  bool fallback_warned_ = false;   // warn_if_decoding_falls_back said it
+  bool fallback_warned_ = false;
+  bool step_graphs_ = false;               // train.cuda_graphs: on, and the model's step can be recorded
+  bool step_graph_failure_noted_ = false;  // note_step_graph_failure said it   // warn_if_decoding_falls_back said it
 };
 
 }  // namespace sdp

@@ -179,6 +179,28 @@ std::string describe_loss_read(const JobSpec& spec, const Device& device) {
   return "forward" + key + ": the host waits for each forward's loss before queuing backward";
 }
 
+std::string describe_cuda_graphs(const JobSpec& spec, const Device& device, int ranks) {
+  if (spec.train.cuda_graphs != "on")
+    return device.is_cuda() ? "off: each step's kernels are launched one by one (train.cuda_graphs: on records "
+                              "forward and backward once and replays them)"
+                            : "off (CPU)";
+  std::string obstacle;
+  if (!device.is_cuda())
+    obstacle = "this rank computes on the CPU";
+  else if (ranks > 1)
+    obstacle = "the gradients are reduced across ranks as backward makes them (recording the collectives is not "
+               "written yet)";
+  else if (spec.train.accumulate_steps > 1)
+    obstacle = "train.accumulate_steps sums the gradients of micro-batches as backward makes them";
+  else if (spec.model.dropout > 0)
+    obstacle = "model.dropout draws new masks every step";
+  else if (!reads_loss_at_step_end(spec, device))
+    obstacle = "train.loss_read: forward waits for each forward's loss in the middle of the step";
+  if (!obstacle.empty()) return "on, but the steps run as launches: " + obstacle;
+  return "on: forward and backward recorded once (the third step after a new batch shape or an evaluation) "
+         "and replayed as one launch";
+}
+
 DType compute_dtype(Precision precision) {
   switch (precision) {
     case Precision::kFp32:

@@ -64,6 +64,9 @@ bool uses_memory_plan(const JobSpec& spec, const Device& device);
 bool reads_loss_at_step_end(const JobSpec& spec, const Device& device);
 // The plan's `loss read` line.
 std::string describe_loss_read(const JobSpec& spec, const Device& device);
+// The plan's `graphs` line (train.cuda_graphs): whether a step of this job on `ranks` ranks
+// is recorded once and replayed, or why not (the trainer logs the same at start).
+std::string describe_cuda_graphs(const JobSpec& spec, const Device& device, int ranks);
 // Whether encoded images are normalised straight into the model's 16-bit channels_last input
 // (data.batch_type: compute or auto, on such a model; f32 keeps the cast on the GPU).
 bool loads_compute_batches(const JobSpec& spec, const Device& device);

@@ -205,6 +205,20 @@ case_err_channels_last_needs_a_gpu() {
     expect_error 2 "bad2.yaml:1: key 'model.memory_format': unknown value 'nhwc'" validate --config "$cfg"
 }
 
+case_err_cuda_graphs_needs_a_gpu() {
+    # train.cuda_graphs: on records a GPU's step: asked of a CPU job it is an error naming the
+    # key (exit 2); an unknown value names the choices; the plan says which way a job's steps go.
+    cfg=$(yaml bad.yaml 'device: cpu\ntrain: {cuda_graphs: on}\n')
+    expect_error 2 "bad.yaml:2: key 'train.cuda_graphs': on records the GPU's step as a CUDA graph: with device cpu there is none \(use off\)" validate --config "$cfg"
+    cfg=$(yaml bad2.yaml 'train: {cuda_graphs: yes}\n')
+    expect_error 2 "bad2.yaml:1: key 'train.cuda_graphs': unknown value 'yes' \(expected one of: off, on\)" validate --config "$cfg"
+    expect_ok 0 validate --config "$SRC/configs/quickstart.yaml"
+    grep -q "^  graphs       : off (CPU)" "$WORK/out" || fail "the plan does not say a CPU job's steps are launched"
+    expect_ok 0 validate --config "$SRC/configs/quickstart.yaml" --set device=auto --set train.cuda_graphs=on
+    grep -qE "^  graphs       : on(:|, but the steps run as launches: this rank computes on the CPU)" "$WORK/out" ||
+      fail "the plan does not say where the steps of train.cuda_graphs: on go"
+}
+
 case_memory_plan_choice() {
     # model.memory_plan: the plan says where a step's buffers go; a bad value names the key
     # and its choices (exit 2).

@@ -254,6 +254,35 @@ case_gpu_loss_read_step_end_same_model() {
     done
 }
 
+case_gpu_cuda_graphs_same_model() {
+    # train.cuda_graphs: on (forward and backward recorded at the third step after each new
+    # shape or evaluation, then replayed) trains the very model the launches do, with the same
+    # logged losses, in fp32 and in amp-fp16 (channels_last, the loss scaler); the plan and the
+    # log say so, and the [done] line counts the replayed steps (2 epochs of 16: 28 at least).
+    need_gpus 1
+    local p g
+    for p in fp32 amp-fp16; do
+      for g in off on; do
+        expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set precision=$p \
+          --set model.name=resnet20 --set data.synthetic.channels=3 --set data.synthetic.height=16 \
+          --set data.synthetic.width=16 --set data.batch_size=32 --set data.synthetic.train_samples=512 \
+          --set data.synthetic.test_samples=256 --set train.epochs=2 --set train.log_every=2 \
+          --set train.cuda_graphs=$g --set output.model_dir="$WORK/m-$p-$g"
+        grep -q "^  graphs       : $g" "$WORK/out" || fail "the plan does not say graphs $g ($p)"
+        grep -oE '^\[(step|epoch)[^]]*\].*loss=[0-9.e+-]+' "$WORK/out" | grep -oE 'loss=[0-9.e+-]+' >"$WORK/losses-$p-$g"
+      done
+      grep -q "recorded at the third step" "$WORK/out" || fail "the log does not say the steps are recorded ($p)"
+      grep -q "recording step .* failed" "$WORK/out" && fail "a recording failed ($p): $(grep 'recording step' "$WORK/out")"
+      local replayed
+      replayed=$(grep -oE 'graph_replayed_steps=[0-9]+' "$WORK/out" | tail -1 | cut -d= -f2)
+      [ "${replayed:-0}" -ge 28 ] || fail "only ${replayed:-no} steps replayed ($p)"
+      [ -s "$WORK/losses-$p-off" ] || fail "no losses logged"
+      cmp "$WORK/losses-$p-off" "$WORK/losses-$p-on" || fail "the replayed steps logged other losses ($p)"
+      same_tensors "$WORK/m-$p-off/model.safetensors" "$WORK/m-$p-on/model.safetensors" ||
+        fail "the replayed steps trained another model ($p)"
+    done
+}
+
 case_gpu_decode_learns_as_cpu() {
     # data.decode: gpu (nvJPEG) trains from JPEGs as the CPU decoder does: the plan says so,
     # with 2 loader threads by default; no image falls back to the CPU ([done]

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 
+#include "core/device_info.hpp"
 #include "device_params.hpp"
 #include "grad_check.hpp"
 #include "nn/batchnorm2d.hpp"
@@ -310,6 +312,89 @@ TEST_P(DeferredLoss, TakesForwardsLossAndGradientsBitwise) {
     EXPECT_EQ(testing::host_values(later->store().grad_arena()), testing::host_values(now->store().grad_arena()))
         << "step " << step;
   }
+}
+
+// train.cuda_graphs: on. forward_backward_deferred records the layers' forward, the loss and
+// the layers' backward at the third step after a configure and replays them from then on: the
+// same losses and gradients, bit for bit, as forward_deferred and backward launched, over the
+// staged input's two buffers (a prefetch each step, as the trainer does) and a change of the
+// loss scale (a second recording). A CPU model has no recording: the same calls, launched.
+// `setup` makes both models the variant under test (16-bit channels_last on a GPU).
+void expect_replays_as_launches(Device device, const std::function<void(Model&)>& setup, int expect_replays) {
+  auto launched = tiny_resnet(17, device), replayed = tiny_resnet(17, device);
+  setup(*launched);
+  setup(*replayed);
+  replayed->set_step_graphs(true);
+  constexpr int kSteps = 7;
+  std::vector<Batch> batches;
+  for (int step = 0; step < kSteps; ++step) batches.push_back(random_batch(4, launched->input_shape(), 5, 40 + step));
+  for (int step = 0; step < kSteps; ++step) {
+    const Batch& b = batches[step];
+    const float scale = step < 5 ? 1.0f : 4.0f;
+    launched->set_loss_scale(scale);
+    replayed->set_loss_scale(scale);
+    launched->forward_deferred(b.x, b.labels.data());
+    launched->backward();
+    replayed->forward_backward_deferred(b.x, b.labels.data());
+    launched->wait_input_copied();
+    replayed->wait_input_copied();
+    if (step + 1 < kSteps) {
+      launched->prefetch(batches[step + 1].x);
+      replayed->prefetch(batches[step + 1].x);
+    }
+    EXPECT_EQ(replayed->take_loss(), launched->take_loss()) << "step " << step;
+    EXPECT_EQ(testing::host_values(replayed->store().grad_arena()),
+              testing::host_values(launched->store().grad_arena()))
+        << "step " << step;
+  }
+  EXPECT_EQ(replayed->step_graph_failure(), "");
+  EXPECT_EQ(replayed->replayed_steps(), expect_replays) << replayed->step_graph_obstacle();
+}
+
+SDP_DEVICE_TEST_SUITE(StepGraphs);
+
+TEST_P(StepGraphs, ReplaysGiveTheLaunchesLossAndGradientsBitwise) {
+  const bool gpu = GetParam().is_cuda();
+  EXPECT_EQ(tiny_resnet(1, GetParam())->step_graph_obstacle().empty(), gpu);
+  // Steps 0 and 1 launch; 2 records and replays; 3 and 4 replay (the other input buffer's
+  // recording is made at 3); 5 records at the new loss scale; 6 replays.
+  expect_replays_as_launches(GetParam(), [](Model&) {}, gpu ? 5 : 0);
+}
+
+TEST(StepGraphsOnGpu, ReplaysTheSixteenBitChannelsLastStepBitwise) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  for (DType dtype : {DType::kF16, DType::kBF16})
+    expect_replays_as_launches(
+        Device::cuda(0),
+        [dtype](Model& m) {
+          m.set_compute_dtype(dtype);
+          m.set_channels_last(true);
+        },
+        5);
+}
+
+// What stops a recording is said, not met as a wrong replay: a hook that takes each gradient
+// as backward makes it (data parallel), and layers timed one by one.
+TEST(StepGraphsOnGpu, NamesWhatKeepsTheStepFromBeingRecorded) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  auto m = tiny_resnet(3, Device::cuda(0));
+  EXPECT_EQ(m->step_graph_obstacle(), "");
+  m->set_grad_ready_hook([](const Param&) {});
+  EXPECT_NE(m->step_graph_obstacle().find("handed on as backward makes it"), std::string::npos);
+  m->set_grad_ready_hook({});
+  LayerProfile profile(*m->context().stream);
+  m->context().profile = &profile;
+  EXPECT_NE(m->step_graph_obstacle().find("timed one by one"), std::string::npos);
+  m->context().profile = nullptr;
+  // With the obstacle the step is launched, as without graphs.
+  m->set_step_graphs(true);
+  m->set_grad_ready_hook([](const Param&) {});
+  for (int step = 0; step < 4; ++step) {
+    const Batch b = random_batch(4, m->input_shape(), 5, 60 + step);
+    m->forward_backward_deferred(b.x, b.labels.data());
+    m->take_loss();
+  }
+  EXPECT_EQ(m->replayed_steps(), 0);
 }
 
 TEST(LayerProfileMedian, OfSamples) {
