@@ -94,9 +94,9 @@ struct TrainSpec {
   // computes as it goes either way.
   std::string loss_read = "auto";
   // CUDA graphs: a GPU step's forward and backward recorded once and replayed as one launch
-  // (nn/model.hpp's step graphs), or queued kernel by kernel (off). Opt-in until a GPU run
-  // has checked replays against launches.
-  std::string cuda_graphs = "off";  // off | on
+  // (nn/model.hpp's step graphs), or queued kernel by kernel (off); auto: on for a GPU job
+  // (training_setup.hpp wants_cuda_graphs; checked on an H100, 2026-11-27).
+  std::string cuda_graphs = "auto";  // auto | off | on
 };
 
 struct OptimizerSpec {

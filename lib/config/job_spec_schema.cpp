@@ -249,7 +249,7 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("train.conv_algorithms", train.conv_algorithms, {"heuristic", "measured"}));
     f.push_back(SDP_FIELD("train.cudnn_workspace_mb", train.cudnn_workspace_mb));
     f.push_back(SDP_FIELD("train.loss_read", train.loss_read, {"auto", "forward", "step_end"}));
-    f.push_back(SDP_FIELD("train.cuda_graphs", train.cuda_graphs, {"off", "on"}));
+    f.push_back(SDP_FIELD("train.cuda_graphs", train.cuda_graphs, {"auto", "off", "on"}));
     f.push_back(SDP_FIELD("optimizer.name", optimizer.name));
     f.push_back(SDP_FIELD("optimizer.lr", optimizer.lr));
     f.push_back(SDP_FIELD("optimizer.reference_batch", optimizer.reference_batch));

@@ -128,10 +128,10 @@ LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, 
   }
   model->set_grad_ready_hook({});
   LayerBenchResult result;
-  // train.cuda_graphs: on: the same step again, forward and backward replayed from one
+  // train.cuda_graphs (on, auto on a GPU): the same step again, forward and backward replayed from one
   // recording (made at the third of these steps), against the launches above.
   std::vector<double> graphed;
-  if (spec.train.cuda_graphs == "on") {
+  if (wants_cuda_graphs(spec, model->device())) {
     result.graphs_asked = true;
     result.graph_note = loss_at_step_end ? model->step_graph_obstacle() : "train.loss_read: forward";
     model->set_step_graphs(result.graph_note.empty());

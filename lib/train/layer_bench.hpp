@@ -39,7 +39,7 @@ struct LayerBenchResult {
   std::vector<LayerBenchRow> rows;  // in the order the forward runs them
   double step_seconds = 0;          // median step, no events
   double profiled_step_seconds = 0; // median step with the events
-  // train.cuda_graphs: on: the median step with forward and backward replayed from a CUDA
+  // train.cuda_graphs (on, auto on a GPU): the median step with forward and backward replayed from a CUDA
   // graph, how many of the measured steps were replayed, and why none were (if so).
   bool graphs_asked = false;
   double graphed_step_seconds = 0;

@@ -114,8 +114,8 @@ void StepLog::done(const TrainResult& result, bool evaluated_last) {
   // data.decode: gpu: the training images the GPU decoder refused, decoded on the CPU (rank 0's).
   if (result.decoded_on_gpu)
     summary.push_back({"cpu_decoded_images", static_cast<double>(result.cpu_decoded_samples)});
-  // train.cuda_graphs: on: the steps replayed from a recording (rank 0's); the others ran as launches.
-  if (spec_.train.cuda_graphs == "on")
+  // train.cuda_graphs: the steps replayed from a recording (rank 0's); the others ran as launches.
+  if (result.gpu_memory_peak_bytes > 0 && spec_.train.cuda_graphs != "off")
     summary.push_back({"graph_replayed_steps", static_cast<double>(result.graph_replayed_steps)});
   if (evaluated_last) summary.push_back({"test_accuracy", result.test_accuracy});
   if (result.gpu_memory_peak_bytes > 0)

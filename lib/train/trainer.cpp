@@ -184,10 +184,10 @@ void Trainer::start_replicas() {
   start_step_graphs();
 }
 
-// train.cuda_graphs: on: after data parallel's and the timeline's set-up, which decide whether
+// train.cuda_graphs: on (and auto on a GPU): after data parallel's and the timeline's set-up, which decide whether
 // the model's step can be recorded (nn/model.hpp step_graph_obstacle).
 void Trainer::start_step_graphs() {
-  if (spec_.train.cuda_graphs != "on") return;
+  if (!wants_cuda_graphs(spec_, parts_.model->device())) return;
   nn::Model& model = *parts_.model;
   std::string obstacle = model.step_graph_obstacle();
   if (obstacle.empty() && !loss_at_step_end_)
@@ -195,11 +195,12 @@ void Trainer::start_step_graphs() {
   step_graphs_ = obstacle.empty();
   model.set_step_graphs(step_graphs_);
   if (world_.rank() != 0) return;
+  const std::string key = "CUDA graphs (train.cuda_graphs: " + spec_.train.cuda_graphs + "): ";
   if (step_graphs_)
-    log_info("CUDA graphs (train.cuda_graphs: on): each step's forward and backward are recorded at the third step "
+    log_info(key + "each step's forward and backward are recorded at the third step "
              "after a new batch shape or an evaluation, and replayed from then on");
   else
-    log_info("CUDA graphs (train.cuda_graphs: on): the steps run as launches: " + obstacle);
+    log_info(key + "the steps run as launches: " + obstacle);
 }
 
 // A recording that failed ends the replays on this rank: said once, with the reason.

@@ -179,11 +179,16 @@ std::string describe_loss_read(const JobSpec& spec, const Device& device) {
   return "forward" + key + ": the host waits for each forward's loss before queuing backward";
 }
 
+bool wants_cuda_graphs(const JobSpec& spec, const Device& device) {
+  return spec.train.cuda_graphs == "on" || (spec.train.cuda_graphs == "auto" && device.is_cuda());
+}
+
 std::string describe_cuda_graphs(const JobSpec& spec, const Device& device, int ranks) {
-  if (spec.train.cuda_graphs != "on")
-    return device.is_cuda() ? "off: each step's kernels are launched one by one (train.cuda_graphs: on records "
-                              "forward and backward once and replays them)"
-                            : "off (CPU)";
+  const std::string key = spec.train.cuda_graphs == "auto" ? " (auto)" : "";
+  if (!device.is_cuda() && spec.train.cuda_graphs != "on") return "off (CPU)";
+  if (!wants_cuda_graphs(spec, device))
+    return "off: each step's kernels are launched one by one (train.cuda_graphs: on records forward and backward "
+           "once and replays them)";
   std::string obstacle;
   if (!device.is_cuda())
     obstacle = "this rank computes on the CPU";
@@ -196,8 +201,8 @@ std::string describe_cuda_graphs(const JobSpec& spec, const Device& device, int 
     obstacle = "model.dropout draws new masks every step";
   else if (!reads_loss_at_step_end(spec, device))
     obstacle = "train.loss_read: forward waits for each forward's loss in the middle of the step";
-  if (!obstacle.empty()) return "on, but the steps run as launches: " + obstacle;
-  return "on: forward and backward recorded once (the third step after a new batch shape or an evaluation) "
+  if (!obstacle.empty()) return "on" + key + ", but the steps run as launches: " + obstacle;
+  return "on" + key + ": forward and backward recorded once (the third step after a new batch shape or an evaluation) "
          "and replayed as one launch";
 }
 

@@ -211,7 +211,7 @@ case_err_cuda_graphs_needs_a_gpu() {
     cfg=$(yaml bad.yaml 'device: cpu\ntrain: {cuda_graphs: on}\n')
     expect_error 2 "bad.yaml:2: key 'train.cuda_graphs': on records the GPU's step as a CUDA graph: with device cpu there is none \(use off\)" validate --config "$cfg"
     cfg=$(yaml bad2.yaml 'train: {cuda_graphs: yes}\n')
-    expect_error 2 "bad2.yaml:1: key 'train.cuda_graphs': unknown value 'yes' \(expected one of: off, on\)" validate --config "$cfg"
+    expect_error 2 "bad2.yaml:1: key 'train.cuda_graphs': unknown value 'yes' \(expected one of: auto, off, on\)" validate --config "$cfg"
     expect_ok 0 validate --config "$SRC/configs/quickstart.yaml"
     grep -q "^  graphs       : off (CPU)" "$WORK/out" || fail "the plan does not say a CPU job's steps are launched"
     expect_ok 0 validate --config "$SRC/configs/quickstart.yaml" --set device=auto --set train.cuda_graphs=on

@@ -1,5 +1,5 @@
 // model.memory_format: which jobs take the channels_last path (a GPU, 16-bit compute, the key
-// asking for it) and what the plan says of each.
+// asking for it) and what the plan says of each; likewise train.cuda_graphs.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -173,6 +173,38 @@ TEST(ComputeRules, FromTheJobSpec) {
   EXPECT_EQ(describe_memory_format(spec, Device::cuda(0)),
             "nchw: NCHW, the residual sum and ReLU in one pass; model.memory_format: channels_last is the fused NHWC "
             "path");
+}
+
+// train.cuda_graphs: auto records a GPU job's steps (checked on an H100, 2026-11-27), never a
+// CPU job's; the plan says which way the steps go, and what keeps a job's from being recorded.
+TEST(CudaGraphs, AutoRecordsAGpuJobsStepsAndThePlanSaysWhyNot) {
+  const Device gpu = Device::cuda(0), cpu = Device::cpu();
+  JobSpec spec;
+  EXPECT_EQ(spec.train.cuda_graphs, "auto") << "the default";
+  EXPECT_TRUE(wants_cuda_graphs(spec, gpu));
+  EXPECT_FALSE(wants_cuda_graphs(spec, cpu));
+  EXPECT_EQ(describe_cuda_graphs(spec, gpu, 1).rfind("on (auto): forward and backward recorded once", 0), 0u);
+  EXPECT_EQ(describe_cuda_graphs(spec, cpu, 1), "off (CPU)");
+  EXPECT_EQ(describe_cuda_graphs(spec, gpu, 2).rfind("on (auto), but the steps run as launches: the gradients are "
+                                                     "reduced across ranks",
+                                                     0),
+            0u);
+  spec.train.accumulate_steps = 2;
+  EXPECT_NE(describe_cuda_graphs(spec, gpu, 1).find("train.accumulate_steps"), std::string::npos);
+  spec.train.accumulate_steps = 1;
+  spec.model.dropout = 0.5;
+  EXPECT_NE(describe_cuda_graphs(spec, gpu, 1).find("model.dropout"), std::string::npos);
+  spec.model.dropout = 0;
+  spec.train.loss_read = "forward";
+  EXPECT_NE(describe_cuda_graphs(spec, gpu, 1).find("train.loss_read: forward"), std::string::npos);
+  spec.train.loss_read = "auto";
+  spec.train.cuda_graphs = "off";
+  EXPECT_FALSE(wants_cuda_graphs(spec, gpu));
+  EXPECT_EQ(describe_cuda_graphs(spec, gpu, 1).rfind("off: each step's kernels are launched one by one", 0), 0u);
+  spec.train.cuda_graphs = "on";
+  EXPECT_TRUE(wants_cuda_graphs(spec, gpu));
+  EXPECT_EQ(describe_cuda_graphs(spec, gpu, 1).rfind("on: forward and backward", 0), 0u);
+  EXPECT_EQ(describe_cuda_graphs(spec, cpu, 1), "on, but the steps run as launches: this rank computes on the CPU");
 }
 
 }  // namespace
