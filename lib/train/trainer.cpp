@@ -184,8 +184,8 @@ void Trainer::start_replicas() {
   start_step_graphs();
 }
 
-// train.cuda_graphs: on (and auto on a GPU): after data parallel's and the timeline's set-up, which decide whether
-// the model's step can be recorded (nn/model.hpp step_graph_obstacle).
+// train.cuda_graphs: on (and auto on a GPU): after data parallel's and the timeline's set-up,
+// which decide whether the model's step can be recorded (nn/model.hpp step_graph_obstacle).
 void Trainer::start_step_graphs() {
   if (!wants_cuda_graphs(spec_, parts_.model->device())) return;
   nn::Model& model = *parts_.model;
@@ -197,8 +197,8 @@ void Trainer::start_step_graphs() {
   if (world_.rank() != 0) return;
   const std::string key = "CUDA graphs (train.cuda_graphs: " + spec_.train.cuda_graphs + "): ";
   if (step_graphs_)
-    log_info(key + "each step's forward and backward are recorded at the third step "
-             "after a new batch shape or an evaluation, and replayed from then on");
+    log_info(key + "each step's forward and backward are recorded at the third step after a new batch shape or "
+                   "an evaluation, and replayed from then on");
   else
     log_info(key + "the steps run as launches: " + obstacle);
 }

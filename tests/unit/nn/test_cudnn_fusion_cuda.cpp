@@ -101,7 +101,8 @@ struct ProbeGraph {
       error = std::string(what) + ": " + status.get_message();
       return true;
     };
-    (void)(failed("validate", graph->validate()) || failed("build_operation_graph", graph->build_operation_graph(handle)) ||
+    (void)(failed("validate", graph->validate()) ||
+           failed("build_operation_graph", graph->build_operation_graph(handle)) ||
            failed("create_execution_plans", graph->create_execution_plans({fe::HeurMode_t::A})) ||
            failed("check_support", graph->check_support(handle)) || failed("build_plans", graph->build_plans(handle)));
   }
