@@ -257,53 +257,72 @@ std::string Model::step_graph_obstacle() const {
   for (const auto& layer : layers_)
     if (!layer->same_work_every_step())
       return "layer " + layer->name() + " (" + layer->kind() + ") draws new values every step";
-  if (ctx_.grad_ready_hook)
-    return "each gradient is handed on as backward makes it (buckets reduced across ranks, or summed over "
-           "micro-batches)";
   if (ctx_.profile != nullptr) return "the layers are being timed one by one";
   return "";
 }
 
+std::string Model::backward_graph_obstacle() const {
+  if (ctx_.grad_ready_hook)
+    return "each gradient is handed on as backward makes it (buckets reduced across ranks, or summed over "
+           "micro-batches)";
+  return "";
+}
+
+Model::StepRecording Model::step_recording() const {
+  if (!step_graphs_enabled_ || !step_graph_failure_.empty() || !step_graph_obstacle().empty())
+    return StepRecording::kNone;
+  if (backward_graph_obstacle().empty()) return StepRecording::kForwardAndBackward;
+  return forward_alone_ ? StepRecording::kForward : StepRecording::kNone;
+}
+
 void Model::forward_backward_deferred(const Tensor& x, const int32_t* labels) {
-  if (!step_graphs_enabled_ || !step_graph_failure_.empty() || !step_graph_obstacle().empty()) {
+  const StepRecording scope = step_recording();
+  if (scope == StepRecording::kNone) {
     forward_deferred(x, labels);
     backward();
     return;
   }
   stage_forward(x, /*training=*/true, /*mark_input_copied=*/true);
   loss_->stage_labels(labels);
-  const std::pair<const void*, float> key{input_.data, loss_->loss_scale()};
+  const StepGraphKey key{input_.data, loss_->loss_scale(), scope};
   auto found = step_graphs_.find(key);
   // The steps before choose algorithms and grow workspaces, which a recording cannot do.
   constexpr int64_t kStepsBeforeRecording = 2;
   if (found == step_graphs_.end() && ++steps_since_configure_ > kStepsBeforeRecording &&
       record_step_graph(key))
     found = step_graphs_.find(key);
+  const bool whole = scope == StepRecording::kForwardAndBackward;
   if (found != step_graphs_.end()) {
     found->second->replay();
     ++replayed_steps_;
   } else {
-    queue_forward_backward();
+    queue_forward();
+    if (whole) queue_backward();
   }
   loss_->queue_loss_read();
+  if (!whole) queue_backward();  // launched: its hook sees each gradient as it is made
   backward_ready_ = false;
 }
 
-void Model::queue_forward_backward() {
+void Model::queue_forward() {
   const TensorRef* act = &input_;
   for (auto& layer : layers_) act = &layer->run_forward(*act);
   loss_->queue_loss(*act);
+}
+
+void Model::queue_backward() {
   const TensorRef* grad = &loss_->backward();
   for (auto it = layers_.rbegin(); it != layers_.rend(); ++it) grad = &(*it)->run_backward(*grad);
 }
 
-bool Model::record_step_graph(const std::pair<const void*, float>& key) {
+bool Model::record_step_graph(const StepGraphKey& key) {
   // At most a few recordings: the staged input's two slots (or the cast input) at one loss scale.
   if (step_graphs_.size() >= 4) drop_step_graphs();
   Stream& stream = *ctx_.stream;
   try {
     stream.begin_capture();
-    queue_forward_backward();
+    queue_forward();
+    if (key.scope == StepRecording::kForwardAndBackward) queue_backward();
     step_graphs_[key] = stream.end_capture();
     return true;
   } catch (const std::exception& e) {

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/parameter_store.hpp"
@@ -65,20 +66,30 @@ class Model {
   // Waits until the last forward_deferred's host input is on the device (at once on the CPU).
   void wait_input_copied();
   void backward();
-  // forward_deferred then backward, replayed from a CUDA graph where set_step_graphs(true)
-  // and step_graph_obstacle() allow: the input and the labels are staged as launches, then
-  // the layers' forward, the loss's kernels and the layers' backward are recorded at the
-  // third such step after each configure (the steps before pick algorithms and grow
-  // workspaces) and replayed from then on, one recording per input buffer and loss scale
-  // (their addresses and values are the recording's). A recording that fails (a layer's call
-  // that cannot be recorded) ends the replays for this model: step_graph_failure() says why,
-  // and the step runs as launches, as without graphs.
+  // forward_deferred then backward, replayed from a CUDA graph where set_step_graphs and the
+  // obstacles below allow (step_recording): the input and the labels are staged as launches,
+  // then the layers' forward and the loss's kernels, and the layers' backward unless a
+  // grad-ready hook must see it, are recorded at the third such step after each configure
+  // (the steps before pick algorithms and grow workspaces) and replayed from then on, one
+  // recording per input buffer, loss scale and scope (their addresses and values are the
+  // recording's); a backward not recorded is launched after the replay. A recording that
+  // fails (a layer's call that cannot be recorded) ends the replays for this model:
+  // step_graph_failure() says why, and the step runs as launches, as without graphs.
   void forward_backward_deferred(const Tensor& x, const int32_t* labels);
-  void set_step_graphs(bool enabled) { step_graphs_enabled_ = enabled; }
-  // Why this model's steps are not recorded (empty when they are): not a GPU model, a layer
-  // whose work follows the step (dropout), a grad-ready hook (data parallel's buckets or
-  // micro-batch sums take each gradient as backward makes it), layers timed one by one.
+  // `forward_alone`: where backward cannot be recorded (backward_graph_obstacle), record the
+  // forward alone and launch backward; otherwise such steps are launched whole.
+  void set_step_graphs(bool enabled, bool forward_alone = false) {
+    step_graphs_enabled_ = enabled;
+    forward_alone_ = forward_alone;
+  }
+  enum class StepRecording { kNone, kForward, kForwardAndBackward };
+  StepRecording step_recording() const;
+  // Why this model's steps are not recorded at all (empty when they can be): not a GPU model,
+  // a layer whose work follows the step (dropout), layers timed one by one.
   std::string step_graph_obstacle() const;
+  // Why its backward is not (empty when it can be): a grad-ready hook (data parallel's
+  // buckets or micro-batch sums) takes each gradient as backward makes it, on the host.
+  std::string backward_graph_obstacle() const;
   const std::string& step_graph_failure() const { return step_graph_failure_; }
   int64_t replayed_steps() const { return replayed_steps_; }
   void set_grad_ready_hook(std::function<void(const Param&)> hook);
@@ -135,11 +146,20 @@ class Model {
   const TensorRef& forward_layers(const Tensor& x, bool training, bool mark_input_copied);
   // forward_layers' first part: checks the input, configures on a new shape or mode, stages it.
   void stage_forward(const Tensor& x, bool training, bool mark_input_copied);
-  // The recorded part of a step: the layers' forward from input_, the loss, the layers' backward.
-  void queue_forward_backward();
-  // Records queue_forward_backward as a graph for `key`; false (step_graph_failure_ set) when
-  // the recording failed.
-  bool record_step_graph(const std::pair<const void*, float>& key);
+  // The parts of a step a graph records: the layers' forward from input_ and the loss's
+  // kernels; the layers' backward.
+  void queue_forward();
+  void queue_backward();
+  struct StepGraphKey {
+    const void* input;
+    float loss_scale;
+    StepRecording scope;
+    bool operator<(const StepGraphKey& o) const {
+      return std::tie(input, loss_scale, scope) < std::tie(o.input, o.loss_scale, o.scope);
+    }
+  };
+  // Records the key's scope as a graph; false (step_graph_failure_ set) when the recording failed.
+  bool record_step_graph(const StepGraphKey& key);
   void drop_step_graphs();
   void reserve_slot(int slot, int64_t numel);
 
@@ -171,9 +191,10 @@ class Model {
   std::size_t prefetched_bytes_ = 0;
   int prefetched_slot_ = -1;                // -1: none pending
   Tensor compute_input_;  // the input cast to the compute dtype (mixed precision)
-  // Step graphs (forward_backward_deferred), by (input buffer, loss scale); cleared by configure.
+  // Step graphs (forward_backward_deferred); cleared by configure.
   bool step_graphs_enabled_ = false;
-  std::map<std::pair<const void*, float>, std::unique_ptr<StreamGraph>> step_graphs_;
+  bool forward_alone_ = false;
+  std::map<StepGraphKey, std::unique_ptr<StreamGraph>> step_graphs_;
   int64_t steps_since_configure_ = 0;
   int64_t replayed_steps_ = 0;
   std::string step_graph_failure_;

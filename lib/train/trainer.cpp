@@ -192,11 +192,20 @@ void Trainer::start_step_graphs() {
   std::string obstacle = model.step_graph_obstacle();
   if (obstacle.empty() && !loss_at_step_end_)
     obstacle = "train.loss_read: forward waits for each forward's loss in the middle of the step";
+  // Where backward hands each gradient on (data parallel, micro-batches), `on` records the
+  // forward alone; `auto` keeps such steps launched until a GPU run has checked it.
+  const std::string backward_obstacle = model.backward_graph_obstacle();
+  const bool forward_alone = !backward_obstacle.empty() && spec_.train.cuda_graphs == "on";
+  if (obstacle.empty() && !backward_obstacle.empty() && !forward_alone)
+    obstacle = backward_obstacle + "; train.cuda_graphs: on records the forward alone";
   step_graphs_ = obstacle.empty();
-  model.set_step_graphs(step_graphs_);
+  model.set_step_graphs(step_graphs_, forward_alone);
   if (world_.rank() != 0) return;
   const std::string key = "CUDA graphs (train.cuda_graphs: " + spec_.train.cuda_graphs + "): ";
-  if (step_graphs_)
+  if (step_graphs_ && forward_alone)
+    log_info(key + "each step's forward is recorded at the third step after a new batch shape or an evaluation, "
+                   "and replayed from then on; backward runs as launches: " + backward_obstacle);
+  else if (step_graphs_)
     log_info(key + "each step's forward and backward are recorded at the third step after a new batch shape or "
                    "an evaluation, and replayed from then on");
   else

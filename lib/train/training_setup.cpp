@@ -189,19 +189,25 @@ std::string describe_cuda_graphs(const JobSpec& spec, const Device& device, int 
   if (!wants_cuda_graphs(spec, device))
     return "off: each step's kernels are launched one by one (train.cuda_graphs: on records forward and backward "
            "once and replays them)";
-  std::string obstacle;
+  std::string obstacle, backward_obstacle;
   if (!device.is_cuda())
     obstacle = "this rank computes on the CPU";
-  else if (ranks > 1)
-    obstacle = "the gradients are reduced across ranks as backward makes them (recording the collectives is not "
-               "written yet)";
-  else if (spec.train.accumulate_steps > 1)
-    obstacle = "train.accumulate_steps sums the gradients of micro-batches as backward makes them";
   else if (spec.model.dropout > 0)
     obstacle = "model.dropout draws new masks every step";
   else if (!reads_loss_at_step_end(spec, device))
     obstacle = "train.loss_read: forward waits for each forward's loss in the middle of the step";
+  else if (ranks > 1)
+    backward_obstacle = "the gradients are reduced across ranks as backward makes them (recording the collectives "
+                        "is not written yet)";
+  else if (spec.train.accumulate_steps > 1)
+    backward_obstacle = "train.accumulate_steps sums the gradients of micro-batches as backward makes them";
   if (!obstacle.empty()) return "on" + key + ", but the steps run as launches: " + obstacle;
+  if (!backward_obstacle.empty() && spec.train.cuda_graphs != "on")
+    return "on" + key + ", but the steps run as launches: " + backward_obstacle +
+           "; train.cuda_graphs: on records the forward alone";
+  if (!backward_obstacle.empty())
+    return "on: forward recorded once (the third step after a new batch shape or an evaluation) and replayed, "
+           "backward launched: " + backward_obstacle;
   return "on" + key + ": forward and backward recorded once (the third step after a new batch shape or an evaluation) "
          "and replayed as one launch";
 }

@@ -283,6 +283,42 @@ case_gpu_cuda_graphs_same_model() {
     done
 }
 
+case_gpu_cuda_graphs_forward_alone_same_model() {
+    # Where backward hands each gradient on as it is made (2 ranks sharing the GPU; 2
+    # micro-batches a step on 1 rank), train.cuda_graphs: on records the forward alone and
+    # launches backward: the very model of the launches, the plan and the log say so, and the
+    # [done] line counts replayed steps; auto keeps such steps launched.
+    need_gpus 1
+    local shape np args g
+    for shape in 2:1 1:2; do
+      np=${shape%:*}
+      args=(--set train.accumulate_steps=${shape#*:})
+      [ "$np" -gt 1 ] && args+=(--set distributed.share_gpus=true --set distributed.ranks_per_node=1)
+      for g in off on; do
+        expect_ok "$np" --config "$SRC/configs/quickstart.yaml" --set device=cuda --set precision=amp-fp16 \
+          --set model.name=resnet20 --set data.synthetic.channels=3 --set data.synthetic.height=16 \
+          --set data.synthetic.width=16 --set data.batch_size=32 --set data.synthetic.train_samples=512 \
+          --set data.synthetic.test_samples=256 --set train.epochs=2 --set train.log_every=2 "${args[@]}" \
+          --set train.cuda_graphs=$g --set output.model_dir="$WORK/m-$shape-$g"
+        grep -oE '^\[(step|epoch)[^]]*\].*loss=[0-9.e+-]+' "$WORK/out" | grep -oE 'loss=[0-9.e+-]+' >"$WORK/losses-$shape-$g"
+      done
+      grep -q "^  graphs       : on: forward recorded once" "$WORK/out" || fail "the plan does not say forward alone ($shape)"
+      grep -q "each step's forward is recorded" "$WORK/out" || fail "the log does not say forward alone ($shape)"
+      grep -q "recording step .* failed" "$WORK/out" && fail "a recording failed ($shape): $(grep 'recording step' "$WORK/out")"
+      local replayed
+      replayed=$(grep -oE 'graph_replayed_steps=[0-9]+' "$WORK/out" | tail -1 | cut -d= -f2)
+      [ "${replayed:-0}" -ge 10 ] || fail "only ${replayed:-no} forwards replayed ($shape)"
+      [ -s "$WORK/losses-$shape-off" ] || fail "no losses logged"
+      cmp "$WORK/losses-$shape-off" "$WORK/losses-$shape-on" || fail "the replayed forwards logged other losses ($shape)"
+      same_tensors "$WORK/m-$shape-off/model.safetensors" "$WORK/m-$shape-on/model.safetensors" ||
+        fail "the replayed forwards trained another model ($shape)"
+    done
+    expect_ok 2 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set distributed.share_gpus=true \
+      --set distributed.ranks_per_node=1 --set train.max_steps=4 --set output.model_dir="$WORK/m-auto"
+    grep -q "the steps run as launches: each gradient is handed on" "$WORK/out" ||
+      fail "auto does not keep a 2-rank job's steps launched"
+}
+
 case_gpu_decode_learns_as_cpu() {
     # data.decode: gpu (nvJPEG) trains from JPEGs as the CPU decoder does: the plan says so,
     # with 2 loader threads by default; no image falls back to the CPU ([done]

@@ -320,11 +320,19 @@ TEST_P(DeferredLoss, TakesForwardsLossAndGradientsBitwise) {
 // staged input's two buffers (a prefetch each step, as the trainer does) and a change of the
 // loss scale (a second recording). A CPU model has no recording: the same calls, launched.
 // `setup` makes both models the variant under test (16-bit channels_last on a GPU).
-void expect_replays_as_launches(Device device, const std::function<void(Model&)>& setup, int expect_replays) {
+// `hooked`: both report each gradient to a grad-ready hook, as data parallel does, and the
+// replayed one records its forward alone: the hook sees the same gradients in the same order.
+void expect_replays_as_launches(Device device, const std::function<void(Model&)>& setup, int expect_replays,
+                                bool hooked = false) {
   auto launched = tiny_resnet(17, device), replayed = tiny_resnet(17, device);
   setup(*launched);
   setup(*replayed);
-  replayed->set_step_graphs(true);
+  std::vector<std::string> launched_order, replayed_order;
+  if (hooked) {
+    launched->set_grad_ready_hook([&](const Param& p) { launched_order.push_back(p.name); });
+    replayed->set_grad_ready_hook([&](const Param& p) { replayed_order.push_back(p.name); });
+  }
+  replayed->set_step_graphs(true, /*forward_alone=*/hooked);
   constexpr int kSteps = 7;
   std::vector<Batch> batches;
   for (int step = 0; step < kSteps; ++step) batches.push_back(random_batch(4, launched->input_shape(), 5, 40 + step));
@@ -346,7 +354,9 @@ void expect_replays_as_launches(Device device, const std::function<void(Model&)>
     EXPECT_EQ(testing::host_values(replayed->store().grad_arena()),
               testing::host_values(launched->store().grad_arena()))
         << "step " << step;
+    EXPECT_EQ(replayed_order, launched_order) << "step " << step;
   }
+  if (hooked) EXPECT_FALSE(launched_order.empty());
   EXPECT_EQ(replayed->step_graph_failure(), "");
   EXPECT_EQ(replayed->replayed_steps(), expect_replays) << replayed->step_graph_obstacle();
 }
@@ -359,6 +369,12 @@ TEST_P(StepGraphs, ReplaysGiveTheLaunchesLossAndGradientsBitwise) {
   // Steps 0 and 1 launch; 2 records and replays; 3 and 4 replay (the other input buffer's
   // recording is made at 3); 5 records at the new loss scale; 6 replays.
   expect_replays_as_launches(GetParam(), [](Model&) {}, gpu ? 5 : 0);
+}
+
+// Data parallel's case: backward hands each gradient to the hook as it is made, so it is
+// launched after the replayed forward (train.cuda_graphs: on with several ranks).
+TEST_P(StepGraphs, ReplaysTheForwardAloneWhereAHookTakesTheGradients) {
+  expect_replays_as_launches(GetParam(), [](Model&) {}, GetParam().is_cuda() ? 5 : 0, /*hooked=*/true);
 }
 
 TEST(StepGraphsOnGpu, ReplaysTheSixteenBitChannelsLastStepBitwise) {
@@ -379,16 +395,19 @@ TEST(StepGraphsOnGpu, NamesWhatKeepsTheStepFromBeingRecorded) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   auto m = tiny_resnet(3, Device::cuda(0));
   EXPECT_EQ(m->step_graph_obstacle(), "");
+  EXPECT_EQ(m->backward_graph_obstacle(), "");
   m->set_grad_ready_hook([](const Param&) {});
-  EXPECT_NE(m->step_graph_obstacle().find("handed on as backward makes it"), std::string::npos);
+  EXPECT_EQ(m->step_graph_obstacle(), "") << "the forward can still be recorded";
+  EXPECT_NE(m->backward_graph_obstacle().find("handed on as backward makes it"), std::string::npos);
   m->set_grad_ready_hook({});
   LayerProfile profile(*m->context().stream);
   m->context().profile = &profile;
   EXPECT_NE(m->step_graph_obstacle().find("timed one by one"), std::string::npos);
   m->context().profile = nullptr;
-  // With the obstacle the step is launched, as without graphs.
+  // A hook without forward_alone: the step is launched, as without graphs.
   m->set_step_graphs(true);
   m->set_grad_ready_hook([](const Param&) {});
+  EXPECT_EQ(m->step_recording(), Model::StepRecording::kNone);
   for (int step = 0; step < 4; ++step) {
     const Batch b = random_batch(4, m->input_shape(), 5, 60 + step);
     m->forward_backward_deferred(b.x, b.labels.data());

@@ -189,6 +189,8 @@ TEST(CudaGraphs, AutoRecordsAGpuJobsStepsAndThePlanSaysWhyNot) {
                                                      "reduced across ranks",
                                                      0),
             0u);
+  EXPECT_NE(describe_cuda_graphs(spec, gpu, 2).find("train.cuda_graphs: on records the forward alone"),
+            std::string::npos);
   spec.train.accumulate_steps = 2;
   EXPECT_NE(describe_cuda_graphs(spec, gpu, 1).find("train.accumulate_steps"), std::string::npos);
   spec.train.accumulate_steps = 1;
@@ -204,6 +206,11 @@ TEST(CudaGraphs, AutoRecordsAGpuJobsStepsAndThePlanSaysWhyNot) {
   spec.train.cuda_graphs = "on";
   EXPECT_TRUE(wants_cuda_graphs(spec, gpu));
   EXPECT_EQ(describe_cuda_graphs(spec, gpu, 1).rfind("on: forward and backward", 0), 0u);
+  EXPECT_EQ(describe_cuda_graphs(spec, gpu, 2).rfind("on: forward recorded once (the third step after a new batch "
+                                                     "shape or an evaluation) and replayed, backward launched: the "
+                                                     "gradients are reduced across ranks",
+                                                     0),
+            0u);
   EXPECT_EQ(describe_cuda_graphs(spec, cpu, 1), "on, but the steps run as launches: this rank computes on the CPU");
 }
 
