@@ -76,10 +76,11 @@ def sdp_images_per_sec(binary, model, batch, shape, steps, threads, ranks=1, dev
 
 
 def sdp_run(binary, model, batch, shape, steps, threads, ranks=1, device="cpu", precision="fp32", optimizer="sgd",
-            memory_format="auto"):
+            memory_format="auto", cuda_graphs="auto"):
     """One sdp-train run: rate (median images/s after warm-up), rss (max RSS, MiB), exposed_ms
-    (several ranks: median exposed communication per step) and gpu_mb (the runner's own peak
-    GPU allocations, MiB, from its [done] line; 0 on the CPU)."""
+    (several ranks: median exposed communication per step), gpu_mb (the runner's own peak
+    GPU allocations, MiB, from its [done] line; 0 on the CPU) and replayed (the steps replayed
+    from a CUDA graph, train.cuda_graphs; -1 where the line has no count)."""
     c, h, w = shape
     # Large images: 4 batches of them, repeated over the epochs (generating a synthetic image
     # of 224 x 224 takes ~7 ms, far more than a step).
@@ -89,6 +90,7 @@ def sdp_run(binary, model, batch, shape, steps, threads, ranks=1, device="cpu", 
         job = os.path.join(tmp, "bench.yaml")
         # Named only when asked for: builds before the key (bench-compare's BEFORE) reject it.
         layout = "" if memory_format == "auto" else f", memory_format: {memory_format}"
+        graphs = "" if cuda_graphs == "auto" else f", cuda_graphs: {cuda_graphs}"
         with open(job, "w") as f:
             f.write(f"""name: bench-{model}
 model: {{name: {model}, num_classes: 10{layout}}}
@@ -99,7 +101,7 @@ data:
   format: synthetic
   batch_size: {batch}
   synthetic: {{train_samples: {batch * ranks * steps_per_epoch}, test_samples: {batch}, channels: {c}, height: {h}, width: {w}}}
-train: {{epochs: {epochs}, max_steps: {steps + WARMUP}, log_every: 1, eval_every_epochs: 0}}
+train: {{epochs: {epochs}, max_steps: {steps + WARMUP}, log_every: 1, eval_every_epochs: 0{graphs}}}
 optimizer: {OPTIMIZERS[optimizer]}
 checkpoint: {{dir: {tmp}/ckpt, every_steps: 0}}
 output: {{model_dir: {tmp}/model, metrics: ""}}
@@ -112,9 +114,11 @@ output: {{model_dir: {tmp}/model, metrics: ""}}
     rates = [float(m) for m in re.findall(r"^\[step \d+\].*images_per_sec=([0-9.]+)", out, re.M)]
     exposed = [float(m) for m in re.findall(r"^\[step \d+\].*exposed_comm_ms=([0-9.]+)", out, re.M)]
     gpu_mb = re.search(r"^\[done\].*gpu_memory_peak_mb=([0-9.]+)", out, re.M)
+    replayed = re.search(r"^\[done\].*graph_replayed_steps=([0-9]+)", out, re.M)
     return {"rate": statistics.median(rates[WARMUP:]), "rss": rss,
             "exposed_ms": statistics.median(exposed[WARMUP:]) if ranks > 1 else 0.0,
-            "gpu_mb": float(gpu_mb.group(1)) if gpu_mb else 0.0}
+            "gpu_mb": float(gpu_mb.group(1)) if gpu_mb else 0.0,
+            "replayed": int(replayed.group(1)) if replayed else -1}
 
 
 def torch_worker(model_name, batch, shape, steps, threads, device="cpu", benchmark=False, precision="fp32",
@@ -226,6 +230,8 @@ def main():
     parser.add_argument("--optimizers", default="sgd", help="sdp-train's optimizers, e.g. sgd,lamb,lars")
     parser.add_argument("--memory-format", choices=["auto", "channels_last", "nchw"], default="auto",
                         help="sdp-train's model.memory_format (GPU, 16-bit)")
+    parser.add_argument("--cuda-graphs", choices=["auto", "on", "off"], default="auto",
+                        help="sdp-train's train.cuda_graphs (auto: the job's default, not written)")
     parser.add_argument("--torch-formats", default="nchw,channels_last",
                         help="GPU: PyTorch's memory formats to run (nchw: with and without cudnn.benchmark)")
     parser.add_argument("--no-compile", action="store_true",
@@ -280,18 +286,22 @@ def main():
     header = (f"{'model':<9} {'batch':>5} {'opt':>4} {'sdp img/s':>10} {'torch img/s':>11} {'torch cfg':>12} {'ratio':>6} "
               + (f"{'torch nchw':>10} {'vs nchw':>7} " if gpu else "")
               + f"{'sdp GFLOP/s':>11} {'%peak':>6} {'sdp RSS MB':>10} {'torch RSS MB':>12} {'step/sgd':>8}"
-              + (f" {'sdp GPU MiB':>11} {'torch GPU MiB':>13}" if gpu else ""))
+              + (f" {'sdp GPU MiB':>11} {'torch GPU MiB':>13} {'sdp graphs':>10}" if gpu else ""))
     print(header)
     print("-" * len(header))
     skipped = set()
     for model, batch, shape in rows:
         sdp_rates, torch_rates, sdp_rss, torch_rss = {}, {}, 0.0, 0.0
         sdp_gpu_mb, torch_gpu_mb = 0.0, {}  # peak GPU memory: the runner's, and each PyTorch configuration's
+        sdp_replayed = -1  # the fewest steps replayed from a CUDA graph in a run (-1: not counted)
         flops = 0
         for _ in range(args.rounds):  # alternate, so drift in the host's speed hits both
             for name in optimizers:
                 run = sdp_run(args.binary, model, batch, shape, args.steps, t, device=args.device,
-                              precision=args.precision, optimizer=name, memory_format=args.memory_format)
+                              precision=args.precision, optimizer=name, memory_format=args.memory_format,
+                              cuda_graphs=args.cuda_graphs)
+                if run["replayed"] >= 0:
+                    sdp_replayed = run["replayed"] if sdp_replayed < 0 else min(sdp_replayed, run["replayed"])
                 sdp_rates.setdefault(name, []).append(run["rate"])
                 sdp_rss = max(sdp_rss, run["rss"])
                 sdp_gpu_mb = max(sdp_gpu_mb, run["gpu_mb"])
@@ -323,7 +333,9 @@ def main():
             print(f"{model:<9} {batch:>5} {name:>4} {sdp:>10.0f} {torch_rate:>11.0f} {cfg_name:>12} "
                   f"{sdp / torch_rate:>5.2f}x " + (f"{nchw:>10.0f} {sdp / nchw:>6.2f}x " if gpu else "")
                   + f"{gflops:>11.1f} {100 * gflops / peak:>5.1f}% {sdp_rss:>10.0f} {torch_rss:>12.0f} "
-                  f"{vs_sgd}" + (f" {sdp_gpu_mb:>11.0f} {torch_gpu_mb[best_cfg]:>13.0f}" if gpu else ""), flush=True)
+                  f"{vs_sgd}" + (f" {sdp_gpu_mb:>11.0f} {torch_gpu_mb[best_cfg]:>13.0f} "
+                                 f"{(str(sdp_replayed) + '/' + str(args.steps + WARMUP)) if sdp_replayed >= 0 else '-':>10}"
+                                 if gpu else ""), flush=True)
     print("# images/s: median over rounds of per-run medians; torch cfg = torch threads / OpenBLAS threads"
           " (GPU: nchw or cl = channels_last, +compile = torch.compile, +bench = cudnn.benchmark on);")
     if gpu:
@@ -332,7 +344,9 @@ def main():
     print("# step/sgd = this row's step time over sdp-train's SGD row (same model and batch).")
     if gpu:
         print("# GPU MiB: peak GPU memory, sdp-train's own allocations ([done] gpu_memory_peak_mb) and PyTorch's"
-              " torch.cuda.max_memory_allocated() in its best configuration (neither counts the CUDA context).")
+              " torch.cuda.max_memory_allocated() in its best configuration (neither counts the CUDA context);")
+        print("# sdp graphs: of sdp-train's steps, those replayed from a CUDA graph (train.cuda_graphs; the fewest of the"
+              " rounds; '-': no count, a build before graphs or train.cuda_graphs: off).")
 
 
 if __name__ == "__main__":

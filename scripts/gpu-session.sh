@@ -56,6 +56,9 @@
 #                 one CUDA graph against the same step launched kernel by kernel, in one bench
 #                 layers run each: MLP b128, LeNet-5 b256, ResNet-20 b128 fp32 and amp-fp16,
 #                 ResNet-50 b256 amp-fp16
+#         train-resnet20
+#                 ResNet-20 b128 in fp32 and amp-fp16 against PyTorch at its best (channels_last,
+#                 torch.compile), sdp-train with its default CUDA graphs (#35's 1.5x goal)
 #         plan    `sdp-train plan` of ResNet-50 amp-fp16 on 1 to 64 p5.48xlarge nodes from this
 #                 GPU's measured step; the compute file comes back for plans made elsewhere
 #         train-fp32, train-amp
@@ -291,6 +294,15 @@ stage_graphs() {
   grep -H '^# step' "$OUT"/bench-layers-*-graphs.log | tee -a "$OUT/summary.txt" >&2
 }
 
+stage_train_resnet20() {
+  have_torch_cuda || return 0
+  local p
+  for p in fp32 amp-fp16; do
+    step bench-train-resnet20-$p python3 scripts/bench_train.py --binary "$BUNDLE/sdp-train" --device cuda --rounds 1 \
+      --steps 50 --threads 4 --precision $p --rows resnet20:128
+  done
+}
+
 stage_train_amp_channels_last() {
   have_torch_cuda || return 0
   local bin=$BUNDLE/sdp-train
@@ -450,6 +462,7 @@ case "${1:-}" in
         layers-amp) stage_layers_amp ;;
         fusions) stage_fusions ;;
         graphs) stage_graphs ;;
+        train-resnet20) stage_train_resnet20 ;;
         train-fp32) stage_train_fp32 ;;
         train-amp) stage_train_amp ;;
         *) usage ;;
