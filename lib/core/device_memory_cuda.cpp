@@ -8,6 +8,7 @@
 #include "core/cuda_check_cuda.hpp"
 #include "core/device_memory.hpp"
 #include "core/error.hpp"
+#include "core/stream.hpp"
 
 namespace sdp {
 
@@ -20,6 +21,7 @@ namespace sdp {
 // copy could read a layer's output before its kernel ran). They are setup and test paths
 // (initialization, checkpoints, test harnesses), never the step loop.
 std::shared_ptr<void> cuda_allocate(int ordinal, std::size_t bytes) {
+  const ConcurrentDeviceWork not_while_recording;  // a loader thread's, during a step's recording
   check_cuda(cudaSetDevice(ordinal), "cudaSetDevice");
   void* p = nullptr;
   const cudaError_t status = cudaMalloc(&p, bytes == 0 ? 256 : bytes);
@@ -33,22 +35,30 @@ std::shared_ptr<void> cuda_allocate(int ordinal, std::size_t bytes) {
   check_cuda(status, "cudaMalloc");
   check_cuda(cudaMemset(p, 0, bytes), "cudaMemset");
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+  return std::shared_ptr<void>(p, [](void* q) {
+    const ConcurrentDeviceWork not_while_recording;  // cudaFree synchronises the device
+    cudaFree(q);
+  });
 }
 
 // Null when the driver refuses (no GPU, or the locked-memory limit): the caller falls back
 // to pageable memory, which is slower to copy from but works.
 std::shared_ptr<void> cuda_allocate_pinned_host(std::size_t bytes) {
+  const ConcurrentDeviceWork not_while_recording;
   void* p = nullptr;
   if (cudaHostAlloc(&p, bytes == 0 ? 64 : bytes, cudaHostAllocPortable) != cudaSuccess) {
     cudaGetLastError();  // not sticky; clear it so the next check does not report it
     return nullptr;
   }
   std::memset(p, 0, bytes);
-  return std::shared_ptr<void>(p, [](void* q) { cudaFreeHost(q); });
+  return std::shared_ptr<void>(p, [](void* q) {
+    const ConcurrentDeviceWork not_while_recording;
+    cudaFreeHost(q);
+  });
 }
 
 void cuda_zero(int ordinal, void* data, std::size_t bytes) {
+  const ConcurrentDeviceWork not_while_recording;
   check_cuda(cudaSetDevice(ordinal), "cudaSetDevice");
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   check_cuda(cudaMemset(data, 0, bytes), "cudaMemset");
@@ -57,6 +67,7 @@ void cuda_zero(int ordinal, void* data, std::size_t bytes) {
 
 // cudaMemcpyDefault: unified addressing tells host from device pointers.
 void cuda_copy(void* dst, const void* src, std::size_t bytes) {
+  const ConcurrentDeviceWork not_while_recording;
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   check_cuda(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");

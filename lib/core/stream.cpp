@@ -1,7 +1,9 @@
 #include "core/stream.hpp"
 
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -46,6 +48,62 @@ std::unique_ptr<TimedEvent> Stream::make_timed_event() { return std::make_unique
 
 void Stream::cast_from_f32(void* /*dst*/, DType dtype, const float* /*src*/, int64_t /*count*/) {
   throw std::invalid_argument(std::string("this device computes in f32 only, not ") + dtype_name(dtype));
+}
+
+namespace {
+// Writer-preferring: a recording waits only for the device work in flight, not for the
+// loader's threads to pause together (they take turns holding it).
+struct RecordingGate {
+  std::mutex mutex;
+  std::condition_variable changed;
+  int workers = 0;           // threads inside ConcurrentDeviceWork
+  int recordings_waiting = 0;
+  bool recording = false;
+};
+RecordingGate& recording_gate() {
+  static RecordingGate gate;
+  return gate;
+}
+thread_local bool this_thread_records = false;
+thread_local int this_thread_holds = 0;  // nested ConcurrentDeviceWork (a decode that allocates)
+}  // namespace
+
+ConcurrentDeviceWork::ConcurrentDeviceWork() {
+  if (this_thread_records) return;
+  held_ = true;
+  if (this_thread_holds++ > 0) return;
+  RecordingGate& gate = recording_gate();
+  std::unique_lock<std::mutex> lock(gate.mutex);
+  gate.changed.wait(lock, [&] { return !gate.recording && gate.recordings_waiting == 0; });
+  ++gate.workers;
+}
+
+ConcurrentDeviceWork::~ConcurrentDeviceWork() {
+  if (!held_ || --this_thread_holds > 0) return;
+  RecordingGate& gate = recording_gate();
+  std::lock_guard<std::mutex> lock(gate.mutex);
+  if (--gate.workers == 0) gate.changed.notify_all();
+}
+
+void hold_back_concurrent_device_work() {
+  // Its own device work would wait for the recording, and the recording for it.
+  if (this_thread_holds > 0) throw std::logic_error("a recording cannot start inside this thread's device work");
+  RecordingGate& gate = recording_gate();
+  std::unique_lock<std::mutex> lock(gate.mutex);
+  ++gate.recordings_waiting;
+  gate.changed.wait(lock, [&] { return !gate.recording && gate.workers == 0; });
+  --gate.recordings_waiting;
+  gate.recording = true;
+  this_thread_records = true;
+}
+
+void release_concurrent_device_work() {
+  if (!this_thread_records) return;
+  this_thread_records = false;
+  RecordingGate& gate = recording_gate();
+  std::lock_guard<std::mutex> lock(gate.mutex);
+  gate.recording = false;
+  gate.changed.notify_all();
 }
 
 void Stream::begin_capture() { throw std::logic_error("only a GPU stream records its work as a graph"); }

@@ -52,6 +52,27 @@ class StreamGraph {
   virtual void replay() = 0;
 };
 
+// Device work of another thread that a recording under way (Stream::begin_capture) would not
+// survive: synchronising the whole device, allocating or freeing device memory (core's
+// synchronous device_memory helpers, nvJPEG's decoding). Such work holds one of these for its
+// duration; a recording waits for those in flight, and holds new ones back until it ends
+// (a few milliseconds, once per configuration). On the recording thread itself it is a no-op:
+// its unsafe calls fail the recording instead (the caller then launches).
+class ConcurrentDeviceWork {
+ public:
+  ConcurrentDeviceWork();
+  ~ConcurrentDeviceWork();
+  ConcurrentDeviceWork(const ConcurrentDeviceWork&) = delete;
+  ConcurrentDeviceWork& operator=(const ConcurrentDeviceWork&) = delete;
+
+ private:
+  bool held_ = false;
+};
+
+// The recording's side (CUDA streams' begin_capture, end_capture, abort_capture).
+void hold_back_concurrent_device_work();
+void release_concurrent_device_work();
+
 class Stream {
  public:
   virtual ~Stream() = default;

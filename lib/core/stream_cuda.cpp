@@ -128,14 +128,20 @@ void CudaStream::copy_from_host(void* dst, const void* src, std::size_t bytes) {
 }
 
 void CudaStream::begin_capture() {
-  // Thread-local: the loader's threads (pinned allocations, nvJPEG's own streams) go on while
-  // this thread records; an unsafe call of this thread's own fails at once instead.
-  check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  // Thread-local: the loader's threads go on with their own streams while this thread
+  // records, and an unsafe call of this thread's own fails at once; their device-wide work
+  // (ConcurrentDeviceWork) waits until the recording ends.
+  hold_back_concurrent_device_work();
+  const cudaError_t status = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
+  if (status != cudaSuccess) release_concurrent_device_work();
+  check(status, "cudaStreamBeginCapture");
 }
 
 std::unique_ptr<StreamGraph> CudaStream::end_capture() {
   cudaGraph_t graph = nullptr;
-  check(cudaStreamEndCapture(stream_, &graph), "cudaStreamEndCapture");
+  const cudaError_t status = cudaStreamEndCapture(stream_, &graph);
+  release_concurrent_device_work();
+  check(status, "cudaStreamEndCapture");
   return std::make_unique<CudaStreamGraph>(graph, stream_);
 }
 
@@ -146,6 +152,7 @@ void CudaStream::abort_capture() {
     if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
   }
   cudaGetLastError();  // the failed capture's error is not the next call's
+  release_concurrent_device_work();
 }
 
 void CudaStream::copy_to_host_async(void* dst, const void* src, std::size_t bytes) {

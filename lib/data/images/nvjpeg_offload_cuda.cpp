@@ -12,6 +12,7 @@
 #include "core/cuda_check_cuda.hpp"
 #include "core/device_memory.hpp"
 #include "core/error.hpp"
+#include "core/stream.hpp"
 #include "data/images/nvjpeg_offload.hpp"
 #include "data/images/window_resample_cuda.hpp"
 
@@ -160,6 +161,9 @@ class NvjpegOffload : public JpegOffload {
   }
 
   std::vector<OffloadOutcome> decode(const std::vector<OffloadJob>& jobs) override {
+    // nvJPEG allocates and frees device memory as it goes: not while the model's stream records
+    // a step (train.cuda_graphs), which would fail this thread's calls.
+    const ConcurrentDeviceWork not_while_recording;
     const NvjpegApi& a = loaded().api;
     check_cuda(cudaSetDevice(device_.index), "cudaSetDevice", "nvJPEG offload");
     std::vector<OffloadOutcome> outcomes(jobs.size(), OffloadOutcome::kRefused);
