@@ -61,8 +61,9 @@ struct RecordingGate {
   bool recording = false;
 };
 RecordingGate& recording_gate() {
-  static RecordingGate gate;
-  return gate;
+  // Never destroyed: device memory held by other statics may be freed after it would be.
+  static RecordingGate* gate = new RecordingGate;
+  return *gate;
 }
 thread_local bool this_thread_records = false;
 thread_local int this_thread_holds = 0;  // nested ConcurrentDeviceWork (a decode that allocates)
