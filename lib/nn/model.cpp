@@ -271,7 +271,7 @@ std::string Model::backward_graph_obstacle() const {
 Model::StepRecording Model::step_recording() const {
   if (!step_graphs_enabled_ || !step_graph_failure_.empty() || !step_graph_obstacle().empty())
     return StepRecording::kNone;
-  if (backward_graph_obstacle().empty()) return StepRecording::kForwardAndBackward;
+  if (!ctx_.grad_ready_hook) return StepRecording::kForwardAndBackward;  // backward_graph_obstacle's case
   return forward_alone_ ? StepRecording::kForward : StepRecording::kNone;
 }
 

@@ -190,8 +190,7 @@ void Trainer::start_step_graphs() {
   if (!wants_cuda_graphs(spec_, parts_.model->device())) return;
   nn::Model& model = *parts_.model;
   std::string obstacle = model.step_graph_obstacle();
-  if (obstacle.empty() && !loss_at_step_end_)
-    obstacle = "train.loss_read: forward waits for each forward's loss in the middle of the step";
+  if (obstacle.empty() && !loss_at_step_end_) obstacle = kLossReadForwardKeepsStepsLaunched;
   // Where backward hands each gradient on (data parallel, micro-batches), `on` records the
   // forward alone; `auto` keeps such steps launched until a GPU run has checked it.
   const std::string backward_obstacle = model.backward_graph_obstacle();

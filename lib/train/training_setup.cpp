@@ -179,6 +179,9 @@ std::string describe_loss_read(const JobSpec& spec, const Device& device) {
   return "forward" + key + ": the host waits for each forward's loss before queuing backward";
 }
 
+const char* const kLossReadForwardKeepsStepsLaunched =
+    "train.loss_read: forward waits for each forward's loss in the middle of the step";
+
 bool wants_cuda_graphs(const JobSpec& spec, const Device& device) {
   return spec.train.cuda_graphs == "on" || (spec.train.cuda_graphs == "auto" && device.is_cuda());
 }
@@ -195,7 +198,7 @@ std::string describe_cuda_graphs(const JobSpec& spec, const Device& device, int 
   else if (spec.model.dropout > 0)
     obstacle = "model.dropout draws new masks every step";
   else if (!reads_loss_at_step_end(spec, device))
-    obstacle = "train.loss_read: forward waits for each forward's loss in the middle of the step";
+    obstacle = kLossReadForwardKeepsStepsLaunched;
   else if (ranks > 1)
     backward_obstacle = "the gradients are reduced across ranks as backward makes them (recording the collectives "
                         "is not written yet)";

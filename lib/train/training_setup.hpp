@@ -71,6 +71,8 @@ bool wants_cuda_graphs(const JobSpec& spec, const Device& device);
 // The plan's `graphs` line (train.cuda_graphs): whether a step of this job on `ranks` ranks
 // is recorded once and replayed, or why not (the trainer logs the same at start).
 std::string describe_cuda_graphs(const JobSpec& spec, const Device& device, int ranks);
+// Why train.loss_read: forward keeps a step from being recorded (the plan's line, the trainer's log).
+extern const char* const kLossReadForwardKeepsStepsLaunched;
 // Whether encoded images are normalised straight into the model's 16-bit channels_last input
 // (data.batch_type: compute or auto, on such a model; f32 keeps the cast on the GPU).
 bool loads_compute_batches(const JobSpec& spec, const Device& device);

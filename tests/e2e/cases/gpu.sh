@@ -254,6 +254,33 @@ case_gpu_loss_read_step_end_same_model() {
     done
 }
 
+# train_resnet20_graphs NP TAG GRAPHS [--set ...]: ResNet-20 on 16 px synthetic images, 2
+# epochs of 16 steps, train.cuda_graphs=GRAPHS; its losses go to $WORK/losses-TAG-GRAPHS and
+# its model to $WORK/m-TAG-GRAPHS.
+train_resnet20_graphs() {
+    local np=$1 tag=$2 graphs=$3; shift 3
+    expect_ok "$np" --config "$SRC/configs/quickstart.yaml" --set device=cuda --set model.name=resnet20 \
+      --set data.synthetic.channels=3 --set data.synthetic.height=16 --set data.synthetic.width=16 \
+      --set data.batch_size=32 --set data.synthetic.train_samples=512 --set data.synthetic.test_samples=256 \
+      --set train.epochs=2 --set train.log_every=2 "$@" --set train.cuda_graphs=$graphs \
+      --set output.model_dir="$WORK/m-$tag-$graphs"
+    grep -oE '^\[(step|epoch)[^]]*\].*loss=[0-9.e+-]+' "$WORK/out" | grep -oE 'loss=[0-9.e+-]+' >"$WORK/losses-$tag-$graphs"
+}
+
+# expect_graphs_same_model TAG MIN_REPLAYED: the last run (on) recorded without a failure,
+# replayed at least MIN_REPLAYED steps, and logged the losses and saved the model of the run
+# with graphs off.
+expect_graphs_same_model() {
+    local tag=$1 min=$2 replayed
+    grep -q "recording step .* failed" "$WORK/out" && fail "a recording failed ($tag): $(grep 'recording step' "$WORK/out")"
+    replayed=$(grep -oE 'graph_replayed_steps=[0-9]+' "$WORK/out" | tail -1 | cut -d= -f2)
+    [ "${replayed:-0}" -ge "$min" ] || fail "only ${replayed:-no} steps replayed ($tag)"
+    [ -s "$WORK/losses-$tag-off" ] || fail "no losses logged"
+    cmp "$WORK/losses-$tag-off" "$WORK/losses-$tag-on" || fail "the replayed steps logged other losses ($tag)"
+    same_tensors "$WORK/m-$tag-off/model.safetensors" "$WORK/m-$tag-on/model.safetensors" ||
+      fail "the replayed steps trained another model ($tag)"
+}
+
 case_gpu_cuda_graphs_same_model() {
     # train.cuda_graphs: on (forward and backward recorded at the third step after each new
     # shape or evaluation, then replayed) trains the very model the launches do, with the same
@@ -263,23 +290,11 @@ case_gpu_cuda_graphs_same_model() {
     local p g
     for p in fp32 amp-fp16; do
       for g in off on; do
-        expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set precision=$p \
-          --set model.name=resnet20 --set data.synthetic.channels=3 --set data.synthetic.height=16 \
-          --set data.synthetic.width=16 --set data.batch_size=32 --set data.synthetic.train_samples=512 \
-          --set data.synthetic.test_samples=256 --set train.epochs=2 --set train.log_every=2 \
-          --set train.cuda_graphs=$g --set output.model_dir="$WORK/m-$p-$g"
+        train_resnet20_graphs 0 "$p" "$g" --set precision=$p
         grep -q "^  graphs       : $g" "$WORK/out" || fail "the plan does not say graphs $g ($p)"
-        grep -oE '^\[(step|epoch)[^]]*\].*loss=[0-9.e+-]+' "$WORK/out" | grep -oE 'loss=[0-9.e+-]+' >"$WORK/losses-$p-$g"
       done
       grep -q "recorded at the third step" "$WORK/out" || fail "the log does not say the steps are recorded ($p)"
-      grep -q "recording step .* failed" "$WORK/out" && fail "a recording failed ($p): $(grep 'recording step' "$WORK/out")"
-      local replayed
-      replayed=$(grep -oE 'graph_replayed_steps=[0-9]+' "$WORK/out" | tail -1 | cut -d= -f2)
-      [ "${replayed:-0}" -ge 28 ] || fail "only ${replayed:-no} steps replayed ($p)"
-      [ -s "$WORK/losses-$p-off" ] || fail "no losses logged"
-      cmp "$WORK/losses-$p-off" "$WORK/losses-$p-on" || fail "the replayed steps logged other losses ($p)"
-      same_tensors "$WORK/m-$p-off/model.safetensors" "$WORK/m-$p-on/model.safetensors" ||
-        fail "the replayed steps trained another model ($p)"
+      expect_graphs_same_model "$p" 28
     done
 }
 
@@ -292,26 +307,14 @@ case_gpu_cuda_graphs_forward_alone_same_model() {
     local shape np args g
     for shape in 2:1 1:2; do
       np=${shape%:*}
-      args=(--set train.accumulate_steps=${shape#*:})
+      args=(--set precision=amp-fp16 --set train.accumulate_steps=${shape#*:})
       [ "$np" -gt 1 ] && args+=(--set distributed.share_gpus=true --set distributed.ranks_per_node=1)
       for g in off on; do
-        expect_ok "$np" --config "$SRC/configs/quickstart.yaml" --set device=cuda --set precision=amp-fp16 \
-          --set model.name=resnet20 --set data.synthetic.channels=3 --set data.synthetic.height=16 \
-          --set data.synthetic.width=16 --set data.batch_size=32 --set data.synthetic.train_samples=512 \
-          --set data.synthetic.test_samples=256 --set train.epochs=2 --set train.log_every=2 "${args[@]}" \
-          --set train.cuda_graphs=$g --set output.model_dir="$WORK/m-$shape-$g"
-        grep -oE '^\[(step|epoch)[^]]*\].*loss=[0-9.e+-]+' "$WORK/out" | grep -oE 'loss=[0-9.e+-]+' >"$WORK/losses-$shape-$g"
+        train_resnet20_graphs "$np" "$shape" "$g" "${args[@]}"
       done
       grep -q "^  graphs       : on: forward recorded once" "$WORK/out" || fail "the plan does not say forward alone ($shape)"
       grep -q "each step's forward is recorded" "$WORK/out" || fail "the log does not say forward alone ($shape)"
-      grep -q "recording step .* failed" "$WORK/out" && fail "a recording failed ($shape): $(grep 'recording step' "$WORK/out")"
-      local replayed
-      replayed=$(grep -oE 'graph_replayed_steps=[0-9]+' "$WORK/out" | tail -1 | cut -d= -f2)
-      [ "${replayed:-0}" -ge 10 ] || fail "only ${replayed:-no} forwards replayed ($shape)"
-      [ -s "$WORK/losses-$shape-off" ] || fail "no losses logged"
-      cmp "$WORK/losses-$shape-off" "$WORK/losses-$shape-on" || fail "the replayed forwards logged other losses ($shape)"
-      same_tensors "$WORK/m-$shape-off/model.safetensors" "$WORK/m-$shape-on/model.safetensors" ||
-        fail "the replayed forwards trained another model ($shape)"
+      expect_graphs_same_model "$shape" 10
     done
     expect_ok 2 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set distributed.share_gpus=true \
       --set distributed.ranks_per_node=1 --set train.max_steps=4 --set output.model_dir="$WORK/m-auto"
