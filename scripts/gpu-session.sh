@@ -203,10 +203,11 @@ stage_channels_last() {
 }
 
 # model.memory_plan (issue #34 item 3: peak memory against PyTorch channels_last amp's
-# 11.0 GB): the same training with each layer's own backward buffers and with one shared arena.
+# 11.0 GB): the same training with one shared arena and with the lean one (per_layer, 29,011
+# MiB, was measured on 2026-11-26; MEMORY_PLANS overrides the list).
 stage_memory() {
   local bin=$BUNDLE/sdp-train b
-  for b in per_layer shared; do
+  for b in ${MEMORY_PLANS:-shared lean}; do
     step "bench-layers-resnet50-amp-fp16-$b" "$bin" bench layers --config configs/resnet50-synthetic-bench.yaml \
       --set data.batch_size=256 --set data.synthetic.train_samples=256 --set device=cuda --set precision=amp-fp16 \
       --set model.memory_plan=$b --steps 10

@@ -54,6 +54,10 @@ bool BatchNorm2dCuda::backward_reads_output() const {
   return native_nhwc_ && impl_->ops != CUDNN_BATCHNORM_OPS_BN;
 }
 
+bool BatchNorm2dCuda::keeps_output_for_backward() const {
+  return backward_reads_output() || !ctx_.lean_saved_outputs;
+}
+
 TensorDesc BatchNorm2dCuda::configure(const TensorDesc& src, bool training) {
   require_cuda_layout(src, "BatchNorm2d " + name_);
   check_input(src.shape);
@@ -252,10 +256,13 @@ void BatchNorm2dCuda::backward_native(const void* diff_dst, void* diff_src) {
   const bool add = d.ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
   const cuda::Workspace ws = cuda::cudnn_workspace(ctx_);
   if (add) diff_residual_.data = diff_z_.get();
+  // Without an activation cuDNN reads no output (PyTorch passes none either); a lean plan has
+  // already given that memory to another buffer.
+  const bool keeps_output = keeps_output_for_backward();
   cuda::check_cudnn(
       cudnnBatchNormalizationBackwardEx(
-          cuda::cudnn_handle(ctx_), d.mode, d.ops, &one, &zero, &one, &zero, d.x.get(), x_plain_, d.x.get(), out_.data,
-          d.x.get(), diff_dst, add ? d.x.get() : nullptr, add ? diff_residual_.data : nullptr, d.x.get(),
+          cuda::cudnn_handle(ctx_), d.mode, d.ops, &one, &zero, &one, &zero, d.x.get(), x_plain_,
+          keeps_output ? d.x.get() : nullptr, keeps_output ? out_.data : nullptr, d.x.get(), diff_dst, add ? d.x.get() : nullptr, add ? diff_residual_.data : nullptr, d.x.get(),
           diff_src, d.bn.get(), weight_->value.raw(), bias_->value.raw(), weight_->grad.raw(),
           bias_->grad.raw(), options_.eps, save_mean_.get(), save_inv_var_.get(),
           d.ops == CUDNN_BATCHNORM_OPS_BN ? nullptr : d.relu.get(), ws.data, ws.bytes, reserve_.get(),
@@ -272,12 +279,12 @@ GradientPlan::Buffer* BatchNorm2dCuda::plan_forward(GradientPlan& plan, Gradient
   return saved_.out;
 }
 
-// backward in one operation, reading x and (the fused ReLU's gate) y. The input gradient is
+// backward in one operation, reading x and (cuDNN's fused ReLU's gate) y. The input gradient is
 // written even when not needed (see backward); z's gradient, when the sum is fused, outlives
 // it until the block's shortcut reads it (planned_residual_grad).
 GradientPlan::Buffer* BatchNorm2dCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
   plan.read(diff_dst);
-  saved_.read(plan);
+  saved_.read(plan, keeps_output_for_backward());
   if (options_.fuse_relu && impl_->ops == CUDNN_BATCHNORM_OPS_BN) diff_pre_relu_.write(plan);
   GradientPlan::Buffer* dx = diff_src_plain_.write(plan);
   planned_residual_grad_ = residual_fused_ ? diff_z_.write(plan) : nullptr;

@@ -61,6 +61,11 @@ struct Context {
   // the GPU layers then leave their outputs and backward's buffers to it instead of
   // allocating them. The CPU layers always defer to a plan that binds them.
   bool planned_backward = false;
+  // With that plan, a GPU layer keeps for backward only what its backward reads
+  // (model.memory_plan: lean): a BatchNorm without a fused activation keeps no output (cuDNN's
+  // backward is given none), a convolution without a fused ReLU keeps its output only for
+  // its consumers.
+  bool lean_saved_outputs = false;
   ComputeRules rules;
   // Times every layer's forward and backward when set (nn/layer_profile.hpp); not owned.
   LayerProfile* profile = nullptr;

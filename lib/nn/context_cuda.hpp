@@ -69,13 +69,15 @@ class PlannedCudaBuffer {
 
 // The planned buffers a layer's backward reads from its forward (its input and output): kept
 // by plan_forward, declared read again by plan_backward. Cleared at configure, so a
-// plan_backward without plan_forward declares nothing.
+// plan_backward without plan_forward declares nothing. `output_read` false (a lean plan,
+// Context::lean_saved_outputs, and a backward that does not read its output) lets the output
+// die once its consumers in forward have read it.
 struct SavedForward {
   GradientPlan::Buffer* src = nullptr;
   GradientPlan::Buffer* out = nullptr;
-  void read(GradientPlan& plan) const {
+  void read(GradientPlan& plan, bool output_read = true) const {
     plan.read(src);
-    plan.read(out);
+    if (output_read) plan.read(out);
   }
 };
 

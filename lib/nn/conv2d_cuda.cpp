@@ -287,10 +287,10 @@ GradientPlan::Buffer* Conv2dCuda::plan_forward(GradientPlan& plan, GradientPlan:
 }
 
 // backward in one operation: every buffer it writes lives across all of it; it reads its
-// input (the weight gradient) and output (a fused ReLU's gate).
+// input (the weight gradient) and, with a fused ReLU, its output (the ReLU's gate).
 GradientPlan::Buffer* Conv2dCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
   plan.read(diff_dst);
-  saved_.read(plan);
+  saved_.read(plan, options_.fuse_relu || !ctx_.lean_saved_outputs);  // the fused ReLU's gate
   diff_dst_to_plain_.plan(plan, diff_dst);
   if (options_.fuse_relu) diff_pre_relu_.write(plan);
   GradientPlan::Buffer* diff_src = nullptr;

@@ -139,6 +139,12 @@ class Model {
     plan_enabled_ = enabled;
     configured_batch_ = -1;
   }
+  // With the plan on, GPU layers keep an output for backward only where their backward reads
+  // it (Context::lean_saved_outputs). Takes effect at the next configure.
+  void set_lean_saved_outputs(bool lean) {
+    ctx_.lean_saved_outputs = lean;
+    configured_batch_ = -1;
+  }
 
  private:
   void configure(int64_t batch, bool training);

@@ -231,6 +231,29 @@ case_gpu_memory_plan_same_model() {
       fail "the shared memory plan did not lower the peak"
 }
 
+case_gpu_memory_plan_lean_same_model() {
+    # model.memory_plan: lean (an output kept for backward only where backward reads it: the
+    # projection shortcuts' BatchNorms give theirs up after the block's sum) trains the very model
+    # shared trains (ResNet-50 amp-fp16 channels_last, 32 px, 2 epochs with evaluations), says so
+    # in the plan, and holds less GPU memory at its peak.
+    need_gpus 1
+    local b
+    for b in shared lean; do
+      expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set precision=amp-fp16 \
+        --set model.name=resnet50 --set data.synthetic.channels=3 --set data.synthetic.height=32 \
+        --set data.synthetic.width=32 --set data.batch_size=64 --set data.synthetic.train_samples=256 \
+        --set data.synthetic.test_samples=128 --set train.epochs=2 \
+        --set model.memory_plan=$b --set output.model_dir="$WORK/m-$b"
+      grep -q "^  memory       : $b:" "$WORK/out" || fail "the plan does not say $b"
+      grep -oE 'gpu_memory_peak_mb=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$' >"$WORK/peak-$b" ||
+        fail "no gpu_memory_peak_mb in the [done] line"
+    done
+    same_tensors "$WORK/m-shared/model.safetensors" "$WORK/m-lean/model.safetensors" ||
+      fail "the lean memory plan trained another model"
+    python3 -c "import sys; l, s = (float(open('$WORK/peak-' + b).read()) for b in ('lean', 'shared')); print('peak MB lean', l, 'shared', s); sys.exit(0 if l < s else 1)" ||
+      fail "the lean memory plan did not lower the peak"
+}
+
 case_gpu_loss_read_step_end_same_model() {
     # train.loss_read: step_end (the host queues backward while forward runs and reads the loss
     # once the gradients are averaged) trains the very model forward does, with the same logged

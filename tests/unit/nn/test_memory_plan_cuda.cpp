@@ -35,10 +35,12 @@ std::vector<Case> cases() {
           {"mlp with dropout", [](Device d) { return testing::mlp_with_dropout(d); }, {1, 8, 8}, 10}};
 }
 
-void expect_shared_matches_per_layer(const Case& c, DType dtype, bool channels_last) {
-  const std::string what = c.name + " " + dtype_name(dtype) + (channels_last ? " channels_last" : " nchw");
+void expect_shared_matches_per_layer(const Case& c, DType dtype, bool channels_last, bool lean = false) {
+  const std::string what =
+      c.name + " " + dtype_name(dtype) + (channels_last ? " channels_last" : " nchw") + (lean ? " lean" : "");
   auto shared = c.build(Device::cuda(0));
   auto own = c.build(Device::cuda(0));
+  shared->set_lean_saved_outputs(lean);
   own->set_gradient_plan_enabled(false);
   for (Model* m : {shared.get(), own.get()}) {
     m->set_compute_dtype(dtype);
@@ -72,6 +74,42 @@ TEST(MemoryPlanOnGpu, SharedGiveTheBitsOfPerLayer) {
     for (DType dtype : {DType::kF16, DType::kBF16})
       for (bool channels_last : {false, true}) expect_shared_matches_per_layer(c, dtype, channels_last);
   }
+}
+
+// model.memory_plan: lean lets an output die once forward's readers are done where backward
+// does not read it (a BatchNorm without its ReLU: cuDNN's backward is given no output; a
+// convolution without a fused ReLU): its memory then goes to other buffers while backward
+// still runs, so a backward that did read it would see them and the bits would differ.
+TEST(MemoryPlanOnGpu, LeanGivesTheBitsOfPerLayer) {
+  SKIP_WITHOUT_GPU();
+  for (const Case& c : cases()) {
+    expect_shared_matches_per_layer(c, DType::kF32, false, /*lean=*/true);
+    for (DType dtype : {DType::kF16, DType::kBF16})
+      for (bool channels_last : {false, true}) expect_shared_matches_per_layer(c, dtype, channels_last, true);
+  }
+}
+
+// What lean saves: the projection shortcuts' BatchNorm outputs (the bottleneck model's
+// layer1.0 and layer2.0, [32, 32, 4, 4] and [32, 64, 2, 2] halves) no longer live across the
+// start of backward, where every activation is alive.
+TEST(MemoryPlanOnGpu, LeanKeepsNoShortcutBatchNormOutputAcrossThePeak) {
+  SKIP_WITHOUT_GPU();
+  const auto planned_peak = [](bool lean) {
+    auto m = testing::bottleneck_resnet(Device::cuda(0));
+    m->set_lean_saved_outputs(lean);
+    m->set_compute_dtype(DType::kF16);
+    m->set_channels_last(true);
+    Tensor x({32, 3, 16, 16});
+    testing::set_values(x, testing::random_vector(32 * 768, 7));
+    std::vector<int32_t> labels(32, 1);
+    m->forward(x, labels.data(), true);
+    m->backward();
+    return m->gradient_plan().peak_live_bytes();
+  };
+  const std::size_t shared = planned_peak(false), lean = planned_peak(true);
+  std::cout << "  bottleneck f16 channels_last, batch 32: " << shared << " bytes alive at the peak shared, " << lean
+            << " lean\n";
+  EXPECT_LT(lean, shared);
 }
 
 // What the arena saves shows in the device memory the runner holds: the activations all live

@@ -63,10 +63,28 @@ TEST(MemoryPlan, SharedUnderAutoOnBothDevices) {
   EXPECT_EQ(describe_memory_plan(spec, gpu),
             "shared: the layers' outputs and backward's buffers in one arena, each reused once its last reader has "
             "run");
+  EXPECT_FALSE(uses_lean_saved_outputs(spec, gpu));
   spec.model.memory_plan = "per_layer";
   EXPECT_FALSE(uses_memory_plan(spec, cpu));
   EXPECT_FALSE(uses_memory_plan(spec, gpu));
   EXPECT_EQ(describe_memory_plan(spec, cpu), "per_layer: every layer keeps its own");
+}
+
+// model.memory_plan: lean is the shared arena keeping an output for backward only where
+// backward reads it: a GPU's way (the CPU layers own their outputs), so the CPU shares and says so.
+TEST(MemoryPlan, LeanIsTheSharedArenaOnAGpuOnly) {
+  const Device gpu = Device::cuda(0), cpu = Device::cpu();
+  JobSpec spec;
+  spec.model.memory_plan = "lean";
+  EXPECT_TRUE(uses_memory_plan(spec, gpu));
+  EXPECT_TRUE(uses_lean_saved_outputs(spec, gpu));
+  EXPECT_EQ(describe_memory_plan(spec, gpu),
+            "lean: the layers' outputs and backward's buffers in one arena, each reused once its last reader has run; "
+            "an output backward does not read (a BatchNorm's without its ReLU) is not kept for it");
+  EXPECT_TRUE(uses_memory_plan(spec, cpu));
+  EXPECT_FALSE(uses_lean_saved_outputs(spec, cpu));
+  EXPECT_EQ(describe_memory_plan(spec, cpu),
+            "shared (lean is a GPU's): backward's buffers in one arena, each reused once its last reader has run");
 }
 
 // train.loss_read: auto reads the loss at the step's end on both devices (on a GPU since an
