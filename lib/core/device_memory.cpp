@@ -1,12 +1,15 @@
 #include "core/device_memory.hpp"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -55,13 +58,32 @@ std::shared_ptr<void> allocate_pinned_host(std::size_t bytes) {
 
 namespace {
 
+constexpr int kPurposes = static_cast<int>(MemoryPurpose::kCount);
+using PurposeBytes = std::array<std::size_t, kPurposes>;
+
 struct MemoryCounter {
   std::atomic<std::size_t> current{0}, peak{0};
-  void add(std::size_t bytes) {
+  std::array<std::atomic<std::size_t>, kPurposes> by_purpose{};
+  std::mutex at_peak_mutex;  // a new peak is rare (allocations are set-up work): a lock is cheap there
+  PurposeBytes at_peak{};
+  void add(std::size_t bytes, MemoryPurpose purpose) {
+    by_purpose[static_cast<int>(purpose)].fetch_add(bytes);
     const std::size_t now = current.fetch_add(bytes) + bytes;
     std::size_t seen = peak.load();
-    while (now > seen && !peak.compare_exchange_weak(seen, now)) {
+    while (now > seen) {
+      if (peak.compare_exchange_weak(seen, now)) {
+        snapshot();
+        break;
+      }
     }
+  }
+  void remove(std::size_t bytes, MemoryPurpose purpose) {
+    current.fetch_sub(bytes);
+    by_purpose[static_cast<int>(purpose)].fetch_sub(bytes);
+  }
+  void snapshot() {
+    std::lock_guard<std::mutex> lock(at_peak_mutex);
+    for (int i = 0; i < kPurposes; ++i) at_peak[i] = by_purpose[i].load();
   }
 };
 
@@ -70,13 +92,16 @@ MemoryCounter& counter(DeviceKind kind) {
   return counters[kind == DeviceKind::kCpu ? 0 : 1];
 }
 
-// `memory`, counted while it lives.
+thread_local MemoryPurpose current_purpose = MemoryPurpose::kLayers;
+
+// `memory`, counted while it lives, under this thread's purpose.
 std::shared_ptr<void> counted(DeviceKind kind, std::size_t bytes, std::shared_ptr<void> memory) {
   void* address = memory.get();
-  counter(kind).add(bytes);
-  return std::shared_ptr<void>(address, [kind, bytes, memory = std::move(memory)](void*) mutable {
+  const MemoryPurpose purpose = current_purpose;
+  counter(kind).add(bytes, purpose);
+  return std::shared_ptr<void>(address, [kind, bytes, purpose, memory = std::move(memory)](void*) mutable {
     memory.reset();
-    counter(kind).current.fetch_sub(bytes);
+    counter(kind).remove(bytes, purpose);
   });
 }
 
@@ -102,7 +127,47 @@ MemoryUse memory_use(DeviceKind kind) {
   return {counter(kind).current.load(), counter(kind).peak.load()};
 }
 
-void reset_peak_memory(DeviceKind kind) { counter(kind).peak.store(counter(kind).current.load()); }
+void reset_peak_memory(DeviceKind kind) {
+  counter(kind).peak.store(counter(kind).current.load());
+  counter(kind).snapshot();
+}
+
+const char* memory_purpose_name(MemoryPurpose purpose) {
+  switch (purpose) {
+    case MemoryPurpose::kLayers: return "layers' own and the rest";
+    case MemoryPurpose::kArena: return "arena";
+    case MemoryPurpose::kParameters: return "parameters";
+    case MemoryPurpose::kOptimizer: return "optimizer";
+    case MemoryPurpose::kWorkspace: return "cuDNN workspace";
+    case MemoryPurpose::kInput: return "input";
+    case MemoryPurpose::kCount: break;
+  }
+  return "?";
+}
+
+MemoryPurposeScope::MemoryPurposeScope(MemoryPurpose purpose) : previous_(current_purpose) {
+  current_purpose = purpose;
+}
+MemoryPurposeScope::~MemoryPurposeScope() { current_purpose = previous_; }
+
+PurposeBytes memory_at_peak(DeviceKind kind) {
+  MemoryCounter& c = counter(kind);
+  std::lock_guard<std::mutex> lock(c.at_peak_mutex);
+  return c.at_peak;
+}
+
+std::string describe_memory_at_peak(DeviceKind kind) {
+  const PurposeBytes bytes = memory_at_peak(kind);
+  std::vector<int> order;
+  for (int i = 0; i < kPurposes; ++i)
+    if (bytes[i] > 0) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return bytes[a] > bytes[b]; });
+  std::string text;
+  for (int i : order)
+    text += (text.empty() ? "" : ", ") + std::string(memory_purpose_name(static_cast<MemoryPurpose>(i))) + " " +
+            format_megabytes(bytes[i]);
+  return text;
+}
 
 std::shared_ptr<void> allocate(const Device& device, std::size_t bytes) {
   if (device.is_cpu()) return counted(device.kind, bytes, allocate_host(bytes));

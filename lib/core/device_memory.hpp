@@ -4,6 +4,7 @@
 // A device this build cannot address (cuda without SDP_HAVE_CUDA) is a clear sdp::Error.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -32,6 +33,34 @@ struct MemoryUse {
 };
 MemoryUse memory_use(DeviceKind kind);
 void reset_peak_memory(DeviceKind kind);
+
+// What an allocation is for, so a report can say where a device's peak went. An allocation
+// made under no MemoryPurposeScope counts as kLayers (the layers' own buffers, and the rest).
+enum class MemoryPurpose : int {
+  kLayers = 0,
+  kArena,       // a model's GradientPlan: the step's activations and backward's buffers
+  kParameters,  // the parameter store: values, gradients, buffers (BatchNorm's running statistics)
+  kOptimizer,   // the optimizer's state (momentum, moments)
+  kWorkspace,   // cuDNN's workspace
+  kInput,       // the model's staged input batches
+  kCount
+};
+const char* memory_purpose_name(MemoryPurpose purpose);
+// Tags what this thread allocates while it lives; the innermost scope wins.
+class MemoryPurposeScope {
+ public:
+  explicit MemoryPurposeScope(MemoryPurpose purpose);
+  ~MemoryPurposeScope();
+  MemoryPurposeScope(const MemoryPurposeScope&) = delete;
+  MemoryPurposeScope& operator=(const MemoryPurposeScope&) = delete;
+
+ private:
+  MemoryPurpose previous_;
+};
+// Each purpose's bytes at the moment memory_use(kind).peak was reached.
+std::array<std::size_t, static_cast<int>(MemoryPurpose::kCount)> memory_at_peak(DeviceKind kind);
+// "arena 11,098.6 MB, parameters 293.3 MB, ...": memory_at_peak's nonzero purposes, largest first.
+std::string describe_memory_at_peak(DeviceKind kind);
 // `bytes` as "12.3 MB" (MiB, one decimal): the unit the memory reports use.
 std::string format_megabytes(std::size_t bytes);
 // The error a GPU's failed allocation ends the job with: what was asked, what sdp-train holds,

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "core/device_memory.hpp"
+
 namespace sdp {
 
 namespace {
@@ -41,6 +43,7 @@ Buffer& ParameterStore::add_buffer(const std::string& name, const Shape& shape) 
 void ParameterStore::finalize(Device device) {
   if (finalized_) return;
   device_ = device;
+  const MemoryPurposeScope purpose(MemoryPurpose::kParameters);
   param_arena_ = Tensor({param_elements_}, DType::kF32, device);
   grad_arena_ = Tensor({param_elements_}, DType::kF32, device);
   buffer_arena_ = Tensor({buffer_elements_}, DType::kF32, device);

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/device_memory.hpp"
 #include "core/error.hpp"
 #include "nn/context_cuda.hpp"
 #include "nn/cuda_util_cuda.hpp"
@@ -41,6 +42,7 @@ void check_cudnn(cudnnStatus_t status, const char* call) {
 cudnnHandle_t cudnn_handle(Context& ctx) { return cudnn_state(ctx).handle; }
 
 void reserve_cudnn_workspace(Context& ctx, std::size_t bytes) {
+  const MemoryPurposeScope purpose(MemoryPurpose::kWorkspace);
   if (bytes > 0) cudnn_state(ctx).workspace.reserve(ctx.device, bytes);
 }
 

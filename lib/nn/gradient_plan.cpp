@@ -107,6 +107,7 @@ void GradientPlan::allocate(const Device& device) {
     placed.push_back(r);
   }
   arena_bytes_ = total;
+  const MemoryPurposeScope purpose(MemoryPurpose::kArena);
   arena_ = total > 0 ? sdp::allocate(device, total) : nullptr;
   for (Record& r : records_)
     if (r.buffer->bind) r.buffer->bind(static_cast<char*>(arena_.get()) + r.offset);

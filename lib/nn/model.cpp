@@ -3,6 +3,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "core/device_memory.hpp"
 #include "core/error.hpp"
 #include "nn/layer_profile.hpp"
 
@@ -217,8 +218,10 @@ void Model::stage_input(const Tensor& x, bool stage) {
   }
   // Input already in the compute type (NHWC: forward_layers checked) is the first layer's own.
   if ((compute_dtype_ != DType::kF32 || input_channels_last()) && x.dtype() == DType::kF32) {
-    if (!compute_input_.defined() || compute_input_.numel() < x.numel() || compute_input_.dtype() != compute_dtype_)
+    if (!compute_input_.defined() || compute_input_.numel() < x.numel() || compute_input_.dtype() != compute_dtype_) {
+      const MemoryPurposeScope purpose(MemoryPurpose::kInput);
       compute_input_ = Tensor({x.numel()}, compute_dtype_, ctx_.device);
+    }
     if (input_channels_last()) {  // cast and reordered in one pass
       TensorDesc plain = input_.desc;
       plain.layout = Layout::kPlain;
@@ -234,8 +237,10 @@ void Model::stage_input(const Tensor& x, bool stage) {
 
 void Model::reserve_slot(int slot, int64_t numel) {
   // Allocated when the batch grows, never in the steady step loop.
-  if (!staged_[slot].defined() || staged_[slot].numel() < numel)
+  if (!staged_[slot].defined() || staged_[slot].numel() < numel) {
+    const MemoryPurposeScope purpose(MemoryPurpose::kInput);
     staged_[slot] = Tensor({numel}, DType::kF32, ctx_.device);
+  }
 }
 
 void Model::prefetch(const Tensor& x) {

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/device_memory.hpp"
 #include "core/error.hpp"
 
 namespace sdp {
@@ -55,6 +56,7 @@ void throw_no_update(const char* kind, const Device& device) {
 }
 
 float* Optimizer::add_state(const std::string& kind) {
+  const MemoryPurposeScope purpose(MemoryPurpose::kOptimizer);
   state_.push_back({kind, Tensor({store_.param_arena().numel()}, DType::kF32, store_.device())});
   return state_.back().tensor.data<float>();
 }

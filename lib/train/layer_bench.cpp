@@ -51,8 +51,9 @@ BenchBatch random_batch(nn::Model& model, int64_t batch, uint64_t seed) {
   return out;
 }
 
-// The memory line: the step's planned buffers (one arena, or each layer's own) and, on a GPU,
-// the most device memory the runner's allocations held at once.
+// The memory line: the step's planned buffers (one arena, or each layer's own) and the most
+// memory the runner's allocations held at once on the model's device (the host's: oneDNN's
+// own scratch not counted), with what it was for at that moment.
 std::string describe_memory_use(const JobSpec& spec, const nn::Model& model) {
   const nn::GradientPlan& plan = model.gradient_plan();
   const auto mb = format_megabytes;
@@ -63,7 +64,9 @@ std::string describe_memory_use(const JobSpec& spec, const nn::Model& model) {
             " buffers";
   else
     line += "per_layer (model.memory_plan)";
-  if (model.device().is_cuda()) line += "; GPU peak " + mb(memory_use(DeviceKind::kCuda).peak) + " allocated by sdp-train";
+  const DeviceKind kind = model.device().is_cuda() ? DeviceKind::kCuda : DeviceKind::kCpu;
+  line += std::string(kind == DeviceKind::kCuda ? "; GPU" : "; host") + " peak " + mb(memory_use(kind).peak) +
+          " allocated by sdp-train (" + describe_memory_at_peak(kind) + ")";
   return line;
 }
 

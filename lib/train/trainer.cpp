@@ -296,7 +296,12 @@ void Trainer::run_epoch(int64_t epoch) {
   result_.skipped_samples = loader.skipped_samples();
   result_.cpu_decoded_samples = loader.cpu_decoded_samples();
   result_.decoded_on_gpu = decodes_on_gpu(spec_, parts_.model->device());
-  if (parts_.model->device().is_cuda()) result_.gpu_memory_peak_bytes = memory_use(DeviceKind::kCuda).peak;
+  if (parts_.model->device().is_cuda()) {
+    result_.gpu_memory_peak_bytes = memory_use(DeviceKind::kCuda).peak;
+    if (world_.rank() == 0)
+      log_info("GPU memory at its peak: " + format_megabytes(result_.gpu_memory_peak_bytes) + " allocated by sdp-train (" +
+               describe_memory_at_peak(DeviceKind::kCuda) + ")");
+  }
   result_.graph_replayed_steps = parts_.model->replayed_steps();
   warn_if_decoding_falls_back();
 }

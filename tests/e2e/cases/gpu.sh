@@ -247,6 +247,8 @@ case_gpu_memory_plan_lean_same_model() {
       grep -q "^  memory       : $b:" "$WORK/out" || fail "the plan does not say $b"
       grep -oE 'gpu_memory_peak_mb=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$' >"$WORK/peak-$b" ||
         fail "no gpu_memory_peak_mb in the [done] line"
+      grep -qE "GPU memory at its peak: [0-9.]+ MB allocated by sdp-train \(.*arena [0-9.]+ MB.*parameters" "$WORK/out" ||
+        fail "the log does not say what the GPU's peak held"
     done
     same_tensors "$WORK/m-shared/model.safetensors" "$WORK/m-lean/model.safetensors" ||
       fail "the lean memory plan trained another model"

@@ -214,6 +214,12 @@ for r in convs + [r for r in rows if r[1] == "batchnorm"]:
 assert abs(sum(float(r[5].rstrip("%")) for r in rows) - 100) < 1.5
 kinds = {r[0]: r for r in (l.split() for l in lines[by_kind + 2:])}
 assert kinds["conv"][1] == "19" and kinds["batchnorm"][1] == "19", kinds
+# The memory line: the host's peak and what it held then, parts adding up to it.
+memory = next(l for l in lines if l.startswith("# memory: memory plan shared"))
+peak = float(re.search(r"host peak ([0-9.]+) MB allocated by sdp-train \(", memory).group(1))
+parts = dict((name, float(mb)) for name, mb in re.findall(r"(arena|parameters|optimizer|layers' own and the rest) ([0-9.]+) MB", memory.split("host peak")[1]))
+assert {"arena", "parameters", "optimizer"} <= parts.keys(), memory
+assert abs(sum(parts.values()) - peak) < 0.5, memory
 PY
     expect_ok 2 bench layers --config "$SRC/configs/quickstart.yaml" --set threads=1 --steps 2 --warmup 0
     [ "$(grep -c '^# bench layers: mlp on cpu' "$WORK/out")" -eq 1 ] || fail "2 ranks: the table not printed once"

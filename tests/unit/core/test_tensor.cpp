@@ -126,6 +126,45 @@ TEST(DeviceMemory, UseFollowsAllocationsAndKeepsThePeak) {
   EXPECT_EQ(memory_use(DeviceKind::kCpu).peak, before.current);
 }
 
+// memory_at_peak says what the memory held at the high-water mark was for: each allocation
+// under the purpose of the innermost MemoryPurposeScope of its thread (none: the layers' own),
+// taken when the peak was reached, not after.
+TEST(DeviceMemory, ThePeakSaysWhatEachPurposeHeld) {
+  const auto before = memory_at_peak(DeviceKind::kCpu);
+  reset_peak_memory(DeviceKind::kCpu);
+  const auto base = memory_at_peak(DeviceKind::kCpu);
+  const auto arena = static_cast<int>(MemoryPurpose::kArena), params = static_cast<int>(MemoryPurpose::kParameters),
+             layers = static_cast<int>(MemoryPurpose::kLayers), optimizer = static_cast<int>(MemoryPurpose::kOptimizer);
+  {
+    std::shared_ptr<void> a, p, l;
+    {
+      const MemoryPurposeScope outer(MemoryPurpose::kParameters);
+      p = allocate(Device::cpu(), 3 << 20);
+      {
+        const MemoryPurposeScope inner(MemoryPurpose::kArena);
+        a = allocate(Device::cpu(), 5 << 20);
+      }
+    }
+    l = allocate(Device::cpu(), 1 << 20);  // no scope: the layers' own
+    const auto peak = memory_at_peak(DeviceKind::kCpu);
+    EXPECT_EQ(peak[arena] - base[arena], std::size_t{5} << 20);
+    EXPECT_EQ(peak[params] - base[params], std::size_t{3} << 20);
+    EXPECT_EQ(peak[layers] - base[layers], std::size_t{1} << 20);
+    EXPECT_EQ(peak[optimizer], base[optimizer]);
+    const std::string text = describe_memory_at_peak(DeviceKind::kCpu);
+    EXPECT_NE(text.find("arena "), std::string::npos) << text;
+    EXPECT_NE(text.find("parameters "), std::string::npos) << text;
+  }
+  {
+    const MemoryPurposeScope scope(MemoryPurpose::kOptimizer);
+    std::shared_ptr<void> small = allocate(Device::cpu(), 1 << 10);  // below the peak: no new snapshot
+  }
+  const auto after = memory_at_peak(DeviceKind::kCpu);
+  EXPECT_EQ(after[arena] - base[arena], std::size_t{5} << 20) << "the peak's figures, not the memory held now";
+  EXPECT_EQ(after[optimizer], base[optimizer]);
+  (void)before;
+}
+
 // A GPU's failed allocation names the device, what was asked and held, what is left, and the
 // keys that lower the need.
 TEST(DeviceMemory, OutOfMemoryNamesTheDeviceTheSizesAndTheKeys) {
