@@ -206,7 +206,7 @@ void Model::stage_input(const Tensor& x, bool stage) {
       // the memory it writes.
       if (prefetched_slot_ >= 0) ctx_.stream->wait_for_prefetch();
       slot = prefetched_slot_ >= 0 ? prefetched_slot_ : 1 - last_slot_;
-      reserve_slot(slot, x.numel());
+      reserve_slot(slot, x.nbytes());
       ctx_.stream->copy_from_host(staged_[slot].raw(), x.raw(), x.nbytes());
     }
     prefetched_slot_ = -1;
@@ -235,11 +235,11 @@ void Model::stage_input(const Tensor& x, bool stage) {
   }
 }
 
-void Model::reserve_slot(int slot, int64_t numel) {
+void Model::reserve_slot(int slot, std::size_t bytes) {
   // Allocated when the batch grows, never in the steady step loop.
-  if (!staged_[slot].defined() || staged_[slot].numel() < numel) {
+  if (!staged_[slot].defined() || staged_[slot].nbytes() < bytes) {
     const MemoryPurposeScope purpose(MemoryPurpose::kInput);
-    staged_[slot] = Tensor({numel}, DType::kF32, ctx_.device);
+    staged_[slot] = Tensor({static_cast<int64_t>((bytes + 3) / 4)}, DType::kF32, ctx_.device);
   }
 }
 
@@ -250,7 +250,7 @@ void Model::prefetch(const Tensor& x) {
   // loss, so the stream had run everything before the last forward when it returned (with
   // forward_deferred, the caller took that forward's loss before the next forward).
   const int slot = 1 - last_slot_;
-  reserve_slot(slot, x.numel());
+  reserve_slot(slot, x.nbytes());
   ctx_.stream->prefetch_from_host(staged_[slot].raw(), x.raw(), x.nbytes());
   prefetched_slot_ = slot;
   prefetched_src_ = x.raw();

@@ -167,7 +167,8 @@ class Model {
   // Records the key's scope as a graph; false (step_graph_failure_ set) when the recording failed.
   bool record_step_graph(const StepGraphKey& key);
   void drop_step_graphs();
-  void reserve_slot(int slot, int64_t numel);
+  // A slot of at least `bytes`: a batch in the compute type (16 bits) takes half an f32 one's.
+  void reserve_slot(int slot, std::size_t bytes);
 
   std::string name_;
   Shape input_shape_;
