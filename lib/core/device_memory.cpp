@@ -140,6 +140,7 @@ const char* memory_purpose_name(MemoryPurpose purpose) {
     case MemoryPurpose::kOptimizer: return "optimizer";
     case MemoryPurpose::kWorkspace: return "cuDNN workspace";
     case MemoryPurpose::kInput: return "input";
+    case MemoryPurpose::kBatchNormReserve: return "BatchNorm reserve";
     case MemoryPurpose::kCount: break;
   }
   return "?";

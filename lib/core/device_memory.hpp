@@ -43,6 +43,7 @@ enum class MemoryPurpose : int {
   kOptimizer,   // the optimizer's state (momentum, moments)
   kWorkspace,   // cuDNN's workspace
   kInput,       // the model's staged input batches
+  kBatchNormReserve,  // cuDNN's reserve space of the fused BatchNorms, kept from forward to backward
   kCount
 };
 const char* memory_purpose_name(MemoryPurpose purpose);

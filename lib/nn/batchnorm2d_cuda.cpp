@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/device_memory.hpp"
 #include "nn/channels_last_cuda.hpp"
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/cudnn_cuda.hpp"
@@ -20,27 +21,26 @@ struct BatchNorm2dCuda::Impl {
   cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL;
   cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN;
   std::size_t reserve_bytes = 0;
+  cuda::OperationWorkspace forward_workspace, backward_workspace;
 };
 
 namespace {
 // Whether cuDNN's Ex batch normalization takes (mode, ops) for `x` (its size queries answer
-// CUDNN_STATUS_NOT_SUPPORTED otherwise), and the workspace and reserve space it needs.
+// CUDNN_STATUS_NOT_SUPPORTED otherwise), and the workspaces and reserve space it needs.
 bool ex_supported(cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,
                   const cuda::TensorDescriptor& x, const cuda::TensorDescriptor& bn, cudnnActivationDescriptor_t relu,
-                  std::size_t* workspace, std::size_t* reserve) {
+                  std::size_t* forward, std::size_t* backward, std::size_t* reserve) {
   const cudnnTensorDescriptor_t z = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION ? x.get() : nullptr;
   const cudnnActivationDescriptor_t act = ops == CUDNN_BATCHNORM_OPS_BN ? nullptr : relu;
-  std::size_t forward = 0, backward = 0;
   if (cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, ops, x.get(), z, x.get(), bn.get(), act,
-                                                               &forward) != CUDNN_STATUS_SUCCESS)
+                                                               forward) != CUDNN_STATUS_SUCCESS)
     return false;
   if (cudnnGetBatchNormalizationBackwardExWorkspaceSize(handle, mode, ops, x.get(), x.get(), x.get(), z, x.get(),
-                                                        bn.get(), act, &backward) != CUDNN_STATUS_SUCCESS)
+                                                        bn.get(), act, backward) != CUDNN_STATUS_SUCCESS)
     return false;
   if (cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, mode, ops, act, x.get(), reserve) !=
       CUDNN_STATUS_SUCCESS)
     return false;
-  *workspace = std::max(forward, backward);
   return true;
 }
 }  // namespace
@@ -55,7 +55,7 @@ bool BatchNorm2dCuda::backward_reads_output() const {
 }
 
 bool BatchNorm2dCuda::keeps_output_for_backward() const {
-  return backward_reads_output() || !ctx_.lean_saved_outputs;
+  return backward_reads_output() || !ctx_.lean_plan;
 }
 
 TensorDesc BatchNorm2dCuda::configure(const TensorDesc& src, bool training) {
@@ -83,6 +83,8 @@ TensorDesc BatchNorm2dCuda::configure(const TensorDesc& src, bool training) {
   dst_.configure(device, plain_src_.nbytes(), training && ctx_.planned_backward);
   diff_src_ = {src, nullptr};
   none_ = {src, nullptr};
+  impl_->forward_workspace.reset();  // an inference configure, or the NCHW kernels, use none of their own
+  impl_->backward_workspace.reset();
   if (native_nhwc_) {
     choose_fused_operation(false);
   } else {
@@ -131,13 +133,16 @@ void BatchNorm2dCuda::choose_fused_operation(bool with_residual) {
   }
   for (const Candidate& c : candidates) {
     cuda::check_cudnn(cudnnDeriveBNTensorDescriptor(d.bn.get(), d.x.get(), c.mode), "cudnnDeriveBNTensorDescriptor");
-    std::size_t workspace = 0, reserve = 0;
-    if (!ex_supported(handle, c.mode, c.ops, d.x, d.bn, d.relu.get(), &workspace, &reserve)) continue;
+    std::size_t forward = 0, backward = 0, reserve = 0;
+    if (!ex_supported(handle, c.mode, c.ops, d.x, d.bn, d.relu.get(), &forward, &backward, &reserve)) continue;
     d.mode = c.mode;
     d.ops = c.ops;
     d.reserve_bytes = reserve;
     if (training_) {
-      cuda::reserve_cudnn_workspace(ctx_, workspace);
+      const bool plans_workspace = ctx_.planned_backward && ctx_.lean_plan;
+      d.forward_workspace.configure(ctx_, forward, plans_workspace);
+      d.backward_workspace.configure(ctx_, backward, plans_workspace);
+      const MemoryPurposeScope purpose(MemoryPurpose::kBatchNormReserve);
       if (reserve > 0) reserve_.reserve(plain_src_.device, reserve);
     }
     return;
@@ -210,7 +215,7 @@ void BatchNorm2dCuda::forward_native() {
   Impl& d = *impl_;
   const float one = 1.0f, zero = 0.0f;
   const bool add = d.ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
-  const cuda::Workspace ws = cuda::cudnn_workspace(ctx_);
+  const cuda::Workspace ws = d.forward_workspace.get(ctx_);
   cuda::check_cudnn(
       cudnnBatchNormalizationForwardTrainingEx(
           cuda::cudnn_handle(ctx_), d.mode, d.ops, &one, &zero, d.x.get(), x_plain_, add ? d.x.get() : nullptr,
@@ -254,7 +259,7 @@ void BatchNorm2dCuda::backward_native(const void* diff_dst, void* diff_src) {
   Impl& d = *impl_;
   const float one = 1.0f, zero = 0.0f;
   const bool add = d.ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
-  const cuda::Workspace ws = cuda::cudnn_workspace(ctx_);
+  const cuda::Workspace ws = d.backward_workspace.get(ctx_);
   if (add) diff_residual_.data = diff_z_.get();
   // Without an activation cuDNN reads no output (PyTorch passes none either); a lean plan has
   // already given that memory to another buffer.
@@ -275,6 +280,7 @@ GradientPlan::Buffer* BatchNorm2dCuda::plan_forward(GradientPlan& plan, Gradient
   plan.read(src);
   if (residual_fused_) plan.read(planned_residual_);
   saved_ = {src, dst_.write(plan)};
+  impl_->forward_workspace.plan(plan);
   plan.next();
   return saved_.out;
 }
@@ -289,6 +295,7 @@ GradientPlan::Buffer* BatchNorm2dCuda::plan_backward(GradientPlan& plan, Gradien
   GradientPlan::Buffer* dx = diff_src_plain_.write(plan);
   planned_residual_grad_ = residual_fused_ ? diff_z_.write(plan) : nullptr;
   GradientPlan::Buffer* diff_src = needs_input_grad_ ? diff_src_out_.plan(plan, dx) : nullptr;
+  impl_->backward_workspace.plan(plan);
   plan.next();
   return diff_src;
 }

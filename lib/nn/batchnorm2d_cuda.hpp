@@ -38,7 +38,7 @@ class BatchNorm2dCuda final : public BatchNorm2d {
   GradientPlan::Buffer* plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) override;
   bool backward_reads_output() const override;
   // Whether the output stays alive until backward: when backward reads it, or whenever the
-  // plan is not lean (Context::lean_saved_outputs; cuDNN's backward is then given it too).
+  // plan is not lean (Context::lean_plan; cuDNN's backward is then given it too).
   bool keeps_output_for_backward() const;
   bool fuse_residual_add_relu(const TensorDesc& shortcut) override;
   void set_residual(const TensorRef& z) override { residual_ = z.data; }

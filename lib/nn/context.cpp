@@ -18,6 +18,14 @@ std::shared_ptr<Stream> make_compute_stream(const Device& device) {
   throw_no_implementation("Stream", device);
 }
 
+void release_shared_scratch(Context& ctx) {
+#ifdef SDP_HAVE_CUDA
+  if (ctx.device.is_cuda()) release_shared_scratch_cuda(ctx);
+#else
+  (void)ctx;
+#endif
+}
+
 void convert_layout(Context& ctx, const TensorRef& src, const TensorRef& dst) {
   if (src.desc.shape != dst.desc.shape || src.desc.dtype != dst.desc.dtype)
     throw std::invalid_argument("convert_layout: " + src.desc.str() + " -> " + dst.desc.str());

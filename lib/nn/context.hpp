@@ -61,15 +61,20 @@ struct Context {
   // the GPU layers then leave their outputs and backward's buffers to it instead of
   // allocating them. The CPU layers always defer to a plan that binds them.
   bool planned_backward = false;
-  // With that plan, a GPU layer keeps for backward only what its backward reads
-  // (model.memory_plan: lean): a BatchNorm without a fused activation keeps no output (cuDNN's
-  // backward is given none), a convolution without a fused ReLU keeps its output only for
-  // its consumers.
-  bool lean_saved_outputs = false;
+  // That plan is lean (model.memory_plan: lean): a GPU layer keeps for backward only what its
+  // backward reads (a BatchNorm without a fused activation keeps no output, cuDNN's backward is
+  // given none; a convolution without a fused ReLU keeps its output only for its consumers),
+  // and cuDNN's workspace is a buffer of each operation's own in the arena instead of one the
+  // size of the largest, alive all the time.
+  bool lean_plan = false;
   ComputeRules rules;
   // Times every layer's forward and backward when set (nn/layer_profile.hpp); not owned.
   LayerProfile* profile = nullptr;
 };
+
+// Frees what the layers on ctx's stream share as scratch (a GPU's cuDNN workspace) once the
+// device is idle; the next configure reserves what it uses again. Nothing on the CPU.
+void release_shared_scratch(Context& ctx);
 
 // Copies `src` into `dst`: the same logical tensor (shape, dtype) in possibly different
 // layouts, on the context's device. What tests and the loss use to read blocked layouts.

@@ -22,6 +22,8 @@ namespace sdp::nn {
 void convert_layout_cuda(Context& ctx, const TensorRef& src, const TensorRef& dst);
 // stage_channels_last on the GPU (one cast-and-reorder kernel).
 void stage_channels_last_cuda(Context& ctx, const TensorRef& src, const TensorRef& dst);
+// release_shared_scratch on the GPU: frees the stream's shared cuDNN workspace (cudnn_cuda.cpp).
+void release_shared_scratch_cuda(Context& ctx);
 // Throws std::invalid_argument naming `who` unless `desc` is on a CUDA device in the plain
 // or channels_last layout (f32, or f16/bf16 under mixed precision: nn/dtype_cuda.hpp).
 void require_cuda_layout(const TensorDesc& desc, const std::string& who);
@@ -70,7 +72,7 @@ class PlannedCudaBuffer {
 // The planned buffers a layer's backward reads from its forward (its input and output): kept
 // by plan_forward, declared read again by plan_backward. Cleared at configure, so a
 // plan_backward without plan_forward declares nothing. `output_read` false (a lean plan,
-// Context::lean_saved_outputs, and a backward that does not read its output) lets the output
+// Context::lean_plan, and a backward that does not read its output) lets the output
 // die once its consumers in forward have read it.
 struct SavedForward {
   GradientPlan::Buffer* src = nullptr;

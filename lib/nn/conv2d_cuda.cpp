@@ -20,12 +20,14 @@ namespace sdp::nn {
 
 namespace {
 
-// The algorithms of one input shape and the workspace the largest of them needs.
+// The algorithms of one input shape and the workspace each pass needs (backward: the larger of
+// its filter and data gradients', which run one after the other).
 struct ConvAlgorithms {
   cudnnConvolutionFwdAlgo_t forward{};
   cudnnConvolutionBwdFilterAlgo_t backward_filter{};
   cudnnConvolutionBwdDataAlgo_t backward_data{};
-  std::size_t workspace_bytes = 0;
+  std::size_t forward_workspace_bytes = 0;
+  std::size_t backward_workspace_bytes = 0;
 };
 
 // Among cuDNN's candidates (fastest first: by its heuristics, or as it timed them): the first
@@ -69,7 +71,7 @@ ConvAlgorithms choose_algorithms(cudnnHandle_t handle, cudnnTensorDescriptor_t x
   a.forward = pick(fwd, count, dtype, rules, what).algo;
   cuda::check_cudnn(cudnnGetConvolutionForwardWorkspaceSize(handle, x, w, conv, y, a.forward, &bytes),
                     "cudnnGetConvolutionForwardWorkspaceSize");
-  a.workspace_bytes = bytes;
+  a.forward_workspace_bytes = bytes;
   cudnnConvolutionBwdFilterAlgoPerf_t bwf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
   cuda::check_cudnn(find ? cudnnFindConvolutionBackwardFilterAlgorithm(
                                handle, x, y, conv, w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, bwf)
@@ -79,7 +81,7 @@ ConvAlgorithms choose_algorithms(cudnnHandle_t handle, cudnnTensorDescriptor_t x
   a.backward_filter = pick(bwf, count, dtype, rules, what).algo;
   cuda::check_cudnn(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, x, y, conv, w, a.backward_filter, &bytes),
                     "cudnnGetConvolutionBackwardFilterWorkspaceSize");
-  a.workspace_bytes = std::max(a.workspace_bytes, bytes);
+  a.backward_workspace_bytes = bytes;
   cudnnConvolutionBwdDataAlgoPerf_t bwd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
   cuda::check_cudnn(find ? cudnnFindConvolutionBackwardDataAlgorithm(
                                handle, w, y, conv, x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, bwd)
@@ -89,7 +91,7 @@ ConvAlgorithms choose_algorithms(cudnnHandle_t handle, cudnnTensorDescriptor_t x
   a.backward_data = pick(bwd, count, dtype, rules, what).algo;
   cuda::check_cudnn(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w, y, conv, x, a.backward_data, &bytes),
                     "cudnnGetConvolutionBackwardDataWorkspaceSize");
-  a.workspace_bytes = std::max(a.workspace_bytes, bytes);
+  a.backward_workspace_bytes = std::max(a.backward_workspace_bytes, bytes);
   return a;
 }
 
@@ -108,6 +110,7 @@ struct Conv2dCuda::Impl {
   // Mixed precision: the f32 parameters cast to the compute dtype at each forward, and the
   // weight gradient in that dtype before it is widened into the f32 gradient arena.
   CudaBuffer weight_lp, bias_lp, weight_grad_lp;
+  cuda::OperationWorkspace forward_workspace, backward_workspace;
 };
 
 Conv2dCuda::Conv2dCuda(Context& ctx, std::string name, const Conv2dOptions& options)
@@ -168,7 +171,12 @@ TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
                                                  d.y.get(), dtype, rules, "Conv2d " + name_))
                  .first;
   d.algos = cached->second;
-  cuda::reserve_cudnn_workspace(ctx_, d.algos.workspace_bytes);
+  const bool plans_workspace = training && ctx_.planned_backward && ctx_.lean_plan;
+  d.forward_workspace.configure(ctx_, d.algos.forward_workspace_bytes, plans_workspace);
+  if (training)
+    d.backward_workspace.configure(ctx_, d.algos.backward_workspace_bytes, plans_workspace);
+  else
+    d.backward_workspace.reset();
 
   if (training) {
     const bool planned = ctx_.planned_backward;
@@ -185,7 +193,7 @@ TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
 const TensorRef& Conv2dCuda::forward(const TensorRef& src) {
   Impl& d = *impl_;
   cudnnHandle_t handle = cuda::cudnn_handle(ctx_);
-  const cuda::Workspace ws = cuda::cudnn_workspace(ctx_);
+  const cuda::Workspace ws = d.forward_workspace.get(ctx_);
   const float one = 1.0f, zero = 0.0f;
   x_plain_ = src_to_plain_.convert(ctx_, src).data;
   void* y = dst_plain_.get();
@@ -226,7 +234,7 @@ const TensorRef& Conv2dCuda::backward(const TensorRef& diff_dst) {
   if (!training_) throw std::logic_error("Conv2d " + name_ + ": backward after inference forward");
   Impl& d = *impl_;
   cudnnHandle_t handle = cuda::cudnn_handle(ctx_);
-  const cuda::Workspace ws = cuda::cudnn_workspace(ctx_);
+  const cuda::Workspace ws = d.backward_workspace.get(ctx_);
   const float one = 1.0f, zero = 0.0f;
   const void* g = diff_dst_to_plain_.convert(ctx_, diff_dst).data;
   cudaStream_t stream = cuda::stream_of(ctx_);
@@ -282,6 +290,7 @@ bool Conv2dCuda::uses_weight_copy() const { return plain_dst_.dtype != DType::kF
 GradientPlan::Buffer* Conv2dCuda::plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) {
   plan.read(src);
   saved_ = {src, dst_out_.needed() ? nullptr : dst_plain_.write(plan)};
+  impl_->forward_workspace.plan(plan);
   plan.next();
   return saved_.out;
 }
@@ -290,11 +299,12 @@ GradientPlan::Buffer* Conv2dCuda::plan_forward(GradientPlan& plan, GradientPlan:
 // input (the weight gradient) and, with a fused ReLU, its output (the ReLU's gate).
 GradientPlan::Buffer* Conv2dCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
   plan.read(diff_dst);
-  saved_.read(plan, options_.fuse_relu || !ctx_.lean_saved_outputs);  // the fused ReLU's gate
+  saved_.read(plan, options_.fuse_relu || !ctx_.lean_plan);  // the fused ReLU's gate
   diff_dst_to_plain_.plan(plan, diff_dst);
   if (options_.fuse_relu) diff_pre_relu_.write(plan);
   GradientPlan::Buffer* diff_src = nullptr;
   if (needs_input_grad_) diff_src = diff_src_out_.plan(plan, diff_src_plain_.write(plan));
+  impl_->backward_workspace.plan(plan);
   plan.next();
   return diff_src;
 }

@@ -51,6 +51,38 @@ Workspace cudnn_workspace(Context& ctx) {
   return {state.workspace.get(), state.workspace.bytes()};
 }
 
+void release_cudnn_workspace(Context& ctx) {
+  if (const std::shared_ptr<void>& slot = stream_attachment(ctx, "cudnn"))
+    static_cast<CudnnState*>(slot.get())->workspace.release();
+}
+
+}  // namespace sdp::nn::cuda
+
+namespace sdp::nn {
+void release_shared_scratch_cuda(Context& ctx) { cuda::release_cudnn_workspace(ctx); }
+}  // namespace sdp::nn
+
+namespace sdp::nn::cuda {
+
+void OperationWorkspace::configure(Context& ctx, std::size_t bytes, bool planned) {
+  planned_ = planned && bytes > 0;
+  bytes_ = bytes;
+  if (planned_)
+    buffer_.configure(ctx.device, bytes, /*planned=*/true);
+  else
+    reserve_cudnn_workspace(ctx, bytes);
+}
+
+void OperationWorkspace::plan(GradientPlan& plan) {
+  if (planned_) buffer_.write(plan);
+}
+
+Workspace OperationWorkspace::get(Context& ctx) {
+  if (!planned_) return cudnn_workspace(ctx);
+  const MemoryPurposeScope purpose(MemoryPurpose::kWorkspace);  // a layer used without its plan (tests)
+  return {buffer_.get(), bytes_};
+}
+
 int to_int(int64_t value, const char* what) {
   if (value < 0 || value > INT_MAX)
     throw std::invalid_argument(std::string(what) + ": dimension " + std::to_string(value) +

@@ -14,6 +14,7 @@
 
 #include "core/tensor.hpp"
 #include "nn/context.hpp"
+#include "nn/context_cuda.hpp"
 
 namespace sdp::nn::cuda {
 
@@ -27,6 +28,31 @@ struct Workspace {
 // Grows the stream's workspace to at least `bytes` (configure time only).
 void reserve_cudnn_workspace(Context& ctx, std::size_t bytes);
 Workspace cudnn_workspace(Context& ctx);
+// Frees the stream's shared workspace once the device is idle (Model::configure under a lean
+// plan, so each configuration holds only the workspace it uses).
+void release_cudnn_workspace(Context& ctx);
+
+// The cuDNN workspace of one operation of a layer (its forward, or its backward). Planned
+// (a training configure under Context::lean_plan), it is a buffer of the GradientPlan's arena
+// alive only during that operation; otherwise it is the stream's shared workspace, grown to
+// the largest any layer asked for.
+class OperationWorkspace {
+ public:
+  void configure(Context& ctx, std::size_t bytes, bool planned);
+  // Back to none: the shared workspace, nothing planned.
+  void reset() {
+    planned_ = false;
+    bytes_ = 0;
+  }
+  // Declares it in the plan's current operation (a planned one only).
+  void plan(GradientPlan& plan);
+  Workspace get(Context& ctx);
+
+ private:
+  bool planned_ = false;
+  std::size_t bytes_ = 0;
+  PlannedCudaBuffer buffer_;
+};
 
 class TensorDescriptor {
  public:

@@ -102,6 +102,9 @@ void Model::configure(int64_t batch, bool training) {
   // once the last step's kernels that use it are done.
   if (plan_.arena_bytes() > 0 && !ctx_.device.is_cpu()) ctx_.stream->synchronize();
   plan_.clear();
+  // A lean plan's training configuration places cuDNN's workspaces in the arena: the shared one
+  // an earlier configuration (an evaluation's) reserved would only sit beside it.
+  if (ctx_.lean_plan) release_shared_scratch(ctx_);
   ctx_.planned_backward = training && plan_enabled_;
   TensorDesc desc = input_.desc;
   for (auto& layer : layers_) desc = layer->configure(desc, training);

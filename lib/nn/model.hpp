@@ -140,9 +140,10 @@ class Model {
     configured_batch_ = -1;
   }
   // With the plan on, GPU layers keep an output for backward only where their backward reads
-  // it (Context::lean_saved_outputs). Takes effect at the next configure.
-  void set_lean_saved_outputs(bool lean) {
-    ctx_.lean_saved_outputs = lean;
+  // it, and plan cuDNN's workspace per operation (Context::lean_plan). Takes effect at the next
+  // configure.
+  void set_lean_memory_plan(bool lean) {
+    ctx_.lean_plan = lean;
     configured_batch_ = -1;
   }
 

@@ -73,7 +73,7 @@ std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const SampleSource& 
   model->set_compute_dtype(compute_dtype(spec.precision));
   model->set_channels_last(uses_channels_last(spec, device));
   model->set_gradient_plan_enabled(uses_memory_plan(spec, device));
-  model->set_lean_saved_outputs(uses_lean_saved_outputs(spec, device));
+  model->set_lean_memory_plan(uses_lean_memory_plan(spec, device));
   if (device.is_cuda()) model->set_compute_rules(compute_rules(spec));
   return model;
 }
@@ -142,15 +142,15 @@ bool uses_memory_plan(const JobSpec& spec, const Device&) {
   return spec.model.memory_plan != "per_layer";  // auto: shared on both devices
 }
 
-bool uses_lean_saved_outputs(const JobSpec& spec, const Device& device) {
+bool uses_lean_memory_plan(const JobSpec& spec, const Device& device) {
   return spec.model.memory_plan == "lean" && device.is_cuda();
 }
 
 std::string describe_memory_plan(const JobSpec& spec, const Device& device) {
   const std::string key = spec.model.memory_plan == "auto" ? " (auto)" : "";
-  if (uses_lean_saved_outputs(spec, device))
-    return "lean: the layers' outputs and backward's buffers in one arena, each reused once its last reader has "
-           "run; an output backward does not read (a BatchNorm's without its ReLU) is not kept for it";
+  if (uses_lean_memory_plan(spec, device))
+    return "lean: the layers' outputs, backward's buffers and cuDNN's workspaces in one arena, each reused once its "
+           "last reader has run; an output backward does not read (a BatchNorm's without its ReLU) is not kept for it";
   if (uses_memory_plan(spec, device))
     return (spec.model.memory_plan == "lean" ? std::string("shared (lean is a GPU's)") : "shared" + key) +
            (device.is_cuda() ? ": the layers' outputs and backward's buffers" : ": backward's buffers") +

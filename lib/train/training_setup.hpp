@@ -58,11 +58,12 @@ bool normalizes_on_gpu(const JobSpec& spec, const Device& device);
 // Whether a training step's buffers share one arena (model.memory_plan: shared, and auto on
 // both devices: on a GPU the same bits as per_layer in under half the memory, H100 2026-11-26).
 bool uses_memory_plan(const JobSpec& spec, const Device& device);
-// Whether that arena keeps an output for backward only where backward reads it (model.memory_plan:
-// lean; a GPU's BatchNorms without an activation, the projection shortcuts' among them:
-// ResNet-50 b256 amp-fp16 by its layer shapes 10.1 instead of 10.8 GiB of activations). Opt-in
-// until a GPU run has checked it.
-bool uses_lean_saved_outputs(const JobSpec& spec, const Device& device);
+// Whether that arena keeps an output for backward only where backward reads it and holds each
+// cuDNN operation's workspace while it runs (model.memory_plan: lean; a GPU's BatchNorms without
+// an activation, the projection shortcuts' among them: ResNet-50 b256 amp-fp16 by its layer
+// shapes 10.1 instead of 10.8 GiB of activations; no shared workspace beside them). Opt-in until
+// a GPU run has checked it.
+bool uses_lean_memory_plan(const JobSpec& spec, const Device& device);
 // Whether the trainer reads a step's loss at the step's end (train.loss_read: step_end, and
 // auto) rather than after each forward: one host wait a step less on a GPU, the same bits; on
 // the CPU both are the same computation.

@@ -63,7 +63,7 @@ TEST(MemoryPlan, SharedUnderAutoOnBothDevices) {
   EXPECT_EQ(describe_memory_plan(spec, gpu),
             "shared: the layers' outputs and backward's buffers in one arena, each reused once its last reader has "
             "run");
-  EXPECT_FALSE(uses_lean_saved_outputs(spec, gpu));
+  EXPECT_FALSE(uses_lean_memory_plan(spec, gpu));
   spec.model.memory_plan = "per_layer";
   EXPECT_FALSE(uses_memory_plan(spec, cpu));
   EXPECT_FALSE(uses_memory_plan(spec, gpu));
@@ -77,12 +77,12 @@ TEST(MemoryPlan, LeanIsTheSharedArenaOnAGpuOnly) {
   JobSpec spec;
   spec.model.memory_plan = "lean";
   EXPECT_TRUE(uses_memory_plan(spec, gpu));
-  EXPECT_TRUE(uses_lean_saved_outputs(spec, gpu));
+  EXPECT_TRUE(uses_lean_memory_plan(spec, gpu));
   EXPECT_EQ(describe_memory_plan(spec, gpu),
-            "lean: the layers' outputs and backward's buffers in one arena, each reused once its last reader has run; "
-            "an output backward does not read (a BatchNorm's without its ReLU) is not kept for it");
+            "lean: the layers' outputs, backward's buffers and cuDNN's workspaces in one arena, each reused once its "
+            "last reader has run; an output backward does not read (a BatchNorm's without its ReLU) is not kept for it");
   EXPECT_TRUE(uses_memory_plan(spec, cpu));
-  EXPECT_FALSE(uses_lean_saved_outputs(spec, cpu));
+  EXPECT_FALSE(uses_lean_memory_plan(spec, cpu));
   EXPECT_EQ(describe_memory_plan(spec, cpu),
             "shared (lean is a GPU's): backward's buffers in one arena, each reused once its last reader has run");
 }
