@@ -18,6 +18,10 @@
 #                   gradients smaller than it cross at the veth's speed once it has refilled
 #     --pin         each rank on one core of this machine (rank modulo the cores): simulated
 #                   hosts then do not share a core while there are as many cores as ranks
+#     --cpus C      each simulated host's processes get at most C CPUs (simcluster.sh cpus; auto:
+#                   0.9 x this machine's cores / hosts): more hosts than cores then compute as
+#                   hosts with cores of their own, slower, whether the others compute or wait
+#     --raw FILE    also write each run's "topology model allreduce predicted exposed measured" (s)
 #     --confirm     also, per topology and model: the plan's own choice of algorithm and bucket
 #                   size (every algorithm, buckets 1,5,10,25,50,100,0 MB) against the job's
 #                   default (auto, 25 MB), both trained --runs times alternately
@@ -37,6 +41,8 @@ confirm=0
 pin=0
 burst=256k
 delay=
+cpus=
+raw=
 while [ $# -gt 0 ]; do
   case "$1" in
     --topologies) topologies=$2; shift 2 ;;
@@ -49,6 +55,8 @@ while [ $# -gt 0 ]; do
     --pin) pin=1; shift ;;
     --burst) burst=$2; shift 2 ;;
     --delay) delay=$2; shift 2 ;;
+    --cpus) cpus=$2; shift 2 ;;
+    --raw) raw=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-plan: unknown option $1" >&2; exit 2 ;;
   esac
@@ -94,7 +102,7 @@ json_field() {  # json_field FILE 'python expression over d'
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
 }
 
-echo "# bench-plan: $(nproc) cores$([ $pin = 1 ] && echo ", each rank pinned to one"), HTB burst $burst; load average $(cut -d' ' -f1-3 /proc/loadavg); $steps steps per run, $runs alternation(s)"
+echo "# bench-plan: $(nproc) cores$([ $pin = 1 ] && echo ", each rank pinned to one")$([ -n "$cpus" ] && echo ", each host's share: $cpus CPUs"), HTB burst $burst; load average $(cut -d' ' -f1-3 /proc/loadavg); $steps steps per run, $runs alternation(s)"
 for topo in ${topologies//,/ }; do
   hosts=${topo%x*}
   slots=${topo#*x}
@@ -103,6 +111,12 @@ for topo in ${topologies//,/ }; do
     "$SIM" up "$hosts" --slots "$slots" >/dev/null
     "$SIM" shape "$rate" --burst "$burst" >/dev/null
     [ -z "$delay" ] || "$SIM" delay "$delay" >/dev/null
+    if [ -n "$cpus" ]; then
+      share=$cpus
+      [ "$cpus" != auto ] || share=$(awk -v c="$(nproc)" -v h="$hosts" 'BEGIN { printf "%.2f", 0.9 * c / h }')
+      "$SIM" cpus "$share" >/dev/null
+      echo "# $topo: each host's processes get at most $share CPUs"
+    fi
     read -r -a mpiargs <<<"$("$SIM" mpirun-args)"
   elif [ "$slots" -gt "$(nproc)" ]; then
     mpiargs=(--oversubscribe)
@@ -146,6 +160,7 @@ for topo in ${topologies//,/ }; do
   if [ "$hosts" -gt 1 ]; then "$SIM" down >/dev/null; fi
 done
 
+[ -z "$raw" ] || cp "$tmp/rows" "$raw"
 python3 - "$tmp/rows" "$tmp/confirm" "$rate${delay:+, +$delay ms a link}" <<'PY'
 import statistics, sys
 from collections import OrderedDict

@@ -5,8 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #ifdef SDP_HAVE_CUDA
@@ -149,16 +152,74 @@ std::vector<int> cpu_affinity_list() {
   return cpus;
 }
 
-int cgroup_cpu_quota() {
-  // cgroup v2: "max 100000" (no limit) or "<quota> <period>" in microseconds.
-  std::ifstream in("/sys/fs/cgroup/cpu.max");
-  std::string quota;
-  long long period = 0;
-  if (!(in >> quota >> period) || quota == "max" || period <= 0) return 0;
+namespace {
+
+// One level's quota in CPUs from its quota and period (microseconds); 0 for none ("max", -1).
+double quota_cpus(const std::string& quota, long long period) {
+  if (quota == "max" || period <= 0) return 0;
   char* end = nullptr;
   const long long q = std::strtoll(quota.c_str(), &end, 10);
   if (end == quota.c_str() || q <= 0) return 0;
-  return static_cast<int>((q + period - 1) / period);
+  return static_cast<double>(q) / static_cast<double>(period);
+}
+
+// The quota of one cgroup directory: v2's cpu.max, else v1's pair of files; 0 for none.
+double directory_quota(const std::string& dir) {
+  std::string quota;
+  long long period = 0;
+  if (std::ifstream v2(dir + "/cpu.max"); v2 >> quota >> period) return quota_cpus(quota, period);
+  std::ifstream v1_quota(dir + "/cpu.cfs_quota_us"), v1_period(dir + "/cpu.cfs_period_us");
+  if (v1_quota >> quota && v1_period >> period) return quota_cpus(quota, period);
+  return 0;
+}
+
+// The smallest positive quota from `path` up to `mount` (the hierarchy's root).
+double smallest_quota_along(const std::string& mount, std::string path) {
+  double smallest = 0;
+  while (true) {
+    const double q = directory_quota(mount + path);
+    if (q > 0 && (smallest == 0 || q < smallest)) smallest = q;
+    if (path.empty() || path == "/") break;
+    const std::size_t slash = path.find_last_of('/');
+    path = slash == std::string::npos || slash == 0 ? "/" : path.substr(0, slash);
+  }
+  return smallest;
+}
+
+}  // namespace
+
+double cgroup_cpu_quota_in(const std::string& proc_self_cgroup, const std::string& root) {
+  // Lines "ID:CONTROLLERS:PATH": v2's is "0::PATH"; v1's cpu controller's lists "cpu".
+  std::istringstream lines(proc_self_cgroup);
+  std::string line;
+  double smallest = 0;
+  const auto take = [&](double q) {
+    if (q > 0 && (smallest == 0 || q < smallest)) smallest = q;
+  };
+  while (std::getline(lines, line)) {
+    const std::size_t first = line.find(':'), second = first == std::string::npos ? first : line.find(':', first + 1);
+    if (second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1), path = line.substr(second + 1);
+    if (controllers.empty()) {
+      take(smallest_quota_along(root, path));
+      continue;
+    }
+    std::istringstream names(controllers);
+    std::string name;
+    bool cpu = false;
+    while (std::getline(names, name, ',')) cpu = cpu || name == "cpu";
+    if (!cpu) continue;
+    for (const char* mount : {"/cpu", "/cpu,cpuacct", "/cpuacct,cpu"}) take(smallest_quota_along(root + mount, path));
+  }
+  return smallest;
+}
+
+int cgroup_cpu_quota() {
+  std::ifstream in("/proc/self/cgroup");
+  std::ostringstream text;
+  text << in.rdbuf();
+  const double cpus = cgroup_cpu_quota_in(text.str(), "/sys/fs/cgroup");
+  return cpus > 0 ? static_cast<int>(std::ceil(cpus - 1e-9)) : 0;
 }
 
 int usable_cpu_count() {

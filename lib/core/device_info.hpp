@@ -48,9 +48,16 @@ int cpu_core_count();
 int cpu_affinity_count();
 // The CPU numbers of that mask, ascending.
 std::vector<int> cpu_affinity_list();
-// CPUs the cgroup's quota grants (cgroup v2 cpu.max, rounded up; a container's --cpus);
-// 0 when unlimited or unknown.
+// CPUs the cgroup's quota grants (a container's --cpus, a Kubernetes limit, a simulated
+// host's share), rounded up; 0 when unlimited or unknown.
 int cgroup_cpu_quota();
+// cgroup_cpu_quota's reading, from /proc/self/cgroup's text and the cgroup file systems under
+// `root` (/sys/fs/cgroup): the smallest quota along the process's cgroup path and its
+// ancestors that exist there (a container sees its own cgroup as the root): cgroup v2's
+// cpu.max ("max" or "QUOTA PERIOD"), or v1's cpu.cfs_quota_us / cpu.cfs_period_us in the cpu
+// controller's hierarchy (mounted as cpu, cpu,cpuacct or cpuacct,cpu). In CPUs, unrounded; 0
+// when no level sets one.
+double cgroup_cpu_quota_in(const std::string& proc_self_cgroup, const std::string& root);
 // CPUs this process can keep busy: its affinity mask, capped by the cgroup quota.
 int usable_cpu_count();
 // Identifies the physical machine (the running kernel's boot id, which every process,

@@ -213,13 +213,20 @@ JobSetup set_up_job(const JobSources& sources, DeviceUse device_use) {
 
   // The default follows the launcher's binding; say when unbinding would give more threads.
   const int unbound_threads = std::max(1, cpu_core_count() / std::max(1, share.machine_ranks));
+  // A cgroup quota below the binding (a container's --cpus) is no launcher's doing.
+  const int quota = cgroup_cpu_quota();
   if (setup.device.device.is_cpu() && setup.spec.threads <= 0 &&
-      setup.device.threads_source == kThreadsFromShare && setup.device.threads < unbound_threads)
-    log_warn("this rank is bound to " + std::to_string(share.usable_cpus) +
-             " CPU(s) by the launcher, so it uses " + std::to_string(setup.device.threads) +
-             " thread(s); launch with `mpirun --bind-to none` or `--map-by slot:PE=" +
-             std::to_string(unbound_threads) + "` to give each rank " +
-             std::to_string(unbound_threads));
+      setup.device.threads_source == kThreadsFromShare && setup.device.threads < unbound_threads) {
+    if (quota > 0 && quota < cpu_affinity_count())
+      log_warn("this rank's cgroup grants " + std::to_string(quota) + " CPU(s) (its CPU quota: a container's " +
+               "--cpus, a CPU limit), so it uses " + std::to_string(setup.device.threads) +
+               " thread(s); raise the quota to give it more");
+    else
+      log_warn("this rank is bound to " + std::to_string(share.usable_cpus) +
+               " CPU(s) by the launcher, so it uses " + std::to_string(setup.device.threads) +
+               " thread(s); launch with `mpirun --bind-to none` or `--map-by slot:PE=" +
+               std::to_string(unbound_threads) + "` to give each rank " + std::to_string(unbound_threads));
+  }
   return setup;
 }
 
