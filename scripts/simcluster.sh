@@ -111,8 +111,15 @@ write_launch_files() {
 # simcluster rsh agent for Open MPI (plm_rsh_agent): `agent HOST COMMAND...` runs COMMAND in
 # network namespace HOST under host name HOST, as `ssh HOST COMMAND...` would.
 host=$1; shift
-# The host's CPU share (simcluster.sh cpus), inherited by everything launched from here.
-if [ -d "/sys/fs/cgroup/cpu/$host" ]; then echo $$ >"/sys/fs/cgroup/cpu/$host/cgroup.procs"; fi
+# The host's CPU share (simcluster.sh cpus), inherited by everything launched from here, and
+# visible there as a container's is: `ip netns exec` mounts a /sys of its own, without the
+# cgroup file systems, so the cpu controller is mounted again inside.
+if [ -d "/sys/fs/cgroup/cpu/$host" ]; then
+  echo $$ >"/sys/fs/cgroup/cpu/$host/cgroup.procs"
+  exec ip netns exec "$host" unshare --uts sh -c 'hostname "$0" &&
+    { mount -t tmpfs cgroup /sys/fs/cgroup && mkdir /sys/fs/cgroup/cpu && mount -t cgroup -o cpu cgroup /sys/fs/cgroup/cpu; } 2>/dev/null;
+    exec sh -c "$*"' "$host" "$*"
+fi
 exec ip netns exec "$host" unshare --uts sh -c 'hostname "$0" && exec sh -c "$*"' "$host" "$*"
 EOF
   chmod +x "$STATE/agent"

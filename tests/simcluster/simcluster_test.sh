@@ -15,6 +15,10 @@
 #                    --calibrate` measures the added latency between hosts (2 links of 1 ms:
 #                    2 ms or more one way), a job trains across it, and `delay off` restores
 #                    the link
+#   cpus             simcluster.sh cpus: every process a host launches is in its CPU share
+#                    (cgroup cpu quota), the quota throttles a busy host, sdp-train reads it as
+#                    the CPUs it may use (its thread warning names the quota), `cpus off`
+#                    removes it
 # Exits 77 (skipped) without root or network namespaces. Uses its own cluster (prefix sdpt,
 # subnet 10.214.0) and removes it at exit; CTest runs the cases one at a time (RESOURCE_LOCK).
 set -u
@@ -123,6 +127,28 @@ PY
     restored=$LATENCY
     python3 -c "import sys; sys.exit(0 if $restored < $base + 500 else 1)" ||
       fail "after delay off the latency is $restored us (plain: $base us)" ;;
+  cpus)
+    "$SIM" cpus 0.3 >"$WORK/out" 2>&1 || fail "simcluster.sh cpus 0.3 failed"
+    cg=/sys/fs/cgroup/cpu/sdpt-h1
+    [ "$(cat $cg/cpu.cfs_quota_us)" -eq $((3 * $(cat $cg/cpu.cfs_period_us) / 10)) ] || fail "host 1's quota is not 0.3 CPUs"
+    mpirun_hosts sh -c 'echo "$(hostname) $(grep -E "^[0-9]+:cpu(,cpuacct)?:" /proc/self/cgroup)"'
+    [ $STATUS -eq 0 ] || fail "exit status $STATUS"
+    for h in 1 2; do
+      [ "$(grep -c "^sdpt-h$h [0-9]*:cpu[a-z,]*:/sdpt-h$h\$" "$WORK/out")" -eq $SLOTS ] || fail "host $h's ranks are not in its share"
+    done
+    throttled_before=$(awk '/^nr_throttled/ {print $2}' $cg/cpu.stat)
+    agent=$(. "$("$SIM" env-file)" && echo "$SIMCLUSTER_AGENT")
+    "$agent" sdpt-h1 timeout 1 sh -c 'while :; do :; done' >/dev/null 2>&1
+    throttled=$(awk '/^nr_throttled/ {print $2}' $cg/cpu.stat)
+    [ "$throttled" -gt "$throttled_before" ] || fail "a busy second on host 1 was never throttled"
+    # One rank alone on host 1 would take both cores of this machine; its quota grants it 1.
+    (cd "$WORK" && timeout 60 "$agent" sdpt-h1 "$BUILD/sdp-train" validate --config "$SRC/configs/quickstart.yaml" \
+      --set device=cpu) >"$WORK/out" 2>&1 || fail "validate on host 1 failed"
+    if [ "$(nproc)" -gt 1 ]; then
+      grep -q "cgroup grants 1 CPU(s) (its CPU quota" "$WORK/out" || fail "sdp-train does not name the host's quota"
+    fi
+    "$SIM" cpus off >"$WORK/out" 2>&1 || fail "simcluster.sh cpus off failed"
+    [ ! -d $cg ] || fail "cpus off left $cg" ;;
   *) echo "unknown case $CASE"; exit 2 ;;
 esac
 echo "PASS [$CASE]"
