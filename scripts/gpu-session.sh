@@ -180,7 +180,7 @@ peak_memory() {
   echo "$name: peak GPU memory $(sort -n "$OUT/$name.memory" | tail -1) MiB, $(grep -oE 'gpu_memory_peak_mb=[0-9.]+' "$OUT/$name.log" | tail -1), $(grep -oE 'images_per_sec=[0-9.]+' "$OUT/$name.log" | tail -5 | sort | sed -n 3p)" |
     tee -a "$OUT/summary.txt" >&2
   # What the runner's peak held (arena, parameters, workspace, ...), as its log says.
-  grep -h 'GPU memory at its peak' "$OUT/$name.log" | tail -1 | sed "s/^/$name: /" | tee -a "$OUT/summary.txt" >&2
+  grep -h 'GPU memory at its peak' "$OUT/$name.log" | tail -1 | sed "s/^/$name: /" | tee -a "$OUT/summary.txt" >&2 || true
 }
 
 stage_channels_last() {
