@@ -208,40 +208,16 @@ case_gpu_f32_channels_last_resume_bitwise() {
       --set data.synthetic.width=16 --set data.batch_size=16
 }
 
-case_gpu_memory_plan_same_model() {
-    # model.memory_plan: shared (activations and backward's buffers in one arena) trains the very model
-    # per_layer trains, bit for bit (ResNet-20 amp-fp16 channels_last: fused sums, pad
-    # shortcuts; 2 epochs, each followed by an evaluation, so the arena is planned again
-    # after each), says so in the plan, and holds less GPU memory at its peak.
-    need_gpus 1
-    local b
-    for b in per_layer shared; do
+# expect_memory_plans_same_model OLD NEW MODEL PX: the job trained (amp-fp16 channels_last, 2
+# epochs with an evaluation after each, so the arena is planned again) under model.memory_plan
+# OLD and NEW gives the same tensors; the plan names each way, the log says what the GPU's peak
+# held, and NEW's peak is lower.
+expect_memory_plans_same_model() {
+    local old=$1 new=$2 model=$3 px=$4 b
+    for b in "$old" "$new"; do
       expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set precision=amp-fp16 \
-        --set model.name=resnet20 --set data.synthetic.channels=3 --set data.synthetic.height=16 \
-        --set data.synthetic.width=16 --set data.batch_size=64 --set data.synthetic.train_samples=512 \
-        --set data.synthetic.test_samples=256 --set train.epochs=2 \
-        --set model.memory_plan=$b --set output.model_dir="$WORK/m-$b"
-      grep -q "^  memory       : $b:" "$WORK/out" || fail "the plan does not say $b"
-      grep -oE 'gpu_memory_peak_mb=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$' >"$WORK/peak-$b" ||
-        fail "no gpu_memory_peak_mb in the [done] line"
-    done
-    same_tensors "$WORK/m-per_layer/model.safetensors" "$WORK/m-shared/model.safetensors" ||
-      fail "the shared memory plan trained another model"
-    python3 -c "import sys; s, p = (float(open('$WORK/peak-' + b).read()) for b in ('shared', 'per_layer')); print('peak MB shared', s, 'per_layer', p); sys.exit(0 if s < p else 1)" ||
-      fail "the shared memory plan did not lower the peak"
-}
-
-case_gpu_memory_plan_lean_same_model() {
-    # model.memory_plan: lean (an output kept for backward only where backward reads it: the
-    # projection shortcuts' BatchNorms give theirs up after the block's sum) trains the very model
-    # shared trains (ResNet-50 amp-fp16 channels_last, 32 px, 2 epochs with evaluations), says so
-    # in the plan, and holds less GPU memory at its peak.
-    need_gpus 1
-    local b
-    for b in shared lean; do
-      expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set precision=amp-fp16 \
-        --set model.name=resnet50 --set data.synthetic.channels=3 --set data.synthetic.height=32 \
-        --set data.synthetic.width=32 --set data.batch_size=64 --set data.synthetic.train_samples=256 \
+        --set model.name="$model" --set data.synthetic.channels=3 --set data.synthetic.height="$px" \
+        --set data.synthetic.width="$px" --set data.batch_size=64 --set data.synthetic.train_samples=256 \
         --set data.synthetic.test_samples=128 --set train.epochs=2 \
         --set model.memory_plan=$b --set output.model_dir="$WORK/m-$b"
       grep -q "^  memory       : $b:" "$WORK/out" || fail "the plan does not say $b"
@@ -250,10 +226,25 @@ case_gpu_memory_plan_lean_same_model() {
       grep -qE "GPU memory at its peak: [0-9.]+ MB allocated by sdp-train \(.*arena [0-9.]+ MB.*parameters" "$WORK/out" ||
         fail "the log does not say what the GPU's peak held"
     done
-    same_tensors "$WORK/m-shared/model.safetensors" "$WORK/m-lean/model.safetensors" ||
-      fail "the lean memory plan trained another model"
-    python3 -c "import sys; l, s = (float(open('$WORK/peak-' + b).read()) for b in ('lean', 'shared')); print('peak MB lean', l, 'shared', s); sys.exit(0 if l < s else 1)" ||
-      fail "the lean memory plan did not lower the peak"
+    same_tensors "$WORK/m-$old/model.safetensors" "$WORK/m-$new/model.safetensors" ||
+      fail "the $new memory plan trained another model than $old"
+    python3 -c "import sys; n, o = (float(open('$WORK/peak-' + b).read()) for b in ('$new', '$old')); print('peak MB $new', n, '$old', o); sys.exit(0 if n < o else 1)" ||
+      fail "the $new memory plan did not lower the peak"
+}
+
+case_gpu_memory_plan_same_model() {
+    # model.memory_plan: shared (activations and backward's buffers in one arena) trains the very
+    # model per_layer trains, bit for bit (ResNet-20: fused sums, pad shortcuts).
+    need_gpus 1
+    expect_memory_plans_same_model per_layer shared resnet20 16
+}
+
+case_gpu_memory_plan_lean_same_model() {
+    # model.memory_plan: lean (an output kept for backward only where backward reads it: the
+    # projection shortcuts' BatchNorms give theirs up after the block's sum; cuDNN's workspace
+    # planned per pass) trains the very model shared trains (ResNet-50, 32 px).
+    need_gpus 1
+    expect_memory_plans_same_model shared lean resnet50 32
 }
 
 case_gpu_loss_read_step_end_same_model() {
