@@ -173,12 +173,14 @@ double directory_quota(const std::string& dir) {
   return 0;
 }
 
+// The binding one of two quotas (0: none).
+double tighter_quota(double a, double b) { return a == 0 ? b : b == 0 ? a : std::min(a, b); }
+
 // The smallest positive quota from `path` up to `mount` (the hierarchy's root).
 double smallest_quota_along(const std::string& mount, std::string path) {
   double smallest = 0;
   while (true) {
-    const double q = directory_quota(mount + path);
-    if (q > 0 && (smallest == 0 || q < smallest)) smallest = q;
+    smallest = tighter_quota(smallest, directory_quota(mount + path));
     if (path.empty() || path == "/") break;
     const std::size_t slash = path.find_last_of('/');
     path = slash == std::string::npos || slash == 0 ? "/" : path.substr(0, slash);
@@ -193,15 +195,12 @@ double cgroup_cpu_quota_in(const std::string& proc_self_cgroup, const std::strin
   std::istringstream lines(proc_self_cgroup);
   std::string line;
   double smallest = 0;
-  const auto take = [&](double q) {
-    if (q > 0 && (smallest == 0 || q < smallest)) smallest = q;
-  };
   while (std::getline(lines, line)) {
     const std::size_t first = line.find(':'), second = first == std::string::npos ? first : line.find(':', first + 1);
     if (second == std::string::npos) continue;
     const std::string controllers = line.substr(first + 1, second - first - 1), path = line.substr(second + 1);
     if (controllers.empty()) {
-      take(smallest_quota_along(root, path));
+      smallest = tighter_quota(smallest, smallest_quota_along(root, path));
       continue;
     }
     std::istringstream names(controllers);
@@ -209,7 +208,8 @@ double cgroup_cpu_quota_in(const std::string& proc_self_cgroup, const std::strin
     bool cpu = false;
     while (std::getline(names, name, ',')) cpu = cpu || name == "cpu";
     if (!cpu) continue;
-    for (const char* mount : {"/cpu", "/cpu,cpuacct", "/cpuacct,cpu"}) take(smallest_quota_along(root + mount, path));
+    for (const char* mount : {"/cpu", "/cpu,cpuacct", "/cpuacct,cpu"})
+      smallest = tighter_quota(smallest, smallest_quota_along(root + mount, path));
   }
   return smallest;
 }

@@ -90,6 +90,23 @@ TEST(MemoryPlanOnGpu, LeanGivesTheBitsOfPerLayer) {
   }
 }
 
+// The bottleneck model in f16 channels_last, configured by `setup`, after `steps` training steps
+// of batch 32.
+std::unique_ptr<Model> trained_bottleneck(const std::function<void(Model&)>& setup, int steps) {
+  auto m = testing::bottleneck_resnet(Device::cuda(0));
+  setup(*m);
+  m->set_compute_dtype(DType::kF16);
+  m->set_channels_last(true);
+  Tensor x({32, 3, 16, 16});
+  testing::set_values(x, testing::random_vector(32 * 768, 7));
+  std::vector<int32_t> labels(32, 1);
+  for (int step = 0; step < steps; ++step) {
+    m->forward(x, labels.data(), true);
+    m->backward();
+  }
+  return m;
+}
+
 // What lean saves: the projection shortcuts' BatchNorm outputs (the bottleneck model's
 // layer1.0 and layer2.0) no longer live across the start of backward, where every activation
 // is alive, and cuDNN's workspace is each operation's own buffer in the arena, alive while the
@@ -102,17 +119,7 @@ TEST(MemoryPlanOnGpu, LeanHoldsLessAndNoSharedWorkspace) {
     const std::size_t before = memory_use(DeviceKind::kCuda).current;
     reset_peak_memory(DeviceKind::kCuda);
     const std::size_t workspace_before = memory_at_peak(DeviceKind::kCuda)[workspace];
-    auto m = testing::bottleneck_resnet(Device::cuda(0));
-    m->set_lean_memory_plan(lean);
-    m->set_compute_dtype(DType::kF16);
-    m->set_channels_last(true);
-    Tensor x({32, 3, 16, 16});
-    testing::set_values(x, testing::random_vector(32 * 768, 7));
-    std::vector<int32_t> labels(32, 1);
-    for (int step = 0; step < 2; ++step) {
-      m->forward(x, labels.data(), true);
-      m->backward();
-    }
+    auto m = trained_bottleneck([&](Model& model) { model.set_lean_memory_plan(lean); }, 2);
     std::cout << "  bottleneck f16 channels_last, batch 32, " << (lean ? "lean" : "shared") << ": arena "
               << m->gradient_plan().arena_bytes() << " bytes (" << m->gradient_plan().peak_live_bytes()
               << " alive at the peak); at the device's peak " << describe_memory_at_peak(DeviceKind::kCuda) << "\n";
@@ -136,15 +143,7 @@ TEST(MemoryPlanOnGpu, SharedBuffersLowerThePeak) {
   const auto peak_of_a_step = [](bool shared) {
     const std::size_t before = memory_use(DeviceKind::kCuda).current;
     reset_peak_memory(DeviceKind::kCuda);
-    auto m = testing::bottleneck_resnet(Device::cuda(0));
-    m->set_gradient_plan_enabled(shared);
-    m->set_compute_dtype(DType::kF16);
-    m->set_channels_last(true);
-    Tensor x({32, 3, 16, 16});
-    testing::set_values(x, testing::random_vector(32 * 768, 7));
-    std::vector<int32_t> labels(32, 1);
-    m->forward(x, labels.data(), true);
-    m->backward();
+    auto m = trained_bottleneck([&](Model& model) { model.set_gradient_plan_enabled(shared); }, 1);
     if (shared)
       EXPECT_LT(static_cast<double>(m->gradient_plan().arena_bytes()), 0.7 * m->gradient_plan().separate_bytes())
           << "the bottleneck model's shared buffers";
