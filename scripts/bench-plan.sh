@@ -22,6 +22,8 @@
 #                   0.9 x this machine's cores / hosts): more hosts than cores then compute as
 #                   hosts with cores of their own, slower, whether the others compute or wait
 #     --raw FILE    also write each run's "topology model allreduce predicted exposed measured" (s)
+#     --vs OLD_BIN  also train each row with another build of sdp-train (e.g. main before a change),
+#                   alternating with this one, and print the two builds' measured steps side by side
 #     --confirm     also, per topology and model: the plan's own choice of algorithm and bucket
 #                   size (every algorithm, buckets 1,5,10,25,50,100,0 MB) against the job's
 #                   default (auto, 25 MB), both trained --runs times alternately
@@ -43,6 +45,7 @@ burst=256k
 delay=
 cpus=
 raw=
+vs=
 while [ $# -gt 0 ]; do
   case "$1" in
     --topologies) topologies=$2; shift 2 ;;
@@ -57,6 +60,7 @@ while [ $# -gt 0 ]; do
     --delay) delay=$2; shift 2 ;;
     --cpus) cpus=$2; shift 2 ;;
     --raw) raw=$2; shift 2 ;;
+    --vs) vs=$(realpath "$2"); shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-plan: unknown option $1" >&2; exit 2 ;;
   esac
@@ -64,16 +68,20 @@ done
 [ "$algorithms" = none ] && algorithms=
 BIN=$PWD/${BUILD_DIR:-build}/sdp-train
 [ -x "$BIN" ] || { echo "bench-plan: no $BIN; build first" >&2; exit 1; }
+[ -z "$vs" ] || [ -x "$vs" ] || { echo "bench-plan: --vs $vs is not an executable" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 export SIMCLUSTER_PREFIX=sdpp SIMCLUSTER_NET=10.216.0
 SIM=scripts/simcluster.sh
 tmp=$(mktemp -d)
 trap '"$SIM" down >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
-touch "$tmp/rows" "$tmp/confirm"
+touch "$tmp/rows" "$tmp/confirm" "$tmp/vs"
 if [ $pin = 1 ]; then  # mpirun starts the wrapper, which pins the rank and becomes sdp-train
-  printf '#!/bin/sh\nexec taskset -c $((OMPI_COMM_WORLD_RANK %% %s)) %s "$@"\n' "$(nproc)" "$BIN" >"$tmp/pinned"
-  chmod +x "$tmp/pinned"
-  BIN=$tmp/pinned
+  for build in BIN vs; do
+    [ -n "${!build}" ] || continue
+    printf '#!/bin/sh\nexec taskset -c $((OMPI_COMM_WORLD_RANK %% %s)) %s "$@"\n' "$(nproc)" "${!build}" >"$tmp/pinned-$build"
+    chmod +x "$tmp/pinned-$build"
+    printf -v "$build" '%s' "$tmp/pinned-$build"
+  done
 fi
 
 job_args() {  # model ranks -> the job's options
@@ -123,6 +131,7 @@ for topo in ${topologies//,/ }; do
   fi
   np=$((hosts * slots))
   run() { mpirun -np $np "${mpiargs[@]}" "$BIN" "$@"; }
+  run_vs() { mpirun -np $np "${mpiargs[@]}" "$vs" "$@"; }
   run plan --config configs/quickstart.yaml --calibrate "$tmp/cal-$topo.json" >"$tmp/cal.out" 2>&1 || { cat "$tmp/cal.out"; exit 1; }
   sed 's/^# /# '"$topo"' /' "$tmp/cal.out" | grep -v written
   for model in ${models//,/ }; do
@@ -138,6 +147,10 @@ for topo in ${topologies//,/ }; do
         # within 2 % of it, and would compare the measured $alg with auto's prediction.
         echo "$topo $model $alg $(json_field "$tmp/plan.json" 'd["rows"][0]["algorithms"][0]["step_s"]')" \
           "$(json_field "$tmp/plan.json" 'd["rows"][0]["algorithms"][0]["exposed_s"]') $(median_step "$tmp/metrics.jsonl")" >>"$tmp/rows"
+        [ -n "$vs" ] || continue
+        rm -f "$tmp/metrics.jsonl"
+        run_vs "${job[@]}" --set distributed.allreduce="$alg" >"$tmp/train.out" 2>&1 || { tail "$tmp/train.out"; exit 1; }
+        echo "$topo $model $alg $(median_step "$tmp/metrics.jsonl")" >>"$tmp/vs"
       done
     done
     [ $confirm = 1 ] || continue
@@ -161,7 +174,7 @@ for topo in ${topologies//,/ }; do
 done
 
 [ -z "$raw" ] || cp "$tmp/rows" "$raw"
-python3 - "$tmp/rows" "$tmp/confirm" "$rate${delay:+, +$delay ms a link}" <<'PY'
+python3 - "$tmp/rows" "$tmp/confirm" "$rate${delay:+, +$delay ms a link}" "$tmp/vs" <<'PY'
 import statistics, sys
 from collections import OrderedDict
 rows = OrderedDict()
@@ -182,6 +195,18 @@ if rows:
         print(f"| {where(topo)} | {model} | {alg} | {p * 1e3:.2f} ms | {e * 1e3:.2f} ms | {m * 1e3:.2f} ms | {100 * (p - m) / m:+.1f} % |")
     print(f"# {len(errors)} rows: median |error| {100 * statistics.median(errors):.1f} %, largest {100 * max(errors):.1f} %; "
           f"within 10 %: {sum(e <= 0.10 for e in errors)} of {len(errors)}")
+olds = OrderedDict()
+for line in open(sys.argv[4]):
+    topo, model, alg, measured = line.split()
+    olds.setdefault((topo, model, alg), []).append(float(measured))
+if olds:
+    print()
+    print("| hosts x ranks | model | allreduce | measured, --vs build | measured, this build | speed-up |")
+    print("|---|---|---|---|---|---|")
+    for key, old in olds.items():
+        o = statistics.median(old)
+        m = statistics.median(r[2] for r in rows[key])
+        print(f"| {where(key[0])} | {key[1]} | {key[2]} | {o * 1e3:.2f} ms | {m * 1e3:.2f} ms | {o / m:.3f}x |")
 confirm = OrderedDict()
 for line in open(sys.argv[2]):
     topo, model, alg, mb, who, gain, measured = line.split()

@@ -15,8 +15,11 @@ namespace {
 
 AlgorithmChoice predict(const ComputeProfile& compute, const Network& network, const Topology& topology,
                         AllreduceKind algorithm, Compression compression, double bucket_mb, bool overlap) {
-  // The loss and the non-finite flag: one small AllReduce per step (flat: latency-bound).
-  const double fixed = allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, 16, topology, network);
+  // The loss and the stop flag: a host job without wire compression carries them in its last
+  // bucket (DataParallel), free; otherwise one small AllReduce per step (flat: latency-bound).
+  const bool carried_in_last_bucket = network.host_gradients && compression == Compression::kNone;
+  const double fixed =
+      carried_in_last_bucket ? 0.0 : allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, 16, topology, network);
   AlgorithmChoice choice{algorithm, bucket_mb, {}};
   choice.step = predict_step(
       compute, bucket_mb,

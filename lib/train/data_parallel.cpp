@@ -1,5 +1,6 @@
 #include "train/data_parallel.hpp"
 
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -19,19 +20,39 @@
 
 namespace sdp {
 
+namespace {
+
+// The step's agreement in front of a host job's gradients: 16 floats (2 used), so the
+// gradients keep the 64-byte alignment the kernels' vector loads want.
+constexpr int64_t kAgreementElements = 16;
+
+}  // namespace
+
 DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const World& world,
                            int accumulate_steps, Timeline* timeline)
     : world_(world), check_every_(spec.check_every_steps) {
   ParameterStore& store = model.store();
   const Device device = store.device();
   Stream& stream = *model.context().stream;
+  reduced_bytes_ = static_cast<int64_t>(store.grad_arena().nbytes());
   if (world.size() > 1) {
     // Host gradients live in node-shared memory (the node phase reads its peers' directly);
     // GPU gradients stay in device memory, and NCCL moves them.
     std::shared_ptr<SharedArena> shared;
+    CommBuffer reduced = CommBuffer::of(store.grad_arena());
+    std::vector<ParamExtent> extents = param_extents(store);
     if (device.is_cpu()) {
-      shared = SharedArena::create(world.intra(), static_cast<int64_t>(store.grad_arena().nbytes()));
-      store.rebind_grad_arena(shared->owner(), shared->data());
+      const bool agree_in_bucket = spec.compression == Compression::kNone;  // a 16-bit wire would round the loss
+      const int64_t head = agree_in_bucket ? kAgreementElements : 0;
+      const int64_t grad_bytes = static_cast<int64_t>(store.grad_arena().nbytes());
+      shared = SharedArena::create(world.intra(), head * static_cast<int64_t>(sizeof(float)) + grad_bytes);
+      float* window = static_cast<float*>(shared->data());
+      store.rebind_grad_arena(shared->owner(), window + head);
+      // The reducer sees the head and the gradients as one buffer: plan_buckets' last bucket
+      // starts at its offset 0, so the head travels with the first layers' gradients.
+      reduced = CommBuffer::host(window, head + store.grad_arena().numel());
+      for (ParamExtent& e : extents) e.offset += head;
+      if (agree_in_bucket) agreement_ = reduced.slice(0, 2);
     }
     std::vector<std::weak_ptr<Communicator>> communicators;
     std::shared_ptr<AllreduceAlgorithm> algorithm = make_allreduce(
@@ -54,8 +75,8 @@ DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const 
       options.on_bucket_reduced = [timeline](const BucketReduction& r) {
         timeline->record(TraceTrack::kComm, "allreduce", r.start, r.end, r.step, r.bytes, r.bucket);
       };
-    reducer_ = std::make_unique<GradientReducer>(CommBuffer::of(store.grad_arena()), param_extents(store),
-                                                 algorithm, options, watchdog_.get());
+    reduced_bytes_ = reduced.nbytes();
+    reducer_ = std::make_unique<GradientReducer>(reduced, std::move(extents), algorithm, options, watchdog_.get());
     grad_events_ = std::make_unique<GradReadyEvents>(stream, static_cast<int>(store.params().size()));
     params_ = store.param_arena();
     shared_ = std::move(shared);
@@ -99,6 +120,21 @@ double DataParallel::exposed_comm_seconds() const {
 
 int DataParallel::bucket_count() const {
   return reducer_ ? static_cast<int>(reducer_->buckets().size()) : 0;
+}
+
+void DataParallel::set_step_agreement(double loss, bool stop) {
+  if (agreement_.data == nullptr) throw std::logic_error("DataParallel: this job agrees over MPI, not in its last bucket");
+  float* head = static_cast<float*>(agreement_.data);
+  head[0] = static_cast<float>(loss);
+  head[1] = stop ? 1.0f : 0.0f;
+}
+
+DataParallel::StepAgreement DataParallel::step_agreement() const {
+  if (agreement_.data == nullptr) throw std::logic_error("DataParallel: this job agrees over MPI, not in its last bucket");
+  const float* head = static_cast<const float*>(agreement_.data);
+  // Averaged like the gradients: a NaN anywhere stays NaN, and a stop flag of 1 from any
+  // rank leaves a mean above zero.
+  return {static_cast<double>(head[0]), head[1] > 0.0f};
 }
 
 void DataParallel::check_replicas(int64_t step) {

@@ -339,17 +339,25 @@ double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
     TraceScope trace(timeline_.get(), "gradient_wait", step_);
     parallel_->finish_step();  // every gradient averaged over the micro-batches and the ranks
   }
-  // Read at the step's end, the last forward's loss is long known: no wait for the device.
-  if (loss_at_step_end_) loss += parts_.model->take_loss();
-  loss /= spec_.train.accumulate_steps;
-  // Every rank learns whether any rank's loss went bad, so all stop at the same step; the
-  // same allreduce carries the interruption flags, so agreeing on a stop costs nothing extra.
-  double agreed[2] = {loss, interruption_requested() ? 1.0 : 0.0};
-  if (world_.size() > 1) watched("loss and stop allreduce", [&] { allreduce_sum(world_.comm(), agreed, 2); });
-  stop_agreed_ = agreed[1] > 0;
-  if (!update(std::isfinite(agreed[0]), epoch, lr)) return std::nan("");
+  // Every rank learns whether any rank's loss went bad, so all stop at the same step, and
+  // whether any was asked to stop. Where the last bucket carried both (data_parallel.hpp)
+  // they are there; otherwise one small allreduce agrees on them.
+  double mean_loss = 0;
+  if (parallel_->carries_step_agreement()) {
+    const DataParallel::StepAgreement agreed = parallel_->step_agreement();
+    mean_loss = agreed.mean_loss;
+    stop_agreed_ = agreed.stop;
+  } else {
+    // Read at the step's end, the last forward's loss is long known: no wait for the device.
+    if (loss_at_step_end_) loss += parts_.model->take_loss();
+    double agreed[2] = {loss / spec_.train.accumulate_steps, interruption_requested() ? 1.0 : 0.0};
+    if (world_.size() > 1) watched("loss and stop allreduce", [&] { allreduce_sum(world_.comm(), agreed, 2); });
+    mean_loss = agreed[0] / world_.size();
+    stop_agreed_ = agreed[1] > 0;
+  }
+  if (!update(std::isfinite(mean_loss), epoch, lr)) return std::nan("");
   parallel_->check_replicas(step_ + 1);
-  return agreed[0] / world_.size();
+  return mean_loss;
 }
 
 double Trainer::forward_backward(const Batch& first) {
@@ -381,6 +389,12 @@ double Trainer::forward_backward(const Batch& first) {
           model.forward_deferred(images, batch->labels.data());
         else
           loss += model.forward(images, batch->labels.data(), /*training=*/true);
+      }
+      if (micro + 1 == micro_batches && parallel_->carries_step_agreement()) {
+        // The step's agreement rides in the last bucket, which leaves during this backward:
+        // the loss goes in now (a host job's: computed already, no wait).
+        if (loss_at_step_end_) loss += model.take_loss();
+        parallel_->set_step_agreement(loss / micro_batches, interruption_requested());
       }
       TraceScope trace(timeline_.get(), "backward", step_);
       model.backward();
@@ -589,10 +603,11 @@ void Trainer::write_timeline() {
   if (!timeline_) return;
   const std::string& path = spec_.output.timeline;
   const std::string events = timeline_->events_json();
-  // Facts a reader needs to check the trace (the tests do): bytes reduced per step.
+  // Facts a reader needs to check the trace (the tests do): bytes reduced per step (the
+  // gradients, and the step's agreement where the last bucket carries it).
   const std::string other =
       "{\"world_size\":" + std::to_string(world_.size()) + ",\"steps\":" + std::to_string(step_) +
-      ",\"gradient_bytes\":" + std::to_string(parts_.model->store().grad_arena().nbytes()) +
+      ",\"gradient_bytes\":" + std::to_string(parallel_->reduced_bytes()) +
       ",\"buckets\":" + std::to_string(parallel_->bucket_count()) + "}";
   // Each rank's own file first (useful alone, and there even if the merge fails), then the
   // merged one from rank 0, over MPI rather than through the files: ranks on other hosts

@@ -76,6 +76,8 @@ class Trainer {
   // The forward and backward of each micro-batch of the step; the sum of their losses (this
   // rank's), but for the last micro-batch's when the loss is read at the step's end
   // (train.loss_read: step_end): train_step takes that one once the gradients are averaged.
+  // Where the last bucket carries the step's agreement, it also hands the step's mean loss
+  // and stop request to DataParallel before the last backward (on the CPU the loss is known).
   double forward_backward(const Batch& first);
   // After the gradients are averaged: checks them (and `finite_loss`, agreed by all ranks),
   // then applies the optimizer; false when the update is skipped (on_nonfinite: skip, or an
