@@ -154,5 +154,25 @@ TEST(ScalingPlan, PicksTheCheapestAlgorithmAndBucketAndChecksNodeCounts) {
   expect_input_error([&] { make_plan(profile(), net, setup); }, "--nodes");
 }
 
+TEST(ScalingPlan, AHostJobsLastBucketCarriesTheAgreementAGpuJobPaysForIt) {
+  Network net;
+  net.link_bytes_per_s = 1.25e8;
+  net.latency_s = 2e-3;  // latency-bound: the agreement's cost shows
+  PlanSetup setup;
+  setup.nodes = {4};
+  const auto fixed_s = [&](bool host, Compression compression) {
+    net.host_gradients = host;
+    setup.compression = compression;
+    return make_plan(profile(), net, setup).rows[0].best.step.fixed_s;
+  };
+  // A host job without compression: the loss and stop flag ride in the last bucket (DataParallel).
+  EXPECT_EQ(fixed_s(true, Compression::kNone), 0.0);
+  // A 16-bit wire or a GPU job: one small flat AllReduce, two doublings of 4 nodes.
+  const double agreement = allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, 16, {4, 1}, net);
+  EXPECT_GE(agreement, 2 * 2e-3);
+  EXPECT_DOUBLE_EQ(fixed_s(true, Compression::kFp16), agreement);
+  EXPECT_DOUBLE_EQ(fixed_s(false, Compression::kNone), agreement);
+}
+
 }  // namespace
 }  // namespace sdp::plan
