@@ -28,6 +28,10 @@ constexpr int64_t kAgreementElements = 16;
 
 }  // namespace
 
+bool step_agreement_in_last_bucket(const Device& device, Compression compression) {
+  return device.is_cpu() && compression == Compression::kNone;  // a 16-bit wire would round the loss
+}
+
 DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const World& world,
                            int accumulate_steps, Timeline* timeline)
     : world_(world), check_every_(spec.check_every_steps) {
@@ -42,7 +46,7 @@ DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const 
     CommBuffer reduced = CommBuffer::of(store.grad_arena());
     std::vector<ParamExtent> extents = param_extents(store);
     if (device.is_cpu()) {
-      const bool agree_in_bucket = spec.compression == Compression::kNone;  // a 16-bit wire would round the loss
+      const bool agree_in_bucket = step_agreement_in_last_bucket(device, spec.compression);
       const int64_t head = agree_in_bucket ? kAgreementElements : 0;
       const int64_t grad_bytes = static_cast<int64_t>(store.grad_arena().nbytes());
       shared = SharedArena::create(world.intra(), head * static_cast<int64_t>(sizeof(float)) + grad_bytes);

@@ -46,6 +46,10 @@ class SharedArena;
 class Timeline;
 class Watchdog;
 
+// Whether a job's last gradient bucket carries the step's agreement (see above): host
+// gradients without wire compression (`compression` resolved).
+bool step_agreement_in_last_bucket(const Device& device, Compression compression);
+
 class DataParallel {
  public:
   // `accumulate_steps`: micro-batches per step (train.accumulate_steps). `timeline`

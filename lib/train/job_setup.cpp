@@ -20,6 +20,7 @@
 #include "distributed/inter_node.hpp"
 #include "distributed/mpi_check.hpp"
 #include "obs/timeline.hpp"
+#include "train/data_parallel.hpp"
 #include "train/global_batch.hpp"
 #include "train/training_setup.hpp"
 
@@ -314,6 +315,12 @@ std::string describe_plan(const JobSetup& setup) {
         << (s.distributed.share_gpus && setup.device.device.is_cuda() ? ", ranks share GPUs" : "");
   }
   out << "\n";
+  if (w.size() > 1)
+    out << "  agreement    : "
+        << (step_agreement_in_last_bucket(setup.device.device, resolve_compression(s.distributed.compression, s.precision))
+                ? "the loss and stop requests ride in the last gradient bucket"
+                : "the loss and stop requests in one 16-byte MPI allreduce per step (GPU gradients or a 16-bit wire)")
+        << "\n";
   if (w.nodes() > 1)
     out << "  across nodes : "
         << describe_inter_node(setup.inter_node, s.distributed.inter_node, setup.device.device,

@@ -60,9 +60,21 @@ case_dp_replicas_identical() {
         --set distributed.allreduce=$algo --set distributed.check_every_steps=1 --set distributed.bucket_mb=0.25 \
         --set output.metrics= --set output.model_dir="$WORK/model"
       grep -q "allreduce    : $algo.*, over mpi$" "$WORK/out" || fail "algorithm $algo over MPI not used"
+      grep -q "agreement    : the loss and stop requests ride in the last gradient bucket$" "$WORK/out" ||
+        fail "the plan does not say the last bucket carries the step's agreement"
       grep -q "across nodes : host (the node's shard summed by a TCP socket ring)$" "$WORK/out" ||
         fail "the plan does not say how the gradients cross the nodes"
     done
+}
+
+case_dp_compressed_wire_agrees_over_mpi() {
+    # A 16-bit wire would round the loss riding in the last bucket: such a job agrees on it in
+    # an MPI allreduce of its own, and its ranks stay identical and stop together.
+    expect_ok 2 --config "$SRC/configs/quickstart.yaml" --set train.max_steps=20 --set distributed.compression=bf16 \
+      --set distributed.check_every_steps=1 --set output.metrics= --set output.model_dir="$WORK/model"
+    grep -q "agreement    : the loss and stop requests in one 16-byte MPI allreduce per step" "$WORK/out" ||
+      fail "the plan does not say a compressed job agrees over MPI"
+    grep -q '^\[done\] steps=20 ' "$WORK/out" || fail "the run did not train its 20 steps"
 }
 
 case_err_inter_node_nccl_on_cpu() {

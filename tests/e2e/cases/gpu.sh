@@ -499,6 +499,8 @@ case_gpu_dp_matches_single_gpu() {
     one_gpu_reference
     expect_ok 2 "${base[@]}" --set data.batch_size=32 --set distributed.check_every_steps=1 --set distributed.bucket_mb=0.25
     grep -q 'allreduce    : .*, over nccl$' "$WORK/out" || fail "the plan does not say the gradients go over NCCL"
+    grep -q 'agreement    : the loss and stop requests in one 16-byte MPI allreduce per step' "$WORK/out" ||
+      fail "the plan does not say a GPU job agrees on its loss over MPI"
     step_losses >"$WORK/two.txt"
     same_loss_curves "$WORK/one.txt" "$WORK/two.txt" 40
 }
