@@ -22,6 +22,8 @@
 #                   0.9 x this machine's cores / hosts): more hosts than cores then compute as
 #                   hosts with cores of their own, slower, whether the others compute or wait
 #     --raw FILE    also write each run's "topology model allreduce predicted exposed measured" (s)
+#     --bracket     plan each row both before and after its training run and predict their mean:
+#                   a prediction that follows the host's drift across the run (long steps: ResNet-50)
 #     --vs OLD_BIN  also train each row with another build of sdp-train (e.g. main before a change),
 #                   alternating with this one, and print the two builds' measured steps side by side
 #     --confirm     also, per topology and model: the plan's own choice of algorithm and bucket
@@ -46,6 +48,7 @@ delay=
 cpus=
 raw=
 vs=
+bracket=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --topologies) topologies=$2; shift 2 ;;
@@ -60,6 +63,7 @@ while [ $# -gt 0 ]; do
     --delay) delay=$2; shift 2 ;;
     --cpus) cpus=$2; shift 2 ;;
     --raw) raw=$2; shift 2 ;;
+    --bracket) bracket=1; shift ;;
     --vs) vs=$(realpath "$2"); shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-plan: unknown option $1" >&2; exit 2 ;;
@@ -110,7 +114,7 @@ json_field() {  # json_field FILE 'python expression over d'
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
 }
 
-echo "# bench-plan: $(nproc) cores$([ $pin = 1 ] && echo ", each rank pinned to one")$([ -n "$cpus" ] && echo ", each host's share: $cpus CPUs"), HTB burst $burst; load average $(cut -d' ' -f1-3 /proc/loadavg); $steps steps per run, $runs alternation(s)"
+echo "# bench-plan: $(nproc) cores$([ $pin = 1 ] && echo ", each rank pinned to one")$([ $bracket = 1 ] && echo ", each prediction the mean of plans before and after its run")$([ -n "$cpus" ] && echo ", each host's share: $cpus CPUs"), HTB burst $burst; load average $(cut -d' ' -f1-3 /proc/loadavg); $steps steps per run, $runs alternation(s)"
 for topo in ${topologies//,/ }; do
   hosts=${topo%x*}
   slots=${topo#*x}
@@ -141,12 +145,18 @@ for topo in ${topologies//,/ }; do
     train() { rm -f "$tmp/metrics.jsonl"; run "${job[@]}" "$@" >"$tmp/train.out" 2>&1 || { tail "$tmp/train.out"; exit 1; }; }
     for alg in ${algorithms//,/ }; do
       for ((r = 1; r <= runs; r++)); do
-        plan --algorithms "$alg" --bucket-mb 25
-        train --set distributed.allreduce="$alg"
         # The row's own algorithm: the plan's "best" keeps the job's setting (auto) when that is
         # within 2 % of it, and would compare the measured $alg with auto's prediction.
-        echo "$topo $model $alg $(json_field "$tmp/plan.json" 'd["rows"][0]["algorithms"][0]["step_s"]')" \
-          "$(json_field "$tmp/plan.json" 'd["rows"][0]["algorithms"][0]["exposed_s"]') $(median_step "$tmp/metrics.jsonl")" >>"$tmp/rows"
+        plan --algorithms "$alg" --bucket-mb 25
+        predicted=$(json_field "$tmp/plan.json" 'd["rows"][0]["algorithms"][0]["step_s"]')
+        exposed=$(json_field "$tmp/plan.json" 'd["rows"][0]["algorithms"][0]["exposed_s"]')
+        train --set distributed.allreduce="$alg"
+        if [ $bracket = 1 ]; then
+          plan --algorithms "$alg" --bucket-mb 25
+          predicted=$(python3 -c 'import sys; print((float(sys.argv[1]) + float(sys.argv[2])) / 2)' "$predicted" \
+            "$(json_field "$tmp/plan.json" 'd["rows"][0]["algorithms"][0]["step_s"]')")
+        fi
+        echo "$topo $model $alg $predicted $exposed $(median_step "$tmp/metrics.jsonl")" >>"$tmp/rows"
         [ -n "$vs" ] || continue
         rm -f "$tmp/metrics.jsonl"
         run_vs "${job[@]}" --set distributed.allreduce="$alg" >"$tmp/train.out" 2>&1 || { tail "$tmp/train.out"; exit 1; }
