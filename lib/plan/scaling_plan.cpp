@@ -13,13 +13,18 @@ namespace sdp::plan {
 
 namespace {
 
+// The loss and the stop flag: a host job without wire compression carries them in its last
+// bucket (DataParallel's step_agreement_in_last_bucket), free; otherwise one small AllReduce per
+// step (flat: latency-bound).
+bool agreement_in_last_bucket(const Network& network, Compression compression) {
+  return network.host_gradients && compression == Compression::kNone;
+}
+
 AlgorithmChoice predict(const ComputeProfile& compute, const Network& network, const Topology& topology,
                         AllreduceKind algorithm, Compression compression, double bucket_mb, bool overlap) {
-  // The loss and the stop flag: a host job without wire compression carries them in its last
-  // bucket (DataParallel), free; otherwise one small AllReduce per step (flat: latency-bound).
-  const bool carried_in_last_bucket = network.host_gradients && compression == Compression::kNone;
-  const double fixed =
-      carried_in_last_bucket ? 0.0 : allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, 16, topology, network);
+  const double fixed = agreement_in_last_bucket(network, compression)
+                           ? 0.0
+                           : allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, 16, topology, network);
   AlgorithmChoice choice{algorithm, bucket_mb, {}};
   choice.step = predict_step(
       compute, bucket_mb,
@@ -114,6 +119,11 @@ std::string format_plan(const Plan& plan) {
   for (const std::string& a : s.assumed) out << "# assumed: " << a << "\n";
   out << "# the job's setting: allreduce " << to_string(s.job_algorithm) << ", bucket " << bucket_text(s.job_bucket_mb)
       << ", compression " << to_string(s.compression) << "\n";
+  out << "# the step's agreement (loss, stop): "
+      << (agreement_in_last_bucket(plan.network, s.compression)
+              ? "carried in the last gradient bucket, no collective of its own"
+              : "one 16-byte flat AllReduce per step, counted in step_ms")
+      << "\n";
   const bool costs = s.samples_per_epoch > 0;
   std::snprintf(line, sizeof line, "%5s %5s %9s %11s %6s %10s %-22s %9s %9s", "nodes", "ranks", "step_ms",
                 "images/s", "scale", "exposed_ms", "best", "vs_next", "vs_job");
@@ -163,7 +173,8 @@ std::string plan_to_json(const Plan& plan) {
   auto choice = [](const AlgorithmChoice& a) {
     return json{{"allreduce", to_string(a.algorithm)},   {"bucket_mb", a.bucket_mb},
                 {"step_s", a.step.step_s},               {"comm_s", a.step.comm_s},
-                {"exposed_s", a.step.exposed_s},         {"buckets", a.step.buckets}};
+                {"exposed_s", a.step.exposed_s},         {"buckets", a.step.buckets},
+                {"agreement_s", a.step.fixed_s}};
   };
   json rows = json::array();
   for (const PlanRow& row : plan.rows) {

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "core/error.hpp"
@@ -172,6 +173,18 @@ TEST(ScalingPlan, AHostJobsLastBucketCarriesTheAgreementAGpuJobPaysForIt) {
   EXPECT_GE(agreement, 2 * 2e-3);
   EXPECT_DOUBLE_EQ(fixed_s(true, Compression::kFp16), agreement);
   EXPECT_DOUBLE_EQ(fixed_s(false, Compression::kNone), agreement);
+  // The plan says which, and its JSON gives the agreement's seconds.
+  setup.compression = Compression::kNone;
+  net.host_gradients = true;
+  Plan plan = make_plan(profile(), net, setup);
+  EXPECT_NE(format_plan(plan).find("# the step's agreement (loss, stop): carried in the last gradient bucket"),
+            std::string::npos)
+      << format_plan(plan);
+  EXPECT_EQ(nlohmann::json::parse(plan_to_json(plan))["rows"][0]["best"]["agreement_s"].get<double>(), 0.0);
+  net.host_gradients = false;
+  plan = make_plan(profile(), net, setup);
+  EXPECT_NE(format_plan(plan).find("one 16-byte flat AllReduce per step"), std::string::npos) << format_plan(plan);
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(plan_to_json(plan))["rows"][0]["best"]["agreement_s"].get<double>(), agreement);
 }
 
 }  // namespace
