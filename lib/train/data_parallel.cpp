@@ -48,8 +48,7 @@ DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const 
     if (device.is_cpu()) {
       const bool agree_in_bucket = step_agreement_in_last_bucket(device, spec.compression);
       const int64_t head = agree_in_bucket ? kAgreementElements : 0;
-      const int64_t grad_bytes = static_cast<int64_t>(store.grad_arena().nbytes());
-      shared = SharedArena::create(world.intra(), head * static_cast<int64_t>(sizeof(float)) + grad_bytes);
+      shared = SharedArena::create(world.intra(), head * static_cast<int64_t>(sizeof(float)) + reduced.nbytes());
       float* window = static_cast<float*>(shared->data());
       store.rebind_grad_arena(shared->owner(), window + head);
       // The reducer sees the head and the gradients as one buffer: plan_buckets' last bucket
@@ -126,16 +125,19 @@ int DataParallel::bucket_count() const {
   return reducer_ ? static_cast<int>(reducer_->buckets().size()) : 0;
 }
 
-void DataParallel::set_step_agreement(double loss, bool stop) {
+float* DataParallel::agreement_head() const {
   if (agreement_.data == nullptr) throw std::logic_error("DataParallel: this job agrees over MPI, not in its last bucket");
-  float* head = static_cast<float*>(agreement_.data);
+  return static_cast<float*>(agreement_.data);
+}
+
+void DataParallel::set_step_agreement(double loss, bool stop) {
+  float* head = agreement_head();
   head[0] = static_cast<float>(loss);
   head[1] = stop ? 1.0f : 0.0f;
 }
 
 DataParallel::StepAgreement DataParallel::step_agreement() const {
-  if (agreement_.data == nullptr) throw std::logic_error("DataParallel: this job agrees over MPI, not in its last bucket");
-  const float* head = static_cast<const float*>(agreement_.data);
+  const float* head = agreement_head();
   // Averaged like the gradients: a NaN anywhere stays NaN, and a stop flag of 1 from any
   // rank leaves a mean above zero.
   return {static_cast<double>(head[0]), head[1] > 0.0f};

@@ -88,6 +88,9 @@ class DataParallel {
   void check_replicas(int64_t step);
 
  private:
+  // The agreement's floats in the shared arena; logic_error where the job agrees over MPI.
+  float* agreement_head() const;
+
   const World& world_;
   int64_t check_every_;
   Tensor params_;
