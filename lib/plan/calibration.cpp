@@ -3,13 +3,19 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cmath>
+#include <memory>
+#include <thread>
 #include <vector>
 
 #include "core/clock.hpp"
 #include "core/dtype.hpp"
+#include "distributed/allreduce.hpp"
 #include "distributed/allreduce_bench.hpp"
 #include "distributed/reduce_kernels.hpp"
+#include "distributed/shared_arena.hpp"
 #include "distributed/world.hpp"
 
 namespace sdp::plan {
@@ -80,9 +86,115 @@ double convert_rate() {
   return static_cast<double>(count * 4) / samples[samples.size() / 2];
 }
 
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+// Threads standing in for the job's compute threads on the rank's CPUs: each counts the
+// chunks of arithmetic it has done, so the progress of a window says how much of the cores
+// they had in it.
+class CoreLoad {
+ public:
+  explicit CoreLoad(int threads) : counters_(static_cast<std::size_t>(threads)) {
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this, i] { spin(counters_[i].chunks); });
+  }
+  ~CoreLoad() {
+    stop_ = true;
+    for (std::thread& t : threads_) t.join();
+  }
+  CoreLoad(const CoreLoad&) = delete;
+  CoreLoad& operator=(const CoreLoad&) = delete;
+  double progress() const {
+    double sum = 0;
+    for (const Counter& c : counters_) sum += static_cast<double>(c.chunks.load(std::memory_order_relaxed));
+    return sum;
+  }
+
+ private:
+  struct alignas(64) Counter {
+    std::atomic<uint64_t> chunks{0};
+  };
+  void spin(std::atomic<uint64_t>& chunks) {
+    volatile double x = 1;  // a dependent chain the compiler cannot fold
+    while (!stop_.load(std::memory_order_relaxed)) {
+      for (int k = 0; k < 20000; ++k) x = x * 1.0000001 + 1e-9;
+      chunks.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  std::vector<Counter> counters_;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> stop_{false};
+};
+
+// What communication costs a rank whose compute threads fill its CPUs (Network's shared_core_*):
+// the runner's AllReduce as a host job runs it (hierarchical across nodes, over the gradient
+// arena's node-shared memory), first on idle cores, then with `compute_threads` threads busy:
+//   latency   an 8-byte AllReduce's extra time, per message it sends in sequence;
+//   per byte  the load's progress lost while 16 MiB AllReduces run, against its progress in a
+//             window as long with the rank idle, per byte AllReduced (median of 3 pairs of
+//             windows, mean over the ranks).
+void measure_shared_core(const World& world, int compute_threads, Network& network) {
+  const int64_t count = 4 << 20;  // 16 MiB of f32
+  const std::shared_ptr<SharedArena> arena = SharedArena::create(world.intra(), count * 4);
+  float* data = static_cast<float*>(arena->data());
+  std::fill(data, data + count, 0.0f);
+  AllreduceSetup setup{world.nodes() > 1 ? AllreduceKind::kHierarchical : AllreduceKind::kAuto, Compression::kNone,
+                       arena};
+  const std::unique_ptr<AllreduceAlgorithm> algorithm = make_allreduce(world, setup);
+  const auto allreduce = [&](int64_t n) { algorithm->run(CommBuffer::host(data, n), ReduceOp::kSum)->wait(); };
+  const auto small_seconds = [&] {
+    std::vector<double> samples;
+    for (int i = 0; i < 31; ++i) {
+      const auto start = Clock::now();
+      allreduce(2);
+      samples.push_back(seconds_since(start));
+    }
+    return median(samples);
+  };
+  allreduce(count);  // connections and pages warm
+  MPI_Barrier(world.comm());
+  const double idle_small = small_seconds();
+  // As many 16 MiB AllReduces as take about 0.25 s (the same count on every rank).
+  auto start = Clock::now();
+  allreduce(count);
+  double one = seconds_since(start);
+  MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_DOUBLE, MPI_MAX, world.comm());
+  const int iters = std::clamp(static_cast<int>(std::ceil(0.25 / std::max(one, 1e-6))), 2, 20);
+
+  CoreLoad load(std::max(1, compute_threads));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  MPI_Barrier(world.comm());
+  const double busy_small = small_seconds();
+  std::vector<double> lost_per_byte;
+  for (int rep = 0; rep < 3; ++rep) {
+    MPI_Barrier(world.comm());
+    double p0 = load.progress();
+    start = Clock::now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const double idle_rate = (load.progress() - p0) / seconds_since(start);
+    MPI_Barrier(world.comm());
+    p0 = load.progress();
+    start = Clock::now();
+    for (int i = 0; i < iters; ++i) allreduce(count);
+    const double window = seconds_since(start), busy_rate = (load.progress() - p0) / window;
+    const double lost = idle_rate > 0 ? std::max(0.0, 1 - busy_rate / idle_rate) * window : 0.0;
+    lost_per_byte.push_back(lost / (static_cast<double>(iters) * static_cast<double>(count) * 4));
+  }
+  double figures[2] = {median(lost_per_byte) / world.size(), std::max(0.0, busy_small - idle_small)};
+  MPI_Allreduce(MPI_IN_PLACE, figures, 1, MPI_DOUBLE, MPI_SUM, world.comm());
+  MPI_Bcast(figures + 1, 1, MPI_DOUBLE, 0, world.comm());
+  // The messages an 8-byte AllReduce sends one after the other: the inter-node ring's 2(N-1),
+  // or the node phase's steps on one node.
+  const int messages = world.nodes() > 1 ? 2 * (world.nodes() - 1) : std::max(1, 2 * (world.local_size() - 1));
+  network.shared_core_s_per_byte = figures[0];
+  network.shared_core_latency_s = figures[1] / messages;
+  network.shared_core_measured = true;
+}
+
 }  // namespace
 
-Calibration calibrate(const World& world) {
+Calibration calibrate(const World& world, int compute_threads) {
   Calibration c;
   c.date = utc_date();
   for (const std::string& name : world.node_names()) c.hosts += (c.hosts.empty() ? "" : ",") + name;
@@ -107,6 +219,7 @@ Calibration calibrate(const World& world) {
     c.network.intra = Curve(intra_curve(world, c.network));
     c.intra_measured = true;
   }
+  if (world.size() > 1) measure_shared_core(world, compute_threads, c.network);
   double rate = world.rank() == 0 ? convert_rate() : 0.0;
   MPI_Bcast(&rate, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
   c.network.convert_bytes_per_s = rate;

@@ -5,7 +5,10 @@
 //            latency (needs 2 nodes; one node leaves the link unmeasured);
 //   intra    the node phase of the runner's own AllReduce (shared memory), every node at
 //            once, 4 KiB to 64 MiB: its curve (slowest rank) for this many ranks per node;
-//   convert  f32 -> fp16 -> f32 of 16 MiB on one rank: what compression adds.
+//   convert  f32 -> fp16 -> f32 of 16 MiB on one rank: what compression adds;
+//   shared core  what the runner's AllReduce costs a rank while `compute_threads` threads keep
+//            its CPUs busy, as backward does: each message's extra wait, and the compute time
+//            lost per byte AllReduced (Network's shared_core_*).
 // Collective over the world; every rank returns the same Calibration.
 #pragma once
 
@@ -17,6 +20,6 @@ class World;
 
 namespace sdp::plan {
 
-Calibration calibrate(const World& world);
+Calibration calibrate(const World& world, int compute_threads);
 
 }  // namespace sdp::plan

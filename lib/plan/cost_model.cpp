@@ -86,25 +86,59 @@ bool communication_overlaps_backward(bool gpu, int compute_threads, int rank_cpu
   return gpu || rank_cpus > compute_threads;
 }
 
-StepPrediction predict_step(const ComputeProfile& compute, double bucket_mb,
-                            const std::function<double(double bytes)>& bucket_seconds, double fixed_s,
-                            bool overlap) {
+Overlap which_overlap(bool gpu, int compute_threads, int rank_cpus, const Network& network) {
+  if (communication_overlaps_backward(gpu, compute_threads, rank_cpus)) return Overlap::kOwnCore;
+  return network.shared_core_measured ? Overlap::kSharedCore : Overlap::kAfterBackward;
+}
+
+const char* to_string(Overlap overlap) {
+  switch (overlap) {
+    case Overlap::kOwnCore: return "own core";
+    case Overlap::kSharedCore: return "shared core";
+    case Overlap::kAfterBackward: return "after backward";
+  }
+  return "?";
+}
+
+StepPrediction predict_step(const ComputeProfile& compute, double bucket_mb, const BucketSeconds& bucket_seconds,
+                            double fixed_s, Overlap overlap, double shared_core_s_per_byte) {
   StepPrediction out;
   out.fixed_s = fixed_s;
   const std::vector<GradientBucket> buckets =
       plan_buckets(compute.arena_elements, compute.element_size, compute.params, bucket_mb);
   out.buckets = static_cast<int>(buckets.size());
-  double comm_end = 0;
-  for (const GradientBucket& bucket : buckets) {
-    double ready = overlap ? 0 : compute.backward_s;
-    for (int i = bucket.first_param; i <= bucket.last_param; ++i)
-      ready = std::max(ready, compute.ready_s.at(static_cast<std::size_t>(i)));
-    const double seconds = bucket_seconds(static_cast<double>(bucket.count * compute.element_size));
-    out.comm_s += seconds;
-    comm_end = std::max(comm_end, ready) + seconds;
+  std::vector<double> ready(buckets.size(), 0.0), bytes(buckets.size(), 0.0);
+  for (std::size_t k = 0; k < buckets.size(); ++k) {
+    for (int i = buckets[k].first_param; i <= buckets[k].last_param; ++i)
+      ready[k] = std::max(ready[k], compute.ready_s.at(static_cast<std::size_t>(i)));
+    bytes[k] = static_cast<double>(buckets[k].count * compute.element_size);
   }
-  out.exposed_s = std::max(0.0, comm_end - compute.backward_s);
-  out.step_s = compute.forward_s + compute.backward_s + out.exposed_s + compute.optimizer_s + fixed_s;
+  // On shared cores what the communication takes lengthens backward, and a longer backward
+  // hides more of it: a few rounds of that fixed point settle it (the lengthening only grows).
+  double backward = compute.backward_s;
+  const int rounds = overlap == Overlap::kSharedCore ? 6 : 1;
+  for (int round = 0; round < rounds; ++round) {
+    const double stretch = backward / compute.backward_s;
+    double comm_end = 0, stolen = 0;
+    out.comm_s = 0;
+    for (std::size_t k = 0; k < buckets.size(); ++k) {
+      const double start =
+          std::max(comm_end, overlap == Overlap::kAfterBackward ? backward : ready[k] * stretch);
+      const bool core_busy = overlap == Overlap::kSharedCore && start < backward;
+      const double seconds = bucket_seconds(bytes[k], core_busy);
+      // Only the share of the bucket that runs before backward's end takes from it.
+      if (core_busy && seconds > 0)
+        stolen += shared_core_s_per_byte * bytes[k] * std::min(1.0, (backward - start) / seconds);
+      out.comm_s += seconds;
+      comm_end = start + seconds;
+    }
+    out.exposed_s = std::max(0.0, comm_end - backward);
+    out.stolen_s = backward - compute.backward_s;
+    const double next = compute.backward_s + stolen;
+    if (std::abs(next - backward) < 1e-9) break;
+    if (round + 1 < rounds) backward = next;
+  }
+  out.step_s = compute.forward_s + backward + out.exposed_s + compute.optimizer_s + fixed_s;
   return out;
 }
 

@@ -61,6 +61,14 @@ struct Network {
   // Host jobs: the gradients live in node-shared memory (DataParallel), where the runner's
   // auto takes hierarchical even with one rank per node (AutoAllreduce::choose).
   bool host_gradients = false;
+  // A CPU rank whose compute threads fill its CPUs shares them with its communication thread.
+  // Measured by the calibration with every CPU of the ranks busy computing: what each message
+  // waits beyond `latency_s` (the thread's wake-up on a busy core), and the compute time the
+  // communication takes from the rank per byte AllReduced (the kernel's network stack, the
+  // sums, the copies). Not measured: the plan takes no bucket to overlap backward there.
+  bool shared_core_measured = false;
+  double shared_core_latency_s = 0;
+  double shared_core_s_per_byte = 0;
 };
 
 // Open MPI's fixed rule for MPI_Allreduce (coll tuned): recursive doubling below this many
@@ -100,28 +108,43 @@ struct ComputeProfile {
 };
 
 struct StepPrediction {
-  double step_s = 0;     // forward + backward + exposed + optimizer + fixed
+  double step_s = 0;     // forward + backward + stolen + exposed + optimizer + fixed
   double comm_s = 0;     // the buckets' AllReduce time, summed
   double exposed_s = 0;  // communication the backward pass did not hide
   double fixed_s = 0;    // per-step agreement (loss and non-finite flag)
+  double stolen_s = 0;   // backward's compute lengthened by communication on its cores (kSharedCore)
   int buckets = 0;
 };
 
+// How a rank's communication thread runs beside backward (which_overlap):
+//   kOwnCore         on a core of its own (a GPU job: the device computes; a CPU rank whose
+//                    threads leave a CPU free): buckets start as they become ready;
+//   kSharedCore      on the compute's cores, with their costs calibrated (Network's shared_core_*):
+//                    buckets start as they become ready, a message sent while backward runs
+//                    waits shared_core_latency_s more, and each byte AllReduced then lengthens
+//                    backward by shared_core_s_per_byte;
+//   kAfterBackward   on the compute's cores, costs unknown: every bucket waits for backward's end.
+enum class Overlap { kOwnCore, kSharedCore, kAfterBackward };
+const char* to_string(Overlap overlap);
+
 // The reducer's schedule: bucket k (plan_buckets) is ready when its last parameter is; the
 // communication thread runs buckets one at a time in order, each starting at
-// max(its ready time, the previous bucket's end). `bucket_seconds(bytes)` is one bucket's
-// AllReduce; `fixed_s` is added once per step. Without `overlap` (the communication thread
-// has no core of its own while backward computes: communication_overlaps_backward) every
-// bucket runs after backward, and all of it is exposed.
-StepPrediction predict_step(const ComputeProfile& compute, double bucket_mb,
-                            const std::function<double(double bytes)>& bucket_seconds, double fixed_s,
-                            bool overlap = true);
+// max(its ready time, the previous bucket's end). `bucket_seconds(bytes, core_busy)` is one
+// bucket's AllReduce, `core_busy` when it starts while backward computes on the cores the
+// thread shares (kSharedCore); `fixed_s` is added once per step. kSharedCore lengthens
+// backward by `shared_core_s_per_byte` for each byte AllReduced while it runs, its ready times
+// in proportion. kAfterBackward runs every bucket after backward, all of it exposed.
+using BucketSeconds = std::function<double(double bytes, bool core_busy)>;
+StepPrediction predict_step(const ComputeProfile& compute, double bucket_mb, const BucketSeconds& bucket_seconds,
+                            double fixed_s, Overlap overlap = Overlap::kOwnCore, double shared_core_s_per_byte = 0);
 
-// Whether a rank's communication thread can run while its backward computes: on a GPU (the
-// device computes, the host's cores are free), or on the CPU when the rank's compute threads
-// leave one of its CPUs free. A CPU rank whose threads fill its CPUs (the default: threads =
-// its share of the machine's CPUs) time-slices the two, and measured no gain from buckets
-// that become ready early (docs/plan.md, "The plan's choice").
+// Whether a rank's communication thread has a core of its own while backward computes: on a
+// GPU (the device computes, the host's cores are free), or on the CPU when the rank's compute
+// threads leave one of its CPUs free. A CPU rank whose threads fill its CPUs (the default:
+// threads = its share of the machine's CPUs) shares them with it.
 bool communication_overlaps_backward(bool gpu, int compute_threads, int rank_cpus);
+// The schedule a rank's communication runs on: kOwnCore when communication_overlaps_backward,
+// else kSharedCore where the calibration measured the shared cores' costs, else kAfterBackward.
+Overlap which_overlap(bool gpu, int compute_threads, int rank_cpus, const Network& network);
 
 }  // namespace sdp::plan

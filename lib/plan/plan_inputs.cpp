@@ -108,7 +108,10 @@ json calibration_to_json(const Calibration& c) {
                     {"bytes_per_s", c.network.link_bytes_per_s},
                     {"latency_s", c.network.latency_s}}},
           {"intra", {{"measured", c.intra_measured}, {"ranks", c.network.intra_ranks}, {"points", intra}}},
-          {"convert", {{"measured", c.convert_measured}, {"bytes_per_s", c.network.convert_bytes_per_s}}}};
+          {"convert", {{"measured", c.convert_measured}, {"bytes_per_s", c.network.convert_bytes_per_s}}},
+          {"shared_core", {{"measured", c.network.shared_core_measured},
+                           {"latency_s", c.network.shared_core_latency_s},
+                           {"s_per_byte", c.network.shared_core_s_per_byte}}}};
 }
 
 Calibration read_calibration(const std::string& path) {
@@ -135,6 +138,16 @@ Calibration read_calibration(const std::string& path) {
   c.network.intra = Curve(std::move(points));
   c.convert_measured = field<bool>(convert, "measured", path, "convert.");
   c.network.convert_bytes_per_s = field<double>(convert, "bytes_per_s", path, "convert.");
+  // Calibrations made before the shared-core figures existed lack them: not measured.
+  if (doc.contains("shared_core")) {
+    const json shared = field<json>(doc, "shared_core", path);
+    c.network.shared_core_measured = field<bool>(shared, "measured", path, "shared_core.");
+    c.network.shared_core_latency_s = field<double>(shared, "latency_s", path, "shared_core.");
+    c.network.shared_core_s_per_byte = field<double>(shared, "s_per_byte", path, "shared_core.");
+    const auto time_ok = [](double v) { return std::isfinite(v) && v >= 0 && v < 1e3; };
+    if (!time_ok(c.network.shared_core_latency_s) || !time_ok(c.network.shared_core_s_per_byte))
+      throw InputError(path + ": key 'shared_core': latency_s and s_per_byte must be times >= 0");
+  }
   const auto positive = [](double v) { return std::isfinite(v) && v > 0; };
   if (c.link_measured && (!positive(c.network.link_bytes_per_s) || !std::isfinite(c.network.latency_s) ||
                           c.network.latency_s < 0))

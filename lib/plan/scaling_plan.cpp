@@ -21,15 +21,20 @@ bool agreement_in_last_bucket(const Network& network, Compression compression) {
 }
 
 AlgorithmChoice predict(const ComputeProfile& compute, const Network& network, const Topology& topology,
-                        AllreduceKind algorithm, Compression compression, double bucket_mb, bool overlap) {
+                        AllreduceKind algorithm, Compression compression, double bucket_mb, Overlap overlap) {
   const double fixed = agreement_in_last_bucket(network, compression)
                            ? 0.0
                            : allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, 16, topology, network);
   AlgorithmChoice choice{algorithm, bucket_mb, {}};
+  // A bucket sent while backward computes on the thread's cores: each message waits for a core.
+  Network busy = network;
+  busy.latency_s += network.shared_core_latency_s;
   choice.step = predict_step(
       compute, bucket_mb,
-      [&](double bytes) { return allreduce_seconds(algorithm, compression, bytes, topology, network); }, fixed,
-      overlap);
+      [&](double bytes, bool core_busy) {
+        return allreduce_seconds(algorithm, compression, bytes, topology, core_busy ? busy : network);
+      },
+      fixed, overlap, network.shared_core_s_per_byte);
   return choice;
 }
 
@@ -66,7 +71,7 @@ Plan make_plan(const ComputeProfile& compute, const Network& network, const Plan
       AlgorithmChoice best_bucket;
       for (double mb : setup.bucket_mb) {
         AlgorithmChoice c =
-            predict(compute, network, row.topology, algorithm, setup.compression, mb, setup.backward_overlap);
+            predict(compute, network, row.topology, algorithm, setup.compression, mb, setup.overlap);
         if (best_bucket.step.step_s == 0 || c.step.step_s < best_bucket.step.step_s) best_bucket = c;
       }
       row.per_algorithm.push_back(best_bucket);
@@ -81,7 +86,7 @@ Plan make_plan(const ComputeProfile& compute, const Network& network, const Plan
       return a.algorithm == preferred && b.algorithm != preferred;
     });
     row.job = predict(compute, network, row.topology, setup.job_algorithm, setup.compression, setup.job_bucket_mb,
-                      setup.backward_overlap);
+                      setup.overlap);
     // The job's own setting stays unless another beats it by more than kMinimumGain: below
     // that the model's error decides, and a change would buy nothing measurable.
     if (row.job.step.step_s <= row.best.step.step_s * (1 + kMinimumGain)) row.best = row.job;
@@ -174,7 +179,7 @@ std::string plan_to_json(const Plan& plan) {
     return json{{"allreduce", to_string(a.algorithm)},   {"bucket_mb", a.bucket_mb},
                 {"step_s", a.step.step_s},               {"comm_s", a.step.comm_s},
                 {"exposed_s", a.step.exposed_s},         {"buckets", a.step.buckets},
-                {"agreement_s", a.step.fixed_s}};
+                {"agreement_s", a.step.fixed_s},       {"stolen_s", a.step.stolen_s}};
   };
   json rows = json::array();
   for (const PlanRow& row : plan.rows) {
@@ -206,7 +211,7 @@ std::string plan_to_json(const Plan& plan) {
            {"network", {{"link_bytes_per_s", plan.network.link_bytes_per_s},
                         {"latency_s", plan.network.latency_s},
                         {"intra_ranks", plan.network.intra_ranks}}},
-           {"backward_overlap", s.backward_overlap},
+           {"overlap", to_string(s.overlap)},
            {"measured", s.measured},
            {"assumed", s.assumed},
            {"rows", rows}};

@@ -24,8 +24,8 @@ struct PlanSetup {
   Compression compression = Compression::kNone;  // the job's, resolved
   AllreduceKind job_algorithm = AllreduceKind::kAuto;
   double job_bucket_mb = 25;
-  // Whether communication runs while backward computes (communication_overlaps_backward).
-  bool backward_overlap = true;
+  // How communication runs beside backward (which_overlap).
+  Overlap overlap = Overlap::kOwnCore;
   int64_t samples_per_epoch = 0;
   int64_t epochs = 1;
   std::string instance;          // empty: none named

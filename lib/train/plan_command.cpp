@@ -20,17 +20,31 @@ namespace sdp {
 
 namespace {
 
-// Whether this job's communication can overlap its backward (plan/cost_model.hpp), and the
-// plan's line saying why.
-bool overlap_of(const DeviceAssignment& device, std::string* note) {
+// How this job's communication runs beside its backward (plan/cost_model.hpp), and the plan's
+// line saying why.
+plan::Overlap overlap_of(const DeviceAssignment& device, const plan::Network& network, std::string* note) {
   const bool gpu = device.device.is_cuda();
-  const bool overlap = plan::communication_overlaps_backward(gpu, device.threads, device.cpus);
-  *note = gpu       ? "communication overlaps backward (the GPU computes; the host's cores are free)"
-          : overlap ? "communication overlaps backward (" + std::to_string(device.threads) +
-                          " compute thread(s) leave CPUs of the rank's " + std::to_string(device.cpus) + " free)"
-                    : "no overlap of communication and backward: the rank's " + std::to_string(device.threads) +
-                          " compute thread(s) fill its " + std::to_string(device.cpus) +
-                          " CPU(s), which the communication thread shares (fewer threads would leave it one)";
+  const plan::Overlap overlap = plan::which_overlap(gpu, device.threads, device.cpus, network);
+  const std::string threads = std::to_string(device.threads) + " compute thread(s)",
+                    cpus = std::to_string(device.cpus) + " CPU(s)";
+  char costs[160];
+  std::snprintf(costs, sizeof costs, "each message waiting %.0f us more and each MB AllReduced taking %.2f ms from it",
+                network.shared_core_latency_s * 1e6, network.shared_core_s_per_byte * 1e9);
+  switch (overlap) {
+    case plan::Overlap::kOwnCore:
+      *note = gpu ? "communication overlaps backward (the GPU computes; the host's cores are free)"
+                  : "communication overlaps backward (" + threads + " leave CPUs of the rank's " + cpus + " free)";
+      break;
+    case plan::Overlap::kSharedCore:
+      *note = "communication overlaps backward on the cores it computes on (the rank's " + threads + " fill its " +
+              cpus + "), " + costs + " (calibrated with those cores busy)";
+      break;
+    case plan::Overlap::kAfterBackward:
+      *note = "no overlap of communication and backward: the rank's " + threads + " fill its " + cpus +
+              ", which the communication thread shares, at a cost no calibration measured (fewer threads would "
+              "leave it one; `plan --calibrate` measures the cost)";
+      break;
+  }
   return overlap;
 }
 
@@ -215,6 +229,15 @@ std::string describe_calibration(const plan::Calibration& c) {
     out << "# node AllReduce: not measured (one rank per node)\n";
   }
   out << "# f32<->fp16 casts: " << gbit(c.network.convert_bytes_per_s) << "\n";
+  if (c.network.shared_core_measured) {
+    char line[200];
+    std::snprintf(line, sizeof line,
+                  "# on cores busy computing: %.0f us more a message, %.3f ms of compute lost per MB AllReduced\n",
+                  c.network.shared_core_latency_s * 1e6, c.network.shared_core_s_per_byte * 1e9);
+    out << line;
+  } else {
+    out << "# on cores busy computing: not measured (one rank)\n";
+  }
   return out.str();
 }
 
@@ -282,10 +305,10 @@ StartupAllreduce choose_allreduce_at_start(const JobSpec& spec, const World& wor
   setup.compression = resolve_compression(d.compression, spec.precision);
   setup.job_algorithm = d.allreduce;
   setup.job_bucket_mb = choice.bucket_mb;
-  std::string overlap_note;
-  setup.backward_overlap = overlap_of(device, &overlap_note);
   Network network = calibration.network;
   apply_transport(network, device.device);
+  std::string overlap_note;
+  setup.overlap = overlap_of(device, network, &overlap_note);
   double chosen[2] = {0, 0};
   std::string reason;
   if (world.rank() == 0) {
@@ -299,7 +322,7 @@ StartupAllreduce choose_allreduce_at_start(const JobSpec& spec, const World& wor
                   bucket_words(choice.bucket_mb).c_str());
     reason = to_string(row.best.algorithm) + ", " + bucket_words(row.best.bucket_mb) + ": " + figures + " (" +
              d.calibration + " of " + calibration.date + ", " + std::to_string(measure.steps) + " measured steps" +
-             (setup.backward_overlap ? std::string(")") : "; " + overlap_note + ")");
+             (setup.overlap == plan::Overlap::kOwnCore ? std::string(")") : "; " + overlap_note + ")");
   }
   MPI_Bcast(chosen, 2, MPI_DOUBLE, 0, world.comm());
   choice.algorithm = static_cast<AllreduceKind>(static_cast<int>(chosen[0]));
@@ -312,7 +335,7 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
   const World& world = *setup.world;
   if (!options.calibrate.empty()) {
     plan::Calibration calibration;
-    run_on_all_ranks(world.comm(), [&] { calibration = plan::calibrate(world); });
+    run_on_all_ranks(world.comm(), [&] { calibration = plan::calibrate(world, setup.device.threads); });
     if (world.rank() != 0) return "";
     const std::string text = plan::calibration_to_json(calibration).dump(2) + "\n";
     write_file_atomically(options.calibrate, [&](std::FILE* f) { std::fputs(text.c_str(), f); });
@@ -339,9 +362,6 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
     plan_setup.job_algorithm = spec.distributed.allreduce;
     plan_setup.job_bucket_mb = spec.distributed.bucket_mb == kAutoBucketMb ? 25.0 : spec.distributed.bucket_mb;
     plan_setup.epochs = spec.train.epochs;
-    std::string overlap_note;
-    plan_setup.backward_overlap = overlap_of(setup.device, &overlap_note);
-    plan_setup.assumed.push_back(overlap_note);
 
     int ranks_per_node = options.gpus_per_node;
     bool have_link = false;
@@ -388,6 +408,9 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
         plan_setup.measured.push_back("f32<->16-bit casts " + gbit(network.convert_bytes_per_s) + " (" +
                                       options.calibration + ")");
       if (ranks_per_node == 0) ranks_per_node = c.ranks_per_node;
+      network.shared_core_measured = c.network.shared_core_measured;
+      network.shared_core_latency_s = c.network.shared_core_latency_s;
+      network.shared_core_s_per_byte = c.network.shared_core_s_per_byte;
     }
     if (options.link_gbps > 0 || options.link_latency_us >= 0) {
       if (options.link_gbps <= 0) throw InputError("--link-latency-us needs --link-gbps too");
@@ -400,6 +423,10 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
     // A GPU job casts its gradients for compression on the GPU, not at the host's (calibrated)
     // rate: 4 GB/s would put 51 ms of casts into ResNet-50's step.
     apply_transport(network, setup.device.device);
+    std::string overlap_note;
+    plan_setup.overlap = overlap_of(setup.device, network, &overlap_note);
+    (plan_setup.overlap == plan::Overlap::kSharedCore ? plan_setup.measured : plan_setup.assumed)
+        .push_back(overlap_note);
     if (setup.device.device.is_cuda() &&
         (plan_setup.compression == Compression::kFp16 || plan_setup.compression == Compression::kBf16))
       plan_setup.assumed.push_back("f32<->16-bit casts on the GPU at " + gbit(kGpuCastBytesPerS) +

@@ -94,6 +94,33 @@ TEST(PlanInputs, CalibrationRoundTrips) {
   expect_input_error([&] { read_calibration(bad); }, "key 'link.bytes_per_s' has the wrong type");
 }
 
+TEST(PlanInputs, TheSharedCoreCostsRoundTripAndOlderCalibrationsLackThem) {
+  Calibration c;
+  c.date = "2026-11-27";
+  c.hosts = "a,b";
+  c.nodes = 2;
+  c.ranks_per_node = 1;
+  c.link_measured = c.convert_measured = true;
+  c.network.link_bytes_per_s = 1.2e8;
+  c.network.latency_s = 2e-5;
+  c.network.shared_core_measured = true;
+  c.network.shared_core_latency_s = 9e-5;
+  c.network.shared_core_s_per_byte = 1.2e-9;
+  const Calibration back = read_calibration(write_temp("shared.json", calibration_to_json(c).dump()));
+  EXPECT_TRUE(back.network.shared_core_measured);
+  EXPECT_DOUBLE_EQ(back.network.shared_core_latency_s, 9e-5);
+  EXPECT_DOUBLE_EQ(back.network.shared_core_s_per_byte, 1.2e-9);
+  nlohmann::json doc = calibration_to_json(c);
+  doc.erase("shared_core");  // a calibration written before the figures existed
+  const Calibration old = read_calibration(write_temp("old.json", doc.dump()));
+  EXPECT_FALSE(old.network.shared_core_measured);
+  EXPECT_EQ(old.network.shared_core_s_per_byte, 0.0);
+  doc = calibration_to_json(c);
+  doc["shared_core"]["s_per_byte"] = -1;
+  const std::string negative = write_temp("negative.json", doc.dump());
+  expect_input_error([&] { read_calibration(negative); }, "key 'shared_core'");
+}
+
 TEST(PlanInputs, TheShippedInstanceTableReads) {
   const InstanceTable table = read_instance_table(SDP_SOURCE_DIR "/configs/plan/instances.yaml");
   EXPECT_FALSE(table.source.empty());
