@@ -128,67 +128,87 @@ class CoreLoad {
 };
 
 // What communication costs a rank whose compute threads fill its CPUs (Network's shared_core_*):
-// the runner's AllReduce as a host job runs it (hierarchical across nodes, over the gradient
-// arena's node-shared memory), first on idle cores, then with `compute_threads` threads busy:
-//   latency   an 8-byte AllReduce's extra time, per message it sends in sequence;
-//   per byte  the load's progress lost while 16 MiB AllReduces run, against its progress in a
-//             window as long with the rank idle, per byte AllReduced (median of 3 pairs of
-//             windows, mean over the ranks).
+// the runner's AllReduce as a host job runs it (over the gradient arena's node-shared memory),
+// first on idle cores, then with `compute_threads` threads busy:
+//   latency   an 8-byte AllReduce's extra time (hierarchical across nodes), per message it
+//             sends in sequence;
+//   per byte  for each algorithm (across nodes flat, ring and hierarchical, whose CPU costs
+//             differ: MPI polls, the socket ring sleeps; on one node the node phase they all
+//             run), the load's progress lost while 16 MiB AllReduces run, against its progress
+//             in a window as long with the rank idle next to it, per byte AllReduced (median
+//             of 5 pairs of windows, mean over the ranks).
 void measure_shared_core(const World& world, int compute_threads, Network& network) {
   const int64_t count = 4 << 20;  // 16 MiB of f32
   const std::shared_ptr<SharedArena> arena = SharedArena::create(world.intra(), count * 4);
   float* data = static_cast<float*>(arena->data());
   std::fill(data, data + count, 0.0f);
-  AllreduceSetup setup{world.nodes() > 1 ? AllreduceKind::kHierarchical : AllreduceKind::kAuto, Compression::kNone,
-                       arena};
-  const std::unique_ptr<AllreduceAlgorithm> algorithm = make_allreduce(world, setup);
-  const auto allreduce = [&](int64_t n) { algorithm->run(CommBuffer::host(data, n), ReduceOp::kSum)->wait(); };
+  const bool multi_node = world.nodes() > 1;
+  const std::vector<AllreduceKind> kinds =
+      multi_node ? std::vector<AllreduceKind>{AllreduceKind::kFlat, AllreduceKind::kRing, AllreduceKind::kHierarchical}
+                 : std::vector<AllreduceKind>{AllreduceKind::kAuto};
+  std::vector<std::unique_ptr<AllreduceAlgorithm>> algorithms;
+  for (AllreduceKind kind : kinds) algorithms.push_back(make_allreduce(world, {kind, Compression::kNone, arena}));
+  const auto allreduce = [&](AllreduceAlgorithm& algorithm, int64_t n) {
+    algorithm.run(CommBuffer::host(data, n), ReduceOp::kSum)->wait();
+  };
+  AllreduceAlgorithm& latency_algorithm = *algorithms.back();  // hierarchical, or the node phase
   const auto small_seconds = [&] {
     std::vector<double> samples;
     for (int i = 0; i < 31; ++i) {
       const auto start = Clock::now();
-      allreduce(2);
+      allreduce(latency_algorithm, 2);
       samples.push_back(seconds_since(start));
     }
     return median(samples);
   };
-  allreduce(count);  // connections and pages warm
+  // Connections and pages warm; then as many 16 MiB AllReduces of each algorithm as take about
+  // 0.2 s (the same count on every rank).
+  std::vector<double> one(kinds.size());
+  for (std::size_t k = 0; k < kinds.size(); ++k) {
+    allreduce(*algorithms[k], count);
+    const auto start = Clock::now();
+    allreduce(*algorithms[k], count);
+    one[k] = seconds_since(start);
+  }
+  MPI_Allreduce(MPI_IN_PLACE, one.data(), static_cast<int>(one.size()), MPI_DOUBLE, MPI_MAX, world.comm());
   MPI_Barrier(world.comm());
   const double idle_small = small_seconds();
-  // As many 16 MiB AllReduces as take about 0.25 s (the same count on every rank).
-  auto start = Clock::now();
-  allreduce(count);
-  double one = seconds_since(start);
-  MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_DOUBLE, MPI_MAX, world.comm());
-  const int iters = std::clamp(static_cast<int>(std::ceil(0.25 / std::max(one, 1e-6))), 2, 20);
 
   CoreLoad load(std::max(1, compute_threads));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   MPI_Barrier(world.comm());
   const double busy_small = small_seconds();
-  std::vector<double> lost_per_byte;
-  for (int rep = 0; rep < 3; ++rep) {
-    MPI_Barrier(world.comm());
-    double p0 = load.progress();
-    start = Clock::now();
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    const double idle_rate = (load.progress() - p0) / seconds_since(start);
-    MPI_Barrier(world.comm());
-    p0 = load.progress();
-    start = Clock::now();
-    for (int i = 0; i < iters; ++i) allreduce(count);
-    const double window = seconds_since(start), busy_rate = (load.progress() - p0) / window;
-    const double lost = idle_rate > 0 ? std::max(0.0, 1 - busy_rate / idle_rate) * window : 0.0;
-    lost_per_byte.push_back(lost / (static_cast<double>(iters) * static_cast<double>(count) * 4));
+  std::vector<double> figures;  // per byte of each kind, then the latency
+  for (std::size_t k = 0; k < kinds.size(); ++k) {
+    const int iters = std::clamp(static_cast<int>(std::ceil(0.2 / std::max(one[k], 1e-6))), 2, 20);
+    std::vector<double> lost_per_byte;
+    for (int rep = 0; rep < 5; ++rep) {
+      MPI_Barrier(world.comm());
+      double p0 = load.progress();
+      auto start = Clock::now();
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      const double idle_rate = (load.progress() - p0) / seconds_since(start);
+      MPI_Barrier(world.comm());
+      p0 = load.progress();
+      start = Clock::now();
+      for (int i = 0; i < iters; ++i) allreduce(*algorithms[k], count);
+      const double window = seconds_since(start), busy_rate = (load.progress() - p0) / window;
+      const double lost = idle_rate > 0 ? std::max(0.0, 1 - busy_rate / idle_rate) * window : 0.0;
+      lost_per_byte.push_back(lost / (static_cast<double>(iters) * static_cast<double>(count) * 4));
+    }
+    figures.push_back(median(lost_per_byte) / world.size());
   }
-  double figures[2] = {median(lost_per_byte) / world.size(), std::max(0.0, busy_small - idle_small)};
-  MPI_Allreduce(MPI_IN_PLACE, figures, 1, MPI_DOUBLE, MPI_SUM, world.comm());
-  MPI_Bcast(figures + 1, 1, MPI_DOUBLE, 0, world.comm());
+  MPI_Allreduce(MPI_IN_PLACE, figures.data(), static_cast<int>(figures.size()), MPI_DOUBLE, MPI_SUM, world.comm());
+  double extra = std::max(0.0, busy_small - idle_small);
+  MPI_Bcast(&extra, 1, MPI_DOUBLE, 0, world.comm());
   // The messages an 8-byte AllReduce sends one after the other: the inter-node ring's 2(N-1),
   // or the node phase's steps on one node.
-  const int messages = world.nodes() > 1 ? 2 * (world.nodes() - 1) : std::max(1, 2 * (world.local_size() - 1));
-  network.shared_core_s_per_byte = figures[0];
-  network.shared_core_latency_s = figures[1] / messages;
+  const int messages = multi_node ? 2 * (world.nodes() - 1) : std::max(1, 2 * (world.local_size() - 1));
+  network.shared_core_latency_s = extra / messages;
+  for (AllreduceKind kind : {AllreduceKind::kFlat, AllreduceKind::kRing, AllreduceKind::kHierarchical})
+    network.shared_core_s_per_byte[kind] =
+        multi_node ? figures[static_cast<std::size_t>(std::find(kinds.begin(), kinds.end(), kind) - kinds.begin())]
+                   : figures[0];
   network.shared_core_measured = true;
 }
 

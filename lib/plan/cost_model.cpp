@@ -100,8 +100,13 @@ const char* to_string(Overlap overlap) {
   return "?";
 }
 
-StepPrediction predict_step(const ComputeProfile& compute, double bucket_mb, const BucketSeconds& bucket_seconds,
-                            double fixed_s, Overlap overlap, double shared_core_s_per_byte) {
+double Network::shared_core_cost(AllreduceKind ran) const {
+  const auto it = shared_core_s_per_byte.find(ran);
+  return it == shared_core_s_per_byte.end() ? 0.0 : it->second;
+}
+
+StepPrediction predict_step(const ComputeProfile& compute, double bucket_mb, const BucketCosts& bucket_cost,
+                            double fixed_s, Overlap overlap) {
   StepPrediction out;
   out.fixed_s = fixed_s;
   const std::vector<GradientBucket> buckets =
@@ -125,10 +130,11 @@ StepPrediction predict_step(const ComputeProfile& compute, double bucket_mb, con
       const double start =
           std::max(comm_end, overlap == Overlap::kAfterBackward ? backward : ready[k] * stretch);
       const bool core_busy = overlap == Overlap::kSharedCore && start < backward;
-      const double seconds = bucket_seconds(bytes[k], core_busy);
+      const BucketCost cost = bucket_cost(bytes[k], core_busy);
+      const double seconds = cost.seconds;
       // Only the share of the bucket that runs before backward's end takes from it.
       if (core_busy && seconds > 0)
-        stolen += shared_core_s_per_byte * bytes[k] * std::min(1.0, (backward - start) / seconds);
+        stolen += cost.core_s_per_byte * bytes[k] * std::min(1.0, (backward - start) / seconds);
       out.comm_s += seconds;
       comm_end = start + seconds;
     }

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,12 +64,15 @@ struct Network {
   bool host_gradients = false;
   // A CPU rank whose compute threads fill its CPUs shares them with its communication thread.
   // Measured by the calibration with every CPU of the ranks busy computing: what each message
-  // waits beyond `latency_s` (the thread's wake-up on a busy core), and the compute time the
-  // communication takes from the rank per byte AllReduced (the kernel's network stack, the
-  // sums, the copies). Not measured: the plan takes no bucket to overlap backward there.
+  // waits beyond `latency_s` (the thread's wake-up on a busy core), and, per algorithm (flat,
+  // ring, hierarchical), the compute time the communication takes from the rank per byte
+  // AllReduced (the kernel's network stack, MPI's polling, the sums, the copies). Not
+  // measured: the plan takes no bucket to overlap backward there.
   bool shared_core_measured = false;
   double shared_core_latency_s = 0;
-  double shared_core_s_per_byte = 0;
+  std::map<AllreduceKind, double> shared_core_s_per_byte;
+  // That cost for the algorithm a bucket runs (kAuto resolved); 0 where not measured.
+  double shared_core_cost(AllreduceKind ran) const;
 };
 
 // Open MPI's fixed rule for MPI_Allreduce (coll tuned): recursive doubling below this many
@@ -107,6 +111,14 @@ struct ComputeProfile {
   std::vector<double> ready_s;          // per param: when backward produced its gradient, from backward's start
 };
 
+// One bucket's AllReduce: its time, and what each of its bytes takes from backward while
+// backward computes on the cores the communication thread shares (Network::shared_core_cost).
+struct BucketCost {
+  double seconds = 0;
+  double core_s_per_byte = 0;
+};
+using BucketCosts = std::function<BucketCost(double bytes, bool core_busy)>;
+
 struct StepPrediction {
   double step_s = 0;     // forward + backward + stolen + exposed + optimizer + fixed
   double comm_s = 0;     // the buckets' AllReduce time, summed
@@ -122,21 +134,20 @@ struct StepPrediction {
 //   kSharedCore      on the compute's cores, with their costs calibrated (Network's shared_core_*):
 //                    buckets start as they become ready, a message sent while backward runs
 //                    waits shared_core_latency_s more, and each byte AllReduced then lengthens
-//                    backward by shared_core_s_per_byte;
+//                    backward by shared_core_cost(the bucket's algorithm);
 //   kAfterBackward   on the compute's cores, costs unknown: every bucket waits for backward's end.
 enum class Overlap { kOwnCore, kSharedCore, kAfterBackward };
 const char* to_string(Overlap overlap);
 
 // The reducer's schedule: bucket k (plan_buckets) is ready when its last parameter is; the
 // communication thread runs buckets one at a time in order, each starting at
-// max(its ready time, the previous bucket's end). `bucket_seconds(bytes, core_busy)` is one
+// max(its ready time, the previous bucket's end). `bucket_cost(bytes, core_busy)` is one
 // bucket's AllReduce, `core_busy` when it starts while backward computes on the cores the
 // thread shares (kSharedCore); `fixed_s` is added once per step. kSharedCore lengthens
-// backward by `shared_core_s_per_byte` for each byte AllReduced while it runs, its ready times
-// in proportion. kAfterBackward runs every bucket after backward, all of it exposed.
-using BucketSeconds = std::function<double(double bytes, bool core_busy)>;
-StepPrediction predict_step(const ComputeProfile& compute, double bucket_mb, const BucketSeconds& bucket_seconds,
-                            double fixed_s, Overlap overlap = Overlap::kOwnCore, double shared_core_s_per_byte = 0);
+// backward by the bucket's core_s_per_byte for each byte AllReduced while it runs, its ready
+// times in proportion. kAfterBackward runs every bucket after backward, all of it exposed.
+StepPrediction predict_step(const ComputeProfile& compute, double bucket_mb, const BucketCosts& bucket_cost,
+                            double fixed_s, Overlap overlap = Overlap::kOwnCore);
 
 // Whether a rank's communication thread has a core of its own while backward computes: on a
 // GPU (the device computes, the host's cores are free), or on the CPU when the rank's compute

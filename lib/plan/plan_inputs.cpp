@@ -96,6 +96,8 @@ ComputeProfile read_compute_profile(const std::string& path) {
 }
 
 json calibration_to_json(const Calibration& c) {
+  json shared_per_byte = json::object();
+  for (const auto& [kind, seconds] : c.network.shared_core_s_per_byte) shared_per_byte[to_string(kind)] = seconds;
   json intra = json::array();
   for (const auto& [bytes, seconds] : c.network.intra.points()) intra.push_back({bytes, seconds});
   return {{"version", kPlanFileVersion},
@@ -111,7 +113,7 @@ json calibration_to_json(const Calibration& c) {
           {"convert", {{"measured", c.convert_measured}, {"bytes_per_s", c.network.convert_bytes_per_s}}},
           {"shared_core", {{"measured", c.network.shared_core_measured},
                            {"latency_s", c.network.shared_core_latency_s},
-                           {"s_per_byte", c.network.shared_core_s_per_byte}}}};
+                           {"s_per_byte", shared_per_byte}}}};
 }
 
 Calibration read_calibration(const std::string& path) {
@@ -143,10 +145,17 @@ Calibration read_calibration(const std::string& path) {
     const json shared = field<json>(doc, "shared_core", path);
     c.network.shared_core_measured = field<bool>(shared, "measured", path, "shared_core.");
     c.network.shared_core_latency_s = field<double>(shared, "latency_s", path, "shared_core.");
-    c.network.shared_core_s_per_byte = field<double>(shared, "s_per_byte", path, "shared_core.");
     const auto time_ok = [](double v) { return std::isfinite(v) && v >= 0 && v < 1e3; };
-    if (!time_ok(c.network.shared_core_latency_s) || !time_ok(c.network.shared_core_s_per_byte))
-      throw InputError(path + ": key 'shared_core': latency_s and s_per_byte must be times >= 0");
+    if (!time_ok(c.network.shared_core_latency_s))
+      throw InputError(path + ": key 'shared_core.latency_s' must be a time >= 0");
+    const json per_byte = field<json>(shared, "s_per_byte", path, "shared_core.");
+    for (AllreduceKind kind : {AllreduceKind::kFlat, AllreduceKind::kRing, AllreduceKind::kHierarchical}) {
+      if (!c.network.shared_core_measured) break;  // one rank: nothing was measured
+      const double seconds = field<double>(per_byte, to_string(kind), path, "shared_core.s_per_byte.");
+      if (!time_ok(seconds))
+        throw InputError(path + ": key 'shared_core.s_per_byte." + to_string(kind) + "' must be a time >= 0");
+      c.network.shared_core_s_per_byte[kind] = seconds;
+    }
   }
   const auto positive = [](double v) { return std::isfinite(v) && v > 0; };
   if (c.link_measured && (!positive(c.network.link_bytes_per_s) || !std::isfinite(c.network.latency_s) ||

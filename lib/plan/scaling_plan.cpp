@@ -32,9 +32,12 @@ AlgorithmChoice predict(const ComputeProfile& compute, const Network& network, c
   choice.step = predict_step(
       compute, bucket_mb,
       [&](double bytes, bool core_busy) {
-        return allreduce_seconds(algorithm, compression, bytes, topology, core_busy ? busy : network);
+        const AllreduceKind ran =
+            algorithm == AllreduceKind::kAuto ? resolve_auto(bytes, topology, network.host_gradients) : algorithm;
+        return BucketCost{allreduce_seconds(algorithm, compression, bytes, topology, core_busy ? busy : network),
+                          network.shared_core_cost(ran)};
       },
-      fixed, overlap, network.shared_core_s_per_byte);
+      fixed, overlap);
   return choice;
 }
 

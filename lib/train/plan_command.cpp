@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +21,17 @@ namespace sdp {
 
 namespace {
 
+// "flat 1.20, ring 2.31, hierarchical 1.45": the compute lost per MB AllReduced on busy cores.
+std::string per_mb_costs(const plan::Network& network) {
+  std::string out;
+  for (const auto& [kind, seconds] : network.shared_core_s_per_byte) {
+    char figure[64];
+    std::snprintf(figure, sizeof figure, "%s%s %.2f", out.empty() ? "" : ", ", to_string(kind).c_str(), seconds * 1e9);
+    out += figure;
+  }
+  return out;
+}
+
 // How this job's communication runs beside its backward (plan/cost_model.hpp), and the plan's
 // line saying why.
 plan::Overlap overlap_of(const DeviceAssignment& device, const plan::Network& network, std::string* note) {
@@ -27,9 +39,8 @@ plan::Overlap overlap_of(const DeviceAssignment& device, const plan::Network& ne
   const plan::Overlap overlap = plan::which_overlap(gpu, device.threads, device.cpus, network);
   const std::string threads = std::to_string(device.threads) + " compute thread(s)",
                     cpus = std::to_string(device.cpus) + " CPU(s)";
-  char costs[160];
-  std::snprintf(costs, sizeof costs, "each message waiting %.0f us more and each MB AllReduced taking %.2f ms from it",
-                network.shared_core_latency_s * 1e6, network.shared_core_s_per_byte * 1e9);
+  const std::string costs = "each message waiting " + std::to_string(std::lround(network.shared_core_latency_s * 1e6)) +
+                            " us more and each MB AllReduced taking " + per_mb_costs(network) + " ms from it";
   switch (overlap) {
     case plan::Overlap::kOwnCore:
       *note = gpu ? "communication overlaps backward (the GPU computes; the host's cores are free)"
@@ -230,11 +241,8 @@ std::string describe_calibration(const plan::Calibration& c) {
   }
   out << "# f32<->fp16 casts: " << gbit(c.network.convert_bytes_per_s) << "\n";
   if (c.network.shared_core_measured) {
-    char line[200];
-    std::snprintf(line, sizeof line,
-                  "# on cores busy computing: %.0f us more a message, %.3f ms of compute lost per MB AllReduced\n",
-                  c.network.shared_core_latency_s * 1e6, c.network.shared_core_s_per_byte * 1e9);
-    out << line;
+    out << "# on cores busy computing: " << std::lround(c.network.shared_core_latency_s * 1e6)
+        << " us more a message; ms of compute lost per MB AllReduced: " << per_mb_costs(c.network) << "\n";
   } else {
     out << "# on cores busy computing: not measured (one rank)\n";
   }

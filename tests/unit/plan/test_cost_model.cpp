@@ -126,17 +126,17 @@ ComputeProfile three_layers() {
 TEST(StepModel, BucketsOverlapBackwardAndOnlyTheTailIsExposed) {
   const ComputeProfile c = three_layers();
   // 1 MiB buckets, 8 ms each: ready at 10, 20, 30 ms -> ends 18, 28, 38: 8 ms exposed.
-  const StepPrediction small = predict_step(c, 1.0, [](double, bool) { return 0.008; }, 0.001);
+  const StepPrediction small = predict_step(c, 1.0, [](double, bool) { return BucketCost{0.008}; }, 0.001);
   EXPECT_EQ(small.buckets, 3);
   EXPECT_NEAR(small.exposed_s, 0.008, 1e-12);
   EXPECT_NEAR(small.comm_s, 0.024, 1e-12);
   EXPECT_NEAR(small.step_s, 0.010 + 0.030 + 0.008 + 0.002 + 0.001, 1e-12);
   // One bucket waits for the last gradient: all of its time is exposed.
-  const StepPrediction one = predict_step(c, 0, [](double bytes, bool) { return bytes / (3 << 20) * 0.024; }, 0.0);
+  const StepPrediction one = predict_step(c, 0, [](double bytes, bool) { return BucketCost{bytes / (3 << 20) * 0.024}; }, 0.0);
   EXPECT_EQ(one.buckets, 1);
   EXPECT_NEAR(one.exposed_s, 0.024, 1e-12);
   // Buckets slower than backward queue behind each other: 10+12=22, 34, 46 -> 16 ms exposed.
-  const StepPrediction slow = predict_step(c, 1.0, [](double, bool) { return 0.012; }, 0.0);
+  const StepPrediction slow = predict_step(c, 1.0, [](double, bool) { return BucketCost{0.012}; }, 0.0);
   EXPECT_NEAR(slow.exposed_s, 0.016, 1e-12);
 }
 
@@ -144,12 +144,12 @@ TEST(StepModel, BucketsOverlapBackwardAndOnlyTheTailIsExposed) {
 // every bucket waits for backward's end, so small buckets only add their latencies.
 TEST(StepModel, WithoutOverlapEveryBucketIsExposed) {
   const ComputeProfile c = three_layers();
-  const StepPrediction small = predict_step(c, 1.0, [](double, bool) { return 0.008; }, 0.001, Overlap::kAfterBackward);
+  const StepPrediction small = predict_step(c, 1.0, [](double, bool) { return BucketCost{0.008}; }, 0.001, Overlap::kAfterBackward);
   EXPECT_EQ(small.buckets, 3);
   EXPECT_NEAR(small.exposed_s, 0.024, 1e-12);
   EXPECT_NEAR(small.step_s, 0.010 + 0.030 + 0.024 + 0.002 + 0.001, 1e-12);
   // Latency-bound buckets: three of 1 MiB cost more than one of 3 MiB once none overlaps.
-  const auto latency_bound = [](double bytes, bool) { return 0.004 + bytes / (3 << 20) * 0.003; };
+  const auto latency_bound = [](double bytes, bool) { return BucketCost{0.004 + bytes / (3 << 20) * 0.003}; };
   EXPECT_GT(predict_step(c, 1.0, latency_bound, 0.0, Overlap::kAfterBackward).step_s, predict_step(c, 0, latency_bound, 0.0, Overlap::kAfterBackward).step_s);
   EXPECT_LT(predict_step(c, 1.0, latency_bound, 0.0, Overlap::kOwnCore).step_s, predict_step(c, 0, latency_bound, 0.0, Overlap::kOwnCore).step_s);
 }
@@ -160,10 +160,10 @@ TEST(StepModel, WithoutOverlapEveryBucketIsExposed) {
 TEST(StepModel, OnASharedCoreBucketsOverlapAndLengthenBackward) {
   const ComputeProfile c = three_layers();  // 1 MiB ready at 10, 20, 30 ms of a 30 ms backward
   const double mib = 1 << 20;
-  // 8 ms a bucket on idle cores, 9 ms when it starts while backward computes.
-  const auto seconds = [](double, bool core_busy) { return core_busy ? 0.009 : 0.008; };
-  const double per_byte = 0.002 / mib;  // 2 ms of compute lost per MiB AllReduced
-  const StepPrediction shared = predict_step(c, 1.0, seconds, 0.0, Overlap::kSharedCore, per_byte);
+  // 8 ms a bucket on idle cores, 9 ms when it starts while backward computes; 2 ms of compute
+  // lost per MiB AllReduced.
+  const auto seconds = [&](double, bool core_busy) { return BucketCost{core_busy ? 0.009 : 0.008, 0.002 / mib}; };
+  const StepPrediction shared = predict_step(c, 1.0, seconds, 0.0, Overlap::kSharedCore);
   // Backward B = 30 + stolen. Buckets at 10 -> 19, 20 -> 29 (both within B, 2 ms each), the
   // third ready at 30 * B/30 = B: it starts as backward ends, on idle cores (8 ms, nothing
   // stolen). So B = 34 ms, ready times stretched by 34/30: 11.3 -> 20.3, 22.7 -> 31.7, 34 -> 42.
@@ -172,13 +172,13 @@ TEST(StepModel, OnASharedCoreBucketsOverlapAndLengthenBackward) {
   EXPECT_NEAR(shared.comm_s, 0.009 + 0.009 + 0.008, 1e-9);
   EXPECT_NEAR(shared.step_s, 0.010 + 0.034 + 0.008 + 0.002, 1e-9);
   // Free of cost, a shared core is an own core; uncalibrated, every bucket waits for backward.
-  const auto same = [](double, bool) { return 0.008; };
-  EXPECT_NEAR(predict_step(c, 1.0, same, 0.0, Overlap::kSharedCore, 0.0).step_s,
+  const auto same = [](double, bool) { return BucketCost{0.008}; };
+  EXPECT_NEAR(predict_step(c, 1.0, same, 0.0, Overlap::kSharedCore).step_s,
               predict_step(c, 1.0, same, 0.0, Overlap::kOwnCore).step_s, 1e-12);
   EXPECT_GT(predict_step(c, 1.0, seconds, 0.0, Overlap::kAfterBackward).step_s, shared.step_s);
   // A bucket only partly inside backward takes from it only for that part: one bucket of
   // 3 MiB ready at the end takes nothing.
-  EXPECT_NEAR(predict_step(c, 0, seconds, 0.0, Overlap::kSharedCore, per_byte).stolen_s, 0.0, 1e-12);
+  EXPECT_NEAR(predict_step(c, 0, seconds, 0.0, Overlap::kSharedCore).stolen_s, 0.0, 1e-12);
 }
 
 TEST(StepModel, TheOverlapFollowsTheCoresAndTheCalibration) {

@@ -105,20 +105,22 @@ TEST(PlanInputs, TheSharedCoreCostsRoundTripAndOlderCalibrationsLackThem) {
   c.network.latency_s = 2e-5;
   c.network.shared_core_measured = true;
   c.network.shared_core_latency_s = 9e-5;
-  c.network.shared_core_s_per_byte = 1.2e-9;
+  c.network.shared_core_s_per_byte = {
+      {AllreduceKind::kFlat, 1.2e-9}, {AllreduceKind::kRing, 2.5e-9}, {AllreduceKind::kHierarchical, 1.4e-9}};
   const Calibration back = read_calibration(write_temp("shared.json", calibration_to_json(c).dump()));
   EXPECT_TRUE(back.network.shared_core_measured);
   EXPECT_DOUBLE_EQ(back.network.shared_core_latency_s, 9e-5);
-  EXPECT_DOUBLE_EQ(back.network.shared_core_s_per_byte, 1.2e-9);
+  EXPECT_DOUBLE_EQ(back.network.shared_core_cost(AllreduceKind::kRing), 2.5e-9);
+  EXPECT_DOUBLE_EQ(back.network.shared_core_cost(AllreduceKind::kHierarchical), 1.4e-9);
   nlohmann::json doc = calibration_to_json(c);
   doc.erase("shared_core");  // a calibration written before the figures existed
   const Calibration old = read_calibration(write_temp("old.json", doc.dump()));
   EXPECT_FALSE(old.network.shared_core_measured);
-  EXPECT_EQ(old.network.shared_core_s_per_byte, 0.0);
+  EXPECT_EQ(old.network.shared_core_cost(AllreduceKind::kFlat), 0.0);
   doc = calibration_to_json(c);
-  doc["shared_core"]["s_per_byte"] = -1;
+  doc["shared_core"]["s_per_byte"]["ring"] = -1;
   const std::string negative = write_temp("negative.json", doc.dump());
-  expect_input_error([&] { read_calibration(negative); }, "key 'shared_core'");
+  expect_input_error([&] { read_calibration(negative); }, "key 'shared_core.s_per_byte.ring' must be a time");
 }
 
 TEST(PlanInputs, TheShippedInstanceTableReads) {
