@@ -136,7 +136,10 @@ class CoreLoad {
 //             differ: MPI polls, the socket ring sleeps; on one node the node phase they all
 //             run), the load's progress lost while 16 MiB AllReduces run, against its progress
 //             in a window as long with the rank idle next to it, per byte AllReduced (median
-//             of 5 pairs of windows, mean over the ranks).
+//             of 5 pairs of windows, mean over the ranks);
+//   link share  for each algorithm, its 16 MiB AllReduce's time on idle cores over its time
+//             on the busy ones (slowest rank, median of the 5 windows).
+// (Link shares and costs are measured across nodes; on one node the link plays no part.)
 void measure_shared_core(const World& world, int compute_threads, Network& network) {
   const int64_t count = 4 << 20;  // 16 MiB of f32
   const std::shared_ptr<SharedArena> arena = SharedArena::create(world.intra(), count * 4);
@@ -161,14 +164,19 @@ void measure_shared_core(const World& world, int compute_threads, Network& netwo
     }
     return median(samples);
   };
-  // Connections and pages warm; then as many 16 MiB AllReduces of each algorithm as take about
-  // 0.2 s (the same count on every rank).
+  // Connections and pages warm; then each algorithm's 16 MiB AllReduce on idle cores (the
+  // faster of two), and as many as take about 0.2 s in each busy window (the same count on
+  // every rank).
   std::vector<double> one(kinds.size());
   for (std::size_t k = 0; k < kinds.size(); ++k) {
     allreduce(*algorithms[k], count);
-    const auto start = Clock::now();
-    allreduce(*algorithms[k], count);
-    one[k] = seconds_since(start);
+    one[k] = 1e30;
+    for (int i = 0; i < 2; ++i) {
+      MPI_Barrier(world.comm());
+      const auto start = Clock::now();
+      allreduce(*algorithms[k], count);
+      one[k] = std::min(one[k], seconds_since(start));
+    }
   }
   MPI_Allreduce(MPI_IN_PLACE, one.data(), static_cast<int>(one.size()), MPI_DOUBLE, MPI_MAX, world.comm());
   MPI_Barrier(world.comm());
@@ -178,10 +186,10 @@ void measure_shared_core(const World& world, int compute_threads, Network& netwo
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   MPI_Barrier(world.comm());
   const double busy_small = small_seconds();
-  std::vector<double> figures;  // per byte of each kind, then the latency
+  std::vector<double> figures, busy_seconds;  // per byte of each kind; one busy AllReduce of each
   for (std::size_t k = 0; k < kinds.size(); ++k) {
     const int iters = std::clamp(static_cast<int>(std::ceil(0.2 / std::max(one[k], 1e-6))), 2, 20);
-    std::vector<double> lost_per_byte;
+    std::vector<double> lost_per_byte, busy_one;
     for (int rep = 0; rep < 5; ++rep) {
       MPI_Barrier(world.comm());
       double p0 = load.progress();
@@ -193,22 +201,29 @@ void measure_shared_core(const World& world, int compute_threads, Network& netwo
       start = Clock::now();
       for (int i = 0; i < iters; ++i) allreduce(*algorithms[k], count);
       const double window = seconds_since(start), busy_rate = (load.progress() - p0) / window;
+      busy_one.push_back(window / iters);
       const double lost = idle_rate > 0 ? std::max(0.0, 1 - busy_rate / idle_rate) * window : 0.0;
       lost_per_byte.push_back(lost / (static_cast<double>(iters) * static_cast<double>(count) * 4));
     }
     figures.push_back(median(lost_per_byte) / world.size());
+    busy_seconds.push_back(median(busy_one));
   }
   MPI_Allreduce(MPI_IN_PLACE, figures.data(), static_cast<int>(figures.size()), MPI_DOUBLE, MPI_SUM, world.comm());
+  MPI_Allreduce(MPI_IN_PLACE, busy_seconds.data(), static_cast<int>(busy_seconds.size()), MPI_DOUBLE, MPI_MAX,
+                world.comm());
   double extra = std::max(0.0, busy_small - idle_small);
   MPI_Bcast(&extra, 1, MPI_DOUBLE, 0, world.comm());
   // The messages an 8-byte AllReduce sends one after the other: the inter-node ring's 2(N-1),
   // or the node phase's steps on one node.
   const int messages = multi_node ? 2 * (world.nodes() - 1) : std::max(1, 2 * (world.local_size() - 1));
   network.shared_core_latency_s = extra / messages;
-  for (AllreduceKind kind : {AllreduceKind::kFlat, AllreduceKind::kRing, AllreduceKind::kHierarchical})
-    network.shared_core_s_per_byte[kind] =
-        multi_node ? figures[static_cast<std::size_t>(std::find(kinds.begin(), kinds.end(), kind) - kinds.begin())]
-                   : figures[0];
+  for (AllreduceKind kind : {AllreduceKind::kFlat, AllreduceKind::kRing, AllreduceKind::kHierarchical}) {
+    const std::size_t k =
+        multi_node ? static_cast<std::size_t>(std::find(kinds.begin(), kinds.end(), kind) - kinds.begin()) : 0;
+    network.shared_core_s_per_byte[kind] = figures[k];
+    network.shared_core_link_share[kind] =
+        multi_node && busy_seconds[k] > 0 ? std::min(1.0, one[k] / busy_seconds[k]) : 1.0;
+  }
   network.shared_core_measured = true;
 }
 

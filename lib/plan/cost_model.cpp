@@ -105,6 +105,14 @@ double Network::shared_core_cost(AllreduceKind ran) const {
   return it == shared_core_s_per_byte.end() ? 0.0 : it->second;
 }
 
+Network Network::on_busy_cores(AllreduceKind ran) const {
+  Network busy = *this;
+  busy.latency_s += shared_core_latency_s;
+  const auto it = shared_core_link_share.find(ran);
+  if (it != shared_core_link_share.end() && it->second > 0) busy.link_bytes_per_s *= std::min(1.0, it->second);
+  return busy;
+}
+
 StepPrediction predict_step(const ComputeProfile& compute, double bucket_mb, const BucketCosts& bucket_cost,
                             double fixed_s, Overlap overlap) {
   StepPrediction out;

@@ -66,13 +66,18 @@ struct Network {
   // Measured by the calibration with every CPU of the ranks busy computing: what each message
   // waits beyond `latency_s` (the thread's wake-up on a busy core), and, per algorithm (flat,
   // ring, hierarchical), the compute time the communication takes from the rank per byte
-  // AllReduced (the kernel's network stack, MPI's polling, the sums, the copies). Not
-  // measured: the plan takes no bucket to overlap backward there.
+  // AllReduced (the kernel's network stack, MPI's polling, the sums, the copies) and the share
+  // of the link's rate a bulk AllReduce still reaches (MPI progresses only while its thread
+  // runs). Not measured: the plan takes no bucket to overlap backward there.
   bool shared_core_measured = false;
   double shared_core_latency_s = 0;
   std::map<AllreduceKind, double> shared_core_s_per_byte;
+  std::map<AllreduceKind, double> shared_core_link_share;
   // That cost for the algorithm a bucket runs (kAuto resolved); 0 where not measured.
   double shared_core_cost(AllreduceKind ran) const;
+  // This network as a bucket of `ran` sees it while backward computes on its thread's cores:
+  // each message shared_core_latency_s later, the link at its shared_core_link_share.
+  Network on_busy_cores(AllreduceKind ran) const;
 };
 
 // Open MPI's fixed rule for MPI_Allreduce (coll tuned): recursive doubling below this many

@@ -26,15 +26,13 @@ AlgorithmChoice predict(const ComputeProfile& compute, const Network& network, c
                            ? 0.0
                            : allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, 16, topology, network);
   AlgorithmChoice choice{algorithm, bucket_mb, {}};
-  // A bucket sent while backward computes on the thread's cores: each message waits for a core.
-  Network busy = network;
-  busy.latency_s += network.shared_core_latency_s;
   choice.step = predict_step(
       compute, bucket_mb,
       [&](double bytes, bool core_busy) {
         const AllreduceKind ran =
             algorithm == AllreduceKind::kAuto ? resolve_auto(bytes, topology, network.host_gradients) : algorithm;
-        return BucketCost{allreduce_seconds(algorithm, compression, bytes, topology, core_busy ? busy : network),
+        return BucketCost{allreduce_seconds(algorithm, compression, bytes, topology,
+                                            core_busy ? network.on_busy_cores(ran) : network),
                           network.shared_core_cost(ran)};
       },
       fixed, overlap);

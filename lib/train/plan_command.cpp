@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -21,13 +22,13 @@ namespace sdp {
 
 namespace {
 
-// "flat 1.20, ring 2.31, hierarchical 1.45": the compute lost per MB AllReduced on busy cores.
-std::string per_mb_costs(const plan::Network& network) {
+// "flat 1.20, ring 2.31, hierarchical 1.45": a figure per algorithm, times `scale`, in `format`.
+std::string per_algorithm(const std::map<AllreduceKind, double>& figures, double scale, const char* format) {
   std::string out;
-  for (const auto& [kind, seconds] : network.shared_core_s_per_byte) {
-    char figure[64];
-    std::snprintf(figure, sizeof figure, "%s%s %.2f", out.empty() ? "" : ", ", to_string(kind).c_str(), seconds * 1e9);
-    out += figure;
+  for (const auto& [kind, value] : figures) {
+    char figure[32];
+    std::snprintf(figure, sizeof figure, format, value * scale);
+    out += (out.empty() ? "" : ", ") + to_string(kind) + " " + figure;
   }
   return out;
 }
@@ -40,7 +41,9 @@ plan::Overlap overlap_of(const DeviceAssignment& device, const plan::Network& ne
   const std::string threads = std::to_string(device.threads) + " compute thread(s)",
                     cpus = std::to_string(device.cpus) + " CPU(s)";
   const std::string costs = "each message waiting " + std::to_string(std::lround(network.shared_core_latency_s * 1e6)) +
-                            " us more and each MB AllReduced taking " + per_mb_costs(network) + " ms from it";
+                            " us more, each MB AllReduced taking " + per_algorithm(network.shared_core_s_per_byte, 1e9, "%.2f") +
+                            " ms from it, the link at " + per_algorithm(network.shared_core_link_share, 100, "%.0f %%") +
+                            " of its rate";
   switch (overlap) {
     case plan::Overlap::kOwnCore:
       *note = gpu ? "communication overlaps backward (the GPU computes; the host's cores are free)"
@@ -242,7 +245,9 @@ std::string describe_calibration(const plan::Calibration& c) {
   out << "# f32<->fp16 casts: " << gbit(c.network.convert_bytes_per_s) << "\n";
   if (c.network.shared_core_measured) {
     out << "# on cores busy computing: " << std::lround(c.network.shared_core_latency_s * 1e6)
-        << " us more a message; ms of compute lost per MB AllReduced: " << per_mb_costs(c.network) << "\n";
+        << " us more a message; ms of compute lost per MB AllReduced: "
+        << per_algorithm(c.network.shared_core_s_per_byte, 1e9, "%.2f")
+        << "; the link's rate reached: " << per_algorithm(c.network.shared_core_link_share, 100, "%.0f %%") << "\n";
   } else {
     out << "# on cores busy computing: not measured (one rank)\n";
   }
@@ -419,6 +424,7 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
       network.shared_core_measured = c.network.shared_core_measured;
       network.shared_core_latency_s = c.network.shared_core_latency_s;
       network.shared_core_s_per_byte = c.network.shared_core_s_per_byte;
+      network.shared_core_link_share = c.network.shared_core_link_share;
     }
     if (options.link_gbps > 0 || options.link_latency_us >= 0) {
       if (options.link_gbps <= 0) throw InputError("--link-latency-us needs --link-gbps too");

@@ -100,14 +100,14 @@ case_plan_chosen_at_start() {
     # shellcheck disable=SC2046
     expect_ok 2 plan $(plan_job 16) --set distributed.ranks_per_node=1 --calibrate "$WORK/cal.json"
     grep -q '^# link: .* Gbit/s each way, latency' "$WORK/out" || fail "the link was not measured"
-    grep -qE '^# on cores busy computing: [0-9]+ us more a message; ms of compute lost per MB AllReduced: flat [0-9.]+, ring [0-9.]+, hierarchical [0-9.]+$' \
+    grep -qE '^# on cores busy computing: [0-9]+ us more a message; ms of compute lost per MB AllReduced: flat [0-9.]+, ring [0-9.]+, hierarchical [0-9.]+; the link.s rate reached: flat [0-9]+ %, ring [0-9]+ %, hierarchical [0-9]+ %$' \
       "$WORK/out" || fail "the cost of sharing cores with compute was not measured"
     # shellcheck disable=SC2046
     expect_ok 2 $(plan_job 16) --set distributed.ranks_per_node=1 --set distributed.bucket_mb=auto \
       --set distributed.calibration="$WORK/cal.json"
     grep -qE 'buckets of auto \(auto: the plan.s choice at start from .*cal.json\)' "$WORK/out" ||
       fail "the plan line does not say the buckets are chosen at start"
-    grep -qE '^\[sdp-train rank 0\] info: plan: (flat|ring|hierarchical|auto), (buckets of [0-9.]+ MB|one bucket): predicted [0-9.]+ ms a step against [0-9.]+ ms for auto with buckets of 25 MB \(.*cal.json of 20[0-9-]+, 5 measured steps(; (no overlap of communication and backward: the rank.s [0-9]+ compute thread\(s\) fill its [0-9]+ CPU\(s\), .*|communication overlaps backward on the cores it computes on \(the rank.s [0-9]+ compute thread\(s\) fill its [0-9]+ CPU\(s\)\), each message waiting [0-9]+ us more and each MB AllReduced taking flat [0-9.]+, ring [0-9.]+, hierarchical [0-9.]+ ms from it \(calibrated with those cores busy\)))?\)$' "$WORK/out" ||
+    grep -qE '^\[sdp-train rank 0\] info: plan: (flat|ring|hierarchical|auto), (buckets of [0-9.]+ MB|one bucket): predicted [0-9.]+ ms a step against [0-9.]+ ms for auto with buckets of 25 MB \(.*cal.json of 20[0-9-]+, 5 measured steps(; (no overlap of communication and backward: the rank.s [0-9]+ compute thread\(s\) fill its [0-9]+ CPU\(s\), .*|communication overlaps backward on the cores it computes on \(the rank.s [0-9]+ compute thread\(s\) fill its [0-9]+ CPU\(s\)\), each message waiting [0-9]+ us more, each MB AllReduced taking flat [0-9.]+, ring [0-9.]+, hierarchical [0-9.]+ ms from it, the link at flat [0-9]+ %, ring [0-9]+ %, hierarchical [0-9]+ % of its rate \(calibrated with those cores busy\)))?\)$' "$WORK/out" ||
       fail "no 'plan:' line with the choice and its figures"
     grep -q '^\[done\] steps=16' "$WORK/out" || fail "the job did not train to the end"
     # shellcheck disable=SC2046

@@ -107,11 +107,18 @@ TEST(PlanInputs, TheSharedCoreCostsRoundTripAndOlderCalibrationsLackThem) {
   c.network.shared_core_latency_s = 9e-5;
   c.network.shared_core_s_per_byte = {
       {AllreduceKind::kFlat, 1.2e-9}, {AllreduceKind::kRing, 2.5e-9}, {AllreduceKind::kHierarchical, 1.4e-9}};
+  c.network.shared_core_link_share = {
+      {AllreduceKind::kFlat, 0.6}, {AllreduceKind::kRing, 0.5}, {AllreduceKind::kHierarchical, 0.95}};
   const Calibration back = read_calibration(write_temp("shared.json", calibration_to_json(c).dump()));
   EXPECT_TRUE(back.network.shared_core_measured);
   EXPECT_DOUBLE_EQ(back.network.shared_core_latency_s, 9e-5);
   EXPECT_DOUBLE_EQ(back.network.shared_core_cost(AllreduceKind::kRing), 2.5e-9);
   EXPECT_DOUBLE_EQ(back.network.shared_core_cost(AllreduceKind::kHierarchical), 1.4e-9);
+  EXPECT_DOUBLE_EQ(back.network.shared_core_link_share.at(AllreduceKind::kFlat), 0.6);
+  // On busy cores a flat bucket sees 60 % of the link, and each message later.
+  const Network busy = back.network.on_busy_cores(AllreduceKind::kFlat);
+  EXPECT_DOUBLE_EQ(busy.link_bytes_per_s, 0.6 * 1.2e8);
+  EXPECT_DOUBLE_EQ(busy.latency_s, 2e-5 + 9e-5);
   nlohmann::json doc = calibration_to_json(c);
   doc.erase("shared_core");  // a calibration written before the figures existed
   const Calibration old = read_calibration(write_temp("old.json", doc.dump()));
