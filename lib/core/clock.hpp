@@ -1,9 +1,12 @@
 // Durations in sdp-train are measured on the steady clock (never the wall clock, which jumps).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <ctime>
 #include <string>
+#include <vector>
 
 namespace sdp {
 
@@ -19,6 +22,14 @@ inline std::string utc_date() {
 
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The median of `samples` (the upper middle of an even count; 0 when empty).
+inline double median_seconds(std::vector<double> samples) {
+  if (samples.empty()) return 0;
+  const auto middle = samples.begin() + static_cast<std::ptrdiff_t>(samples.size() / 2);
+  std::nth_element(samples.begin(), middle, samples.end());
+  return *middle;
 }
 
 }  // namespace sdp

@@ -48,11 +48,4 @@ void LayerProfile::collect() {
   step_marked_ = false;
 }
 
-double median_seconds(std::vector<double> samples) {
-  if (samples.empty()) return 0;
-  const auto middle = samples.begin() + static_cast<std::ptrdiff_t>(samples.size() / 2);
-  std::nth_element(samples.begin(), middle, samples.end());
-  return *middle;
-}
-
 }  // namespace sdp::nn

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/clock.hpp"
 #include "core/stream.hpp"
 
 namespace sdp::nn {
@@ -91,7 +92,6 @@ decltype(auto) timed(LayerProfile* profile, const void* key, const std::string& 
   return work();
 }
 
-// The median of `samples` (0 when empty).
-double median_seconds(std::vector<double> samples);
+using ::sdp::median_seconds;  // core/clock.hpp
 
 }  // namespace sdp::nn

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/clock.hpp"
@@ -42,8 +43,7 @@ double one_way_seconds(const World& world, int a, int b, int64_t bytes, int iter
     }
     if (i > 0) samples.push_back(seconds_since(start) / 2);  // the first warms the connection
   }
-  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
-  return samples[samples.size() / 2];
+  return median_seconds(std::move(samples));
 }
 
 // The node phase as the job runs it: the runner's own algorithm over gradients in the
@@ -82,13 +82,7 @@ double convert_rate() {
     convert_to_f32(DType::kF16, f32.data(), f16.data(), count, 1.0f);
     if (i > 0) samples.push_back(seconds_since(start) / 2);
   }
-  std::sort(samples.begin(), samples.end());
-  return static_cast<double>(count * 4) / samples[samples.size() / 2];
-}
-
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
+  return static_cast<double>(count * 4) / median_seconds(std::move(samples));
 }
 
 // Threads standing in for the job's compute threads on the rank's CPUs: each counts the
@@ -127,7 +121,7 @@ class CoreLoad {
   std::atomic<bool> stop_{false};
 };
 
-// What communication costs a rank whose compute threads fill its CPUs (Network's shared_core_*):
+// What communication costs a rank whose compute threads fill its CPUs (SharedCoreCosts):
 // the runner's AllReduce as a host job runs it (over the gradient arena's node-shared memory),
 // first on idle cores, then with `compute_threads` threads busy:
 //   latency   an 8-byte AllReduce's extra time (hierarchical across nodes), per message it
@@ -162,7 +156,7 @@ void measure_shared_core(const World& world, int compute_threads, Network& netwo
       allreduce(latency_algorithm, 2);
       samples.push_back(seconds_since(start));
     }
-    return median(samples);
+    return median_seconds(std::move(samples));
   };
   // Connections and pages warm; then each algorithm's 16 MiB AllReduce on idle cores (the
   // faster of two), and as many as take about 0.2 s in each busy window (the same count on
@@ -205,8 +199,8 @@ void measure_shared_core(const World& world, int compute_threads, Network& netwo
       const double lost = idle_rate > 0 ? std::max(0.0, 1 - busy_rate / idle_rate) * window : 0.0;
       lost_per_byte.push_back(lost / (static_cast<double>(iters) * static_cast<double>(count) * 4));
     }
-    figures.push_back(median(lost_per_byte) / world.size());
-    busy_seconds.push_back(median(busy_one));
+    figures.push_back(median_seconds(std::move(lost_per_byte)) / world.size());
+    busy_seconds.push_back(median_seconds(std::move(busy_one)));
   }
   MPI_Allreduce(MPI_IN_PLACE, figures.data(), static_cast<int>(figures.size()), MPI_DOUBLE, MPI_SUM, world.comm());
   MPI_Allreduce(MPI_IN_PLACE, busy_seconds.data(), static_cast<int>(busy_seconds.size()), MPI_DOUBLE, MPI_MAX,
@@ -216,15 +210,15 @@ void measure_shared_core(const World& world, int compute_threads, Network& netwo
   // The messages an 8-byte AllReduce sends one after the other: the inter-node ring's 2(N-1),
   // or the node phase's steps on one node.
   const int messages = multi_node ? 2 * (world.nodes() - 1) : std::max(1, 2 * (world.local_size() - 1));
-  network.shared_core_latency_s = extra / messages;
+  network.shared_core.latency_s = extra / messages;
   for (AllreduceKind kind : {AllreduceKind::kFlat, AllreduceKind::kRing, AllreduceKind::kHierarchical}) {
     const std::size_t k =
         multi_node ? static_cast<std::size_t>(std::find(kinds.begin(), kinds.end(), kind) - kinds.begin()) : 0;
-    network.shared_core_s_per_byte[kind] = figures[k];
-    network.shared_core_link_share[kind] =
+    network.shared_core.s_per_byte[kind] = figures[k];
+    network.shared_core.link_share[kind] =
         multi_node && busy_seconds[k] > 0 ? std::min(1.0, one[k] / busy_seconds[k]) : 1.0;
   }
-  network.shared_core_measured = true;
+  network.shared_core.measured = true;
 }
 
 }  // namespace

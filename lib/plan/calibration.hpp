@@ -8,7 +8,7 @@
 //   convert  f32 -> fp16 -> f32 of 16 MiB on one rank: what compression adds;
 //   shared core  what the runner's AllReduce costs a rank while `compute_threads` threads keep
 //            its CPUs busy, as backward does: each message's extra wait, and the compute time
-//            lost per byte AllReduced (Network's shared_core_*).
+//            lost per byte AllReduced (SharedCoreCosts).
 // Collective over the world; every rank returns the same Calibration.
 #pragma once
 

@@ -88,7 +88,7 @@ bool communication_overlaps_backward(bool gpu, int compute_threads, int rank_cpu
 
 Overlap which_overlap(bool gpu, int compute_threads, int rank_cpus, const Network& network) {
   if (communication_overlaps_backward(gpu, compute_threads, rank_cpus)) return Overlap::kOwnCore;
-  return network.shared_core_measured ? Overlap::kSharedCore : Overlap::kAfterBackward;
+  return network.shared_core.measured ? Overlap::kSharedCore : Overlap::kAfterBackward;
 }
 
 const char* to_string(Overlap overlap) {
@@ -100,16 +100,16 @@ const char* to_string(Overlap overlap) {
   return "?";
 }
 
-double Network::shared_core_cost(AllreduceKind ran) const {
-  const auto it = shared_core_s_per_byte.find(ran);
-  return it == shared_core_s_per_byte.end() ? 0.0 : it->second;
+double SharedCoreCosts::cost(AllreduceKind ran) const {
+  const auto it = s_per_byte.find(ran);
+  return it == s_per_byte.end() ? 0.0 : it->second;
 }
 
 Network Network::on_busy_cores(AllreduceKind ran) const {
   Network busy = *this;
-  busy.latency_s += shared_core_latency_s;
-  const auto it = shared_core_link_share.find(ran);
-  if (it != shared_core_link_share.end() && it->second > 0) busy.link_bytes_per_s *= std::min(1.0, it->second);
+  busy.latency_s += shared_core.latency_s;
+  const auto it = shared_core.link_share.find(ran);
+  if (it != shared_core.link_share.end() && it->second > 0) busy.link_bytes_per_s *= std::min(1.0, it->second);
   return busy;
 }
 

@@ -48,6 +48,22 @@ class Curve {
   std::vector<std::pair<double, double>> points_;
 };
 
+// Measured by the calibration with every CPU of the ranks busy computing: what each message
+// waits beyond the link's latency (the thread's wake-up on a busy core), and, per algorithm
+// (flat, ring, hierarchical), the compute time the communication takes from the rank per byte
+// AllReduced (the kernel's network stack, MPI's polling, the sums, the copies) and the share
+// of the link's rate a bulk AllReduce still reaches (MPI progresses only while its thread
+// runs). Not measured: the plan takes no bucket to overlap backward there.
+struct SharedCoreCosts {
+  bool measured = false;
+  double latency_s = 0;
+  std::map<AllreduceKind, double> s_per_byte;
+  std::map<AllreduceKind, double> link_share;
+  // The compute lost per byte for the algorithm a bucket runs (kAuto resolved); 0 where not
+  // measured.
+  double cost(AllreduceKind ran) const;
+};
+
 struct Network {
   double link_bytes_per_s = 0;  // B: one node's link, each way
   double latency_s = 0;         // a: one message one way
@@ -62,21 +78,11 @@ struct Network {
   // Host jobs: the gradients live in node-shared memory (DataParallel), where the runner's
   // auto takes hierarchical even with one rank per node (AutoAllreduce::choose).
   bool host_gradients = false;
-  // A CPU rank whose compute threads fill its CPUs shares them with its communication thread.
-  // Measured by the calibration with every CPU of the ranks busy computing: what each message
-  // waits beyond `latency_s` (the thread's wake-up on a busy core), and, per algorithm (flat,
-  // ring, hierarchical), the compute time the communication takes from the rank per byte
-  // AllReduced (the kernel's network stack, MPI's polling, the sums, the copies) and the share
-  // of the link's rate a bulk AllReduce still reaches (MPI progresses only while its thread
-  // runs). Not measured: the plan takes no bucket to overlap backward there.
-  bool shared_core_measured = false;
-  double shared_core_latency_s = 0;
-  std::map<AllreduceKind, double> shared_core_s_per_byte;
-  std::map<AllreduceKind, double> shared_core_link_share;
-  // That cost for the algorithm a bucket runs (kAuto resolved); 0 where not measured.
-  double shared_core_cost(AllreduceKind ran) const;
+  // A CPU rank whose compute threads fill its CPUs shares them with its communication thread:
+  // what that costs, as the calibration measured it.
+  SharedCoreCosts shared_core;
   // This network as a bucket of `ran` sees it while backward computes on its thread's cores:
-  // each message shared_core_latency_s later, the link at its shared_core_link_share.
+  // each message shared_core.latency_s later, the link at its shared_core.link_share.
   Network on_busy_cores(AllreduceKind ran) const;
 };
 
@@ -117,7 +123,7 @@ struct ComputeProfile {
 };
 
 // One bucket's AllReduce: its time, and what each of its bytes takes from backward while
-// backward computes on the cores the communication thread shares (Network::shared_core_cost).
+// backward computes on the cores the communication thread shares (SharedCoreCosts::cost).
 struct BucketCost {
   double seconds = 0;
   double core_s_per_byte = 0;
@@ -136,10 +142,10 @@ struct StepPrediction {
 // How a rank's communication thread runs beside backward (which_overlap):
 //   kOwnCore         on a core of its own (a GPU job: the device computes; a CPU rank whose
 //                    threads leave a CPU free): buckets start as they become ready;
-//   kSharedCore      on the compute's cores, with their costs calibrated (Network's shared_core_*):
+//   kSharedCore      on the compute's cores, with their costs calibrated (SharedCoreCosts):
 //                    buckets start as they become ready, a message sent while backward runs
-//                    waits shared_core_latency_s more, and each byte AllReduced then lengthens
-//                    backward by shared_core_cost(the bucket's algorithm);
+//                    waits shared_core.latency_s more, and each byte AllReduced then lengthens
+//                    backward by shared_core.cost(the bucket's algorithm);
 //   kAfterBackward   on the compute's cores, costs unknown: every bucket waits for backward's end.
 enum class Overlap { kOwnCore, kSharedCore, kAfterBackward };
 const char* to_string(Overlap overlap);

@@ -97,9 +97,9 @@ ComputeProfile read_compute_profile(const std::string& path) {
 
 json calibration_to_json(const Calibration& c) {
   json shared_per_byte = json::object();
-  for (const auto& [kind, seconds] : c.network.shared_core_s_per_byte) shared_per_byte[to_string(kind)] = seconds;
+  for (const auto& [kind, seconds] : c.network.shared_core.s_per_byte) shared_per_byte[to_string(kind)] = seconds;
   json link_share = json::object();
-  for (const auto& [kind, share] : c.network.shared_core_link_share) link_share[to_string(kind)] = share;
+  for (const auto& [kind, share] : c.network.shared_core.link_share) link_share[to_string(kind)] = share;
   json intra = json::array();
   for (const auto& [bytes, seconds] : c.network.intra.points()) intra.push_back({bytes, seconds});
   return {{"version", kPlanFileVersion},
@@ -113,8 +113,8 @@ json calibration_to_json(const Calibration& c) {
                     {"latency_s", c.network.latency_s}}},
           {"intra", {{"measured", c.intra_measured}, {"ranks", c.network.intra_ranks}, {"points", intra}}},
           {"convert", {{"measured", c.convert_measured}, {"bytes_per_s", c.network.convert_bytes_per_s}}},
-          {"shared_core", {{"measured", c.network.shared_core_measured},
-                           {"latency_s", c.network.shared_core_latency_s},
+          {"shared_core", {{"measured", c.network.shared_core.measured},
+                           {"latency_s", c.network.shared_core.latency_s},
                            {"s_per_byte", shared_per_byte},
                            {"link_share", link_share}}}};
 }
@@ -146,23 +146,23 @@ Calibration read_calibration(const std::string& path) {
   // Calibrations made before the shared-core figures existed lack them: not measured.
   if (doc.contains("shared_core")) {
     const json shared = field<json>(doc, "shared_core", path);
-    c.network.shared_core_measured = field<bool>(shared, "measured", path, "shared_core.");
-    c.network.shared_core_latency_s = field<double>(shared, "latency_s", path, "shared_core.");
+    c.network.shared_core.measured = field<bool>(shared, "measured", path, "shared_core.");
+    c.network.shared_core.latency_s = field<double>(shared, "latency_s", path, "shared_core.");
     const auto time_ok = [](double v) { return std::isfinite(v) && v >= 0 && v < 1e3; };
-    if (!time_ok(c.network.shared_core_latency_s))
+    if (!time_ok(c.network.shared_core.latency_s))
       throw InputError(path + ": key 'shared_core.latency_s' must be a time >= 0");
     const json per_byte = field<json>(shared, "s_per_byte", path, "shared_core."),
                link_share = field<json>(shared, "link_share", path, "shared_core.");
     for (AllreduceKind kind : {AllreduceKind::kFlat, AllreduceKind::kRing, AllreduceKind::kHierarchical}) {
-      if (!c.network.shared_core_measured) break;  // one rank: nothing was measured
+      if (!c.network.shared_core.measured) break;  // one rank: nothing was measured
       const double seconds = field<double>(per_byte, to_string(kind), path, "shared_core.s_per_byte.");
       if (!time_ok(seconds))
         throw InputError(path + ": key 'shared_core.s_per_byte." + to_string(kind) + "' must be a time >= 0");
-      c.network.shared_core_s_per_byte[kind] = seconds;
+      c.network.shared_core.s_per_byte[kind] = seconds;
       const double share = field<double>(link_share, to_string(kind), path, "shared_core.link_share.");
       if (!std::isfinite(share) || share <= 0 || share > 1)
         throw InputError(path + ": key 'shared_core.link_share." + to_string(kind) + "' must be in (0, 1]");
-      c.network.shared_core_link_share[kind] = share;
+      c.network.shared_core.link_share[kind] = share;
     }
   }
   const auto positive = [](double v) { return std::isfinite(v) && v > 0; };

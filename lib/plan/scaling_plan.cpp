@@ -33,7 +33,7 @@ AlgorithmChoice predict(const ComputeProfile& compute, const Network& network, c
             algorithm == AllreduceKind::kAuto ? resolve_auto(bytes, topology, network.host_gradients) : algorithm;
         return BucketCost{allreduce_seconds(algorithm, compression, bytes, topology,
                                             core_busy ? network.on_busy_cores(ran) : network),
-                          network.shared_core_cost(ran)};
+                          network.shared_core.cost(ran)};
       },
       fixed, overlap);
   return choice;

@@ -40,9 +40,9 @@ plan::Overlap overlap_of(const DeviceAssignment& device, const plan::Network& ne
   const plan::Overlap overlap = plan::which_overlap(gpu, device.threads, device.cpus, network);
   const std::string threads = std::to_string(device.threads) + " compute thread(s)",
                     cpus = std::to_string(device.cpus) + " CPU(s)";
-  const std::string costs = "each message waiting " + std::to_string(std::lround(network.shared_core_latency_s * 1e6)) +
-                            " us more, each MB AllReduced taking " + per_algorithm(network.shared_core_s_per_byte, 1e9, "%.2f") +
-                            " ms from it, the link at " + per_algorithm(network.shared_core_link_share, 100, "%.0f %%") +
+  const std::string costs = "each message waiting " + std::to_string(std::lround(network.shared_core.latency_s * 1e6)) +
+                            " us more, each MB AllReduced taking " + per_algorithm(network.shared_core.s_per_byte, 1e9, "%.2f") +
+                            " ms from it, the link at " + per_algorithm(network.shared_core.link_share, 100, "%.0f %%") +
                             " of its rate";
   switch (overlap) {
     case plan::Overlap::kOwnCore:
@@ -243,11 +243,11 @@ std::string describe_calibration(const plan::Calibration& c) {
     out << "# node AllReduce: not measured (one rank per node)\n";
   }
   out << "# f32<->fp16 casts: " << gbit(c.network.convert_bytes_per_s) << "\n";
-  if (c.network.shared_core_measured) {
-    out << "# on cores busy computing: " << std::lround(c.network.shared_core_latency_s * 1e6)
+  if (c.network.shared_core.measured) {
+    out << "# on cores busy computing: " << std::lround(c.network.shared_core.latency_s * 1e6)
         << " us more a message; ms of compute lost per MB AllReduced: "
-        << per_algorithm(c.network.shared_core_s_per_byte, 1e9, "%.2f")
-        << "; the link's rate reached: " << per_algorithm(c.network.shared_core_link_share, 100, "%.0f %%") << "\n";
+        << per_algorithm(c.network.shared_core.s_per_byte, 1e9, "%.2f")
+        << "; the link's rate reached: " << per_algorithm(c.network.shared_core.link_share, 100, "%.0f %%") << "\n";
   } else {
     out << "# on cores busy computing: not measured (one rank)\n";
   }
@@ -421,10 +421,7 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
         plan_setup.measured.push_back("f32<->16-bit casts " + gbit(network.convert_bytes_per_s) + " (" +
                                       options.calibration + ")");
       if (ranks_per_node == 0) ranks_per_node = c.ranks_per_node;
-      network.shared_core_measured = c.network.shared_core_measured;
-      network.shared_core_latency_s = c.network.shared_core_latency_s;
-      network.shared_core_s_per_byte = c.network.shared_core_s_per_byte;
-      network.shared_core_link_share = c.network.shared_core_link_share;
+      network.shared_core = c.network.shared_core;
     }
     if (options.link_gbps > 0 || options.link_latency_us >= 0) {
       if (options.link_gbps <= 0) throw InputError("--link-latency-us needs --link-gbps too");

@@ -186,7 +186,7 @@ TEST(StepModel, TheOverlapFollowsTheCoresAndTheCalibration) {
   EXPECT_EQ(which_overlap(/*gpu=*/true, 1, 1, network), Overlap::kOwnCore);
   EXPECT_EQ(which_overlap(false, 3, 4, network), Overlap::kOwnCore);
   EXPECT_EQ(which_overlap(false, 1, 1, network), Overlap::kAfterBackward) << "not calibrated";
-  network.shared_core_measured = true;
+  network.shared_core.measured = true;
   EXPECT_EQ(which_overlap(false, 1, 1, network), Overlap::kSharedCore);
   EXPECT_EQ(which_overlap(false, 4, 4, network), Overlap::kSharedCore);
 }

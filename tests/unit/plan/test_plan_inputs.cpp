@@ -103,18 +103,18 @@ TEST(PlanInputs, TheSharedCoreCostsRoundTripAndOlderCalibrationsLackThem) {
   c.link_measured = c.convert_measured = true;
   c.network.link_bytes_per_s = 1.2e8;
   c.network.latency_s = 2e-5;
-  c.network.shared_core_measured = true;
-  c.network.shared_core_latency_s = 9e-5;
-  c.network.shared_core_s_per_byte = {
+  c.network.shared_core.measured = true;
+  c.network.shared_core.latency_s = 9e-5;
+  c.network.shared_core.s_per_byte = {
       {AllreduceKind::kFlat, 1.2e-9}, {AllreduceKind::kRing, 2.5e-9}, {AllreduceKind::kHierarchical, 1.4e-9}};
-  c.network.shared_core_link_share = {
+  c.network.shared_core.link_share = {
       {AllreduceKind::kFlat, 0.6}, {AllreduceKind::kRing, 0.5}, {AllreduceKind::kHierarchical, 0.95}};
   const Calibration back = read_calibration(write_temp("shared.json", calibration_to_json(c).dump()));
-  EXPECT_TRUE(back.network.shared_core_measured);
-  EXPECT_DOUBLE_EQ(back.network.shared_core_latency_s, 9e-5);
-  EXPECT_DOUBLE_EQ(back.network.shared_core_cost(AllreduceKind::kRing), 2.5e-9);
-  EXPECT_DOUBLE_EQ(back.network.shared_core_cost(AllreduceKind::kHierarchical), 1.4e-9);
-  EXPECT_DOUBLE_EQ(back.network.shared_core_link_share.at(AllreduceKind::kFlat), 0.6);
+  EXPECT_TRUE(back.network.shared_core.measured);
+  EXPECT_DOUBLE_EQ(back.network.shared_core.latency_s, 9e-5);
+  EXPECT_DOUBLE_EQ(back.network.shared_core.cost(AllreduceKind::kRing), 2.5e-9);
+  EXPECT_DOUBLE_EQ(back.network.shared_core.cost(AllreduceKind::kHierarchical), 1.4e-9);
+  EXPECT_DOUBLE_EQ(back.network.shared_core.link_share.at(AllreduceKind::kFlat), 0.6);
   // On busy cores a flat bucket sees 60 % of the link, and each message later.
   const Network busy = back.network.on_busy_cores(AllreduceKind::kFlat);
   EXPECT_DOUBLE_EQ(busy.link_bytes_per_s, 0.6 * 1.2e8);
@@ -122,8 +122,8 @@ TEST(PlanInputs, TheSharedCoreCostsRoundTripAndOlderCalibrationsLackThem) {
   nlohmann::json doc = calibration_to_json(c);
   doc.erase("shared_core");  // a calibration written before the figures existed
   const Calibration old = read_calibration(write_temp("old.json", doc.dump()));
-  EXPECT_FALSE(old.network.shared_core_measured);
-  EXPECT_EQ(old.network.shared_core_cost(AllreduceKind::kFlat), 0.0);
+  EXPECT_FALSE(old.network.shared_core.measured);
+  EXPECT_EQ(old.network.shared_core.cost(AllreduceKind::kFlat), 0.0);
   doc = calibration_to_json(c);
   doc["shared_core"]["s_per_byte"]["ring"] = -1;
   const std::string negative = write_temp("negative.json", doc.dump());
