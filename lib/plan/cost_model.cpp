@@ -139,10 +139,16 @@ StepPrediction predict_step(const ComputeProfile& compute, double bucket_mb, con
           std::max(comm_end, overlap == Overlap::kAfterBackward ? backward : ready[k] * stretch);
       const bool core_busy = overlap == Overlap::kSharedCore && start < backward;
       const BucketCost cost = bucket_cost(bytes[k], core_busy);
-      const double seconds = cost.seconds;
-      // Only the share of the bucket that runs before backward's end takes from it.
-      if (core_busy && seconds > 0)
-        stolen += cost.core_s_per_byte * bytes[k] * std::min(1.0, (backward - start) / seconds);
+      double seconds = cost.seconds;
+      if (core_busy && seconds > 0) {
+        // The bucket goes at the busy cores' pace until backward ends, then at the idle
+        // cores' pace: a bucket that starts just before the end costs about what an idle one
+        // does (busy cores may make each message many times slower, as under a CPU quota).
+        const double busy_share = std::min(1.0, (backward - start) / seconds);
+        if (busy_share < 1) seconds = (backward - start) + (1 - busy_share) * bucket_cost(bytes[k], false).seconds;
+        // Only the share of the bucket that runs before backward's end takes from it.
+        stolen += cost.core_s_per_byte * bytes[k] * busy_share;
+      }
       out.comm_s += seconds;
       comm_end = start + seconds;
     }

@@ -181,6 +181,23 @@ TEST(StepModel, OnASharedCoreBucketsOverlapAndLengthenBackward) {
   EXPECT_NEAR(predict_step(c, 0, seconds, 0.0, Overlap::kSharedCore).stolen_s, 0.0, 1e-12);
 }
 
+// A bucket that starts shortly before backward ends runs at the busy cores' pace only until
+// then: however slow busy cores make it (a CPU quota the compute fills), it then costs about
+// what it costs on idle cores, not the whole of its busy time.
+TEST(StepModel, ABucketPartlyInsideBackwardIsSlowOnlyForThatPart) {
+  ComputeProfile c = three_layers();  // backward 30 ms; one bucket of 3 MiB when bucket_mb is 0
+  c.ready_s.front() = 0.029;          // the last gradient made 1 ms before backward's end
+  // 100 ms on busy cores, 8 ms on idle ones; nothing taken from the compute.
+  const auto costs = [](double, bool core_busy) { return BucketCost{core_busy ? 0.100 : 0.008, 0.0}; };
+  const StepPrediction p = predict_step(c, 0, costs, 0.0, Overlap::kSharedCore);
+  // 1 ms busy (1 % of the bucket), then 99 % of 8 ms idle.
+  EXPECT_NEAR(p.comm_s, 0.001 + 0.99 * 0.008, 1e-12);
+  EXPECT_NEAR(p.exposed_s, 0.99 * 0.008, 1e-12);
+  // A bucket whose whole busy time fits inside backward keeps it.
+  const auto quick = [](double, bool core_busy) { return BucketCost{core_busy ? 0.0005 : 0.0004, 0.0}; };
+  EXPECT_NEAR(predict_step(c, 0, quick, 0.0, Overlap::kSharedCore).comm_s, 0.0005, 1e-12);
+}
+
 TEST(StepModel, TheOverlapFollowsTheCoresAndTheCalibration) {
   Network network;
   EXPECT_EQ(which_overlap(/*gpu=*/true, 1, 1, network), Overlap::kOwnCore);
