@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/device_info.hpp"
 #include "distributed/mpi_check.hpp"
 #include "distributed/reduce_kernels.hpp"
 
@@ -42,17 +43,39 @@ std::vector<int> int_counts(const std::vector<int64_t>& counts, int size, int64_
   return out;
 }
 
+// Completes `requests` as MpiWait says (mpi_communicator.hpp). Napping: the socket buffers
+// keep the link busy during a nap; MPI moves more at the next test.
+void wait_all(std::vector<MPI_Request>& requests, MpiWait how) {
+  if (how == MpiWait::kPoll) {
+    SDP_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+    return;
+  }
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kSpin = std::chrono::microseconds(100);
+  constexpr auto kNap = std::chrono::microseconds(20);
+  const auto spin_until = Clock::now() + kSpin;
+  for (;;) {
+    int done = 0;
+    SDP_MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE));
+    if (done) return;
+    if (Clock::now() < spin_until)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(kNap);
+  }
+}
+
 // Outstanding MPI requests; wait() completes all of them.
 class MpiRequestWork final : public Work {
  public:
-  explicit MpiRequestWork(std::vector<MPI_Request> requests) : requests_(std::move(requests)) {}
+  MpiRequestWork(std::vector<MPI_Request> requests, MpiWait how) : requests_(std::move(requests)), how_(how) {}
   ~MpiRequestWork() override {
     // A dropped handle must not leave MPI writing into freed memory: complete it here.
     if (!requests_.empty()) MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
   }
   void wait() override {
     if (requests_.empty()) return;
-    SDP_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE));
+    wait_all(requests_, how_);
     requests_.clear();
   }
   bool wait(std::chrono::nanoseconds timeout) override {
@@ -74,11 +97,18 @@ class MpiRequestWork final : public Work {
 
  private:
   std::vector<MPI_Request> requests_;
+  MpiWait how_;
 };
 
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name) : comm_(comm), name_(std::move(name)) {
+MpiWait default_mpi_wait() {
+  static const MpiWait how = cgroup_cpu_quota() > 0 ? MpiWait::kNap : MpiWait::kPoll;
+  return how;
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, MpiWait wait)
+    : comm_(comm), name_(std::move(name)), wait_(wait) {
   SDP_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   SDP_MPI_CHECK(MPI_Comm_size(comm_, &size_));
   // Collectives run on a communication thread while the training thread computes
@@ -174,7 +204,7 @@ std::shared_ptr<Work> MpiCommunicator::point_to_point(const CommBuffer& buffer, 
       SDP_MPI_CHECK(MPI_Irecv(data, n, mpi_datatype(buffer.dtype), peer, options.tag, comm_, &requests.back()));
     if (buffer.count == 0) break;
   }
-  return std::make_shared<MpiRequestWork>(std::move(requests));
+  return std::make_shared<MpiRequestWork>(std::move(requests), wait_);
 }
 
 }  // namespace sdp

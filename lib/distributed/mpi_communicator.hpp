@@ -5,6 +5,7 @@
 // progress only inside later MPI calls. Overlap with computation comes from running the
 // collectives on a communication thread (gradient_reducer.hpp), not from these handles.
 // send/recv are truly non-blocking (MPI_Isend/MPI_Irecv); ring algorithms pipeline on them.
+// Their Work waits as MpiWait says.
 //
 // Thread level: one thread at a time drives MPI (MPI_THREAD_SERIALIZED, see init_mpi; checked
 // at construction). Made by make_communicator (communicator_factory.hpp), not directly.
@@ -16,16 +17,27 @@
 
 namespace sdp {
 
+// How a send/recv Work's wait() waits:
+//   kPoll  MPI_Waitall: Open MPI spins in its progress loop for the whole wait, the quickest
+//          to see a message arrive on a core with nothing else to run;
+//   kNap   tests with a yield for 100 us, then naps 20 us between tests: a spinning thread
+//          spends CPU that others sharing it need (a CPU quota's budget, the other ranks of a
+//          simulated host), and on an idle core the naps cost LeNet-5's ring steps up to 16 %.
+enum class MpiWait { kPoll, kNap };
+// kNap where the process runs under a cgroup CPU quota (cgroup_cpu_quota), else kPoll.
+MpiWait default_mpi_wait();
+
 class MpiCommunicator final : public Communicator {
  public:
   // Does not take ownership of `comm` (World owns its communicators and outlives this).
-  explicit MpiCommunicator(MPI_Comm comm, std::string name = "mpi");
+  explicit MpiCommunicator(MPI_Comm comm, std::string name = "mpi", MpiWait wait = default_mpi_wait());
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Device device() const override { return Device::cpu(); }
   std::string name() const override { return name_; }
   MPI_Comm comm() const { return comm_; }
+  MpiWait waits() const { return wait_; }
 
   std::shared_ptr<Work> allreduce(const CommBuffer& buffer, const AllreduceOptions& options = {}) override;
   std::shared_ptr<Work> reduce_scatter(const CommBuffer& buffer, const std::vector<int64_t>& counts,
@@ -42,6 +54,7 @@ class MpiCommunicator final : public Communicator {
                                        bool sending);
   MPI_Comm comm_;
   std::string name_;
+  MpiWait wait_;
   int rank_ = 0, size_ = 1;
 };
 
