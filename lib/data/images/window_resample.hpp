@@ -8,6 +8,7 @@
 // CPU tests' reference) run the same per-pixel function.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -19,7 +20,10 @@ namespace sdp {
 struct WindowResampleJob {
   const uint8_t* src = nullptr;  // RGB interleaved, `pitch` bytes a row (device memory on a GPU)
   std::size_t pitch = 0;
-  int src_w = 0, src_h = 0;
+  int src_w = 0, src_h = 0;      // the whole image's size
+  // Where `src` starts in the image: (0, 0) for a whole decode; a decode of the region alone
+  // (window_source_rect) starts at its corner. The geometry below stays the image's.
+  int src_x0 = 0, src_y0 = 0;
   int scale_num = 8;             // the CPU decoder's DCT scale n/8
   int region_x0 = 0, region_y0 = 0, region_w = 0, region_h = 0;  // in the scaled image
   double window_x = 0, window_y = 0, window_w = 0, window_h = 0;  // in the region's pixels
@@ -67,10 +71,38 @@ inline void plan_window_resample(int src_w, int src_h, double x, double y, doubl
   job.out_h = out_h;
 }
 
+// The source pixels a job reads, in the image's coordinates: the scaled pixels of its region
+// (the taps stay inside it), each the area average of the 8/n source pixels it covers; widened
+// to multiples of `align` (a decoder's block) within the image. A decode of this rectangle
+// alone, with src_x0/src_y0 at its corner, resamples to the same bits as a whole decode.
+struct SourceRect {
+  int x = 0, y = 0, w = 0, h = 0;
+};
+inline SourceRect window_source_rect(const WindowResampleJob& j, int align = 1) {
+  const float f = 8.0f / j.scale_num;  // as resample_scaled_pixel computes it
+  int x0 = j.region_x0, y0 = j.region_y0, x1 = j.region_x0 + j.region_w, y1 = j.region_y0 + j.region_h;
+  if (j.scale_num != 8) {
+    x0 = static_cast<int>(std::floor(x0 * f));
+    y0 = static_cast<int>(std::floor(y0 * f));
+    x1 = static_cast<int>(std::ceil(std::fmin(x1 * f, static_cast<float>(j.src_w))));
+    y1 = static_cast<int>(std::ceil(std::fmin(y1 * f, static_cast<float>(j.src_h))));
+  }
+  x0 = x0 / align * align;
+  y0 = y0 / align * align;
+  x1 = std::min(j.src_w, (x1 + align - 1) / align * align);
+  y1 = std::min(j.src_h, (y1 + align - 1) / align * align);
+  return {x0, y0, x1 - x0, y1 - y0};
+}
+
+// Channel c of the image's pixel (x, y), wherever `src` starts.
+SDP_HOST_DEVICE uint8_t resample_source(const WindowResampleJob& j, int x, int y, int c) {
+  return j.src[static_cast<std::size_t>(y - j.src_y0) * j.pitch + static_cast<std::size_t>(x - j.src_x0) * 3 + c];
+}
+
 // Channel c of the scaled image's pixel (sx, sy) (absolute scaled coordinates): the area
 // average of the source pixels it covers, rounded to 8 bits.
 SDP_HOST_DEVICE float resample_scaled_pixel(const WindowResampleJob& j, int sx, int sy, int c) {
-  if (j.scale_num == 8) return j.src[static_cast<std::size_t>(sy) * j.pitch + sx * 3 + c];
+  if (j.scale_num == 8) return resample_source(j, sx, sy, c);
   const float f = 8.0f / j.scale_num;
   const float x0 = sx * f, y0 = sy * f;
   const float x1 = fminf((sx + 1) * f, static_cast<float>(j.src_w)), y1 = fminf((sy + 1) * f, static_cast<float>(j.src_h));
@@ -79,7 +111,7 @@ SDP_HOST_DEVICE float resample_scaled_pixel(const WindowResampleJob& j, int sx, 
     const float wy = fminf(y + 1.0f, y1) - fmaxf(static_cast<float>(y), y0);
     for (int x = static_cast<int>(floorf(x0)); x < static_cast<int>(ceilf(x1)); ++x) {
       const float wx = fminf(x + 1.0f, x1) - fmaxf(static_cast<float>(x), x0);
-      sum += wx * wy * j.src[static_cast<std::size_t>(y) * j.pitch + x * 3 + c];
+      sum += wx * wy * resample_source(j, x, y, c);
       area += wx * wy;
     }
   }

@@ -468,3 +468,57 @@ TEST(WindowResample, NormalisedOutputIsTheTableOfTheEightBitOutput) {
 
 }  // namespace
 }  // namespace sdp
+
+namespace sdp {
+namespace {
+
+// data.decode_roi: the kernel reads only window_source_rect's pixels, so a decode of that
+// rectangle alone (src_x0/src_y0 at its corner) resamples to the whole decode's bits, at every
+// DCT scale, flipped or not, and aligned to the decoder's blocks or not; and a crop's
+// rectangle is smaller than the image (what the decoder is spared).
+TEST(WindowResample, TheSourceRectangleAloneGivesTheWholeDecodesBits) {
+  const int w = 500, h = 375;
+  const Bytes pixels = testing::make_pixels(w, h, 3, [](int x, int y, int c) { return (x * 7 + y * 13 + c * 50) % 256; });
+  std::mt19937_64 rng = sample_rng(11, 0, 0);
+  double spared = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const SampleWindow window = trial == 0 ? resize_shorter_then_center_crop(w, h, 256, 224).source_window(w, h)
+                                           : SampleWindow::of_box(random_resized_crop_box(w, h, rng));
+    const int out = trial % 3 == 0 ? 224 : 64;  // 64: the smaller DCT scales
+    WindowResampleJob job;
+    plan_window_resample(w, h, window.x, window.y, window.w, window.h, window.clamp.x, window.clamp.y, window.clamp.w,
+                         window.clamp.h, out, out, job);
+    job.flip = trial % 2;
+    std::vector<uint8_t> whole(static_cast<std::size_t>(out) * out * 3), part(whole.size());
+    job.src = pixels.data();
+    job.pitch = static_cast<std::size_t>(w) * 3;
+    job.out = whole.data();
+    resample_on_host(job);
+    for (int align : {1, 16}) {
+      const SourceRect rect = window_source_rect(job, align);
+      ASSERT_TRUE(rect.x >= 0 && rect.y >= 0 && rect.w > 0 && rect.h > 0 && rect.x + rect.w <= w && rect.y + rect.h <= h);
+      EXPECT_EQ(rect.x % align, 0);
+      EXPECT_EQ(rect.y % align, 0);
+      // The rectangle's pixels alone; what lies outside it is never read.
+      std::vector<uint8_t> cut(static_cast<std::size_t>(rect.w) * rect.h * 3);
+      for (int y = 0; y < rect.h; ++y)
+        std::memcpy(&cut[static_cast<std::size_t>(y) * rect.w * 3], &pixels[(static_cast<std::size_t>(rect.y + y) * w + rect.x) * 3],
+                    static_cast<std::size_t>(rect.w) * 3);
+      WindowResampleJob roi = job;
+      roi.src = cut.data();
+      roi.pitch = static_cast<std::size_t>(rect.w) * 3;
+      roi.src_x0 = rect.x;
+      roi.src_y0 = rect.y;
+      roi.out = part.data();
+      resample_on_host(roi);
+      EXPECT_EQ(part, whole) << "trial " << trial << " align " << align << " scale " << job.scale_num << "/8";
+      if (align == 16) spared += 1.0 - static_cast<double>(rect.w) * rect.h / (static_cast<double>(w) * h);
+    }
+  }
+  // RandomResizedCrop keeps 8 to 100 % of the area: on average the decoder is spared a good part.
+  std::printf("source rectangles spare %.0f %% of the pixels on average\n", 100 * spared / 60);
+  EXPECT_GT(spared / 60, 0.2);
+}
+
+}  // namespace
+}  // namespace sdp
