@@ -46,7 +46,8 @@
 #                 torchvision's GPU decode, on 4,000 JPEGs of 375x375; ResNet-50 amp trained from
 #                 them (nvJPEG + f16 NHWC batches, the CPU decoders) against synthetic data
 #         decode-data, decode-train
-#                 decode's two halves: the loader alone, and the training runs
+#                 decode's two halves: the loader alone (whole images and, data.decode_roi: on,
+#                 each crop's region), and the training runs
 #         layers-amp
 #                 ResNet-50 amp-fp16 b256's step layer by layer under the defaults
 #         fusions the fusions outside f16 NHWC, by kind: ResNet-50 bf16 NHWC (cuDNN's fused
@@ -374,6 +375,10 @@ stage_decode_data() {
     --workers 1,2 --batches 30
   step bench-data-decode-gpu-normalized-f16 "$bin" bench data "${job[@]}" --set data.decode=gpu --set data.normalize_on=gpu \
     --set device=cuda --set precision=amp-fp16 --workers 1,2 --batches 30
+  # data.decode_roi: on: the hardware decoder decodes each crop's region alone (against the
+  # row above: what auto should take).
+  step bench-data-decode-gpu-regions-f16 "$bin" bench data "${job[@]}" --set data.decode=gpu --set data.normalize_on=gpu \
+    --set data.decode_roi=on --set device=cuda --set precision=amp-fp16 --workers 1,2 --batches 30
   step bench-data-decode-cpu "$bin" bench data "${job[@]}" --set data.decode=cpu --workers 1,2,8,14 --batches 10
   have_torch_cuda || return 0
   step decode-torchvision-gpu python3 - "$data" <<'PY'

@@ -59,6 +59,10 @@ struct DataSpec {
   // threads), gpu (the decoder's kernel writes the batch's values; the threads only read and
   // parse), auto (cpu until a GPU run has checked gpu; training_setup.hpp).
   std::string normalize_on = "auto";
+  // With nvJPEG decoding on a hardware decoder (A100, H100): on decodes only each crop's source
+  // region of an image (nvJPEG's ROI decode), off the whole image, auto off until a GPU run
+  // has checked on (training_setup.hpp).
+  std::string decode_roi = "auto";
   // tfrecord, tar-shards, image-folder: the type and layout the loader normalises images into:
   // f32 (NCHW; the GPU casts and reorders), compute (a 16-bit channels_last model's own input,
   // f16/bf16 NHWC: half the bytes to copy, no cast; f32 NCHW for any other model), auto

@@ -38,12 +38,16 @@ std::string describe_decode(const JobSpec& spec, const Device& device, int compu
       data.normalize_on == "cpu" ? "; they normalise the crops into the batch (data.normalize_on)"
                                  : "; the decoder's kernel writes the batch's normalised values (data.normalize_on" +
                                        std::string(data.normalize_on == "auto" ? ": auto)" : ")");
+  const std::string regions =
+      decodes_regions(spec) ? "; the hardware decoder decodes each crop's region alone (data.decode_roi: on)"
+                            : std::string("; whole images (data.decode_roi") +
+                                  (data.decode_roi == "auto" ? ": auto, until a GPU run has checked regions)" : ")");
   const std::string gpu = "nvJPEG " + nvjpeg.version + " on " + device.str() +
                           " (the hardware decoder where the GPU has one; what it refuses is decoded on the CPU); " +
                           std::to_string(readers) + " loader thread(s) read and parse" +
                           (data.workers > 0 ? std::string(" (data.workers)")
                                             : " (at most " + std::to_string(kGpuDecodeWorkers) + " by default)") +
-                          normalize;
+                          normalize + regions;
   switch (data.decode) {
     case DecodeChoice::kGpu:
       return "gpu: " + gpu;

@@ -32,14 +32,19 @@ DataSplits load_data(const JobSpec& spec, const DataReaders& readers, const Devi
                      "on the CPU (" + std::string(device.is_cuda() ? "nvJPEG: " + nvjpeg_status().reason
                                                                    : "it computes on the CPU") +
                      "); use data.normalize_on: cpu or auto");
+  if (spec.data.decode_roi == "on" && !decodes_on_gpu(spec, device))
+    throw InputError("key 'data.decode_roi': on decodes regions with nvJPEG, but this rank decodes on the CPU (" +
+                     std::string(device.is_cuda() ? "nvJPEG: " + nvjpeg_status().reason : "it computes on the CPU") +
+                     "); use data.decode_roi: off or auto");
   job.normalize_on_offload = normalizes_on_gpu(spec, device);
   if (decodes_on_gpu(spec, device)) {
-    std::shared_ptr<JpegOffload> first = make_nvjpeg_offload(device);  // fails here, before any file is read
+    const bool regions = decodes_regions(spec);
+    std::shared_ptr<JpegOffload> first = make_nvjpeg_offload(device, regions);  // fails here, before any file is read
     // Which backend the library gave (the hardware decoder refuses progressive files).
     if (readers.rank == 0) log_info("JPEGs decoded by " + first->describe());
-    job.make_offload = [first, device]() mutable {
+    job.make_offload = [first, device, regions]() mutable {
       if (first) return std::exchange(first, nullptr);
-      return make_nvjpeg_offload(device);
+      return make_nvjpeg_offload(device, regions);
     };
   }
   job.num_classes = spec.model.num_classes;
@@ -132,6 +137,10 @@ bool decodes_on_gpu(const JobSpec& spec, const Device& device) {
       break;
   }
   return device.is_cuda() && is_encoded_images(spec.data.format) && nvjpeg_status().available;
+}
+
+bool decodes_regions(const JobSpec& spec) {
+  return spec.data.decode_roi == "on";
 }
 
 bool normalizes_on_gpu(const JobSpec& spec, const Device& device) {

@@ -52,6 +52,10 @@ std::string describe_memory_format(const JobSpec& spec, const Device& device);
 // Whether encoded images are decoded by nvJPEG on `device` (data.decode: gpu; auto where the
 // rank computes on a GPU and nvJPEG loads; checked on an H100, 2026-11-26).
 bool decodes_on_gpu(const JobSpec& spec, const Device& device);
+// Whether nvJPEG decodes each crop's region alone where the JPEGs decode on the GPU (on the
+// hardware decoder): data.decode_roi: on; auto stays off until a GPU run has checked it
+// (NvjpegOffload.RegionDecodingGivesTheWholeDecodesPixels, gpu-session's decode-data stage).
+bool decodes_regions(const JobSpec& spec);
 // Whether nvJPEG's kernel writes the batch's normalised values (data.normalize_on: gpu, and
 // auto, wherever the JPEGs decode on the GPU; checked on an H100, 2026-11-27).
 bool normalizes_on_gpu(const JobSpec& spec, const Device& device);

@@ -1,7 +1,7 @@
 // data.decode: gpu's JpegOffload (jpeg_offload.hpp): nvJPEG's batched decode on the rank's
 // GPU, the A100/H100 hardware decoder where the GPU has one (NVJPEG_BACKEND_HARDWARE), the
 // GPU-assisted backend elsewhere. Each batch: the JPEGs the backend takes are decoded whole
-// into device memory; one kernel then resamples each job's window to its output size as the
+// (or, with decode_regions, each crop's source region) into device memory; one kernel then resamples each job's window to its output size as the
 // CPU path does (the DCT scale n/8 the CPU decoder would pick, emulated by an area average,
 // then torchvision's bilinear step), flips it, and the 8-bit RGB comes back to the job's host
 // slot. What the backend does not take (progressive scans on the hardware decoder, 4:1:0
@@ -29,7 +29,10 @@ struct NvjpegStatus {
 const NvjpegStatus& nvjpeg_status();
 
 // An offload on `device` (a GPU). Throws InputError naming data.decode when nvJPEG is not
-// available or the device is not a GPU.
-std::shared_ptr<JpegOffload> make_nvjpeg_offload(const Device& device);
+// available or the device is not a GPU. `decode_regions` (data.decode_roi): on the hardware
+// decoder, each image's decode covers only the pixels its crop is resampled from
+// (window_source_rect, in 16 x 16 blocks), through nvjpegDecodeBatchedEx; where the decoder
+// will not take a region, the whole image.
+std::shared_ptr<JpegOffload> make_nvjpeg_offload(const Device& device, bool decode_regions = false);
 
 }  // namespace sdp

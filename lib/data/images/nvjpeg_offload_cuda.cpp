@@ -31,7 +31,7 @@ const NvjpegStatus& nvjpeg_status() {
   return status;
 }
 
-std::shared_ptr<JpegOffload> make_nvjpeg_offload(const Device&) {
+std::shared_ptr<JpegOffload> make_nvjpeg_offload(const Device&, bool) {
   throw InputError("key 'data.decode': gpu needs nvJPEG, but " + nvjpeg_status().reason +
                    "; use data.decode: cpu or auto");
 }
@@ -55,6 +55,16 @@ struct NvjpegApi {
   decltype(&nvjpegJpegStreamDestroy) stream_destroy = nullptr;
   decltype(&nvjpegJpegStreamParse) stream_parse = nullptr;
   decltype(&nvjpegDecodeBatchedSupported) batched_supported = nullptr;
+  // Region decoding (data.decode_roi): optional, the rest works without them.
+  decltype(&nvjpegDecodeParamsCreate) params_create = nullptr;
+  decltype(&nvjpegDecodeParamsDestroy) params_destroy = nullptr;
+  decltype(&nvjpegDecodeParamsSetOutputFormat) params_output = nullptr;
+  decltype(&nvjpegDecodeParamsSetROI) params_roi = nullptr;
+  decltype(&nvjpegDecodeBatchedSupportedEx) batched_supported_ex = nullptr;
+  decltype(&nvjpegDecodeBatchedEx) decode_batched_ex = nullptr;
+  bool regions() const {
+    return params_create && params_destroy && params_output && params_roi && batched_supported_ex && decode_batched_ex;
+  }
 };
 
 struct Loaded {
@@ -93,6 +103,15 @@ const Loaded& loaded() {
     resolve(a.stream_destroy, "nvjpegJpegStreamDestroy");
     resolve(a.stream_parse, "nvjpegJpegStreamParse");
     resolve(a.batched_supported, "nvjpegDecodeBatchedSupported");
+    auto optional = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(handle, name));
+    };
+    optional(a.params_create, "nvjpegDecodeParamsCreate");
+    optional(a.params_destroy, "nvjpegDecodeParamsDestroy");
+    optional(a.params_output, "nvjpegDecodeParamsSetOutputFormat");
+    optional(a.params_roi, "nvjpegDecodeParamsSetROI");
+    optional(a.batched_supported_ex, "nvjpegDecodeBatchedSupportedEx");
+    optional(a.decode_batched_ex, "nvjpegDecodeBatchedEx");
     char path[4096] = {};
     if (dlinfo(handle, RTLD_DI_ORIGIN, path) == 0) l.status.path = std::string(path) + "/libnvjpeg.so.13";
     if (!complete) {
@@ -117,7 +136,7 @@ void check_nvjpeg(nvjpegStatus_t status, const char* call) {
 
 class NvjpegOffload : public JpegOffload {
  public:
-  explicit NvjpegOffload(const Device& device) : device_(device) {
+  NvjpegOffload(const Device& device, bool decode_regions) : device_(device) {
     const NvjpegApi& a = loaded().api;
     check_cuda(cudaSetDevice(device.index), "cudaSetDevice", "nvJPEG offload");
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
@@ -133,10 +152,13 @@ class NvjpegOffload : public JpegOffload {
     check_nvjpeg(a.state_create(handle_, &batched_state_), "nvjpegJpegStateCreate");
     check_nvjpeg(a.state_create(handle_, &single_state_), "nvjpegJpegStateCreate");
     check_nvjpeg(a.stream_create(handle_, &parsed_), "nvjpegJpegStreamCreate");
+    // Regions through nvjpegDecodeBatchedEx, which the hardware backend runs.
+    regions_ = decode_regions && backend_ == NVJPEG_BACKEND_HARDWARE && a.regions();
   }
 
   ~NvjpegOffload() override {
     const NvjpegApi& a = loaded().api;
+    for (nvjpegDecodeParams_t params : params_) a.params_destroy(params);
     if (parsed_) a.stream_destroy(parsed_);
     if (single_state_) a.state_destroy(single_state_);
     if (batched_state_) a.state_destroy(batched_state_);
@@ -157,7 +179,8 @@ class NvjpegOffload : public JpegOffload {
     const char* backend = backend_ == NVJPEG_BACKEND_HARDWARE     ? "hardware decoder"
                           : backend_ == NVJPEG_BACKEND_GPU_HYBRID ? "GPU-assisted backend"
                                                                   : "default backend";
-    return "nvJPEG " + loaded().status.version + " " + backend + " on " + device_.str();
+    return "nvJPEG " + loaded().status.version + " " + backend + " on " + device_.str() +
+           (regions_ ? ", each crop's region decoded alone" : "");
   }
 
   std::vector<OffloadOutcome> decode(const std::vector<OffloadJob>& jobs) override {
@@ -167,9 +190,12 @@ class NvjpegOffload : public JpegOffload {
     const NvjpegApi& a = loaded().api;
     check_cuda(cudaSetDevice(device_.index), "cudaSetDevice", "nvJPEG offload");
     std::vector<OffloadOutcome> outcomes(jobs.size(), OffloadOutcome::kRefused);
-    // What this backend takes, and where each image's full-size RGB goes.
+    // What this backend takes, and where each image's RGB goes: a slot of the whole image's size
+    // (its region fits; a failed batch decodes whole images one by one).
     std::vector<std::size_t> taken;
     std::vector<std::size_t> offsets;
+    std::vector<WindowResampleJob> plans;  // per taken image: its geometry
+    std::vector<SourceRect> rects;         // per taken image: what is decoded (the whole image, or its region)
     std::size_t decoded_bytes = 0, out_bytes = 0, normalized_bytes = 0;
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       const OffloadJob& job = jobs[i];
@@ -182,13 +208,33 @@ class NvjpegOffload : public JpegOffload {
           NVJPEG_STATUS_SUCCESS)
         continue;
       if (widths[0] != job.width || heights[0] != job.height) continue;  // the CPU's reading wins
+      WindowResampleJob plan;
+      plan_window_resample(job.width, job.height, job.window.x, job.window.y, job.window.w, job.window.h,
+                           job.window.clamp.x, job.window.clamp.y, job.window.clamp.w, job.window.clamp.h, job.out_w,
+                           job.out_h, plan);
+      SourceRect rect{0, 0, job.width, job.height};
       if (backend_ == NVJPEG_BACKEND_HARDWARE) {
+        if (a.stream_parse(handle_, job.data, job.size, 0, 0, parsed_) != NVJPEG_STATUS_SUCCESS) continue;
         int unsupported = 1;
-        if (a.stream_parse(handle_, job.data, job.size, 0, 0, parsed_) != NVJPEG_STATUS_SUCCESS ||
-            a.batched_supported(handle_, parsed_, &unsupported) != NVJPEG_STATUS_SUCCESS || unsupported != 0)
-          continue;  // progressive, 4:1:0, 4:1:1: the CPU's
+        if (regions_) {
+          // The region in whole 16 x 16 blocks (a 4:2:0 MCU); the whole image where the
+          // decoder will not take the region.
+          const SourceRect region = window_source_rect(plan, 16);
+          nvjpegDecodeParams_t params = decode_params(taken.size());
+          if (a.params_roi(params, region.x, region.y, region.w, region.h) == NVJPEG_STATUS_SUCCESS &&
+              a.batched_supported_ex(handle_, parsed_, params, &unsupported) == NVJPEG_STATUS_SUCCESS && unsupported == 0)
+            rect = region;
+          else if (a.params_roi(params, 0, 0, -1, -1) != NVJPEG_STATUS_SUCCESS ||
+                   a.batched_supported_ex(handle_, parsed_, params, &unsupported) != NVJPEG_STATUS_SUCCESS)
+            unsupported = 1;
+        } else if (a.batched_supported(handle_, parsed_, &unsupported) != NVJPEG_STATUS_SUCCESS) {
+          unsupported = 1;
+        }
+        if (unsupported != 0) continue;  // progressive, 4:1:0, 4:1:1: the CPU's
       }
       taken.push_back(i);
+      plans.push_back(plan);
+      rects.push_back(rect);
       offsets.push_back(decoded_bytes);
       decoded_bytes += static_cast<std::size_t>(job.width) * job.height * 3;
       if (job.normalized != nullptr)
@@ -209,7 +255,7 @@ class NvjpegOffload : public JpegOffload {
       lengths.push_back(job.size);
       std::memset(&images[t], 0, sizeof(nvjpegImage_t));
       images[t].channel[0] = static_cast<unsigned char*>(decoded_.get()) + offsets[t];
-      images[t].pitch[0] = static_cast<std::size_t>(job.width) * 3;
+      images[t].pitch[0] = static_cast<std::size_t>(rects[t].w) * 3;
     }
     std::vector<char> ok(taken.size(), 1);
     const int n = static_cast<int>(taken.size());
@@ -217,13 +263,20 @@ class NvjpegOffload : public JpegOffload {
     if (n != batch_initialized_ &&
         a.batched_initialize(handle_, batched_state_, n, 1, NVJPEG_OUTPUT_RGBI) == NVJPEG_STATUS_SUCCESS)
       batch_initialized_ = n;
-    const bool batched = batch_initialized_ == n && a.decode_batched(handle_, batched_state_, data.data(), lengths.data(),
-                                                                     images.data(), stream_) == NVJPEG_STATUS_SUCCESS;
+    const bool batched =
+        batch_initialized_ == n &&
+        (regions_ ? a.decode_batched_ex(handle_, batched_state_, data.data(), lengths.data(), images.data(),
+                                        params_.data(), stream_)
+                  : a.decode_batched(handle_, batched_state_, data.data(), lengths.data(), images.data(), stream_)) ==
+            NVJPEG_STATUS_SUCCESS;
     if (!batched) {
       batch_initialized_ = 0;
-      for (std::size_t t = 0; t < taken.size(); ++t)
+      for (std::size_t t = 0; t < taken.size(); ++t) {
+        rects[t] = SourceRect{0, 0, jobs[taken[t]].width, jobs[taken[t]].height};  // one by one: whole images
+        images[t].pitch[0] = static_cast<std::size_t>(rects[t].w) * 3;
         ok[t] = a.decode_one(handle_, single_state_, data[t], lengths[t], NVJPEG_OUTPUT_RGBI, &images[t], stream_) ==
                 NVJPEG_STATUS_SUCCESS;
+      }
     }
 
     // Resample each decoded window on the device, then bring back the 8-bit RGB, or (jobs with
@@ -235,12 +288,11 @@ class NvjpegOffload : public JpegOffload {
     for (std::size_t t = 0; t < taken.size(); ++t) {
       const OffloadJob& job = jobs[taken[t]];
       if (!ok[t]) continue;  // refused: the CPU decodes it, or finds it bad
-      WindowResampleJob r;
-      plan_window_resample(job.width, job.height, job.window.x, job.window.y, job.window.w, job.window.h,
-                           job.window.clamp.x, job.window.clamp.y, job.window.clamp.w, job.window.clamp.h, job.out_w,
-                           job.out_h, r);
+      WindowResampleJob r = plans[t];
       r.src = static_cast<const uint8_t*>(images[t].channel[0]);
       r.pitch = images[t].pitch[0];
+      r.src_x0 = rects[t].x;
+      r.src_y0 = rects[t].y;
       r.flip = job.flip ? 1 : 0;
       const std::size_t pixels = static_cast<std::size_t>(job.out_w) * job.out_h;
       if (job.normalized != nullptr) {
@@ -294,6 +346,18 @@ class NvjpegOffload : public JpegOffload {
   }
 
  private:
+  // The decode parameters of a batch's image `t` (RGB interleaved; its region set by the caller).
+  nvjpegDecodeParams_t decode_params(std::size_t t) {
+    const NvjpegApi& a = loaded().api;
+    while (params_.size() <= t) {
+      nvjpegDecodeParams_t params = nullptr;
+      check_nvjpeg(a.params_create(handle_, &params), "nvjpegDecodeParamsCreate");
+      params_.push_back(params);
+      check_nvjpeg(a.params_output(params, NVJPEG_OUTPUT_RGBI), "nvjpegDecodeParamsSetOutputFormat");
+    }
+    return params_[t];
+  }
+
   // Grows the device and staging buffers to fit this batch (they never shrink).
   void reserve(std::size_t decoded, std::size_t out, std::size_t normalized, std::size_t jobs) {
     if (decoded > decoded_bytes_) {
@@ -322,6 +386,8 @@ class NvjpegOffload : public JpegOffload {
   nvjpegHandle_t handle_ = nullptr;
   nvjpegJpegState_t batched_state_ = nullptr, single_state_ = nullptr;
   nvjpegJpegStream_t parsed_ = nullptr;
+  bool regions_ = false;                       // data.decode_roi: on, on the hardware decoder
+  std::vector<nvjpegDecodeParams_t> params_;   // per image of a batch, with its region
   std::shared_ptr<void> decoded_, resampled_, staging_, jobs_device_, normalized_, table_device_;
   std::size_t decoded_bytes_ = 0, out_bytes_ = 0, normalized_bytes_ = 0, job_capacity_ = 0;
   NormalizationTable table_;  // data.normalize: gpu (set_normalization)
@@ -333,14 +399,14 @@ const NvjpegStatus& nvjpeg_status() {
   return loaded().status;
 }
 
-std::shared_ptr<JpegOffload> make_nvjpeg_offload(const Device& device) {
+std::shared_ptr<JpegOffload> make_nvjpeg_offload(const Device& device, bool decode_regions) {
   if (!device.is_cuda())
     throw InputError("key 'data.decode': gpu decodes on the rank's GPU, but this rank computes on the CPU; "
                      "use data.decode: cpu or auto");
   if (!nvjpeg_status().available)
     throw InputError("key 'data.decode': gpu needs nvJPEG, but " + nvjpeg_status().reason +
                      "; use data.decode: cpu or auto");
-  return std::make_shared<NvjpegOffload>(device);
+  return std::make_shared<NvjpegOffload>(device, decode_regions);
 }
 
 #endif  // SDP_HAVE_NVJPEG_H

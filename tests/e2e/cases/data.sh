@@ -405,4 +405,11 @@ case_data_decode_choice() {
     expect_error 2 "key 'data.normalize_on': gpu normalises in the GPU decoder's kernel, but this rank decodes on the CPU \(it computes on the CPU\)" \
       "${job[@]}" --set data.normalize_on=gpu --set device=cpu --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
     expect_error 2 "key 'data.normalize_on': unknown value 'host'" validate "${job[@]}" --set data.normalize_on=host
+    # data.decode_roi: on decodes regions with nvJPEG: refused with data.decode: cpu, and on a rank
+    # that decodes on the CPU.
+    expect_error 2 "key 'data.decode_roi': on decodes regions with nvJPEG on the GPU, but data.decode is cpu" \
+      validate "${job[@]}" --set data.decode=cpu --set data.decode_roi=on
+    expect_error 2 "key 'data.decode_roi': on decodes regions with nvJPEG, but this rank decodes on the CPU \(it computes on the CPU\)" \
+      "${job[@]}" --set data.decode_roi=on --set device=cpu --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
+    expect_error 2 "key 'data.decode_roi': unknown value 'yes'" validate "${job[@]}" --set data.decode_roi=yes
 }

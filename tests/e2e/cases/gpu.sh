@@ -343,13 +343,15 @@ case_gpu_decode_learns_as_cpu() {
     # with 2 loader threads by default; no image falls back to the CPU ([done]
     # cpu_decoded_images=0); the test accuracy is within 3 points of the CPU-decoded run's.
     # With data.normalize_on: gpu (the kernel writes the batch) the model is the very one the
-    # loader-normalised GPU run trains.
+    # loader-normalised GPU run trains. With data.decode_roi: on (each crop's region decoded alone
+    # on a hardware decoder) it learns as well.
     need_gpus 1
     convert_synthetic image-folder "$WORK/train" --synthetic-samples 1024
     local d
-    for d in gpu-normalized cpu gpu; do
-      local keys=(--set data.decode=${d%-normalized})
+    for d in gpu-normalized gpu-roi cpu gpu; do
+      local keys=(--set data.decode=${d%-*})
       [ "$d" = gpu-normalized ] && keys+=(--set data.normalize_on=gpu)
+      [ "$d" = gpu-roi ] && keys+=(--set data.decode_roi=on)
       expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cuda --set data.format=image-folder \
         --set data.train="$WORK/train" --set data.test="$WORK/train" --set data.image_size=32 --set data.resize=32 \
         "${keys[@]}" --set train.epochs=3 --set output.model_dir="$WORK/m-$d"
@@ -357,6 +359,8 @@ case_gpu_decode_learns_as_cpu() {
         fail "no test accuracy ($d)"
       [ "$d" = gpu-normalized ] && { grep -q "^  decode       : gpu: .*the decoder's kernel writes the batch's normalised values" "$WORK/out" ||
         fail "the plan does not say the kernel normalises"; }
+      [ "$d" = gpu-roi ] && { grep -q "^  decode       : gpu: .*decodes each crop's region alone (data.decode_roi: on)" "$WORK/out" ||
+        fail "the plan does not say regions are decoded"; }
     done
     same_tensors "$WORK/m-gpu/model.safetensors" "$WORK/m-gpu-normalized/model.safetensors" ||
       fail "the kernel-normalised batches trained another model"
@@ -365,6 +369,8 @@ case_gpu_decode_learns_as_cpu() {
     grep -q '^\[done\].* cpu_decoded_images=0' "$WORK/out" || fail "images fell back to the CPU"
     python3 -c "import sys; c, g = (float(open('$WORK/acc-' + d).read()) for d in ('cpu', 'gpu')); print('accuracy cpu', c, 'gpu', g); sys.exit(0 if abs(c - g) <= 0.03 else 1)" ||
       fail "the GPU-decoded run learns otherwise than the CPU-decoded one"
+    python3 -c "import sys; c, g = (float(open('$WORK/acc-' + d).read()) for d in ('cpu', 'gpu-roi')); print('accuracy cpu', c, 'gpu regions', g); sys.exit(0 if abs(c - g) <= 0.03 else 1)" ||
+      fail "the region-decoded run learns otherwise than the CPU-decoded one"
 }
 
 case_gpu_decode_fallback_warned() {

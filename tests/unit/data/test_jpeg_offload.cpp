@@ -339,6 +339,47 @@ TEST(NvjpegOffload, PixelsMatchTheCpuPathWithinAFewLevels) {
   }
 }
 
+// data.decode_roi: on: the hardware decoder decodes each crop's source region alone, and the
+// batches are the whole decodes' within a level or so (the decoders' chroma upsampling may
+// differ at a region's edge); training crops and evaluation's centre crops, 4:2:0 and 4:4:4.
+TEST(NvjpegOffload, RegionDecodingGivesTheWholeDecodesPixels) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU: " << cuda_unavailable_reason();
+  if (!nvjpeg_status().available) GTEST_SKIP() << "no nvJPEG: " << nvjpeg_status().reason;
+  std::shared_ptr<JpegOffload> regions = make_nvjpeg_offload(Device::cuda(0), /*decode_regions=*/true);
+  if (regions->describe().find("region") == std::string::npos)
+    GTEST_SKIP() << "regions need nvJPEG's hardware decoder (A100, H100): " << regions->describe();
+  std::vector<Bytes> images;
+  for (int i = 0; i < 6; ++i) {
+    const int w = 500 + 37 * i, h = 375 - 21 * i;
+    images.push_back(testing::encode_jpeg(testing::gradient_rgb(w, h), w, h, TJPF_RGB, i % 2 ? TJSAMP_444 : TJSAMP_420, 90));
+  }
+  for (const AugmentOptions& augment : {imagenet_training(5), AugmentOptions{}}) {
+    EncodedImageOptions options = testing::small_images(3);
+    options.image_size = 224;
+    options.resize = 256;
+    options.offload = make_nvjpeg_offload(Device::cuda(0), false);
+    BatchDecoder whole(options, 3, augment);
+    options.offload = regions;
+    BatchDecoder region(options, 3, augment);
+    const std::vector<int64_t> keys = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+    const Batch expected = decode_batch(whole, images, keys, 2);
+    const Batch got = decode_batch(region, images, keys, 2);
+    ASSERT_EQ(expected.images.numel(), got.images.numel());
+    double worst = 0, total = 0;
+    for (int64_t i = 0; i < got.images.numel(); ++i) {
+      const double levels = std::abs(got.images.data<float>()[i] - expected.images.data<float>()[i]) * 0.25 * 255;
+      worst = std::max(worst, levels);
+      total += levels;
+    }
+    const double mean = total / static_cast<double>(got.images.numel());
+    std::printf("region against whole decodes (%s): mean %.4f levels, worst %.1f\n",
+                augment.enabled ? "training" : "evaluation", mean, worst);
+    EXPECT_LE(mean, 0.1) << regions->describe();
+    EXPECT_LE(worst, 8.0) << regions->describe();
+    EXPECT_EQ(expected.labels, got.labels);
+  }
+}
+
 // data.normalize_on: gpu on a GPU: nvJPEG's kernel writes the batch's values itself (f32 NCHW,
 // f16 NHWC), the very values of the 8-bit crops normalised by the loader, bit for bit, the
 // progressive image (refused by the hardware decoder) included.
