@@ -298,6 +298,21 @@ TEST(JpegOffload, GpuDecodingKeepsTwoLoaderThreadsByDefault) {
   EXPECT_EQ(loader_workers(data, 12, /*gpu_decode=*/false), 6);
 }
 
+// How far apart two f32 batches normalised as small_images does them ((x / 255 - 0.5) / 0.25)
+// are, in 8-bit levels: the worst element and the mean.
+struct LevelsApart {
+  double worst = 0, mean = 0;
+};
+LevelsApart levels_apart(const Batch& expected, const Batch& got) {
+  LevelsApart out;
+  for (int64_t i = 0; i < got.images.numel(); ++i) {
+    const double levels = std::abs(got.images.data<float>()[i] - expected.images.data<float>()[i]) * 0.25 * 255;
+    out.worst = std::max(out.worst, levels);
+    out.mean += levels / static_cast<double>(got.images.numel());
+  }
+  return out;
+}
+
 TEST(NvjpegOffload, PixelsMatchTheCpuPathWithinAFewLevels) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU: " << cuda_unavailable_reason();
   if (!nvjpeg_status().available) GTEST_SKIP() << "no nvJPEG: " << nvjpeg_status().reason;
@@ -322,18 +337,12 @@ TEST(NvjpegOffload, PixelsMatchTheCpuPathWithinAFewLevels) {
     const Batch expected = decode_batch(cpu, images, keys, 1);
     const Batch got = decode_batch(gpu, images, keys, 1);
     ASSERT_EQ(expected.images.numel(), got.images.numel());
-    // Back to 8-bit levels: the normalisation is (x / 255 - 0.5) / 0.25.
-    double worst = 0, total = 0;
-    for (int64_t i = 0; i < got.images.numel(); ++i) {
-      const double levels = std::abs(got.images.data<float>()[i] - expected.images.data<float>()[i]) * 0.25 * 255;
-      worst = std::max(worst, levels);
-      total += levels;
-    }
+    const auto [worst, mean] = levels_apart(expected, got);
     // The resampling alone stays within 1.4 levels on average and 6 at worst
     // (WindowResample.FollowsTheCpuDecodeWindowWithinAFewLevels); the decoders' IDCT and
     // chroma upsampling add their own rounding.
     EXPECT_LE(worst, 16.0) << options.offload->describe();
-    EXPECT_LE(total / static_cast<double>(got.images.numel()), 2.0) << options.offload->describe();
+    EXPECT_LE(mean, 2.0) << options.offload->describe();
     EXPECT_EQ(expected.labels, got.labels);
     options.offload = nullptr;
   }
@@ -365,13 +374,7 @@ TEST(NvjpegOffload, RegionDecodingGivesTheWholeDecodesPixels) {
     const Batch expected = decode_batch(whole, images, keys, 2);
     const Batch got = decode_batch(region, images, keys, 2);
     ASSERT_EQ(expected.images.numel(), got.images.numel());
-    double worst = 0, total = 0;
-    for (int64_t i = 0; i < got.images.numel(); ++i) {
-      const double levels = std::abs(got.images.data<float>()[i] - expected.images.data<float>()[i]) * 0.25 * 255;
-      worst = std::max(worst, levels);
-      total += levels;
-    }
-    const double mean = total / static_cast<double>(got.images.numel());
+    const auto [worst, mean] = levels_apart(expected, got);
     std::printf("region against whole decodes (%s): mean %.4f levels, worst %.1f\n",
                 augment.enabled ? "training" : "evaluation", mean, worst);
     EXPECT_LE(mean, 0.1) << regions->describe();
