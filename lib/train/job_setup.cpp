@@ -221,8 +221,8 @@ JobSetup set_up_job(const JobSources& sources, DeviceUse device_use) {
   const int unbound_threads = std::max(1, cpu_core_count() / std::max(1, share.machine_ranks));
   // A cgroup quota below the binding (a container's --cpus) is no launcher's doing.
   const int quota = cgroup_cpu_quota();
-  if (quota > 0 && setup.world->rank() == 0 && setup.world->size() > 1 && setup.device.device.is_cpu() &&
-      default_mpi_wait() == MpiWait::kNap)
+  if (default_mpi_wait() == MpiWait::kNap && setup.world->rank() == 0 && setup.world->size() > 1 &&
+      setup.device.device.is_cpu())
     log_info("this rank's cgroup grants " + std::to_string(quota) +
              " CPU(s) (a CPU quota): its waits for MPI's messages nap between tests rather than spin, "
              "leaving the quota to the compute");

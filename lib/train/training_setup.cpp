@@ -25,17 +25,26 @@ DataReaders data_readers(const World& world, const std::string& token) {
   return {world.rank(), world.size(), world.local_rank(), world.local_size(), world.node(), world.nodes(), token};
 }
 
+namespace {
+
+// `key` asks for what only the GPU decoder does, on a rank that decodes on the CPU: exit 2
+// naming the key and why this rank does not decode on the GPU.
+void require_gpu_decoding(bool asked, const JobSpec& spec, const Device& device, const std::string& key,
+                          const std::string& what, const std::string& instead) {
+  if (!asked || decodes_on_gpu(spec, device)) return;
+  throw InputError("key '" + key + "': " + what + ", but this rank decodes on the CPU (" +
+                   (device.is_cuda() ? "nvJPEG: " + nvjpeg_status().reason : std::string("it computes on the CPU")) +
+                   "); use " + instead);
+}
+
+}  // namespace
+
 DataSplits load_data(const JobSpec& spec, const DataReaders& readers, const Device& device) {
   DataJob job;
-  if (spec.data.normalize_on == "gpu" && !decodes_on_gpu(spec, device))
-    throw InputError("key 'data.normalize_on': gpu normalises in the GPU decoder's kernel, but this rank decodes "
-                     "on the CPU (" + std::string(device.is_cuda() ? "nvJPEG: " + nvjpeg_status().reason
-                                                                   : "it computes on the CPU") +
-                     "); use data.normalize_on: cpu or auto");
-  if (spec.data.decode_roi == "on" && !decodes_on_gpu(spec, device))
-    throw InputError("key 'data.decode_roi': on decodes regions with nvJPEG, but this rank decodes on the CPU (" +
-                     std::string(device.is_cuda() ? "nvJPEG: " + nvjpeg_status().reason : "it computes on the CPU") +
-                     "); use data.decode_roi: off or auto");
+  require_gpu_decoding(spec.data.normalize_on == "gpu", spec, device, "data.normalize_on",
+                       "gpu normalises in the GPU decoder's kernel", "data.normalize_on: cpu or auto");
+  require_gpu_decoding(decodes_regions(spec), spec, device, "data.decode_roi", "on decodes regions with nvJPEG",
+                       "data.decode_roi: off or auto");
   job.normalize_on_offload = normalizes_on_gpu(spec, device);
   if (decodes_on_gpu(spec, device)) {
     const bool regions = decodes_regions(spec);
