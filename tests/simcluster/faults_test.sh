@@ -66,10 +66,11 @@ finish_job() {
   return 0
 }
 
-# wait_for FILE SECONDS
+# wait_for PATTERN SECONDS: a file matching the glob PATTERN (the first checkpoint: with keep 3 and
+# steps of a few ms, step 10's may be rotated away before a poll sees it)
 wait_for() {
   local i
-  for i in $(seq 1 $(($2 * 10))); do [ -e "$1" ] && return 0; sleep 0.1; done
+  for i in $(seq 1 $(($2 * 10))); do compgen -G "$1" >/dev/null && return 0; sleep 0.1; done
   fail "$1 did not appear within $2 s"
 }
 
@@ -106,7 +107,7 @@ case "$CASE" in
     TIMEOUT_S=5
     start_job "$WORK/out" --set train.epochs=100000 --set train.max_steps=1000000 --set distributed.timeout_s=$TIMEOUT_S --set distributed.stall_warning_s=2 \
       --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
-    wait_for "$WORK/ck/ckpt-000000010.safetensors" 60
+    wait_for "$WORK/ck/ckpt-*.safetensors" 60
     "$SIM" link 2 down >/dev/null
     T0=$(date +%s.%N)
     finish_job
@@ -120,7 +121,7 @@ case "$CASE" in
     resumes_bitwise "$WORK/ck" ;;
   host_lost)
     start_job "$WORK/out" --set train.epochs=100000 --set train.max_steps=1000000 --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
-    wait_for "$WORK/ck/ckpt-000000010.safetensors" 60
+    wait_for "$WORK/ck/ckpt-*.safetensors" 60
     pids=$(host2_ranks)
     [ -n "$pids" ] || fail "no rank found on host 2"
     kill -KILL $pids
@@ -134,7 +135,7 @@ case "$CASE" in
   link_blip)
     start_job "$WORK/out" --set train.epochs=1000 --set train.max_steps=1500 --set distributed.timeout_s=30 --set distributed.stall_warning_s=2 \
       --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
-    wait_for "$WORK/ck/ckpt-000000010.safetensors" 60
+    wait_for "$WORK/ck/ckpt-*.safetensors" 60
     "$SIM" link 2 down >/dev/null
     sleep 3
     "$SIM" link 2 up >/dev/null
@@ -167,7 +168,7 @@ case "$CASE" in
   slow_host)
     start_job "$WORK/out" --set train.epochs=100 --set train.max_steps=300 --set distributed.stall_warning_s=0.3 \
       --set output.timeline="$WORK/timeline.json" --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
-    wait_for "$WORK/ck/ckpt-000000010.safetensors" 60
+    wait_for "$WORK/ck/ckpt-*.safetensors" 60
     "$SIM" slow 2 10 >"$WORK/slow" 2>&1
     status=$?
     if [ $status -eq 77 ]; then cat "$WORK/slow"; kill "$JOB_PID"; exit 77; fi
@@ -221,7 +222,7 @@ PY
     grep -q 'waiting for the leader' "$WORK/worker.out" || { cat "$WORK/worker.out"; fail "the worker did not start waiting"; }
     timeout $LIMIT "$AGENT" sdpf-h1 bash "$SRC/scripts/sagemaker-entrypoint.sh" train >"$WORK/out" 2>&1 &
     JOB_PID=$!
-    wait_for "$CKPTS/ckpt-000000010.safetensors" 60
+    wait_for "$CKPTS/ckpt-*.safetensors" 60
     "$SIM" link 2 down >/dev/null
     T0=$(date +%s.%N)
     finish_job

@@ -180,8 +180,9 @@ case "$CASE" in
       --set distributed.timeout_s=5 --set checkpoint.every_steps=10 --set checkpoint.dir=ck --set output.model_dir=model \
       --set output.metrics= --set train.log_every=1000)
     wait_state "$j" RUNNING 60
-    for _ in $(seq 1 600); do [ -e ck/ckpt-000000010.safetensors ] && break; sleep 0.1; done
-    [ -e ck/ckpt-000000010.safetensors ] || fail "no first checkpoint within 60 s"
+    # Any checkpoint: with keep 3 and steps of a few ms, step 10's may be rotated away unseen.
+    for _ in $(seq 1 600); do compgen -G 'ck/ckpt-*.safetensors' >/dev/null && break; sleep 0.1; done
+    compgen -G 'ck/ckpt-*.safetensors' >/dev/null || fail "no first checkpoint within 60 s"
     "$SIM" link 2 down >/dev/null
     cut=$SECONDS
     while [ "$(state "$j")" = RUNNING ] && [ $((SECONDS - cut)) -le 60 ]; do sleep 0.5; done
