@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <optional>
 #include <set>
 
 #include "core/error.hpp"
@@ -45,6 +46,30 @@ void expect_consistent(const World& w) {
   int mine = w.local_rank();
   MPI_Allreduce(&mine, &local_sum, 1, MPI_INT, MPI_SUM, w.inter());
   EXPECT_EQ(local_sum, w.nodes() * w.local_rank());
+}
+
+// The value MPI holds for its control variable `name` (MPI_T), or nullopt where it has none.
+std::optional<unsigned> mpi_control_variable(const char* name) {
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return std::nullopt;
+  std::optional<unsigned> value;
+  int index = 0, count = 0;
+  MPI_T_cvar_handle handle;
+  if (MPI_T_cvar_get_index(name, &index) == MPI_SUCCESS &&
+      MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+    unsigned read = 0;
+    if (count == 1 && MPI_T_cvar_read(handle, &read) == MPI_SUCCESS) value = read;
+    MPI_T_cvar_handle_free(&handle);
+  }
+  MPI_T_finalize();
+  return value;
+}
+
+TEST(World, OpenMpisTcpTransportOpensTwoConnectionsToEachPeer) {
+  // Over one, an AllReduce's both-way exchange reaches about half a full-duplex link (world.cpp).
+  const std::optional<unsigned> links = mpi_control_variable("btl_tcp_links");
+  if (!links) GTEST_SKIP() << "this MPI has no btl_tcp_links control variable (not Open MPI's TCP transport)";
+  EXPECT_EQ(*links, 2u);
 }
 
 TEST(World, SharedMemoryGroupingPutsAllRanksOfThisMachineOnOneNode) {
