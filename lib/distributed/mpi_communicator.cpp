@@ -43,28 +43,6 @@ std::vector<int> int_counts(const std::vector<int64_t>& counts, int size, int64_
   return out;
 }
 
-// Completes `requests` as MpiWait says (mpi_communicator.hpp). Napping: the socket buffers
-// keep the link busy during a nap; MPI moves more at the next test.
-void wait_all(std::vector<MPI_Request>& requests, MpiWait how) {
-  if (how == MpiWait::kPoll) {
-    SDP_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
-    return;
-  }
-  using Clock = std::chrono::steady_clock;
-  constexpr auto kSpin = std::chrono::microseconds(100);
-  constexpr auto kNap = std::chrono::microseconds(20);
-  const auto spin_until = Clock::now() + kSpin;
-  for (;;) {
-    int done = 0;
-    SDP_MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE));
-    if (done) return;
-    if (Clock::now() < spin_until)
-      std::this_thread::yield();
-    else
-      std::this_thread::sleep_for(kNap);
-  }
-}
-
 // Outstanding MPI requests; wait() completes all of them.
 class MpiRequestWork final : public Work {
  public:
@@ -101,6 +79,28 @@ class MpiRequestWork final : public Work {
 };
 
 }  // namespace
+
+// Napping: the socket buffers
+// keep the link busy during a nap; MPI moves more at the next test.
+void wait_all(std::vector<MPI_Request>& requests, MpiWait how) {
+  if (how == MpiWait::kPoll) {
+    SDP_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
+    return;
+  }
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kSpin = std::chrono::microseconds(100);
+  constexpr auto kNap = std::chrono::microseconds(20);
+  const auto spin_until = Clock::now() + kSpin;
+  for (;;) {
+    int done = 0;
+    SDP_MPI_CHECK(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE));
+    if (done) return;
+    if (Clock::now() < spin_until)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(kNap);
+  }
+}
 
 MpiWait default_mpi_wait() {
   static const MpiWait how = cgroup_cpu_quota() > 0 ? MpiWait::kNap : MpiWait::kPoll;

@@ -13,6 +13,8 @@
 
 #include <mpi.h>
 
+#include <vector>
+
 #include "distributed/communicator.hpp"
 
 namespace sdp {
@@ -26,6 +28,8 @@ namespace sdp {
 enum class MpiWait { kPoll, kNap };
 // kNap where the process runs under a cgroup CPU quota (cgroup_cpu_quota), else kPoll.
 MpiWait default_mpi_wait();
+// Completes `requests` as `how` says.
+void wait_all(std::vector<MPI_Request>& requests, MpiWait how);
 
 class MpiCommunicator final : public Communicator {
  public:

@@ -8,8 +8,9 @@
 
 namespace sdp {
 
-std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm intra, int64_t bytes) {
+std::shared_ptr<SharedArena> SharedArena::create(MPI_Comm intra, int64_t bytes, MpiWait wait) {
   std::shared_ptr<SharedArena> arena(new SharedArena());
+  arena->wait_ = wait;
   // A private duplicate: the arena's barriers can never match a message of another layer.
   SDP_MPI_CHECK(MPI_Comm_dup(intra, &arena->comm_));
   SDP_MPI_CHECK(MPI_Comm_rank(arena->comm_, &arena->local_rank_));
@@ -64,7 +65,15 @@ void SharedArena::sync() {
   // its sync() happen-before my loads after mine, and my loads before sync() are complete
   // before any peer's stores after its sync() (so a peer may overwrite what I read).
   SDP_MPI_CHECK(MPI_Win_sync(win_));
-  if (local_size_ > 1) SDP_MPI_CHECK(MPI_Barrier(comm_));
+  if (local_size_ > 1) {
+    if (wait_ == MpiWait::kNap) {
+      std::vector<MPI_Request> barrier(1);
+      SDP_MPI_CHECK(MPI_Ibarrier(comm_, barrier.data()));
+      wait_all(barrier, MpiWait::kNap);
+    } else {
+      SDP_MPI_CHECK(MPI_Barrier(comm_));
+    }
+  }
   SDP_MPI_CHECK(MPI_Win_sync(win_));
 }
 

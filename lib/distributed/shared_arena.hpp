@@ -18,11 +18,14 @@
 #include <memory>
 #include <vector>
 
+#include "distributed/mpi_communicator.hpp"
+
 namespace sdp {
 
 class SharedArena : public std::enable_shared_from_this<SharedArena> {
  public:
-  static std::shared_ptr<SharedArena> create(MPI_Comm intra, int64_t bytes);
+  // `wait`: how sync() waits for the node's other ranks (MpiWait, mpi_communicator.hpp).
+  static std::shared_ptr<SharedArena> create(MPI_Comm intra, int64_t bytes, MpiWait wait = default_mpi_wait());
   ~SharedArena();
   SharedArena(const SharedArena&) = delete;
   SharedArena& operator=(const SharedArena&) = delete;
@@ -45,7 +48,9 @@ class SharedArena : public std::enable_shared_from_this<SharedArena> {
 
   // Node-wide synchronization point: when sync() returns on any rank, every store any
   // rank of the node made to the arena before ITS sync() is visible here, and no load
-  // issued after it can observe an older value. Collective over the node.
+  // issued after it can observe an older value. Collective over the node. A rank that
+  // arrives first waits as create's `wait` says: under a CPU quota it naps rather than
+  // spinning on the share its host's other ranks compute with.
   void sync();
   MPI_Comm comm() const { return comm_; }
 
@@ -55,6 +60,7 @@ class SharedArena : public std::enable_shared_from_this<SharedArena> {
   MPI_Win win_ = MPI_WIN_NULL;
   int local_rank_ = 0, local_size_ = 1;
   int64_t bytes_ = 0;
+  MpiWait wait_ = MpiWait::kPoll;
   std::vector<void*> segments_;
 };
 

@@ -144,6 +144,28 @@ TEST(Algorithms, TheRingOverNappingWaitsGivesThePollingRingsBits) {
   EXPECT_EQ(sum, static_cast<float>(n * (n - 1) / 2));
 }
 
+// The same under a CPU quota for the node phase: a rank that reaches the shared arena's
+// barrier first naps, and the node's sums are still bit for bit the polling barrier's, also
+// when a rank of the node arrives 5 ms late (a sync that did not wait would read its
+// gradients before they were written).
+TEST(Algorithms, TheNodePhaseOverANappingBarrierGivesThePollingOnesBits) {
+  World world = World::create({});  // one node: the node phase is the whole AllReduce
+  const int n = world.local_size();
+  const int64_t count = 1000003;
+  auto polling = SharedArena::create(world.intra(), count * 4, MpiWait::kPoll);
+  auto napping = SharedArena::create(world.intra(), count * 4, MpiWait::kNap);
+  float* a = static_cast<float*>(polling->data());
+  float* b = static_cast<float*>(napping->data());
+  for (int round = 0; round < 2; ++round) {
+    for (int64_t i = 0; i < count; ++i) a[i] = value(world.local_rank(), i + round) / 3.0f;
+    shm_allreduce(*polling, CommBuffer::host(a, count), 1.0f / n);
+    if (world.local_rank() == n - 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    for (int64_t i = 0; i < count; ++i) b[i] = value(world.local_rank(), i + round) / 3.0f;
+    shm_allreduce(*napping, CommBuffer::host(b, count), 1.0f / n);
+    EXPECT_EQ(0, std::memcmp(a, b, count * sizeof(float))) << "round " << round;
+  }
+}
+
 TEST(Compression, PreScalingKeepsFp16SumsFromOverflowing) {
   World world = World::create({1, std::nullopt});  // every rank its own node: the inter phase is compressed
   const int n = world.size();
