@@ -123,6 +123,14 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, MpiWait wait)
 std::shared_ptr<Work> MpiCommunicator::allreduce(const CommBuffer& buffer, const AllreduceOptions& options) {
   check_host(buffer, "allreduce");
   if (size_ > 1) {
+    // Under a quota, a rank that arrives early naps at a barrier until every rank is there:
+    // MPI_Allreduce would spin the wait away on the host's share, and its non-blocking form
+    // (libnbc) moves only at each test. The AllReduce then spins only while the bytes move.
+    if (wait_ == MpiWait::kNap) {
+      std::vector<MPI_Request> barrier(1);
+      SDP_MPI_CHECK(MPI_Ibarrier(comm_, barrier.data()));
+      wait_all(barrier, MpiWait::kNap);
+    }
     for (int64_t begin = 0; begin < buffer.count; begin += kMaxChunk) {
       const int n = static_cast<int>(std::min(kMaxChunk, buffer.count - begin));
       SDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buffer.slice(begin, n).data, n, mpi_datatype(buffer.dtype),

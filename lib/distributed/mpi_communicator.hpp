@@ -19,12 +19,14 @@
 
 namespace sdp {
 
-// How a send/recv Work's wait() waits:
+// How a send/recv Work's wait() waits (and a shared arena's barrier, shared_arena.hpp):
 //   kPoll  MPI_Waitall: Open MPI spins in its progress loop for the whole wait, the quickest
 //          to see a message arrive on a core with nothing else to run;
 //   kNap   tests with a yield for 100 us, then naps 20 us between tests: a spinning thread
 //          spends CPU that others sharing it need (a CPU quota's budget, the other ranks of a
 //          simulated host), and on an idle core the naps cost LeNet-5's ring steps up to 16 %.
+//          allreduce first meets every rank at a barrier waited for so, then runs
+//          MPI_Allreduce, which spins only while the bytes move.
 enum class MpiWait { kPoll, kNap };
 // kNap where the process runs under a cgroup CPU quota (cgroup_cpu_quota), else kPoll.
 MpiWait default_mpi_wait();
