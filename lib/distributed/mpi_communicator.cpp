@@ -80,8 +80,7 @@ class MpiRequestWork final : public Work {
 
 }  // namespace
 
-// Napping: the socket buffers
-// keep the link busy during a nap; MPI moves more at the next test.
+// Napping: the socket buffers keep the link busy during a nap; MPI moves more at the next test.
 void wait_all(std::vector<MPI_Request>& requests, MpiWait how) {
   if (how == MpiWait::kPoll) {
     SDP_MPI_CHECK(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE));
@@ -100,6 +99,16 @@ void wait_all(std::vector<MPI_Request>& requests, MpiWait how) {
     else
       std::this_thread::sleep_for(kNap);
   }
+}
+
+void mpi_barrier(MPI_Comm comm, MpiWait how) {
+  if (how == MpiWait::kPoll) {
+    SDP_MPI_CHECK(MPI_Barrier(comm));
+    return;
+  }
+  std::vector<MPI_Request> request(1);
+  SDP_MPI_CHECK(MPI_Ibarrier(comm, request.data()));
+  wait_all(request, how);
 }
 
 MpiWait default_mpi_wait() {
@@ -126,11 +135,7 @@ std::shared_ptr<Work> MpiCommunicator::allreduce(const CommBuffer& buffer, const
     // Under a quota, a rank that arrives early naps at a barrier until every rank is there:
     // MPI_Allreduce would spin the wait away on the host's share, and its non-blocking form
     // (libnbc) moves only at each test. The AllReduce then spins only while the bytes move.
-    if (wait_ == MpiWait::kNap) {
-      std::vector<MPI_Request> barrier(1);
-      SDP_MPI_CHECK(MPI_Ibarrier(comm_, barrier.data()));
-      wait_all(barrier, MpiWait::kNap);
-    }
+    if (wait_ == MpiWait::kNap) mpi_barrier(comm_, wait_);
     for (int64_t begin = 0; begin < buffer.count; begin += kMaxChunk) {
       const int n = static_cast<int>(std::min(kMaxChunk, buffer.count - begin));
       SDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buffer.slice(begin, n).data, n, mpi_datatype(buffer.dtype),

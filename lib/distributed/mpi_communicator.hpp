@@ -32,6 +32,8 @@ enum class MpiWait { kPoll, kNap };
 MpiWait default_mpi_wait();
 // Completes `requests` as `how` says.
 void wait_all(std::vector<MPI_Request>& requests, MpiWait how);
+// MPI_Barrier, or under kNap MPI_Ibarrier completed by wait_all.
+void mpi_barrier(MPI_Comm comm, MpiWait how);
 
 class MpiCommunicator final : public Communicator {
  public:

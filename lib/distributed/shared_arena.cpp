@@ -65,15 +65,7 @@ void SharedArena::sync() {
   // its sync() happen-before my loads after mine, and my loads before sync() are complete
   // before any peer's stores after its sync() (so a peer may overwrite what I read).
   SDP_MPI_CHECK(MPI_Win_sync(win_));
-  if (local_size_ > 1) {
-    if (wait_ == MpiWait::kNap) {
-      std::vector<MPI_Request> barrier(1);
-      SDP_MPI_CHECK(MPI_Ibarrier(comm_, barrier.data()));
-      wait_all(barrier, MpiWait::kNap);
-    } else {
-      SDP_MPI_CHECK(MPI_Barrier(comm_));
-    }
-  }
+  if (local_size_ > 1) mpi_barrier(comm_, wait_);
   SDP_MPI_CHECK(MPI_Win_sync(win_));
 }
 
