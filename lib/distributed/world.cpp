@@ -47,14 +47,14 @@ void abort_job(int exit_code) {
 
 void init_mpi(int* argc, char*** argv) {
   if (mpi_is_initialized()) return;
-  // SERIALIZED: the step loop and the communication thread never call MPI at the same
-  // time; asking for MULTIPLE would slow every call down in Open MPI.
-  int provided = 0;
   // Open MPI's TCP transport over one connection a peer reaches about half a full-duplex
   // link's rate where both ends send at once (every AllReduce step; 16 MiB on 2 simulated
   // hosts at 1 Gbit/s: 253 ms, against 140 ms through the runner's socket ring); with two
   // connections it reaches 155 ms. A launcher's or user's own setting is kept.
   setenv("OMPI_MCA_btl_tcp_links", "2", 0);
+  // SERIALIZED: the step loop and the communication thread never call MPI at the same
+  // time; asking for MULTIPLE would slow every call down in Open MPI.
+  int provided = 0;
   SDP_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
   if (provided < MPI_THREAD_SERIALIZED)
     throw RuntimeError("the MPI library provides thread level " + std::to_string(provided) +
