@@ -251,8 +251,10 @@ cmd_delay() {
   us=$(awk -v ms="$ms" 'BEGIN { if (ms + 0 <= 0) exit 1; printf "%d", ms * 1000 }') ||
     die "delay: '$ms' is not a positive number of milliseconds"
   local relay=$STATE/delay_relay
-  if [ ! -x "$relay" ]; then
-    cc -O2 -Wall -o "$relay" "$(dirname "$0")/delay_relay.c" || die "delay: could not build delay_relay.c (needs cc)"
+  local source
+  source=$(dirname "$0")/delay_relay.c
+  if [ ! -x "$relay" ] || [ "$source" -nt "$relay" ]; then
+    cc -O2 -Wall -o "$relay" "$source" || die "delay: could not build delay_relay.c (needs cc)"
   fi
   local sw=(ip netns exec "$SWITCH") i=0 ns
   for ns in $(hosts); do
