@@ -234,14 +234,23 @@ Calibration calibrate(const World& world, int compute_threads) {
     // The first rank of node 0 and of node 1 (ranks are grouped node by node).
     int b = 0;
     while (b < world.size() && world.rank_nodes()[b] == world.rank_nodes()[0]) ++b;
-    const double latency = one_way_seconds(world, 0, b, 8, 50);
-    const int64_t big = 16 << 20;
-    const double bulk = one_way_seconds(world, 0, b, big, 5);
-    double figures[2] = {latency, bulk};
-    MPI_Bcast(figures, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    c.network.latency_s = figures[0];
+    // The message curve's sizes: 8 bytes (the latency), both sides of the eager limit, and up
+    // to 16 MiB (the bandwidth).
+    const std::vector<int64_t> sizes = {8, 4 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10,
+                                        512 << 10, 1 << 20, 4 << 20, 16 << 20};
+    std::vector<double> seconds;
+    for (int64_t bytes : sizes)
+      seconds.push_back(one_way_seconds(world, 0, b, bytes, bytes <= 8 ? 50 : bytes >= (4 << 20) ? 5 : 10));
+    MPI_Bcast(seconds.data(), static_cast<int>(seconds.size()), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    c.network.latency_s = seconds.front();
     // 16 MiB crosses by rendezvous (above MPI's eager limit): a round trip before the data.
-    c.network.link_bytes_per_s = static_cast<double>(big) / std::max(1e-9, figures[1] - 3 * figures[0]);
+    c.network.link_bytes_per_s =
+        static_cast<double>(sizes.back()) / std::max(1e-9, seconds.back() - 3 * c.network.latency_s);
+    std::vector<std::pair<double, double>> points;
+    for (std::size_t i = 0; i < sizes.size(); ++i) points.emplace_back(static_cast<double>(sizes[i]), seconds[i]);
+    c.network.mpi_message = Curve(std::move(points));
+    c.network.mpi_message_latency_s = c.network.latency_s;
+    c.network.mpi_message_bytes_per_s = c.network.link_bytes_per_s;
     c.link_measured = true;
   }
   if (world.local_size() > 1) {

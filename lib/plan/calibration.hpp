@@ -2,7 +2,8 @@
 // cluster, under the launcher that will run the job (mpirun over the nodes):
 //   link     ping-pong between the first rank of node 0 and of node 1 over MPI: latency is
 //            half the round trip of 8 bytes, bandwidth 16 MiB over its one-way time less the
-//            latency (needs 2 nodes; one node leaves the link unmeasured);
+//            rendezvous' latencies, and the one-way time of every size from 8 bytes to 16 MiB
+//            (Network::mpi_message) (needs 2 nodes; one node leaves the link unmeasured);
 //   intra    the node phase of the runner's own AllReduce (shared memory), every node at
 //            once, 4 KiB to 64 MiB: its curve (slowest rank) for this many ranks per node;
 //   convert  f32 -> fp16 -> f32 of 16 MiB on one rank: what compression adds;

@@ -50,13 +50,7 @@ double allreduce_seconds(AllreduceKind algorithm, Compression compression, doubl
   const double casts = compressed ? 2 * bytes / network.convert_bytes_per_s : 0.0;
   const double a = network.latency_s, link = network.link_bytes_per_s;
   const double n = topology.ranks(), nodes = topology.nodes;
-  // One message of m bytes across nodes: its latency, a rendezvous round trip above MPI's
-  // eager limit (host jobs), and its bytes.
-  const auto message = [&](double m) {
-    const bool rendezvous = network.rendezvous_above_bytes > 0 && m > network.rendezvous_above_bytes;
-    return a * (rendezvous ? 3 : 1);
-  };
-  const double ring = 2 * (n - 1) * (message(wire / n) + wire / (n * link));
+  const double ring = 2 * (n - 1) * network.crossing_seconds(wire / n);
   switch (algorithm) {
     case AllreduceKind::kRing:
       return ring + casts;
@@ -66,8 +60,8 @@ double allreduce_seconds(AllreduceKind algorithm, Compression compression, doubl
       // ranks of a node send their whole buffer over the node's one link at once.
       const double r = topology.ranks_per_node;
       const double intra_steps = std::ceil(std::log2(r)), inter_steps = std::ceil(std::log2(n)) - intra_steps;
-      const double doubling =
-          intra_steps * wire / network.intra_bytes_per_s + inter_steps * (message(wire) + r * wire / link);
+      const double doubling = intra_steps * wire / network.intra_bytes_per_s +
+                              inter_steps * (network.crossing_seconds(wire) + (r - 1) * wire / link);
       // Host jobs: MPI_Allreduce, which takes the ring from kMpiAllreduceRingFromBytes on;
       // GPU jobs (NCCL): the cheaper of the two.
       if (network.rendezvous_above_bytes > 0) return (wire < kMpiAllreduceRingFromBytes ? doubling : ring) + casts;
@@ -98,6 +92,19 @@ const char* to_string(Overlap overlap) {
     case Overlap::kAfterBackward: return "after backward";
   }
   return "?";
+}
+
+double Network::crossing_seconds(double m) const {
+  const bool through_mpi = rendezvous_above_bytes > 0;
+  const bool rendezvous = through_mpi && m > rendezvous_above_bytes;
+  const double formula = latency_s * (rendezvous ? 3 : 1) + m / link_bytes_per_s;
+  if (!through_mpi || mpi_message.empty() || mpi_message_bytes_per_s <= 0) return formula;
+  // Never below the formula: a message measured faster than the link's rate allows crossed
+  // in a burst the link had saved up between ping-pongs (a shaped link's token bucket), which
+  // back-to-back steps of an AllReduce do not find again.
+  const double measured = mpi_message.at(m) + std::max(0.0, latency_s - mpi_message_latency_s) +
+                          std::max(0.0, m / link_bytes_per_s - m / mpi_message_bytes_per_s);
+  return std::max(formula, measured);
 }
 
 double SharedCoreCosts::cost(AllreduceKind ran) const {

@@ -78,6 +78,17 @@ struct Network {
   // Host jobs: the gradients live in node-shared memory (DataParallel), where the runner's
   // auto takes hierarchical even with one rank per node (AutoAllreduce::choose).
   bool host_gradients = false;
+  // Host jobs: one MPI message across nodes, one way, by its size, as the calibration measured
+  // it with this latency and link (mpi_message_latency_s, mpi_message_bytes_per_s). It holds
+  // what a + m/B and the rendezvous' 2a leave out: on a long link TCP's window spreads a
+  // message of some hundred KB over more round trips. Empty: the formula.
+  Curve mpi_message;
+  double mpi_message_latency_s = 0, mpi_message_bytes_per_s = 0;
+  // One message of m bytes across nodes, its bytes included: its latency (a rendezvous' round
+  // trip above the eager limit) and m / B, or the measured curve where there is one and it is
+  // slower (plus what this network adds over the one it was measured on: on_busy_cores' later
+  // messages and slower link).
+  double crossing_seconds(double m) const;
   // A CPU rank whose compute threads fill its CPUs shares them with its communication thread:
   // what that costs, as the calibration measured it.
   SharedCoreCosts shared_core;

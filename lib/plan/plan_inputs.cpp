@@ -100,8 +100,12 @@ json calibration_to_json(const Calibration& c) {
   for (const auto& [kind, seconds] : c.network.shared_core.s_per_byte) shared_per_byte[to_string(kind)] = seconds;
   json link_share = json::object();
   for (const auto& [kind, share] : c.network.shared_core.link_share) link_share[to_string(kind)] = share;
-  json intra = json::array();
-  for (const auto& [bytes, seconds] : c.network.intra.points()) intra.push_back({bytes, seconds});
+  const auto points_json = [](const Curve& curve) {
+    json points = json::array();
+    for (const auto& [bytes, seconds] : curve.points()) points.push_back({bytes, seconds});
+    return points;
+  };
+  const json intra = points_json(c.network.intra);
   return {{"version", kPlanFileVersion},
           {"kind", "sdp-train plan calibration"},
           {"date", c.date},
@@ -110,7 +114,8 @@ json calibration_to_json(const Calibration& c) {
           {"ranks_per_node", c.ranks_per_node},
           {"link", {{"measured", c.link_measured},
                     {"bytes_per_s", c.network.link_bytes_per_s},
-                    {"latency_s", c.network.latency_s}}},
+                    {"latency_s", c.network.latency_s},
+                    {"mpi_message", points_json(c.network.mpi_message)}}},
           {"intra", {{"measured", c.intra_measured}, {"ranks", c.network.intra_ranks}, {"points", intra}}},
           {"convert", {{"measured", c.convert_measured}, {"bytes_per_s", c.network.convert_bytes_per_s}}},
           {"shared_core", {{"measured", c.network.shared_core.measured},
@@ -132,15 +137,27 @@ Calibration read_calibration(const std::string& path) {
   c.link_measured = field<bool>(link, "measured", path, "link.");
   c.network.link_bytes_per_s = field<double>(link, "bytes_per_s", path, "link.");
   c.network.latency_s = field<double>(link, "latency_s", path, "link.");
+  // A curve of [bytes > 0, seconds >= 0] pairs.
+  const auto read_curve = [&](const json& points_doc, const std::string& key) {
+    std::vector<std::pair<double, double>> points;
+    for (const json& point : points_doc) {
+      if (!point.is_array() || point.size() != 2 || !point[0].is_number() || !point[1].is_number() ||
+          !(point[0].get<double>() > 0) || !std::isfinite(point[0].get<double>()) ||
+          !(point[1].get<double>() >= 0) || !std::isfinite(point[1].get<double>()))
+        throw InputError(path + ": key '" + key + "' must hold [bytes > 0, seconds >= 0] pairs");
+      points.emplace_back(point[0].get<double>(), point[1].get<double>());
+    }
+    return Curve(std::move(points));
+  };
+  // Calibrations made before the message curve existed lack it: the plan takes the formula.
+  if (link.contains("mpi_message")) {
+    c.network.mpi_message = read_curve(field<json>(link, "mpi_message", path, "link."), "link.mpi_message");
+    c.network.mpi_message_latency_s = c.network.latency_s;
+    c.network.mpi_message_bytes_per_s = c.network.link_bytes_per_s;
+  }
   c.intra_measured = field<bool>(intra, "measured", path, "intra.");
   c.network.intra_ranks = field<int>(intra, "ranks", path, "intra.");
-  std::vector<std::pair<double, double>> points;
-  for (const json& point : field<json>(intra, "points", path, "intra.")) {
-    if (!point.is_array() || point.size() != 2 || !point[0].is_number() || !point[1].is_number())
-      throw InputError(path + ": key 'intra.points' must hold [bytes, seconds] pairs");
-    points.emplace_back(point[0].get<double>(), point[1].get<double>());
-  }
-  c.network.intra = Curve(std::move(points));
+  c.network.intra = read_curve(field<json>(intra, "points", path, "intra."), "intra.points");
   c.convert_measured = field<bool>(convert, "measured", path, "convert.");
   c.network.convert_bytes_per_s = field<double>(convert, "bytes_per_s", path, "convert.");
   // Calibrations made before the shared-core figures existed lack them: not measured.
@@ -172,9 +189,6 @@ Calibration read_calibration(const std::string& path) {
   if (!positive(c.network.convert_bytes_per_s)) throw InputError(path + ": key 'convert.bytes_per_s' must be > 0");
   if (c.nodes < 1 || c.ranks_per_node < 1 || c.network.intra_ranks < 1)
     throw InputError(path + ": keys 'nodes', 'ranks_per_node' and 'intra.ranks' must be at least 1");
-  for (const auto& [bytes, seconds] : c.network.intra.points())
-    if (!positive(bytes) || !std::isfinite(seconds) || seconds < 0)
-      throw InputError(path + ": key 'intra.points' must hold [bytes > 0, seconds >= 0] pairs");
   return c;
 }
 

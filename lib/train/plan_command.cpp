@@ -234,6 +234,14 @@ std::string describe_calibration(const plan::Calibration& c) {
         << " one way\n";
   else
     out << "# link: not measured (one node; launch over 2 nodes or more to measure it)\n";
+  if (!c.network.mpi_message.empty()) {
+    out << "# MPI message one way:";
+    for (const auto& [bytes, seconds] : c.network.mpi_message.points())
+      out << " " << (bytes < 1024 ? std::to_string(static_cast<long long>(bytes)) + "B"
+                                  : std::to_string(static_cast<long long>(bytes / 1024)) + "KiB")
+          << "=" << micros(seconds);
+    out << "\n";
+  }
   if (c.intra_measured) {
     out << "# node AllReduce among " << c.network.intra_ranks << " ranks:";
     for (const auto& [bytes, seconds] : c.network.intra.points())
@@ -406,9 +414,14 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
       if (c.link_measured) {
         network.link_bytes_per_s = c.network.link_bytes_per_s;
         network.latency_s = c.network.latency_s;
+        network.mpi_message = c.network.mpi_message;
+        network.mpi_message_latency_s = c.network.mpi_message_latency_s;
+        network.mpi_message_bytes_per_s = c.network.mpi_message_bytes_per_s;
         have_link = true;
-        plan_setup.measured.push_back("link " + gbit(network.link_bytes_per_s) + ", latency " +
-                                      micros(network.latency_s) + " (" + options.calibration + ", " + c.date + ")");
+        plan_setup.measured.push_back(
+            "link " + gbit(network.link_bytes_per_s) + ", latency " + micros(network.latency_s) +
+            (network.mpi_message.empty() ? std::string() : ", MPI messages by size (host jobs' flat and ring)") +
+            " (" + options.calibration + ", " + c.date + ")");
       }
       if (c.intra_measured) {
         network.intra = c.network.intra;
@@ -427,6 +440,7 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
       if (options.link_gbps <= 0) throw InputError("--link-latency-us needs --link-gbps too");
       network.link_bytes_per_s = options.link_gbps * 1e9 / 8;
       network.latency_s = std::max(0.0, options.link_latency_us) * 1e-6;
+      network.mpi_message = plan::Curve();  // measured on another link
       have_link = true;
       plan_setup.assumed.push_back("link " + gbit(network.link_bytes_per_s) + ", latency " +
                                    micros(network.latency_s) + " (--link-gbps, --link-latency-us)");

@@ -82,6 +82,47 @@ TEST(CostModel, MpiMessagesAboveTheEagerLimitPayARendezvous) {
   EXPECT_NEAR(allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, big, two, net), 2e-3 + big / 125e6, 1e-12);
 }
 
+// A calibration's measured MPI messages replace a + m/B and the rendezvous' 2a for host jobs:
+// on a long link a message of some hundred KB costs more round trips than the formula's three
+// (TCP's window), which the curve holds. A network that differs from the one it was measured
+// on (a busy core's later messages, a lower share of the link) adds the difference.
+TEST(CostModel, MeasuredMpiMessagesReplaceTheFormula) {
+  Network net = link(1, 4000);  // 125 MB/s, 4 ms one way
+  net.rendezvous_above_bytes = kMpiTcpEagerBytes;
+  const Topology two{2, 1};
+  const double bytes = 256e3;  // a ring of 2: two messages of 128 KB
+  const double formula = 2 * (3 * 4e-3 + bytes / 2 / 125e6);
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kRing, Compression::kNone, bytes, two, net), formula, 1e-12);
+  // As measured on the simulated hosts with 2 ms a link: 128 KiB took 16.5 ms one way, 3.9a.
+  net.mpi_message =
+      Curve({{8, 4e-3}, {4096, 4.1e-3}, {16e3, 6.4e-3}, {64e3, 7.2e-3}, {65e3, 16e-3}, {512e3, 16.8e-3}, {16e6, 140e-3}});
+  net.mpi_message_latency_s = 4e-3;
+  net.mpi_message_bytes_per_s = 125e6;
+  const double measured_step = net.mpi_message.at(bytes / 2);
+  EXPECT_GT(measured_step, 3 * 4e-3 + bytes / 2 / 125e6);
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kRing, Compression::kNone, bytes, two, net), 2 * measured_step, 1e-12);
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, bytes, two, net), 2 * measured_step, 1e-12);
+  // Recursive doubling's one exchange (below 10,000 bytes): the curve at the whole buffer.
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, 4096, two, net), net.mpi_message.at(4096),
+              1e-12);
+  // The socket ring under hierarchical is not MPI: the formula.
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kHierarchical, Compression::kNone, bytes, two, net),
+              2 * 4e-3 + bytes / 125e6, 1e-12);
+  // On busy cores: each message 1 ms later and half the link.
+  net.shared_core.latency_s = 1e-3;
+  net.shared_core.link_share[AllreduceKind::kRing] = 0.5;
+  const Network busy = net.on_busy_cores(AllreduceKind::kRing);
+  EXPECT_NEAR(busy.crossing_seconds(bytes / 2), measured_step + 1e-3 + bytes / 2 / 125e6, 1e-12);
+  // A GPU job's NCCL has no MPI messages: the formula, the curve unused.
+  net.rendezvous_above_bytes = 0;
+  EXPECT_NEAR(net.crossing_seconds(bytes / 2), 4e-3 + bytes / 2 / 125e6, 1e-12);
+  // Never below the formula: a ping-pong that crossed faster than the link's rate (a shaped
+  // link's saved-up burst) is not what back-to-back ring steps find.
+  net.rendezvous_above_bytes = kMpiTcpEagerBytes;
+  net.mpi_message = Curve({{8, 4e-3}, {128e3, 5e-3}, {16e6, 140e-3}});
+  EXPECT_NEAR(net.crossing_seconds(128e3), 3 * 4e-3 + 128e3 / 125e6, 1e-12);
+}
+
 TEST(CostModel, AutoResolvesAsTheRunnerDoes) {
   EXPECT_EQ(resolve_auto(1024, {2, 2}), AllreduceKind::kFlat);  // latency-bound across nodes
   EXPECT_EQ(resolve_auto(64e6, {2, 2}), AllreduceKind::kHierarchical);

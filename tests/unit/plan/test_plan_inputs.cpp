@@ -84,14 +84,28 @@ TEST(PlanInputs, CalibrationRoundTrips) {
   c.network.intra = Curve({{4096, 1e-5}, {65536, 4e-5}});
   c.network.intra_ranks = 2;
   c.network.convert_bytes_per_s = 3e9;
+  c.network.mpi_message = Curve({{8, 9e-5}, {131072, 2.1e-3}, {16 << 20, 0.15}});
   const Calibration back = read_calibration(write_temp("cal.json", calibration_to_json(c).dump()));
   EXPECT_DOUBLE_EQ(back.network.link_bytes_per_s, 1.1e8);
   EXPECT_EQ(back.network.intra.points().size(), 2u);
   EXPECT_EQ(back.network.intra_ranks, 2);
+  // The message curve comes back with the link it was measured on.
+  ASSERT_EQ(back.network.mpi_message.points().size(), 3u);
+  EXPECT_DOUBLE_EQ(back.network.mpi_message.at(131072), 2.1e-3);
+  EXPECT_DOUBLE_EQ(back.network.mpi_message_latency_s, 9e-5);
+  EXPECT_DOUBLE_EQ(back.network.mpi_message_bytes_per_s, 1.1e8);
   nlohmann::json doc = calibration_to_json(c);
   doc["link"]["bytes_per_s"] = "fast";
   const std::string bad = write_temp("badcal.json", doc.dump());
   expect_input_error([&] { read_calibration(bad); }, "key 'link.bytes_per_s' has the wrong type");
+  doc = calibration_to_json(c);
+  doc["link"]["mpi_message"][1][1] = -1;
+  const std::string negative = write_temp("badcurve.json", doc.dump());
+  expect_input_error([&] { read_calibration(negative); }, "key 'link.mpi_message' must hold [bytes > 0, seconds >= 0]");
+  // A calibration written before the curve existed: the plan takes the formula.
+  doc = calibration_to_json(c);
+  doc["link"].erase("mpi_message");
+  EXPECT_TRUE(read_calibration(write_temp("nocurve.json", doc.dump())).network.mpi_message.empty());
 }
 
 TEST(PlanInputs, TheSharedCoreCostsRoundTripAndOlderCalibrationsLackThem) {
