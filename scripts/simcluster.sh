@@ -10,7 +10,8 @@
 #   scripts/simcluster.sh delay MS | off     every host link MS milliseconds longer each way
 #                                            (e.g. 0.1, 2): this kernel has no netem, so a
 #                                            relay (scripts/delay_relay.c, built with cc on
-#                                            first use) holds each frame in the switch
+#                                            first use) holds each frame in the switch, at a
+#                                            real-time priority (a wire takes no host's core)
 #   scripts/simcluster.sh cpus C | off       each host's processes launched from now on get at most
 #                                            C CPUs (cgroup cpu quota, a 2.5 ms period; e.g. 0.45):
 #                                            hosts sharing this machine's cores then compute as on
