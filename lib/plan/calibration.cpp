@@ -262,9 +262,7 @@ Calibration calibrate(const World& world, int compute_threads) {
         static_cast<double>(sizes.back()) / std::max(1e-9, seconds.back() - 3 * c.network.latency_s);
     std::vector<std::pair<double, double>> points;
     for (std::size_t i = 0; i < sizes.size(); ++i) points.emplace_back(static_cast<double>(sizes[i]), seconds[i]);
-    c.network.mpi_message = Curve(std::move(points));
-    c.network.mpi_message_latency_s = c.network.latency_s;
-    c.network.mpi_message_bytes_per_s = c.network.link_bytes_per_s;
+    c.network.set_mpi_message(Curve(std::move(points)));
     c.link_measured = true;
   }
   if (world.local_size() > 1) {

@@ -94,6 +94,12 @@ const char* to_string(Overlap overlap) {
   return "?";
 }
 
+void Network::set_mpi_message(Curve measured) {
+  mpi_message = std::move(measured);
+  mpi_message_latency_s = latency_s;
+  mpi_message_bytes_per_s = link_bytes_per_s;
+}
+
 double Network::crossing_seconds(double m) const {
   const bool through_mpi = rendezvous_above_bytes > 0;
   const bool rendezvous = through_mpi && m > rendezvous_above_bytes;

@@ -84,6 +84,8 @@ struct Network {
   // message of some hundred KB over more round trips. Empty: the formula.
   Curve mpi_message;
   double mpi_message_latency_s = 0, mpi_message_bytes_per_s = 0;
+  // Takes `measured` as mpi_message, measured on this network's latency and link as they are.
+  void set_mpi_message(Curve measured);
   // One message of m bytes across nodes, its bytes included: its latency (a rendezvous' round
   // trip above the eager limit) and m / B, or the measured curve where there is one and it is
   // slower (plus what this network adds over the one it was measured on: on_busy_cores' later

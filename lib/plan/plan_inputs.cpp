@@ -150,11 +150,8 @@ Calibration read_calibration(const std::string& path) {
     return Curve(std::move(points));
   };
   // Calibrations made before the message curve existed lack it: the plan takes the formula.
-  if (link.contains("mpi_message")) {
-    c.network.mpi_message = read_curve(field<json>(link, "mpi_message", path, "link."), "link.mpi_message");
-    c.network.mpi_message_latency_s = c.network.latency_s;
-    c.network.mpi_message_bytes_per_s = c.network.link_bytes_per_s;
-  }
+  if (link.contains("mpi_message"))
+    c.network.set_mpi_message(read_curve(field<json>(link, "mpi_message", path, "link."), "link.mpi_message"));
   c.intra_measured = field<bool>(intra, "measured", path, "intra.");
   c.network.intra_ranks = field<int>(intra, "ranks", path, "intra.");
   c.network.intra = read_curve(field<json>(intra, "points", path, "intra."), "intra.points");

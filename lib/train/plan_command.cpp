@@ -234,19 +234,18 @@ std::string describe_calibration(const plan::Calibration& c) {
         << " one way\n";
   else
     out << "# link: not measured (one node; launch over 2 nodes or more to measure it)\n";
-  if (!c.network.mpi_message.empty()) {
-    out << "# MPI message one way:";
-    for (const auto& [bytes, seconds] : c.network.mpi_message.points())
-      out << " " << (bytes < 1024 ? std::to_string(static_cast<long long>(bytes)) + "B"
-                                  : std::to_string(static_cast<long long>(bytes / 1024)) + "KiB")
-          << "=" << micros(seconds);
-    out << "\n";
-  }
+  // A measured curve's points, " 4KiB=12.3 us" each (bytes below 1 KiB as "8B").
+  const auto points = [](const plan::Curve& curve) {
+    std::string text;
+    for (const auto& [bytes, seconds] : curve.points())
+      text += " " + (bytes < 1024 ? std::to_string(static_cast<long long>(bytes)) + "B"
+                                  : std::to_string(static_cast<long long>(bytes / 1024)) + "KiB") +
+              "=" + micros(seconds);
+    return text;
+  };
+  if (!c.network.mpi_message.empty()) out << "# MPI message one way:" << points(c.network.mpi_message) << "\n";
   if (c.intra_measured) {
-    out << "# node AllReduce among " << c.network.intra_ranks << " ranks:";
-    for (const auto& [bytes, seconds] : c.network.intra.points())
-      out << " " << static_cast<long long>(bytes / 1024) << "KiB=" << micros(seconds);
-    out << "\n";
+    out << "# node AllReduce among " << c.network.intra_ranks << " ranks:" << points(c.network.intra) << "\n";
   } else {
     out << "# node AllReduce: not measured (one rank per node)\n";
   }
@@ -414,9 +413,7 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
       if (c.link_measured) {
         network.link_bytes_per_s = c.network.link_bytes_per_s;
         network.latency_s = c.network.latency_s;
-        network.mpi_message = c.network.mpi_message;
-        network.mpi_message_latency_s = c.network.mpi_message_latency_s;
-        network.mpi_message_bytes_per_s = c.network.mpi_message_bytes_per_s;
+        network.set_mpi_message(c.network.mpi_message);
         have_link = true;
         plan_setup.measured.push_back(
             "link " + gbit(network.link_bytes_per_s) + ", latency " + micros(network.latency_s) +
