@@ -18,6 +18,7 @@
 #include "distributed/mpi_communicator.hpp"
 #include "distributed/reduce_kernels.hpp"
 #include "distributed/shared_arena.hpp"
+#include "distributed/socket_ring.hpp"
 #include "distributed/world.hpp"
 
 namespace sdp::plan {
@@ -76,11 +77,43 @@ std::vector<std::pair<double, double>> intra_curve(const World& world, const Net
   const AllreduceBenchResult result = run_allreduce_benchmark(world, options);
   std::vector<std::pair<double, double>> points;
   const double nodes = world.nodes();
+  Network host = link;  // the socket ring's measured steps count for a host job
+  host.rendezvous_above_bytes = kMpiTcpEagerBytes;
   for (const AllreduceBenchRow& row : result.rows) {
     double seconds = row.time_us * 1e-6;
-    if (world.nodes() > 1)
-      seconds -= 2 * (nodes - 1) * link.latency_s + 2 * (nodes - 1) / nodes * row.bytes / link.link_bytes_per_s;
+    if (world.nodes() > 1) seconds -= 2 * (nodes - 1) * host.ring_step_seconds(row.bytes / nodes);
     points.emplace_back(static_cast<double>(row.bytes), std::max(seconds, 0.0));
+  }
+  return points;
+}
+
+// One step of the hierarchical AllReduce's inter-node socket ring, by the bytes each node
+// sends in it: every local rank's ring at once over its shard of AllReduces of 8 KiB to
+// 16 MiB a node, as the job runs them (allreduce.cpp, host_inter_comm), the slowest rank's
+// median over the 2(N-1) steps. Empty when there is no ring (SDP_INTER_TRANSPORT=mpi, or a
+// rank could not connect): the job then crosses through MPI.
+std::vector<std::pair<double, double>> socket_step_curve(const World& world) {
+  const std::unique_ptr<SocketRing> ring = SocketRing::create(world.inter(), world.comm());
+  if (!ring) return {};
+  const double nodes = world.nodes();
+  const int64_t local = world.local_size();
+  const std::vector<int64_t> node_bytes = {8 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20};
+  std::vector<float> shard(static_cast<std::size_t>(node_bytes.back() / 4 / local + 1), 0.0f);
+  const MpiWait how = default_mpi_wait();
+  std::vector<std::pair<double, double>> points;
+  for (int64_t bytes : node_bytes) {
+    const int64_t count = std::max<int64_t>(1, bytes / 4 / local);
+    const int iters = bytes >= (4 << 20) ? 3 : 10;
+    std::vector<double> samples;
+    for (int i = 0; i < iters + 1; ++i) {
+      mpi_barrier(world.comm(), how);  // every ring starts together, as a bucket's phases do
+      const auto start = Clock::now();
+      ring->allreduce(CommBuffer::host(shard.data(), count));
+      if (i > 0) samples.push_back(seconds_since(start));  // the first warms the connections
+    }
+    double seconds = median_seconds(std::move(samples));
+    MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, world.comm());
+    points.emplace_back(static_cast<double>(bytes) / nodes, seconds / (2 * (nodes - 1)));
   }
   return points;
 }
@@ -263,6 +296,7 @@ Calibration calibrate(const World& world, int compute_threads) {
     std::vector<std::pair<double, double>> points;
     for (std::size_t i = 0; i < sizes.size(); ++i) points.emplace_back(static_cast<double>(sizes[i]), seconds[i]);
     c.network.set_mpi_message(Curve(std::move(points)));
+    c.network.set_socket_step(Curve(socket_step_curve(world)));
     c.link_measured = true;
   }
   if (world.local_size() > 1) {

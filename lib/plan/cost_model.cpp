@@ -48,7 +48,7 @@ double allreduce_seconds(AllreduceKind algorithm, Compression compression, doubl
   const bool compressed = compression == Compression::kFp16 || compression == Compression::kBf16;
   const double wire = compressed ? bytes / 2 : bytes;
   const double casts = compressed ? 2 * bytes / network.convert_bytes_per_s : 0.0;
-  const double a = network.latency_s, link = network.link_bytes_per_s;
+  const double link = network.link_bytes_per_s;
   const double n = topology.ranks(), nodes = topology.nodes;
   const double ring = 2 * (n - 1) * network.crossing_seconds(wire / n);
   switch (algorithm) {
@@ -70,8 +70,8 @@ double allreduce_seconds(AllreduceKind algorithm, Compression compression, doubl
     case AllreduceKind::kHierarchical:
     case AllreduceKind::kAuto:
       // The node phase stays f32 in shared memory; only the inter-node phase is compressed.
-      return intra_node_seconds(bytes, topology.ranks_per_node, network) + 2 * (nodes - 1) * a +
-             2 * (nodes - 1) / nodes * wire / link + casts;
+      return intra_node_seconds(bytes, topology.ranks_per_node, network) +
+             2 * (nodes - 1) * network.ring_step_seconds(wire / nodes) + casts;
   }
   return ring;
 }
@@ -100,17 +100,41 @@ void Network::set_mpi_message(Curve measured) {
   mpi_message_bytes_per_s = link_bytes_per_s;
 }
 
+void Network::set_socket_step(Curve measured) {
+  socket_step = std::move(measured);
+  socket_step_latency_s = latency_s;
+  socket_step_bytes_per_s = link_bytes_per_s;
+}
+
+namespace {
+
+// m bytes by a measured curve (measured on a network of `measured_latency_s` and
+// `measured_bytes_per_s`) on `network`: the curve plus what this network adds (on_busy_cores'
+// later messages and slower link), never below the formula: a message measured faster than
+// the link's rate allows crossed in a burst the link had saved up between measurements (a
+// shaped link's token bucket), which back-to-back steps of an AllReduce do not find again.
+double measured_or_formula(double formula, const Curve& curve, double measured_latency_s, double measured_bytes_per_s,
+                           double m, const Network& network) {
+  if (curve.empty() || measured_bytes_per_s <= 0) return formula;
+  const double measured = curve.at(m) + std::max(0.0, network.latency_s - measured_latency_s) +
+                          std::max(0.0, m / network.link_bytes_per_s - m / measured_bytes_per_s);
+  return std::max(formula, measured);
+}
+
+}  // namespace
+
 double Network::crossing_seconds(double m) const {
   const bool through_mpi = rendezvous_above_bytes > 0;
   const bool rendezvous = through_mpi && m > rendezvous_above_bytes;
   const double formula = latency_s * (rendezvous ? 3 : 1) + m / link_bytes_per_s;
-  if (!through_mpi || mpi_message.empty() || mpi_message_bytes_per_s <= 0) return formula;
-  // Never below the formula: a message measured faster than the link's rate allows crossed
-  // in a burst the link had saved up between ping-pongs (a shaped link's token bucket), which
-  // back-to-back steps of an AllReduce do not find again.
-  const double measured = mpi_message.at(m) + std::max(0.0, latency_s - mpi_message_latency_s) +
-                          std::max(0.0, m / link_bytes_per_s - m / mpi_message_bytes_per_s);
-  return std::max(formula, measured);
+  if (!through_mpi) return formula;
+  return measured_or_formula(formula, mpi_message, mpi_message_latency_s, mpi_message_bytes_per_s, m, *this);
+}
+
+double Network::ring_step_seconds(double m) const {
+  const double formula = latency_s + m / link_bytes_per_s;
+  if (rendezvous_above_bytes <= 0) return formula;  // GPU jobs cross through NCCL, not the socket ring
+  return measured_or_formula(formula, socket_step, socket_step_latency_s, socket_step_bytes_per_s, m, *this);
 }
 
 double SharedCoreCosts::cost(AllreduceKind ran) const {

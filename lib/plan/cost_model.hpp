@@ -91,6 +91,17 @@ struct Network {
   // slower (plus what this network adds over the one it was measured on: on_busy_cores' later
   // messages and slower link).
   double crossing_seconds(double m) const;
+  // Host jobs: one step of the hierarchical AllReduce's inter-node socket ring (socket_ring.hpp)
+  // by the bytes each node sends in it, as the calibration measured it with this latency and
+  // link (every local rank's ring at once, as the job runs them). It holds what a + m/B leaves
+  // out: both directions of a link busy at once, TCP's window. Empty: the formula.
+  Curve socket_step;
+  double socket_step_latency_s = 0, socket_step_bytes_per_s = 0;
+  // Takes `measured` as socket_step, measured on this network's latency and link as they are.
+  void set_socket_step(Curve measured);
+  // One step of the inter-node ring, m bytes per node: a + m/B, or the measured curve where
+  // there is one and it is slower (plus what this network adds, as crossing_seconds).
+  double ring_step_seconds(double m) const;
   // A CPU rank whose compute threads fill its CPUs shares them with its communication thread:
   // what that costs, as the calibration measured it.
   SharedCoreCosts shared_core;

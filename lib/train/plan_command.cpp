@@ -244,6 +244,8 @@ std::string describe_calibration(const plan::Calibration& c) {
     return text;
   };
   if (!c.network.mpi_message.empty()) out << "# MPI message one way:" << points(c.network.mpi_message) << "\n";
+  if (!c.network.socket_step.empty())
+    out << "# socket ring step, by bytes a node sends:" << points(c.network.socket_step) << "\n";
   if (c.intra_measured) {
     out << "# node AllReduce among " << c.network.intra_ranks << " ranks:" << points(c.network.intra) << "\n";
   } else {
@@ -414,10 +416,13 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
         network.link_bytes_per_s = c.network.link_bytes_per_s;
         network.latency_s = c.network.latency_s;
         network.set_mpi_message(c.network.mpi_message);
+        network.set_socket_step(c.network.socket_step);
         have_link = true;
         plan_setup.measured.push_back(
             "link " + gbit(network.link_bytes_per_s) + ", latency " + micros(network.latency_s) +
             (network.mpi_message.empty() ? std::string() : ", MPI messages by size (host jobs' flat and ring)") +
+            (network.socket_step.empty() ? std::string()
+                                         : ", socket ring steps by size (host jobs' hierarchical across nodes)") +
             " (" + options.calibration + ", " + c.date + ")");
       }
       if (c.intra_measured) {
@@ -438,6 +443,7 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
       network.link_bytes_per_s = options.link_gbps * 1e9 / 8;
       network.latency_s = std::max(0.0, options.link_latency_us) * 1e-6;
       network.mpi_message = plan::Curve();  // measured on another link
+      network.socket_step = plan::Curve();
       have_link = true;
       plan_setup.assumed.push_back("link " + gbit(network.link_bytes_per_s) + ", latency " +
                                    micros(network.latency_s) + " (--link-gbps, --link-latency-us)");

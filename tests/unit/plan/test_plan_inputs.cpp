@@ -85,6 +85,7 @@ TEST(PlanInputs, CalibrationRoundTrips) {
   c.network.intra_ranks = 2;
   c.network.convert_bytes_per_s = 3e9;
   c.network.mpi_message = Curve({{8, 9e-5}, {131072, 2.1e-3}, {16 << 20, 0.15}});
+  c.network.socket_step = Curve({{4096, 1.2e-4}, {131072, 1.4e-3}});
   const Calibration back = read_calibration(write_temp("cal.json", calibration_to_json(c).dump()));
   EXPECT_DOUBLE_EQ(back.network.link_bytes_per_s, 1.1e8);
   EXPECT_EQ(back.network.intra.points().size(), 2u);
@@ -94,6 +95,10 @@ TEST(PlanInputs, CalibrationRoundTrips) {
   EXPECT_DOUBLE_EQ(back.network.mpi_message.at(131072), 2.1e-3);
   EXPECT_DOUBLE_EQ(back.network.mpi_message_latency_s, 9e-5);
   EXPECT_DOUBLE_EQ(back.network.mpi_message_bytes_per_s, 1.1e8);
+  ASSERT_EQ(back.network.socket_step.points().size(), 2u);
+  EXPECT_DOUBLE_EQ(back.network.socket_step.at(131072), 1.4e-3);
+  EXPECT_DOUBLE_EQ(back.network.socket_step_latency_s, 9e-5);
+  EXPECT_DOUBLE_EQ(back.network.socket_step_bytes_per_s, 1.1e8);
   nlohmann::json doc = calibration_to_json(c);
   doc["link"]["bytes_per_s"] = "fast";
   const std::string bad = write_temp("badcal.json", doc.dump());
@@ -102,10 +107,17 @@ TEST(PlanInputs, CalibrationRoundTrips) {
   doc["link"]["mpi_message"][1][1] = -1;
   const std::string negative = write_temp("badcurve.json", doc.dump());
   expect_input_error([&] { read_calibration(negative); }, "key 'link.mpi_message' must hold [bytes > 0, seconds >= 0]");
-  // A calibration written before the curve existed: the plan takes the formula.
+  doc = calibration_to_json(c);
+  doc["link"]["socket_step"][0] = "slow";
+  const std::string bad_step = write_temp("badstep.json", doc.dump());
+  expect_input_error([&] { read_calibration(bad_step); }, "key 'link.socket_step' must hold [bytes > 0, seconds >= 0]");
+  // A calibration written before the curves existed: the plan takes the formula.
   doc = calibration_to_json(c);
   doc["link"].erase("mpi_message");
-  EXPECT_TRUE(read_calibration(write_temp("nocurve.json", doc.dump())).network.mpi_message.empty());
+  doc["link"].erase("socket_step");
+  const Calibration older = read_calibration(write_temp("nocurve.json", doc.dump()));
+  EXPECT_TRUE(older.network.mpi_message.empty());
+  EXPECT_TRUE(older.network.socket_step.empty());
 }
 
 TEST(PlanInputs, TheSharedCoreCostsRoundTripAndOlderCalibrationsLackThem) {
