@@ -16,6 +16,8 @@
 #                   to another crosses two links); default none
 #     --burst       the shaped links' HTB burst (simcluster.sh shape --burst; default 256k):
 #                   gradients smaller than it cross at the veth's speed once it has refilled
+#     --wire        the links' rate and delay from simcluster.sh's relay (delay MS --rate RATE), a
+#                   wire's: no burst (then --burst plays no part)
 #     --pin         each rank on one core of this machine (rank modulo the cores): simulated
 #                   hosts then do not share a core while there are as many cores as ranks
 #     --cpus C      each simulated host's processes get at most C CPUs (simcluster.sh cpus; auto:
@@ -44,6 +46,7 @@ steps=48
 confirm=0
 pin=0
 burst=256k
+wire=0
 delay=
 cpus=
 raw=
@@ -60,6 +63,7 @@ while [ $# -gt 0 ]; do
     --confirm) confirm=1; shift ;;
     --pin) pin=1; shift ;;
     --burst) burst=$2; shift 2 ;;
+    --wire) wire=1; shift ;;
     --delay) delay=$2; shift 2 ;;
     --cpus) cpus=$2; shift 2 ;;
     --raw) raw=$2; shift 2 ;;
@@ -114,15 +118,19 @@ json_field() {  # json_field FILE 'python expression over d'
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
 }
 
-echo "# bench-plan: $(nproc) cores$([ $pin = 1 ] && echo ", each rank pinned to one")$([ $bracket = 1 ] && echo ", each prediction the mean of plans before and after its run")$([ -n "$cpus" ] && echo ", each host's share: $cpus CPUs"), HTB burst $burst; load average $(cut -d' ' -f1-3 /proc/loadavg); $steps steps per run, $runs alternation(s)"
+echo "# bench-plan: $(nproc) cores$([ $pin = 1 ] && echo ", each rank pinned to one")$([ $bracket = 1 ] && echo ", each prediction the mean of plans before and after its run")$([ -n "$cpus" ] && echo ", each host's share: $cpus CPUs"), $([ $wire = 1 ] && echo "links as wires (the relay's rate, no burst)" || echo "HTB burst $burst"); load average $(cut -d' ' -f1-3 /proc/loadavg); $steps steps per run, $runs alternation(s)"
 for topo in ${topologies//,/ }; do
   hosts=${topo%x*}
   slots=${topo#*x}
   mpiargs=()
   if [ "$hosts" -gt 1 ]; then
     "$SIM" up "$hosts" --slots "$slots" >/dev/null
-    "$SIM" shape "$rate" --burst "$burst" >/dev/null
-    [ -z "$delay" ] || "$SIM" delay "$delay" >/dev/null
+    if [ $wire = 1 ]; then
+      "$SIM" delay "${delay:-0}" --rate "$rate" >/dev/null
+    else
+      "$SIM" shape "$rate" --burst "$burst" >/dev/null
+      [ -z "$delay" ] || "$SIM" delay "$delay" >/dev/null
+    fi
     if [ -n "$cpus" ]; then
       share=$cpus
       [ "$cpus" != auto ] || share=$(awk -v c="$(nproc)" -v h="$hosts" 'BEGIN { printf "%.2f", 0.9 * c / h }')

@@ -7,11 +7,16 @@
 #   scripts/simcluster.sh up N [--slots K]   hosts sdp-h1..sdp-hN (K slots each, default 2)
 #   scripts/simcluster.sh shape RATE [--burst B]  every host link limited to RATE in each
 #                                            direction (tc HTB, e.g. 1gbit, 500mbit); `off`
-#   scripts/simcluster.sh delay MS | off     every host link MS milliseconds longer each way
+#   scripts/simcluster.sh delay MS [--rate RATE] | off
+#                                            every host link MS milliseconds longer each way
 #                                            (e.g. 0.1, 2): this kernel has no netem, so a
 #                                            relay (scripts/delay_relay.c, built with cc on
 #                                            first use) holds each frame in the switch, at a
-#                                            real-time priority (a wire takes no host's core)
+#                                            real-time priority (a wire takes no host's core);
+#                                            --rate: the relay also passes RATE each way as a
+#                                            wire does, with no burst (tc HTB saves one up of
+#                                            at least a 64 KiB offload segment), in place of
+#                                            `shape`; MS may then be 0
 #   scripts/simcluster.sh cpus C | off       each host's processes launched from now on get at most
 #                                            C CPUs (cgroup cpu quota, a 2.5 ms period; e.g. 0.45):
 #                                            hosts sharing this machine's cores then compute as on
@@ -239,8 +244,16 @@ cmd_shape() {
 # delay: each host's switch port hi leaves the bridge; a relay in the switch namespace passes
 # frames between hi and a new veth di (whose peer dbi joins the bridge), holding each MS.
 cmd_delay() {
-  local ms=${1:-}
+  local ms=${1:-} rate= bps=
   [ -n "$ms" ] || die "delay: need milliseconds added one way (e.g. 0.1, 2) or 'off'"
+  if [ "${2:-}" = --rate ]; then
+    rate=${3:?delay: --rate needs a rate, e.g. 1gbit}
+    bps=$(awk -v r="$rate" 'BEGIN {
+      n = r + 0; u = tolower(substr(r, length(n "") + 1))
+      m = u == "gbit" ? 1e9 : u == "mbit" ? 1e6 : u == "kbit" ? 1e3 : u == "bit" ? 1 : 0
+      if (n <= 0 || m == 0) exit 1; printf "%.0f", n * m }') ||
+      die "delay: --rate '$rate' is not a rate (e.g. 1gbit, 500mbit)"
+  fi
   need_root
   [ -n "$(hosts)" ] || die "delay: no cluster is up (run: $0 up N)"
   stop_delays
@@ -249,8 +262,8 @@ cmd_delay() {
     return 0
   fi
   local us
-  us=$(awk -v ms="$ms" 'BEGIN { if (ms + 0 <= 0) exit 1; printf "%d", ms * 1000 }') ||
-    die "delay: '$ms' is not a positive number of milliseconds"
+  us=$(awk -v ms="$ms" -v wire="$bps" 'BEGIN { if (ms + 0 < 0 || (ms + 0 == 0 && wire == "")) exit 1; printf "%d", ms * 1000 }') ||
+    die "delay: '$ms' is not a positive number of milliseconds (0 only with --rate)"
   local relay=$STATE/delay_relay
   local source
   source=$(dirname "$0")/delay_relay.c
@@ -264,7 +277,7 @@ cmd_delay() {
     "${sw[@]}" ip link add "d$i" type veth peer name "db$i"
     "${sw[@]}" ip link set "db$i" master br0 up
     "${sw[@]}" ip link set "d$i" up
-    "${sw[@]}" "$relay" "h$i" "d$i" "$us" >"$STATE/delay-h$i.log" 2>&1 &
+    "${sw[@]}" "$relay" "h$i" "d$i" "$us" $bps >"$STATE/delay-h$i.log" 2>&1 &
     echo $! >"$STATE/delay-h$i.pid"
   done
   sleep 0.2
@@ -272,6 +285,18 @@ cmd_delay() {
     kill -0 "$(cat "$pid")" 2>/dev/null || die "delay: a relay did not start: $(cat "${pid%.pid}.log")"
   done
   echo "$ms" >"$STATE/delay"
+  if [ -n "$rate" ]; then
+    # The relay is the link now: no token bucket in front of it.
+    i=0
+    for ns in $(hosts); do
+      i=$((i + 1))
+      shape_dev "$ns" eth0 off
+      shape_dev "$SWITCH" "h$i" off
+    done
+    echo "$rate (a wire: no burst)" >"$STATE/rate"
+    echo "simcluster: host links $ms ms longer each way, $rate each way as a wire (no burst)"
+    return 0
+  fi
   echo "simcluster: host links $ms ms longer each way"
 }
 
@@ -291,6 +316,8 @@ stop_delays() {
     fi
   done
   rm -f "$STATE/delay"
+  grep -qs "a wire" "$STATE/rate" && rm -f "$STATE/rate"  # the relays were the links' rate
+  return 0
 }
 
 cmd_counters() {

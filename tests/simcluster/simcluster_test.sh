@@ -15,6 +15,11 @@
 #                    --calibrate` measures the added latency between hosts (2 links of 1 ms:
 #                    2 ms or more one way), a job trains across it, and `delay off` restores
 #                    the link
+#   wire             simcluster.sh delay 0 --rate 1gbit (the relay as the link, no token
+#                    bucket): `plan --calibrate` measures the link at 85-100 % of 1 Gbit/s,
+#                    a 64 KiB MPI message takes at least 90 % of its bytes' time on the wire
+#                    (tc HTB's saved-up burst lets it through at the veth's speed), the socket
+#                    ring's steps are measured, and `delay off` leaves the link unshaped
 #   cpus             simcluster.sh cpus: every process a host launches is in its CPU share
 #                    (cgroup cpu quota), the quota throttles a busy host, sdp-train reads it as
 #                    the CPUs it may use (its thread warning names the quota), `cpus off`
@@ -127,6 +132,23 @@ PY
     restored=$LATENCY
     python3 -c "import sys; sys.exit(0 if $restored < $base + 500 else 1)" ||
       fail "after delay off the latency is $restored us (plain: $base us)" ;;
+  wire)
+    "$SIM" delay 0 --rate 1gbit >"$WORK/out" 2>&1 || fail "simcluster.sh delay 0 --rate 1gbit failed"
+    "$SIM" status | grep -q "link rate 1gbit (a wire: no burst)" || fail "status does not show the wire"
+    mpirun_hosts "$BUILD/sdp-train" plan --config "$SRC/configs/quickstart.yaml" --calibrate "$WORK/cal.json"
+    [ $STATUS -eq 0 ] || fail "calibration: exit status $STATUS"
+    python3 - "$WORK/cal.json" <<'PY' || fail "the calibration does not show a 1 Gbit/s wire"
+import json, sys
+link = json.load(open(sys.argv[1]))["link"]
+rate = 1e9 / 8
+message = dict((int(b), s) for b, s in link["mpi_message"])[65536]
+print(f"wire: {link['bytes_per_s'] * 8 / 1e6:.1f} Mbit/s, 64 KiB one way in {message * 1e3:.2f} ms "
+      f"(its bytes on the wire: {65536 / rate * 1e3:.2f} ms), {len(link['socket_step'])} socket ring steps")
+sys.exit(0 if 0.85 * rate <= link["bytes_per_s"] <= rate and message >= 0.9 * 65536 / rate
+         and len(link["socket_step"]) >= 4 else 1)
+PY
+    "$SIM" delay off >"$WORK/out" 2>&1 || fail "simcluster.sh delay off failed"
+    "$SIM" status | grep -q "link rate unshaped" || fail "after delay off the link is not unshaped" ;;
   cpus)
     "$SIM" cpus 0.3 >"$WORK/out" 2>&1 || fail "simcluster.sh cpus 0.3 failed"
     cg=/sys/fs/cgroup/cpu/sdpt-h1
