@@ -295,8 +295,8 @@ Calibration calibrate(const World& world, int compute_threads) {
         static_cast<double>(sizes.back()) / std::max(1e-9, seconds.back() - 3 * c.network.latency_s);
     std::vector<std::pair<double, double>> points;
     for (std::size_t i = 0; i < sizes.size(); ++i) points.emplace_back(static_cast<double>(sizes[i]), seconds[i]);
-    c.network.set_mpi_message(Curve(std::move(points)));
-    c.network.set_socket_step(Curve(socket_step_curve(world)));
+    c.network.mpi_message = c.network.measured_here(Curve(std::move(points)));
+    c.network.socket_step = c.network.measured_here(Curve(socket_step_curve(world)));
     c.link_measured = true;
   }
   if (world.local_size() > 1) {

@@ -94,30 +94,17 @@ const char* to_string(Overlap overlap) {
   return "?";
 }
 
-void Network::set_mpi_message(Curve measured) {
-  mpi_message = std::move(measured);
-  mpi_message_latency_s = latency_s;
-  mpi_message_bytes_per_s = link_bytes_per_s;
-}
-
-void Network::set_socket_step(Curve measured) {
-  socket_step = std::move(measured);
-  socket_step_latency_s = latency_s;
-  socket_step_bytes_per_s = link_bytes_per_s;
-}
-
 namespace {
 
-// m bytes by a measured curve (measured on a network of `measured_latency_s` and
-// `measured_bytes_per_s`) on `network`: the curve plus what this network adds (on_busy_cores'
-// later messages and slower link), never below the formula: a message measured faster than
-// the link's rate allows crossed in a burst the link had saved up between measurements (a
-// shaped link's token bucket), which back-to-back steps of an AllReduce do not find again.
-double measured_or_formula(double formula, const Curve& curve, double measured_latency_s, double measured_bytes_per_s,
-                           double m, const Network& network) {
-  if (curve.empty() || measured_bytes_per_s <= 0) return formula;
-  const double measured = curve.at(m) + std::max(0.0, network.latency_s - measured_latency_s) +
-                          std::max(0.0, m / network.link_bytes_per_s - m / measured_bytes_per_s);
+// m bytes by measured times on `network`: the curve plus what this network adds over the one
+// it was measured on (on_busy_cores' later messages and slower link), never below the formula:
+// a message measured faster than the link's rate allows crossed in a burst the link had saved
+// up between measurements (a shaped link's token bucket), which back-to-back steps of an
+// AllReduce do not find again.
+double measured_or_formula(double formula, const MeasuredTimes& times, double m, const Network& network) {
+  if (times.empty()) return formula;
+  const double measured = times.curve.at(m) + std::max(0.0, network.latency_s - times.latency_s) +
+                          std::max(0.0, m / network.link_bytes_per_s - m / times.bytes_per_s);
   return std::max(formula, measured);
 }
 
@@ -128,13 +115,13 @@ double Network::crossing_seconds(double m) const {
   const bool rendezvous = through_mpi && m > rendezvous_above_bytes;
   const double formula = latency_s * (rendezvous ? 3 : 1) + m / link_bytes_per_s;
   if (!through_mpi) return formula;
-  return measured_or_formula(formula, mpi_message, mpi_message_latency_s, mpi_message_bytes_per_s, m, *this);
+  return measured_or_formula(formula, mpi_message, m, *this);
 }
 
 double Network::ring_step_seconds(double m) const {
   const double formula = latency_s + m / link_bytes_per_s;
   if (rendezvous_above_bytes <= 0) return formula;  // GPU jobs cross through NCCL, not the socket ring
-  return measured_or_formula(formula, socket_step, socket_step_latency_s, socket_step_bytes_per_s, m, *this);
+  return measured_or_formula(formula, socket_step, m, *this);
 }
 
 double SharedCoreCosts::cost(AllreduceKind ran) const {

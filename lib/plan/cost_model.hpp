@@ -64,6 +64,15 @@ struct SharedCoreCosts {
   double cost(AllreduceKind ran) const;
 };
 
+// Times by message size that a calibration measured, with the link they were measured on: a
+// network that differs from it (a busy core's later messages, a lower share of the link)
+// adds the difference.
+struct MeasuredTimes {
+  Curve curve;
+  double latency_s = 0, bytes_per_s = 0;
+  bool empty() const { return curve.empty() || bytes_per_s <= 0; }
+};
+
 struct Network {
   double link_bytes_per_s = 0;  // B: one node's link, each way
   double latency_s = 0;         // a: one message one way
@@ -79,26 +88,21 @@ struct Network {
   // auto takes hierarchical even with one rank per node (AutoAllreduce::choose).
   bool host_gradients = false;
   // Host jobs: one MPI message across nodes, one way, by its size, as the calibration measured
-  // it with this latency and link (mpi_message_latency_s, mpi_message_bytes_per_s). It holds
-  // what a + m/B and the rendezvous' 2a leave out: on a long link TCP's window spreads a
-  // message of some hundred KB over more round trips. Empty: the formula.
-  Curve mpi_message;
-  double mpi_message_latency_s = 0, mpi_message_bytes_per_s = 0;
-  // Takes `measured` as mpi_message, measured on this network's latency and link as they are.
-  void set_mpi_message(Curve measured);
+  // it. It holds what a + m/B and the rendezvous' 2a leave out: on a long link TCP's window
+  // spreads a message of some hundred KB over more round trips. Empty: the formula.
+  MeasuredTimes mpi_message;
   // One message of m bytes across nodes, its bytes included: its latency (a rendezvous' round
   // trip above the eager limit) and m / B, or the measured curve where there is one and it is
   // slower (plus what this network adds over the one it was measured on: on_busy_cores' later
   // messages and slower link).
   double crossing_seconds(double m) const;
   // Host jobs: one step of the hierarchical AllReduce's inter-node socket ring (socket_ring.hpp)
-  // by the bytes each node sends in it, as the calibration measured it with this latency and
-  // link (every local rank's ring at once, as the job runs them). It holds what a + m/B leaves
-  // out: both directions of a link busy at once, TCP's window. Empty: the formula.
-  Curve socket_step;
-  double socket_step_latency_s = 0, socket_step_bytes_per_s = 0;
-  // Takes `measured` as socket_step, measured on this network's latency and link as they are.
-  void set_socket_step(Curve measured);
+  // by the bytes each node sends in it, as the calibration measured it (every local rank's
+  // ring at once, as the job runs them). It holds what a + m/B leaves out: both directions of
+  // a link busy at once, TCP's window. Empty: the formula.
+  MeasuredTimes socket_step;
+  // `curve` as measured on this network's latency and link as they are.
+  MeasuredTimes measured_here(Curve curve) const { return {std::move(curve), latency_s, link_bytes_per_s}; }
   // One step of the inter-node ring, m bytes per node: a + m/B, or the measured curve where
   // there is one and it is slower (plus what this network adds, as crossing_seconds).
   double ring_step_seconds(double m) const;

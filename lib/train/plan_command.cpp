@@ -243,9 +243,9 @@ std::string describe_calibration(const plan::Calibration& c) {
               "=" + micros(seconds);
     return text;
   };
-  if (!c.network.mpi_message.empty()) out << "# MPI message one way:" << points(c.network.mpi_message) << "\n";
+  if (!c.network.mpi_message.empty()) out << "# MPI message one way:" << points(c.network.mpi_message.curve) << "\n";
   if (!c.network.socket_step.empty())
-    out << "# socket ring step, by bytes a node sends:" << points(c.network.socket_step) << "\n";
+    out << "# socket ring step, by bytes a node sends:" << points(c.network.socket_step.curve) << "\n";
   if (c.intra_measured) {
     out << "# node AllReduce among " << c.network.intra_ranks << " ranks:" << points(c.network.intra) << "\n";
   } else {
@@ -415,8 +415,8 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
       if (c.link_measured) {
         network.link_bytes_per_s = c.network.link_bytes_per_s;
         network.latency_s = c.network.latency_s;
-        network.set_mpi_message(c.network.mpi_message);
-        network.set_socket_step(c.network.socket_step);
+        network.mpi_message = c.network.mpi_message;
+        network.socket_step = c.network.socket_step;
         have_link = true;
         plan_setup.measured.push_back(
             "link " + gbit(network.link_bytes_per_s) + ", latency " + micros(network.latency_s) +
@@ -442,8 +442,8 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
       if (options.link_gbps <= 0) throw InputError("--link-latency-us needs --link-gbps too");
       network.link_bytes_per_s = options.link_gbps * 1e9 / 8;
       network.latency_s = std::max(0.0, options.link_latency_us) * 1e-6;
-      network.mpi_message = plan::Curve();  // measured on another link
-      network.socket_step = plan::Curve();
+      network.mpi_message = {};  // measured on another link
+      network.socket_step = {};
       have_link = true;
       plan_setup.assumed.push_back("link " + gbit(network.link_bytes_per_s) + ", latency " +
                                    micros(network.latency_s) + " (--link-gbps, --link-latency-us)");

@@ -94,16 +94,15 @@ TEST(CostModel, MeasuredMpiMessagesReplaceTheFormula) {
   const double formula = 2 * (3 * 4e-3 + bytes / 2 / 125e6);
   EXPECT_NEAR(allreduce_seconds(AllreduceKind::kRing, Compression::kNone, bytes, two, net), formula, 1e-12);
   // As measured on the simulated hosts with 2 ms a link: 128 KiB took 16.5 ms one way, 3.9a.
-  net.mpi_message =
-      Curve({{8, 4e-3}, {4096, 4.1e-3}, {16e3, 6.4e-3}, {64e3, 7.2e-3}, {65e3, 16e-3}, {512e3, 16.8e-3}, {16e6, 140e-3}});
-  net.mpi_message_latency_s = 4e-3;
-  net.mpi_message_bytes_per_s = 125e6;
-  const double measured_step = net.mpi_message.at(bytes / 2);
+  net.mpi_message = {
+      Curve({{8, 4e-3}, {4096, 4.1e-3}, {16e3, 6.4e-3}, {64e3, 7.2e-3}, {65e3, 16e-3}, {512e3, 16.8e-3}, {16e6, 140e-3}}),
+      4e-3, 125e6};
+  const double measured_step = net.mpi_message.curve.at(bytes / 2);
   EXPECT_GT(measured_step, 3 * 4e-3 + bytes / 2 / 125e6);
   EXPECT_NEAR(allreduce_seconds(AllreduceKind::kRing, Compression::kNone, bytes, two, net), 2 * measured_step, 1e-12);
   EXPECT_NEAR(allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, bytes, two, net), 2 * measured_step, 1e-12);
   // Recursive doubling's one exchange (below 10,000 bytes): the curve at the whole buffer.
-  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, 4096, two, net), net.mpi_message.at(4096),
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, 4096, two, net), net.mpi_message.curve.at(4096),
               1e-12);
   // The socket ring under hierarchical is not MPI: the formula.
   EXPECT_NEAR(allreduce_seconds(AllreduceKind::kHierarchical, Compression::kNone, bytes, two, net),
@@ -119,7 +118,7 @@ TEST(CostModel, MeasuredMpiMessagesReplaceTheFormula) {
   // Never below the formula: a ping-pong that crossed faster than the link's rate (a shaped
   // link's saved-up burst) is not what back-to-back ring steps find.
   net.rendezvous_above_bytes = kMpiTcpEagerBytes;
-  net.mpi_message = Curve({{8, 4e-3}, {128e3, 5e-3}, {16e6, 140e-3}});
+  net.mpi_message.curve = Curve({{8, 4e-3}, {128e3, 5e-3}, {16e6, 140e-3}});
   EXPECT_NEAR(net.crossing_seconds(128e3), 3 * 4e-3 + 128e3 / 125e6, 1e-12);
 }
 
@@ -134,19 +133,19 @@ TEST(CostModel, MeasuredSocketRingStepsReplaceTheFormula) {
   EXPECT_NEAR(allreduce_seconds(AllreduceKind::kHierarchical, Compression::kNone, bytes, {2, 1}, net),
               2 * formula_step, 1e-12);
   // As measured on the simulated hosts with 2 ms a link: a step of 128 KiB took 5.8 ms.
-  net.set_socket_step(Curve({{4e3, 3.9e-3}, {32e3, 4.9e-3}, {128e3, 5.8e-3}, {8e6, 70e-3}}));
-  const double step = net.socket_step.at(bytes / 2);
+  net.socket_step = net.measured_here(Curve({{4e3, 3.9e-3}, {32e3, 4.9e-3}, {128e3, 5.8e-3}, {8e6, 70e-3}}));
+  const double step = net.socket_step.curve.at(bytes / 2);
   EXPECT_GT(step, formula_step);
   EXPECT_NEAR(allreduce_seconds(AllreduceKind::kHierarchical, Compression::kNone, bytes, {2, 1}, net), 2 * step,
               1e-12);
   // 4 nodes: 6 steps of a quarter; 2 ranks a node add their node phase, not more steps.
   EXPECT_NEAR(allreduce_seconds(AllreduceKind::kHierarchical, Compression::kNone, bytes, {4, 1}, net),
-              6 * net.socket_step.at(bytes / 4), 1e-12);
+              6 * net.socket_step.curve.at(bytes / 4), 1e-12);
   EXPECT_NEAR(allreduce_seconds(AllreduceKind::kHierarchical, Compression::kNone, bytes, {4, 2}, net),
-              intra_node_seconds(bytes, 2, net) + 6 * net.socket_step.at(bytes / 4), 1e-12);
+              intra_node_seconds(bytes, 2, net) + 6 * net.socket_step.curve.at(bytes / 4), 1e-12);
   // fp16 on the wire: steps of half the bytes.
   EXPECT_NEAR(allreduce_seconds(AllreduceKind::kHierarchical, Compression::kFp16, bytes, {2, 1}, net),
-              2 * net.socket_step.at(bytes / 4) + 2 * bytes / net.convert_bytes_per_s, 1e-12);
+              2 * net.socket_step.curve.at(bytes / 4) + 2 * bytes / net.convert_bytes_per_s, 1e-12);
   // MPI's algorithms keep MPI's messages (here the formula): the ring is not MPI.
   EXPECT_NEAR(allreduce_seconds(AllreduceKind::kRing, Compression::kNone, bytes, {2, 1}, net),
               2 * (3 * 4e-3 + bytes / 2 / 125e6), 1e-12);
