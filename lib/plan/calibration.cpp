@@ -81,10 +81,27 @@ std::vector<std::pair<double, double>> intra_curve(const World& world, const Net
   host.rendezvous_above_bytes = kMpiTcpEagerBytes;
   for (const AllreduceBenchRow& row : result.rows) {
     double seconds = row.time_us * 1e-6;
-    if (world.nodes() > 1) seconds -= 2 * (nodes - 1) * host.ring_step_seconds(row.bytes / nodes);
+    if (world.nodes() > 1) seconds -= 2 * (nodes - 1) * host.socket_step_seconds(row.bytes / nodes);
     points.emplace_back(static_cast<double>(row.bytes), std::max(seconds, 0.0));
   }
   return points;
+}
+
+// The slowest rank's median time of `collective` over `iters` runs, every rank starting each
+// together (as a bucket's AllReduce does), after one run that warms the connections.
+template <class Collective>
+double slowest_median_seconds(const World& world, int iters, Collective&& collective) {
+  const MpiWait how = default_mpi_wait();
+  std::vector<double> samples;
+  for (int i = 0; i < iters + 1; ++i) {
+    mpi_barrier(world.comm(), how);
+    const auto start = Clock::now();
+    collective();
+    if (i > 0) samples.push_back(seconds_since(start));
+  }
+  double seconds = median_seconds(std::move(samples));
+  MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, world.comm());
+  return seconds;
 }
 
 // One step of the hierarchical AllReduce's inter-node socket ring, by the bytes each node
@@ -99,21 +116,37 @@ std::vector<std::pair<double, double>> socket_step_curve(const World& world) {
   const int64_t local = world.local_size();
   const std::vector<int64_t> node_bytes = {8 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20};
   std::vector<float> shard(static_cast<std::size_t>(node_bytes.back() / 4 / local + 1), 0.0f);
-  const MpiWait how = default_mpi_wait();
   std::vector<std::pair<double, double>> points;
   for (int64_t bytes : node_bytes) {
     const int64_t count = std::max<int64_t>(1, bytes / 4 / local);
-    const int iters = bytes >= (4 << 20) ? 3 : 10;
-    std::vector<double> samples;
-    for (int i = 0; i < iters + 1; ++i) {
-      mpi_barrier(world.comm(), how);  // every ring starts together, as a bucket's phases do
-      const auto start = Clock::now();
-      ring->allreduce(CommBuffer::host(shard.data(), count));
-      if (i > 0) samples.push_back(seconds_since(start));  // the first warms the connections
-    }
-    double seconds = median_seconds(std::move(samples));
-    MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, world.comm());
+    const double seconds = slowest_median_seconds(world, bytes >= (4 << 20) ? 3 : 10,
+                                                  [&] { ring->allreduce(CommBuffer::host(shard.data(), count)); });
     points.emplace_back(static_cast<double>(bytes) / nodes, seconds / (2 * (nodes - 1)));
+  }
+  return points;
+}
+
+// One step of `kind` (kRing: the runner's ring over MPI; kFlat: MPI_Allreduce, whichever
+// algorithm Open MPI takes, counted as the ring's steps) over all the world's ranks, by the
+// bytes each rank sends in it: AllReduces of 2(n-1) steps of 8 KiB to 8 MiB, every rank at once
+// as the job runs them, the slowest rank's median over the 2(n-1) steps. Each step sends and
+// receives at once: both directions of every link busy, where the ping-pong loads one (on the
+// simulated hosts' 10 Gbit/s wires a ring step of 512 KiB took 1.1-1.3 ms, a message one way
+// 0.8-0.94).
+std::vector<std::pair<double, double>> mpi_step_curve(const World& world, AllreduceKind kind) {
+  AllreduceSetup setup;
+  setup.algorithm = kind;
+  const std::unique_ptr<AllreduceAlgorithm> algorithm = make_allreduce(world, setup);
+  const int64_t n = world.size();
+  const std::vector<int64_t> step_bytes = {8 << 10, 32 << 10, 128 << 10, 512 << 10, 2 << 20, 8 << 20};
+  std::vector<float> data(static_cast<std::size_t>(step_bytes.back() / 4 * n), 0.0f);
+  std::vector<std::pair<double, double>> points;
+  for (int64_t bytes : step_bytes) {
+    const int64_t count = bytes / 4 * n;
+    const double seconds = slowest_median_seconds(world, bytes >= (2 << 20) ? 3 : 10, [&] {
+      algorithm->run(CommBuffer::host(data.data(), count), ReduceOp::kSum)->wait();
+    });
+    points.emplace_back(static_cast<double>(bytes), seconds / static_cast<double>(2 * (n - 1)));
   }
   return points;
 }
@@ -297,6 +330,8 @@ Calibration calibrate(const World& world, int compute_threads) {
     for (std::size_t i = 0; i < sizes.size(); ++i) points.emplace_back(static_cast<double>(sizes[i]), seconds[i]);
     c.network.mpi_message = c.network.measured_here(Curve(std::move(points)));
     c.network.socket_step = c.network.measured_here(Curve(socket_step_curve(world)));
+    c.network.ring_step = c.network.measured_here(Curve(mpi_step_curve(world, AllreduceKind::kRing)));
+    c.network.flat_step = c.network.measured_here(Curve(mpi_step_curve(world, AllreduceKind::kFlat)));
     c.link_measured = true;
   }
   if (world.local_size() > 1) {

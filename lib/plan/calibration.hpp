@@ -4,6 +4,9 @@
 //            half the round trip of 8 bytes, bandwidth 16 MiB over its one-way time less the
 //            rendezvous' latencies, and the one-way time of every size from 8 bytes to 16 MiB
 //            (Network::mpi_message) (needs 2 nodes; one node leaves the link unmeasured);
+//            then, as host jobs cross nodes, the steps of the hierarchical AllReduce's socket
+//            ring, of the ring and of MPI_Allreduce, every rank at once, by the bytes a node or
+//            rank sends in one (Network::socket_step, ring_step, flat_step);
 //   intra    the node phase of the runner's own AllReduce (shared memory), every node at
 //            once, 4 KiB to 64 MiB: its curve (slowest rank) for this many ranks per node;
 //   convert  f32 -> fp16 -> f32 of 16 MiB on one rank: what compression adds;

@@ -50,7 +50,7 @@ double allreduce_seconds(AllreduceKind algorithm, Compression compression, doubl
   const double casts = compressed ? 2 * bytes / network.convert_bytes_per_s : 0.0;
   const double link = network.link_bytes_per_s;
   const double n = topology.ranks(), nodes = topology.nodes;
-  const double ring = 2 * (n - 1) * network.crossing_seconds(wire / n);
+  const double ring = 2 * (n - 1) * network.mpi_step_seconds(AllreduceKind::kRing, wire / n);
   switch (algorithm) {
     case AllreduceKind::kRing:
       return ring + casts;
@@ -64,14 +64,17 @@ double allreduce_seconds(AllreduceKind algorithm, Compression compression, doubl
                               inter_steps * (network.crossing_seconds(wire) + (r - 1) * wire / link);
       // Host jobs: MPI_Allreduce, which takes the ring from kMpiAllreduceRingFromBytes on;
       // GPU jobs (NCCL): the cheaper of the two.
-      if (network.rendezvous_above_bytes > 0) return (wire < kMpiAllreduceRingFromBytes ? doubling : ring) + casts;
+      if (network.rendezvous_above_bytes > 0) {
+        if (wire < kMpiAllreduceRingFromBytes) return doubling + casts;
+        return 2 * (n - 1) * network.mpi_step_seconds(AllreduceKind::kFlat, wire / n) + casts;
+      }
       return std::min(ring, doubling) + casts;
     }
     case AllreduceKind::kHierarchical:
     case AllreduceKind::kAuto:
       // The node phase stays f32 in shared memory; only the inter-node phase is compressed.
       return intra_node_seconds(bytes, topology.ranks_per_node, network) +
-             2 * (nodes - 1) * network.ring_step_seconds(wire / nodes) + casts;
+             2 * (nodes - 1) * network.socket_step_seconds(wire / nodes) + casts;
   }
   return ring;
 }
@@ -118,10 +121,21 @@ double Network::crossing_seconds(double m) const {
   return measured_or_formula(formula, mpi_message, m, *this);
 }
 
-double Network::ring_step_seconds(double m) const {
+double Network::socket_step_seconds(double m) const {
   const double formula = latency_s + m / link_bytes_per_s;
   if (rendezvous_above_bytes <= 0) return formula;  // GPU jobs cross through NCCL, not the socket ring
   return measured_or_formula(formula, socket_step, m, *this);
+}
+
+double Network::mpi_step_seconds(AllreduceKind kind, double m) const {
+  const double message = crossing_seconds(m);
+  const MeasuredTimes& steps = kind == AllreduceKind::kFlat ? flat_step : ring_step;
+  if (rendezvous_above_bytes <= 0 || steps.empty()) return message;
+  // Each measure leaves out what the other holds: the steps, measured back to back, a message
+  // that follows a quiet link (as a step's first does after compute: with 2 ms a link the job's
+  // steps of 124 KB took 15.8 ms, the calibration's 13.5, a message one way 16.4); the message,
+  // both directions busy at once.
+  return std::max(message, measured_or_formula(message, steps, m, *this));
 }
 
 double SharedCoreCosts::cost(AllreduceKind ran) const {

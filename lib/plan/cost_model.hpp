@@ -7,12 +7,13 @@
 // (the node's reduce-scatter + allgather of S bytes among its r ranks, measured):
 //   ring          our ring over all n ranks, laid out node by node: 2(n-1) steps of S/n each;
 //                 each step waits for its slowest edge, an inter-node one:
-//                 2(n-1) (a + S / (n B))
+//                 2(n-1) (a + S / (n B)), or host jobs' measured steps (Network::ring_step)
 //   flat          MPI_Allreduce: Open MPI's tuned component picks recursive doubling for small
 //                 buffers and a ring for large ones; the model takes the cheaper of
-//                 ceil(log2 n) (a + S/B) and the ring's cost
+//                 ceil(log2 n) (a + S/B) and the ring's cost (host jobs: Open MPI's rule, and
+//                 its ring's measured steps, Network::flat_step)
 //   hierarchical  I(S) + the r rings of S/r over N nodes, all sharing each node's link:
-//                 I(S) + 2(N-1) a + 2(N-1)/N S / B
+//                 I(S) + 2(N-1) a + 2(N-1)/N S / B, or host jobs' measured socket ring steps
 //   auto          what AllreduceAlgorithm "auto" runs: flat under 256 KiB across nodes,
 //                 otherwise hierarchical when r > 1 or the gradients are a host job's (in
 //                 node-shared memory, which the hierarchical node phase reads), else flat
@@ -101,11 +102,22 @@ struct Network {
   // ring at once, as the job runs them). It holds what a + m/B leaves out: both directions of
   // a link busy at once, TCP's window. Empty: the formula.
   MeasuredTimes socket_step;
+  // Host jobs: one step of the ring and of the flat algorithm (MPI_Allreduce from
+  // kMpiAllreduceRingFromBytes on, counted as a ring's steps whichever algorithm Open MPI takes)
+  // over all the ranks, by the bytes each rank sends in it, as the calibration measured them (a
+  // whole AllReduce of every rank at once over 2(n-1)). Each
+  // step sends and receives at once, loading both directions of every link, where the one-way
+  // message curve loads one; flat's also holds MPI's polling. The message curve stays the floor
+  // (mpi_step_seconds). Empty: the message curve.
+  MeasuredTimes ring_step, flat_step;
   // `curve` as measured on this network's latency and link as they are.
   MeasuredTimes measured_here(Curve curve) const { return {std::move(curve), latency_s, link_bytes_per_s}; }
-  // One step of the inter-node ring, m bytes per node: a + m/B, or the measured curve where
-  // there is one and it is slower (plus what this network adds, as crossing_seconds).
-  double ring_step_seconds(double m) const;
+  // One step of the inter-node socket ring, m bytes per node: a + m/B, or the measured curve
+  // where there is one and it is slower (plus what this network adds, as crossing_seconds).
+  double socket_step_seconds(double m) const;
+  // One step of `kind`'s ring (kRing, or kFlat in its ring), m bytes per rank: the measured
+  // steps where there are some and they are slower than crossing_seconds(m), else that.
+  double mpi_step_seconds(AllreduceKind kind, double m) const;
   // A CPU rank whose compute threads fill its CPUs shares them with its communication thread:
   // what that costs, as the calibration measured it.
   SharedCoreCosts shared_core;

@@ -116,7 +116,9 @@ json calibration_to_json(const Calibration& c) {
                     {"bytes_per_s", c.network.link_bytes_per_s},
                     {"latency_s", c.network.latency_s},
                     {"mpi_message", points_json(c.network.mpi_message.curve)},
-                    {"socket_step", points_json(c.network.socket_step.curve)}}},
+                    {"socket_step", points_json(c.network.socket_step.curve)},
+                    {"ring_step", points_json(c.network.ring_step.curve)},
+                    {"flat_step", points_json(c.network.flat_step.curve)}}},
           {"intra", {{"measured", c.intra_measured}, {"ranks", c.network.intra_ranks}, {"points", intra}}},
           {"convert", {{"measured", c.convert_measured}, {"bytes_per_s", c.network.convert_bytes_per_s}}},
           {"shared_core", {{"measured", c.network.shared_core.measured},
@@ -152,12 +154,12 @@ Calibration read_calibration(const std::string& path) {
   };
   // Calibrations made before the message or ring-step curves existed lack them: the plan takes
   // the formula.
-  if (link.contains("mpi_message"))
-    c.network.mpi_message =
-        c.network.measured_here(read_curve(field<json>(link, "mpi_message", path, "link."), "link.mpi_message"));
-  if (link.contains("socket_step"))
-    c.network.socket_step =
-        c.network.measured_here(read_curve(field<json>(link, "socket_step", path, "link."), "link.socket_step"));
+  for (const auto& [key, times] : {std::pair<const char*, MeasuredTimes*>{"mpi_message", &c.network.mpi_message},
+                                   {"socket_step", &c.network.socket_step},
+                                   {"ring_step", &c.network.ring_step},
+                                   {"flat_step", &c.network.flat_step}})
+    if (link.contains(key))
+      *times = c.network.measured_here(read_curve(field<json>(link, key, path, "link."), std::string("link.") + key));
   c.intra_measured = field<bool>(intra, "measured", path, "intra.");
   c.network.intra_ranks = field<int>(intra, "ranks", path, "intra.");
   c.network.intra = read_curve(field<json>(intra, "points", path, "intra."), "intra.points");

@@ -246,6 +246,10 @@ std::string describe_calibration(const plan::Calibration& c) {
   if (!c.network.mpi_message.empty()) out << "# MPI message one way:" << points(c.network.mpi_message.curve) << "\n";
   if (!c.network.socket_step.empty())
     out << "# socket ring step, by bytes a node sends:" << points(c.network.socket_step.curve) << "\n";
+  if (!c.network.ring_step.empty())
+    out << "# ring step, by bytes a rank sends:" << points(c.network.ring_step.curve) << "\n";
+  if (!c.network.flat_step.empty())
+    out << "# MPI_Allreduce step, by bytes a rank sends:" << points(c.network.flat_step.curve) << "\n";
   if (c.intra_measured) {
     out << "# node AllReduce among " << c.network.intra_ranks << " ranks:" << points(c.network.intra) << "\n";
   } else {
@@ -417,12 +421,15 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
         network.latency_s = c.network.latency_s;
         network.mpi_message = c.network.mpi_message;
         network.socket_step = c.network.socket_step;
+        network.ring_step = c.network.ring_step;
+        network.flat_step = c.network.flat_step;
         have_link = true;
         plan_setup.measured.push_back(
             "link " + gbit(network.link_bytes_per_s) + ", latency " + micros(network.latency_s) +
             (network.mpi_message.empty() ? std::string() : ", MPI messages by size (host jobs' flat and ring)") +
             (network.socket_step.empty() ? std::string()
                                          : ", socket ring steps by size (host jobs' hierarchical across nodes)") +
+            (network.ring_step.empty() ? std::string() : ", ring and MPI_Allreduce steps by size (host jobs)") +
             " (" + options.calibration + ", " + c.date + ")");
       }
       if (c.intra_measured) {
@@ -444,6 +451,8 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
       network.latency_s = std::max(0.0, options.link_latency_us) * 1e-6;
       network.mpi_message = {};  // measured on another link
       network.socket_step = {};
+      network.ring_step = {};
+      network.flat_step = {};
       have_link = true;
       plan_setup.assumed.push_back("link " + gbit(network.link_bytes_per_s) + ", latency " +
                                    micros(network.latency_s) + " (--link-gbps, --link-latency-us)");

@@ -152,12 +152,49 @@ TEST(CostModel, MeasuredSocketRingStepsReplaceTheFormula) {
   // On busy cores: each step 1 ms later and half the link.
   net.shared_core.latency_s = 1e-3;
   net.shared_core.link_share[AllreduceKind::kHierarchical] = 0.5;
-  EXPECT_NEAR(net.on_busy_cores(AllreduceKind::kHierarchical).ring_step_seconds(bytes / 2),
+  EXPECT_NEAR(net.on_busy_cores(AllreduceKind::kHierarchical).socket_step_seconds(bytes / 2),
               step + 1e-3 + bytes / 2 / 125e6, 1e-12);
   // Never below the formula (4 KB measured in 3.9 ms: a saved-up burst); a GPU job's NCCL: the formula.
-  EXPECT_NEAR(net.ring_step_seconds(4e3), 4e-3 + 4e3 / 125e6, 1e-12);
+  EXPECT_NEAR(net.socket_step_seconds(4e3), 4e-3 + 4e3 / 125e6, 1e-12);
   net.rendezvous_above_bytes = 0;
-  EXPECT_NEAR(net.ring_step_seconds(bytes / 2), formula_step, 1e-12);
+  EXPECT_NEAR(net.socket_step_seconds(bytes / 2), formula_step, 1e-12);
+}
+
+// A calibration's measured ring and MPI_Allreduce steps (every rank sending and receiving at
+// once) price host jobs' ring and flat, each its own, keyed by the bytes a rank sends in a step
+// (S / n), wherever they are slower than a message one way; recursive doubling (flat under
+// 10,000 bytes) keeps the message curve, and GPU jobs (NCCL) the formula.
+TEST(CostModel, MeasuredRingAndMpiAllreduceStepsPriceTheStepsAboveAMessage) {
+  Network net = link(10, 60);  // 1.25 GB/s, 60 us one way
+  net.rendezvous_above_bytes = kMpiTcpEagerBytes;
+  net.mpi_message = net.measured_here(Curve({{8, 60e-6}, {4096, 65e-6}, {128e3, 430e-6}, {16e6, 19.6e-3}}));
+  const double bytes = 256e3;
+  const double one_way = net.mpi_message.curve.at(bytes / 2);
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kRing, Compression::kNone, bytes, {2, 1}, net), 2 * one_way, 1e-12);
+  // As measured on the simulated hosts' 10 Gbit/s wires: steps of 128 KB took 545 us in the
+  // ring and 530 us in MPI_Allreduce, where a message one way took 430 us.
+  net.ring_step = net.measured_here(Curve({{8e3, 40e-6}, {32e3, 160e-6}, {128e3, 545e-6}, {8e6, 13e-3}}));
+  net.flat_step = net.measured_here(Curve({{8e3, 80e-6}, {32e3, 150e-6}, {128e3, 530e-6}, {8e6, 12e-3}}));
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kRing, Compression::kNone, bytes, {2, 1}, net), 2 * 545e-6, 1e-12);
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, bytes, {2, 1}, net), 2 * 530e-6, 1e-12);
+  // 4 ranks (2 nodes of 2): 6 steps of a quarter each.
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kRing, Compression::kNone, bytes, {2, 2}, net),
+              6 * net.ring_step.curve.at(bytes / 4), 1e-12);
+  // Recursive doubling's exchange keeps the message curve; the socket ring is not MPI.
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, 4096, {2, 1}, net),
+              net.mpi_message.curve.at(4096), 1e-12);
+  EXPECT_NEAR(allreduce_seconds(AllreduceKind::kHierarchical, Compression::kNone, bytes, {2, 1}, net),
+              2 * (60e-6 + bytes / 2 / 1.25e9), 1e-12);
+  // Never below a message one way (8 KB: steps measured in 40 us, a message in 76.5 us).
+  EXPECT_NEAR(net.mpi_step_seconds(AllreduceKind::kRing, 8e3), net.mpi_message.curve.at(8e3), 1e-12);
+  EXPECT_GT(net.mpi_message.curve.at(8e3), 40e-6);
+  // On busy cores: each step 0.1 ms later.
+  net.shared_core.latency_s = 1e-4;
+  EXPECT_NEAR(net.on_busy_cores(AllreduceKind::kRing).mpi_step_seconds(AllreduceKind::kRing, bytes / 2),
+              545e-6 + 1e-4, 1e-12);
+  // A GPU job's NCCL: the formula.
+  net.rendezvous_above_bytes = 0;
+  EXPECT_NEAR(net.mpi_step_seconds(AllreduceKind::kRing, bytes / 2), 60e-6 + bytes / 2 / 1.25e9, 1e-12);
 }
 
 TEST(CostModel, AutoResolvesAsTheRunnerDoes) {

@@ -86,6 +86,8 @@ TEST(PlanInputs, CalibrationRoundTrips) {
   c.network.convert_bytes_per_s = 3e9;
   c.network.mpi_message.curve = Curve({{8, 9e-5}, {131072, 2.1e-3}, {16 << 20, 0.15}});
   c.network.socket_step.curve = Curve({{4096, 1.2e-4}, {131072, 1.4e-3}});
+  c.network.ring_step.curve = Curve({{8192, 1.5e-4}, {131072, 1.6e-3}, {8 << 20, 0.08}});
+  c.network.flat_step.curve = Curve({{8192, 1.4e-4}});
   const Calibration back = read_calibration(write_temp("cal.json", calibration_to_json(c).dump()));
   EXPECT_DOUBLE_EQ(back.network.link_bytes_per_s, 1.1e8);
   EXPECT_EQ(back.network.intra.points().size(), 2u);
@@ -99,6 +101,12 @@ TEST(PlanInputs, CalibrationRoundTrips) {
   EXPECT_DOUBLE_EQ(back.network.socket_step.curve.at(131072), 1.4e-3);
   EXPECT_DOUBLE_EQ(back.network.socket_step.latency_s, 9e-5);
   EXPECT_DOUBLE_EQ(back.network.socket_step.bytes_per_s, 1.1e8);
+  ASSERT_EQ(back.network.ring_step.curve.points().size(), 3u);
+  EXPECT_DOUBLE_EQ(back.network.ring_step.curve.at(131072), 1.6e-3);
+  EXPECT_DOUBLE_EQ(back.network.ring_step.latency_s, 9e-5);
+  ASSERT_EQ(back.network.flat_step.curve.points().size(), 1u);
+  EXPECT_DOUBLE_EQ(back.network.flat_step.curve.at(8192), 1.4e-4);
+  EXPECT_DOUBLE_EQ(back.network.flat_step.bytes_per_s, 1.1e8);
   nlohmann::json doc = calibration_to_json(c);
   doc["link"]["bytes_per_s"] = "fast";
   const std::string bad = write_temp("badcal.json", doc.dump());
@@ -111,13 +119,21 @@ TEST(PlanInputs, CalibrationRoundTrips) {
   doc["link"]["socket_step"][0] = "slow";
   const std::string bad_step = write_temp("badstep.json", doc.dump());
   expect_input_error([&] { read_calibration(bad_step); }, "key 'link.socket_step' must hold [bytes > 0, seconds >= 0]");
+  doc = calibration_to_json(c);
+  doc["link"]["flat_step"][0][0] = 0;
+  const std::string bad_flat = write_temp("badflat.json", doc.dump());
+  expect_input_error([&] { read_calibration(bad_flat); }, "key 'link.flat_step' must hold [bytes > 0, seconds >= 0]");
   // A calibration written before the curves existed: the plan takes the formula.
   doc = calibration_to_json(c);
   doc["link"].erase("mpi_message");
   doc["link"].erase("socket_step");
+  doc["link"].erase("ring_step");
+  doc["link"].erase("flat_step");
   const Calibration older = read_calibration(write_temp("nocurve.json", doc.dump()));
   EXPECT_TRUE(older.network.mpi_message.empty());
   EXPECT_TRUE(older.network.socket_step.empty());
+  EXPECT_TRUE(older.network.ring_step.empty());
+  EXPECT_TRUE(older.network.flat_step.empty());
 }
 
 TEST(PlanInputs, TheSharedCoreCostsRoundTripAndOlderCalibrationsLackThem) {
