@@ -131,11 +131,11 @@ double Network::mpi_step_seconds(AllreduceKind kind, double m) const {
   const double message = crossing_seconds(m);
   const MeasuredTimes& steps = kind == AllreduceKind::kFlat ? flat_step : ring_step;
   if (rendezvous_above_bytes <= 0 || steps.empty()) return message;
-  // Each measure leaves out what the other holds: the steps, measured back to back, a message
-  // that follows a quiet link (as a step's first does after compute: with 2 ms a link the job's
-  // steps of 124 KB took 15.8 ms, the calibration's 13.5, a message one way 16.4); the message,
-  // both directions busy at once.
-  return std::max(message, measured_or_formula(message, steps, m, *this));
+  // The message is the floor: each measure leaves out what the other holds. The steps, measured
+  // back to back, lack a message that follows a quiet link (as a step's first does after
+  // compute: with 2 ms a link the job's steps of 124 KB took 15.8 ms, the calibration's 13.5, a
+  // message one way 16.4); the message lacks both directions busy at once.
+  return measured_or_formula(message, steps, m, *this);
 }
 
 double SharedCoreCosts::cost(AllreduceKind ran) const {
