@@ -22,6 +22,7 @@
 // I(S): the node phase is all there is.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -105,10 +106,10 @@ struct Network {
   // Host jobs: one step of the ring and of the flat algorithm (MPI_Allreduce from
   // kMpiAllreduceRingFromBytes on, counted as a ring's steps whichever algorithm Open MPI takes)
   // over all the ranks, by the bytes each rank sends in it, as the calibration measured them (a
-  // whole AllReduce of every rank at once over 2(n-1)). Each
-  // step sends and receives at once, loading both directions of every link, where the one-way
-  // message curve loads one; flat's also holds MPI's polling. The message curve stays the floor
-  // (mpi_step_seconds). Empty: the message curve.
+  // whole AllReduce of every rank at once over 2(n-1)). Each step sends and receives at once,
+  // loading both directions of every link, where the one-way message curve loads one; flat's
+  // also holds MPI's polling. The message curve stays the floor (mpi_step_seconds). Empty: the
+  // message curve.
   MeasuredTimes ring_step, flat_step;
   // `curve` as measured on this network's latency and link as they are.
   MeasuredTimes measured_here(Curve curve) const { return {std::move(curve), latency_s, link_bytes_per_s}; }
@@ -125,6 +126,14 @@ struct Network {
   // each message shared_core.latency_s later, the link at its shared_core.link_share.
   Network on_busy_cores(AllreduceKind ran) const;
 };
+
+// Every MeasuredTimes of a Network, by its key in a calibration file (plan_inputs.cpp): the one
+// list that writing, reading, taking and dropping a calibration's measured link go through.
+using MeasuredTimesField = std::pair<const char*, MeasuredTimes Network::*>;
+inline constexpr std::array<MeasuredTimesField, 4> kMeasuredLinkTimes = {{{"mpi_message", &Network::mpi_message},
+                                                                          {"socket_step", &Network::socket_step},
+                                                                          {"ring_step", &Network::ring_step},
+                                                                          {"flat_step", &Network::flat_step}}};
 
 // Open MPI's fixed rule for MPI_Allreduce (coll tuned): recursive doubling below this many
 // bytes, a ring above. Host jobs' flat algorithm is that MPI_Allreduce.

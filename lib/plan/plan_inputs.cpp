@@ -106,19 +106,17 @@ json calibration_to_json(const Calibration& c) {
     return points;
   };
   const json intra = points_json(c.network.intra);
+  json link = {{"measured", c.link_measured},
+               {"bytes_per_s", c.network.link_bytes_per_s},
+               {"latency_s", c.network.latency_s}};
+  for (const auto& [key, times] : kMeasuredLinkTimes) link[key] = points_json((c.network.*times).curve);
   return {{"version", kPlanFileVersion},
           {"kind", "sdp-train plan calibration"},
           {"date", c.date},
           {"hosts", c.hosts},
           {"nodes", c.nodes},
           {"ranks_per_node", c.ranks_per_node},
-          {"link", {{"measured", c.link_measured},
-                    {"bytes_per_s", c.network.link_bytes_per_s},
-                    {"latency_s", c.network.latency_s},
-                    {"mpi_message", points_json(c.network.mpi_message.curve)},
-                    {"socket_step", points_json(c.network.socket_step.curve)},
-                    {"ring_step", points_json(c.network.ring_step.curve)},
-                    {"flat_step", points_json(c.network.flat_step.curve)}}},
+          {"link", link},
           {"intra", {{"measured", c.intra_measured}, {"ranks", c.network.intra_ranks}, {"points", intra}}},
           {"convert", {{"measured", c.convert_measured}, {"bytes_per_s", c.network.convert_bytes_per_s}}},
           {"shared_core", {{"measured", c.network.shared_core.measured},
@@ -154,12 +152,10 @@ Calibration read_calibration(const std::string& path) {
   };
   // Calibrations made before the message or ring-step curves existed lack them: the plan takes
   // the formula.
-  for (const auto& [key, times] : {std::pair<const char*, MeasuredTimes*>{"mpi_message", &c.network.mpi_message},
-                                   {"socket_step", &c.network.socket_step},
-                                   {"ring_step", &c.network.ring_step},
-                                   {"flat_step", &c.network.flat_step}})
+  for (const auto& [key, times] : kMeasuredLinkTimes)
     if (link.contains(key))
-      *times = c.network.measured_here(read_curve(field<json>(link, key, path, "link."), std::string("link.") + key));
+      c.network.*times =
+          c.network.measured_here(read_curve(field<json>(link, key, path, "link."), std::string("link.") + key));
   c.intra_measured = field<bool>(intra, "measured", path, "intra.");
   c.network.intra_ranks = field<int>(intra, "ranks", path, "intra.");
   c.network.intra = read_curve(field<json>(intra, "points", path, "intra."), "intra.points");

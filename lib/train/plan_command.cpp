@@ -419,10 +419,7 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
       if (c.link_measured) {
         network.link_bytes_per_s = c.network.link_bytes_per_s;
         network.latency_s = c.network.latency_s;
-        network.mpi_message = c.network.mpi_message;
-        network.socket_step = c.network.socket_step;
-        network.ring_step = c.network.ring_step;
-        network.flat_step = c.network.flat_step;
+        for (const auto& [key, times] : plan::kMeasuredLinkTimes) network.*times = c.network.*times;
         have_link = true;
         plan_setup.measured.push_back(
             "link " + gbit(network.link_bytes_per_s) + ", latency " + micros(network.latency_s) +
@@ -449,10 +446,7 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
       if (options.link_gbps <= 0) throw InputError("--link-latency-us needs --link-gbps too");
       network.link_bytes_per_s = options.link_gbps * 1e9 / 8;
       network.latency_s = std::max(0.0, options.link_latency_us) * 1e-6;
-      network.mpi_message = {};  // measured on another link
-      network.socket_step = {};
-      network.ring_step = {};
-      network.flat_step = {};
+      for (const auto& [key, times] : plan::kMeasuredLinkTimes) network.*times = {};  // measured on another link
       have_link = true;
       plan_setup.assumed.push_back("link " + gbit(network.link_bytes_per_s) + ", latency " +
                                    micros(network.latency_s) + " (--link-gbps, --link-latency-us)");
