@@ -3,7 +3,11 @@
 # for each topology, one calibration (`plan --calibrate` under the same launch), then per
 # model and algorithm, alternating, `plan` (compute measured by every rank of the launch at
 # once) and a short training run (median step from its metric lines, the first interval left
-# out). Prints predicted and measured step, and the error, medians over --runs alternations.
+# out). Prints predicted and measured step, and the error, medians over --runs alternations;
+# then each row's step split in two, the plan's against the training's metric lines: the
+# exposed communication (the wait for the gradients after backward, which in the training
+# also holds the wait for slower ranks, where the plan counts them in the slowest rank's
+# compute) and the rest.
 #
 #   scripts/bench-plan.sh [--topologies 1x2,2x1,2x2] [--rate 1gbit] [--models lenet5,resnet20]
 #                         [--algorithms flat,ring,hierarchical] [--runs 3] [--steps 48] [--confirm]
@@ -23,7 +27,8 @@
 #     --cpus C      each simulated host's processes get at most C CPUs (simcluster.sh cpus; auto:
 #                   0.9 x this machine's cores / hosts): more hosts than cores then compute as
 #                   hosts with cores of their own, slower, whether the others compute or wait
-#     --raw FILE    also write each run's "topology model allreduce predicted exposed measured" (s)
+#     --raw FILE    also write each run's "topology model allreduce predicted exposed measured
+#                   measured_exposed" (s)
 #     --bracket     plan each row both before and after its training run and predict their mean:
 #                   a prediction that follows the host's drift across the run (long steps: ResNet-50)
 #     --vs OLD_BIN  also train each row with another build of sdp-train (e.g. main before a change),
@@ -114,6 +119,15 @@ batch = next(l for l in lines if l.get("event") == "start")["global_batch"]
 print(statistics.median([batch / l["images_per_sec"] for l in lines if l.get("event") == "train"][1:]))
 PY
 }
+# The training's own exposed communication a step (its metric lines' exposed_comm_ms: the
+# wait for the gradients after backward), median over the same intervals, in seconds.
+median_exposed() {
+  python3 - "$1" <<'PY'
+import json, statistics, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+print(statistics.median([l["exposed_comm_ms"] / 1e3 for l in lines if l.get("event") == "train"][1:]))
+PY
+}
 json_field() {  # json_field FILE 'python expression over d'
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"
 }
@@ -164,7 +178,7 @@ for topo in ${topologies//,/ }; do
           predicted=$(python3 -c 'import sys; print((float(sys.argv[1]) + float(sys.argv[2])) / 2)' "$predicted" \
             "$(json_field "$tmp/plan.json" 'd["rows"][0]["algorithms"][0]["step_s"]')")
         fi
-        echo "$topo $model $alg $predicted $exposed $(median_step "$tmp/metrics.jsonl")" >>"$tmp/rows"
+        echo "$topo $model $alg $predicted $exposed $(median_step "$tmp/metrics.jsonl") $(median_exposed "$tmp/metrics.jsonl")" >>"$tmp/rows"
         [ -n "$vs" ] || continue
         rm -f "$tmp/metrics.jsonl"
         run_vs "${job[@]}" --set distributed.allreduce="$alg" >"$tmp/train.out" 2>&1 || { tail "$tmp/train.out"; exit 1; }
@@ -197,8 +211,9 @@ import statistics, sys
 from collections import OrderedDict
 rows = OrderedDict()
 for line in open(sys.argv[1]):
-    topo, model, alg, predicted, exposed, measured = line.split()
-    rows.setdefault((topo, model, alg), []).append((float(predicted), float(exposed), float(measured)))
+    topo, model, alg, predicted, exposed, measured, measured_exposed = line.split()
+    rows.setdefault((topo, model, alg), []).append(
+        (float(predicted), float(exposed), float(measured), float(measured_exposed)))
 def where(topo):
     return topo if topo.startswith("1x") else f"{topo} ({sys.argv[3]})"
 if rows:
@@ -213,6 +228,15 @@ if rows:
         print(f"| {where(topo)} | {model} | {alg} | {p * 1e3:.2f} ms | {e * 1e3:.2f} ms | {m * 1e3:.2f} ms | {100 * (p - m) / m:+.1f} % |")
     print(f"# {len(errors)} rows: median |error| {100 * statistics.median(errors):.1f} %, largest {100 * max(errors):.1f} %; "
           f"within 10 %: {sum(e <= 0.10 for e in errors)} of {len(errors)}")
+    # Where each row's error lies: the step split as the training's metric lines split it, the
+    # exposed communication (the wait for the gradients after backward) and the rest (compute,
+    # the update, the loader's wait), the plan's against the training's.
+    print()
+    print("| hosts x ranks | model | allreduce | rest of the step, plan | rest, measured | exposed comm, plan | exposed comm, measured |")
+    print("|---|---|---|---|---|---|---|")
+    for (topo, model, alg), runs in rows.items():
+        p, e, m, x = (statistics.median(r[i] for r in runs) for i in range(4))
+        print(f"| {where(topo)} | {model} | {alg} | {(p - e) * 1e3:.2f} ms | {(m - x) * 1e3:.2f} ms | {e * 1e3:.2f} ms | {x * 1e3:.2f} ms |")
 olds = OrderedDict()
 for line in open(sys.argv[4]):
     topo, model, alg, measured = line.split()
