@@ -110,22 +110,19 @@ job_args() {  # model ranks -> the job's options
     "--set train.eval_every_epochs=0 --set checkpoint.dir=$tmp/ckpt --set checkpoint.resume=never" \
     "--set output.model_dir=$tmp/model --set output.metrics=$tmp/metrics.jsonl --set output.progress=lines"
 }
-# The median step of a training run's metric lines, the first interval left out.
+# A training run's metric lines, the first interval left out, medians in seconds: the step,
+# and with --exposed also its exposed communication (exposed_comm_ms: the wait for the
+# gradients after backward).
 median_step() {
-  python3 - "$1" <<'PY'
+  python3 - "$@" <<'PY'
 import json, statistics, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 batch = next(l for l in lines if l.get("event") == "start")["global_batch"]
-print(statistics.median([batch / l["images_per_sec"] for l in lines if l.get("event") == "train"][1:]))
-PY
-}
-# The training's own exposed communication a step (its metric lines' exposed_comm_ms: the
-# wait for the gradients after backward), median over the same intervals, in seconds.
-median_exposed() {
-  python3 - "$1" <<'PY'
-import json, statistics, sys
-lines = [json.loads(l) for l in open(sys.argv[1])]
-print(statistics.median([l["exposed_comm_ms"] / 1e3 for l in lines if l.get("event") == "train"][1:]))
+train = [l for l in lines if l.get("event") == "train"][1:]
+medians = [statistics.median(batch / l["images_per_sec"] for l in train)]
+if "--exposed" in sys.argv[2:]:
+    medians.append(statistics.median(l["exposed_comm_ms"] / 1e3 for l in train))
+print(*medians)
 PY
 }
 json_field() {  # json_field FILE 'python expression over d'
@@ -178,7 +175,7 @@ for topo in ${topologies//,/ }; do
           predicted=$(python3 -c 'import sys; print((float(sys.argv[1]) + float(sys.argv[2])) / 2)' "$predicted" \
             "$(json_field "$tmp/plan.json" 'd["rows"][0]["algorithms"][0]["step_s"]')")
         fi
-        echo "$topo $model $alg $predicted $exposed $(median_step "$tmp/metrics.jsonl") $(median_exposed "$tmp/metrics.jsonl")" >>"$tmp/rows"
+        echo "$topo $model $alg $predicted $exposed $(median_step "$tmp/metrics.jsonl" --exposed)" >>"$tmp/rows"
         [ -n "$vs" ] || continue
         rm -f "$tmp/metrics.jsonl"
         run_vs "${job[@]}" --set distributed.allreduce="$alg" >"$tmp/train.out" 2>&1 || { tail "$tmp/train.out"; exit 1; }
@@ -219,11 +216,10 @@ def where(topo):
 if rows:
     print("| hosts x ranks | model | allreduce | predicted step | of it exposed comm | measured step | error |")
     print("|---|---|---|---|---|---|---|")
+    # Each row's medians over its runs: predicted, exposed, measured, measured exposed.
+    medians = {key: [statistics.median(r[i] for r in runs) for i in range(4)] for key, runs in rows.items()}
     errors = []
-    for (topo, model, alg), runs in rows.items():
-        p = statistics.median(r[0] for r in runs)
-        e = statistics.median(r[1] for r in runs)
-        m = statistics.median(r[2] for r in runs)
+    for (topo, model, alg), (p, e, m, x) in medians.items():
         errors.append(abs(p - m) / m)
         print(f"| {where(topo)} | {model} | {alg} | {p * 1e3:.2f} ms | {e * 1e3:.2f} ms | {m * 1e3:.2f} ms | {100 * (p - m) / m:+.1f} % |")
     print(f"# {len(errors)} rows: median |error| {100 * statistics.median(errors):.1f} %, largest {100 * max(errors):.1f} %; "
@@ -234,8 +230,7 @@ if rows:
     print()
     print("| hosts x ranks | model | allreduce | rest of the step, plan | rest, measured | exposed comm, plan | exposed comm, measured |")
     print("|---|---|---|---|---|---|---|")
-    for (topo, model, alg), runs in rows.items():
-        p, e, m, x = (statistics.median(r[i] for r in runs) for i in range(4))
+    for (topo, model, alg), (p, e, m, x) in medians.items():
         print(f"| {where(topo)} | {model} | {alg} | {(p - e) * 1e3:.2f} ms | {(m - x) * 1e3:.2f} ms | {e * 1e3:.2f} ms | {x * 1e3:.2f} ms |")
 olds = OrderedDict()
 for line in open(sys.argv[4]):
@@ -247,7 +242,7 @@ if olds:
     print("|---|---|---|---|---|---|")
     for key, old in olds.items():
         o = statistics.median(old)
-        m = statistics.median(r[2] for r in rows[key])
+        m = medians[key][2]
         print(f"| {where(key[0])} | {key[1]} | {key[2]} | {o * 1e3:.2f} ms | {m * 1e3:.2f} ms | {o / m:.3f}x |")
 confirm = OrderedDict()
 for line in open(sys.argv[2]):
