@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -15,6 +16,8 @@
 #include "core/dtype.hpp"
 #include "distributed/allreduce.hpp"
 #include "distributed/allreduce_bench.hpp"
+#include "distributed/collectives.hpp"
+#include "distributed/device_assignment.hpp"
 #include "distributed/mpi_communicator.hpp"
 #include "distributed/reduce_kernels.hpp"
 #include "distributed/shared_arena.hpp"
@@ -303,12 +306,36 @@ void measure_shared_core(const World& world, int compute_threads, Network& netwo
 
 }  // namespace
 
+Machines machines_of(const World& world) {
+  const MachineShare share = share_machine(MPI_COMM_WORLD);
+  Machines m;
+  const int first = share.machine_world_ranks.front() == world.rank() ? 1 : 0;
+  MPI_Allreduce(&first, &m.count, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  // The most ranks per CPU, read from every rank's machine.
+  const std::vector<int> ranks = allgather_ints(MPI_COMM_WORLD, share.machine_ranks);
+  const std::vector<int> cpus = allgather_ints(MPI_COMM_WORLD, share.machine_cpus);
+  std::size_t crowded = 0;
+  for (std::size_t r = 1; r < ranks.size(); ++r)
+    if (static_cast<int64_t>(ranks[r]) * cpus[crowded] > static_cast<int64_t>(ranks[crowded]) * cpus[r]) crowded = r;
+  m.ranks = ranks[crowded];
+  m.cpus = cpus[crowded];
+  return m;
+}
+
+std::string shared_machines(const Machines& machines, int nodes) {
+  if (machines.count == 0 || machines.count >= nodes) return "";
+  return std::to_string(nodes) + " nodes on " + std::to_string(machines.count) +
+         (machines.count > 1 ? " machines, " : " machine, ") + std::to_string(machines.ranks) + " ranks on " +
+         (machines.count > 1 ? "the most crowded one's " : "its ") + std::to_string(machines.cpus) + " CPU(s)";
+}
+
 Calibration calibrate(const World& world, int compute_threads) {
   Calibration c;
   c.date = utc_date();
   for (const std::string& name : world.node_names()) c.hosts += (c.hosts.empty() ? "" : ",") + name;
   c.nodes = world.nodes();
   c.ranks_per_node = world.local_size();
+  c.machines = machines_of(world);
   c.network.intra_ranks = world.local_size();
   if (world.nodes() > 1) {
     // The first rank of node 0 and of node 1 (ranks are grouped node by node).

@@ -26,4 +26,10 @@ namespace sdp::plan {
 
 Calibration calibrate(const World& world, int compute_threads);
 
+// The machines the world's ranks run on (collective; every rank returns the same).
+Machines machines_of(const World& world);
+// Where nodes share machines (machines.count < nodes): "4 nodes on 1 machine, 8 ranks on its 2
+// CPU(s)"; otherwise "".
+std::string shared_machines(const Machines& machines, int nodes);
+
 }  // namespace sdp::plan

@@ -110,19 +110,22 @@ json calibration_to_json(const Calibration& c) {
                {"bytes_per_s", c.network.link_bytes_per_s},
                {"latency_s", c.network.latency_s}};
   for (const auto& [key, times] : kMeasuredLinkTimes) link[key] = points_json((c.network.*times).curve);
-  return {{"version", kPlanFileVersion},
-          {"kind", "sdp-train plan calibration"},
-          {"date", c.date},
-          {"hosts", c.hosts},
-          {"nodes", c.nodes},
-          {"ranks_per_node", c.ranks_per_node},
-          {"link", link},
-          {"intra", {{"measured", c.intra_measured}, {"ranks", c.network.intra_ranks}, {"points", intra}}},
-          {"convert", {{"measured", c.convert_measured}, {"bytes_per_s", c.network.convert_bytes_per_s}}},
-          {"shared_core", {{"measured", c.network.shared_core.measured},
-                           {"latency_s", c.network.shared_core.latency_s},
-                           {"s_per_byte", shared_per_byte},
-                           {"link_share", link_share}}}};
+  json doc = {{"version", kPlanFileVersion},
+                 {"kind", "sdp-train plan calibration"},
+                 {"date", c.date},
+                 {"hosts", c.hosts},
+                 {"nodes", c.nodes},
+                 {"ranks_per_node", c.ranks_per_node},
+                 {"link", link},
+                 {"intra", {{"measured", c.intra_measured}, {"ranks", c.network.intra_ranks}, {"points", intra}}},
+                 {"convert", {{"measured", c.convert_measured}, {"bytes_per_s", c.network.convert_bytes_per_s}}},
+                 {"shared_core", {{"measured", c.network.shared_core.measured},
+                                  {"latency_s", c.network.shared_core.latency_s},
+                                  {"s_per_byte", shared_per_byte},
+                                  {"link_share", link_share}}}};
+  if (c.machines.count > 0)
+    doc["machines"] = {{"count", c.machines.count}, {"ranks", c.machines.ranks}, {"cpus", c.machines.cpus}};
+  return doc;
 }
 
 Calibration read_calibration(const std::string& path) {
@@ -133,6 +136,15 @@ Calibration read_calibration(const std::string& path) {
   c.hosts = field<std::string>(doc, "hosts", path);
   c.nodes = field<int>(doc, "nodes", path);
   c.ranks_per_node = field<int>(doc, "ranks_per_node", path);
+  // Calibrations made before the machines were recorded lack them: count 0, not known.
+  if (doc.contains("machines")) {
+    const json machines = field<json>(doc, "machines", path);
+    c.machines.count = field<int>(machines, "count", path, "machines.");
+    c.machines.ranks = field<int>(machines, "ranks", path, "machines.");
+    c.machines.cpus = field<int>(machines, "cpus", path, "machines.");
+    if (c.machines.count < 1 || c.machines.ranks < 1 || c.machines.cpus < 1)
+      throw InputError(path + ": key 'machines' must hold counts >= 1");
+  }
   const json link = field<json>(doc, "link", path), intra = field<json>(doc, "intra", path),
              convert = field<json>(doc, "convert", path);
   c.link_measured = field<bool>(link, "measured", path, "link.");

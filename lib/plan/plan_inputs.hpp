@@ -23,10 +23,18 @@ constexpr int kPlanFileVersion = 1;
 nlohmann::json compute_profile_to_json(const ComputeProfile& profile);
 ComputeProfile read_compute_profile(const std::string& path);
 
+// The machines (kernels: core/device_info's machine_id) a launch's ranks ran on, and the most
+// crowded one's ranks and CPUs (the union of its ranks' CPU sets). Fewer machines than nodes are
+// simulated hosts (network namespaces, distributed.ranks_per_node) sharing those CPUs.
+struct Machines {
+  int count = 0, ranks = 0, cpus = 0;  // count 0: not recorded (a calibration from before)
+};
+
 // A measured link and node, and what was measured rather than assumed.
 struct Calibration {
   std::string date, hosts;  // when, and on which nodes (names)
   int nodes = 0, ranks_per_node = 0;
+  Machines machines;
   bool link_measured = false, intra_measured = false, convert_measured = false;
   Network network;
 };

@@ -189,6 +189,8 @@ ComputeProfile measure_compute(const JobSpec& spec, const DeviceAssignment& devi
   std::copy(figures.begin() + 3, figures.end(), compute.ready_s.begin());
   if (world.size() > 1)
     compute.measured_on += ", slowest of " + std::to_string(world.size()) + " ranks running at once";
+  if (const std::string shared = plan::shared_machines(plan::machines_of(world), world.nodes()); !shared.empty())
+    compute.measured_on += ", " + shared;
   return compute;
 }
 
@@ -229,6 +231,8 @@ std::string describe_calibration(const plan::Calibration& c) {
   std::ostringstream out;
   out << "# calibration on " << c.nodes << " node(s) x " << c.ranks_per_node << " rank(s) (" << c.hosts << "), "
       << c.date << "\n";
+  if (const std::string shared = plan::shared_machines(c.machines, c.nodes); !shared.empty())
+    out << "# machines: " << shared << " (simulated hosts: plans from this file say so)\n";
   if (c.link_measured)
     out << "# link: " << gbit(c.network.link_bytes_per_s) << " each way, latency " << micros(c.network.latency_s)
         << " one way\n";
@@ -441,6 +445,12 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
                                       options.calibration + ")");
       if (ranks_per_node == 0) ranks_per_node = c.ranks_per_node;
       network.shared_core = c.network.shared_core;
+      if (const std::string shared = plan::shared_machines(c.machines, c.nodes); !shared.empty())
+        plan_setup.assumed.push_back(
+            "nodes on machines of their own, though " + options.calibration + " was measured with " + shared +
+            ": its figures hold what those nodes share there (" +
+            (c.machines.ranks > c.machines.cpus ? "CPUs, fewer than their ranks" : "memory, the kernel's network stack") +
+            "), which the model does not price (docs/plan.md, \"Where it stands\")");
     }
     if (options.link_gbps > 0 || options.link_latency_us >= 0) {
       if (options.link_gbps <= 0) throw InputError("--link-latency-us needs --link-gbps too");

@@ -71,10 +71,12 @@ case_plan_predicts_two_local_ranks() {
     # shellcheck disable=SC2046
     expect_ok 2 plan $(plan_job 16) --calibrate "$WORK/cal.json"
     grep -q 'node AllReduce among 2 ranks' "$WORK/out" || fail "calibration did not measure the node phase"
+    grep -qE '"machines": \{' "$WORK/cal.json" || fail "the calibration does not record its machines"
     ratios=()
     for attempt in 1 2 3; do
       # shellcheck disable=SC2046
       expect_ok 2 plan $(plan_job 48) --calibration "$WORK/cal.json" --nodes 1 --algorithms hierarchical --bucket-mb 25 --steps 20 --json
+      grep -q 'nodes on machines of their own' "$WORK/out" && fail "one node on one machine is said to share it"
       predicted=$(python3 -c 'import json,re,sys; t=re.sub(r"(?m)^\[sdp-train rank [0-9]+\] .*\n?","",open(sys.argv[1]).read()); print(json.loads(t[t.index("{"):t.rindex("}")+1])["rows"][0]["best"]["step_s"])' "$WORK/out")
       # shellcheck disable=SC2046
       expect_ok 2 $(plan_job 48) --set distributed.allreduce=hierarchical --set output.metrics="$WORK/m$attempt.jsonl"
@@ -102,6 +104,13 @@ case_plan_chosen_at_start() {
     grep -q '^# link: .* Gbit/s each way, latency' "$WORK/out" || fail "the link was not measured"
     grep -qE '^# on cores busy computing: [0-9]+ us more a message; ms of compute lost per MB AllReduced: flat [0-9.]+, ring [0-9.]+, hierarchical [0-9.]+; the link.s rate reached: flat [0-9]+ %, ring [0-9]+ %, hierarchical [0-9]+ %$' \
       "$WORK/out" || fail "the cost of sharing cores with compute was not measured"
+    # Those two nodes are one machine: the calibration and a plan from it say so.
+    grep -qE '^# machines: 2 nodes on 1 machine, 2 ranks on its [0-9]+ CPU\(s\)' "$WORK/out" ||
+      fail "the calibration does not say its nodes shared a machine"
+    # shellcheck disable=SC2046
+    expect_ok 0 plan $(plan_job 16) --calibration "$WORK/cal.json" --nodes 1,2 --steps 3 --warmup 1
+    grep -qE '^# assumed: nodes on machines of their own, though .*cal.json was measured with 2 nodes on 1 machine, 2 ranks on its [0-9]+ CPU\(s\): its figures hold what those nodes share there' \
+      "$WORK/out" || fail "the plan does not say its calibration's nodes shared a machine"
     # shellcheck disable=SC2046
     expect_ok 2 $(plan_job 16) --set distributed.ranks_per_node=1 --set distributed.bucket_mb=auto \
       --set distributed.calibration="$WORK/cal.json"

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "plan/calibration.hpp"
 #include "plan/plan_inputs.hpp"
 #include "plan/scaling_plan.hpp"
 
@@ -170,6 +171,37 @@ TEST(PlanInputs, TheSharedCoreCostsRoundTripAndOlderCalibrationsLackThem) {
   doc["shared_core"]["s_per_byte"]["ring"] = -1;
   const std::string negative = write_temp("negative.json", doc.dump());
   expect_input_error([&] { read_calibration(negative); }, "key 'shared_core.s_per_byte.ring' must be a time");
+}
+
+// Simulated hosts (network namespaces, distributed.ranks_per_node) share one machine's CPUs,
+// and the plan says so wherever its figures were measured on them.
+TEST(PlanInputs, TheMachinesACalibrationRanOnRoundTripAndSayWhenNodesShareThem) {
+  Calibration c;
+  c.date = "2026-11-28";
+  c.hosts = "h1,h2,h3,h4";
+  c.nodes = 4;
+  c.ranks_per_node = 2;
+  c.machines = {1, 8, 2};
+  const Calibration back = read_calibration(write_temp("machines.json", calibration_to_json(c).dump()));
+  EXPECT_EQ(back.machines.count, 1);
+  EXPECT_EQ(back.machines.ranks, 8);
+  EXPECT_EQ(back.machines.cpus, 2);
+  EXPECT_EQ(shared_machines(back.machines, back.nodes), "4 nodes on 1 machine, 8 ranks on its 2 CPU(s)");
+  EXPECT_EQ(shared_machines({2, 4, 2}, 4), "4 nodes on 2 machines, 4 ranks on the most crowded one's 2 CPU(s)");
+  EXPECT_EQ(shared_machines({4, 2, 16}, 4), "") << "a machine for each node";
+  nlohmann::json doc = calibration_to_json(c);
+  doc.erase("machines");  // a calibration written before they were recorded
+  const Calibration old = read_calibration(write_temp("nomachines.json", doc.dump()));
+  EXPECT_EQ(old.machines.count, 0);
+  EXPECT_EQ(shared_machines(old.machines, old.nodes), "") << "not known, not said";
+  doc = calibration_to_json(c);
+  doc["machines"]["cpus"] = 0;
+  const std::string zero = write_temp("zero.json", doc.dump());
+  expect_input_error([&] { read_calibration(zero); }, "key 'machines' must hold counts >= 1");
+  doc = calibration_to_json(c);
+  doc["machines"]["count"] = "one";
+  const std::string text = write_temp("text.json", doc.dump());
+  expect_input_error([&] { read_calibration(text); }, "key 'machines.count' has the wrong type");
 }
 
 TEST(PlanInputs, TheShippedInstanceTableReads) {
