@@ -111,18 +111,18 @@ json calibration_to_json(const Calibration& c) {
                {"latency_s", c.network.latency_s}};
   for (const auto& [key, times] : kMeasuredLinkTimes) link[key] = points_json((c.network.*times).curve);
   json doc = {{"version", kPlanFileVersion},
-                 {"kind", "sdp-train plan calibration"},
-                 {"date", c.date},
-                 {"hosts", c.hosts},
-                 {"nodes", c.nodes},
-                 {"ranks_per_node", c.ranks_per_node},
-                 {"link", link},
-                 {"intra", {{"measured", c.intra_measured}, {"ranks", c.network.intra_ranks}, {"points", intra}}},
-                 {"convert", {{"measured", c.convert_measured}, {"bytes_per_s", c.network.convert_bytes_per_s}}},
-                 {"shared_core", {{"measured", c.network.shared_core.measured},
-                                  {"latency_s", c.network.shared_core.latency_s},
-                                  {"s_per_byte", shared_per_byte},
-                                  {"link_share", link_share}}}};
+              {"kind", "sdp-train plan calibration"},
+              {"date", c.date},
+              {"hosts", c.hosts},
+              {"nodes", c.nodes},
+              {"ranks_per_node", c.ranks_per_node},
+              {"link", link},
+              {"intra", {{"measured", c.intra_measured}, {"ranks", c.network.intra_ranks}, {"points", intra}}},
+              {"convert", {{"measured", c.convert_measured}, {"bytes_per_s", c.network.convert_bytes_per_s}}},
+              {"shared_core", {{"measured", c.network.shared_core.measured},
+                               {"latency_s", c.network.shared_core.latency_s},
+                               {"s_per_byte", shared_per_byte},
+                               {"link_share", link_share}}}};
   if (c.machines.count > 0)
     doc["machines"] = {{"count", c.machines.count}, {"ranks", c.machines.ranks}, {"cpus", c.machines.cpus}};
   return doc;

@@ -38,6 +38,16 @@ ComputeProfile profile() {
   return c;
 }
 
+// A calibration of `nodes` nodes (h1, h2, ...) of `ranks_per_node` ranks, nothing measured yet.
+Calibration calibration_of(int nodes, int ranks_per_node) {
+  Calibration c;
+  c.date = "2026-11-28";
+  for (int n = 1; n <= nodes; ++n) c.hosts += (n > 1 ? ",h" : "h") + std::to_string(n);
+  c.nodes = nodes;
+  c.ranks_per_node = ranks_per_node;
+  return c;
+}
+
 void expect_input_error(const std::function<void()>& f, const std::string& fragment) {
   try {
     f();
@@ -74,11 +84,7 @@ TEST(PlanInputs, BadComputeFilesNameTheKey) {
 }
 
 TEST(PlanInputs, CalibrationRoundTrips) {
-  Calibration c;
-  c.date = "2026-11-26";
-  c.hosts = "a,b";
-  c.nodes = 2;
-  c.ranks_per_node = 2;
+  Calibration c = calibration_of(2, 2);
   c.link_measured = c.intra_measured = c.convert_measured = true;
   c.network.link_bytes_per_s = 1.1e8;
   c.network.latency_s = 9e-5;
@@ -138,11 +144,7 @@ TEST(PlanInputs, CalibrationRoundTrips) {
 }
 
 TEST(PlanInputs, TheSharedCoreCostsRoundTripAndOlderCalibrationsLackThem) {
-  Calibration c;
-  c.date = "2026-11-27";
-  c.hosts = "a,b";
-  c.nodes = 2;
-  c.ranks_per_node = 1;
+  Calibration c = calibration_of(2, 1);
   c.link_measured = c.convert_measured = true;
   c.network.link_bytes_per_s = 1.2e8;
   c.network.latency_s = 2e-5;
@@ -176,11 +178,7 @@ TEST(PlanInputs, TheSharedCoreCostsRoundTripAndOlderCalibrationsLackThem) {
 // Simulated hosts (network namespaces, distributed.ranks_per_node) share one machine's CPUs,
 // and the plan says so wherever its figures were measured on them.
 TEST(PlanInputs, TheMachinesACalibrationRanOnRoundTripAndSayWhenNodesShareThem) {
-  Calibration c;
-  c.date = "2026-11-28";
-  c.hosts = "h1,h2,h3,h4";
-  c.nodes = 4;
-  c.ranks_per_node = 2;
+  Calibration c = calibration_of(4, 2);
   c.machines = {1, 8, 2};
   const Calibration back = read_calibration(write_temp("machines.json", calibration_to_json(c).dump()));
   EXPECT_EQ(back.machines.count, 1);
