@@ -565,6 +565,19 @@ cmd_impair() {
   echo "simcluster: $ns loses $loss % each way (iptables statistic; this kernel has no netem)"
 }
 
+# Moves a cgroup's processes back to the root group and removes it. A process that is being
+# created or reaped there meanwhile keeps it busy for a moment (rmdir: "Device or resource
+# busy", seen once in CI), hence the retries.
+remove_cgroup() {
+  local cg=$1 pid
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    while read -r pid; do echo "$pid" >/sys/fs/cgroup/cpu/cgroup.procs 2>/dev/null || true; done <"$cg/cgroup.procs"
+    rmdir "$cg" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  rmdir "$cg"
+}
+
 cmd_slow() {
   local i=${1:-} percent=${2:-}
   need_root
@@ -573,10 +586,7 @@ cmd_slow() {
   local cg=/sys/fs/cgroup/cpu/$ns
   [ -d /sys/fs/cgroup/cpu ] || skip "slow: no cgroup v1 cpu controller at /sys/fs/cgroup/cpu"
   if [ "$percent" = off ]; then
-    if [ -d "$cg" ]; then
-      while read -r pid; do echo "$pid" >/sys/fs/cgroup/cpu/cgroup.procs 2>/dev/null || true; done <"$cg/cgroup.procs"
-      rmdir "$cg"
-    fi
+    [ -d "$cg" ] && remove_cgroup "$cg"
     echo "simcluster: $ns at full speed"
     return 0
   fi
@@ -601,9 +611,7 @@ cmd_cpus() {
   for ns in $(hosts); do
     cg=/sys/fs/cgroup/cpu/$ns
     if [ "$cpus" = off ]; then
-      [ -d "$cg" ] || continue
-      while read -r pid; do echo "$pid" >/sys/fs/cgroup/cpu/cgroup.procs 2>/dev/null || true; done <"$cg/cgroup.procs"
-      rmdir "$cg"
+      [ -d "$cg" ] && remove_cgroup "$cg"
       continue
     fi
     [[ "$cpus" =~ ^[0-9]*\.?[0-9]+$ ]] || die "cpus: need a number of CPUs (e.g. 0.45) or 'off'"
@@ -623,8 +631,7 @@ cmd_down() {
   need_root
   for cg in /sys/fs/cgroup/cpu/$PREFIX-h*; do  # `slow` caps
     [ -d "$cg" ] || continue
-    while read -r pid; do echo "$pid" >/sys/fs/cgroup/cpu/cgroup.procs 2>/dev/null || true; done <"$cg/cgroup.procs"
-    rmdir "$cg" 2>/dev/null || true
+    remove_cgroup "$cg" 2>/dev/null || true
   done
   cmd_slurm_down >/dev/null
   for pid in "$STATE"/delay-h*.pid; do [ -f "$pid" ] && kill "$(cat "$pid")" 2>/dev/null || true; done
