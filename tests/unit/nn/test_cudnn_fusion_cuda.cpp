@@ -77,6 +77,11 @@ struct ProbeGraph {
   std::unordered_map<std::string, fe::DataType_t> types;
   std::set<std::string> outputs;
   std::string error;  // empty: built
+  // Under the deterministic rule (train.deterministic, the default: bitwise resume and identical
+  // replicas) only engines without cuDNN's NONDETERMINISTIC note are candidates.
+  bool deterministic = false;
+
+  static std::size_t element_bytes(fe::DataType_t type) { return type == fe::DataType_t::HALF ? 2 : 4; }
 
   // An NHWC tensor of [n, c, h, w] (c innermost), in the graph's io type unless `type` says.
   TensorPtr input(const std::string& name, std::vector<int64_t> nchw, fe::DataType_t type = fe::DataType_t::HALF) {
@@ -98,13 +103,11 @@ struct ProbeGraph {
   TensorPtr record(const std::string& name, TensorPtr t, const std::vector<int64_t>& d, fe::DataType_t type) {
     tensors[name] = t;
     types[name] = type;
-    bytes[name] = static_cast<std::size_t>(d[0] * d[1] * d[2] * d[3]) * (type == fe::DataType_t::HALF ? 2 : 4);
+    bytes[name] = static_cast<std::size_t>(d[0] * d[1] * d[2] * d[3]) * element_bytes(type);
     return t;
   }
 
-  // Each stage only once the one before succeeded; the first failure is the reason. Under the
-  // deterministic rule (train.deterministic, the default: bitwise resume and identical replicas)
-  // only engines without cuDNN's NONDETERMINISTIC note are candidates.
+  // Each stage only once the one before succeeded; the first failure is the reason.
   void build(cudnnHandle_t handle) {
     const auto failed = [&](const char* what, fe::error_t status) {
       if (status.is_good()) return false;
@@ -118,7 +121,6 @@ struct ProbeGraph {
     if (deterministic) graph->deselect_numeric_notes({fe::NumericalNote_t::NONDETERMINISTIC});
     (void)(failed("check_support", graph->check_support(handle)) || failed("build_plans", graph->build_plans(handle)));
   }
-  bool deterministic = false;
 };
 
 ProbeGraph start_graph(fe::DataType_t intermediate = fe::DataType_t::FLOAT, bool deterministic = false) {
@@ -518,7 +520,7 @@ TEST(CudnnFusionOnGpu, FoldedPassesFromDeterministicEnginesAreBitwiseRepeatable)
       uint64_t seed = 31;
       for (const auto& [name, type] : g.types) {
         if (g.outputs.count(name) != 0) continue;
-        const int64_t n = static_cast<int64_t>(g.bytes.at(name) / (type == fe::DataType_t::HALF ? 2 : 4));
+        const int64_t n = static_cast<int64_t>(g.bytes.at(name) / ProbeGraph::element_bytes(type));
         // Positive per-channel figures (an inverse deviation must be), signed activations.
         const bool per_channel = n == s.c || n == s.k;
         const std::vector<float> v = testing::random_vector(n, seed++, per_channel ? 0.5f : -1.0f, 1.5f);
