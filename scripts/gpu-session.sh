@@ -50,6 +50,9 @@
 #                 each crop's region), and the training runs
 #         layers-amp
 #                 ResNet-50 amp-fp16 b256's step layer by layer under the defaults
+#         folded  model.batchnorm: folded (BatchNorm folded into the convolutions around it):
+#                 ResNet-50 b256's step layer by layer and its memory, amp-fp16 separate against
+#                 folded, and amp-bf16 folded
 #         fusions the fusions outside f16 NHWC, by kind: ResNet-50 bf16 NHWC (cuDNN's fused
 #                 BatchNorm), ResNet-20 fp32 NCHW (the ReLU folded into the residual sum); TF32's
 #                 are the tf32 stage's
@@ -268,6 +271,19 @@ stage_layers_amp() {
     --steps 10
 }
 
+# model.batchnorm: folded against separate, the same ResNet-50 b256 step (bench layers: the
+# step's time by kind, and the memory line: the arena without the folded BatchNorms' outputs).
+stage_folded() {
+  local bin=$BUNDLE/sdp-train run
+  for run in amp-fp16:separate amp-fp16:folded amp-bf16:folded; do
+    local p=${run%%:*} b=${run#*:}
+    step bench-layers-resnet50-$p-bn-$b "$bin" bench layers --config configs/resnet50-synthetic-bench.yaml \
+      --set data.batch_size=256 --set data.synthetic.train_samples=256 --set device=cuda --set precision=$p \
+      --set model.batchnorm=$b --steps 10
+  done
+  grep -H -E '^# (step|memory|batchnorm)' "$OUT"/bench-layers-resnet50-*-bn-*.log | tee -a "$OUT/summary.txt" >&2
+}
+
 # The fusions outside f16 NHWC, by kind (TF32's are the tf32 stage's): bf16 NHWC, where cuDNN's
 # fused BatchNorm is taken where it accepts bf16, and fp32 NCHW, where the ReLU folds into the
 # residual sum and its derivative into the next block's gradient sum.
@@ -468,6 +484,7 @@ case "${1:-}" in
         decode-data) stage_decode_data ;;
         decode-train) stage_decode_train ;;
         layers-amp) stage_layers_amp ;;
+        folded) stage_folded ;;
         fusions) stage_fusions ;;
         graphs) stage_graphs ;;
         train-resnet20) stage_train_resnet20 ;;

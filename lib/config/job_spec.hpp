@@ -28,6 +28,11 @@ struct ModelSpec {
   // too on a GPU), per_layer (every layer its own), auto (shared on both devices;
   // training_setup.hpp).
   std::string memory_plan = "auto";
+  // BatchNorm on a GPU: folded (each BatchNorm with its ReLU between two convolutions of a
+  // residual branch folded into them: statistics from the first's epilogue, applied as the
+  // second loads; NHWC 16-bit, cuDNN graphs), separate (each BatchNorm a pass of its own), auto
+  // (separate until a GPU run has checked folded; training_setup.hpp: folds_batchnorm).
+  std::string batchnorm = "auto";
 };
 
 struct SyntheticDataSpec {

@@ -46,6 +46,16 @@ class BatchNorm2d : public Layer {
   // (nullptr: the layer's own storage, or no sum fused).
   virtual GradientPlan::Buffer* planned_residual_grad() const { return nullptr; }
   void report_grads_ready() const { grads_ready(); }
+  // Folds this BatchNorm and its ReLU into the convolutions around it (model.batchnorm: folded;
+  // NVIDIA's "NormConvolution"): `before` computes its batch statistics in its forward's
+  // epilogue, `after` applies it, relu(x * scale + bias), as it loads its input, and `after`'s
+  // input gradient pass goes through the ReLU and sums this layer's weight gradients. Its output
+  // is then never stored: forward returns its input, and the gradient backward is given is that
+  // of its pre-activation. ResidualBlock asks after a training configure, again after every
+  // configure; "" means folded, otherwise why not (only cuDNN's graphs on NHWC 16-bit fold).
+  virtual std::string fold_between(Layer& /*before*/, Layer& /*after*/) {
+    return "BatchNorm folding is a GPU's (cuDNN graphs on NHWC 16-bit activations)";
+  }
   Param& weight() { return *weight_; }
   Param& bias() { return *bias_; }
   Buffer& running_mean() { return *running_mean_; }

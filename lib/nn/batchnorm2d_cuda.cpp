@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "core/device_memory.hpp"
+#include "nn/batchnorm_fold_cuda.hpp"
 #include "nn/channels_last_cuda.hpp"
+#include "nn/conv2d_cuda.hpp"
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/cudnn_cuda.hpp"
 #include "nn/relu_kernels_cuda.hpp"
@@ -51,7 +53,7 @@ BatchNorm2dCuda::BatchNorm2dCuda(Context& ctx, std::string name, const BatchNorm
 BatchNorm2dCuda::~BatchNorm2dCuda() = default;
 
 bool BatchNorm2dCuda::backward_reads_output() const {
-  return native_nhwc_ && impl_->ops != CUDNN_BATCHNORM_OPS_BN;
+  return !folded_ && native_nhwc_ && impl_->ops != CUDNN_BATCHNORM_OPS_BN;
 }
 
 bool BatchNorm2dCuda::keeps_output_for_backward() const {
@@ -66,7 +68,8 @@ TensorDesc BatchNorm2dCuda::configure(const TensorDesc& src, bool training) {
   training_ = training;
   const Device& device = src.device;
   native_nhwc_ = ctx_.channels_last && src.layout == Layout::kChannelsLast;
-  residual_fused_ = false;  // the block asks again (fuse_residual_add_relu)
+  residual_fused_ = false;  // the block asks again (fuse_residual_add_relu, fold_between)
+  folded_ = false;
   residual_ = nullptr;
   plain_src_ = native_nhwc_ ? src : TensorDesc::plain(src.shape, device, src.dtype);
   src_to_plain_.configure(src, plain_src_);
@@ -165,8 +168,50 @@ bool BatchNorm2dCuda::fuse_residual_add_relu(const TensorDesc& shortcut) {
   return residual_fused_;
 }
 
+// Both convolutions build their folded passes first (cudnn_fusion_cuda.hpp); either refusing
+// leaves all three as they were configured.
+std::string BatchNorm2dCuda::fold_between(Layer& before, Layer& after) {
+  folded_ = false;
+  const DType dtype = plain_src_.dtype;
+  if (!training_) return "evaluation runs the BatchNorm on its own";
+  if (!native_nhwc_ || dtype == DType::kF32)
+    return "folding is built for NHWC 16-bit activations (channels_last, amp-fp16 or amp-bf16), not " +
+           plain_src_.str();
+  if (!options_.fuse_relu) return "only a BatchNorm followed by its ReLU folds (the convolution after applies both)";
+  auto* conv_before = dynamic_cast<Conv2dCuda*>(&before);
+  auto* conv_after = dynamic_cast<Conv2dCuda*>(&after);
+  if (conv_before == nullptr || conv_after == nullptr) return "it does not sit between two convolutions";
+  const Device& device = plain_src_.device;
+  const std::size_t channels = static_cast<std::size_t>(options_.channels);
+  fold_.sum.reserve(device, channels * sizeof(float));
+  fold_.sq_sum.reserve(device, channels * sizeof(float));
+  fold_.scale.reserve(device, channels * dtype_size(dtype));
+  fold_.bias.reserve(device, channels * dtype_size(dtype));
+  fold_.dbn_coefficients.reserve(device, 3 * channels * sizeof(float));
+  if (std::string why = conv_before->fold_statistics_of(*this); !why.empty()) return why;
+  if (std::string why = conv_after->fold_input_batchnorm(*this); !why.empty()) {
+    conv_before->unfold_statistics();
+    return why;
+  }
+  folded_ = true;
+  // Its output is its input: nothing of its own to hold (planned: never bound, never allocated).
+  dst_.configure(device, plain_src_.nbytes(), /*planned=*/true);
+  return "";
+}
+
 const TensorRef& BatchNorm2dCuda::forward(const TensorRef& src) {
   Impl& d = *impl_;
+  if (folded_) {  // the statistics the convolution before summed; the one after applies them
+    const Shape& x = plain_src_.shape;
+    cuda::batchnorm_fold_finalize(plain_src_.dtype, fold_.sum.as<const float>(), fold_.sq_sum.as<const float>(),
+                                  x[0] * x[2] * x[3], weight_->value.data<float>(), bias_->value.data<float>(),
+                                  options_.eps, options_.momentum, running_mean_->value.data<float>(),
+                                  running_var_->value.data<float>(), save_mean_.as<float>(), save_inv_var_.as<float>(),
+                                  fold_.scale.get(), fold_.bias.get(), options_.channels, cuda::stream_of(ctx_));
+    x_plain_ = src.data;
+    out_.data = src.data;
+    return out_;
+  }
   cudnnHandle_t handle = cuda::cudnn_handle(ctx_);
   const float one = 1.0f, zero = 0.0f;
   x_plain_ = src_to_plain_.convert(ctx_, src).data;
@@ -228,6 +273,19 @@ void BatchNorm2dCuda::forward_native() {
 
 const TensorRef& BatchNorm2dCuda::backward(const TensorRef& diff_dst) {
   if (!training_) throw std::logic_error("BatchNorm2d " + name_ + ": backward after inference forward");
+  if (folded_) {  // diff_dst: the pre-activation's gradient; the weight gradients are written
+    grads_ready();
+    if (!needs_input_grad_) return none_;
+    const Shape& x = plain_src_.shape;
+    void* dx = diff_src_plain_.get();
+    cuda::batchnorm_fold_input_grad(plain_src_.dtype, diff_dst.data, x_plain_, weight_->grad.data<float>(),
+                                    bias_->grad.data<float>(), save_mean_.as<const float>(),
+                                    save_inv_var_.as<const float>(), weight_->value.data<float>(),
+                                    x[0] * x[2] * x[3], dx, options_.channels, plain_src_.numel(),
+                                    cuda::stream_of(ctx_));
+    diff_src_.data = dx;
+    return diff_src_;
+  }
   Impl& d = *impl_;
   const float one = 1.0f, zero = 0.0f;
   const void* g = diff_dst.data;  // plain: the layout configure promised for the output
@@ -278,6 +336,11 @@ void BatchNorm2dCuda::backward_native(const void* diff_dst, void* diff_src) {
 // forward reads x and, with the sum fused, z.
 GradientPlan::Buffer* BatchNorm2dCuda::plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) {
   plan.read(src);
+  if (folded_) {  // the output is the input; backward reads the input
+    saved_ = {src, nullptr};
+    plan.next();
+    return src;
+  }
   if (residual_fused_) plan.read(planned_residual_);
   saved_ = {src, dst_.write(plan)};
   impl_->forward_workspace.plan(plan);
@@ -290,6 +353,12 @@ GradientPlan::Buffer* BatchNorm2dCuda::plan_forward(GradientPlan& plan, Gradient
 // it until the block's shortcut reads it (planned_residual_grad).
 GradientPlan::Buffer* BatchNorm2dCuda::plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) {
   plan.read(diff_dst);
+  if (folded_) {  // one pass: reads the pre-activation's gradient and x, writes dx
+    saved_.read(plan, false);
+    GradientPlan::Buffer* dx = needs_input_grad_ ? diff_src_plain_.write(plan) : nullptr;
+    plan.next();
+    return dx;
+  }
   saved_.read(plan, keeps_output_for_backward());
   if (options_.fuse_relu && impl_->ops == CUDNN_BATCHNORM_OPS_BN) diff_pre_relu_.write(plan);
   GradientPlan::Buffer* dx = diff_src_plain_.write(plan);

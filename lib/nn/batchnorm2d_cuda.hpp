@@ -17,9 +17,17 @@
 //    fused the same way.
 // Parameter gradients overwritten (cuDNN's beta = 0) and reported before the input gradient
 // is returned; cuDNN computes both in one call, as oneDNN does.
+//  * Folded (fold_between, model.batchnorm: folded; NHWC f16/bf16, with its ReLU, training): the
+//    convolution before writes each channel's sum and sum of squares (FoldState), forward turns
+//    them into the batch statistics, the running statistics and the scale and bias the
+//    convolution after applies as it loads (batchnorm_fold_cuda.hpp), and returns its input;
+//    backward is given the pre-activation's gradient and this layer's weight gradients, both
+//    from the convolution after's input gradient pass, and writes the input gradient in one
+//    pass (nn/batchnorm_fold_rule.hpp).
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "nn/batchnorm2d.hpp"
 #include "nn/context_cuda.hpp"
@@ -45,6 +53,20 @@ class BatchNorm2dCuda final : public BatchNorm2d {
   void set_planned_residual(GradientPlan::Buffer* z) override { planned_residual_ = z; }
   const TensorRef& residual_grad() const override { return diff_residual_; }
   GradientPlan::Buffer* planned_residual_grad() const override { return planned_residual_grad_; }
+  std::string fold_between(Layer& before, Layer& after) override;
+  bool folded() const { return folded_; }
+
+  // What the two convolutions of a fold share with this layer, per channel.
+  struct FoldState {
+    CudaBuffer sum, sq_sum;  // f32: the convolution before writes them in its forward
+    CudaBuffer scale, bias;  // the io type: forward writes them, the convolution after applies them
+    CudaBuffer dbn_coefficients;  // f32 [3, C]: cuDNN's dbn_weight's own (unused: the rule's are)
+  };
+  FoldState& fold_state() { return fold_; }
+  // The batch's mean and inverse deviation of the last training forward (f32, per channel).
+  const float* saved_mean() const { return save_mean_.as<const float>(); }
+  const float* saved_inv_std() const { return save_inv_var_.as<const float>(); }
+  int64_t channels() const { return options_.channels; }
 
  private:
   struct Impl;
@@ -57,6 +79,8 @@ class BatchNorm2dCuda final : public BatchNorm2d {
   bool training_ = false;
   bool native_nhwc_ = false;
   bool residual_fused_ = false;
+  bool folded_ = false;  // fold_between said yes since the last configure
+  FoldState fold_;
   TensorDesc plain_src_;
   CudaLayoutAdapter src_to_plain_, diff_src_out_;
   CudaBuffer save_mean_, save_inv_var_, relu_mask_, reserve_;

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "core/parameter_store.hpp"
 #include "core/stream.hpp"
@@ -68,6 +70,15 @@ struct Context {
   // size of the largest, alive all the time.
   bool lean_plan = false;
   ComputeRules rules;
+  // model.batchnorm: folded. A training configure folds each BatchNorm with its ReLU between two
+  // convolutions into them where it can (nn/batchnorm2d.hpp: fold_between); `folded` counts those
+  // that did at the last one and `refused` says why the others did not (Model::configure clears
+  // both).
+  struct BatchNormFolding {
+    bool requested = false;
+    int folded = 0;
+    std::vector<std::string> refused;  // "layer: why"
+  } batchnorm_folding;
   // Times every layer's forward and backward when set (nn/layer_profile.hpp); not owned.
   LayerProfile* profile = nullptr;
 };

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 
 #include "core/cuda_casts.hpp"
@@ -14,6 +15,7 @@
 #include "nn/channels_last_cuda.hpp"
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/cudnn_cuda.hpp"
+#include "nn/cudnn_fusion_cuda.hpp"
 #include "nn/relu_kernels_cuda.hpp"
 
 namespace sdp::nn {
@@ -111,6 +113,8 @@ struct Conv2dCuda::Impl {
   // weight gradient in that dtype before it is widened into the f32 gradient arena.
   CudaBuffer weight_lp, bias_lp, weight_grad_lp;
   cuda::OperationWorkspace forward_workspace, backward_workspace;
+  // Folded BatchNorms' passes (null: the legacy call): forward, input and filter gradient.
+  std::shared_ptr<const cuda::FusedConvGraph> fused_forward, fused_input_grad, fused_filter_grad;
 };
 
 Conv2dCuda::Conv2dCuda(Context& ctx, std::string name, const Conv2dOptions& options)
@@ -120,6 +124,8 @@ Conv2dCuda::~Conv2dCuda() = default;
 
 TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
   require_cuda_layout(src, "Conv2d " + name_);
+  statistics_of_ = input_batchnorm_ = nullptr;  // the BatchNorms ask again after every configure
+  impl_->fused_forward = impl_->fused_input_grad = impl_->fused_filter_grad = nullptr;
   const Conv2dOptions& o = options_;
   const Shape out = output_shape(src.shape);
   training_ = training;
@@ -220,9 +226,23 @@ const TensorRef& Conv2dCuda::forward(const TensorRef& src) {
       b = d.bias_lp.get();
     }
   }
-  cuda::check_cudnn(cudnnConvolutionForward(handle, &one, d.x.get(), x_plain_, d.w.get(), w, d.conv.get(),
-                                            d.algos.forward, ws.data, ws.bytes, &zero, d.y.get(), y),
-                    "cudnnConvolutionForward");
+  if (d.fused_forward) {
+    std::unordered_map<std::string, void*> tensors{
+        {"x", const_cast<void*>(x_plain_)}, {"w", const_cast<void*>(w)}, {"y", y}};
+    if (input_batchnorm_ != nullptr) {
+      tensors["scale"] = input_batchnorm_->fold_state().scale.get();
+      tensors["bias"] = input_batchnorm_->fold_state().bias.get();
+    }
+    if (statistics_of_ != nullptr) {
+      tensors["sum"] = statistics_of_->fold_state().sum.get();
+      tensors["sq_sum"] = statistics_of_->fold_state().sq_sum.get();
+    }
+    d.fused_forward->execute(handle, tensors, ws.data, "Conv2d " + name_ + " forward");
+  } else {
+    cuda::check_cudnn(cudnnConvolutionForward(handle, &one, d.x.get(), x_plain_, d.w.get(), w, d.conv.get(),
+                                              d.algos.forward, ws.data, ws.bytes, &zero, d.y.get(), y),
+                      "cudnnConvolutionForward");
+  }
   if (bias_)
     cuda::check_cudnn(cudnnAddTensor(handle, &one, d.bias.get(), b, &one, d.y.get(), y), "cudnnAddTensor");
   if (options_.fuse_relu) cuda::relu_in_place(dtype, y, plain_dst_.numel(), stream);
@@ -250,9 +270,20 @@ const TensorRef& Conv2dCuda::backward(const TensorRef& diff_dst) {
   // beta = 0 overwrites it, as the Layer contract says. Mixed precision: cuDNN writes it in
   // the compute dtype (its convolutions take one data type) and it is widened into the arena.
   void* dw = uses_weight_copy() ? d.weight_grad_lp.get() : weight_->grad.raw();
-  cuda::check_cudnn(cudnnConvolutionBackwardFilter(handle, &one, d.x.get(), x_plain_, d.y.get(), g, d.conv.get(),
-                                                   d.algos.backward_filter, ws.data, ws.bytes, &zero, d.w.get(), dw),
-                    "cudnnConvolutionBackwardFilter");
+  if (d.fused_filter_grad) {  // its input, the BatchNorm's output, recomputed as it loads
+    d.fused_filter_grad->execute(handle,
+                                 {{"x", const_cast<void*>(x_plain_)},
+                                  {"dy", const_cast<void*>(g)},
+                                  {"scale", input_batchnorm_->fold_state().scale.get()},
+                                  {"bias", input_batchnorm_->fold_state().bias.get()},
+                                  {"dw", dw}},
+                                 ws.data, "Conv2d " + name_ + " filter gradient");
+  } else {
+    cuda::check_cudnn(cudnnConvolutionBackwardFilter(handle, &one, d.x.get(), x_plain_, d.y.get(), g, d.conv.get(),
+                                                     d.algos.backward_filter, ws.data, ws.bytes, &zero, d.w.get(),
+                                                     dw),
+                      "cudnnConvolutionBackwardFilter");
+  }
   if (native_nhwc_)
     cuda::filter_grad_to_oihw(dtype, weight_->grad.data<float>(), dw, options_.out_channels, options_.in_channels,
                               options_.kernel, options_.kernel, stream);
@@ -275,12 +306,107 @@ const TensorRef& Conv2dCuda::backward(const TensorRef& diff_dst) {
   if (!needs_input_grad_) return none_;
   const void* w = uses_weight_copy() ? d.weight_lp.get() : weight_->value.raw();  // as forward saw it
   void* dx = diff_src_plain_.get();
-  cuda::check_cudnn(cudnnConvolutionBackwardData(handle, &one, d.w.get(), w, d.y.get(), g,
-                                                 d.conv.get(), d.algos.backward_data, ws.data, ws.bytes, &zero,
-                                                 d.x.get(), dx),
-                    "cudnnConvolutionBackwardData");
+  if (d.fused_input_grad) {
+    // Through the BatchNorm's ReLU (dx is the gradient of its pre-activation), with its weight
+    // gradients written into the arena and its f32 gamma and beta.
+    BatchNorm2dCuda& bn = *input_batchnorm_;
+    float* coefficients = bn.fold_state().dbn_coefficients.as<float>();
+    const int64_t c = bn.channels();
+    d.fused_input_grad->execute(handle,
+                                {{"dy", const_cast<void*>(g)},
+                                 {"w", const_cast<void*>(w)},
+                                 {"x", const_cast<void*>(x_plain_)},
+                                 {"mean", const_cast<float*>(bn.saved_mean())},
+                                 {"inv_std", const_cast<float*>(bn.saved_inv_std())},
+                                 {"scale", bn.weight().value.raw()},
+                                 {"bias", bn.bias().value.raw()},
+                                 {"drelu", dx},
+                                 {"dscale", bn.weight().grad.raw()},
+                                 {"dbias", bn.bias().grad.raw()},
+                                 {"eq_scale_dy", coefficients},
+                                 {"eq_scale_x", coefficients + c},
+                                 {"eq_bias", coefficients + 2 * c}},
+                                ws.data, "Conv2d " + name_ + " input gradient");
+  } else {
+    cuda::check_cudnn(cudnnConvolutionBackwardData(handle, &one, d.w.get(), w, d.y.get(), g, d.conv.get(),
+                                                   d.algos.backward_data, ws.data, ws.bytes, &zero, d.x.get(), dx),
+                      "cudnnConvolutionBackwardData");
+  }
   diff_src_.data = diff_src_out_.convert(ctx_, {plain_src_, dx}).data;
   return diff_src_;
+}
+
+std::string Conv2dCuda::fold_statistics_of(BatchNorm2dCuda& bn) { return try_fold(statistics_of_, bn); }
+
+std::string Conv2dCuda::fold_input_batchnorm(BatchNorm2dCuda& bn) { return try_fold(input_batchnorm_, bn); }
+
+// A refusal leaves the passes that were built before (cached) in place.
+std::string Conv2dCuda::try_fold(BatchNorm2dCuda*& slot, BatchNorm2dCuda& bn) {
+  slot = &bn;
+  std::string why = build_folded_passes();
+  if (!why.empty()) {
+    slot = nullptr;
+    build_folded_passes();
+  }
+  return why;
+}
+
+void Conv2dCuda::unfold_statistics() {
+  statistics_of_ = nullptr;
+  build_folded_passes();
+}
+
+std::string Conv2dCuda::build_folded_passes() {
+  Impl& d = *impl_;
+  d.fused_forward = d.fused_input_grad = d.fused_filter_grad = nullptr;
+  const std::size_t legacy_forward = d.algos.forward_workspace_bytes, legacy_backward = d.algos.backward_workspace_bytes;
+  const bool plans_workspace = training_ && ctx_.planned_backward && ctx_.lean_plan;
+  if (statistics_of_ == nullptr && input_batchnorm_ == nullptr) {
+    d.forward_workspace.configure(ctx_, legacy_forward, plans_workspace);
+    if (training_) d.backward_workspace.configure(ctx_, legacy_backward, plans_workspace);
+    return "";
+  }
+  const std::string who = "Conv2d " + name_ + ": ";
+  const Conv2dOptions& o = options_;
+  const DType dtype = plain_src_.dtype;
+  if (!training_) return who + "evaluation runs without folding";
+  if (!native_nhwc_ || dtype == DType::kF32) return who + "folding needs NHWC 16-bit activations";
+  if (bias_ || o.fuse_relu) return who + "a convolution with a bias or its own ReLU does not fold";
+  if (input_batchnorm_ != nullptr && !needs_input_grad_)
+    return who + "the BatchNorm before it needs this convolution's input gradient pass";
+  const Shape& x = plain_src_.shape;
+  cuda::FusedConvShape shape;
+  shape.n = x[0], shape.c = x[1], shape.h = x[2], shape.w = x[3];
+  shape.k = o.out_channels, shape.r = o.kernel, shape.stride = o.stride, shape.padding = o.padding;
+  shape.dtype = dtype;
+  cuda::FusedConvOptions options;
+  options.input_batchnorm = input_batchnorm_ != nullptr;
+  options.statistics = statistics_of_ != nullptr;
+  options.deterministic = ctx_.rules.deterministic;
+  const auto build = [&](cuda::FusedPass pass, const char* what,
+                         std::shared_ptr<const cuda::FusedConvGraph>& into) -> std::string {
+    cuda::FusedConvOptions pass_options = options;
+    if (pass != cuda::FusedPass::kForward) pass_options.statistics = false;
+    std::shared_ptr<const cuda::FusedConvGraph> graph = cuda::fused_conv_graph(ctx_, pass, shape, pass_options);
+    if (!graph->built()) return who + "cuDNN builds no folded " + what + " (" + graph->error() + ")";
+    into = std::move(graph);
+    return "";
+  };
+  std::string why = build(cuda::FusedPass::kForward, "forward", d.fused_forward);
+  if (why.empty() && input_batchnorm_ != nullptr) {
+    why = build(cuda::FusedPass::kInputGradient, "input gradient", d.fused_input_grad);
+    if (why.empty()) why = build(cuda::FusedPass::kFilterGradient, "filter gradient", d.fused_filter_grad);
+  }
+  if (!why.empty()) {
+    d.fused_forward = d.fused_input_grad = d.fused_filter_grad = nullptr;
+    return why;
+  }
+  d.forward_workspace.configure(ctx_, std::max(legacy_forward, d.fused_forward->workspace_bytes()), plans_workspace);
+  std::size_t backward = legacy_backward;
+  if (d.fused_input_grad) backward = std::max({backward, d.fused_input_grad->workspace_bytes(),
+                                               d.fused_filter_grad->workspace_bytes()});
+  d.backward_workspace.configure(ctx_, backward, plans_workspace);
+  return "";
 }
 
 // A filter of its own: cast to the compute dtype, or reordered to OHWI for the NHWC kernels

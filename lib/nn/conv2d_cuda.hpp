@@ -10,12 +10,19 @@
 // NHWC and the filter is an OHWI copy in the compute dtype (what cuDNN's NHWC tensor-core
 // kernels read; f32 too, for TF32), its gradient widened back into the arena's OIHW; no
 // activation conversion runs.
+// Folded BatchNorms (BatchNorm2dCuda::fold_between, model.batchnorm: folded): the forward
+// computes the next BatchNorm's statistics in its epilogue, and/or applies the BatchNorm before
+// it (with its ReLU) as it loads its input, whose filter gradient then recomputes that input and
+// whose input gradient goes through the ReLU with the BatchNorm's weight gradients: each pass
+// one cuDNN frontend graph (cudnn_fusion_cuda.hpp) instead of the legacy call.
 // Backward as the CPU twin: weight (and bias) gradients overwritten and reported first.
 // The cuDNN state lives behind Impl (conv2d_cuda.cpp) so this header has no CUDA type.
 #pragma once
 
 #include <memory>
+#include <string>
 
+#include "nn/batchnorm2d_cuda.hpp"
 #include "nn/context_cuda.hpp"
 #include "nn/conv2d.hpp"
 
@@ -32,9 +39,18 @@ class Conv2dCuda final : public Conv2d {
   GradientPlan::Buffer* plan_backward(GradientPlan& plan, GradientPlan::Buffer* diff_dst) override;
   GradientPlan::Buffer* plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) override;
 
+  // BatchNorm folding (the BatchNorm asks; see the header comment): "" when this convolution's
+  // folded passes built, otherwise why not, and nothing changed.
+  std::string fold_statistics_of(BatchNorm2dCuda& bn);
+  std::string fold_input_batchnorm(BatchNorm2dCuda& bn);
+  void unfold_statistics();
+
  private:
   struct Impl;
   bool uses_weight_copy() const;
+  // Builds the folded passes the current folds need (cached per stream); "" or the first refusal.
+  std::string build_folded_passes();
+  std::string try_fold(BatchNorm2dCuda*& slot, BatchNorm2dCuda& bn);
 
   std::unique_ptr<Impl> impl_;
   bool training_ = false;
@@ -44,6 +60,8 @@ class Conv2dCuda final : public Conv2d {
   PlannedCudaBuffer dst_plain_, diff_pre_relu_, diff_src_plain_;
   SavedForward saved_;
   const void* x_plain_ = nullptr;  // the plain input of the last forward (weight gradient)
+  BatchNorm2dCuda* statistics_of_ = nullptr;  // the BatchNorm after, whose statistics forward sums
+  BatchNorm2dCuda* input_batchnorm_ = nullptr;  // the BatchNorm before, applied as forward loads
   TensorRef out_, diff_src_, none_;
 };
 

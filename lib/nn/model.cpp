@@ -106,6 +106,8 @@ void Model::configure(int64_t batch, bool training) {
   // an earlier configuration (an evaluation's) reserved would only sit beside it.
   if (ctx_.lean_plan) release_shared_scratch(ctx_);
   ctx_.planned_backward = training && plan_enabled_;
+  ctx_.batchnorm_folding.folded = 0;  // the blocks count again as they configure
+  ctx_.batchnorm_folding.refused.clear();
   TensorDesc desc = input_.desc;
   for (auto& layer : layers_) desc = layer->configure(desc, training);
   loss_->configure(desc, num_classes_);

@@ -142,6 +142,15 @@ class Model {
   // With the plan on, GPU layers keep an output for backward only where their backward reads
   // it, and plan cuDNN's workspace per operation (Context::lean_plan). Takes effect at the next
   // configure.
+  // model.batchnorm: folded (Context::batchnorm_folding): each BatchNorm with its ReLU between
+  // two convolutions of a residual branch is folded into them at a training configure where the
+  // layers can (a GPU's NHWC 16-bit convolutions with cuDNN's graphs). Takes effect at the next
+  // forward; batchnorm_folding() says what the last configure folded and why not the rest.
+  void set_batchnorm_folding(bool requested) {
+    ctx_.batchnorm_folding.requested = requested;
+    configured_batch_ = -1;
+  }
+  const Context::BatchNormFolding& batchnorm_folding() const { return ctx_.batchnorm_folding; }
   void set_lean_memory_plan(bool lean) {
     ctx_.lean_plan = lean;
     configured_batch_ = -1;

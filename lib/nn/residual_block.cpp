@@ -41,6 +41,7 @@ TensorDesc ResidualBlock::configure(const TensorDesc& src, bool training) {
   TensorDesc branch = src, shortcut = src;
   for (auto& l : branch_) branch = l->configure(branch, training);
   for (auto& l : shortcut_) shortcut = l->configure(shortcut, training);
+  if (training && ctx_.batchnorm_folding.requested) fold_batchnorms();
   fused_ = nullptr;
   if (auto* bn = branch_.empty() ? nullptr : dynamic_cast<BatchNorm2d*>(branch_.back().get());
       bn != nullptr && bn->fuse_residual_add_relu(shortcut)) {
@@ -59,6 +60,18 @@ TensorDesc ResidualBlock::configure(const TensorDesc& src, bool training) {
   const TensorDesc out = relu_->configure(sum, training);
   if (training && needs_input_grad_) sum_grads_->configure(src, src, AddOutput::kGradient);
   return out;
+}
+
+void ResidualBlock::fold_batchnorms() {
+  for (std::size_t i = 1; i + 1 < branch_.size(); ++i) {
+    auto* bn = dynamic_cast<BatchNorm2d*>(branch_[i].get());
+    if (bn == nullptr) continue;
+    const std::string why = bn->fold_between(*branch_[i - 1], *branch_[i + 1]);
+    if (why.empty())
+      ++ctx_.batchnorm_folding.folded;
+    else
+      ctx_.batchnorm_folding.refused.push_back(bn->name() + ": " + why);
+  }
 }
 
 bool ResidualBlock::set_input_grad_relu_gated(bool gated) {

@@ -13,6 +13,11 @@
 // first convolution add its input gradient into the shortcut's, cuDNN's beta = 1, instead of
 // the block's sum was measured slower on an H100: +6.1 ms of convolution for -4.1 ms of sums.)
 //
+// With model.batchnorm: folded (Context::batchnorm_folding), a training configure asks each
+// BatchNorm between two of the branch's convolutions to fold into them (BatchNorm2d::fold_between:
+// bn1 and bn2 of a bottleneck, bn1 of a basic block); the branch's last BatchNorm stays the
+// fused sum above.
+//
 // Factories build the blocks of He et al.: basic (two 3x3 convs) and bottleneck
 // (1x1, 3x3 with the stride, 1x1 with 4x channels, as torchvision's ResNet v1.5).
 #pragma once
@@ -73,6 +78,9 @@ class ResidualBlock : public Layer {
     return ref;
   }
 
+  // model.batchnorm: folded: asks each BatchNorm between two convolutions of the branch, and
+  // counts the answers in Context::batchnorm_folding.
+  void fold_batchnorms();
   const TensorRef& forward_fused(const TensorRef& src);
   const TensorRef& backward_fused(const TensorRef& diff_dst);
   // d(x) = d(branch input) + d(shortcut input), gated by ReLU'(x) when asked.

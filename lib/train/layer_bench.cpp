@@ -167,6 +167,13 @@ LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, 
   result.device = device.str();
   result.precision = to_string(spec.precision);
   result.layout = describe_memory_format(spec, device);
+  result.batchnorm = describe_batchnorm(spec, device);
+  if (const nn::Context::BatchNormFolding& folding = model->batchnorm_folding(); folding.requested) {
+    result.batchnorm = "folded " + std::to_string(folding.folded) + " of " +
+                       std::to_string(folding.folded + static_cast<int>(folding.refused.size())) +
+                       " BatchNorms between two convolutions";
+    if (!folding.refused.empty()) result.batchnorm += "; the others separate, the first because " + folding.refused.front();
+  }
   result.math = describe_compute_rules(spec, device);
   result.memory = describe_memory_use(spec, *model);
   result.optimizer = optimizer->name();
@@ -227,7 +234,8 @@ std::string format_layer_bench(const LayerBenchResult& r) {
                 r.model.c_str(), r.device.c_str(), r.precision.c_str(), static_cast<long long>(r.batch), r.threads,
                 r.optimizer.c_str(), static_cast<long long>(r.options.steps), static_cast<long long>(r.options.warmup));
   out << line;
-  out << "# layout: " << r.layout << "\n# math: " << r.math << "\n# memory: " << r.memory << "\n";
+  out << "# layout: " << r.layout << "\n# batchnorm: " << r.batchnorm << "\n# math: " << r.math
+      << "\n# memory: " << r.memory << "\n";
   std::snprintf(line, sizeof line,
                 "# step %.3f ms (%.0f images/s); with the events %.3f ms: layers %.3f ms + optimizer %.3f ms + "
                 "the rest %.3f ms\n",

@@ -220,6 +220,22 @@ void Trainer::note_step_graph_failure() {
            " failed (" + failure + "); the steps run as launches from here");
 }
 
+void Trainer::note_batchnorm_folding() {
+  const nn::Context::BatchNormFolding& folding = parts_.model->batchnorm_folding();
+  if (batchnorm_folding_noted_ || !folding.requested) return;
+  batchnorm_folding_noted_ = true;
+  if (world_.rank() != 0) return;
+  std::string line = "BatchNorm folding (model.batchnorm: folded): " + std::to_string(folding.folded) + " of " +
+                     std::to_string(folding.folded + static_cast<int>(folding.refused.size())) +
+                     " BatchNorms between two convolutions folded into them";
+  if (!folding.refused.empty())
+    line += "; the others run separately, the first because " + folding.refused.front();
+  if (folding.refused.empty())
+    log_info(line);
+  else
+    log_warn(line);
+}
+
 TrainResult Trainer::run() {
   // An error every rank met together (CollectiveFailure) unwinds in order. One met by this
   // rank alone (its data, its disk) ends the job here, while the members that hold collective
@@ -409,6 +425,7 @@ double Trainer::forward_backward(const Batch& first) {
     // done or nearly; backward is queued behind it). The last one's waits for the step's end.
     if (loss_at_step_end_ && micro + 1 < micro_batches) loss += model.take_loss();
   }
+  note_batchnorm_folding();
   return loss;
 }
 

@@ -231,6 +231,22 @@ case_memory_plan_choice() {
     expect_error 2 "bad.yaml:1: key 'model.memory_plan': unknown value 'pooled'" validate --config "$cfg"
 }
 
+case_batchnorm_choice() {
+    # model.batchnorm: the plan says how BatchNorm runs; folded is a GPU's 16-bit channels_last
+    # path, so asking for it where it cannot run, or a bad value, names the key (exit 2).
+    expect_ok 0 validate --config "$SRC/configs/quickstart.yaml"
+    grep -q "^  batchnorm    : separate (oneDNN, CPU)" "$WORK/out" || fail "the plan does not say how BatchNorm runs"
+    expect_error 2 "key 'model.batchnorm': folded is a GPU's" validate --config "$SRC/configs/quickstart.yaml" \
+      --set device=cpu --set model.batchnorm=folded
+    expect_error 2 "key 'model.batchnorm': folded needs 16-bit activations .precision amp-fp16 or amp-bf16., not fp32" \
+      validate --config "$SRC/configs/quickstart.yaml" --set device=cuda --set model.batchnorm=folded
+    expect_error 2 "key 'model.batchnorm': folded needs the channels_last layout" validate \
+      --config "$SRC/configs/quickstart.yaml" --set device=cuda --set precision=amp-fp16 \
+      --set model.memory_format=nchw --set model.batchnorm=folded
+    cfg=$(yaml bad.yaml 'model: {batchnorm: fused}\n')
+    expect_error 2 "bad.yaml:1: key 'model.batchnorm': unknown value 'fused'" validate --config "$cfg"
+}
+
 case_loss_read_choice() {
     # train.loss_read: the plan says when the host reads the loss (the CPU computes it as it
     # goes); a bad value names the key and its choices (exit 2).

@@ -154,6 +154,60 @@ case_gpu_channels_last_resume_bitwise() {
       --set data.synthetic.width=16 --set data.batch_size=16
 }
 
+# expect_learns_as BASE OTHER FLOOR TOL: the test accuracies in $WORK/acc-BASE and acc-OTHER:
+# BASE learns (at least FLOOR) and OTHER within TOL of it.
+expect_learns_as() {
+    python3 - "$WORK" "$@" <<'PY' || fail "$2 does not learn as $1 does"
+import sys
+work, base, other, floor, tol = sys.argv[1:]
+acc = {k: float(open(f"{work}/acc-{k}").read()) for k in (base, other)}
+print(acc)
+assert acc[base] >= float(floor) and abs(acc[other] - acc[base]) <= float(tol), acc
+PY
+}
+
+# expect_evaluates_on_cpu_as_trained MODEL ACC_FILE ARGS...: the quickstart job's model trained on
+# the GPU (checkpoint names and layout as the CPU's) evaluates on the CPU to the test accuracy its
+# training logged (in ACC_FILE), within a point.
+expect_evaluates_on_cpu_as_trained() {
+    local model=$1 acc=$2; shift 2
+    expect_ok 0 evaluate --config "$SRC/configs/quickstart.yaml" --set device=cpu --set threads=1 "$@" --model "$model"
+    evaluated=$(grep -oE '^\[eval\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
+    python3 -c "import sys; sys.exit(0 if abs(float('$evaluated') - float(open('$acc').read())) <= 0.01 else 1)" ||
+      fail "$model evaluates to $evaluated on the CPU"
+}
+
+case_gpu_batchnorm_folded_resume_bitwise() {
+    # model.batchnorm: folded (each basic block's bn1 folded into conv1 and conv2, cuDNN graphs
+    # from deterministic engines) resumes bit for bit: ResNet-20 in amp-fp16 channels_last,
+    # stopped at step 15; the plan and the log say the 9 BatchNorms folded.
+    need_gpus 1
+    resume_bitwise 0 --set device=cuda --set precision=amp-fp16 --set model.batchnorm=folded \
+      --set model.name=resnet20 --set data.synthetic.channels=3 --set data.synthetic.height=16 \
+      --set data.synthetic.width=16 --set data.batch_size=16
+    grep -q "^  batchnorm    : folded:" "$WORK/out" || fail "the plan does not say the BatchNorms fold"
+    grep -q "BatchNorm folding (model.batchnorm: folded): 9 of 9 " "$WORK/out" || fail "not every inner BatchNorm folded"
+}
+
+case_gpu_batchnorm_folded_learns_as_separate() {
+    # ResNet-20 in amp-fp16 learns the synthetic job as well with its BatchNorms folded as
+    # separate (within two points of test accuracy), and the folded model (checkpoint names and
+    # layout unchanged) evaluates on the CPU as trained.
+    need_gpus 1
+    local b
+    for b in separate folded; do
+      expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set model.name=resnet20 --set device=cuda \
+        --set precision=amp-fp16 --set model.batchnorm=$b --set data.synthetic.channels=3 \
+        --set data.synthetic.height=16 --set data.synthetic.width=16 --set train.epochs=2 \
+        --set output.model_dir="$WORK/m-$b"
+      grep -q "^  batchnorm    : $b" "$WORK/out" || fail "the plan does not say $b"
+      grep -oE '^\[epoch 2\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$' >"$WORK/acc-$b"
+    done
+    expect_learns_as separate folded 0.5 0.02
+    expect_evaluates_on_cpu_as_trained "$WORK/m-folded/model.safetensors" "$WORK/acc-folded" --set model.name=resnet20 \
+      --set data.synthetic.channels=3 --set data.synthetic.height=16 --set data.synthetic.width=16
+}
+
 case_gpu_channels_last_learns_as_nchw() {
     # LeNet-5 in amp-fp16 learns the default job as well channels_last as NCHW (within a point),
     # the plan says which layout each run takes, and the channels_last model (checkpoint layout
@@ -165,17 +219,9 @@ case_gpu_channels_last_learns_as_nchw() {
       grep -q "^  layout       : $f:" "$WORK/out" || fail "the plan does not say $f"
       grep -oE '^\[epoch 3\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$' >"$WORK/acc-$f"
     done
-    python3 - "$WORK" <<'PY' || fail "channels_last does not learn as NCHW does"
-import sys
-acc = {f: float(open(f"{sys.argv[1]}/acc-{f}").read()) for f in ("nchw", "channels_last")}
-print(acc)
-assert acc["nchw"] >= 0.9 and abs(acc["channels_last"] - acc["nchw"]) <= 0.01, acc
-PY
-    expect_ok 0 evaluate --config "$SRC/configs/quickstart.yaml" --set model.name=lenet5 --set device=cpu --set threads=1 \
-      --model "$WORK/m-channels_last/model.safetensors"
-    evaluated=$(grep -oE '^\[eval\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$')
-    python3 -c "import sys; sys.exit(0 if abs(float('$evaluated') - float(open('$WORK/acc-channels_last').read())) <= 0.01 else 1)" ||
-      fail "the channels_last model evaluates to $evaluated on the CPU"
+    expect_learns_as nchw channels_last 0.9 0.01
+    expect_evaluates_on_cpu_as_trained "$WORK/m-channels_last/model.safetensors" "$WORK/acc-channels_last" \
+      --set model.name=lenet5
 }
 
 case_gpu_f32_channels_last_learns_as_nchw() {

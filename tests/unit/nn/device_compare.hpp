@@ -44,6 +44,17 @@ inline void expect_close(const std::vector<float>& cpu, const std::vector<float>
   EXPECT_EQ(reported, 0) << what << ": elements off (tolerance " << tol << " * " << scale << ")";
 }
 
+// ||gpu - cpu|| / ||cpu||: the whole tensor's error, for quantities (a model's gradients)
+// where single small elements may lose most of their bits.
+inline double relative_error(const std::vector<float>& cpu, const std::vector<float>& gpu) {
+  double diff = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    diff += (static_cast<double>(gpu[i]) - cpu[i]) * (static_cast<double>(gpu[i]) - cpu[i]);
+    norm += static_cast<double>(cpu[i]) * cpu[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
 // Runs the configured harnesses (same input set) forward, and backward when `training`:
 // output, buffers (BN statistics), input gradient and parameter gradients agree to `tol`.
 inline void expect_same_pass(LayerHarness& cpu, LayerHarness& gpu, bool training, double tol,

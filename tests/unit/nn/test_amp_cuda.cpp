@@ -51,16 +51,7 @@ double layer_tolerance(DType dtype) { return dtype == DType::kF16 ? 1e-2 : 4e-2;
 double model_tolerance(DType dtype) { return dtype == DType::kF16 ? 5e-2 : 1.5e-1; }
 double param_tolerance(DType dtype) { return dtype == DType::kF16 ? 1.5e-1 : 3.5e-1; }
 
-// ||gpu - cpu|| / ||cpu||: the whole tensor's error, for quantities (a model's gradients)
-// where single small elements may lose most of their bits.
-double relative_error(const std::vector<float>& cpu, const std::vector<float>& gpu) {
-  double diff = 0.0, norm = 0.0;
-  for (std::size_t i = 0; i < cpu.size(); ++i) {
-    diff += (static_cast<double>(gpu[i]) - cpu[i]) * (static_cast<double>(gpu[i]) - cpu[i]);
-    norm += static_cast<double>(cpu[i]) * cpu[i];
-  }
-  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
-}
+using testing::relative_error;
 
 // `values` rounded to `dtype` (round to nearest even, as the GPU's casts).
 std::vector<float> rounded(DType dtype, std::vector<float> values) {
@@ -256,6 +247,27 @@ TEST_P(AmpVsCpu, BottleneckResNetChannelsLast) {
   const double nchw = compare_amp_model(dt, build, false, {3, 16, 16}, 6, whole, param);
   const double channels_last = compare_amp_model(dt, build, true, {3, 16, 16}, 6, whole, param);
   EXPECT_LT(channels_last, 1.5 * nchw + 0.02) << "channels_last is less accurate than NCHW";
+}
+
+// model.batchnorm: folded: bn1 and bn2 of every block folded into the convolutions around them
+// (statistics from the first's epilogue, applied as the second loads, the input gradient through
+// the ReLU with dbn_weight) against the CPU in f32, held to the separate channels_last path's
+// error. FoldedBatchNormOnGpu (test_batchnorm_fold_cuda.cpp) checks that the folds were made.
+TEST_P(AmpVsCpu, BottleneckResNetWithBatchNormFolded) {
+  SKIP_WITHOUT_GPU();
+  const DType dt = GetParam();
+  const double whole = dt == DType::kF16 ? 0.2 : 0.45, param = dt == DType::kF16 ? 0.3 : 0.6;
+  const double separate = compare_amp_model(
+      dt, [](Device d) { return testing::bottleneck_resnet(d); }, true, {3, 16, 16}, 6, whole, param);
+  const double folded = compare_amp_model(
+      dt,
+      [](Device d) {
+        auto m = testing::bottleneck_resnet(d);
+        if (d.is_cuda()) m->set_batchnorm_folding(true);
+        return m;
+      },
+      true, {3, 16, 16}, 6, whole, param);
+  EXPECT_LT(folded, 1.5 * separate + 0.02) << "the folded BatchNorms are less accurate than the separate ones";
 }
 
 // The channels_last path is deterministic: the same step twice gives the same gradient bits

@@ -1,6 +1,6 @@
 // The arithmetic of the CUDA twins that is ours, run on the CPU against the CPU twins: the
 // SDP_HOST_DEVICE rules the kernels call (max pooling's windows and gradient gather, the
-// NCHW <-> NHWC index map) and the column-major GEMM shapes LinearCuda hands cuBLAS. These
+// NCHW <-> NHWC index map, a folded BatchNorm's statistics and input gradient) and the column-major GEMM shapes LinearCuda hands cuBLAS. These
 // run on every machine, so the index math the GPU runs is checked even where no GPU is.
 #include <gtest/gtest.h>
 
@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "grad_check.hpp"
+#include "nn/batchnorm2d.hpp"
+#include "nn/batchnorm_fold_rule.hpp"
 #include "nn/layout_rule.hpp"
 #include "nn/linear.hpp"
 #include "nn/linear_gemm_rule.hpp"
@@ -251,6 +253,75 @@ void reference_gemm(const GemmShape& g, const float* a, const float* b, float* c
       }
       c[i + j * g.ldc] = static_cast<float>(acc);
     }
+}
+
+// A BatchNorm folded into the convolutions around it (model.batchnorm: folded) computes what the
+// CPU BatchNorm2d with its ReLU computes: from each channel's sum and sum of squares (what the
+// convolution before sums in its epilogue) the running statistics and relu(x * scale + bias),
+// the layer's output; from the pre-activation's gradient (the convolution after's input
+// gradient through the ReLU) and its sums dscale and dbias (cuDNN's dbn_weight), the weight
+// gradients and, in one pass, the input gradient. Two steps, so the running statistics' update
+// is checked from values other than their initial ones.
+TEST(CudaRules, FoldedBatchNormMatchesTheCpuBatchNormWithItsRelu) {
+  const int64_t n = 4, c = 3, h = 5, w = 6, hw = h * w, m = n * hw;
+  BatchNorm2dOptions o;
+  o.channels = static_cast<int>(c);
+  o.fuse_relu = true;
+  LayerHarness bn(Device::cpu());
+  bn.make<BatchNorm2d>(o);
+  ParameterStore& store = bn.store();
+  const std::vector<float> gamma = testing::random_vector(c, 40, 0.5f, 1.5f), beta = testing::random_vector(c, 41);
+  testing::set_values(store.params()[0].value, gamma);
+  testing::set_values(store.params()[1].value, beta);
+  std::vector<float> running_mean(c, 0.0f), running_var(c, 1.0f);
+  bn.configure({n, c, h, w}, true);
+  for (int step = 0; step < 2; ++step) {
+    std::vector<float> x = testing::random_vector(n * c * hw, 42 + step);
+    for (float& v : x) v = 0.8f * v + 0.3f;  // a mean away from 0
+    bn.input() = x;
+    const std::vector<float> y = bn.forward();
+    const std::vector<float> dx = bn.backward();  // dy: the harness's loss weights
+    const std::vector<float>& dy = bn.loss_weights();
+    const auto at = [&](int64_t b, int64_t ch, int64_t p) { return (b * c + ch) * hw + p; };
+    for (int64_t ch = 0; ch < c; ++ch) {
+      float sum = 0.0f, sq_sum = 0.0f;  // f32 sums, as genstats gives them
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t p = 0; p < hw; ++p) {
+          sum += x[at(b, ch, p)];
+          sq_sum += x[at(b, ch, p)] * x[at(b, ch, p)];
+        }
+      const BatchNormFoldChannel f = fold_batch_statistics(sum, sq_sum, static_cast<float>(m), gamma[ch], beta[ch], o.eps);
+      running_mean[ch] = batchnorm_running_mean(running_mean[ch], f.mean, o.momentum);
+      running_var[ch] = batchnorm_running_var(running_var[ch], f.var, static_cast<float>(m), o.momentum);
+      float dscale = 0.0f, dbias = 0.0f;
+      std::vector<float> drelu(m);
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t p = 0; p < hw; ++p) {
+          const int64_t i = at(b, ch, p);
+          const float pre = x[i] * f.scale + f.bias;
+          EXPECT_NEAR(std::max(pre, 0.0f), y[i], 2e-5f) << "output, step " << step << " channel " << ch;
+          drelu[b * hw + p] = pre > 0.0f ? dy[i] : 0.0f;
+          dscale += drelu[b * hw + p] * (x[i] - f.mean) * f.inv_std;
+          dbias += drelu[b * hw + p];
+        }
+      EXPECT_NEAR(dscale, testing::host_values(store.params()[0].grad)[ch], 2e-4f) << "gamma's gradient";
+      EXPECT_NEAR(dbias, testing::host_values(store.params()[1].grad)[ch], 2e-4f) << "beta's gradient";
+      const BatchNormInputGradCoefficients k =
+          batchnorm_input_grad_coefficients(dscale, dbias, f.mean, f.inv_std, gamma[ch], static_cast<float>(m));
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t p = 0; p < hw; ++p) {
+          const int64_t i = at(b, ch, p);
+          EXPECT_NEAR(fold_input_grad_element(k, drelu[b * hw + p], x[i]), dx[i], 2e-5f)
+              << "input gradient, step " << step << " channel " << ch;
+        }
+    }
+    const std::vector<float> cpu_mean = testing::host_values(store.buffers()[0].value);
+    const std::vector<float> cpu_var = testing::host_values(store.buffers()[1].value);
+    for (int64_t ch = 0; ch < c; ++ch) {
+      EXPECT_NEAR(running_mean[ch], cpu_mean[ch], 1e-6f) << "running mean, step " << step;
+      EXPECT_NEAR(running_var[ch], cpu_var[ch], 1e-6f) << "running variance, step " << step;
+    }
+  }
 }
 
 TEST(CudaRules, LinearGemmShapesMatchTheCpuTwin) {

@@ -389,6 +389,20 @@ TEST(StepGraphsOnGpu, ReplaysTheSixteenBitChannelsLastStepBitwise) {
         5);
 }
 
+// model.batchnorm: folded: the folded passes (cuDNN frontend graphs, the finalize and input
+// gradient kernels) record and replay as the launches run, bit for bit.
+TEST(StepGraphsOnGpu, ReplaysTheFoldedBatchNormStepBitwise) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  expect_replays_as_launches(
+      Device::cuda(0),
+      [](Model& m) {
+        m.set_compute_dtype(DType::kF16);
+        m.set_channels_last(true);
+        m.set_batchnorm_folding(true);
+      },
+      5);
+}
+
 // What stops a recording is said, not met as a wrong replay: a hook that takes each gradient
 // as backward makes it (data parallel), and layers timed one by one.
 TEST(StepGraphsOnGpu, NamesWhatKeepsTheStepFromBeingRecorded) {

@@ -87,6 +87,39 @@ TEST(MemoryPlan, LeanIsTheSharedArenaOnAGpuOnly) {
             "shared (lean is a GPU's): backward's buffers in one arena, each reused once its last reader has run");
 }
 
+// model.batchnorm: folded runs the BatchNorms between two convolutions inside them on a GPU in
+// 16 bits, channels_last; auto stays separate until a GPU run has checked the folded path; the
+// plan says which, and why not where folded cannot run.
+TEST(BatchNormFolding, OptInOnAGpuIn16BitsChannelsLast) {
+  const Device gpu = Device::cuda(0), cpu = Device::cpu();
+  JobSpec spec = job(Precision::kAmpFp16, "auto");
+  EXPECT_EQ(spec.model.batchnorm, "auto");
+  EXPECT_FALSE(folds_batchnorm(spec, gpu)) << "opt-in until a GPU run has checked it";
+  EXPECT_EQ(describe_batchnorm(spec, gpu),
+            "separate (auto): each BatchNorm a pass of its own; model.batchnorm: folded runs them inside the "
+            "convolutions (opt-in until a GPU run has checked it)");
+  spec.model.batchnorm = "folded";
+  EXPECT_TRUE(folds_batchnorm(spec, gpu));
+  EXPECT_EQ(describe_batchnorm(spec, gpu).rfind("folded: each BatchNorm with its ReLU between two convolutions", 0),
+            0u);
+  EXPECT_TRUE(folds_batchnorm(job(Precision::kAmpBf16, "channels_last"), gpu) == false) << "the key is not set";
+  JobSpec bf16 = job(Precision::kAmpBf16, "channels_last");
+  bf16.model.batchnorm = "folded";
+  EXPECT_TRUE(folds_batchnorm(bf16, gpu));
+  EXPECT_FALSE(folds_batchnorm(spec, cpu));
+  EXPECT_EQ(describe_batchnorm(spec, cpu), "separate (oneDNN, CPU)");
+  spec.model.memory_format = "nchw";
+  EXPECT_FALSE(folds_batchnorm(spec, gpu)) << "folding needs NHWC";
+  EXPECT_EQ(describe_batchnorm(spec, gpu),
+            "separate: each BatchNorm a pass of its own; folded needs 16-bit activations in the channels_last layout");
+  JobSpec tf32 = job(Precision::kTf32, "auto");
+  tf32.model.batchnorm = "folded";
+  EXPECT_FALSE(folds_batchnorm(tf32, gpu)) << "folding is built for 16-bit activations";
+  spec.model.batchnorm = "separate";
+  spec.model.memory_format = "auto";
+  EXPECT_FALSE(folds_batchnorm(spec, gpu));
+}
+
 // train.loss_read: auto reads the loss at the step's end on both devices (on a GPU since an
 // H100 run checked it, 2026-11-26; on the CPU the same computation, no wait to save).
 TEST(LossRead, StepEndUnderAutoOnBothDevices) {

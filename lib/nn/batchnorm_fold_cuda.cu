@@ -1,0 +1,68 @@
+// CUDA kernels of batchnorm_fold_cuda.hpp.
+#include "nn/batchnorm_fold_cuda.hpp"
+#include "nn/batchnorm_fold_rule.hpp"
+#include "nn/cuda_util_cuda.hpp"
+#include "nn/dtype_cuda.hpp"
+
+namespace sdp::nn::cuda {
+
+namespace {
+
+template <class T>
+__global__ void batchnorm_fold_finalize_kernel(const float* sum, const float* sq_sum, float count, const float* gamma,
+                                               const float* beta, float eps, float momentum, float* running_mean,
+                                               float* running_var, float* save_mean, float* save_inv_std, T* scale,
+                                               T* bias, int64_t channels) {
+  SDP_GRID_STRIDE(ch, channels) {
+    const BatchNormFoldChannel c = fold_batch_statistics(sum[ch], sq_sum[ch], count, gamma[ch], beta[ch], eps);
+    save_mean[ch] = c.mean;
+    save_inv_std[ch] = c.inv_std;
+    running_mean[ch] = batchnorm_running_mean(running_mean[ch], c.mean, momentum);
+    running_var[ch] = batchnorm_running_var(running_var[ch], c.var, count, momentum);
+    scale[ch] = store_as<T>(c.scale);
+    bias[ch] = store_as<T>(c.bias);
+  }
+}
+
+// One thread per NHWC element; the per-channel coefficients are recomputed per element (a few
+// flops against the three tensors' traffic, which binds this pass).
+template <class T>
+__global__ void batchnorm_fold_input_grad_kernel(const T* drelu, const T* x, const float* dscale, const float* dbias,
+                                                 const float* mean, const float* inv_std, const float* gamma,
+                                                 float count, T* dx, int64_t channels, int64_t numel) {
+  SDP_GRID_STRIDE(j, numel) {
+    const int64_t ch = j % channels;
+    const BatchNormInputGradCoefficients k =
+        batchnorm_input_grad_coefficients(dscale[ch], dbias[ch], mean[ch], inv_std[ch], gamma[ch], count);
+    dx[j] = store_as<T>(fold_input_grad_element(k, load_f32(drelu[j]), load_f32(x[j])));
+  }
+}
+
+}  // namespace
+
+void batchnorm_fold_finalize(DType dtype, const float* sum, const float* sq_sum, int64_t count, const float* gamma,
+                             const float* beta, float eps, float momentum, float* running_mean, float* running_var,
+                             float* save_mean, float* save_inv_std, void* scale, void* bias, int64_t channels,
+                             cudaStream_t stream) {
+  with_storage_type(dtype, [&](auto tag) {
+    using T = storage_t<decltype(tag)>;
+    batchnorm_fold_finalize_kernel<T><<<grid_for(channels), kThreads, 0, stream>>>(
+        sum, sq_sum, static_cast<float>(count), gamma, beta, eps, momentum, running_mean, running_var, save_mean,
+        save_inv_std, static_cast<T*>(scale), static_cast<T*>(bias), channels);
+  });
+  check_launch("batchnorm_fold_finalize_kernel");
+}
+
+void batchnorm_fold_input_grad(DType dtype, const void* drelu, const void* x, const float* dscale, const float* dbias,
+                               const float* mean, const float* inv_std, const float* gamma, int64_t count, void* dx,
+                               int64_t channels, int64_t numel, cudaStream_t stream) {
+  with_storage_type(dtype, [&](auto tag) {
+    using T = storage_t<decltype(tag)>;
+    batchnorm_fold_input_grad_kernel<T><<<grid_for(numel), kThreads, 0, stream>>>(
+        static_cast<const T*>(drelu), static_cast<const T*>(x), dscale, dbias, mean, inv_std, gamma,
+        static_cast<float>(count), static_cast<T*>(dx), channels, numel);
+  });
+  check_launch("batchnorm_fold_input_grad_kernel");
+}
+
+}  // namespace sdp::nn::cuda

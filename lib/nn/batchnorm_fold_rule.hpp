@@ -1,0 +1,72 @@
+// The per-channel and per-element math of a BatchNorm folded into the convolutions around it
+// (model.batchnorm: folded; batchnorm2d_cuda.hpp), written once for both devices
+// (core/host_device.hpp): the CUDA kernels run it, and the CPU tests check it against the CPU
+// BatchNorm2d with its ReLU (tests/unit/nn/test_cuda_rules.cpp).
+//  * forward: the convolution before gives each channel's sum and sum of squares of its output
+//    (cuDNN's genstats); fold_batch_statistics turns them into the batch statistics and the
+//    scale and bias the convolution after applies as it loads: relu(x * scale + bias) is the
+//    BatchNorm's output with its ReLU, never stored.
+//  * backward: the convolution after gives the gradient through the ReLU (drelu) and its sums
+//    dscale = sum(drelu * xhat), dbias = sum(drelu) (cuDNN's dbn_weight); the input gradient is
+//    then one pass: dx = a * drelu + b * x + c, its coefficients from those sums.
+#pragma once
+
+#include <cmath>
+
+#include "core/host_device.hpp"
+
+namespace sdp::nn {
+
+struct BatchNormFoldChannel {
+  float mean = 0.0f;
+  float var = 0.0f;  // biased: what normalizes the batch
+  float inv_std = 0.0f;
+  float scale = 0.0f;  // gamma * inv_std
+  float bias = 0.0f;   // beta - mean * scale
+};
+
+// One channel's statistics from `count` values' sum and sum of squares (f32 sums, as genstats
+// gives them; the variance clamped at 0 against rounding).
+SDP_HOST_DEVICE BatchNormFoldChannel fold_batch_statistics(float sum, float sq_sum, float count, float gamma,
+                                                             float beta, float eps) {
+  BatchNormFoldChannel c;
+  c.mean = sum / count;
+  const float var = sq_sum / count - c.mean * c.mean;
+  c.var = var > 0.0f ? var : 0.0f;
+  c.inv_std = 1.0f / std::sqrt(c.var + eps);
+  c.scale = gamma * c.inv_std;
+  c.bias = beta - c.mean * c.scale;
+  return c;
+}
+
+// The running statistics as PyTorch keeps them (batchnorm2d.cpp's update_running_stats_host):
+// running = (1 - momentum) running + momentum batch, the variance unbiased by count / (count - 1).
+SDP_HOST_DEVICE float batchnorm_running_mean(float running, float mean, float momentum) {
+  return (1.0f - momentum) * running + momentum * mean;
+}
+SDP_HOST_DEVICE float batchnorm_running_var(float running, float var, float count, float momentum) {
+  const float unbias = count > 1.0f ? count / (count - 1.0f) : 1.0f;
+  return (1.0f - momentum) * running + momentum * var * unbias;
+}
+
+// dx = gamma * inv_std * (drelu - dbias / M - xhat * dscale / M), xhat = (x - mean) * inv_std,
+// as a * drelu + b * x + c (the form cuDNN's dbn_weight gives its coefficients in).
+struct BatchNormInputGradCoefficients {
+  float a = 0.0f, b = 0.0f, c = 0.0f;
+};
+
+SDP_HOST_DEVICE BatchNormInputGradCoefficients batchnorm_input_grad_coefficients(float dscale, float dbias,
+                                                                                 float mean, float inv_std,
+                                                                                 float gamma, float count) {
+  BatchNormInputGradCoefficients k;
+  k.a = gamma * inv_std;
+  k.b = -k.a * inv_std * dscale / count;
+  k.c = -k.a * dbias / count - k.b * mean;
+  return k;
+}
+
+SDP_HOST_DEVICE float fold_input_grad_element(const BatchNormInputGradCoefficients& k, float drelu, float x) {
+  return k.a * drelu + k.b * x + k.c;
+}
+
+}  // namespace sdp::nn
