@@ -1,5 +1,8 @@
 // CUDA kernels of batchnorm_fold_cuda.hpp.
 #include "nn/batchnorm_fold_cuda.hpp"
+
+#include <cstdint>
+
 #include "nn/batchnorm_fold_rule.hpp"
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/dtype_cuda.hpp"
@@ -38,6 +41,36 @@ __global__ void batchnorm_fold_input_grad_kernel(const T* drelu, const T* x, con
   }
 }
 
+// The same, 16 bytes of each tensor a thread (8 16-bit values of 8 consecutive channels: the
+// channels are a multiple of 8), which is what lets a 16-bit pass run at the memory's speed.
+// Tensors 16-byte aligned; `vectors` = numel / V.
+template <class T>
+__global__ void batchnorm_fold_input_grad_vector_kernel(const T* drelu, const T* x, const float* dscale,
+                                                        const float* dbias, const float* mean, const float* inv_std,
+                                                        const float* gamma, float count, T* dx, int64_t channels,
+                                                        int64_t vectors) {
+  constexpr int V = static_cast<int>(16 / sizeof(T));
+  SDP_GRID_STRIDE(v, vectors) {
+    const uint4 rd = reinterpret_cast<const uint4*>(drelu)[v];
+    const uint4 rx = reinterpret_cast<const uint4*>(x)[v];
+    uint4 ry;
+    const T* ed = reinterpret_cast<const T*>(&rd);
+    const T* ex = reinterpret_cast<const T*>(&rx);
+    T* ey = reinterpret_cast<T*>(&ry);
+    const int64_t first = (v * V) % channels;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const int64_t ch = first + k;
+      const BatchNormInputGradCoefficients c =
+          batchnorm_input_grad_coefficients(dscale[ch], dbias[ch], mean[ch], inv_std[ch], gamma[ch], count);
+      ey[k] = store_as<T>(fold_input_grad_element(c, load_f32(ed[k]), load_f32(ex[k])));
+    }
+    reinterpret_cast<uint4*>(dx)[v] = ry;
+  }
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 }  // namespace
 
 void batchnorm_fold_finalize(DType dtype, const float* sum, const float* sq_sum, int64_t count, const float* gamma,
@@ -58,6 +91,13 @@ void batchnorm_fold_input_grad(DType dtype, const void* drelu, const void* x, co
                                int64_t channels, int64_t numel, cudaStream_t stream) {
   with_storage_type(dtype, [&](auto tag) {
     using T = storage_t<decltype(tag)>;
+    constexpr int64_t V = 16 / sizeof(T);
+    if (channels % V == 0 && aligned16(drelu) && aligned16(x) && aligned16(dx)) {
+      batchnorm_fold_input_grad_vector_kernel<T><<<grid_for(numel / V), kThreads, 0, stream>>>(
+          static_cast<const T*>(drelu), static_cast<const T*>(x), dscale, dbias, mean, inv_std, gamma,
+          static_cast<float>(count), static_cast<T*>(dx), channels, numel / V);
+      return;
+    }
     batchnorm_fold_input_grad_kernel<T><<<grid_for(numel), kThreads, 0, stream>>>(
         static_cast<const T*>(drelu), static_cast<const T*>(x), dscale, dbias, mean, inv_std, gamma,
         static_cast<float>(count), static_cast<T*>(dx), channels, numel);

@@ -62,6 +62,12 @@ FusedConvShape shape_of(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, i
   return s;
 }
 
+// The same with stride 2 (the first 3x3 of ResNet-50's layers 2 to 4).
+FusedConvShape strided(FusedConvShape s) {
+  s.stride = 2;
+  return s;
+}
+
 std::unique_ptr<FusedConvGraph> build(cudnnHandle_t handle, FusedPass pass, const FusedConvShape& s, bool fused,
                                       bool deterministic = false) {
   FusedConvOptions o;
@@ -390,8 +396,8 @@ TEST(CudnnFusionOnGpu, FoldedPassesFromDeterministicEnginesAreBitwiseRepeatable)
   cudnnDestroy(handle);
 }
 
-// ResNet-50's bottleneck 3x3 (layer1: 256 x 64 x 56 x 56, 64 filters) and 1x1 shapes at
-// batch 256: whether cuDNN builds each pass of a convolution with its BatchNorm folded in
+// ResNet-50's bottleneck 3x3 (layer1: 256 x 64 x 56 x 56, 64 filters; layer2's first, of
+// stride 2) and 1x1 shapes at batch 256: whether cuDNN builds each pass of a convolution with its BatchNorm folded in
 // (forward, input gradient, filter gradient) and the same pass without, and the median of 20
 // runs of each (printed: what the folding costs each convolution, against the BatchNorm
 // passes it removes).
@@ -403,10 +409,11 @@ TEST(CudnnFusionOnGpu, BuildsForResNet50Shapes) {
                                                        {"input gradient", FusedPass::kInputGradient},
                                                        {"filter gradient", FusedPass::kFilterGradient}};
   for (const FusedConvShape& s : {shape_of(256, 64, 56, 56, 64, 3), shape_of(256, 64, 56, 56, 256, 1),
-                                  shape_of(256, 256, 56, 56, 64, 1), shape_of(256, 128, 28, 28, 128, 3)}) {
+                                  shape_of(256, 256, 56, 56, 64, 1), shape_of(256, 128, 28, 28, 128, 3),
+                                  strided(shape_of(256, 128, 56, 56, 128, 3))}) {
     const std::string shape = "n" + std::to_string(s.n) + " c" + std::to_string(s.c) + " " + std::to_string(s.h) +
                               "x" + std::to_string(s.w) + " k" + std::to_string(s.k) + " " + std::to_string(s.r) +
-                              "x" + std::to_string(s.r);
+                              "x" + std::to_string(s.r) + (s.stride == 2 ? " stride 2" : "");
     for (const auto& [pass_name, pass] : passes)
       for (const bool fused : {false, true}) {
         const std::string what = shape + " " + pass_name + (fused ? " fused" : " plain");
