@@ -155,6 +155,29 @@ TEST(Model, EvalUsesRunningStatistics) {
   (void)l2_first;
 }
 
+// model.batchnorm: folded asks exactly the BatchNorms between two convolutions of a residual
+// branch (each basic block's bn1; not the stem's, nor a branch's last, which takes the block's
+// sum), at each training configure, and counts the answers; on the CPU every one stays separate
+// and says why, with the same loss and gradients as without asking. An evaluation asks none.
+TEST(Model, BatchNormFoldingAsksTheBatchNormsBetweenTwoConvolutions) {
+  auto asked = tiny_resnet(), plain = tiny_resnet();
+  asked->set_batchnorm_folding(true);
+  const Batch b = random_batch(4, asked->input_shape(), 5, 90);
+  const float loss = asked->forward(b.x, b.labels.data(), true);
+  asked->backward();
+  EXPECT_EQ(loss, plain->forward(b.x, b.labels.data(), true));
+  plain->backward();
+  EXPECT_EQ(testing::host_values(asked->store().grad_arena()), testing::host_values(plain->store().grad_arena()));
+  const Context::BatchNormFolding& folding = asked->batchnorm_folding();
+  EXPECT_EQ(folding.folded, 0);
+  ASSERT_EQ(folding.refused.size(), 2u);
+  EXPECT_EQ(folding.refused[0].rfind("layer1.0.bn1: BatchNorm folding is a GPU's", 0), 0u) << folding.refused[0];
+  EXPECT_EQ(folding.refused[1].rfind("layer2.0.bn1: ", 0), 0u) << folding.refused[1];
+  asked->forward(b.x, b.labels.data(), false);
+  EXPECT_TRUE(asked->batchnorm_folding().refused.empty()) << "an evaluation asks none";
+  EXPECT_TRUE(plain->batchnorm_folding().refused.empty()) << "not asked";
+}
+
 TEST(ModelGrad, TinyResNetFiniteDifferences) {
   auto m = tiny_resnet();
   const Batch b = random_batch(3, m->input_shape(), 5, 8);
