@@ -27,6 +27,7 @@ std::vector<DataBenchRow> run_data_benchmark(const JobSpec& base, const std::vec
     // Two batches to warm the page cache and the decoders; then `batches` timed, across epochs.
     const int64_t warmup = 2;
     int64_t epoch = 0, taken = 0, images = 0;
+    NvjpegPhaseTotals nvjpeg_before;
     auto start = std::chrono::steady_clock::now();
     loader->start_epoch(epoch);
     while (taken < warmup + batches) {
@@ -35,11 +36,22 @@ std::vector<DataBenchRow> run_data_benchmark(const JobSpec& base, const std::vec
         loader->start_epoch(++epoch);
         continue;
       }
-      if (++taken == warmup) start = std::chrono::steady_clock::now();
+      if (++taken == warmup) {
+        start = std::chrono::steady_clock::now();
+        nvjpeg_before = nvjpeg_phase_totals();
+      }
       if (taken > warmup) images += batch->size();
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    rows.push_back({to_string(spec.data.format), w, images, seconds, images / seconds});
+    const NvjpegPhaseTotals after = nvjpeg_phase_totals();
+    NvjpegPhaseTotals nvjpeg;
+    nvjpeg.inspect_s = after.inspect_s - nvjpeg_before.inspect_s;
+    nvjpeg.decode_call_s = after.decode_call_s - nvjpeg_before.decode_call_s;
+    nvjpeg.queue_s = after.queue_s - nvjpeg_before.queue_s;
+    nvjpeg.wait_s = after.wait_s - nvjpeg_before.wait_s;
+    nvjpeg.batches = after.batches - nvjpeg_before.batches;
+    nvjpeg.images = after.images - nvjpeg_before.images;
+    rows.push_back({to_string(spec.data.format), w, images, seconds, images / seconds, nvjpeg});
   }
   return rows;
 }
@@ -54,6 +66,20 @@ std::string format_data_bench(const std::vector<DataBenchRow>& rows, const JobSp
     char line[160];
     std::snprintf(line, sizeof line, "%-15s %7d %10lld %9.2f %10.0f\n", r.format.c_str(), r.workers,
                   static_cast<long long>(r.images), r.seconds, r.images_per_sec);
+    out << line;
+  }
+  // The GPU decoder's thread, per batch: what of the batch's time is its, and which part.
+  for (const DataBenchRow& r : rows) {
+    const NvjpegPhaseTotals& n = r.nvjpeg;
+    if (n.batches <= 0 || r.images <= 0) continue;
+    const double per_batch = 1e3 / static_cast<double>(n.batches);
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "# nvJPEG thread, %d worker(s), per batch of %.0f images: headers and support %.2f ms, decode call "
+                  "%.2f ms, kernels and copies queued %.2f ms, waiting for the device %.2f ms; a batch every %.2f ms\n",
+                  r.workers, static_cast<double>(n.images) / static_cast<double>(n.batches), n.inspect_s * per_batch,
+                  n.decode_call_s * per_batch, n.queue_s * per_batch, n.wait_s * per_batch,
+                  1e3 * r.seconds * static_cast<double>(spec.data.batch_size) / static_cast<double>(r.images));
     out << line;
   }
   return out.str();

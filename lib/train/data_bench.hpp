@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "config/job_spec.hpp"
+#include "data/images/nvjpeg_offload.hpp"
 
 namespace sdp {
 
@@ -17,6 +18,8 @@ struct DataBenchRow {
   int64_t images = 0;
   double seconds = 0;
   double images_per_sec = 0;
+  // With GPU decoding: the decoder thread's time per batch, by phase (nvjpeg_offload.hpp).
+  NvjpegPhaseTotals nvjpeg;
 };
 
 // Throws InputError for a bad data set or worker count.

@@ -2,6 +2,32 @@
 // real one): no GPU, so no GPU decoding, said once in the same words as everywhere else.
 #include "data/images/nvjpeg_offload.hpp"
 
+#include <mutex>
+
+namespace sdp {
+
+namespace {
+std::mutex phase_mutex;
+NvjpegPhaseTotals phase_totals;
+}  // namespace
+
+NvjpegPhaseTotals nvjpeg_phase_totals() {
+  const std::lock_guard<std::mutex> lock(phase_mutex);
+  return phase_totals;
+}
+
+void add_nvjpeg_phase_times(const NvjpegPhaseTotals& batch) {
+  const std::lock_guard<std::mutex> lock(phase_mutex);
+  phase_totals.inspect_s += batch.inspect_s;
+  phase_totals.decode_call_s += batch.decode_call_s;
+  phase_totals.queue_s += batch.queue_s;
+  phase_totals.wait_s += batch.wait_s;
+  phase_totals.batches += batch.batches;
+  phase_totals.images += batch.images;
+}
+
+}  // namespace sdp
+
 #ifndef SDP_HAVE_CUDA
 
 #include "core/error.hpp"

@@ -10,6 +10,7 @@
 // it still runs every other path; the build needs nvjpeg.h (scripts/install-deps.sh).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -27,6 +28,18 @@ struct NvjpegStatus {
 };
 // Loads the library once; later calls return the same answer.
 const NvjpegStatus& nvjpeg_status();
+
+// Where the GPU decoder's thread spends a batch (bench data prints it per batch): checking each
+// JPEG's header and whether the backend takes it (the host parses the bitstream for the hardware
+// decoder), nvJPEG's batched decode call (its host part; the device work runs on), queuing the
+// resample kernel and the copies back, and waiting for the device. Summed over every offload of
+// the process since it started; a caller takes differences.
+struct NvjpegPhaseTotals {
+  double inspect_s = 0, decode_call_s = 0, queue_s = 0, wait_s = 0;
+  int64_t batches = 0, images = 0;
+};
+NvjpegPhaseTotals nvjpeg_phase_totals();
+void add_nvjpeg_phase_times(const NvjpegPhaseTotals& batch);
 
 // An offload on `device` (a GPU). Throws InputError naming data.decode when nvJPEG is not
 // available or the device is not a GPU. `decode_regions` (data.decode_roi): on the hardware

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -197,6 +198,14 @@ class NvjpegOffload : public JpegOffload {
     std::vector<WindowResampleJob> plans;  // per taken image: its geometry
     std::vector<SourceRect> rects;         // per taken image: what is decoded (the whole image, or its region)
     std::size_t decoded_bytes = 0, out_bytes = 0, normalized_bytes = 0;
+    NvjpegPhaseTotals phases;
+    auto phase_start = std::chrono::steady_clock::now();
+    // Adds the time since the last phase's end to `phase`.
+    const auto phase_done = [&](double& phase) {
+      const auto now = std::chrono::steady_clock::now();
+      phase += std::chrono::duration<double>(now - phase_start).count();
+      phase_start = now;
+    };
     for (std::size_t i = 0; i < jobs.size(); ++i) {
       const OffloadJob& job = jobs[i];
       int components = 0, widths[NVJPEG_MAX_COMPONENT] = {}, heights[NVJPEG_MAX_COMPONENT] = {};
@@ -244,6 +253,7 @@ class NvjpegOffload : public JpegOffload {
     }
     if (taken.empty()) return outcomes;
     reserve(decoded_bytes, out_bytes, normalized_bytes, taken.size());
+    phase_done(phases.inspect_s);
 
     // Batched decode; if the batch fails, one by one to find the images at fault.
     std::vector<const unsigned char*> data;
@@ -278,6 +288,8 @@ class NvjpegOffload : public JpegOffload {
                 NVJPEG_STATUS_SUCCESS;
       }
     }
+
+    phase_done(phases.decode_call_s);
 
     // Resample each decoded window on the device, then bring back the 8-bit RGB, or (jobs with
     // `normalized`) the normalised sample straight into its slot of the batch.
@@ -331,7 +343,12 @@ class NvjpegOffload : public JpegOffload {
                    "cudaMemcpyAsync", "nvJPEG offload");
       }
     }
+    phase_done(phases.queue_s);
     check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", "nvJPEG offload");
+    phase_done(phases.wait_s);
+    phases.batches = 1;
+    phases.images = static_cast<int64_t>(taken.size());
+    add_nvjpeg_phase_times(phases);
     std::size_t r = 0;
     for (std::size_t t = 0; t < taken.size(); ++t) {
       if (!ok[t]) continue;

@@ -138,6 +138,20 @@ convert_synthetic() {
     grep -q "^converted " "$WORK/out" || fail "no summary line from data convert"
 }
 
+# bench data times the job's loader alone, one row per worker count; a CPU-decoding job has no
+# GPU decoder's line; a bad worker count names the option (exit 2).
+case_data_bench_rows_per_worker_count() {
+    convert_synthetic image-folder "$WORK/train" --synthetic-samples 512
+    expect_ok 0 bench data --config "$SRC/configs/quickstart.yaml" --set data.format=image-folder \
+      --set data.train="$WORK/train" --set data.test="$WORK/train" --set data.image_size=24 --set data.resize=32 \
+      --set data.batch_size=32 --set data.decode=cpu --workers 1,2 --batches 4
+    grep -q "^# bench data: image-folder $WORK/train, batch 32" "$WORK/out" || fail "no header line"
+    [ "$(grep -cE '^image-folder +[12] +128 ' "$WORK/out")" -eq 2 ] || fail "expected a row of 128 images per worker count"
+    grep -q "^# nvJPEG" "$WORK/out" && fail "a CPU-decoding row has a GPU decoder's line"
+    expect_error 0 "workers takes counts >= 1" bench data --config "$SRC/configs/quickstart.yaml" \
+      --set data.format=image-folder --set data.train="$WORK/train" --set data.test="$WORK/train" --workers 0
+}
+
 # Training from TFRecord shards resumes bit for bit: the crops and flips are drawn from
 # (seed, epoch, sample), whichever worker decodes them (2 ranks x 2 workers, 40 steps over
 # two epochs, interrupted at step 15).
