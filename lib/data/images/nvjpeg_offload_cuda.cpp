@@ -14,6 +14,7 @@
 #include "core/device_memory.hpp"
 #include "core/error.hpp"
 #include "core/stream.hpp"
+#include "data/images/copy_runs.hpp"
 #include "data/images/nvjpeg_offload.hpp"
 #include "data/images/window_resample_cuda.hpp"
 
@@ -331,17 +332,21 @@ class NvjpegOffload : public JpegOffload {
       if (out_at > 0)
         check_cuda(cudaMemcpyAsync(staging_.get(), resampled_.get(), out_at, cudaMemcpyDeviceToHost, stream_),
                    "cudaMemcpyAsync", "nvJPEG offload");
+      // The normalised samples back into their batch slots: one copy per run of samples adjacent
+      // both here and in the batch (a whole batch is usually one run), not one per sample.
+      CopyRuns runs;
       std::size_t r = 0;
       for (std::size_t t = 0; t < taken.size(); ++t) {
         if (!ok[t]) continue;
         const OffloadJob& job = jobs[taken[t]];
         const std::size_t offset = out_offsets[r++];
         if (job.normalized == nullptr) continue;
-        check_cuda(cudaMemcpyAsync(job.normalized, static_cast<const uint8_t*>(normalized_.get()) + offset,
-                                   static_cast<std::size_t>(job.out_w) * job.out_h * 3 * table_.element_bytes(),
-                                   cudaMemcpyDeviceToHost, stream_),
-                   "cudaMemcpyAsync", "nvJPEG offload");
+        runs.add(static_cast<uint8_t*>(job.normalized), static_cast<const uint8_t*>(normalized_.get()) + offset,
+                 static_cast<std::size_t>(job.out_w) * job.out_h * 3 * table_.element_bytes());
       }
+      for (const CopyRuns::Run& run : runs.runs)
+        check_cuda(cudaMemcpyAsync(run.dst, run.src, run.bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync",
+                   "nvJPEG offload");
     }
     phase_done(phases.queue_s);
     check_cuda(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", "nvJPEG offload");

@@ -15,6 +15,7 @@
 
 #include "core/device_info.hpp"
 #include "core/half_float.hpp"
+#include "data/images/copy_runs.hpp"
 #include "data/images/image_transforms.hpp"
 #include "data/images/nvjpeg_offload.hpp"
 #include "data/images/window_resample.hpp"
@@ -106,6 +107,31 @@ Batch decode_batch(BatchDecoder& decoder, const std::vector<Bytes>& images, cons
 
 bool same_floats(const Tensor& a, const Tensor& b) {
   return a.numel() == b.numel() && std::memcmp(a.data<float>(), b.data<float>(), a.nbytes()) == 0;
+}
+
+// The GPU decoder copies a batch's normalised samples back in runs: samples adjacent on both
+// ends merge, a gap on either end (a refused or bad sample between) starts a new run, and every
+// byte is copied once, to where it belongs.
+TEST(JpegOffload, CopyRunsMergeSamplesAdjacentOnBothEnds) {
+  std::vector<uint8_t> device(40), batch(64);
+  for (std::size_t i = 0; i < device.size(); ++i) device[i] = static_cast<uint8_t>(i + 1);
+  CopyRuns runs;
+  // Samples of 8 bytes: 0 and 1 adjacent everywhere, sample 2 of the batch skipped (refused, its
+  // slot filled on the CPU), then 3 and 4 adjacent again.
+  runs.add(batch.data() + 0, device.data() + 0, 8);
+  runs.add(batch.data() + 8, device.data() + 8, 8);
+  runs.add(batch.data() + 24, device.data() + 16, 8);
+  runs.add(batch.data() + 32, device.data() + 24, 8);
+  runs.add(batch.data() + 48, device.data() + 40 - 8, 8);  // a gap in the batch only
+  ASSERT_EQ(runs.runs.size(), 3u);
+  EXPECT_EQ(runs.runs[0].bytes, 16u);
+  EXPECT_EQ(runs.runs[1].bytes, 16u);
+  EXPECT_EQ(runs.runs[2].bytes, 8u);
+  for (const CopyRuns::Run& run : runs.runs) std::memcpy(run.dst, run.src, run.bytes);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(batch[i], device[i]) << i;
+  for (int i = 16; i < 24; ++i) EXPECT_EQ(batch[i], 0) << "the skipped slot, " << i;
+  for (int i = 24; i < 40; ++i) EXPECT_EQ(batch[i], device[i - 8]) << i;
+  for (int i = 48; i < 56; ++i) EXPECT_EQ(batch[i], device[i - 16]) << i;
 }
 
 TEST(JpegOffload, BatchesEqualTheCpuPathAndRefusalsFallBack) {
