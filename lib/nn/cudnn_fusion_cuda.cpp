@@ -166,25 +166,42 @@ void build_filter_gradient(Builder& b, const FusedConvShape& s, const FusedConvO
 
 }  // namespace
 
-FusedConvGraph::FusedConvGraph(cudnnHandle_t handle, FusedPass pass, const FusedConvShape& shape,
-                               const FusedConvOptions& options)
-    : impl_(std::make_unique<Impl>()) {
-  if (shape.dtype == DType::kF32) {
-    error_ = "the folded passes are built for f16 and bf16 only";
-    return;
-  }
+namespace {
+
+// The pass's operations and tensors, as FusedConvGraph's header describes them; "" or why not.
+std::string define_graph(FusedConvGraph::Impl& impl, std::map<std::string, FusedConvGraph::TensorInfo>& tensors,
+                         FusedPass pass, const FusedConvShape& shape, const FusedConvOptions& options) {
+  if (shape.dtype == DType::kF32) return "the folded passes are built for f16 and bf16 only";
   // The recomputed input of a folded filter gradient stays in the io type (what the forward
   // convolved); elsewhere intermediates are f32.
   const bool io_intermediate = pass == FusedPass::kFilterGradient && options.input_batchnorm;
-  impl_->graph.set_io_data_type(frontend_type(shape.dtype))
+  impl.graph.set_io_data_type(frontend_type(shape.dtype))
       .set_intermediate_data_type(io_intermediate ? frontend_type(shape.dtype) : fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
-  Builder builder(*impl_, tensors_, shape.dtype);
+  Builder builder(impl, tensors, shape.dtype);
   switch (pass) {
     case FusedPass::kForward: build_forward(builder, shape, options); break;
     case FusedPass::kInputGradient: build_input_gradient(builder, shape, options); break;
     case FusedPass::kFilterGradient: build_filter_gradient(builder, shape, options); break;
   }
+  fe::error_t status = impl.graph.validate();
+  return status.is_good() ? "" : "validate: " + status.get_message();
+}
+
+}  // namespace
+
+std::string FusedConvGraph::validation_error(FusedPass pass, const FusedConvShape& shape,
+                                             const FusedConvOptions& options) {
+  Impl impl;
+  std::map<std::string, TensorInfo> tensors;
+  return define_graph(impl, tensors, pass, shape, options);
+}
+
+FusedConvGraph::FusedConvGraph(cudnnHandle_t handle, FusedPass pass, const FusedConvShape& shape,
+                               const FusedConvOptions& options)
+    : impl_(std::make_unique<Impl>()) {
+  error_ = define_graph(*impl_, tensors_, pass, shape, options);
+  if (!error_.empty()) return;
   // Each stage only once the one before succeeded; the first failure is the reason.
   fe::graph::Graph& g = impl_->graph;
   const auto failed = [&](const char* stage, fe::error_t status) {
@@ -192,7 +209,7 @@ FusedConvGraph::FusedConvGraph(cudnnHandle_t handle, FusedPass pass, const Fused
     error_ = std::string(stage) + ": " + status.get_message();
     return true;
   };
-  if (failed("validate", g.validate()) || failed("build_operation_graph", g.build_operation_graph(handle)) ||
+  if (failed("build_operation_graph", g.build_operation_graph(handle)) ||
       failed("create_execution_plans", g.create_execution_plans({fe::HeurMode_t::A})))
     return;
   if (options.deterministic) g.deselect_numeric_notes({fe::NumericalNote_t::NONDETERMINISTIC});
@@ -221,13 +238,22 @@ bool fused_conv_graphs_compiled() { return true; }
 
 struct FusedConvGraph::Impl {};
 
+namespace {
+const char* const kNoFrontend =
+    "built without the cuDNN frontend's headers (pip install nvidia-cudnn-frontend, or scripts/install-deps.sh, then "
+    "configure again)";
+}  // namespace
+
 FusedConvGraph::FusedConvGraph(cudnnHandle_t, FusedPass, const FusedConvShape&, const FusedConvOptions&)
-    : error_("built without the cuDNN frontend's headers (pip install nvidia-cudnn-frontend, or "
-             "scripts/install-deps.sh, then configure again)") {}
+    : error_(kNoFrontend) {}
 
 void FusedConvGraph::execute(cudnnHandle_t, const std::unordered_map<std::string, void*>&, void*,
                              const std::string& what) const {
   throw RuntimeError(what + ": " + error_);
+}
+
+std::string FusedConvGraph::validation_error(FusedPass, const FusedConvShape&, const FusedConvOptions&) {
+  return kNoFrontend;
 }
 
 bool fused_conv_graphs_compiled() { return false; }

@@ -68,6 +68,10 @@ class FusedConvGraph {
   FusedConvGraph(const FusedConvGraph&) = delete;
   FusedConvGraph& operator=(const FusedConvGraph&) = delete;
 
+  // The graph defined and checked by the frontend alone (shapes, types, what each node infers),
+  // with no handle and no GPU: "" or why not. What a CPU test can check of a pass.
+  static std::string validation_error(FusedPass pass, const FusedConvShape& shape, const FusedConvOptions& options);
+
   bool built() const { return error_.empty(); }
   const std::string& error() const { return error_; }
   std::size_t workspace_bytes() const { return workspace_bytes_; }

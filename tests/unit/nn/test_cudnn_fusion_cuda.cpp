@@ -146,6 +146,60 @@ std::vector<double> host_dgrad(const FusedConvShape& s, const std::vector<uint16
   return dx;
 }
 
+// What a CPU can check of the folded passes: the frontend defines and validates every pass
+// model.batchnorm: folded asks of ResNet-50's bottlenecks at batch 256 (conv1 with the next
+// BatchNorm's statistics; conv2, of stride 1 or 2, applying the BatchNorm before it and summing
+// the next one's; conv3 applying its input's; both gradients of the last two) and of ResNet-20's
+// basic blocks, in f16 and bf16: every node's attributes are set and its inputs are what it
+// takes (the frontend's checks before a handle is needed); f32 is refused.
+TEST(CudnnFusion, EveryFoldedPassOfTheResNetsValidatesWithoutAGpu) {
+  struct Conv {
+    int64_t c, h, k, r, stride;
+    bool input_batchnorm, statistics;
+  };
+  std::vector<Conv> convs;
+  const int64_t planes[] = {64, 128, 256, 512}, blocks[] = {3, 4, 6, 3};
+  int64_t in = 64, size = 56;
+  for (int layer = 0; layer < 4; ++layer)
+    for (int64_t b = 0; b < blocks[layer]; ++b) {
+      const int64_t p = planes[layer], stride = layer > 0 && b == 0 ? 2 : 1;
+      convs.push_back({in, size, p, 1, 1, false, true});
+      convs.push_back({p, size, p, 3, stride, true, true});
+      size /= stride;
+      convs.push_back({p, size, 4 * p, 1, 1, true, false});
+      in = 4 * p;
+    }
+  for (const int64_t width : {16, 32, 64})  // ResNet-20's basic blocks: conv1 then conv2 on bn1
+    for (const int64_t stride : {1, 2}) {
+      convs.push_back({width / stride, 32, width, 3, stride, false, true});
+      convs.push_back({width, 32 / stride, width, 3, 1, true, false});
+    }
+  int checked = 0;
+  for (const DType dtype : {DType::kF16, DType::kBF16})
+    for (const Conv& c : convs) {
+      FusedConvShape s = shape_of(256, c.c, c.h, c.h, c.k, c.r);
+      s.stride = c.stride;
+      s.dtype = dtype;
+      FusedConvOptions o;
+      o.input_batchnorm = c.input_batchnorm;
+      o.statistics = c.statistics;
+      const std::string what = std::string(dtype_name(dtype)) + " c" + std::to_string(c.c) + " " +
+                               std::to_string(c.h) + "x" + std::to_string(c.h) + " k" + std::to_string(c.k) + " " +
+                               std::to_string(c.r) + "x" + std::to_string(c.r) + " stride " + std::to_string(c.stride);
+      EXPECT_EQ(FusedConvGraph::validation_error(FusedPass::kForward, s, o), "") << what << " forward";
+      ++checked;
+      if (!c.input_batchnorm) continue;
+      o.statistics = false;
+      EXPECT_EQ(FusedConvGraph::validation_error(FusedPass::kInputGradient, s, o), "") << what << " input gradient";
+      EXPECT_EQ(FusedConvGraph::validation_error(FusedPass::kFilterGradient, s, o), "") << what << " filter gradient";
+      checked += 2;
+    }
+  EXPECT_EQ(checked, 2 * (16 * (1 + 3 + 3) + 6 * (1 + 3)));
+  FusedConvShape f32 = shape_of(8, 16, 8, 8, 16, 3);
+  f32.dtype = DType::kF32;
+  EXPECT_NE(FusedConvGraph::validation_error(FusedPass::kForward, f32, {}).find("f16 and bf16 only"), std::string::npos);
+}
+
 // The graph's result on the host against the separate operations in f32 from the same
 // (half-rounded) input and weights.
 TEST(CudnnFusionOnGpu, ScaleBiasReluConvGenstatsMatchesTheSeparateOperations) {
