@@ -53,7 +53,7 @@
 #                 ResNet-50 amp-fp16 b256's step layer by layer under the defaults
 #         folded  model.batchnorm: folded (BatchNorm folded into the convolutions around it):
 #                 ResNet-50 b256's step layer by layer and its memory, amp-fp16 separate against
-#                 folded, and amp-bf16 folded
+#                 folded (deterministic engines, and any), and amp-bf16 folded
 #         fusions the fusions outside f16 NHWC, by kind: ResNet-50 bf16 NHWC (cuDNN's fused
 #                 BatchNorm), ResNet-20 fp32 NCHW (the ReLU folded into the residual sum); TF32's
 #                 are the tf32 stage's
@@ -276,11 +276,13 @@ stage_layers_amp() {
 # step's time by kind, and the memory line: the arena without the folded BatchNorms' outputs).
 stage_folded() {
   local bin=$BUNDLE/sdp-train run
-  for run in amp-fp16:separate amp-fp16:folded amp-bf16:folded; do
-    local p=${run%%:*} b=${run#*:}
-    step bench-layers-resnet50-$p-bn-$b "$bin" bench layers --config configs/resnet50-synthetic-bench.yaml \
-      --set data.batch_size=256 --set data.synthetic.train_samples=256 --set device=cuda --set precision=$p \
-      --set model.batchnorm=$b --steps 10
+  # deterministic false lets cuDNN take any engine (genstats and dbn_weight sum over the batch).
+  for run in amp-fp16:separate:true amp-fp16:folded:true amp-fp16:folded:false amp-bf16:folded:true; do
+    local p=${run%%:*} rest=${run#*:}
+    local b=${rest%%:*} deterministic=${rest#*:}
+    step bench-layers-resnet50-$p-bn-$b-deterministic-$deterministic "$bin" bench layers \
+      --config configs/resnet50-synthetic-bench.yaml --set data.batch_size=256 --set data.synthetic.train_samples=256 \
+      --set device=cuda --set precision=$p --set model.batchnorm=$b --set train.deterministic=$deterministic --steps 10
   done
   grep -H -E '^# (step|memory|batchnorm)' "$OUT"/bench-layers-resnet50-*-bn-*.log | tee -a "$OUT/summary.txt" >&2
 }

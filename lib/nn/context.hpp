@@ -78,6 +78,7 @@ struct Context {
     bool requested = false;
     int folded = 0;
     std::vector<std::string> refused;  // "layer: why"
+    double build_seconds = 0;  // building the folded passes' cuDNN graphs (each shape's once a stream)
   } batchnorm_folding;
   // Times every layer's forward and backward when set (nn/layer_profile.hpp); not owned.
   LayerProfile* profile = nullptr;

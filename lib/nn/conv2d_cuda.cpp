@@ -2,6 +2,7 @@
 #include "nn/conv2d_cuda.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -387,7 +388,10 @@ std::string Conv2dCuda::build_folded_passes() {
                          std::shared_ptr<const cuda::FusedConvGraph>& into) -> std::string {
     cuda::FusedConvOptions pass_options = options;
     if (pass != cuda::FusedPass::kForward) pass_options.statistics = false;
+    const auto start = std::chrono::steady_clock::now();
     std::shared_ptr<const cuda::FusedConvGraph> graph = cuda::fused_conv_graph(ctx_, pass, shape, pass_options);
+    ctx_.batchnorm_folding.build_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (!graph->built()) return who + "cuDNN builds no folded " + what + " (" + graph->error() + ")";
     into = std::move(graph);
     return "";

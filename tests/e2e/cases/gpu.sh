@@ -201,6 +201,8 @@ case_gpu_batchnorm_folded_learns_as_separate() {
         --set data.synthetic.height=16 --set data.synthetic.width=16 --set train.epochs=2 \
         --set output.model_dir="$WORK/m-$b"
       grep -q "^  batchnorm    : $b" "$WORK/out" || fail "the plan does not say $b"
+      [ $b = separate ] || grep -q "BatchNorm folding (model.batchnorm: folded): 9 of 9 " "$WORK/out" ||
+        fail "not every inner BatchNorm folded"
       grep -oE '^\[epoch 2\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$' >"$WORK/acc-$b"
     done
     expect_learns_as separate folded 0.5 0.02
