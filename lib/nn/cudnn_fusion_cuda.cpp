@@ -194,12 +194,27 @@ std::string FusedConvGraph::validation_error(FusedPass pass, const FusedConvShap
                                              const FusedConvOptions& options) {
   Impl impl;
   std::map<std::string, TensorInfo> tensors;
-  return define_graph(impl, tensors, pass, shape, options);
+  try {
+    return define_graph(impl, tensors, pass, shape, options);
+  } catch (const std::exception& e) {
+    return std::string("the cuDNN frontend threw: ") + e.what();
+  }
 }
 
 FusedConvGraph::FusedConvGraph(cudnnHandle_t handle, FusedPass pass, const FusedConvShape& shape,
                                const FusedConvOptions& options)
     : impl_(std::make_unique<Impl>()) {
+  // What the frontend throws (a library it loads at run time missing, say) is a refusal too:
+  // the layer then runs the pass unfolded and says why.
+  try {
+    build(handle, pass, shape, options);
+  } catch (const std::exception& e) {
+    error_ = std::string("the cuDNN frontend threw: ") + e.what();
+  }
+}
+
+void FusedConvGraph::build(cudnnHandle_t handle, FusedPass pass, const FusedConvShape& shape,
+                           const FusedConvOptions& options) {
   error_ = define_graph(*impl_, tensors_, pass, shape, options);
   if (!error_.empty()) return;
   // Each stage only once the one before succeeded; the first failure is the reason.
@@ -228,7 +243,12 @@ void FusedConvGraph::execute(cudnnHandle_t handle, const std::unordered_map<std:
     if (at == by_name.end()) throw RuntimeError(what + ": no address for the fused graph's tensor '" + name + "'");
     pack[tensor] = at->second;
   }
-  fe::error_t status = impl_->graph.execute(handle, pack, workspace);
+  fe::error_t status;
+  try {
+    status = impl_->graph.execute(handle, pack, workspace);
+  } catch (const std::exception& e) {
+    throw RuntimeError(what + ": the cuDNN frontend threw: " + e.what());
+  }
   if (!status.is_good()) throw RuntimeError(what + ": cuDNN's fused convolution graph: " + status.get_message());
 }
 

@@ -85,6 +85,7 @@ class FusedConvGraph {
   struct Impl;  // the frontend's graph and tensors (cudnn_fusion_cuda.cpp)
 
  private:
+  void build(cudnnHandle_t handle, FusedPass pass, const FusedConvShape& shape, const FusedConvOptions& options);
   std::unique_ptr<Impl> impl_;
   std::map<std::string, TensorInfo> tensors_;
   std::size_t workspace_bytes_ = 0;
