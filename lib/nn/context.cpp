@@ -1,6 +1,7 @@
 // The device switches of the context: which stream and which layout conversion a device gets.
 #include "nn/context.hpp"
 
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -16,6 +17,14 @@ std::shared_ptr<Stream> make_compute_stream(const Device& device) {
   if (device.is_cuda()) return sdp::make_stream(device);
 #endif
   throw_no_implementation("Stream", device);
+}
+
+std::string Context::BatchNormFolding::summary() const {
+  std::string line = std::to_string(folded) + " of " + std::to_string(folded + static_cast<int>(refused.size())) +
+                     " BatchNorms between two convolutions folded into them (cuDNN's graphs built in " +
+                     std::to_string(static_cast<long long>(std::llround(build_seconds * 1e3))) + " ms)";
+  if (!refused.empty()) line += "; the others run separately, the first because " + refused.front();
+  return line;
 }
 
 void release_shared_scratch(Context& ctx) {

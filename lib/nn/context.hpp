@@ -79,6 +79,8 @@ struct Context {
     int folded = 0;
     std::vector<std::string> refused;  // "layer: why"
     double build_seconds = 0;  // building the folded passes' cuDNN graphs (each shape's once a stream)
+    // "6 of 6 BatchNorms between two convolutions folded into them (...)", and the first refusal.
+    std::string summary() const;
   } batchnorm_folding;
   // Times every layer's forward and backward when set (nn/layer_profile.hpp); not owned.
   LayerProfile* profile = nullptr;

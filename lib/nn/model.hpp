@@ -139,9 +139,6 @@ class Model {
     plan_enabled_ = enabled;
     configured_batch_ = -1;
   }
-  // With the plan on, GPU layers keep an output for backward only where their backward reads
-  // it, and plan cuDNN's workspace per operation (Context::lean_plan). Takes effect at the next
-  // configure.
   // model.batchnorm: folded (Context::batchnorm_folding): each BatchNorm with its ReLU between
   // two convolutions of a residual branch is folded into them at a training configure where the
   // layers can (a GPU's NHWC 16-bit convolutions with cuDNN's graphs). Takes effect at the next
@@ -151,6 +148,9 @@ class Model {
     configured_batch_ = -1;
   }
   const Context::BatchNormFolding& batchnorm_folding() const { return ctx_.batchnorm_folding; }
+  // With the plan on, GPU layers keep an output for backward only where their backward reads
+  // it, and plan cuDNN's workspace per operation (Context::lean_plan). Takes effect at the next
+  // configure.
   void set_lean_memory_plan(bool lean) {
     ctx_.lean_plan = lean;
     configured_batch_ = -1;

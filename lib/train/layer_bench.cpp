@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -169,13 +168,8 @@ LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, 
   result.precision = to_string(spec.precision);
   result.layout = describe_memory_format(spec, device);
   result.batchnorm = describe_batchnorm(spec, device);
-  if (const nn::Context::BatchNormFolding& folding = model->batchnorm_folding(); folding.requested) {
-    result.batchnorm = "folded " + std::to_string(folding.folded) + " of " +
-                       std::to_string(folding.folded + static_cast<int>(folding.refused.size())) +
-                       " BatchNorms between two convolutions (cuDNN's graphs built in " +
-                       std::to_string(static_cast<int>(std::lround(folding.build_seconds * 1e3))) + " ms)";
-    if (!folding.refused.empty()) result.batchnorm += "; the others separate, the first because " + folding.refused.front();
-  }
+  if (const nn::Context::BatchNormFolding& folding = model->batchnorm_folding(); folding.requested)
+    result.batchnorm = "folded: " + folding.summary();
   result.math = describe_compute_rules(spec, device);
   result.memory = describe_memory_use(spec, *model);
   result.optimizer = optimizer->name();

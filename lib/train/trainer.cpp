@@ -225,12 +225,7 @@ void Trainer::note_batchnorm_folding() {
   if (batchnorm_folding_noted_ || !folding.requested) return;
   batchnorm_folding_noted_ = true;
   if (world_.rank() != 0) return;
-  std::string line = "BatchNorm folding (model.batchnorm: folded): " + std::to_string(folding.folded) + " of " +
-                     std::to_string(folding.folded + static_cast<int>(folding.refused.size())) +
-                     " BatchNorms between two convolutions folded into them (cuDNN's graphs built in " +
-                     std::to_string(static_cast<int>(std::lround(folding.build_seconds * 1e3))) + " ms)";
-  if (!folding.refused.empty())
-    line += "; the others run separately, the first because " + folding.refused.front();
+  const std::string line = "BatchNorm folding (model.batchnorm: folded): " + folding.summary();
   if (folding.refused.empty())
     log_info(line);
   else
