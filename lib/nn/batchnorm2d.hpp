@@ -51,8 +51,9 @@ class BatchNorm2d : public Layer {
   // epilogue, `after` applies it, relu(x * scale + bias), as it loads its input, and `after`'s
   // input gradient pass goes through the ReLU and sums this layer's weight gradients. Its output
   // is then never stored: forward returns its input, and the gradient backward is given is that
-  // of its pre-activation. ResidualBlock asks after a training configure, again after every
-  // configure; "" means folded, otherwise why not (only cuDNN's graphs on NHWC 16-bit fold).
+  // of its pre-activation. In evaluation `after` applies the running statistics and `before` sums
+  // nothing. ResidualBlock asks after every configure; "" means folded, otherwise why not (only
+  // cuDNN's graphs on NHWC 16-bit fold).
   virtual std::string fold_between(Layer& /*before*/, Layer& /*after*/) {
     return "BatchNorm folding is a GPU's (cuDNN graphs on NHWC 16-bit activations)";
   }

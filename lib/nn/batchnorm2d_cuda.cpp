@@ -173,7 +173,6 @@ bool BatchNorm2dCuda::fuse_residual_add_relu(const TensorDesc& shortcut) {
 std::string BatchNorm2dCuda::fold_between(Layer& before, Layer& after) {
   folded_ = false;
   const DType dtype = plain_src_.dtype;
-  if (!training_) return "evaluation runs the BatchNorm on its own";
   if (!native_nhwc_ || dtype == DType::kF32)
     return "folding is built for NHWC 16-bit activations (channels_last, amp-fp16 or amp-bf16), not " +
            plain_src_.str();
@@ -188,9 +187,10 @@ std::string BatchNorm2dCuda::fold_between(Layer& before, Layer& after) {
   fold_.scale.reserve(device, channels * dtype_size(dtype));
   fold_.bias.reserve(device, channels * dtype_size(dtype));
   fold_.dbn_coefficients.reserve(device, 3 * channels * sizeof(float));
-  if (std::string why = conv_before->fold_statistics_of(*this); !why.empty()) return why;
+  // Evaluation normalises with the running statistics: the convolution before sums nothing.
+  if (std::string why = training_ ? conv_before->fold_statistics_of(*this) : ""; !why.empty()) return why;
   if (std::string why = conv_after->fold_input_batchnorm(*this); !why.empty()) {
-    conv_before->unfold_statistics();
+    if (training_) conv_before->unfold_statistics();
     return why;
   }
   folded_ = true;
@@ -201,6 +201,14 @@ std::string BatchNorm2dCuda::fold_between(Layer& before, Layer& after) {
 
 const TensorRef& BatchNorm2dCuda::forward(const TensorRef& src) {
   Impl& d = *impl_;
+  if (folded_ && !training_) {  // the running statistics, applied by the convolution after
+    cuda::batchnorm_fold_inference(plain_src_.dtype, running_mean_->value.data<float>(),
+                                   running_var_->value.data<float>(), weight_->value.data<float>(),
+                                   bias_->value.data<float>(), options_.eps, fold_.scale.get(), fold_.bias.get(),
+                                   options_.channels, cuda::stream_of(ctx_));
+    out_.data = src.data;
+    return out_;
+  }
   if (folded_) {  // the statistics the convolution before summed; the one after applies them
     const Shape& x = plain_src_.shape;
     cuda::batchnorm_fold_finalize(plain_src_.dtype, fold_.sum.as<const float>(), fold_.sq_sum.as<const float>(),

@@ -17,13 +17,14 @@
 //    fused the same way.
 // Parameter gradients overwritten (cuDNN's beta = 0) and reported before the input gradient
 // is returned; cuDNN computes both in one call, as oneDNN does.
-//  * Folded (fold_between, model.batchnorm: folded; NHWC f16/bf16, with its ReLU, training): the
-//    convolution before writes each channel's sum and sum of squares (FoldState), forward turns
-//    them into the batch statistics, the running statistics and the scale and bias the
+//  * Folded (fold_between, model.batchnorm: folded; NHWC f16/bf16, with its ReLU): in training
+//    the convolution before writes each channel's sum and sum of squares (FoldState), forward
+//    turns them into the batch statistics, the running statistics and the scale and bias the
 //    convolution after applies as it loads (batchnorm_fold_cuda.hpp), and returns its input;
 //    backward is given the pre-activation's gradient and this layer's weight gradients, both
 //    from the convolution after's input gradient pass, and writes the input gradient in one
-//    pass (nn/batchnorm_fold_rule.hpp).
+//    pass (nn/batchnorm_fold_rule.hpp). In evaluation forward makes the running statistics'
+//    scale and bias, applied the same way.
 #pragma once
 
 #include <memory>

@@ -27,6 +27,17 @@ __global__ void batchnorm_fold_finalize_kernel(const float* sum, const float* sq
   }
 }
 
+template <class T>
+__global__ void batchnorm_fold_inference_kernel(const float* running_mean, const float* running_var,
+                                                const float* gamma, const float* beta, float eps, T* scale, T* bias,
+                                                int64_t channels) {
+  SDP_GRID_STRIDE(ch, channels) {
+    const BatchNormFoldChannel c = fold_running_statistics(running_mean[ch], running_var[ch], gamma[ch], beta[ch], eps);
+    scale[ch] = store_as<T>(c.scale);
+    bias[ch] = store_as<T>(c.bias);
+  }
+}
+
 // One thread per NHWC element; the per-channel coefficients are recomputed per element (a few
 // flops against the three tensors' traffic, which binds this pass).
 template <class T>
@@ -84,6 +95,17 @@ void batchnorm_fold_finalize(DType dtype, const float* sum, const float* sq_sum,
         save_inv_std, static_cast<T*>(scale), static_cast<T*>(bias), channels);
   });
   check_launch("batchnorm_fold_finalize_kernel");
+}
+
+void batchnorm_fold_inference(DType dtype, const float* running_mean, const float* running_var, const float* gamma,
+                              const float* beta, float eps, void* scale, void* bias, int64_t channels,
+                              cudaStream_t stream) {
+  with_storage_type(dtype, [&](auto tag) {
+    using T = storage_t<decltype(tag)>;
+    batchnorm_fold_inference_kernel<T><<<grid_for(channels), kThreads, 0, stream>>>(
+        running_mean, running_var, gamma, beta, eps, static_cast<T*>(scale), static_cast<T*>(bias), channels);
+  });
+  check_launch("batchnorm_fold_inference_kernel");
 }
 
 void batchnorm_fold_input_grad(DType dtype, const void* drelu, const void* x, const float* dscale, const float* dbias,

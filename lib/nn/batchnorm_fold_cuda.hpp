@@ -19,6 +19,11 @@ void batchnorm_fold_finalize(DType dtype, const float* sum, const float* sq_sum,
                              float* save_mean, float* save_inv_std, void* scale, void* bias, int64_t channels,
                              cudaStream_t stream);
 
+// Evaluation: one thread per channel, the scale and bias of the running statistics (in `dtype`).
+void batchnorm_fold_inference(DType dtype, const float* running_mean, const float* running_var, const float* gamma,
+                              const float* beta, float eps, void* scale, void* bias, int64_t channels,
+                              cudaStream_t stream);
+
 // dx = a * drelu + b * x + c over NHWC [numel / channels, channels], each channel's coefficients
 // from dscale, dbias, the saved mean and inverse deviation and gamma.
 void batchnorm_fold_input_grad(DType dtype, const void* drelu, const void* x, const float* dscale, const float* dbias,

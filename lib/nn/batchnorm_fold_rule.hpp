@@ -6,6 +6,8 @@
 //    (cuDNN's genstats); fold_batch_statistics turns them into the batch statistics and the
 //    scale and bias the convolution after applies as it loads: relu(x * scale + bias) is the
 //    BatchNorm's output with its ReLU, never stored.
+//  * evaluation: the running statistics' scale and bias (fold_running_statistics), applied the
+//    same way; the convolution before sums nothing.
 //  * backward: the convolution after gives the gradient through the ReLU (drelu) and its sums
 //    dscale = sum(drelu * xhat), dbias = sum(drelu) (cuDNN's dbn_weight); the input gradient is
 //    then one pass: dx = a * drelu + b * x + c, its coefficients from those sums.
@@ -34,6 +36,19 @@ SDP_HOST_DEVICE BatchNormFoldChannel fold_batch_statistics(float sum, float sq_s
   const float var = sq_sum / count - c.mean * c.mean;
   c.var = var > 0.0f ? var : 0.0f;
   c.inv_std = 1.0f / std::sqrt(c.var + eps);
+  c.scale = gamma * c.inv_std;
+  c.bias = beta - c.mean * c.scale;
+  return c;
+}
+
+// Evaluation: the scale and bias of the running statistics (what BatchNorm2d's inference
+// computes, gamma * (x - mean) / sqrt(var + eps) + beta, as x * scale + bias).
+SDP_HOST_DEVICE BatchNormFoldChannel fold_running_statistics(float running_mean, float running_var, float gamma,
+                                                             float beta, float eps) {
+  BatchNormFoldChannel c;
+  c.mean = running_mean;
+  c.var = running_var;
+  c.inv_std = 1.0f / std::sqrt(running_var + eps);
   c.scale = gamma * c.inv_std;
   c.bias = beta - c.mean * c.scale;
   return c;

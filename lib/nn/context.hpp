@@ -70,7 +70,7 @@ struct Context {
   // size of the largest, alive all the time.
   bool lean_plan = false;
   ComputeRules rules;
-  // model.batchnorm: folded. A training configure folds each BatchNorm with its ReLU between two
+  // model.batchnorm: folded. Each configure folds each BatchNorm with its ReLU between two
   // convolutions into them where it can (nn/batchnorm2d.hpp: fold_between); `folded` counts those
   // that did at the last one and `refused` says why the others did not (Model::configure clears
   // both).

@@ -370,10 +370,10 @@ std::string Conv2dCuda::build_folded_passes() {
   const std::string who = "Conv2d " + name_ + ": ";
   const Conv2dOptions& o = options_;
   const DType dtype = plain_src_.dtype;
-  if (!training_) return who + "evaluation runs without folding";
+  if (!training_ && statistics_of_ != nullptr) return who + "evaluation sums no statistics";
   if (!native_nhwc_ || dtype == DType::kF32) return who + "folding needs NHWC 16-bit activations";
   if (bias_ || o.fuse_relu) return who + "a convolution with a bias or its own ReLU does not fold";
-  if (input_batchnorm_ != nullptr && !needs_input_grad_)
+  if (training_ && input_batchnorm_ != nullptr && !needs_input_grad_)
     return who + "the BatchNorm before it needs this convolution's input gradient pass";
   const Shape& x = plain_src_.shape;
   cuda::FusedConvShape shape;
@@ -397,7 +397,7 @@ std::string Conv2dCuda::build_folded_passes() {
     return "";
   };
   std::string why = build(cuda::FusedPass::kForward, "forward", d.fused_forward);
-  if (why.empty() && input_batchnorm_ != nullptr) {
+  if (why.empty() && input_batchnorm_ != nullptr && training_) {
     why = build(cuda::FusedPass::kInputGradient, "input gradient", d.fused_input_grad);
     if (why.empty()) why = build(cuda::FusedPass::kFilterGradient, "filter gradient", d.fused_filter_grad);
   }
@@ -406,6 +406,7 @@ std::string Conv2dCuda::build_folded_passes() {
     return why;
   }
   d.forward_workspace.configure(ctx_, std::max(legacy_forward, d.fused_forward->workspace_bytes()), plans_workspace);
+  if (!training_) return "";
   std::size_t backward = legacy_backward;
   if (d.fused_input_grad) backward = std::max({backward, d.fused_input_grad->workspace_bytes(),
                                                d.fused_filter_grad->workspace_bytes()});

@@ -140,7 +140,7 @@ class Model {
     configured_batch_ = -1;
   }
   // model.batchnorm: folded (Context::batchnorm_folding): each BatchNorm with its ReLU between
-  // two convolutions of a residual branch is folded into them at a training configure where the
+  // two convolutions of a residual branch is folded into them at each configure where the
   // layers can (a GPU's NHWC 16-bit convolutions with cuDNN's graphs). Takes effect at the next
   // forward; batchnorm_folding() says what the last configure folded and why not the rest.
   void set_batchnorm_folding(bool requested) {

@@ -41,7 +41,7 @@ TensorDesc ResidualBlock::configure(const TensorDesc& src, bool training) {
   TensorDesc branch = src, shortcut = src;
   for (auto& l : branch_) branch = l->configure(branch, training);
   for (auto& l : shortcut_) shortcut = l->configure(shortcut, training);
-  if (training && ctx_.batchnorm_folding.requested) fold_batchnorms();
+  if (ctx_.batchnorm_folding.requested) fold_batchnorms();
   fused_ = nullptr;
   if (auto* bn = branch_.empty() ? nullptr : dynamic_cast<BatchNorm2d*>(branch_.back().get());
       bn != nullptr && bn->fuse_residual_add_relu(shortcut)) {

@@ -13,7 +13,7 @@
 // first convolution add its input gradient into the shortcut's, cuDNN's beta = 1, instead of
 // the block's sum was measured slower on an H100: +6.1 ms of convolution for -4.1 ms of sums.)
 //
-// With model.batchnorm: folded (Context::batchnorm_folding), a training configure asks each
+// With model.batchnorm: folded (Context::batchnorm_folding), every configure asks each
 // BatchNorm between two of the branch's convolutions to fold into them (BatchNorm2d::fold_between:
 // bn1 and bn2 of a bottleneck, bn1 of a basic block); the branch's last BatchNorm stays the
 // fused sum above.

@@ -63,8 +63,8 @@ std::string refusals(const Model& m) {
 }
 
 // Every BatchNorm between two convolutions of a branch folds (bn1 and bn2 of each bottleneck);
-// the branch's last one (with the block's sum) and the stem's do not; an evaluation asks none,
-// and the next training configure folds them again.
+// the branch's last one (with the block's sum) and the stem's do not; an evaluation folds them
+// with the running statistics, and the next training configure folds them again.
 TEST(FoldedBatchNormOnGpu, FoldsEveryBatchNormBetweenTwoConvolutions) {
   SKIP_WITHOUT_GPU();
   for (DType dtype : {DType::kF16, DType::kBF16}) {
@@ -77,7 +77,8 @@ TEST(FoldedBatchNormOnGpu, FoldsEveryBatchNormBetweenTwoConvolutions) {
     EXPECT_EQ(m->batchnorm_folding().folded, 6) << dtype_name(dtype) << refusals(*m);
     EXPECT_TRUE(m->batchnorm_folding().refused.empty()) << dtype_name(dtype) << refusals(*m);
     m->forward(x, labels.data(), false);
-    EXPECT_EQ(m->batchnorm_folding().folded, 0) << "evaluation runs the BatchNorms separately";
+    EXPECT_EQ(m->batchnorm_folding().folded, 6) << "evaluation folds them too (the running statistics)"
+                                                << refusals(*m);
     m->forward(x, labels.data(), true);
     EXPECT_EQ(m->batchnorm_folding().folded, 6) << "folded again for training";
   }
@@ -104,7 +105,7 @@ TEST(FoldedBatchNormOnGpu, StepsAreBitwiseRepeatable) {
 }
 
 // Against the separate BatchNorms on the same GPU: the same losses, running statistics and
-// evaluation (with those statistics) to 16-bit rounding; the gradients to the bound the CPU
+// evaluation (folded too, with those statistics) to 16-bit rounding; the gradients to the bound the CPU
 // comparison holds both to. The folded statistics come from f32 sums (variance = E[x^2] - mean^2)
 // and the scale and bias are applied in the io type, so the bits differ.
 TEST(FoldedBatchNormOnGpu, ComputesWhatTheSeparateBatchNormsCompute) {

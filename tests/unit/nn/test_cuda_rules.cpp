@@ -261,7 +261,7 @@ void reference_gemm(const GemmShape& g, const float* a, const float* b, float* c
 // the layer's output; from the pre-activation's gradient (the convolution after's input
 // gradient through the ReLU) and its sums dscale and dbias (cuDNN's dbn_weight), the weight
 // gradients and, in one pass, the input gradient. Two steps, so the running statistics' update
-// is checked from values other than their initial ones.
+// is checked from values other than their initial ones; then evaluation, from those statistics.
 TEST(CudaRules, FoldedBatchNormMatchesTheCpuBatchNormWithItsRelu) {
   const int64_t n = 4, c = 3, h = 5, w = 6, hw = h * w, m = n * hw;
   BatchNorm2dOptions o;
@@ -321,6 +321,16 @@ TEST(CudaRules, FoldedBatchNormMatchesTheCpuBatchNormWithItsRelu) {
       EXPECT_NEAR(running_mean[ch], cpu_mean[ch], 1e-6f) << "running mean, step " << step;
       EXPECT_NEAR(running_var[ch], cpu_var[ch], 1e-6f) << "running variance, step " << step;
     }
+  }
+  // Evaluation: relu(x * scale + bias) with the running statistics' scale and bias.
+  bn.configure({n, c, h, w}, false);
+  std::vector<float> x = testing::random_vector(n * c * hw, 50);
+  bn.input() = x;
+  const std::vector<float> y = bn.forward();
+  for (int64_t i = 0; i < n * c * hw; ++i) {
+    const int64_t ch = (i / hw) % c;
+    const BatchNormFoldChannel f = fold_running_statistics(running_mean[ch], running_var[ch], gamma[ch], beta[ch], o.eps);
+    EXPECT_NEAR(std::max(x[i] * f.scale + f.bias, 0.0f), y[i], 2e-5f) << "evaluation, element " << i;
   }
 }
 
