@@ -47,8 +47,8 @@
 #                 them (nvJPEG + f16 NHWC batches, the CPU decoders) against synthetic data
 #         decode-data, decode-train
 #                 decode's two halves: the loader alone (whole images and, data.decode_roi: on,
-#                 each crop's region; the nvJPEG thread's time per batch by phase), and the
-#                 training runs
+#                 each crop's region; the nvJPEG thread's time per batch by phase; each
+#                 data.nvjpeg_backend), and the training runs
 #         layers-amp
 #                 ResNet-50 amp-fp16 b256's step layer by layer under the defaults
 #         folded  model.batchnorm: folded (BatchNorm folded into the convolutions around it):
@@ -398,6 +398,14 @@ stage_decode_data() {
   # row above: what auto should take).
   step bench-data-decode-gpu-regions-f16 "$bin" bench data "${job[@]}" --set data.decode=gpu --set data.normalize_on=gpu \
     --set data.decode_roi=on --set device=cuda --set precision=amp-fp16 --workers 1,2 --batches 30
+  # data.nvjpeg_backend: the GPU-assisted backend and nvJPEG's own choice against the
+  # hardware decoder of the rows above, in the same f16 NHWC configuration.
+  local backend
+  for backend in gpu_hybrid nvjpeg_default; do
+    step bench-data-decode-gpu-normalized-f16-$backend "$bin" bench data "${job[@]}" --set data.decode=gpu \
+      --set data.normalize_on=gpu --set data.nvjpeg_backend=$backend --set device=cuda --set precision=amp-fp16 \
+      --workers 1,2 --batches 30
+  done
   step bench-data-decode-cpu "$bin" bench data "${job[@]}" --set data.decode=cpu --workers 1,2,8,14 --batches 10
   # Where the GPU decoder's thread spends a batch (#36: which phase keeps 2 threads under 10,000/s).
   grep -H '^# nvJPEG thread' "$OUT"/bench-data-decode-gpu*.log | tee -a "$OUT/summary.txt" >&2

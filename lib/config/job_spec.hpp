@@ -68,6 +68,10 @@ struct DataSpec {
   // region of an image (nvJPEG's ROI decode), off the whole image, auto off until a GPU run
   // has checked on (training_setup.hpp).
   std::string decode_roi = "auto";
+  // With nvJPEG decoding: its backend. hardware (the A100/H100 JPEG engines), gpu_hybrid (CUDA
+  // kernels; nvJPEG's GPU-assisted backend), nvjpeg_default (the library's own choice), auto
+  // (hardware where the GPU has one, else gpu_hybrid).
+  std::string nvjpeg_backend = "auto";
   // tfrecord, tar-shards, image-folder: the type and layout the loader normalises images into:
   // f32 (NCHW; the GPU casts and reorders), compute (a 16-bit channels_last model's own input,
   // f16/bf16 NHWC: half the bytes to copy, no cast; f32 NCHW for any other model), auto

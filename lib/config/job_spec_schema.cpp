@@ -225,6 +225,8 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("data.decode", data.decode));
     f.push_back(SDP_FIELD("data.normalize_on", data.normalize_on, {"auto", "cpu", "gpu"}));
     f.push_back(SDP_FIELD("data.decode_roi", data.decode_roi, {"auto", "on", "off"}));
+    f.push_back(SDP_FIELD("data.nvjpeg_backend", data.nvjpeg_backend,
+                          {"auto", "hardware", "gpu_hybrid", "nvjpeg_default"}));
     f.push_back(SDP_FIELD("data.batch_type", data.batch_type, {"auto", "f32", "compute"}));
     f.push_back(SDP_FIELD("data.normalize", data.normalize, {"imagenet", "cifar10"}));
     f.push_back(SDP_FIELD("data.image_key", data.image_key));

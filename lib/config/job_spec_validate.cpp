@@ -87,6 +87,9 @@ void check_data_keys(const JobSpec& spec, const RangeChecker& check) {
   check.require(d.decode_roi != "on" || d.decode != DecodeChoice::kCpu, "data.decode_roi",
                 "on decodes regions with nvJPEG on the GPU, but data.decode is cpu (use data.decode: gpu or auto, "
                 "or data.decode_roi: off)");
+  check.require(d.nvjpeg_backend == "auto" || d.decode != DecodeChoice::kCpu, "data.nvjpeg_backend",
+                d.nvjpeg_backend + " picks nvJPEG's backend on the GPU, but data.decode is cpu (use data.decode: gpu "
+                "or auto, or data.nvjpeg_backend: auto)");
   check.require(d.shuffle_buffer >= 0, "data.shuffle_buffer", "must be >= 0 records (0: no shuffle buffer)");
   check.require(d.samples_per_epoch >= 0, "data.samples_per_epoch", "must be >= 0 (0: counted from the files)");
   check.require(!d.image_key.empty(), "data.image_key", "must name the Example's image feature");

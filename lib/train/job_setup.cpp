@@ -42,8 +42,11 @@ std::string describe_decode(const JobSpec& spec, const Device& device, int compu
       decodes_regions(spec) ? "; the hardware decoder decodes each crop's region alone (data.decode_roi: on)"
                             : std::string("; whole images (data.decode_roi") +
                                   (data.decode_roi == "auto" ? ": auto, until a GPU run has checked regions)" : ")");
-  const std::string gpu = "nvJPEG " + nvjpeg.version + " on " + device.str() +
-                          " (the hardware decoder where the GPU has one; what it refuses is decoded on the CPU); " +
+  const std::string backend =
+      data.nvjpeg_backend == "auto" ? "the hardware decoder where the GPU has one (data.nvjpeg_backend: auto)"
+                                    : "data.nvjpeg_backend: " + data.nvjpeg_backend;
+  const std::string gpu = "nvJPEG " + nvjpeg.version + " on " + device.str() + " (" + backend +
+                          "; what it refuses is decoded on the CPU); " +
                           std::to_string(readers) + " loader thread(s) read and parse" +
                           (data.workers > 0 ? std::string(" (data.workers)")
                                             : " (at most " + std::to_string(kGpuDecodeWorkers) + " by default)") +

@@ -45,15 +45,19 @@ DataSplits load_data(const JobSpec& spec, const DataReaders& readers, const Devi
                        "gpu normalises in the GPU decoder's kernel", "data.normalize_on: cpu or auto");
   require_gpu_decoding(decodes_regions(spec), spec, device, "data.decode_roi", "on decodes regions with nvJPEG",
                        "data.decode_roi: off or auto");
+  require_gpu_decoding(spec.data.nvjpeg_backend != "auto", spec, device, "data.nvjpeg_backend",
+                       spec.data.nvjpeg_backend + " picks nvJPEG's backend", "data.nvjpeg_backend: auto");
   job.normalize_on_offload = normalizes_on_gpu(spec, device);
   if (decodes_on_gpu(spec, device)) {
     const bool regions = decodes_regions(spec);
-    std::shared_ptr<JpegOffload> first = make_nvjpeg_offload(device, regions);  // fails here, before any file is read
+    const std::string backend = spec.data.nvjpeg_backend;
+    // Fails here, before any file is read.
+    std::shared_ptr<JpegOffload> first = make_nvjpeg_offload(device, regions, backend);
     // Which backend the library gave (the hardware decoder refuses progressive files).
     if (readers.rank == 0) log_info("JPEGs decoded by " + first->describe());
-    job.make_offload = [first, device, regions]() mutable {
+    job.make_offload = [first, device, regions, backend]() mutable {
       if (first) return std::exchange(first, nullptr);
-      return make_nvjpeg_offload(device, regions);
+      return make_nvjpeg_offload(device, regions, backend);
     };
   }
   job.num_classes = spec.model.num_classes;

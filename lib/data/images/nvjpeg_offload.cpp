@@ -39,7 +39,7 @@ const NvjpegStatus& nvjpeg_status() {
   return status;
 }
 
-std::shared_ptr<JpegOffload> make_nvjpeg_offload(const Device&, bool) {
+std::shared_ptr<JpegOffload> make_nvjpeg_offload(const Device&, bool, const std::string&) {
   throw InputError("key 'data.decode': gpu needs nvJPEG, but " + nvjpeg_status().reason +
                    "; use data.decode: cpu or auto");
 }

@@ -46,6 +46,9 @@ void add_nvjpeg_phase_times(const NvjpegPhaseTotals& batch);
 // decoder, each image's decode covers only the pixels its crop is resampled from
 // (window_source_rect, in 16 x 16 blocks), through nvjpegDecodeBatchedEx; where the decoder
 // will not take a region, the whole image.
-std::shared_ptr<JpegOffload> make_nvjpeg_offload(const Device& device, bool decode_regions = false);
+// `backend` (data.nvjpeg_backend): auto, hardware, gpu_hybrid or nvjpeg_default; a backend this
+// GPU or library cannot create is an InputError naming the key.
+std::shared_ptr<JpegOffload> make_nvjpeg_offload(const Device& device, bool decode_regions = false,
+                                                 const std::string& backend = "auto");
 
 }  // namespace sdp

@@ -33,7 +33,7 @@ const NvjpegStatus& nvjpeg_status() {
   return status;
 }
 
-std::shared_ptr<JpegOffload> make_nvjpeg_offload(const Device&, bool) {
+std::shared_ptr<JpegOffload> make_nvjpeg_offload(const Device&, bool, const std::string&) {
   throw InputError("key 'data.decode': gpu needs nvJPEG, but " + nvjpeg_status().reason +
                    "; use data.decode: cpu or auto");
 }
@@ -138,19 +138,30 @@ void check_nvjpeg(nvjpegStatus_t status, const char* call) {
 
 class NvjpegOffload : public JpegOffload {
  public:
-  NvjpegOffload(const Device& device, bool decode_regions) : device_(device) {
+  NvjpegOffload(const Device& device, bool decode_regions, const std::string& backend_choice) : device_(device) {
     const NvjpegApi& a = loaded().api;
     check_cuda(cudaSetDevice(device.index), "cudaSetDevice", "nvJPEG offload");
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    // The hardware decoder where there is one (A100, H100), else the GPU-assisted backend.
-    for (nvjpegBackend_t backend : {NVJPEG_BACKEND_HARDWARE, NVJPEG_BACKEND_GPU_HYBRID, NVJPEG_BACKEND_DEFAULT}) {
+    // auto: the hardware decoder where there is one (A100, H100), else the GPU-assisted backend.
+    std::vector<nvjpegBackend_t> candidates = {NVJPEG_BACKEND_HARDWARE, NVJPEG_BACKEND_GPU_HYBRID,
+                                               NVJPEG_BACKEND_DEFAULT};
+    if (backend_choice == "hardware") candidates = {NVJPEG_BACKEND_HARDWARE};
+    if (backend_choice == "gpu_hybrid") candidates = {NVJPEG_BACKEND_GPU_HYBRID};
+    if (backend_choice == "nvjpeg_default") candidates = {NVJPEG_BACKEND_DEFAULT};
+    for (nvjpegBackend_t backend : candidates) {
       if (a.create(backend, nullptr, nullptr, 0, &handle_) == NVJPEG_STATUS_SUCCESS) {
         backend_ = backend;
         break;
       }
       handle_ = nullptr;
     }
-    if (handle_ == nullptr) throw RuntimeError("nvJPEG: no backend could be created on " + device.str());
+    if (handle_ == nullptr) {
+      cudaStreamDestroy(stream_);
+      if (backend_choice != "auto")
+        throw InputError("key 'data.nvjpeg_backend': " + backend_choice + ": nvJPEG " + loaded().status.version +
+                         " cannot create that backend on " + device.str() + "; use data.nvjpeg_backend: auto");
+      throw RuntimeError("nvJPEG: no backend could be created on " + device.str());
+    }
     check_nvjpeg(a.state_create(handle_, &batched_state_), "nvjpegJpegStateCreate");
     check_nvjpeg(a.state_create(handle_, &single_state_), "nvjpegJpegStateCreate");
     check_nvjpeg(a.stream_create(handle_, &parsed_), "nvjpegJpegStreamCreate");
@@ -421,14 +432,15 @@ const NvjpegStatus& nvjpeg_status() {
   return loaded().status;
 }
 
-std::shared_ptr<JpegOffload> make_nvjpeg_offload(const Device& device, bool decode_regions) {
+std::shared_ptr<JpegOffload> make_nvjpeg_offload(const Device& device, bool decode_regions,
+                                                 const std::string& backend) {
   if (!device.is_cuda())
     throw InputError("key 'data.decode': gpu decodes on the rank's GPU, but this rank computes on the CPU; "
                      "use data.decode: cpu or auto");
   if (!nvjpeg_status().available)
     throw InputError("key 'data.decode': gpu needs nvJPEG, but " + nvjpeg_status().reason +
                      "; use data.decode: cpu or auto");
-  return std::make_shared<NvjpegOffload>(device, decode_regions);
+  return std::make_shared<NvjpegOffload>(device, decode_regions, backend);
 }
 
 #endif  // SDP_HAVE_NVJPEG_H

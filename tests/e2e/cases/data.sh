@@ -426,4 +426,11 @@ case_data_decode_choice() {
     expect_error 2 "key 'data.decode_roi': on decodes regions with nvJPEG, but this rank decodes on the CPU \(it computes on the CPU\)" \
       "${job[@]}" --set data.decode_roi=on --set device=cpu --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
     expect_error 2 "key 'data.decode_roi': unknown value 'yes'" validate "${job[@]}" --set data.decode_roi=yes
+    # data.nvjpeg_backend picks nvJPEG's backend: refused with data.decode: cpu, and on a rank that
+    # decodes on the CPU; the plan's decode line names the choice.
+    expect_error 2 "key 'data.nvjpeg_backend': gpu_hybrid picks nvJPEG's backend on the GPU, but data.decode is cpu" \
+      validate "${job[@]}" --set data.decode=cpu --set data.nvjpeg_backend=gpu_hybrid
+    expect_error 2 "key 'data.nvjpeg_backend': hardware picks nvJPEG's backend, but this rank decodes on the CPU \(it computes on the CPU\)" \
+      "${job[@]}" --set data.nvjpeg_backend=hardware --set device=cpu --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m"
+    expect_error 2 "key 'data.nvjpeg_backend': unknown value 'cuda'" validate "${job[@]}" --set data.nvjpeg_backend=cuda
 }
