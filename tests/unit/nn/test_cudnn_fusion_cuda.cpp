@@ -125,6 +125,29 @@ std::vector<T> download(const FusedConvGraph& g, const GraphRun& run, const std:
   return values;
 }
 
+// The GPU tests: a cuDNN handle each, destroyed however the test ends (a skip, a failed
+// assertion), and a folded pass's graph, or the test skipped where cuDNN builds none.
+class CudnnFusionOnGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_GPU();
+    ASSERT_EQ(cudnnCreate(&handle), CUDNN_STATUS_SUCCESS);
+  }
+  void TearDown() override {
+    if (handle != nullptr) cudnnDestroy(handle);
+  }
+  // `graph`: the folded `pass` of `shape`; null, the test skipped, when cuDNN builds no `what` here.
+  void folded_or_skip(FusedPass pass, const FusedConvShape& shape, const char* what,
+                      std::unique_ptr<FusedConvGraph>& graph) {
+    graph = build(handle, pass, shape, /*fused=*/true);
+    if (graph->built()) return;
+    const std::string error = graph->error();
+    graph.reset();
+    GTEST_SKIP() << "cuDNN " << cudnnGetVersion() << " builds no fused " << what << " graph here (" << error << ")";
+  }
+  cudnnHandle_t handle = nullptr;
+};
+
 // The host's input gradient of a square convolution (stride 1, same padding), NHWC:
 // dx[b, y, x, c] = sum over k and the window of dy[b, y - ry + pad, x - rx + pad, k] * w[k, ry, rx, c].
 std::vector<double> host_dgrad(const FusedConvShape& s, const std::vector<uint16_t>& dy, const std::vector<uint16_t>& w) {
@@ -202,18 +225,12 @@ TEST(CudnnFusion, EveryFoldedPassOfTheResNetsValidatesWithoutAGpu) {
 
 // The graph's result on the host against the separate operations in f32 from the same
 // (half-rounded) input and weights.
-TEST(CudnnFusionOnGpu, ScaleBiasReluConvGenstatsMatchesTheSeparateOperations) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudnnFusionOnGpu, ScaleBiasReluConvGenstatsMatchesTheSeparateOperations) {
   const FusedConvShape s = shape_of(2, 16, 8, 8, 32, 3);
-  cudnnHandle_t handle = nullptr;
-  ASSERT_EQ(cudnnCreate(&handle), CUDNN_STATUS_SUCCESS);
-  const std::unique_ptr<FusedConvGraph> graph = build(handle, FusedPass::kForward, s, /*fused=*/true);
+  std::unique_ptr<FusedConvGraph> graph;
+  folded_or_skip(FusedPass::kForward, s, "scale-bias-ReLU-convolution-statistics", graph);
+  if (!graph) return;
   const FusedConvGraph& g = *graph;
-  if (!g.built()) {
-    cudnnDestroy(handle);
-    GTEST_SKIP() << "cuDNN " << cudnnGetVersion() << " builds no fused scale-bias-ReLU-convolution-statistics graph "
-                 << "here (" << g.error() << "): the fused BatchNorm layer would need its own kernels";
-  }
   const int64_t in_n = s.n * s.h * s.w * s.c, w_n = s.k * s.r * s.r * s.c, out_n = s.n * s.h * s.w * s.k;
   const std::vector<uint16_t> x_h = to_half(testing::random_vector(in_n, 1));
   const std::vector<uint16_t> w_h = to_half(testing::random_vector(w_n, 2, -0.2f, 0.2f));
@@ -227,7 +244,6 @@ TEST(CudnnFusionOnGpu, ScaleBiasReluConvGenstatsMatchesTheSeparateOperations) {
   ASSERT_EQ(execute_and_wait(handle, g, run), "");
   const std::vector<uint16_t> y_h = download<uint16_t>(g, run, "y");
   const std::vector<float> sum_h = download<float>(g, run, "sum"), sq_h = download<float>(g, run, "sq_sum");
-  cudnnDestroy(handle);
 
   // The host's separate operations, NHWC, in f32 (double sums).
   std::vector<float> a(in_n);
@@ -268,18 +284,12 @@ TEST(CudnnFusionOnGpu, ScaleBiasReluConvGenstatsMatchesTheSeparateOperations) {
 // dbias = sum of drelu), and its input gradient from the coefficients dbn_weight gives:
 // eq_scale_dy * drelu + eq_scale_x * x + eq_bias = scale * inv_std * (drelu - dbias / M - xhat * dscale / M),
 // M = n h w (what the folded layer's one pointwise pass after it would compute).
-TEST(CudnnFusionOnGpu, InputGradientThroughReluWithDbnWeightMatchesTheSeparateOperations) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudnnFusionOnGpu, InputGradientThroughReluWithDbnWeightMatchesTheSeparateOperations) {
   const FusedConvShape s = shape_of(2, 16, 8, 8, 32, 3);
-  cudnnHandle_t handle = nullptr;
-  ASSERT_EQ(cudnnCreate(&handle), CUDNN_STATUS_SUCCESS);
-  const std::unique_ptr<FusedConvGraph> graph = build(handle, FusedPass::kInputGradient, s, /*fused=*/true);
+  std::unique_ptr<FusedConvGraph> graph;
+  folded_or_skip(FusedPass::kInputGradient, s, "dgrad-dReLU-dbn_weight", graph);
+  if (!graph) return;
   const FusedConvGraph& g = *graph;
-  if (!g.built()) {
-    cudnnDestroy(handle);
-    GTEST_SKIP() << "cuDNN " << cudnnGetVersion() << " builds no fused dgrad-dReLU-dbn_weight graph here (" << g.error()
-                 << ")";
-  }
   const int64_t in_n = s.n * s.h * s.w * s.c, w_n = s.k * s.r * s.r * s.c, out_n = s.n * s.h * s.w * s.k;
   const std::vector<uint16_t> dy = to_half(testing::random_vector(out_n, 11));
   const std::vector<uint16_t> w = to_half(testing::random_vector(w_n, 12, -0.2f, 0.2f));
@@ -301,7 +311,6 @@ TEST(CudnnFusionOnGpu, InputGradientThroughReluWithDbnWeightMatchesTheSeparateOp
   const std::vector<float> dscale = download<float>(g, run, "dscale"), dbias = download<float>(g, run, "dbias");
   const std::vector<float> eq_dy = download<float>(g, run, "eq_scale_dy"), eq_x = download<float>(g, run, "eq_scale_x"),
                            eq_bias = download<float>(g, run, "eq_bias");
-  cudnnDestroy(handle);
 
   // The ReLU's derivative gates the convolution's input gradient.
   const std::vector<double> dx = host_dgrad(s, dy, w);
@@ -348,18 +357,12 @@ TEST(CudnnFusionOnGpu, InputGradientThroughReluWithDbnWeightMatchesTheSeparateOp
 
 // The filter gradient's pass against the separate operations: its input, relu(x * scale + bias),
 // recomputed as it loads (in the io type, as the forward's), never stored.
-TEST(CudnnFusionOnGpu, FilterGradientOnTheRecomputedInputMatchesTheSeparateOperations) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudnnFusionOnGpu, FilterGradientOnTheRecomputedInputMatchesTheSeparateOperations) {
   const FusedConvShape s = shape_of(2, 16, 8, 8, 32, 3);
-  cudnnHandle_t handle = nullptr;
-  ASSERT_EQ(cudnnCreate(&handle), CUDNN_STATUS_SUCCESS);
-  const std::unique_ptr<FusedConvGraph> graph = build(handle, FusedPass::kFilterGradient, s, /*fused=*/true);
+  std::unique_ptr<FusedConvGraph> graph;
+  folded_or_skip(FusedPass::kFilterGradient, s, "scale-bias-ReLU-wgrad", graph);
+  if (!graph) return;
   const FusedConvGraph& g = *graph;
-  if (!g.built()) {
-    cudnnDestroy(handle);
-    GTEST_SKIP() << "cuDNN " << cudnnGetVersion() << " builds no fused scale-bias-ReLU-wgrad graph here (" << g.error()
-                 << ")";
-  }
   const int64_t in_n = s.n * s.h * s.w * s.c, out_n = s.n * s.h * s.w * s.k;
   const std::vector<uint16_t> x = to_half(testing::random_vector(in_n, 21));
   const std::vector<uint16_t> dy = to_half(testing::random_vector(out_n, 22));
@@ -372,7 +375,6 @@ TEST(CudnnFusionOnGpu, FilterGradientOnTheRecomputedInputMatchesTheSeparateOpera
   upload(run, "bias", bias);
   ASSERT_EQ(execute_and_wait(handle, g, run), "");
   const std::vector<uint16_t> dw = download<uint16_t>(g, run, "dw");
-  cudnnDestroy(handle);
 
   // The input as the pass recomputes it, rounded to the io type (the graph's intermediate type).
   std::vector<float> a(in_n);
@@ -405,11 +407,8 @@ TEST(CudnnFusionOnGpu, FilterGradientOnTheRecomputedInputMatchesTheSeparateOpera
 // ResNet-50 (batch 32), built from engines without cuDNN's NONDETERMINISTIC note, runs twice on the
 // same inputs and must write the same bits; with any engine the same is printed, not required
 // (train.deterministic: false).
-TEST(CudnnFusionOnGpu, FoldedPassesFromDeterministicEnginesAreBitwiseRepeatable) {
-  SKIP_WITHOUT_GPU();
+TEST_F(CudnnFusionOnGpu, FoldedPassesFromDeterministicEnginesAreBitwiseRepeatable) {
   const FusedConvShape s = shape_of(32, 128, 28, 28, 128, 3);
-  cudnnHandle_t handle = nullptr;
-  ASSERT_EQ(cudnnCreate(&handle), CUDNN_STATUS_SUCCESS);
   const std::pair<const char*, FusedPass> passes[] = {{"forward", FusedPass::kForward},
                                                        {"input gradient", FusedPass::kInputGradient},
                                                        {"filter gradient", FusedPass::kFilterGradient}};
@@ -447,7 +446,6 @@ TEST(CudnnFusionOnGpu, FoldedPassesFromDeterministicEnginesAreBitwiseRepeatable)
       std::cout << "graph " << what << ": " << (same ? "the same bits twice" : "different bits") << "\n";
       if (deterministic) EXPECT_TRUE(same) << what << ": two runs on the same inputs wrote different bits";
     }
-  cudnnDestroy(handle);
 }
 
 // ResNet-50's bottleneck 3x3 (layer1: 256 x 64 x 56 x 56, 64 filters; layer2's first, of
@@ -455,10 +453,7 @@ TEST(CudnnFusionOnGpu, FoldedPassesFromDeterministicEnginesAreBitwiseRepeatable)
 // (forward, input gradient, filter gradient) and the same pass without, and the median of 20
 // runs of each (printed: what the folding costs each convolution, against the BatchNorm
 // passes it removes).
-TEST(CudnnFusionOnGpu, BuildsForResNet50Shapes) {
-  SKIP_WITHOUT_GPU();
-  cudnnHandle_t handle = nullptr;
-  ASSERT_EQ(cudnnCreate(&handle), CUDNN_STATUS_SUCCESS);
+TEST_F(CudnnFusionOnGpu, BuildsForResNet50Shapes) {
   const std::pair<const char*, FusedPass> passes[] = {{"forward", FusedPass::kForward},
                                                        {"input gradient", FusedPass::kInputGradient},
                                                        {"filter gradient", FusedPass::kFilterGradient}};
@@ -492,7 +487,6 @@ TEST(CudnnFusionOnGpu, BuildsForResNet50Shapes) {
         std::cout << "graph " << what << ": built, median " << ms[ms.size() / 2] << " ms a run\n";
       }
   }
-  cudnnDestroy(handle);
 }
 
 #endif
