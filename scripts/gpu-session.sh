@@ -51,8 +51,9 @@
 #                 data.nvjpeg_backend), and the training runs
 #         layers-amp
 #                 ResNet-50 amp-fp16 b256's step layer by layer under the defaults
-#         folded  model.batchnorm: folded (BatchNorm folded into the convolutions around it):
-#                 ResNet-50 b256's step layer by layer and its memory, amp-fp16 separate against
+#         folded  model.batchnorm: folded_inner (the BatchNorms between two convolutions folded
+#                 into them) and folded (each branch's last, with its sum, too): ResNet-50 b256's
+#                 step layer by layer and its memory, amp-fp16 separate against folded_inner and
 #                 folded (deterministic engines, and any), and amp-bf16 folded
 #         fusions the fusions outside f16 NHWC, by kind: ResNet-50 bf16 NHWC (cuDNN's fused
 #                 BatchNorm), ResNet-20 fp32 NCHW (the ReLU folded into the residual sum); TF32's
@@ -272,12 +273,14 @@ stage_layers_amp() {
     --steps 10
 }
 
-# model.batchnorm: folded against separate, the same ResNet-50 b256 step (bench layers: the
-# step's time by kind, and the memory line: the arena without the folded BatchNorms' outputs).
+# model.batchnorm: folded_inner and folded against separate, the same ResNet-50 b256 step (bench
+# layers: the step's time by kind, and the memory line: the arena without the folded BatchNorms'
+# outputs).
 stage_folded() {
   local bin=$BUNDLE/sdp-train run
   # deterministic false lets cuDNN take any engine (genstats and dbn_weight sum over the batch).
-  for run in amp-fp16:separate:true amp-fp16:folded:true amp-fp16:folded:false amp-bf16:folded:true; do
+  for run in amp-fp16:separate:true amp-fp16:folded_inner:true amp-fp16:folded:true amp-fp16:folded:false \
+    amp-bf16:folded:true; do
     local p=${run%%:*} rest=${run#*:}
     local b=${rest%%:*} deterministic=${rest#*:}
     step bench-layers-resnet50-$p-bn-$b-deterministic-$deterministic "$bin" bench layers \

@@ -30,8 +30,10 @@ struct ModelSpec {
   std::string memory_plan = "auto";
   // BatchNorm on a GPU: folded (each BatchNorm with its ReLU between two convolutions of a
   // residual branch folded into them: statistics from the first's epilogue, applied as the
-  // second loads; NHWC 16-bit, cuDNN graphs), separate (each BatchNorm a pass of its own), auto
-  // (separate until a GPU run has checked folded; training_setup.hpp: folds_batchnorm).
+  // second loads; and each branch's last, with its block's sum, after the convolution before it;
+  // NHWC 16-bit, cuDNN graphs), folded_inner (only those between two convolutions), separate
+  // (each BatchNorm a pass of its own), auto (separate until a GPU run has checked folded;
+  // training_setup.hpp: folds_batchnorm).
   std::string batchnorm = "auto";
 };
 

@@ -48,13 +48,15 @@ void check_model_keys(const JobSpec& spec, const RangeChecker& check) {
                 "model.zero_init_residual", "applies to the resnet models only, not " + m.name);
   check.require(m.memory_format != "channels_last" || spec.device != DevicePreference::kCpu, "model.memory_format",
                 "channels_last is a GPU layout: with device cpu, oneDNN picks its own layouts");
-  if (m.batchnorm == "folded") {
+  if (m.batchnorm == "folded" || m.batchnorm == "folded_inner") {
+    const std::string& value = m.batchnorm;
     check.require(spec.device != DevicePreference::kCpu, "model.batchnorm",
-                  "folded is a GPU's (cuDNN graphs): with device cpu, oneDNN runs each BatchNorm");
+                  value + " is a GPU's (cuDNN graphs): with device cpu, oneDNN runs each BatchNorm");
     check.require(spec.precision == Precision::kAmpFp16 || spec.precision == Precision::kAmpBf16, "model.batchnorm",
-                  "folded needs 16-bit activations (precision amp-fp16 or amp-bf16), not " + to_string(spec.precision));
+                  value + " needs 16-bit activations (precision amp-fp16 or amp-bf16), not " +
+                      to_string(spec.precision));
     check.require(m.memory_format != "nchw", "model.batchnorm",
-                  "folded needs the channels_last layout, not model.memory_format nchw");
+                  value + " needs the channels_last layout, not model.memory_format nchw");
   }
 }
 

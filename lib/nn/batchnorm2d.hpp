@@ -57,6 +57,16 @@ class BatchNorm2d : public Layer {
   virtual std::string fold_between(Layer& /*before*/, Layer& /*after*/) {
     return "BatchNorm folding is a GPU's (cuDNN graphs on NHWC 16-bit activations)";
   }
+  // The branch's last BatchNorm, its block's sum and ReLU fused (fuse_residual_add_relu said yes),
+  // folded after the convolution before it (model.batchnorm: folded; NVIDIA's MLPerf ResNet-50's
+  // "scale-bias-add-ReLU" with "DBN add ReLU"): `before` computes its batch statistics in its
+  // forward's epilogue, forward is then one pass, relu(x * scale + bias + z), which also writes
+  // the ReLU's mask, one bit an element, and backward is cuDNN's batchnorm backward through that
+  // mask, writing z's gradient too. Training only (evaluation's fused BatchNorm is already one
+  // pass). ResidualBlock asks after every training configure; "" means folded, otherwise why not.
+  virtual std::string fold_with_residual_after(Layer& /*before*/) {
+    return "BatchNorm folding is a GPU's (cuDNN graphs on NHWC 16-bit activations)";
+  }
   Param& weight() { return *weight_; }
   Param& bias() { return *bias_; }
   Buffer& running_mean() { return *running_mean_; }

@@ -2,6 +2,7 @@
 #include "nn/batchnorm2d_cuda.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <stdexcept>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "nn/conv2d_cuda.hpp"
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/cudnn_cuda.hpp"
+#include "nn/cudnn_fusion_cuda.hpp"
 #include "nn/relu_kernels_cuda.hpp"
 
 namespace sdp::nn {
@@ -24,6 +26,8 @@ struct BatchNorm2dCuda::Impl {
   cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN;
   std::size_t reserve_bytes = 0;
   cuda::OperationWorkspace forward_workspace, backward_workspace;
+  // Folded with the block's sum: cuDNN's batchnorm backward through the ReLU's mask.
+  std::shared_ptr<const cuda::FusedConvGraph> residual_backward;
 };
 
 namespace {
@@ -53,7 +57,7 @@ BatchNorm2dCuda::BatchNorm2dCuda(Context& ctx, std::string name, const BatchNorm
 BatchNorm2dCuda::~BatchNorm2dCuda() = default;
 
 bool BatchNorm2dCuda::backward_reads_output() const {
-  return !folded_ && native_nhwc_ && impl_->ops != CUDNN_BATCHNORM_OPS_BN;
+  return !folded_ && !residual_folded_ && native_nhwc_ && impl_->ops != CUDNN_BATCHNORM_OPS_BN;
 }
 
 bool BatchNorm2dCuda::keeps_output_for_backward() const {
@@ -69,7 +73,8 @@ TensorDesc BatchNorm2dCuda::configure(const TensorDesc& src, bool training) {
   const Device& device = src.device;
   native_nhwc_ = ctx_.channels_last && src.layout == Layout::kChannelsLast;
   residual_fused_ = false;  // the block asks again (fuse_residual_add_relu, fold_between)
-  folded_ = false;
+  folded_ = residual_folded_ = false;
+  impl_->residual_backward = nullptr;
   residual_ = nullptr;
   plain_src_ = native_nhwc_ ? src : TensorDesc::plain(src.shape, device, src.dtype);
   src_to_plain_.configure(src, plain_src_);
@@ -199,6 +204,51 @@ std::string BatchNorm2dCuda::fold_between(Layer& before, Layer& after) {
   return "";
 }
 
+// The graph of the backward first (cuDNN may build none for the shape), then the statistics
+// from the convolution before; either refusing leaves both as they were configured.
+std::string BatchNorm2dCuda::fold_with_residual_after(Layer& before) {
+  residual_folded_ = false;
+  impl_->residual_backward = nullptr;
+  if (!training_) return "in evaluation the BatchNorm with the block's sum is one pass already";
+  if (!residual_fused_) return "the block's sum and ReLU are not fused into it";
+  const DType dtype = plain_src_.dtype;
+  if (!native_nhwc_ || dtype == DType::kF32)
+    return "folding is built for NHWC 16-bit activations (channels_last, amp-fp16 or amp-bf16), not " +
+           plain_src_.str();
+  auto* conv_before = dynamic_cast<Conv2dCuda*>(&before);
+  if (conv_before == nullptr) return "no convolution before it";
+  const Shape& x = plain_src_.shape;
+  cuda::FusedConvShape shape;
+  shape.n = x[0], shape.c = x[1], shape.h = x[2], shape.w = x[3];
+  shape.k = x[1], shape.r = 1;  // not a convolution: the activations' shape alone
+  shape.dtype = dtype;
+  cuda::FusedConvOptions options;
+  options.deterministic = ctx_.rules.deterministic;
+  const auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<const cuda::FusedConvGraph> graph =
+      cuda::fused_conv_graph(ctx_, cuda::FusedPass::kResidualBatchNormBackward, shape, options);
+  ctx_.batchnorm_folding.build_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!graph->built()) return "cuDNN builds no batchnorm backward through the ReLU's mask (" + graph->error() + ")";
+  const Device& device = plain_src_.device;
+  const std::size_t channels = static_cast<std::size_t>(options_.channels);
+  fold_.sum.reserve(device, channels * sizeof(float));
+  fold_.sq_sum.reserve(device, channels * sizeof(float));
+  fold_.scale.reserve(device, channels * dtype_size(dtype));  // the finalize writes them; unused here
+  fold_.bias.reserve(device, channels * dtype_size(dtype));
+  if (std::string why = conv_before->fold_statistics_of(*this); !why.empty()) return why;
+  impl_->residual_backward = std::move(graph);
+  residual_folded_ = true;
+  relu_bits_.reserve(device, static_cast<std::size_t>((plain_src_.numel() + 7) / 8));
+  // Our kernel forward, the graph backward: cuDNN's fused BatchNorm's workspaces and reserve go.
+  const bool plans_workspace = ctx_.planned_backward && ctx_.lean_plan;
+  impl_->forward_workspace.reset();
+  impl_->backward_workspace.configure(ctx_, impl_->residual_backward->workspace_bytes(), plans_workspace);
+  reserve_.release();
+  impl_->reserve_bytes = 0;
+  return "";
+}
+
 const TensorRef& BatchNorm2dCuda::forward(const TensorRef& src) {
   Impl& d = *impl_;
   if (folded_ && !training_) {  // the running statistics, applied by the convolution after
@@ -218,6 +268,24 @@ const TensorRef& BatchNorm2dCuda::forward(const TensorRef& src) {
                                   fold_.scale.get(), fold_.bias.get(), options_.channels, cuda::stream_of(ctx_));
     x_plain_ = src.data;
     out_.data = src.data;
+    return out_;
+  }
+  if (residual_folded_) {  // the statistics the convolution before summed, the sum and ReLU in one pass
+    if (residual_ == nullptr)
+      throw std::logic_error("BatchNorm2d " + name_ + ": forward without the residual it fuses");
+    const Shape& x = plain_src_.shape;
+    cudaStream_t stream = cuda::stream_of(ctx_);
+    cuda::batchnorm_fold_finalize(plain_src_.dtype, fold_.sum.as<const float>(), fold_.sq_sum.as<const float>(),
+                                  x[0] * x[2] * x[3], weight_->value.data<float>(), bias_->value.data<float>(),
+                                  options_.eps, options_.momentum, running_mean_->value.data<float>(),
+                                  running_var_->value.data<float>(), save_mean_.as<float>(), save_inv_var_.as<float>(),
+                                  fold_.scale.get(), fold_.bias.get(), options_.channels, stream);
+    x_plain_ = src.data;
+    out_.data = dst_.get();
+    cuda::batchnorm_fold_residual_output(plain_src_.dtype, x_plain_, residual_, save_mean_.as<const float>(),
+                                         save_inv_var_.as<const float>(), weight_->value.data<float>(),
+                                         bias_->value.data<float>(), out_.data, relu_bits_.as<uint8_t>(),
+                                         options_.channels, plain_src_.numel(), stream);
     return out_;
   }
   cudnnHandle_t handle = cuda::cudnn_handle(ctx_);
@@ -292,6 +360,26 @@ const TensorRef& BatchNorm2dCuda::backward(const TensorRef& diff_dst) {
                                     x[0] * x[2] * x[3], dx, options_.channels, plain_src_.numel(),
                                     cuda::stream_of(ctx_));
     diff_src_.data = dx;
+    return diff_src_;
+  }
+  if (residual_folded_) {  // through the ReLU's mask; z's gradient written; the block reports ours
+    diff_residual_.data = diff_z_.get();
+    void* dx = diff_src_plain_.get();
+    const cuda::Workspace ws = impl_->backward_workspace.get(ctx_);
+    impl_->residual_backward->execute(cuda::cudnn_handle(ctx_),
+                                      {{"dy", const_cast<void*>(diff_dst.data)},
+                                       {"mask", relu_bits_.get()},
+                                       {"x", const_cast<void*>(x_plain_)},
+                                       {"scale", weight_->value.raw()},
+                                       {"mean", save_mean_.get()},
+                                       {"inv_std", save_inv_var_.get()},
+                                       {"dx", dx},
+                                       {"dscale", weight_->grad.raw()},
+                                       {"dbias", bias_->grad.raw()},
+                                       {"dz", diff_residual_.data}},
+                                      ws.data, "BatchNorm2d " + name_ + " backward");
+    if (!needs_input_grad_) return none_;
+    diff_src_.data = diff_src_out_.convert(ctx_, {plain_src_, dx}).data;
     return diff_src_;
   }
   Impl& d = *impl_;

@@ -25,6 +25,12 @@
 //    from the convolution after's input gradient pass, and writes the input gradient in one
 //    pass (nn/batchnorm_fold_rule.hpp). In evaluation forward makes the running statistics'
 //    scale and bias, applied the same way.
+//  * Folded with the block's sum (fold_with_residual_after, model.batchnorm: folded; the branch's
+//    last BatchNorm, its sum and ReLU fused; NHWC f16/bf16, training): the convolution before
+//    writes the sums, forward makes the statistics as above and writes relu(x * scale + bias + z)
+//    with the ReLU's mask, one bit an element, in one pass (batchnorm_fold_cuda.hpp); backward is
+//    cuDNN's batchnorm backward graph through that mask (cudnn_fusion_cuda.hpp), which writes z's
+//    gradient too. It reads x and the mask, not the output.
 #pragma once
 
 #include <memory>
@@ -55,7 +61,9 @@ class BatchNorm2dCuda final : public BatchNorm2d {
   const TensorRef& residual_grad() const override { return diff_residual_; }
   GradientPlan::Buffer* planned_residual_grad() const override { return planned_residual_grad_; }
   std::string fold_between(Layer& before, Layer& after) override;
+  std::string fold_with_residual_after(Layer& before) override;
   bool folded() const { return folded_; }
+  bool folded_with_residual() const { return residual_folded_; }
 
   // What the two convolutions of a fold share with this layer, per channel.
   struct FoldState {
@@ -81,10 +89,12 @@ class BatchNorm2dCuda final : public BatchNorm2d {
   bool native_nhwc_ = false;
   bool residual_fused_ = false;
   bool folded_ = false;  // fold_between said yes since the last configure
+  bool residual_folded_ = false;  // fold_with_residual_after said yes since the last configure
   FoldState fold_;
   TensorDesc plain_src_;
   CudaLayoutAdapter src_to_plain_, diff_src_out_;
   CudaBuffer save_mean_, save_inv_var_, relu_mask_, reserve_;
+  CudaBuffer relu_bits_;  // folded with the sum: the ReLU's mask, a bit an element
   PlannedCudaBuffer dst_, diff_pre_relu_, diff_src_plain_, diff_z_;
   SavedForward saved_;
   GradientPlan::Buffer* planned_residual_ = nullptr;  // z's buffer (plan_forward)

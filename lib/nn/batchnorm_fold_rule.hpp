@@ -11,9 +11,14 @@
 //  * backward: the convolution after gives the gradient through the ReLU (drelu) and its sums
 //    dscale = sum(drelu * xhat), dbias = sum(drelu) (cuDNN's dbn_weight); the input gradient is
 //    then one pass: dx = a * drelu + b * x + c, its coefficients from those sums.
+//  * the branch's last BatchNorm, folded with the block's sum and ReLU: the statistics as above
+//    from the convolution before; forward writes y = relu(x * scale + bias + z) and the ReLU's
+//    mask, one bit an element; backward (cuDNN's batchnorm backward graph) takes the gradient
+//    through that mask, which is also z's gradient, and gives dx as above.
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 #include "core/host_device.hpp"
 
@@ -54,6 +59,16 @@ SDP_HOST_DEVICE BatchNormFoldChannel fold_running_statistics(float running_mean,
   return c;
 }
 
+// The scale and bias of the batch statistics a forward saved (its mean and inverse deviation).
+SDP_HOST_DEVICE BatchNormFoldChannel fold_saved_statistics(float mean, float inv_std, float gamma, float beta) {
+  BatchNormFoldChannel c;
+  c.mean = mean;
+  c.inv_std = inv_std;
+  c.scale = gamma * inv_std;
+  c.bias = beta - mean * c.scale;
+  return c;
+}
+
 // The running statistics as PyTorch keeps them (batchnorm2d.cpp's update_running_stats_host):
 // running = (1 - momentum) running + momentum batch, the variance unbiased by count / (count - 1).
 SDP_HOST_DEVICE float batchnorm_running_mean(float running, float mean, float momentum) {
@@ -83,5 +98,17 @@ SDP_HOST_DEVICE BatchNormInputGradCoefficients batchnorm_input_grad_coefficients
 SDP_HOST_DEVICE float fold_input_grad_element(const BatchNormInputGradCoefficients& k, float drelu, float x) {
   return k.a * drelu + k.b * x + k.c;
 }
+
+// y = relu(x * scale + bias + z): the block's output, from the branch's last BatchNorm folded
+// with the sum and ReLU (the scale and bias in f32, as fold_saved_statistics gives them).
+SDP_HOST_DEVICE float fold_residual_output_element(const BatchNormFoldChannel& c, float x, float z) {
+  const float pre = x * c.scale + c.bias + z;
+  return pre > 0.0f ? pre : 0.0f;
+}
+
+// The ReLU's mask as cuDNN's BOOLEAN tensors hold one: a bit an element in the tensor's memory
+// order (NHWC here), element j at bit j % 8 of byte j / 8; set where the output is positive.
+SDP_HOST_DEVICE int64_t relu_mask_byte(int64_t element) { return element / 8; }
+SDP_HOST_DEVICE uint8_t relu_mask_bit(int64_t element) { return static_cast<uint8_t>(1u << (element % 8)); }
 
 }  // namespace sdp::nn

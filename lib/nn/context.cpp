@@ -21,9 +21,17 @@ std::shared_ptr<Stream> make_compute_stream(const Device& device) {
 
 std::string Context::BatchNormFolding::summary() const {
   std::string line = std::to_string(folded) + " of " + std::to_string(folded + static_cast<int>(refused.size())) +
-                     " BatchNorms between two convolutions folded into them (cuDNN's graphs built in " +
-                     std::to_string(static_cast<long long>(std::llround(build_seconds * 1e3))) + " ms)";
-  if (!refused.empty()) line += "; the others run separately, the first because " + refused.front();
+                     " BatchNorms between two convolutions folded into them";
+  if (with_residual)
+    line += ", " + std::to_string(folded_with_residual) + " of " +
+            std::to_string(folded_with_residual + static_cast<int>(refused_with_residual.size())) +
+            " with their block's sum after the one before";
+  line += " (cuDNN's graphs built in " + std::to_string(static_cast<long long>(std::llround(build_seconds * 1e3))) +
+          " ms)";
+  const std::string& first = !refused.empty() ? refused.front()
+                             : !refused_with_residual.empty() ? refused_with_residual.front()
+                                                              : std::string();
+  if (!first.empty()) line += "; the others run separately, the first because " + first;
   return line;
 }
 

@@ -76,6 +76,18 @@ class Builder {
     t->set_data_type(frontend_type(dtype));
     return record(name, t, nchw, dtype, false);
   }
+  // One bit an element (cuDNN's BOOLEAN), NHWC order: a ReLU's mask.
+  TensorPtr bit_mask_input(const std::string& name, const std::vector<int64_t>& nchw) {
+    auto t = impl_.graph.tensor(fe::graph::Tensor_attributes().set_name(name).set_dim(nchw).set_stride(
+        nhwc_strides(nchw)));
+    t->set_data_type(fe::DataType_t::BOOLEAN);
+    impl_.by_name[name] = t;
+    FusedConvGraph::TensorInfo info;
+    info.bytes = static_cast<std::size_t>((nchw[0] * nchw[1] * nchw[2] * nchw[3] + 7) / 8);
+    info.bit_mask = true;
+    tensors_[name] = info;
+    return t;
+  }
   TensorPtr output(const std::string& name, const TensorPtr& t, const std::vector<int64_t>& nchw, DType dtype) {
     t->set_output(true).set_dim(nchw).set_stride(nhwc_strides(nchw)).set_data_type(frontend_type(dtype));
     return record(name, t, nchw, dtype, true);
@@ -164,6 +176,26 @@ void build_filter_gradient(Builder& b, const FusedConvShape& s, const FusedConvO
            {s.k, s.c, s.r, s.r}, s.dtype);
 }
 
+// The residual branch's last BatchNorm's backward, its sum and ReLU folded (the header's last
+// pass): the gradient through the ReLU's mask is the sum's (written: z's gradient), and the
+// batchnorm backward node takes it with the saved statistics the forward's finalize kept.
+void build_residual_batchnorm_backward(Builder& b, const FusedConvShape& s) {
+  const std::vector<int64_t> act{s.n, s.c, s.h, s.w}, channels{1, s.c, 1, 1};
+  const DType f32 = DType::kF32;
+  fe::graph::Graph& g = b.graph();
+  TensorPtr dy = b.input("dy", act, s.dtype);
+  TensorPtr mask = b.bit_mask_input("mask", act);
+  TensorPtr dz = b.output("dz", g.pointwise(dy, mask, pointwise(fe::PointwiseMode_t::MUL)), act, s.dtype);
+  TensorPtr x = b.input("x", act, s.dtype);
+  TensorPtr scale = b.input("scale", channels, f32);
+  TensorPtr mean = b.input("mean", channels, f32), inv_std = b.input("inv_std", channels, f32);
+  auto [dx, dscale, dbias] = g.batchnorm_backward(
+      dz, x, scale, fe::graph::Batchnorm_backward_attributes().set_saved_mean_and_inv_variance(mean, inv_std));
+  b.output("dx", dx, act, s.dtype);
+  b.output("dscale", dscale, channels, f32);
+  b.output("dbias", dbias, channels, f32);
+}
+
 }  // namespace
 
 namespace {
@@ -183,6 +215,7 @@ std::string define_graph(FusedConvGraph::Impl& impl, std::map<std::string, Fused
     case FusedPass::kForward: build_forward(builder, shape, options); break;
     case FusedPass::kInputGradient: build_input_gradient(builder, shape, options); break;
     case FusedPass::kFilterGradient: build_filter_gradient(builder, shape, options); break;
+    case FusedPass::kResidualBatchNormBackward: build_residual_batchnorm_backward(builder, shape); break;
   }
   fe::error_t status = impl.graph.validate();
   return status.is_good() ? "" : "validate: " + status.get_message();

@@ -10,6 +10,13 @@
 //                     with its weight gradients and the coefficients of its input gradient
 //                     (dbn_weight): drelu, dscale, dbias, eq_scale_dy, eq_scale_x, eq_bias
 //   filter gradient:  dw = conv_wgrad(dy, in), `in` recomputed as it loads (input_batchnorm)
+// and, not a convolution's pass, the backward of a residual branch's last BatchNorm folded with
+// the block's sum and ReLU (its statistics from the convolution before, the sum and ReLU applied
+// by our kernel, batchnorm_fold_cuda.hpp; cuDNN's fused batchnorm backward, NVIDIA's "DBN add
+// ReLU"), on the activations' shape n, c, h, w:
+//   residual batchnorm backward: dz = dy * mask (the ReLU's bits: the sum's gradient, z's);
+//                     dx, dscale, dbias = batchnorm_backward(dz, x, scale, mean, inv_std), f32
+//                     scale (gamma), mean, inv_std and weight gradients
 // Tensors are named as above; scale and bias are in the io type in the forward and filter
 // gradient (cuDNN 9.19 on an H100 built no forward with f32 ones), f32 in the input gradient.
 // Filters are KRSC (OHWI), as Conv2dCuda's NHWC copy. Built once per shape at configure (the
@@ -42,7 +49,7 @@ struct FusedConvShape {
   bool operator<(const FusedConvShape& o) const;
 };
 
-enum class FusedPass { kForward, kInputGradient, kFilterGradient };
+enum class FusedPass { kForward, kInputGradient, kFilterGradient, kResidualBatchNormBackward };
 
 struct FusedConvOptions {
   bool input_batchnorm = false;  // the BatchNorm before the convolution is folded in (see above)
@@ -59,6 +66,7 @@ class FusedConvGraph {
     std::size_t bytes = 0;
     DType dtype = DType::kF32;
     bool output = false;
+    bool bit_mask = false;  // one bit an element (bytes rounded up); dtype does not apply
   };
 
   // Builds the pass's graph (validate, operation graph, heuristics' plans, support, plans);

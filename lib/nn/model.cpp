@@ -108,6 +108,8 @@ void Model::configure(int64_t batch, bool training) {
   ctx_.planned_backward = training && plan_enabled_;
   ctx_.batchnorm_folding.folded = 0;  // the blocks count again as they configure
   ctx_.batchnorm_folding.refused.clear();
+  ctx_.batchnorm_folding.folded_with_residual = 0;
+  ctx_.batchnorm_folding.refused_with_residual.clear();
   ctx_.batchnorm_folding.build_seconds = 0;
   TensorDesc desc = input_.desc;
   for (auto& layer : layers_) desc = layer->configure(desc, training);

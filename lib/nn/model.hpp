@@ -141,10 +141,13 @@ class Model {
   }
   // model.batchnorm: folded (Context::batchnorm_folding): each BatchNorm with its ReLU between
   // two convolutions of a residual branch is folded into them at each configure where the
-  // layers can (a GPU's NHWC 16-bit convolutions with cuDNN's graphs). Takes effect at the next
-  // forward; batchnorm_folding() says what the last configure folded and why not the rest.
-  void set_batchnorm_folding(bool requested) {
+  // layers can (a GPU's NHWC 16-bit convolutions with cuDNN's graphs); `with_residual`: each
+  // branch's last BatchNorm, with its block's sum, after the convolution before it too (in
+  // training). Takes effect at the next forward; batchnorm_folding() says what the last
+  // configure folded and why not the rest.
+  void set_batchnorm_folding(bool requested, bool with_residual = false) {
     ctx_.batchnorm_folding.requested = requested;
+    ctx_.batchnorm_folding.with_residual = requested && with_residual;
     configured_batch_ = -1;
   }
   const Context::BatchNormFolding& batchnorm_folding() const { return ctx_.batchnorm_folding; }

@@ -46,6 +46,7 @@ TensorDesc ResidualBlock::configure(const TensorDesc& src, bool training) {
   if (auto* bn = branch_.empty() ? nullptr : dynamic_cast<BatchNorm2d*>(branch_.back().get());
       bn != nullptr && bn->fuse_residual_add_relu(shortcut)) {
     fused_ = bn;
+    if (training && ctx_.batchnorm_folding.with_residual) fold_residual_batchnorm();
     if (training && needs_input_grad_) sum_grads_->configure(src, src, AddOutput::kGradient);
     return branch;
   }
@@ -72,6 +73,15 @@ void ResidualBlock::fold_batchnorms() {
     else
       ctx_.batchnorm_folding.refused.push_back(bn->name() + ": " + why);
   }
+}
+
+void ResidualBlock::fold_residual_batchnorm() {
+  if (branch_.size() < 2) return;
+  const std::string why = fused_->fold_with_residual_after(*branch_[branch_.size() - 2]);
+  if (why.empty())
+    ++ctx_.batchnorm_folding.folded_with_residual;
+  else
+    ctx_.batchnorm_folding.refused_with_residual.push_back(fused_->name() + ": " + why);
 }
 
 bool ResidualBlock::set_input_grad_relu_gated(bool gated) {

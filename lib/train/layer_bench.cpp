@@ -169,7 +169,7 @@ LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, 
   result.layout = describe_memory_format(spec, device);
   result.batchnorm = describe_batchnorm(spec, device);
   if (const nn::Context::BatchNormFolding& folding = model->batchnorm_folding(); folding.requested)
-    result.batchnorm = "folded: " + folding.summary();
+    result.batchnorm = spec.model.batchnorm + ": " + folding.summary();
   result.math = describe_compute_rules(spec, device);
   result.memory = describe_memory_use(spec, *model);
   result.optimizer = optimizer->name();

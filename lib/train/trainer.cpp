@@ -225,8 +225,8 @@ void Trainer::note_batchnorm_folding() {
   if (batchnorm_folding_noted_ || !folding.requested) return;
   batchnorm_folding_noted_ = true;
   if (world_.rank() != 0) return;
-  const std::string line = "BatchNorm folding (model.batchnorm: folded): " + folding.summary();
-  if (folding.refused.empty())
+  const std::string line = "BatchNorm folding (model.batchnorm: " + spec_.model.batchnorm + "): " + folding.summary();
+  if (folding.refused.empty() && folding.refused_with_residual.empty())
     log_info(line);
   else
     log_warn(line);

@@ -92,7 +92,7 @@ std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const SampleSource& 
   model->set_channels_last(uses_channels_last(spec, device));
   model->set_gradient_plan_enabled(uses_memory_plan(spec, device));
   model->set_lean_memory_plan(uses_lean_memory_plan(spec, device));
-  model->set_batchnorm_folding(folds_batchnorm(spec, device));
+  model->set_batchnorm_folding(folds_batchnorm(spec, device), folds_residual_batchnorm(spec, device));
   if (device.is_cuda()) model->set_compute_rules(compute_rules(spec));
   return model;
 }
@@ -142,19 +142,32 @@ std::string describe_memory_format(const JobSpec& spec, const Device& device) {
 }
 
 bool folds_batchnorm(const JobSpec& spec, const Device& device) {
-  return spec.model.batchnorm == "folded" && is_mixed_precision(spec.precision) && uses_channels_last(spec, device);
+  return (spec.model.batchnorm == "folded" || spec.model.batchnorm == "folded_inner") &&
+         is_mixed_precision(spec.precision) && uses_channels_last(spec, device);
+}
+
+bool folds_residual_batchnorm(const JobSpec& spec, const Device& device) {
+  return spec.model.batchnorm == "folded" && folds_batchnorm(spec, device);
 }
 
 std::string describe_batchnorm(const JobSpec& spec, const Device& device) {
   if (!device.is_cuda()) return "separate (oneDNN, CPU)";
-  if (folds_batchnorm(spec, device))
-    return "folded: each BatchNorm with its ReLU between two convolutions of a residual branch runs inside them "
-           "(statistics from the first's epilogue, applied as the second loads; cuDNN graphs), its output never "
-           "stored; where cuDNN builds no folded pass it stays separate, and the log says which";
+  if (folds_batchnorm(spec, device)) {
+    std::string line = spec.model.batchnorm +
+                       ": each BatchNorm with its ReLU between two convolutions of a residual branch runs inside "
+                       "them (statistics from the first's epilogue, applied as the second loads; cuDNN graphs), its "
+                       "output never stored";
+    if (folds_residual_batchnorm(spec, device))
+      line += "; each branch's last, with its block's sum, takes its statistics from the convolution before it and "
+              "runs as one pass forward and cuDNN's batchnorm backward through the ReLU's bits";
+    else
+      line += "; each branch's last stays cuDNN's BatchNorm with the block's sum (folded folds it too)";
+    return line + "; where cuDNN builds no folded pass a BatchNorm stays separate, and the log says which";
+  }
   const std::string key = spec.model.batchnorm == "auto" ? " (auto)" : "";
   std::string line = "separate" + key + ": each BatchNorm a pass of its own";
-  if (spec.model.batchnorm == "folded")
-    line += "; folded needs 16-bit activations in the channels_last layout";
+  if (spec.model.batchnorm == "folded" || spec.model.batchnorm == "folded_inner")
+    line += "; " + spec.model.batchnorm + " needs 16-bit activations in the channels_last layout";
   else if (is_mixed_precision(spec.precision) && uses_channels_last(spec, device))
     line += "; model.batchnorm: folded runs them inside the convolutions (opt-in until a GPU run has checked it)";
   return line;

@@ -52,8 +52,10 @@ std::string describe_memory_format(const JobSpec& spec, const Device& device);
 // Whether a training configure asks the BatchNorms between two convolutions to fold into them
 // (model.batchnorm: folded, on a GPU, in 16 bits, channels_last; auto stays separate until a GPU
 // run has checked the folded path: CudnnFusionOnGpu, FoldedBatchNormOnGpu, gpu-session's fusions
-// stage), and the plan's line for it.
+// stage), and the plan's line for it. folded_inner folds those alone; folded, each residual
+// branch's last BatchNorm with its block's sum too (folds_residual_batchnorm).
 bool folds_batchnorm(const JobSpec& spec, const Device& device);
+bool folds_residual_batchnorm(const JobSpec& spec, const Device& device);
 std::string describe_batchnorm(const JobSpec& spec, const Device& device);
 // Whether encoded images are decoded by nvJPEG on `device` (data.decode: gpu; auto where the
 // rank computes on a GPU and nvJPEG loads; checked on an H100, 2026-11-26).

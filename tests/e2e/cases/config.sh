@@ -232,8 +232,8 @@ case_memory_plan_choice() {
 }
 
 case_batchnorm_choice() {
-    # model.batchnorm: the plan says how BatchNorm runs; folded is a GPU's 16-bit channels_last
-    # path, so asking for it where it cannot run, or a bad value, names the key (exit 2).
+    # model.batchnorm: the plan says how BatchNorm runs; folded and folded_inner are a GPU's 16-bit
+    # channels_last paths, so asking for one where it cannot run, or a bad value, names the key (exit 2).
     expect_ok 0 validate --config "$SRC/configs/quickstart.yaml"
     grep -q "^  batchnorm    : separate (oneDNN, CPU)" "$WORK/out" || fail "the plan does not say how BatchNorm runs"
     expect_error 2 "key 'model.batchnorm': folded is a GPU's" validate --config "$SRC/configs/quickstart.yaml" \
@@ -243,6 +243,10 @@ case_batchnorm_choice() {
     expect_error 2 "key 'model.batchnorm': folded needs the channels_last layout" validate \
       --config "$SRC/configs/quickstart.yaml" --set device=cuda --set precision=amp-fp16 \
       --set model.memory_format=nchw --set model.batchnorm=folded
+    expect_error 2 "key 'model.batchnorm': folded_inner is a GPU's" validate --config "$SRC/configs/quickstart.yaml" \
+      --set device=cpu --set model.batchnorm=folded_inner
+    expect_error 2 "key 'model.batchnorm': folded_inner needs 16-bit activations" \
+      validate --config "$SRC/configs/quickstart.yaml" --set device=cuda --set precision=tf32 --set model.batchnorm=folded_inner
     cfg=$(yaml bad.yaml 'model: {batchnorm: fused}\n')
     expect_error 2 "bad.yaml:1: key 'model.batchnorm': unknown value 'fused'" validate --config "$cfg"
 }

@@ -178,33 +178,38 @@ expect_evaluates_on_cpu_as_trained() {
 }
 
 case_gpu_batchnorm_folded_resume_bitwise() {
-    # model.batchnorm: folded (each basic block's bn1 folded into conv1 and conv2, cuDNN graphs
-    # from deterministic engines) resumes bit for bit: ResNet-20 in amp-fp16 channels_last,
-    # stopped at step 15; the plan and the log say the 9 BatchNorms folded.
+    # model.batchnorm: folded (each basic block's bn1 folded into conv1 and conv2, its bn2 with the
+    # block's sum after conv2; cuDNN graphs from deterministic engines) resumes bit for bit:
+    # ResNet-20 in amp-fp16 channels_last, stopped at step 15; the plan and the log say the 18
+    # BatchNorms folded.
     need_gpus 1
     resume_bitwise 0 --set device=cuda --set precision=amp-fp16 --set model.batchnorm=folded \
       --set model.name=resnet20 --set data.synthetic.channels=3 --set data.synthetic.height=16 \
       --set data.synthetic.width=16 --set data.batch_size=16
     grep -q "^  batchnorm    : folded:" "$WORK/out" || fail "the plan does not say the BatchNorms fold"
-    grep -q "BatchNorm folding (model.batchnorm: folded): 9 of 9 " "$WORK/out" || fail "not every inner BatchNorm folded"
+    grep -q "BatchNorm folding (model.batchnorm: folded): 9 of 9 BatchNorms between two convolutions folded into them, 9 of 9 with their block's sum" \
+      "$WORK/out" || fail "not every BatchNorm folded"
 }
 
 case_gpu_batchnorm_folded_learns_as_separate() {
     # ResNet-20 in amp-fp16 learns the synthetic job as well with its BatchNorms folded as
-    # separate (within two points of test accuracy), and the folded model (checkpoint names and
-    # layout unchanged) evaluates on the CPU as trained.
+    # separate (within two points of test accuracy; folded_inner and folded), and the folded
+    # model (checkpoint names and layout unchanged) evaluates on the CPU as trained.
     need_gpus 1
     local b
-    for b in separate folded; do
+    for b in separate folded_inner folded; do
       expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set model.name=resnet20 --set device=cuda \
         --set precision=amp-fp16 --set model.batchnorm=$b --set data.synthetic.channels=3 \
         --set data.synthetic.height=16 --set data.synthetic.width=16 --set train.epochs=2 \
         --set output.model_dir="$WORK/m-$b"
       grep -q "^  batchnorm    : $b" "$WORK/out" || fail "the plan does not say $b"
-      [ $b = separate ] || grep -q "BatchNorm folding (model.batchnorm: folded): 9 of 9 " "$WORK/out" ||
-        fail "not every inner BatchNorm folded"
+      [ $b = separate ] || grep -q "BatchNorm folding (model.batchnorm: $b): 9 of 9 " "$WORK/out" ||
+        fail "not every inner BatchNorm folded ($b)"
+      [ $b != folded ] || grep -q "9 of 9 with their block's sum" "$WORK/out" ||
+        fail "not every branch's last BatchNorm folded with its sum"
       grep -oE '^\[epoch 2\].*test_accuracy=[0-9.]+' "$WORK/out" | grep -oE '[0-9.]+$' >"$WORK/acc-$b"
     done
+    expect_learns_as separate folded_inner 0.5 0.02
     expect_learns_as separate folded 0.5 0.02
     expect_evaluates_on_cpu_as_trained "$WORK/m-folded/model.safetensors" "$WORK/acc-folded" --set model.name=resnet20 \
       --set data.synthetic.channels=3 --set data.synthetic.height=16 --set data.synthetic.width=16

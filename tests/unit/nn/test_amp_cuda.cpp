@@ -249,25 +249,30 @@ TEST_P(AmpVsCpu, BottleneckResNetChannelsLast) {
   EXPECT_LT(channels_last, 1.5 * nchw + 0.02) << "channels_last is less accurate than NCHW";
 }
 
-// model.batchnorm: folded: bn1 and bn2 of every block folded into the convolutions around them
-// (statistics from the first's epilogue, applied as the second loads, the input gradient through
-// the ReLU with dbn_weight) against the CPU in f32, held to the separate channels_last path's
-// error. FoldedBatchNormOnGpu (test_batchnorm_fold_cuda.cpp) checks that the folds were made.
+// model.batchnorm: folded_inner: bn1 and bn2 of every block folded into the convolutions around
+// them (statistics from the first's epilogue, applied as the second loads, the input gradient
+// through the ReLU with dbn_weight); folded: bn3 too, with the block's sum (statistics from conv3's
+// epilogue, the sum and ReLU in one pass with the ReLU's bits, cuDNN's batchnorm backward through
+// them). Each against the CPU in f32, held to the separate channels_last path's error.
+// FoldedBatchNormOnGpu (test_batchnorm_fold_cuda.cpp) checks that the folds were made.
 TEST_P(AmpVsCpu, BottleneckResNetWithBatchNormFolded) {
   SKIP_WITHOUT_GPU();
   const DType dt = GetParam();
   const double whole = dt == DType::kF16 ? 0.2 : 0.45, param = dt == DType::kF16 ? 0.3 : 0.6;
   const double separate = compare_amp_model(
       dt, [](Device d) { return testing::bottleneck_resnet(d); }, true, {3, 16, 16}, 6, whole, param);
-  const double folded = compare_amp_model(
-      dt,
-      [](Device d) {
-        auto m = testing::bottleneck_resnet(d);
-        if (d.is_cuda()) m->set_batchnorm_folding(true);
-        return m;
-      },
-      true, {3, 16, 16}, 6, whole, param);
-  EXPECT_LT(folded, 1.5 * separate + 0.02) << "the folded BatchNorms are less accurate than the separate ones";
+  for (const bool with_residual : {false, true}) {
+    const double folded = compare_amp_model(
+        dt,
+        [with_residual](Device d) {
+          auto m = testing::bottleneck_resnet(d);
+          if (d.is_cuda()) m->set_batchnorm_folding(true, with_residual);
+          return m;
+        },
+        true, {3, 16, 16}, 6, whole, param);
+    EXPECT_LT(folded, 1.5 * separate + 0.02) << (with_residual ? "folded" : "folded_inner")
+                                             << ": the folded BatchNorms are less accurate than the separate ones";
+  }
 }
 
 // The channels_last path is deterministic: the same step twice gives the same gradient bits

@@ -1,7 +1,8 @@
-// model.batchnorm: folded on a GPU (nn/batchnorm2d_cuda.hpp, fold_between): which BatchNorms
-// fold, that a folded step gives the same bits twice (train.deterministic's engines), what it
-// computes against the separate BatchNorms on the same GPU (the running statistics, evaluation
-// with them), and the memory it saves (no BatchNorm output is stored). AmpVsCpu's
+// model.batchnorm: folded_inner and folded on a GPU (nn/batchnorm2d_cuda.hpp, fold_between and
+// fold_with_residual_after): which BatchNorms fold, that a folded step gives the same bits twice
+// (train.deterministic's engines), what it computes against the separate BatchNorms on the same
+// GPU (the running statistics, evaluation with them), and the memory it saves (no BatchNorm
+// output is stored). AmpVsCpu's
 // BottleneckResNetWithBatchNormFolded checks the gradients against the CPU, StepGraphsOnGpu the
 // replays. Skipped without a GPU.
 #include <gtest/gtest.h>
@@ -18,12 +19,18 @@
 namespace sdp::nn {
 namespace {
 
-// The bottleneck model in `dtype`, channels_last, folded or not.
-std::unique_ptr<Model> bottleneck(DType dtype, bool folded) {
+// How a test model's BatchNorms run: model.batchnorm separate, folded_inner, folded.
+enum class Fold { kSeparate, kInner, kWithResidual };
+const char* fold_name(Fold f) {
+  return f == Fold::kSeparate ? "separate" : f == Fold::kInner ? "folded_inner" : "folded";
+}
+
+// The bottleneck model in `dtype`, channels_last, its BatchNorms run as `fold` says.
+std::unique_ptr<Model> bottleneck(DType dtype, Fold fold) {
   auto m = testing::bottleneck_resnet(Device::cuda(0));
   m->set_compute_dtype(dtype);
   m->set_channels_last(true);
-  m->set_batchnorm_folding(folded);
+  m->set_batchnorm_folding(fold != Fold::kSeparate, fold == Fold::kWithResidual);
   return m;
 }
 
@@ -59,30 +66,39 @@ Steps run_steps(Model& m, int steps) {
 std::string refusals(const Model& m) {
   std::string all;
   for (const std::string& r : m.batchnorm_folding().refused) all += "\n  " + r;
+  for (const std::string& r : m.batchnorm_folding().refused_with_residual) all += "\n  " + r;
   return all;
 }
 
 // Every BatchNorm between two convolutions of a branch folds (bn1 and bn2 of each bottleneck);
-// the branch's last one (with the block's sum) and the stem's do not; an evaluation folds them
-// with the running statistics, and the next training configure folds them again.
+// with folded, each branch's last one (with the block's sum) too, in training; the stem's never;
+// an evaluation folds the inner ones with the running statistics, and the next training
+// configure folds them all again.
 TEST(FoldedBatchNormOnGpu, FoldsEveryBatchNormBetweenTwoConvolutions) {
   SKIP_WITHOUT_GPU();
-  for (DType dtype : {DType::kF16, DType::kBF16}) {
-    auto m = bottleneck(dtype, true);
-    Tensor x({8, 3, 16, 16});
-    testing::set_values(x, testing::random_vector(8 * 768, 3));
-    std::vector<int32_t> labels(8, 1);
-    m->forward(x, labels.data(), true);
-    m->backward();
-    EXPECT_EQ(m->batchnorm_folding().folded, 6) << dtype_name(dtype) << refusals(*m);
-    EXPECT_TRUE(m->batchnorm_folding().refused.empty()) << dtype_name(dtype) << refusals(*m);
-    m->forward(x, labels.data(), false);
-    EXPECT_EQ(m->batchnorm_folding().folded, 6) << "evaluation folds them too (the running statistics)"
-                                                << refusals(*m);
-    m->forward(x, labels.data(), true);
-    EXPECT_EQ(m->batchnorm_folding().folded, 6) << "folded again for training";
-  }
-  auto separate = bottleneck(DType::kF16, false);
+  for (DType dtype : {DType::kF16, DType::kBF16})
+    for (const Fold fold : {Fold::kInner, Fold::kWithResidual}) {
+      const std::string what = std::string(dtype_name(dtype)) + " " + fold_name(fold);
+      const int with_residual = fold == Fold::kWithResidual ? 3 : 0;
+      auto m = bottleneck(dtype, fold);
+      Tensor x({8, 3, 16, 16});
+      testing::set_values(x, testing::random_vector(8 * 768, 3));
+      std::vector<int32_t> labels(8, 1);
+      m->forward(x, labels.data(), true);
+      m->backward();
+      EXPECT_EQ(m->batchnorm_folding().folded, 6) << what << refusals(*m);
+      EXPECT_EQ(m->batchnorm_folding().folded_with_residual, with_residual) << what << refusals(*m);
+      EXPECT_TRUE(m->batchnorm_folding().refused.empty()) << what << refusals(*m);
+      EXPECT_TRUE(m->batchnorm_folding().refused_with_residual.empty()) << what << refusals(*m);
+      m->forward(x, labels.data(), false);
+      EXPECT_EQ(m->batchnorm_folding().folded, 6)
+          << what << ": evaluation folds them too (the running statistics)" << refusals(*m);
+      EXPECT_EQ(m->batchnorm_folding().folded_with_residual, 0) << what << ": evaluation's sum is one pass already";
+      m->forward(x, labels.data(), true);
+      EXPECT_EQ(m->batchnorm_folding().folded, 6) << what << ": folded again for training";
+      EXPECT_EQ(m->batchnorm_folding().folded_with_residual, with_residual) << what << ": folded again for training";
+    }
+  auto separate = bottleneck(DType::kF16, Fold::kSeparate);
   Tensor x({8, 3, 16, 16});
   testing::set_values(x, testing::random_vector(8 * 768, 3));
   std::vector<int32_t> labels(8, 1);
@@ -95,13 +111,16 @@ TEST(FoldedBatchNormOnGpu, FoldsEveryBatchNormBetweenTwoConvolutions) {
 // identical replicas rest on.
 TEST(FoldedBatchNormOnGpu, StepsAreBitwiseRepeatable) {
   SKIP_WITHOUT_GPU();
-  auto a = bottleneck(DType::kF16, true), b = bottleneck(DType::kF16, true);
-  const Steps first = run_steps(*a, 3), second = run_steps(*b, 3);
-  EXPECT_EQ(a->batchnorm_folding().folded, 6) << refusals(*a);
-  EXPECT_EQ(first.losses, second.losses);
-  EXPECT_EQ(first.grads, second.grads);
-  EXPECT_EQ(first.buffers, second.buffers);
-  EXPECT_EQ(first.eval_loss, second.eval_loss);
+  for (const Fold fold : {Fold::kInner, Fold::kWithResidual}) {
+    SCOPED_TRACE(fold_name(fold));
+    auto a = bottleneck(DType::kF16, fold), b = bottleneck(DType::kF16, fold);
+    const Steps first = run_steps(*a, 3), second = run_steps(*b, 3);
+    EXPECT_EQ(a->batchnorm_folding().folded, 6) << refusals(*a);
+    EXPECT_EQ(first.losses, second.losses);
+    EXPECT_EQ(first.grads, second.grads);
+    EXPECT_EQ(first.buffers, second.buffers);
+    EXPECT_EQ(first.eval_loss, second.eval_loss);
+  }
 }
 
 // Against the separate BatchNorms on the same GPU: the same losses, running statistics and
@@ -110,35 +129,40 @@ TEST(FoldedBatchNormOnGpu, StepsAreBitwiseRepeatable) {
 // and the scale and bias are applied in the io type, so the bits differ.
 TEST(FoldedBatchNormOnGpu, ComputesWhatTheSeparateBatchNormsCompute) {
   SKIP_WITHOUT_GPU();
-  for (DType dtype : {DType::kF16, DType::kBF16}) {
-    const std::string what = dtype_name(dtype);
-    auto separate = bottleneck(dtype, false), folded = bottleneck(dtype, true);
-    const Steps s = run_steps(*separate, 3), f = run_steps(*folded, 3);
-    ASSERT_EQ(folded->batchnorm_folding().folded, 6) << refusals(*folded);
-    const double loss_tolerance = dtype == DType::kF16 ? 5e-3 : 2e-2;
-    for (std::size_t i = 0; i < s.losses.size(); ++i)
-      EXPECT_NEAR(f.losses[i], s.losses[i], loss_tolerance * std::fabs(s.losses[i])) << what << " step " << i;
-    EXPECT_NEAR(f.eval_loss, s.eval_loss, loss_tolerance * std::fabs(s.eval_loss)) << what << " evaluation";
-    const double buffers = testing::relative_error(s.buffers, f.buffers);
-    const double grads = testing::relative_error(s.grads, f.grads);
-    std::cout << what << ": running statistics off by " << buffers << ", whole gradient by " << grads << "\n";
-    EXPECT_LT(buffers, dtype == DType::kF16 ? 5e-3 : 2e-2) << what << " running statistics";
-    EXPECT_LT(grads, dtype == DType::kF16 ? 0.2 : 0.45) << what << " whole gradient";
-  }
+  for (DType dtype : {DType::kF16, DType::kBF16})
+    for (const Fold fold : {Fold::kInner, Fold::kWithResidual}) {
+      const std::string what = std::string(dtype_name(dtype)) + " " + fold_name(fold);
+      auto separate = bottleneck(dtype, Fold::kSeparate), folded = bottleneck(dtype, fold);
+      const Steps s = run_steps(*separate, 3), f = run_steps(*folded, 3);
+      ASSERT_EQ(folded->batchnorm_folding().folded, 6) << refusals(*folded);
+      ASSERT_EQ(folded->batchnorm_folding().folded_with_residual, fold == Fold::kWithResidual ? 3 : 0)
+          << refusals(*folded);
+      const double loss_tolerance = dtype == DType::kF16 ? 5e-3 : 2e-2;
+      for (std::size_t i = 0; i < s.losses.size(); ++i)
+        EXPECT_NEAR(f.losses[i], s.losses[i], loss_tolerance * std::fabs(s.losses[i])) << what << " step " << i;
+      EXPECT_NEAR(f.eval_loss, s.eval_loss, loss_tolerance * std::fabs(s.eval_loss)) << what << " evaluation";
+      const double buffers = testing::relative_error(s.buffers, f.buffers);
+      const double grads = testing::relative_error(s.grads, f.grads);
+      std::cout << what << ": running statistics off by " << buffers << ", whole gradient by " << grads << "\n";
+      EXPECT_LT(buffers, dtype == DType::kF16 ? 5e-3 : 2e-2) << what << " running statistics";
+      EXPECT_LT(grads, dtype == DType::kF16 ? 0.2 : 0.45) << what << " whole gradient";
+    }
 }
 
 // The folded BatchNorms' outputs are never stored: the step's arena (the activations alive at
-// backward's start) is smaller by them.
+// backward's start) is smaller by them. Folding the branch's last one too keeps no more.
 TEST(FoldedBatchNormOnGpu, HoldsLessThanTheSeparateBatchNorms) {
   SKIP_WITHOUT_GPU();
-  auto separate = bottleneck(DType::kF16, false), folded = bottleneck(DType::kF16, true);
+  auto separate = bottleneck(DType::kF16, Fold::kSeparate), folded = bottleneck(DType::kF16, Fold::kInner);
+  auto all = bottleneck(DType::kF16, Fold::kWithResidual);
   run_steps(*separate, 1);
   run_steps(*folded, 1);
+  run_steps(*all, 1);
   // The evaluation at the end configured for inference: one more training step plans again.
   Tensor x({32, 3, 16, 16});
   testing::set_values(x, testing::random_vector(32 * 768, 9));
   std::vector<int32_t> labels(32, 2);
-  for (Model* m : {separate.get(), folded.get()}) {
+  for (Model* m : {separate.get(), folded.get(), all.get()}) {
     m->forward(x, labels.data(), true);
     m->backward();
   }
@@ -147,6 +171,9 @@ TEST(FoldedBatchNormOnGpu, HoldsLessThanTheSeparateBatchNorms) {
             << " folded (arenas " << separate->gradient_plan().arena_bytes() << ", "
             << folded->gradient_plan().arena_bytes() << ")\n";
   EXPECT_LT(f, s);
+  const std::size_t a = all->gradient_plan().peak_live_bytes();
+  std::cout << "  with the branches' last BatchNorms folded too: " << a << " bytes\n";
+  EXPECT_LE(a, f);
 }
 
 }  // namespace

@@ -24,6 +24,20 @@ namespace {
 
 using testing::LayerHarness;
 
+// A channel's batch statistics of an NCHW batch [n, c, hw] from its sum and sum of squares, summed in
+// f32 as the convolution's genstats epilogue gives them.
+BatchNormFoldChannel genstats_statistics(const std::vector<float>& x, int64_t n, int64_t c, int64_t hw, int64_t ch,
+                                         float gamma, float beta, float eps) {
+  float sum = 0.0f, sq_sum = 0.0f;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t p = 0; p < hw; ++p) {
+      const float v = x[(b * c + ch) * hw + p];
+      sum += v;
+      sq_sum += v * v;
+    }
+  return fold_batch_statistics(sum, sq_sum, static_cast<float>(n * hw), gamma, beta, eps);
+}
+
 // PadShortcut's per-element maps (the CUDA kernels' view) against the CPU twin's row loops:
 // every output element copies the input the loops copy (or is a zero channel), and every
 // input gradient element takes the output gradient the loops scatter there (or is 0).
@@ -284,13 +298,7 @@ TEST(CudaRules, FoldedBatchNormMatchesTheCpuBatchNormWithItsRelu) {
     const std::vector<float>& dy = bn.loss_weights();
     const auto at = [&](int64_t b, int64_t ch, int64_t p) { return (b * c + ch) * hw + p; };
     for (int64_t ch = 0; ch < c; ++ch) {
-      float sum = 0.0f, sq_sum = 0.0f;  // f32 sums, as genstats gives them
-      for (int64_t b = 0; b < n; ++b)
-        for (int64_t p = 0; p < hw; ++p) {
-          sum += x[at(b, ch, p)];
-          sq_sum += x[at(b, ch, p)] * x[at(b, ch, p)];
-        }
-      const BatchNormFoldChannel f = fold_batch_statistics(sum, sq_sum, static_cast<float>(m), gamma[ch], beta[ch], o.eps);
+      const BatchNormFoldChannel f = genstats_statistics(x, n, c, hw, ch, gamma[ch], beta[ch], o.eps);
       running_mean[ch] = batchnorm_running_mean(running_mean[ch], f.mean, o.momentum);
       running_var[ch] = batchnorm_running_var(running_var[ch], f.var, static_cast<float>(m), o.momentum);
       float dscale = 0.0f, dbias = 0.0f;
@@ -331,6 +339,82 @@ TEST(CudaRules, FoldedBatchNormMatchesTheCpuBatchNormWithItsRelu) {
     const int64_t ch = (i / hw) % c;
     const BatchNormFoldChannel f = fold_running_statistics(running_mean[ch], running_var[ch], gamma[ch], beta[ch], o.eps);
     EXPECT_NEAR(std::max(x[i] * f.scale + f.bias, 0.0f), y[i], 2e-5f) << "evaluation, element " << i;
+  }
+}
+
+// The branch's last BatchNorm folded with the block's sum (model.batchnorm: folded): its output
+// relu(x * scale + bias + z) from the genstats sums is the CPU BatchNorm's output plus z through a
+// ReLU; the mask has element j at bit j % 8 of byte j / 8; and the batchnorm backward through
+// that mask (what cuDNN's graph computes: dz = dy * mask, dscale = sum(dz * xhat), dbias = sum(dz),
+// dx from the coefficients) is the CPU BatchNorm's backward given dz.
+TEST(CudaRules, FoldedResidualBatchNormMatchesTheCpuBatchNormSumAndRelu) {
+  EXPECT_EQ(relu_mask_byte(0), 0);
+  EXPECT_EQ(relu_mask_bit(0), 0x01);
+  EXPECT_EQ(relu_mask_byte(13), 1);
+  EXPECT_EQ(relu_mask_bit(13), 0x20);
+  EXPECT_EQ(relu_mask_byte(23), 2);
+  EXPECT_EQ(relu_mask_bit(23), 0x80);
+  const int64_t n = 3, c = 4, h = 5, w = 2, hw = h * w, m = n * hw;
+  BatchNorm2dOptions o;
+  o.channels = static_cast<int>(c);
+  LayerHarness bn(Device::cpu());
+  bn.make<BatchNorm2d>(o);
+  ParameterStore& store = bn.store();
+  const std::vector<float> gamma = testing::random_vector(c, 60, 0.5f, 1.5f), beta = testing::random_vector(c, 61);
+  testing::set_values(store.params()[0].value, gamma);
+  testing::set_values(store.params()[1].value, beta);
+  bn.configure({n, c, h, w}, true);
+  std::vector<float> x = testing::random_vector(n * c * hw, 62);
+  for (float& v : x) v = 0.7f * v - 0.2f;
+  const std::vector<float> z = testing::random_vector(n * c * hw, 63);
+  bn.input() = x;
+  const std::vector<float> y_bn = bn.forward();
+  const auto at = [&](int64_t b, int64_t ch, int64_t p) { return (b * c + ch) * hw + p; };
+  // The mask in NHWC order, as the kernel packs it.
+  std::vector<uint8_t> mask((n * hw * c + 7) / 8, 0);
+  std::vector<float> dz(n * c * hw);
+  const std::vector<float> dy = testing::random_vector(n * c * hw, 64);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const BatchNormFoldChannel stats = genstats_statistics(x, n, c, hw, ch, gamma[ch], beta[ch], o.eps);
+    const BatchNormFoldChannel saved = fold_saved_statistics(stats.mean, stats.inv_std, gamma[ch], beta[ch]);
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t p = 0; p < hw; ++p) {
+        const int64_t i = at(b, ch, p), nhwc = (b * hw + p) * c + ch;
+        const float y = fold_residual_output_element(saved, x[i], z[i]);
+        EXPECT_NEAR(std::max(y_bn[i] + z[i], 0.0f), y, 2e-5f) << "output, channel " << ch;
+        if (y > 0.0f) mask[relu_mask_byte(nhwc)] |= relu_mask_bit(nhwc);
+      }
+  }
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < hw; ++p) {
+        const int64_t i = at(b, ch, p), nhwc = (b * hw + p) * c + ch;
+        const bool positive = y_bn[i] + z[i] > 0.0f;
+        EXPECT_EQ((mask[relu_mask_byte(nhwc)] & relu_mask_bit(nhwc)) != 0, positive) << "mask bit " << nhwc;
+        dz[i] = positive ? dy[i] : 0.0f;  // the graph's dy * mask: the sum's gradient, z's
+      }
+  bn.loss_weights() = dz;
+  const std::vector<float> dx = bn.backward();
+  const std::vector<float> dgamma = testing::host_values(store.params()[0].grad);
+  const std::vector<float> dbeta = testing::host_values(store.params()[1].grad);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const BatchNormFoldChannel f = genstats_statistics(x, n, c, hw, ch, gamma[ch], beta[ch], o.eps);
+    float dscale = 0.0f, dbias = 0.0f;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t p = 0; p < hw; ++p) {
+        const int64_t i = at(b, ch, p);
+        dscale += dz[i] * (x[i] - f.mean) * f.inv_std;
+        dbias += dz[i];
+      }
+    EXPECT_NEAR(dscale, dgamma[ch], 2e-4f) << "gamma's gradient, channel " << ch;
+    EXPECT_NEAR(dbias, dbeta[ch], 2e-4f) << "beta's gradient, channel " << ch;
+    const BatchNormInputGradCoefficients k =
+        batchnorm_input_grad_coefficients(dscale, dbias, f.mean, f.inv_std, gamma[ch], static_cast<float>(m));
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t p = 0; p < hw; ++p) {
+        const int64_t i = at(b, ch, p);
+        EXPECT_NEAR(fold_input_grad_element(k, dz[i], x[i]), dx[i], 2e-5f) << "input gradient, channel " << ch;
+      }
   }
 }
 

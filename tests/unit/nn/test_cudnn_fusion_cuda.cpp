@@ -174,7 +174,9 @@ std::vector<double> host_dgrad(const FusedConvShape& s, const std::vector<uint16
 // BatchNorm's statistics; conv2, of stride 1 or 2, applying the BatchNorm before it and summing
 // the next one's; conv3 applying its input's; both gradients of the last two) and of ResNet-20's
 // basic blocks, in f16 and bf16: every node's attributes are set and its inputs are what it
-// takes (the frontend's checks before a handle is needed); f32 is refused.
+// takes (the frontend's checks before a handle is needed); f32 is refused. With them, the
+// backward of each branch's last BatchNorm folded with its block's sum (bn3 of a bottleneck, bn2
+// of a basic block), through the ReLU's bit mask.
 TEST(CudnnFusion, EveryFoldedPassOfTheResNetsValidatesWithoutAGpu) {
   struct Conv {
     int64_t c, h, k, r, stride;
@@ -218,6 +220,26 @@ TEST(CudnnFusion, EveryFoldedPassOfTheResNetsValidatesWithoutAGpu) {
       checked += 2;
     }
   EXPECT_EQ(checked, 2 * (16 * (1 + 3 + 3) + 6 * (1 + 3)));
+  struct Activations {
+    int64_t c, h;
+  };
+  std::vector<Activations> residual_batchnorms;  // the sum's shape: the block's output
+  size = 56;
+  for (int layer = 0; layer < 4; ++layer) {
+    size = layer == 0 ? 56 : size / 2;
+    for (int64_t b = 0; b < blocks[layer]; ++b) residual_batchnorms.push_back({4 * planes[layer], size});
+  }
+  for (const int64_t width : {16, 32, 64}) residual_batchnorms.push_back({width, 32 * 16 / width});
+  int residual_checked = 0;
+  for (const DType dtype : {DType::kF16, DType::kBF16})
+    for (const Activations& a : residual_batchnorms) {
+      FusedConvShape s = shape_of(256, a.c, a.h, a.h, a.c, 1);
+      s.dtype = dtype;
+      EXPECT_EQ(FusedConvGraph::validation_error(FusedPass::kResidualBatchNormBackward, s, {}), "")
+          << dtype_name(dtype) << " residual BatchNorm backward, c" << a.c << " " << a.h << "x" << a.h;
+      ++residual_checked;
+    }
+  EXPECT_EQ(residual_checked, 2 * (16 + 3));
   FusedConvShape f32 = shape_of(8, 16, 8, 8, 16, 3);
   f32.dtype = DType::kF32;
   EXPECT_NE(FusedConvGraph::validation_error(FusedPass::kForward, f32, {}).find("f16 and bf16 only"), std::string::npos);
@@ -402,16 +424,84 @@ TEST_F(CudnnFusionOnGpu, FilterGradientOnTheRecomputedInputMatchesTheSeparateOpe
   EXPECT_LT(worst, 1e-2 * largest) << "dw: the filter gradient on the recomputed relu(x * scale + bias)";
 }
 
+// The backward of a branch's last BatchNorm folded with the block's sum against the separate
+// operations: dz = dy where the mask's bit is set, else 0, exactly (element j at bit j % 8 of
+// byte j / 8, the order batchnorm_fold_cuda's forward kernel writes: a wrong order fails here), and
+// the batchnorm backward of dz with the given mean and inverse deviation: dscale = sum(dz * xhat),
+// dbias = sum(dz), dx = scale * inv_std * (dz - dbias / M - xhat * dscale / M).
+TEST_F(CudnnFusionOnGpu, ResidualBatchNormBackwardThroughTheMaskMatchesTheSeparateOperations) {
+  const FusedConvShape s = shape_of(2, 16, 8, 8, 16, 1);
+  std::unique_ptr<FusedConvGraph> graph;
+  folded_or_skip(FusedPass::kResidualBatchNormBackward, s, "batchnorm backward through the ReLU's mask", graph);
+  if (!graph) return;
+  const FusedConvGraph& g = *graph;
+  const int64_t numel = s.n * s.h * s.w * s.c;
+  ASSERT_TRUE(g.tensors().at("mask").bit_mask);
+  ASSERT_EQ(g.tensors().at("mask").bytes, static_cast<std::size_t>(numel / 8));
+  const std::vector<uint16_t> dy = to_half(testing::random_vector(numel, 41));
+  const std::vector<uint16_t> x = to_half(testing::random_vector(numel, 42));
+  std::vector<uint8_t> mask(numel / 8);
+  for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = static_cast<uint8_t>((i * 37 + 11) % 256);
+  const std::vector<float> scale = testing::random_vector(s.c, 43, 0.5f, 1.5f);
+  const std::vector<float> mean = testing::random_vector(s.c, 44, -0.2f, 0.2f);
+  const std::vector<float> inv_std = testing::random_vector(s.c, 45, 0.8f, 1.2f);
+  GraphRun run = prepare_run(g);
+  upload(run, "dy", dy);
+  upload(run, "x", x);
+  upload(run, "mask", mask);
+  upload(run, "scale", scale);
+  upload(run, "mean", mean);
+  upload(run, "inv_std", inv_std);
+  ASSERT_EQ(execute_and_wait(handle, g, run), "");
+  const std::vector<uint16_t> dz = download<uint16_t>(g, run, "dz"), dx = download<uint16_t>(g, run, "dx");
+  const std::vector<float> dscale = download<float>(g, run, "dscale"), dbias = download<float>(g, run, "dbias");
+  int64_t wrong = 0, first_wrong = -1;
+  std::vector<double> want_dscale(s.c, 0.0), want_dbias(s.c, 0.0), magnitude(s.c, 0.0), xhat(numel);
+  for (int64_t i = 0; i < numel; ++i) {
+    const bool set = (mask[i / 8] >> (i % 8)) & 1;
+    const uint16_t want = set ? dy[i] : float_to_half(0.0f);
+    if (dz[i] != want && !(half_to_float(dz[i]) == 0.0f && half_to_float(want) == 0.0f)) {
+      if (first_wrong < 0) first_wrong = i;
+      ++wrong;
+    }
+    const int64_t c = i % s.c;
+    xhat[i] = (half_to_float(x[i]) - mean[c]) * inv_std[c];
+    const double d = set ? half_to_float(dy[i]) : 0.0;
+    want_dscale[c] += d * xhat[i];
+    want_dbias[c] += d;
+    magnitude[c] += std::fabs(d);
+  }
+  EXPECT_EQ(wrong, 0) << "dz differs from dy * mask at " << wrong << " elements, the first " << first_wrong
+                      << ": cuDNN reads the mask's bits in another order than bit j % 8 of byte j / 8";
+  for (int64_t c = 0; c < s.c; ++c) {
+    EXPECT_NEAR(dscale[c], want_dscale[c], 1e-2 * magnitude[c] + 1e-6) << "dscale, channel " << c;
+    EXPECT_NEAR(dbias[c], want_dbias[c], 1e-2 * magnitude[c] + 1e-6) << "dbias, channel " << c;
+  }
+  const double m = static_cast<double>(s.n * s.h * s.w);
+  double worst = 0, largest = 0;
+  for (int64_t i = 0; i < numel; ++i) {
+    const int64_t c = i % s.c;
+    const double d = ((mask[i / 8] >> (i % 8)) & 1) ? half_to_float(dy[i]) : 0.0;
+    const double want = scale[c] * inv_std[c] * (d - want_dbias[c] / m - xhat[i] * want_dscale[c] / m);
+    worst = std::max(worst, std::fabs(half_to_float(dx[i]) - want));
+    largest = std::max(largest, std::fabs(want));
+  }
+  EXPECT_LT(worst, 1e-2 * largest) << "dx: the batchnorm backward of dy * mask";
+}
+
 // Folding can be the default only under the deterministic rule (train.deterministic: the same bits
-// every run, for bitwise resume and identical replicas). Each folded pass, at a layer2 shape of
+// every run, for bitwise resume and identical replicas). Each folded pass (the residual
+// BatchNorm's backward on the convolution's input shape), at a layer2 shape of
 // ResNet-50 (batch 32), built from engines without cuDNN's NONDETERMINISTIC note, runs twice on the
 // same inputs and must write the same bits; with any engine the same is printed, not required
 // (train.deterministic: false).
 TEST_F(CudnnFusionOnGpu, FoldedPassesFromDeterministicEnginesAreBitwiseRepeatable) {
   const FusedConvShape s = shape_of(32, 128, 28, 28, 128, 3);
-  const std::pair<const char*, FusedPass> passes[] = {{"forward", FusedPass::kForward},
-                                                       {"input gradient", FusedPass::kInputGradient},
-                                                       {"filter gradient", FusedPass::kFilterGradient}};
+  const std::pair<const char*, FusedPass> passes[] = {
+      {"forward", FusedPass::kForward},
+      {"input gradient", FusedPass::kInputGradient},
+      {"filter gradient", FusedPass::kFilterGradient},
+      {"residual batchnorm backward", FusedPass::kResidualBatchNormBackward}};
   for (const auto& [pass_name, pass] : passes)
     for (const bool deterministic : {true, false}) {
       const std::string what = std::string(pass_name) + (deterministic ? ", deterministic engines" : ", any engine");
@@ -426,6 +516,13 @@ TEST_F(CudnnFusionOnGpu, FoldedPassesFromDeterministicEnginesAreBitwiseRepeatabl
       uint64_t seed = 31;
       for (const auto& [name, tensor] : g.tensors()) {
         if (tensor.output) continue;
+        if (tensor.bit_mask) {  // any bits
+          std::vector<uint8_t> bits(tensor.bytes);
+          for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<uint8_t>((i * 131 + seed) % 256);
+          upload(run, name, bits);
+          ++seed;
+          continue;
+        }
         const int64_t n = static_cast<int64_t>(tensor.bytes / dtype_size(tensor.dtype));
         // Positive per-channel figures (an inverse deviation must be), signed activations.
         const bool per_channel = n == s.c || n == s.k;

@@ -181,6 +181,31 @@ TEST(Model, BatchNormFoldingAsksTheBatchNormsBetweenTwoConvolutions) {
   asked->forward(b.x, b.labels.data(), false);
   EXPECT_EQ(asked->batchnorm_folding().refused.size(), 2u) << "an evaluation asks them too";
   EXPECT_TRUE(plain->batchnorm_folding().refused.empty()) << "not asked";
+  // With the branches' last BatchNorms asked too (model.batchnorm: folded): the CPU fuses no sum
+  // into a BatchNorm, so none is asked, and nothing changes.
+  auto all = tiny_resnet();
+  all->set_batchnorm_folding(true, /*with_residual=*/true);
+  EXPECT_EQ(all->forward(b.x, b.labels.data(), true), loss);
+  EXPECT_EQ(all->batchnorm_folding().folded_with_residual, 0);
+  EXPECT_TRUE(all->batchnorm_folding().refused_with_residual.empty());
+}
+
+// The trainer's log line for model.batchnorm: folded: both kinds counted, the first refusal of
+// either said.
+TEST(Model, BatchNormFoldingSummaryCountsBothKinds) {
+  Context::BatchNormFolding f;
+  f.requested = f.with_residual = true;
+  f.folded = 6;
+  f.folded_with_residual = 2;
+  f.refused_with_residual = {"layer3.0.bn3: cuDNN builds no batchnorm backward through the ReLU's mask (x)"};
+  f.build_seconds = 0.0124;
+  EXPECT_EQ(f.summary(),
+            "6 of 6 BatchNorms between two convolutions folded into them, 2 of 3 with their block's sum after the "
+            "one before (cuDNN's graphs built in 12 ms); the others run separately, the first because layer3.0.bn3: "
+            "cuDNN builds no batchnorm backward through the ReLU's mask (x)");
+  f.with_residual = false;
+  f.refused_with_residual.clear();
+  EXPECT_EQ(f.summary(), "6 of 6 BatchNorms between two convolutions folded into them (cuDNN's graphs built in 12 ms)");
 }
 
 TEST(ModelGrad, TinyResNetFiniteDifferences) {
@@ -417,18 +442,22 @@ TEST(StepGraphsOnGpu, ReplaysTheSixteenBitChannelsLastStepBitwise) {
         5);
 }
 
-// model.batchnorm: folded: the folded passes (cuDNN frontend graphs, the finalize and input
-// gradient kernels) record and replay as the launches run, bit for bit.
+// model.batchnorm: folded_inner and folded: the folded passes (cuDNN frontend graphs, the
+// finalize, residual output and input gradient kernels) record and replay as the launches run,
+// bit for bit.
 TEST(StepGraphsOnGpu, ReplaysTheFoldedBatchNormStepBitwise) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
-  expect_replays_as_launches(
-      Device::cuda(0),
-      [](Model& m) {
-        m.set_compute_dtype(DType::kF16);
-        m.set_channels_last(true);
-        m.set_batchnorm_folding(true);
-      },
-      5);
+  for (const bool with_residual : {false, true}) {
+    SCOPED_TRACE(with_residual ? "folded" : "folded_inner");
+    expect_replays_as_launches(
+        Device::cuda(0),
+        [with_residual](Model& m) {
+          m.set_compute_dtype(DType::kF16);
+          m.set_channels_last(true);
+          m.set_batchnorm_folding(true, with_residual);
+        },
+        5);
+  }
 }
 
 // What stops a recording is said, not met as a wrong replay: a hook that takes each gradient

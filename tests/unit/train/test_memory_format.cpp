@@ -102,6 +102,15 @@ TEST(BatchNormFolding, OptInOnAGpuIn16BitsChannelsLast) {
   EXPECT_TRUE(folds_batchnorm(spec, gpu));
   EXPECT_EQ(describe_batchnorm(spec, gpu).rfind("folded: each BatchNorm with its ReLU between two convolutions", 0),
             0u);
+  EXPECT_TRUE(folds_residual_batchnorm(spec, gpu)) << "folded: each branch's last BatchNorm, with its sum, too";
+  EXPECT_NE(describe_batchnorm(spec, gpu).find("each branch's last, with its block's sum, takes its statistics"),
+            std::string::npos);
+  JobSpec inner = spec;
+  inner.model.batchnorm = "folded_inner";
+  EXPECT_TRUE(folds_batchnorm(inner, gpu));
+  EXPECT_FALSE(folds_residual_batchnorm(inner, gpu)) << "folded_inner: only those between two convolutions";
+  EXPECT_NE(describe_batchnorm(inner, gpu).find("each branch's last stays cuDNN's BatchNorm with the block's sum"),
+            std::string::npos);
   EXPECT_TRUE(folds_batchnorm(job(Precision::kAmpBf16, "channels_last"), gpu) == false) << "the key is not set";
   JobSpec bf16 = job(Precision::kAmpBf16, "channels_last");
   bf16.model.batchnorm = "folded";
@@ -115,6 +124,7 @@ TEST(BatchNormFolding, OptInOnAGpuIn16BitsChannelsLast) {
   JobSpec tf32 = job(Precision::kTf32, "auto");
   tf32.model.batchnorm = "folded";
   EXPECT_FALSE(folds_batchnorm(tf32, gpu)) << "folding is built for 16-bit activations";
+  EXPECT_FALSE(folds_residual_batchnorm(tf32, gpu));
   spec.model.batchnorm = "separate";
   spec.model.memory_format = "auto";
   EXPECT_FALSE(folds_batchnorm(spec, gpu));
