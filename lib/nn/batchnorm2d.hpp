@@ -67,6 +67,14 @@ class BatchNorm2d : public Layer {
   virtual std::string fold_with_residual_after(Layer& /*before*/) {
     return "BatchNorm folding is a GPU's (cuDNN graphs on NHWC 16-bit activations)";
   }
+  // A projection shortcut's BatchNorm folded into `last`, the branch's last BatchNorm folded with
+  // the block's sum (NVIDIA's "dual scale-bias-add-ReLU"): `before`, the shortcut's convolution,
+  // sums its statistics, its forward returns its input and `last`'s pass normalises that as it
+  // reads it, its backward is cuDNN's batchnorm backward of z's gradient. Training only.
+  // ResidualBlock asks after `last` folded; "" means folded, otherwise why not.
+  virtual std::string fold_into_residual_of(Layer& /*before*/, BatchNorm2d& /*last*/) {
+    return "BatchNorm folding is a GPU's (cuDNN graphs on NHWC 16-bit activations)";
+  }
   Param& weight() { return *weight_; }
   Param& bias() { return *bias_; }
   Buffer& running_mean() { return *running_mean_; }

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <stdexcept>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/device_memory.hpp"
@@ -26,8 +28,9 @@ struct BatchNorm2dCuda::Impl {
   cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN;
   std::size_t reserve_bytes = 0;
   cuda::OperationWorkspace forward_workspace, backward_workspace;
-  // Folded with the block's sum: cuDNN's batchnorm backward through the ReLU's mask.
-  std::shared_ptr<const cuda::FusedConvGraph> residual_backward;
+  // Folded with the block's sum: cuDNN's batchnorm backward, through the ReLU's mask for the
+  // branch's last BatchNorm, without for a projection shortcut's.
+  std::shared_ptr<const cuda::FusedConvGraph> folded_backward;
 };
 
 namespace {
@@ -57,7 +60,8 @@ BatchNorm2dCuda::BatchNorm2dCuda(Context& ctx, std::string name, const BatchNorm
 BatchNorm2dCuda::~BatchNorm2dCuda() = default;
 
 bool BatchNorm2dCuda::backward_reads_output() const {
-  return !folded_ && !residual_folded_ && native_nhwc_ && impl_->ops != CUDNN_BATCHNORM_OPS_BN;
+  return !folded_ && !residual_folded_ && !shortcut_folded_ && native_nhwc_ &&
+         impl_->ops != CUDNN_BATCHNORM_OPS_BN;
 }
 
 bool BatchNorm2dCuda::keeps_output_for_backward() const {
@@ -73,8 +77,9 @@ TensorDesc BatchNorm2dCuda::configure(const TensorDesc& src, bool training) {
   const Device& device = src.device;
   native_nhwc_ = ctx_.channels_last && src.layout == Layout::kChannelsLast;
   residual_fused_ = false;  // the block asks again (fuse_residual_add_relu, fold_between)
-  folded_ = residual_folded_ = false;
-  impl_->residual_backward = nullptr;
+  folded_ = residual_folded_ = shortcut_folded_ = false;
+  folded_shortcut_ = nullptr;
+  impl_->folded_backward = nullptr;
   residual_ = nullptr;
   plain_src_ = native_nhwc_ ? src : TensorDesc::plain(src.shape, device, src.dtype);
   src_to_plain_.configure(src, plain_src_);
@@ -204,19 +209,23 @@ std::string BatchNorm2dCuda::fold_between(Layer& before, Layer& after) {
   return "";
 }
 
-// The graph of the backward first (cuDNN may build none for the shape), then the statistics
-// from the convolution before; either refusing leaves both as they were configured.
-std::string BatchNorm2dCuda::fold_with_residual_after(Layer& before) {
-  residual_folded_ = false;
-  impl_->residual_backward = nullptr;
+// Why this layer cannot fold with the block's sum after `before`, or "" (the conditions both
+// folds with the sum share).
+std::string BatchNorm2dCuda::residual_fold_obstacle(Layer& before) const {
   if (!training_) return "in evaluation the BatchNorm with the block's sum is one pass already";
-  if (!residual_fused_) return "the block's sum and ReLU are not fused into it";
   const DType dtype = plain_src_.dtype;
   if (!native_nhwc_ || dtype == DType::kF32)
     return "folding is built for NHWC 16-bit activations (channels_last, amp-fp16 or amp-bf16), not " +
            plain_src_.str();
-  auto* conv_before = dynamic_cast<Conv2dCuda*>(&before);
-  if (conv_before == nullptr) return "no convolution before it";
+  if (dynamic_cast<Conv2dCuda*>(&before) == nullptr) return "no convolution before it";
+  return "";
+}
+
+// The graph of the backward first (cuDNN may build none for the shape), then the statistics from
+// the convolution before; either refusing leaves both as they were configured. Then our kernel
+// runs forward and the graph backward: cuDNN's fused BatchNorm's workspaces and reserve go.
+std::string BatchNorm2dCuda::fold_statistics_and_backward(Layer& before, cuda::FusedPass pass) {
+  const DType dtype = plain_src_.dtype;
   const Shape& x = plain_src_.shape;
   cuda::FusedConvShape shape;
   shape.n = x[0], shape.c = x[1], shape.h = x[2], shape.w = x[3];
@@ -225,27 +234,58 @@ std::string BatchNorm2dCuda::fold_with_residual_after(Layer& before) {
   cuda::FusedConvOptions options;
   options.deterministic = ctx_.rules.deterministic;
   const auto start = std::chrono::steady_clock::now();
-  std::shared_ptr<const cuda::FusedConvGraph> graph =
-      cuda::fused_conv_graph(ctx_, cuda::FusedPass::kResidualBatchNormBackward, shape, options);
+  std::shared_ptr<const cuda::FusedConvGraph> graph = cuda::fused_conv_graph(ctx_, pass, shape, options);
   ctx_.batchnorm_folding.build_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!graph->built()) return "cuDNN builds no batchnorm backward through the ReLU's mask (" + graph->error() + ")";
+  if (!graph->built())
+    return std::string("cuDNN builds no batchnorm backward") +
+           (pass == cuda::FusedPass::kResidualBatchNormBackward ? " through the ReLU's mask" : "") + " (" +
+           graph->error() + ")";
   const Device& device = plain_src_.device;
   const std::size_t channels = static_cast<std::size_t>(options_.channels);
   fold_.sum.reserve(device, channels * sizeof(float));
   fold_.sq_sum.reserve(device, channels * sizeof(float));
   fold_.scale.reserve(device, channels * dtype_size(dtype));  // the finalize writes them; unused here
   fold_.bias.reserve(device, channels * dtype_size(dtype));
-  if (std::string why = conv_before->fold_statistics_of(*this); !why.empty()) return why;
-  impl_->residual_backward = std::move(graph);
-  residual_folded_ = true;
-  relu_bits_.reserve(device, static_cast<std::size_t>((plain_src_.numel() + 7) / 8));
-  // Our kernel forward, the graph backward: cuDNN's fused BatchNorm's workspaces and reserve go.
+  if (std::string why = dynamic_cast<Conv2dCuda&>(before).fold_statistics_of(*this); !why.empty()) return why;
+  impl_->folded_backward = std::move(graph);
   const bool plans_workspace = ctx_.planned_backward && ctx_.lean_plan;
   impl_->forward_workspace.reset();
-  impl_->backward_workspace.configure(ctx_, impl_->residual_backward->workspace_bytes(), plans_workspace);
+  impl_->backward_workspace.configure(ctx_, impl_->folded_backward->workspace_bytes(), plans_workspace);
   reserve_.release();
   impl_->reserve_bytes = 0;
+  return "";
+}
+
+std::string BatchNorm2dCuda::fold_with_residual_after(Layer& before) {
+  residual_folded_ = false;
+  impl_->folded_backward = nullptr;
+  folded_shortcut_ = nullptr;
+  if (!residual_fused_) return "the block's sum and ReLU are not fused into it";
+  if (std::string why = residual_fold_obstacle(before); !why.empty()) return why;
+  if (std::string why = fold_statistics_and_backward(before, cuda::FusedPass::kResidualBatchNormBackward);
+      !why.empty())
+    return why;
+  residual_folded_ = true;
+  relu_bits_.reserve(plain_src_.device, static_cast<std::size_t>((plain_src_.numel() + 7) / 8));
+  return "";
+}
+
+std::string BatchNorm2dCuda::fold_into_residual_of(Layer& before, BatchNorm2d& last) {
+  shortcut_folded_ = false;
+  impl_->folded_backward = nullptr;
+  auto* last_cuda = dynamic_cast<BatchNorm2dCuda*>(&last);
+  if (last_cuda == nullptr || !last_cuda->residual_folded_)
+    return "the branch's last BatchNorm did not fold with the block's sum";
+  if (options_.fuse_relu) return "a shortcut's BatchNorm with a ReLU of its own does not fold";
+  if (plain_src_ != last_cuda->plain_src_) return "its output is not the branch's shape";
+  if (std::string why = residual_fold_obstacle(before); !why.empty()) return why;
+  if (std::string why = fold_statistics_and_backward(before, cuda::FusedPass::kBatchNormBackward); !why.empty())
+    return why;
+  shortcut_folded_ = true;
+  last_cuda->folded_shortcut_ = this;
+  // Its output is its input, normalised as the last BatchNorm's pass reads it: never stored.
+  dst_.configure(plain_src_.device, plain_src_.nbytes(), /*planned=*/true);
   return "";
 }
 
@@ -259,13 +299,8 @@ const TensorRef& BatchNorm2dCuda::forward(const TensorRef& src) {
     out_.data = src.data;
     return out_;
   }
-  if (folded_) {  // the statistics the convolution before summed; the one after applies them
-    const Shape& x = plain_src_.shape;
-    cuda::batchnorm_fold_finalize(plain_src_.dtype, fold_.sum.as<const float>(), fold_.sq_sum.as<const float>(),
-                                  x[0] * x[2] * x[3], weight_->value.data<float>(), bias_->value.data<float>(),
-                                  options_.eps, options_.momentum, running_mean_->value.data<float>(),
-                                  running_var_->value.data<float>(), save_mean_.as<float>(), save_inv_var_.as<float>(),
-                                  fold_.scale.get(), fold_.bias.get(), options_.channels, cuda::stream_of(ctx_));
+  if (folded_ || shortcut_folded_) {  // the statistics the convolution before summed; the layer after applies them
+    finalize_folded_statistics();
     x_plain_ = src.data;
     out_.data = src.data;
     return out_;
@@ -273,19 +308,14 @@ const TensorRef& BatchNorm2dCuda::forward(const TensorRef& src) {
   if (residual_folded_) {  // the statistics the convolution before summed, the sum and ReLU in one pass
     if (residual_ == nullptr)
       throw std::logic_error("BatchNorm2d " + name_ + ": forward without the residual it fuses");
-    const Shape& x = plain_src_.shape;
-    cudaStream_t stream = cuda::stream_of(ctx_);
-    cuda::batchnorm_fold_finalize(plain_src_.dtype, fold_.sum.as<const float>(), fold_.sq_sum.as<const float>(),
-                                  x[0] * x[2] * x[3], weight_->value.data<float>(), bias_->value.data<float>(),
-                                  options_.eps, options_.momentum, running_mean_->value.data<float>(),
-                                  running_var_->value.data<float>(), save_mean_.as<float>(), save_inv_var_.as<float>(),
-                                  fold_.scale.get(), fold_.bias.get(), options_.channels, stream);
+    finalize_folded_statistics();
     x_plain_ = src.data;
     out_.data = dst_.get();
-    cuda::batchnorm_fold_residual_output(plain_src_.dtype, x_plain_, residual_, save_mean_.as<const float>(),
-                                         save_inv_var_.as<const float>(), weight_->value.data<float>(),
-                                         bias_->value.data<float>(), out_.data, relu_bits_.as<uint8_t>(),
-                                         options_.channels, plain_src_.numel(), stream);
+    const cuda::FoldedStatistics shortcut =
+        folded_shortcut_ != nullptr ? folded_shortcut_->folded_statistics() : cuda::FoldedStatistics{};
+    cuda::batchnorm_fold_residual_output(plain_src_.dtype, x_plain_, residual_, folded_statistics(), shortcut,
+                                         out_.data, relu_bits_.as<uint8_t>(), options_.channels, plain_src_.numel(),
+                                         cuda::stream_of(ctx_));
     return out_;
   }
   cudnnHandle_t handle = cuda::cudnn_handle(ctx_);
@@ -332,6 +362,22 @@ const TensorRef& BatchNorm2dCuda::forward(const TensorRef& src) {
   return out_;
 }
 
+// The batch statistics from the sums the convolution before wrote, the running statistics, and
+// the scale and bias a convolution after applies (folded_).
+void BatchNorm2dCuda::finalize_folded_statistics() {
+  const Shape& x = plain_src_.shape;
+  cuda::batchnorm_fold_finalize(plain_src_.dtype, fold_.sum.as<const float>(), fold_.sq_sum.as<const float>(),
+                                x[0] * x[2] * x[3], weight_->value.data<float>(), bias_->value.data<float>(),
+                                options_.eps, options_.momentum, running_mean_->value.data<float>(),
+                                running_var_->value.data<float>(), save_mean_.as<float>(), save_inv_var_.as<float>(),
+                                fold_.scale.get(), fold_.bias.get(), options_.channels, cuda::stream_of(ctx_));
+}
+
+cuda::FoldedStatistics BatchNorm2dCuda::folded_statistics() const {
+  return {save_mean_.as<const float>(), save_inv_var_.as<const float>(), weight_->value.data<float>(),
+          bias_->value.data<float>()};
+}
+
 void BatchNorm2dCuda::forward_native() {
   Impl& d = *impl_;
   const float one = 1.0f, zero = 0.0f;
@@ -362,22 +408,26 @@ const TensorRef& BatchNorm2dCuda::backward(const TensorRef& diff_dst) {
     diff_src_.data = dx;
     return diff_src_;
   }
-  if (residual_folded_) {  // through the ReLU's mask; z's gradient written; the block reports ours
-    diff_residual_.data = diff_z_.get();
+  if (residual_folded_ || shortcut_folded_) {
+    // cuDNN's batchnorm backward graph: the last BatchNorm's through the ReLU's mask, writing z's
+    // gradient too (the block reports its weight gradients); a shortcut's given z's gradient.
     void* dx = diff_src_plain_.get();
+    std::unordered_map<std::string, void*> tensors{{"dy", const_cast<void*>(diff_dst.data)},
+                                                   {"x", const_cast<void*>(x_plain_)},
+                                                   {"scale", weight_->value.raw()},
+                                                   {"mean", save_mean_.get()},
+                                                   {"inv_std", save_inv_var_.get()},
+                                                   {"dx", dx},
+                                                   {"dscale", weight_->grad.raw()},
+                                                   {"dbias", bias_->grad.raw()}};
+    if (residual_folded_) {
+      diff_residual_.data = diff_z_.get();
+      tensors["mask"] = relu_bits_.get();
+      tensors["dz"] = diff_residual_.data;
+    }
     const cuda::Workspace ws = impl_->backward_workspace.get(ctx_);
-    impl_->residual_backward->execute(cuda::cudnn_handle(ctx_),
-                                      {{"dy", const_cast<void*>(diff_dst.data)},
-                                       {"mask", relu_bits_.get()},
-                                       {"x", const_cast<void*>(x_plain_)},
-                                       {"scale", weight_->value.raw()},
-                                       {"mean", save_mean_.get()},
-                                       {"inv_std", save_inv_var_.get()},
-                                       {"dx", dx},
-                                       {"dscale", weight_->grad.raw()},
-                                       {"dbias", bias_->grad.raw()},
-                                       {"dz", diff_residual_.data}},
-                                      ws.data, "BatchNorm2d " + name_ + " backward");
+    impl_->folded_backward->execute(cuda::cudnn_handle(ctx_), tensors, ws.data, "BatchNorm2d " + name_ + " backward");
+    if (!residual_fused_) grads_ready();
     if (!needs_input_grad_) return none_;
     diff_src_.data = diff_src_out_.convert(ctx_, {plain_src_, dx}).data;
     return diff_src_;
@@ -432,7 +482,7 @@ void BatchNorm2dCuda::backward_native(const void* diff_dst, void* diff_src) {
 // forward reads x and, with the sum fused, z.
 GradientPlan::Buffer* BatchNorm2dCuda::plan_forward(GradientPlan& plan, GradientPlan::Buffer* src) {
   plan.read(src);
-  if (folded_) {  // the output is the input; backward reads the input
+  if (folded_ || shortcut_folded_) {  // the output is the input; backward reads the input
     saved_ = {src, nullptr};
     plan.next();
     return src;

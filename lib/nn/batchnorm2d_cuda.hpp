@@ -30,7 +30,10 @@
 //    writes the sums, forward makes the statistics as above and writes relu(x * scale + bias + z)
 //    with the ReLU's mask, one bit an element, in one pass (batchnorm_fold_cuda.hpp); backward is
 //    cuDNN's batchnorm backward graph through that mask (cudnn_fusion_cuda.hpp), which writes z's
-//    gradient too. It reads x and the mask, not the output.
+//    gradient too. It reads x and the mask, not the output. A projection shortcut's BatchNorm
+//    folds into that pass (fold_into_residual_of): its statistics from the shortcut's convolution,
+//    its forward the finalize alone (it returns its input, which the last BatchNorm's pass
+//    normalises as it reads it), its backward cuDNN's batchnorm backward graph given z's gradient.
 #pragma once
 
 #include <memory>
@@ -40,6 +43,10 @@
 #include "nn/context_cuda.hpp"
 
 namespace sdp::nn {
+namespace cuda {
+struct FoldedStatistics;
+enum class FusedPass;
+}  // namespace cuda
 
 class BatchNorm2dCuda final : public BatchNorm2d {
  public:
@@ -62,6 +69,7 @@ class BatchNorm2dCuda final : public BatchNorm2d {
   GradientPlan::Buffer* planned_residual_grad() const override { return planned_residual_grad_; }
   std::string fold_between(Layer& before, Layer& after) override;
   std::string fold_with_residual_after(Layer& before) override;
+  std::string fold_into_residual_of(Layer& before, BatchNorm2d& last) override;
   bool folded() const { return folded_; }
   bool folded_with_residual() const { return residual_folded_; }
 
@@ -82,6 +90,10 @@ class BatchNorm2dCuda final : public BatchNorm2d {
   // Picks the cuDNN mode and operation (see the header comment) and sizes their buffers.
   void choose_fused_operation(bool with_residual);
   void forward_native();
+  void finalize_folded_statistics();
+  cuda::FoldedStatistics folded_statistics() const;
+  std::string residual_fold_obstacle(Layer& before) const;
+  std::string fold_statistics_and_backward(Layer& before, cuda::FusedPass pass);
   void backward_native(const void* diff_dst, void* diff_src);
 
   std::unique_ptr<Impl> impl_;
@@ -90,6 +102,8 @@ class BatchNorm2dCuda final : public BatchNorm2d {
   bool residual_fused_ = false;
   bool folded_ = false;  // fold_between said yes since the last configure
   bool residual_folded_ = false;  // fold_with_residual_after said yes since the last configure
+  bool shortcut_folded_ = false;  // fold_into_residual_of said yes since the last configure
+  BatchNorm2dCuda* folded_shortcut_ = nullptr;  // residual_folded_: the shortcut's folded into our pass
   FoldState fold_;
   TensorDesc plain_src_;
   CudaLayoutAdapter src_to_plain_, diff_src_out_;

@@ -82,9 +82,18 @@ __global__ void batchnorm_fold_input_grad_vector_kernel(const T* drelu, const T*
 
 // One thread per mask byte: 8 elements. Vector: 16 bytes of x, z and y a thread (the channels a
 // multiple of 8, the tensors 16-byte aligned); otherwise element by element.
+__device__ BatchNormFoldChannel saved_channel(const FoldedStatistics& s, int64_t ch) {
+  return fold_saved_statistics(s.mean[ch], s.inv_std[ch], s.gamma[ch], s.beta[ch]);
+}
+
+// The sum's second term: z, or the shortcut's convolution output through its folded BatchNorm.
+__device__ float shortcut_term(const FoldedStatistics& shortcut, int64_t ch, float z) {
+  return shortcut.mean == nullptr ? z : fold_shortcut_element(saved_channel(shortcut, ch), z);
+}
+
 template <class T, bool kVector>
-__global__ void batchnorm_fold_residual_output_kernel(const T* x, const T* z, const float* mean, const float* inv_std,
-                                                      const float* gamma, const float* beta, T* y, uint8_t* mask,
+__global__ void batchnorm_fold_residual_output_kernel(const T* x, const T* z, FoldedStatistics bn,
+                                                      FoldedStatistics shortcut, T* y, uint8_t* mask,
                                                       int64_t channels, int64_t numel) {
   const int64_t bytes = (numel + 7) / 8;
   SDP_GRID_STRIDE(byte, bytes) {
@@ -102,16 +111,16 @@ __global__ void batchnorm_fold_residual_output_kernel(const T* x, const T* z, co
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
         const int64_t ch = ch0 + k;
-        const BatchNormFoldChannel c = fold_saved_statistics(mean[ch], inv_std[ch], gamma[ch], beta[ch]);
-        ey[k] = store_as<T>(fold_residual_output_element(c, load_f32(ex[k]), load_f32(ez[k])));
+        ey[k] = store_as<T>(fold_residual_output_element(saved_channel(bn, ch), load_f32(ex[k]),
+                                                         shortcut_term(shortcut, ch, load_f32(ez[k]))));
         if (load_f32(ey[k]) > 0.0f) bits |= relu_mask_bit(first + k);
       }
       reinterpret_cast<uint4*>(y)[byte] = ry;
     } else {
       for (int64_t j = first; j < first + 8 && j < numel; ++j) {
         const int64_t ch = j % channels;
-        const BatchNormFoldChannel c = fold_saved_statistics(mean[ch], inv_std[ch], gamma[ch], beta[ch]);
-        y[j] = store_as<T>(fold_residual_output_element(c, load_f32(x[j]), load_f32(z[j])));
+        y[j] = store_as<T>(fold_residual_output_element(saved_channel(bn, ch), load_f32(x[j]),
+                                                        shortcut_term(shortcut, ch, load_f32(z[j]))));
         if (load_f32(y[j]) > 0.0f) bits |= relu_mask_bit(j);
       }
     }
@@ -166,16 +175,15 @@ void batchnorm_fold_input_grad(DType dtype, const void* drelu, const void* x, co
   check_launch("batchnorm_fold_input_grad_kernel");
 }
 
-void batchnorm_fold_residual_output(DType dtype, const void* x, const void* z, const float* mean, const float* inv_std,
-                                    const float* gamma, const float* beta, void* y, uint8_t* mask, int64_t channels,
+void batchnorm_fold_residual_output(DType dtype, const void* x, const void* z, const FoldedStatistics& bn,
+                                    const FoldedStatistics& shortcut, void* y, uint8_t* mask, int64_t channels,
                                     int64_t numel, cudaStream_t stream) {
   with_storage_type(dtype, [&](auto tag) {
     using T = storage_t<decltype(tag)>;
     const int64_t bytes = (numel + 7) / 8;
     const auto launch = [&](auto kernel) {
-      kernel<<<grid_for(bytes), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(z), mean,
-                                                       inv_std, gamma, beta, static_cast<T*>(y), mask, channels,
-                                                       numel);
+      kernel<<<grid_for(bytes), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<const T*>(z), bn,
+                                                       shortcut, static_cast<T*>(y), mask, channels, numel);
     };
     if constexpr (sizeof(T) == 2) {
       if (channels % 8 == 0 && aligned16(x) && aligned16(z) && aligned16(y)) {

@@ -30,12 +30,21 @@ void batchnorm_fold_input_grad(DType dtype, const void* drelu, const void* x, co
                                const float* mean, const float* inv_std, const float* gamma, int64_t count, void* dx,
                                int64_t channels, int64_t numel, cudaStream_t stream);
 
+// A BatchNorm's saved batch statistics and parameters (f32, per channel).
+struct FoldedStatistics {
+  const float* mean = nullptr;
+  const float* inv_std = nullptr;
+  const float* gamma = nullptr;
+  const float* beta = nullptr;
+};
+
 // The branch's last BatchNorm folded with the block's sum: y = relu(x * scale + bias + z) over NHWC
-// [numel / channels, channels], each channel's scale and bias from the saved mean and inverse
-// deviation, gamma and beta (f32); `mask` gets the ReLU's bits (numel / 8 bytes, rounded up;
-// batchnorm_fold_rule.hpp's order), what cuDNN's batchnorm backward graph reads.
-void batchnorm_fold_residual_output(DType dtype, const void* x, const void* z, const float* mean, const float* inv_std,
-                                    const float* gamma, const float* beta, void* y, uint8_t* mask, int64_t channels,
+// [numel / channels, channels], each channel's scale and bias from `bn`'s statistics; with
+// `shortcut` (its mean not null: a projection shortcut's BatchNorm folded in too) z is its
+// convolution's output, normalised as it is read. `mask` gets the ReLU's bits (numel / 8 bytes,
+// rounded up; batchnorm_fold_rule.hpp's order), what cuDNN's batchnorm backward graph reads.
+void batchnorm_fold_residual_output(DType dtype, const void* x, const void* z, const FoldedStatistics& bn,
+                                    const FoldedStatistics& shortcut, void* y, uint8_t* mask, int64_t channels,
                                     int64_t numel, cudaStream_t stream);
 
 }  // namespace sdp::nn::cuda

@@ -14,7 +14,9 @@
 //  * the branch's last BatchNorm, folded with the block's sum and ReLU: the statistics as above
 //    from the convolution before; forward writes y = relu(x * scale + bias + z) and the ReLU's
 //    mask, one bit an element; backward (cuDNN's batchnorm backward graph) takes the gradient
-//    through that mask, which is also z's gradient, and gives dx as above.
+//    through that mask, which is also z's gradient, and gives dx as above. A projection
+//    shortcut's BatchNorm folds into that pass too (NVIDIA's "dual scale-bias-add-ReLU"): z is
+//    then its convolution's output x_sc, normalised in the same pass, x_sc * scale_sc + bias_sc.
 #pragma once
 
 #include <cmath>
@@ -104,6 +106,11 @@ SDP_HOST_DEVICE float fold_input_grad_element(const BatchNormInputGradCoefficien
 SDP_HOST_DEVICE float fold_residual_output_element(const BatchNormFoldChannel& c, float x, float z) {
   const float pre = x * c.scale + c.bias + z;
   return pre > 0.0f ? pre : 0.0f;
+}
+
+// The shortcut's term of that sum when its BatchNorm folds in: x_sc * scale_sc + bias_sc.
+SDP_HOST_DEVICE float fold_shortcut_element(const BatchNormFoldChannel& c, float x_sc) {
+  return x_sc * c.scale + c.bias;
 }
 
 // The ReLU's mask as cuDNN's BOOLEAN tensors hold one: a bit an element in the tensor's memory

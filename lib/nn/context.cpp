@@ -26,10 +26,15 @@ std::string Context::BatchNormFolding::summary() const {
     line += ", " + std::to_string(folded_with_residual) + " of " +
             std::to_string(folded_with_residual + static_cast<int>(refused_with_residual.size())) +
             " with their block's sum after the one before";
+  if (with_residual && (folded_shortcuts > 0 || !refused_shortcuts.empty()))
+    line += ", " + std::to_string(folded_shortcuts) + " of " +
+            std::to_string(folded_shortcuts + static_cast<int>(refused_shortcuts.size())) +
+            " projection shortcuts' into theirs";
   line += " (cuDNN's graphs built in " + std::to_string(static_cast<long long>(std::llround(build_seconds * 1e3))) +
           " ms)";
-  const std::string& first = !refused.empty() ? refused.front()
+  const std::string& first = !refused.empty()                 ? refused.front()
                              : !refused_with_residual.empty() ? refused_with_residual.front()
+                             : !refused_shortcuts.empty()     ? refused_shortcuts.front()
                                                               : std::string();
   if (!first.empty()) line += "; the others run separately, the first because " + first;
   return line;

@@ -75,8 +75,9 @@ struct Context {
   // that did at the last one and `refused` says why the others did not (Model::configure clears
   // both).
   // With `with_residual`, each residual branch's last BatchNorm (its block's sum and ReLU fused)
-  // folds too, after the convolution before it (fold_with_residual_after), in training;
-  // `folded_with_residual` and `refused_with_residual` count those.
+  // folds too, after the convolution before it (fold_with_residual_after), in training, and a
+  // projection shortcut's BatchNorm into it (fold_into_residual_of); `folded_with_residual`,
+  // `refused_with_residual`, `folded_shortcuts` and `refused_shortcuts` count those.
   struct BatchNormFolding {
     bool requested = false;
     bool with_residual = false;
@@ -84,9 +85,12 @@ struct Context {
     std::vector<std::string> refused;  // "layer: why"
     int folded_with_residual = 0;
     std::vector<std::string> refused_with_residual;
+    int folded_shortcuts = 0;
+    std::vector<std::string> refused_shortcuts;
     double build_seconds = 0;  // building the folded passes' cuDNN graphs (each shape's once a stream)
     // "6 of 6 BatchNorms between two convolutions folded into them, 3 of 3 with their block's
-    // sum after the one before (...)", and the first refusal.
+    // sum after the one before, 2 of 2 projection shortcuts' into theirs (...)", and the first
+    // refusal.
     std::string summary() const;
   } batchnorm_folding;
   // Times every layer's forward and backward when set (nn/layer_profile.hpp); not owned.

@@ -176,16 +176,20 @@ void build_filter_gradient(Builder& b, const FusedConvShape& s, const FusedConvO
            {s.k, s.c, s.r, s.r}, s.dtype);
 }
 
-// The residual branch's last BatchNorm's backward, its sum and ReLU folded (the header's last
-// pass): the gradient through the ReLU's mask is the sum's (written: z's gradient), and the
-// batchnorm backward node takes it with the saved statistics the forward's finalize kept.
-void build_residual_batchnorm_backward(Builder& b, const FusedConvShape& s) {
+// The backward of a folded BatchNorm with the block's sum (the header's last two passes): with
+// the mask, the residual branch's last, whose gradient through the ReLU's mask is the sum's
+// (written: z's gradient); without, a projection shortcut's, given that gradient. The batchnorm
+// backward node takes it with the saved statistics the forward's finalize kept.
+void build_batchnorm_backward(Builder& b, const FusedConvShape& s, bool through_mask) {
   const std::vector<int64_t> act{s.n, s.c, s.h, s.w}, channels{1, s.c, 1, 1};
   const DType f32 = DType::kF32;
   fe::graph::Graph& g = b.graph();
   TensorPtr dy = b.input("dy", act, s.dtype);
-  TensorPtr mask = b.bit_mask_input("mask", act);
-  TensorPtr dz = b.output("dz", g.pointwise(dy, mask, pointwise(fe::PointwiseMode_t::MUL)), act, s.dtype);
+  TensorPtr dz = dy;
+  if (through_mask) {
+    TensorPtr mask = b.bit_mask_input("mask", act);
+    dz = b.output("dz", g.pointwise(dy, mask, pointwise(fe::PointwiseMode_t::MUL)), act, s.dtype);
+  }
   TensorPtr x = b.input("x", act, s.dtype);
   TensorPtr scale = b.input("scale", channels, f32);
   TensorPtr mean = b.input("mean", channels, f32), inv_std = b.input("inv_std", channels, f32);
@@ -215,7 +219,8 @@ std::string define_graph(FusedConvGraph::Impl& impl, std::map<std::string, Fused
     case FusedPass::kForward: build_forward(builder, shape, options); break;
     case FusedPass::kInputGradient: build_input_gradient(builder, shape, options); break;
     case FusedPass::kFilterGradient: build_filter_gradient(builder, shape, options); break;
-    case FusedPass::kResidualBatchNormBackward: build_residual_batchnorm_backward(builder, shape); break;
+    case FusedPass::kResidualBatchNormBackward: build_batchnorm_backward(builder, shape, true); break;
+    case FusedPass::kBatchNormBackward: build_batchnorm_backward(builder, shape, false); break;
   }
   fe::error_t status = impl.graph.validate();
   return status.is_good() ? "" : "validate: " + status.get_message();

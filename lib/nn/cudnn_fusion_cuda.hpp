@@ -17,6 +17,8 @@
 //   residual batchnorm backward: dz = dy * mask (the ReLU's bits: the sum's gradient, z's);
 //                     dx, dscale, dbias = batchnorm_backward(dz, x, scale, mean, inv_std), f32
 //                     scale (gamma), mean, inv_std and weight gradients
+//   batchnorm backward: the same without the mask (dz is dy): a projection shortcut's
+//                     BatchNorm folded into that pass, given z's gradient
 // Tensors are named as above; scale and bias are in the io type in the forward and filter
 // gradient (cuDNN 9.19 on an H100 built no forward with f32 ones), f32 in the input gradient.
 // Filters are KRSC (OHWI), as Conv2dCuda's NHWC copy. Built once per shape at configure (the
@@ -49,7 +51,7 @@ struct FusedConvShape {
   bool operator<(const FusedConvShape& o) const;
 };
 
-enum class FusedPass { kForward, kInputGradient, kFilterGradient, kResidualBatchNormBackward };
+enum class FusedPass { kForward, kInputGradient, kFilterGradient, kResidualBatchNormBackward, kBatchNormBackward };
 
 struct FusedConvOptions {
   bool input_batchnorm = false;  // the BatchNorm before the convolution is folded in (see above)

@@ -110,6 +110,8 @@ void Model::configure(int64_t batch, bool training) {
   ctx_.batchnorm_folding.refused.clear();
   ctx_.batchnorm_folding.folded_with_residual = 0;
   ctx_.batchnorm_folding.refused_with_residual.clear();
+  ctx_.batchnorm_folding.folded_shortcuts = 0;
+  ctx_.batchnorm_folding.refused_shortcuts.clear();
   ctx_.batchnorm_folding.build_seconds = 0;
   TensorDesc desc = input_.desc;
   for (auto& layer : layers_) desc = layer->configure(desc, training);

@@ -77,11 +77,19 @@ void ResidualBlock::fold_batchnorms() {
 
 void ResidualBlock::fold_residual_batchnorm() {
   if (branch_.size() < 2) return;
-  const std::string why = fused_->fold_with_residual_after(*branch_[branch_.size() - 2]);
-  if (why.empty())
-    ++ctx_.batchnorm_folding.folded_with_residual;
+  Context::BatchNormFolding& folding = ctx_.batchnorm_folding;
+  if (const std::string why = fused_->fold_with_residual_after(*branch_[branch_.size() - 2]); !why.empty()) {
+    folding.refused_with_residual.push_back(fused_->name() + ": " + why);
+    return;
+  }
+  ++folding.folded_with_residual;
+  // A projection shortcut (convolution, BatchNorm): its BatchNorm into the last one's pass.
+  auto* shortcut_bn = shortcut_.size() == 2 ? dynamic_cast<BatchNorm2d*>(shortcut_[1].get()) : nullptr;
+  if (shortcut_bn == nullptr) return;
+  if (const std::string why = shortcut_bn->fold_into_residual_of(*shortcut_[0], *fused_); !why.empty())
+    folding.refused_shortcuts.push_back(shortcut_bn->name() + ": " + why);
   else
-    ctx_.batchnorm_folding.refused_with_residual.push_back(fused_->name() + ": " + why);
+    ++folding.folded_shortcuts;
 }
 
 bool ResidualBlock::set_input_grad_relu_gated(bool gated) {

@@ -17,7 +17,8 @@
 // BatchNorm between two of the branch's convolutions to fold into them (BatchNorm2d::fold_between:
 // bn1 and bn2 of a bottleneck, bn1 of a basic block); with Context::batchnorm_folding's
 // with_residual, each training configure also asks the branch's last BatchNorm, the fused sum
-// above, to fold after the convolution before it (BatchNorm2d::fold_with_residual_after).
+// above, to fold after the convolution before it (BatchNorm2d::fold_with_residual_after), and a
+// projection shortcut's BatchNorm to fold into that one (fold_into_residual_of).
 //
 // Factories build the blocks of He et al.: basic (two 3x3 convs) and bottleneck
 // (1x1, 3x3 with the stride, 1x1 with 4x channels, as torchvision's ResNet v1.5).
@@ -82,7 +83,8 @@ class ResidualBlock : public Layer {
   // model.batchnorm: folded: asks each BatchNorm between two convolutions of the branch, and
   // counts the answers in Context::batchnorm_folding.
   void fold_batchnorms();
-  // The same for the branch's last BatchNorm, its sum fused (fused_), after the layer before it.
+  // The same for the branch's last BatchNorm, its sum fused (fused_), after the layer before it,
+  // and then a projection shortcut's BatchNorm into that one.
   void fold_residual_batchnorm();
   const TensorRef& forward_fused(const TensorRef& src);
   const TensorRef& backward_fused(const TensorRef& diff_dst);

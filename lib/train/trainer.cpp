@@ -226,7 +226,7 @@ void Trainer::note_batchnorm_folding() {
   batchnorm_folding_noted_ = true;
   if (world_.rank() != 0) return;
   const std::string line = "BatchNorm folding (model.batchnorm: " + spec_.model.batchnorm + "): " + folding.summary();
-  if (folding.refused.empty() && folding.refused_with_residual.empty())
+  if (folding.refused.empty() && folding.refused_with_residual.empty() && folding.refused_shortcuts.empty())
     log_info(line);
   else
     log_warn(line);

@@ -67,11 +67,13 @@ std::string refusals(const Model& m) {
   std::string all;
   for (const std::string& r : m.batchnorm_folding().refused) all += "\n  " + r;
   for (const std::string& r : m.batchnorm_folding().refused_with_residual) all += "\n  " + r;
+  for (const std::string& r : m.batchnorm_folding().refused_shortcuts) all += "\n  " + r;
   return all;
 }
 
 // Every BatchNorm between two convolutions of a branch folds (bn1 and bn2 of each bottleneck);
-// with folded, each branch's last one (with the block's sum) too, in training; the stem's never;
+// with folded, each branch's last one (with the block's sum) too, in training, and the two
+// projection shortcuts' BatchNorms into theirs; the stem's never;
 // an evaluation folds the inner ones with the running statistics, and the next training
 // configure folds them all again.
 TEST(FoldedBatchNormOnGpu, FoldsEveryBatchNormBetweenTwoConvolutions) {
@@ -88,8 +90,10 @@ TEST(FoldedBatchNormOnGpu, FoldsEveryBatchNormBetweenTwoConvolutions) {
       m->backward();
       EXPECT_EQ(m->batchnorm_folding().folded, 6) << what << refusals(*m);
       EXPECT_EQ(m->batchnorm_folding().folded_with_residual, with_residual) << what << refusals(*m);
+      EXPECT_EQ(m->batchnorm_folding().folded_shortcuts, with_residual > 0 ? 2 : 0) << what << refusals(*m);
       EXPECT_TRUE(m->batchnorm_folding().refused.empty()) << what << refusals(*m);
       EXPECT_TRUE(m->batchnorm_folding().refused_with_residual.empty()) << what << refusals(*m);
+      EXPECT_TRUE(m->batchnorm_folding().refused_shortcuts.empty()) << what << refusals(*m);
       m->forward(x, labels.data(), false);
       EXPECT_EQ(m->batchnorm_folding().folded, 6)
           << what << ": evaluation folds them too (the running statistics)" << refusals(*m);
@@ -136,6 +140,8 @@ TEST(FoldedBatchNormOnGpu, ComputesWhatTheSeparateBatchNormsCompute) {
       const Steps s = run_steps(*separate, 3), f = run_steps(*folded, 3);
       ASSERT_EQ(folded->batchnorm_folding().folded, 6) << refusals(*folded);
       ASSERT_EQ(folded->batchnorm_folding().folded_with_residual, fold == Fold::kWithResidual ? 3 : 0)
+          << refusals(*folded);
+      ASSERT_EQ(folded->batchnorm_folding().folded_shortcuts, fold == Fold::kWithResidual ? 2 : 0)
           << refusals(*folded);
       const double loss_tolerance = dtype == DType::kF16 ? 5e-3 : 2e-2;
       for (std::size_t i = 0; i < s.losses.size(); ++i)

@@ -346,7 +346,9 @@ TEST(CudaRules, FoldedBatchNormMatchesTheCpuBatchNormWithItsRelu) {
 // relu(x * scale + bias + z) from the genstats sums is the CPU BatchNorm's output plus z through a
 // ReLU; the mask has element j at bit j % 8 of byte j / 8; and the batchnorm backward through
 // that mask (what cuDNN's graph computes: dz = dy * mask, dscale = sum(dz * xhat), dbias = sum(dz),
-// dx from the coefficients) is the CPU BatchNorm's backward given dz.
+// dx from the coefficients) is the CPU BatchNorm's backward given dz. A projection shortcut's
+// BatchNorm folded into that pass: its term, x_sc * scale_sc + bias_sc from its saved statistics, is
+// the CPU BatchNorm's output of x_sc.
 TEST(CudaRules, FoldedResidualBatchNormMatchesTheCpuBatchNormSumAndRelu) {
   EXPECT_EQ(relu_mask_byte(0), 0);
   EXPECT_EQ(relu_mask_bit(0), 0x01);
@@ -369,6 +371,25 @@ TEST(CudaRules, FoldedResidualBatchNormMatchesTheCpuBatchNormSumAndRelu) {
   const std::vector<float> z = testing::random_vector(n * c * hw, 63);
   bn.input() = x;
   const std::vector<float> y_bn = bn.forward();
+  {
+    LayerHarness shortcut(Device::cpu());
+    shortcut.make<BatchNorm2d>(o);
+    const std::vector<float> g = testing::random_vector(c, 65, 0.5f, 1.5f), b = testing::random_vector(c, 66);
+    testing::set_values(shortcut.store().params()[0].value, g);
+    testing::set_values(shortcut.store().params()[1].value, b);
+    shortcut.configure({n, c, h, w}, true);
+    shortcut.input() = z;  // the shortcut convolution's output
+    const std::vector<float> z_bn = shortcut.forward();
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const BatchNormFoldChannel f = genstats_statistics(z, n, c, hw, ch, g[ch], b[ch], o.eps);
+      const BatchNormFoldChannel saved = fold_saved_statistics(f.mean, f.inv_std, g[ch], b[ch]);
+      for (int64_t b_ = 0; b_ < n; ++b_)
+        for (int64_t p = 0; p < hw; ++p) {
+          const int64_t i = (b_ * c + ch) * hw + p;
+          EXPECT_NEAR(fold_shortcut_element(saved, z[i]), z_bn[i], 2e-5f) << "the shortcut's term, channel " << ch;
+        }
+    }
+  }
   const auto at = [&](int64_t b, int64_t ch, int64_t p) { return (b * c + ch) * hw + p; };
   // The mask in NHWC order, as the kernel packs it.
   std::vector<uint8_t> mask((n * hw * c + 7) / 8, 0);

@@ -176,7 +176,8 @@ std::vector<double> host_dgrad(const FusedConvShape& s, const std::vector<uint16
 // basic blocks, in f16 and bf16: every node's attributes are set and its inputs are what it
 // takes (the frontend's checks before a handle is needed); f32 is refused. With them, the
 // backward of each branch's last BatchNorm folded with its block's sum (bn3 of a bottleneck, bn2
-// of a basic block), through the ReLU's bit mask.
+// of a basic block), through the ReLU's bit mask, and of a projection shortcut's BatchNorm
+// folded into it.
 TEST(CudnnFusion, EveryFoldedPassOfTheResNetsValidatesWithoutAGpu) {
   struct Conv {
     int64_t c, h, k, r, stride;
@@ -188,6 +189,8 @@ TEST(CudnnFusion, EveryFoldedPassOfTheResNetsValidatesWithoutAGpu) {
   for (int layer = 0; layer < 4; ++layer)
     for (int64_t b = 0; b < blocks[layer]; ++b) {
       const int64_t p = planes[layer], stride = layer > 0 && b == 0 ? 2 : 1;
+      // The projection shortcut's 1x1 convolution sums its BatchNorm's statistics (folded).
+      if (b == 0) convs.push_back({in, size, 4 * p, 1, stride, false, true});
       convs.push_back({in, size, p, 1, 1, false, true});
       convs.push_back({p, size, p, 3, stride, true, true});
       size /= stride;
@@ -213,13 +216,20 @@ TEST(CudnnFusion, EveryFoldedPassOfTheResNetsValidatesWithoutAGpu) {
                                std::to_string(c.r) + "x" + std::to_string(c.r) + " stride " + std::to_string(c.stride);
       EXPECT_EQ(FusedConvGraph::validation_error(FusedPass::kForward, s, o), "") << what << " forward";
       ++checked;
+      if (c.input_batchnorm && !c.statistics) {  // a branch's last: folded sums its BatchNorm's statistics too
+        FusedConvOptions with_statistics = o;
+        with_statistics.statistics = true;
+        EXPECT_EQ(FusedConvGraph::validation_error(FusedPass::kForward, s, with_statistics), "")
+            << what << " forward with the statistics of the BatchNorm with the sum";
+        ++checked;
+      }
       if (!c.input_batchnorm) continue;
       o.statistics = false;
       EXPECT_EQ(FusedConvGraph::validation_error(FusedPass::kInputGradient, s, o), "") << what << " input gradient";
       EXPECT_EQ(FusedConvGraph::validation_error(FusedPass::kFilterGradient, s, o), "") << what << " filter gradient";
       checked += 2;
     }
-  EXPECT_EQ(checked, 2 * (16 * (1 + 3 + 3) + 6 * (1 + 3)));
+  EXPECT_EQ(checked, 2 * (16 * (1 + 3 + 4) + 4 + 6 * (1 + 4)));
   struct Activations {
     int64_t c, h;
   };
@@ -237,9 +247,12 @@ TEST(CudnnFusion, EveryFoldedPassOfTheResNetsValidatesWithoutAGpu) {
       s.dtype = dtype;
       EXPECT_EQ(FusedConvGraph::validation_error(FusedPass::kResidualBatchNormBackward, s, {}), "")
           << dtype_name(dtype) << " residual BatchNorm backward, c" << a.c << " " << a.h << "x" << a.h;
-      ++residual_checked;
+      // A projection shortcut's BatchNorm, folded into that one, has the same shape.
+      EXPECT_EQ(FusedConvGraph::validation_error(FusedPass::kBatchNormBackward, s, {}), "")
+          << dtype_name(dtype) << " shortcut BatchNorm backward, c" << a.c << " " << a.h << "x" << a.h;
+      residual_checked += 2;
     }
-  EXPECT_EQ(residual_checked, 2 * (16 + 3));
+  EXPECT_EQ(residual_checked, 2 * 2 * (16 + 3));
   FusedConvShape f32 = shape_of(8, 16, 8, 8, 16, 3);
   f32.dtype = DType::kF32;
   EXPECT_NE(FusedConvGraph::validation_error(FusedPass::kForward, f32, {}).find("f16 and bf16 only"), std::string::npos);
@@ -501,7 +514,8 @@ TEST_F(CudnnFusionOnGpu, FoldedPassesFromDeterministicEnginesAreBitwiseRepeatabl
       {"forward", FusedPass::kForward},
       {"input gradient", FusedPass::kInputGradient},
       {"filter gradient", FusedPass::kFilterGradient},
-      {"residual batchnorm backward", FusedPass::kResidualBatchNormBackward}};
+      {"residual batchnorm backward", FusedPass::kResidualBatchNormBackward},
+      {"shortcut batchnorm backward", FusedPass::kBatchNormBackward}};
   for (const auto& [pass_name, pass] : passes)
     for (const bool deterministic : {true, false}) {
       const std::string what = std::string(pass_name) + (deterministic ? ", deterministic engines" : ", any engine");

@@ -198,13 +198,16 @@ TEST(Model, BatchNormFoldingSummaryCountsBothKinds) {
   f.folded = 6;
   f.folded_with_residual = 2;
   f.refused_with_residual = {"layer3.0.bn3: cuDNN builds no batchnorm backward through the ReLU's mask (x)"};
+  f.folded_shortcuts = 1;
   f.build_seconds = 0.0124;
   EXPECT_EQ(f.summary(),
             "6 of 6 BatchNorms between two convolutions folded into them, 2 of 3 with their block's sum after the "
-            "one before (cuDNN's graphs built in 12 ms); the others run separately, the first because layer3.0.bn3: "
-            "cuDNN builds no batchnorm backward through the ReLU's mask (x)");
+            "one before, 1 of 1 projection shortcuts' into theirs (cuDNN's graphs built in 12 ms); the others run "
+            "separately, the first because layer3.0.bn3: cuDNN builds no batchnorm backward through the ReLU's mask "
+            "(x)");
   f.with_residual = false;
   f.refused_with_residual.clear();
+  f.folded_shortcuts = 0;
   EXPECT_EQ(f.summary(), "6 of 6 BatchNorms between two convolutions folded into them (cuDNN's graphs built in 12 ms)");
 }
 
