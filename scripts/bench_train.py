@@ -76,11 +76,12 @@ def sdp_images_per_sec(binary, model, batch, shape, steps, threads, ranks=1, dev
 
 
 def sdp_run(binary, model, batch, shape, steps, threads, ranks=1, device="cpu", precision="fp32", optimizer="sgd",
-            memory_format="auto", cuda_graphs="auto"):
+            memory_format="auto", cuda_graphs="auto", sets=()):
     """One sdp-train run: rate (median images/s after warm-up), rss (max RSS, MiB), exposed_ms
     (several ranks: median exposed communication per step), gpu_mb (the runner's own peak
     GPU allocations, MiB, from its [done] line; 0 on the CPU) and replayed (the steps replayed
-    from a CUDA graph, train.cuda_graphs; -1 where the line has no count)."""
+    from a CUDA graph, train.cuda_graphs; -1 where the line has no count). `sets`: KEY=VALUE
+    overrides of the job, passed as sdp-train's --set."""
     c, h, w = shape
     # Large images: 4 batches of them, repeated over the epochs (generating a synthetic image
     # of 224 x 224 takes ~7 ms, far more than a step).
@@ -107,7 +108,7 @@ checkpoint: {{dir: {tmp}/ckpt, every_steps: 0}}
 output: {{model_dir: {tmp}/model, metrics: ""}}
 """)
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        cmd = [binary, "--config", job]
+        cmd = [binary, "--config", job] + [arg for s in sets for arg in ("--set", s)]
         if ranks > 1:
             cmd = ["mpirun", "-np", str(ranks), "--bind-to", "core"] + cmd
         out, rss = run_child(cmd, env)
@@ -232,6 +233,9 @@ def main():
                         help="sdp-train's model.memory_format (GPU, 16-bit)")
     parser.add_argument("--cuda-graphs", choices=["auto", "on", "off"], default="auto",
                         help="sdp-train's train.cuda_graphs (auto: the job's default, not written)")
+    parser.add_argument("--sdp-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a job key for sdp-train's runs (its --set; repeatable), e.g. train.deterministic=false "
+                             "or model.batchnorm=folded: sdp-train at its best against PyTorch at its best")
     parser.add_argument("--torch-formats", default="nchw,channels_last",
                         help="GPU: PyTorch's memory formats to run (nchw: with and without cudnn.benchmark)")
     parser.add_argument("--no-compile", action="store_true",
@@ -299,7 +303,7 @@ def main():
             for name in optimizers:
                 run = sdp_run(args.binary, model, batch, shape, args.steps, t, device=args.device,
                               precision=args.precision, optimizer=name, memory_format=args.memory_format,
-                              cuda_graphs=args.cuda_graphs)
+                              cuda_graphs=args.cuda_graphs, sets=args.sdp_set)
                 if run["replayed"] >= 0:
                     sdp_replayed = run["replayed"] if sdp_replayed < 0 else min(sdp_replayed, run["replayed"])
                 sdp_rates.setdefault(name, []).append(run["rate"])

@@ -65,6 +65,11 @@
 #         train-resnet20
 #                 ResNet-20 b128 in fp32 and amp-fp16 against PyTorch at its best (channels_last,
 #                 torch.compile), sdp-train with its default CUDA graphs (#35's 1.5x goal)
+#         train-best
+#                 sdp-train at its best against PyTorch at its best, in one run each: the
+#                 opt-in keys no GPU run has made defaults yet (ResNet-50 b256 amp-fp16 with
+#                 model.batchnorm: folded; ResNet-20 b128 fp32 with any algorithm timed by cuDNN,
+#                 as cudnn.benchmark takes), both with train.deterministic: false, as PyTorch's
 #         plan    `sdp-train plan` of ResNet-50 amp-fp16 on 1 to 64 p5.48xlarge nodes from this
 #                 GPU's measured step; the compute file comes back for plans made elsewhere
 #         train-fp32, train-amp
@@ -329,6 +334,18 @@ stage_train_resnet20() {
   done
 }
 
+# scripts/bench_train.py's --sdp-set passes the keys to sdp-train's runs only.
+stage_train_best() {
+  have_torch_cuda || return 0
+  local bin=$BUNDLE/sdp-train
+  step bench-train-best-resnet50-amp-fp16 python3 scripts/bench_train.py --binary "$bin" --device cuda --rounds 1 \
+    --steps 20 --threads 4 --precision amp-fp16 --memory-format channels_last --torch-formats channels_last \
+    --rows resnet50:256 --sdp-set model.batchnorm=folded --sdp-set train.deterministic=false
+  step bench-train-best-resnet20-fp32 python3 scripts/bench_train.py --binary "$bin" --device cuda --rounds 1 \
+    --steps 50 --threads 4 --precision fp32 --rows resnet20:128 --sdp-set train.deterministic=false \
+    --sdp-set train.conv_algorithms=measured
+}
+
 stage_train_amp_channels_last() {
   have_torch_cuda || return 0
   local bin=$BUNDLE/sdp-train
@@ -504,6 +521,7 @@ case "${1:-}" in
         fusions) stage_fusions ;;
         graphs) stage_graphs ;;
         train-resnet20) stage_train_resnet20 ;;
+        train-best) stage_train_best ;;
         train-fp32) stage_train_fp32 ;;
         train-amp) stage_train_amp ;;
         *) usage ;;
