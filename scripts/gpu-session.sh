@@ -54,7 +54,8 @@
 #         folded  model.batchnorm: folded_inner (the BatchNorms between two convolutions folded
 #                 into them) and folded (each branch's last, with its sum, too): ResNet-50 b256's
 #                 step layer by layer and its memory, amp-fp16 separate against folded_inner and
-#                 folded (deterministic engines, and any), and amp-bf16 folded
+#                 folded (deterministic engines, and any), folded with model.grad_sum: fused (each
+#                 block's gradient sum in its first convolution's pass), and amp-bf16 folded
 #         fusions the fusions outside f16 NHWC, by kind: ResNet-50 bf16 NHWC (cuDNN's fused
 #                 BatchNorm), ResNet-20 fp32 NCHW (the ReLU folded into the residual sum); TF32's
 #                 are the tf32 stage's
@@ -68,7 +69,8 @@
 #         train-best
 #                 sdp-train at its best against PyTorch at its best, in one run each: the
 #                 opt-in keys no GPU run has made defaults yet (ResNet-50 b256 amp-fp16 with
-#                 model.batchnorm: folded; ResNet-20 b128 fp32 with any algorithm timed by cuDNN,
+#                 model.batchnorm: folded and model.grad_sum: fused; ResNet-20 b128 fp32 with any
+#                 algorithm timed by cuDNN,
 #                 as cudnn.benchmark takes), both with train.deterministic: false, as PyTorch's
 #         plan    `sdp-train plan` of ResNet-50 amp-fp16 on 1 to 64 p5.48xlarge nodes from this
 #                 GPU's measured step; the compute file comes back for plans made elsewhere
@@ -292,7 +294,11 @@ stage_folded() {
       --config configs/resnet50-synthetic-bench.yaml --set data.batch_size=256 --set data.synthetic.train_samples=256 \
       --set device=cuda --set precision=$p --set model.batchnorm=$b --set train.deterministic=$deterministic --steps 10
   done
-  grep -H -E '^# (step|memory|batchnorm)' "$OUT"/bench-layers-resnet50-*-bn-*.log | tee -a "$OUT/summary.txt" >&2
+  step bench-layers-resnet50-amp-fp16-bn-folded-grad-sum-fused "$bin" bench layers \
+    --config configs/resnet50-synthetic-bench.yaml --set data.batch_size=256 --set data.synthetic.train_samples=256 \
+    --set device=cuda --set precision=amp-fp16 --set model.batchnorm=folded --set model.grad_sum=fused --steps 10
+  grep -H -E '^# (step|memory|batchnorm|grad sum)' "$OUT"/bench-layers-resnet50-*-bn-*.log |
+    tee -a "$OUT/summary.txt" >&2
 }
 
 # The fusions outside f16 NHWC, by kind (TF32's are the tf32 stage's): bf16 NHWC, where cuDNN's
@@ -340,7 +346,8 @@ stage_train_best() {
   local bin=$BUNDLE/sdp-train
   step bench-train-best-resnet50-amp-fp16 python3 scripts/bench_train.py --binary "$bin" --device cuda --rounds 1 \
     --steps 20 --threads 4 --precision amp-fp16 --memory-format channels_last --torch-formats channels_last \
-    --rows resnet50:256 --sdp-set model.batchnorm=folded --sdp-set train.deterministic=false
+    --rows resnet50:256 --sdp-set model.batchnorm=folded --sdp-set model.grad_sum=fused \
+    --sdp-set train.deterministic=false
   step bench-train-best-resnet20-fp32 python3 scripts/bench_train.py --binary "$bin" --device cuda --rounds 1 \
     --steps 50 --threads 4 --precision fp32 --rows resnet20:128 --sdp-set train.deterministic=false \
     --sdp-set train.conv_algorithms=measured

@@ -35,6 +35,11 @@ struct ModelSpec {
   // (each BatchNorm a pass of its own), auto (separate until a GPU run has checked folded;
   // training_setup.hpp: folds_batchnorm).
   std::string batchnorm = "auto";
+  // A residual block's input gradient sum (its branch's and its shortcut's) on a GPU: fused (in
+  // the epilogue of the branch's first convolution's input gradient pass, a cuDNN graph; NHWC
+  // 16-bit), separate (a pass of its own), auto (separate until a GPU run has checked fused;
+  // training_setup.hpp: fuses_grad_sum).
+  std::string grad_sum = "auto";
 };
 
 struct SyntheticDataSpec {

@@ -212,6 +212,7 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("model.memory_format", model.memory_format, {"auto", "channels_last", "nchw"}));
     f.push_back(SDP_FIELD("model.memory_plan", model.memory_plan, {"auto", "shared", "lean", "per_layer"}));
     f.push_back(SDP_FIELD("model.batchnorm", model.batchnorm, {"auto", "separate", "folded", "folded_inner"}));
+    f.push_back(SDP_FIELD("model.grad_sum", model.grad_sum, {"auto", "separate", "fused"}));
     f.push_back(SDP_FIELD("data.format", data.format));
     f.push_back(SDP_FIELD("data.train", data.train));
     f.push_back(SDP_FIELD("data.test", data.test));

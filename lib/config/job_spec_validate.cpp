@@ -58,6 +58,14 @@ void check_model_keys(const JobSpec& spec, const RangeChecker& check) {
     check.require(m.memory_format != "nchw", "model.batchnorm",
                   value + " needs the channels_last layout, not model.memory_format nchw");
   }
+  if (m.grad_sum == "fused") {
+    check.require(spec.device != DevicePreference::kCpu, "model.grad_sum",
+                  "fused is a GPU's (cuDNN graphs): with device cpu, oneDNN sums the gradients");
+    check.require(spec.precision == Precision::kAmpFp16 || spec.precision == Precision::kAmpBf16, "model.grad_sum",
+                  "fused needs 16-bit activations (precision amp-fp16 or amp-bf16), not " + to_string(spec.precision));
+    check.require(m.memory_format != "nchw", "model.grad_sum",
+                  "fused needs the channels_last layout, not model.memory_format nchw");
+  }
 }
 
 // data.*

@@ -40,6 +40,13 @@ std::string Context::BatchNormFolding::summary() const {
   return line;
 }
 
+std::string Context::GradSumFusion::summary() const {
+  std::string line = std::to_string(fused) + " of " + std::to_string(fused + static_cast<int>(refused.size())) +
+                     " residual blocks' input gradient sums in their first convolution's pass";
+  if (!refused.empty()) line += "; the others sum in a pass of their own, the first because " + refused.front();
+  return line;
+}
+
 void release_shared_scratch(Context& ctx) {
 #ifdef SDP_HAVE_CUDA
   if (ctx.device.is_cuda()) release_shared_scratch_cuda(ctx);

@@ -93,6 +93,17 @@ struct Context {
     // refusal.
     std::string summary() const;
   } batchnorm_folding;
+  // model.grad_sum: fused. Each training configure asks each residual block whose BatchNorm fuses
+  // its sum to make its input gradient's sum in its branch's first convolution's input gradient
+  // pass (Conv2d::add_to_input_grad); `fused` counts the blocks that did, `refused` says why not.
+  struct GradSumFusion {
+    bool requested = false;
+    int fused = 0;
+    std::vector<std::string> refused;  // "block: why"
+    // "16 of 16 residual blocks' input gradient sums in their first convolution's pass", and the
+    // first refusal.
+    std::string summary() const;
+  } grad_sum_fusion;
   // Times every layer's forward and backward when set (nn/layer_profile.hpp); not owned.
   LayerProfile* profile = nullptr;
 };

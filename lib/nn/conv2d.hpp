@@ -36,6 +36,18 @@ class Conv2d : public Layer {
   Param& weight() { return *weight_; }
   Param* bias() { return bias_; }
 
+  // model.grad_sum: fused. A residual block's input gradient, d(branch input) + d(shortcut
+  // input), made in its branch's first convolution's input gradient pass: backward returns
+  // conv_dgrad(dy, w) + the addend given with set_input_grad_addend before it (the plan's buffer
+  // with set_planned_input_grad_addend before plan_backward), summed in the pass's epilogue. The
+  // block asks after every training configure; "" when this layer's pass will, otherwise why not
+  // (only a GPU's NHWC 16-bit convolution, with cuDNN's graphs, can).
+  virtual std::string add_to_input_grad() {
+    return "the gradient sum in the convolution's pass is a GPU's (cuDNN graphs on NHWC 16-bit activations)";
+  }
+  virtual void set_input_grad_addend(const TensorRef& /*addend*/) {}
+  virtual void set_planned_input_grad_addend(GradientPlan::Buffer* /*addend*/) {}
+
  protected:
   Conv2d(Context& ctx, std::string name, const Conv2dOptions& options);
   // Output spatial size for an input of `in` ([N, C, H, W]); throws for a wrong shape.

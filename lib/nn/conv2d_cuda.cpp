@@ -116,6 +116,8 @@ struct Conv2dCuda::Impl {
   cuda::OperationWorkspace forward_workspace, backward_workspace;
   // Folded BatchNorms' passes (null: the legacy call): forward, input and filter gradient.
   std::shared_ptr<const cuda::FusedConvGraph> fused_forward, fused_input_grad, fused_filter_grad;
+  // add_to_input_grad: the input gradient plus the residual block's other term.
+  std::shared_ptr<const cuda::FusedConvGraph> summed_input_grad;
 };
 
 Conv2dCuda::Conv2dCuda(Context& ctx, std::string name, const Conv2dOptions& options)
@@ -127,6 +129,10 @@ TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
   require_cuda_layout(src, "Conv2d " + name_);
   statistics_of_ = input_batchnorm_ = nullptr;  // the BatchNorms ask again after every configure
   impl_->fused_forward = impl_->fused_input_grad = impl_->fused_filter_grad = nullptr;
+  adds_to_input_grad_ = false;  // and the block
+  impl_->summed_input_grad = nullptr;
+  input_grad_addend_ = nullptr;
+  planned_addend_ = nullptr;
   const Conv2dOptions& o = options_;
   const Shape out = output_shape(src.shape);
   training_ = training;
@@ -307,7 +313,16 @@ const TensorRef& Conv2dCuda::backward(const TensorRef& diff_dst) {
   if (!needs_input_grad_) return none_;
   const void* w = uses_weight_copy() ? d.weight_lp.get() : weight_->value.raw();  // as forward saw it
   void* dx = diff_src_plain_.get();
-  if (d.fused_input_grad) {
+  if (adds_to_input_grad_) {
+    if (input_grad_addend_ == nullptr)
+      throw std::logic_error("Conv2d " + name_ + ": backward without the input gradient's addend");
+    d.summed_input_grad->execute(handle,
+                                 {{"dy", const_cast<void*>(g)},
+                                  {"w", const_cast<void*>(w)},
+                                  {"dsum", const_cast<void*>(input_grad_addend_)},
+                                  {"dx", dx}},
+                                 ws.data, "Conv2d " + name_ + " input gradient with the block's sum");
+  } else if (d.fused_input_grad) {
     // Through the BatchNorm's ReLU (dx is the gradient of its pre-activation), with its weight
     // gradients written into the arena and its f32 gamma and beta.
     BatchNorm2dCuda& bn = *input_batchnorm_;
@@ -360,7 +375,10 @@ void Conv2dCuda::unfold_statistics() {
 std::string Conv2dCuda::build_folded_passes() {
   Impl& d = *impl_;
   d.fused_forward = d.fused_input_grad = d.fused_filter_grad = nullptr;
-  const std::size_t legacy_forward = d.algos.forward_workspace_bytes, legacy_backward = d.algos.backward_workspace_bytes;
+  // The input gradient with the block's sum (add_to_input_grad) runs in the legacy passes' place.
+  const std::size_t legacy_forward = d.algos.forward_workspace_bytes,
+                    legacy_backward = std::max(d.algos.backward_workspace_bytes,
+                                               d.summed_input_grad ? d.summed_input_grad->workspace_bytes() : 0);
   const bool plans_workspace = training_ && ctx_.planned_backward && ctx_.lean_plan;
   if (statistics_of_ == nullptr && input_batchnorm_ == nullptr) {
     d.forward_workspace.configure(ctx_, legacy_forward, plans_workspace);
@@ -414,6 +432,35 @@ std::string Conv2dCuda::build_folded_passes() {
   return "";
 }
 
+// The graph of the input gradient plus the addend; the workspace grows to it.
+std::string Conv2dCuda::add_to_input_grad() {
+  Impl& d = *impl_;
+  adds_to_input_grad_ = false;
+  d.summed_input_grad = nullptr;
+  const std::string who = "Conv2d " + name_ + ": ";
+  if (!training_ || !needs_input_grad_) return who + "no input gradient to add to";
+  if (!native_nhwc_ || plain_src_.dtype == DType::kF32)
+    return who + "the sum in the pass needs NHWC 16-bit activations";
+  if (input_batchnorm_ != nullptr) return who + "its input gradient pass goes through a folded BatchNorm";
+  if (diff_src_out_.needed()) return who + "its input gradient changes layout after the pass";
+  const Conv2dOptions& o = options_;
+  const Shape& x = plain_src_.shape;
+  cuda::FusedConvShape shape;
+  shape.n = x[0], shape.c = x[1], shape.h = x[2], shape.w = x[3];
+  shape.k = o.out_channels, shape.r = o.kernel, shape.stride = o.stride, shape.padding = o.padding;
+  shape.dtype = plain_src_.dtype;
+  cuda::FusedConvOptions options;
+  options.add_to_input_grad = true;
+  options.deterministic = ctx_.rules.deterministic;
+  std::shared_ptr<const cuda::FusedConvGraph> graph =
+      cuda::fused_conv_graph(ctx_, cuda::FusedPass::kInputGradient, shape, options);
+  if (!graph->built()) return who + "cuDNN builds no input gradient with the sum (" + graph->error() + ")";
+  d.summed_input_grad = std::move(graph);
+  adds_to_input_grad_ = true;
+  build_folded_passes();  // sizes the backward workspace with the new graph's
+  return "";
+}
+
 // A filter of its own: cast to the compute dtype, or reordered to OHWI for the NHWC kernels
 // (f32 too), after each update; its gradient comes back the same way.
 bool Conv2dCuda::uses_weight_copy() const { return plain_dst_.dtype != DType::kF32 || native_nhwc_; }
@@ -434,6 +481,7 @@ GradientPlan::Buffer* Conv2dCuda::plan_backward(GradientPlan& plan, GradientPlan
   diff_dst_to_plain_.plan(plan, diff_dst);
   if (options_.fuse_relu) diff_pre_relu_.write(plan);
   GradientPlan::Buffer* diff_src = nullptr;
+  if (adds_to_input_grad_) plan.read(planned_addend_);  // the block's other term, read by the epilogue
   if (needs_input_grad_) diff_src = diff_src_out_.plan(plan, diff_src_plain_.write(plan));
   impl_->backward_workspace.plan(plan);
   plan.next();

@@ -14,7 +14,9 @@
 // computes the next BatchNorm's statistics in its epilogue, and/or applies the BatchNorm before
 // it (with its ReLU) as it loads its input, whose filter gradient then recomputes that input and
 // whose input gradient goes through the ReLU with the BatchNorm's weight gradients: each pass
-// one cuDNN frontend graph (cudnn_fusion_cuda.hpp) instead of the legacy call.
+// one cuDNN frontend graph (cudnn_fusion_cuda.hpp) instead of the legacy call. With
+// add_to_input_grad (model.grad_sum: fused), the input gradient pass is a frontend graph too,
+// which adds the residual block's other term in its epilogue.
 // Backward as the CPU twin: weight (and bias) gradients overwritten and reported first.
 // The cuDNN state lives behind Impl (conv2d_cuda.cpp) so this header has no CUDA type.
 #pragma once
@@ -44,6 +46,9 @@ class Conv2dCuda final : public Conv2d {
   std::string fold_statistics_of(BatchNorm2dCuda& bn);
   std::string fold_input_batchnorm(BatchNorm2dCuda& bn);
   void unfold_statistics();
+  std::string add_to_input_grad() override;
+  void set_input_grad_addend(const TensorRef& addend) override { input_grad_addend_ = addend.data; }
+  void set_planned_input_grad_addend(GradientPlan::Buffer* addend) override { planned_addend_ = addend; }
 
  private:
   struct Impl;
@@ -62,6 +67,9 @@ class Conv2dCuda final : public Conv2d {
   const void* x_plain_ = nullptr;  // the plain input of the last forward (weight gradient)
   BatchNorm2dCuda* statistics_of_ = nullptr;  // the BatchNorm after, whose statistics forward sums
   BatchNorm2dCuda* input_batchnorm_ = nullptr;  // the BatchNorm before, applied as forward loads
+  bool adds_to_input_grad_ = false;  // add_to_input_grad said yes since the last configure
+  const void* input_grad_addend_ = nullptr;
+  GradientPlan::Buffer* planned_addend_ = nullptr;
   TensorRef out_, diff_src_, none_;
 };
 

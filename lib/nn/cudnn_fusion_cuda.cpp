@@ -33,8 +33,8 @@ bool FusedConvShape::operator<(const FusedConvShape& o) const {
 }
 
 bool FusedConvOptions::operator<(const FusedConvOptions& o) const {
-  return std::tie(input_batchnorm, statistics, deterministic) <
-         std::tie(o.input_batchnorm, o.statistics, o.deterministic);
+  return std::tie(input_batchnorm, statistics, add_to_input_grad, deterministic) <
+         std::tie(o.input_batchnorm, o.statistics, o.add_to_input_grad, o.deterministic);
 }
 
 #if defined(SDP_HAVE_CUDNN_FRONTEND)
@@ -144,6 +144,12 @@ void build_input_gradient(Builder& b, const FusedConvShape& s, const FusedConvOp
   TensorPtr w = b.input("w", {s.k, s.c, s.r, s.r}, s.dtype);
   TensorPtr dx = b.graph().conv_dgrad(dy, w, conv_attributes<fe::graph::Conv_dgrad_attributes>(s));
   const std::vector<int64_t> in{s.n, s.c, s.h, s.w}, channels{1, s.c, 1, 1};
+  if (o.add_to_input_grad) {  // the residual block's sum of its input gradients, in the epilogue
+    dx->set_dim(in);
+    TensorPtr dsum = b.input("dsum", in, s.dtype);
+    b.output("dx", b.graph().pointwise(dx, dsum, pointwise(fe::PointwiseMode_t::ADD)), in, s.dtype);
+    return;
+  }
   if (!o.input_batchnorm) {
     b.output("dx", dx, in, s.dtype);
     return;
@@ -208,6 +214,8 @@ namespace {
 std::string define_graph(FusedConvGraph::Impl& impl, std::map<std::string, FusedConvGraph::TensorInfo>& tensors,
                          FusedPass pass, const FusedConvShape& shape, const FusedConvOptions& options) {
   if (shape.dtype == DType::kF32) return "the folded passes are built for f16 and bf16 only";
+  if (options.add_to_input_grad && (pass != FusedPass::kInputGradient || options.input_batchnorm))
+    return "the sum is added to a plain input gradient only";
   // The recomputed input of a folded filter gradient stays in the io type (what the forward
   // convolved); elsewhere intermediates are f32.
   const bool io_intermediate = pass == FusedPass::kFilterGradient && options.input_batchnorm;

@@ -5,7 +5,9 @@
 //                     before it applied as the convolution loads its input (input_batchnorm);
 //                     with `statistics`, each output channel's sum and sum of squares from its
 //                     epilogue (genstats: the next BatchNorm's batch statistics)
-//   input gradient:   dx = conv_dgrad(dy, w); with input_batchnorm, through that BatchNorm's ReLU
+//   input gradient:   dx = conv_dgrad(dy, w), or with add_to_input_grad conv_dgrad(dy, w) + dsum
+//                     (a residual block's other input-gradient term, summed in the epilogue:
+//                     model.grad_sum: fused); with input_batchnorm, through that BatchNorm's ReLU
 //                     (its output recomputed from x, mean, inv_std, scale and bias, all f32 here),
 //                     with its weight gradients and the coefficients of its input gradient
 //                     (dbn_weight): drelu, dscale, dbias, eq_scale_dy, eq_scale_x, eq_bias
@@ -56,6 +58,7 @@ enum class FusedPass { kForward, kInputGradient, kFilterGradient, kResidualBatch
 struct FusedConvOptions {
   bool input_batchnorm = false;  // the BatchNorm before the convolution is folded in (see above)
   bool statistics = false;       // forward: the output's per-channel sum and sum of squares
+  bool add_to_input_grad = false;  // input gradient (without input_batchnorm): + dsum
   // Only engines without cuDNN's NONDETERMINISTIC note (train.deterministic: the same bits every
   // run); none left means not built.
   bool deterministic = true;

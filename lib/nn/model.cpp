@@ -113,6 +113,8 @@ void Model::configure(int64_t batch, bool training) {
   ctx_.batchnorm_folding.folded_shortcuts = 0;
   ctx_.batchnorm_folding.refused_shortcuts.clear();
   ctx_.batchnorm_folding.build_seconds = 0;
+  ctx_.grad_sum_fusion.fused = 0;
+  ctx_.grad_sum_fusion.refused.clear();
   TensorDesc desc = input_.desc;
   for (auto& layer : layers_) desc = layer->configure(desc, training);
   loss_->configure(desc, num_classes_);

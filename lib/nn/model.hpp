@@ -151,6 +151,15 @@ class Model {
     configured_batch_ = -1;
   }
   const Context::BatchNormFolding& batchnorm_folding() const { return ctx_.batchnorm_folding; }
+  // model.grad_sum: fused (Context::grad_sum_fusion): each residual block whose BatchNorm fuses its
+  // sum makes its input gradient's sum in its branch's first convolution's input gradient pass,
+  // where the layers can (a GPU's NHWC 16-bit convolutions with cuDNN's graphs). Takes effect at
+  // the next forward; grad_sum_fusion() says what the last training configure fused.
+  void set_grad_sum_fused(bool requested) {
+    ctx_.grad_sum_fusion.requested = requested;
+    configured_batch_ = -1;
+  }
+  const Context::GradSumFusion& grad_sum_fusion() const { return ctx_.grad_sum_fusion; }
   // With the plan on, GPU layers keep an output for backward only where their backward reads
   // it, and plan cuDNN's workspace per operation (Context::lean_plan). Takes effect at the next
   // configure.

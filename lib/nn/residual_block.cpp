@@ -38,6 +38,7 @@ bool ResidualBlock::has_parameters() const {
 
 TensorDesc ResidualBlock::configure(const TensorDesc& src, bool training) {
   input_grad_gated_ = output_grad_gated_ = false;  // the model pairs blocks after configuring them
+  grad_sum_fused_ = false;
   TensorDesc branch = src, shortcut = src;
   for (auto& l : branch_) branch = l->configure(branch, training);
   for (auto& l : shortcut_) shortcut = l->configure(shortcut, training);
@@ -47,7 +48,8 @@ TensorDesc ResidualBlock::configure(const TensorDesc& src, bool training) {
       bn != nullptr && bn->fuse_residual_add_relu(shortcut)) {
     fused_ = bn;
     if (training && ctx_.batchnorm_folding.with_residual) fold_residual_batchnorm();
-    if (training && needs_input_grad_) sum_grads_->configure(src, src, AddOutput::kGradient);
+    if (training && needs_input_grad_ && ctx_.grad_sum_fusion.requested) fuse_grad_sum();
+    if (training && needs_input_grad_ && !grad_sum_fused_) sum_grads_->configure(src, src, AddOutput::kGradient);
     return branch;
   }
   // The branch's last output is read only by the sum, and the sum only by the ReLU: both
@@ -92,8 +94,19 @@ void ResidualBlock::fold_residual_batchnorm() {
     ++folding.folded_shortcuts;
 }
 
+void ResidualBlock::fuse_grad_sum() {
+  auto* conv = branch_.empty() ? nullptr : dynamic_cast<Conv2d*>(branch_.front().get());
+  const std::string why = conv == nullptr ? "the branch does not start with a convolution" : conv->add_to_input_grad();
+  grad_sum_fused_ = why.empty();
+  if (grad_sum_fused_)
+    ++ctx_.grad_sum_fusion.fused;
+  else
+    ctx_.grad_sum_fusion.refused.push_back(name_ + ": " + why);
+}
+
 bool ResidualBlock::set_input_grad_relu_gated(bool gated) {
-  input_grad_gated_ = gated && needs_input_grad_ && sum_grads_->gates_by_relu_output();
+  // The convolution's epilogue adds the two terms as they are: no gate in it.
+  input_grad_gated_ = gated && needs_input_grad_ && !grad_sum_fused_ && sum_grads_->gates_by_relu_output();
   return input_grad_gated_;
 }
 
@@ -138,9 +151,11 @@ const TensorRef& ResidualBlock::backward_fused(const TensorRef& diff_dst) {
   const TensorRef* ds = &fused_->residual_grad();
   for (auto it = shortcut_.rbegin(); it != shortcut_.rend(); ++it) ds = &(*it)->run_backward(*ds);
   fused_->report_grads_ready();
+  // The branch's first convolution adds the shortcut's term in its input gradient pass.
+  if (grad_sum_fused_) static_cast<Conv2d&>(*branch_.front()).set_input_grad_addend(*ds);
   for (auto it = std::next(branch_.rbegin()); it != branch_.rend(); ++it) db = &(*it)->run_backward(*db);
   if (!needs_input_grad_) return empty_;
-  return sum_input_grads(*db, *ds);
+  return grad_sum_fused_ ? *db : sum_input_grads(*db, *ds);
 }
 
 const TensorRef& ResidualBlock::sum_input_grads(const TensorRef& db, const TensorRef& ds) {
@@ -183,9 +198,10 @@ GradientPlan::Buffer* ResidualBlock::plan_backward(GradientPlan& plan,
     GradientPlan::Buffer* db = branch_.back()->plan_backward(plan, diff_dst);
     GradientPlan::Buffer* ds = fused_->planned_residual_grad();
     for (auto it = shortcut_.rbegin(); it != shortcut_.rend(); ++it) ds = (*it)->plan_backward(plan, ds);
+    if (grad_sum_fused_) static_cast<Conv2d&>(*branch_.front()).set_planned_input_grad_addend(ds);
     for (auto it = std::next(branch_.rbegin()); it != branch_.rend(); ++it) db = (*it)->plan_backward(plan, db);
     if (!needs_input_grad_) return nullptr;
-    return plan_sum_input_grads(plan, db, ds);
+    return grad_sum_fused_ ? db : plan_sum_input_grads(plan, db, ds);
   }
   GradientPlan::Buffer* d_sum = output_grad_gated_ ? diff_dst : relu_->plan_backward(plan, diff_dst);
   GradientPlan::Buffer* ds = add_->plan_backward_b(plan, d_sum);

@@ -18,7 +18,11 @@
 // bn1 and bn2 of a bottleneck, bn1 of a basic block); with Context::batchnorm_folding's
 // with_residual, each training configure also asks the branch's last BatchNorm, the fused sum
 // above, to fold after the convolution before it (BatchNorm2d::fold_with_residual_after), and a
-// projection shortcut's BatchNorm to fold into that one (fold_into_residual_of).
+// projection shortcut's BatchNorm to fold into that one (fold_into_residual_of). With
+// model.grad_sum: fused (Context::grad_sum_fusion), a block whose BatchNorm fuses its sum has its
+// branch's first convolution add the shortcut's input gradient in its own input gradient pass
+// (Conv2d::add_to_input_grad): no gradient sum of its own. (Asking cuDNN's legacy dgrad for
+// this with beta = 1 was the slower way, above.)
 //
 // Factories build the blocks of He et al.: basic (two 3x3 convs) and bottleneck
 // (1x1, 3x3 with the stride, 1x1 with 4x channels, as torchvision's ResNet v1.5).
@@ -83,6 +87,9 @@ class ResidualBlock : public Layer {
   // model.batchnorm: folded: asks each BatchNorm between two convolutions of the branch, and
   // counts the answers in Context::batchnorm_folding.
   void fold_batchnorms();
+  // model.grad_sum: fused: asks the branch's first convolution to add the shortcut's input
+  // gradient to its own in its pass (Conv2d::add_to_input_grad), counted in Context::grad_sum_fusion.
+  void fuse_grad_sum();
   // The same for the branch's last BatchNorm, its sum fused (fused_), after the layer before it,
   // and then a projection shortcut's BatchNorm into that one.
   void fold_residual_batchnorm();
@@ -98,6 +105,7 @@ class ResidualBlock : public Layer {
   std::unique_ptr<ReLU> relu_;
   std::unique_ptr<Add> sum_grads_;  // d(x) = d(branch input) + d(shortcut input)
   bool relu_fused_ = false;         // the sum writes relu(sum) (Add::set_relu_fused)
+  bool grad_sum_fused_ = false;     // d(x) summed in the branch's first convolution's pass (fuse_grad_sum)
   bool input_grad_gated_ = false;   // d(x) gated by ReLU'(x): x is the last block's ReLU output
   bool output_grad_gated_ = false;  // the next block gated our output's gradient: no ReLU backward
   const TensorRef* input_ = nullptr;  // x of the last forward (the gate): the last layer's output

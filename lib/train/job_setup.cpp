@@ -289,6 +289,7 @@ std::string describe_plan(const JobSetup& setup) {
   out << "  math         : " << describe_compute_rules(s, setup.device.device) << "\n";
   out << "  memory       : " << describe_memory_plan(s, setup.device.device) << "\n";
   out << "  batchnorm    : " << describe_batchnorm(s, setup.device.device) << "\n";
+  out << "  grad sum     : " << describe_grad_sum(s, setup.device.device) << "\n";
   out << "  loss read    : " << describe_loss_read(s, setup.device.device) << "\n";
   out << "  graphs       : " << describe_cuda_graphs(s, setup.device.device, w.size()) << "\n";
   out << "  data         : " << to_string(s.data.format);

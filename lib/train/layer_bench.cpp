@@ -170,6 +170,9 @@ LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, 
   result.batchnorm = describe_batchnorm(spec, device);
   if (const nn::Context::BatchNormFolding& folding = model->batchnorm_folding(); folding.requested)
     result.batchnorm = spec.model.batchnorm + ": " + folding.summary();
+  result.grad_sum = describe_grad_sum(spec, device);
+  if (const nn::Context::GradSumFusion& sums = model->grad_sum_fusion(); sums.requested)
+    result.grad_sum = "fused: " + sums.summary();
   result.math = describe_compute_rules(spec, device);
   result.memory = describe_memory_use(spec, *model);
   result.optimizer = optimizer->name();
@@ -230,7 +233,8 @@ std::string format_layer_bench(const LayerBenchResult& r) {
                 r.model.c_str(), r.device.c_str(), r.precision.c_str(), static_cast<long long>(r.batch), r.threads,
                 r.optimizer.c_str(), static_cast<long long>(r.options.steps), static_cast<long long>(r.options.warmup));
   out << line;
-  out << "# layout: " << r.layout << "\n# batchnorm: " << r.batchnorm << "\n# math: " << r.math
+  out << "# layout: " << r.layout << "\n# batchnorm: " << r.batchnorm << "\n# grad sum: " << r.grad_sum
+      << "\n# math: " << r.math
       << "\n# memory: " << r.memory << "\n";
   std::snprintf(line, sizeof line,
                 "# step %.3f ms (%.0f images/s); with the events %.3f ms: layers %.3f ms + optimizer %.3f ms + "

@@ -31,6 +31,7 @@ struct LayerBenchResult {
   std::string model, device, precision, optimizer;
   std::string layout, math;  // the plan's lines: which layout, and which math and algorithm rules
   std::string batchnorm;     // how BatchNorm ran (model.batchnorm): what folded, as the model counted it
+  std::string grad_sum;      // how the residual blocks summed their input gradients (model.grad_sum)
   // Where the memory went: the step's shared arena (model.memory_plan) and, on a GPU,
   // the runner's peak device allocation over the benchmark.
   std::string memory;

@@ -220,16 +220,28 @@ void Trainer::note_step_graph_failure() {
            " failed (" + failure + "); the steps run as launches from here");
 }
 
-void Trainer::note_batchnorm_folding() {
-  const nn::Context::BatchNormFolding& folding = parts_.model->batchnorm_folding();
-  if (batchnorm_folding_noted_ || !folding.requested) return;
-  batchnorm_folding_noted_ = true;
+// After the first step, what the opt-in fusions made of the model (model.batchnorm: folded,
+// model.grad_sum: fused), a warning where a layer refused.
+void Trainer::note_fusions() {
+  if (fusions_noted_) return;
+  fusions_noted_ = true;
   if (world_.rank() != 0) return;
-  const std::string line = "BatchNorm folding (model.batchnorm: " + spec_.model.batchnorm + "): " + folding.summary();
-  if (folding.refused.empty() && folding.refused_with_residual.empty() && folding.refused_shortcuts.empty())
-    log_info(line);
-  else
-    log_warn(line);
+  const nn::Context::BatchNormFolding& folding = parts_.model->batchnorm_folding();
+  if (folding.requested) {
+    const std::string line = "BatchNorm folding (model.batchnorm: " + spec_.model.batchnorm + "): " + folding.summary();
+    if (folding.refused.empty() && folding.refused_with_residual.empty() && folding.refused_shortcuts.empty())
+      log_info(line);
+    else
+      log_warn(line);
+  }
+  const nn::Context::GradSumFusion& sums = parts_.model->grad_sum_fusion();
+  if (sums.requested) {
+    const std::string line = "Gradient sums (model.grad_sum: fused): " + sums.summary();
+    if (sums.refused.empty())
+      log_info(line);
+    else
+      log_warn(line);
+  }
 }
 
 TrainResult Trainer::run() {
@@ -421,7 +433,7 @@ double Trainer::forward_backward(const Batch& first) {
     // done or nearly; backward is queued behind it). The last one's waits for the step's end.
     if (loss_at_step_end_ && micro + 1 < micro_batches) loss += model.take_loss();
   }
-  note_batchnorm_folding();
+  note_fusions();
   return loss;
 }
 

@@ -117,8 +117,9 @@ class Trainer {
   void warn_if_decoding_falls_back();
   void start_step_graphs();
   void note_step_graph_failure();
-  // model.batchnorm: folded: after the first training step (the first configure), what folded.
-  void note_batchnorm_folding();
+  // model.batchnorm: folded, model.grad_sum: fused: after the first training step (the first
+  // configure), what the fusions made of the model.
+  void note_fusions();
   // A diagnosis from the DivergenceGuard: a warning on rank 0, or with on_divergence: abort
   // the end of the run on every rank (the guard reads agreed values, so all get here).
   void diverged(const std::string& diagnosis);
@@ -158,7 +159,7 @@ class Trainer {
   int64_t images_read_ = 0;        // training images the loader handed this rank in this run
   bool fallback_warned_ = false;
   bool step_graphs_ = false;               // train.cuda_graphs: on, and the model's step can be recorded
-  bool batchnorm_folding_noted_ = false;
+  bool fusions_noted_ = false;
   bool step_graph_failure_noted_ = false;  // note_step_graph_failure said it   // warn_if_decoding_falls_back said it
 };
 

@@ -93,6 +93,7 @@ std::unique_ptr<nn::Model> build_model(const JobSpec& spec, const SampleSource& 
   model->set_gradient_plan_enabled(uses_memory_plan(spec, device));
   model->set_lean_memory_plan(uses_lean_memory_plan(spec, device));
   model->set_batchnorm_folding(folds_batchnorm(spec, device), folds_residual_batchnorm(spec, device));
+  model->set_grad_sum_fused(fuses_grad_sum(spec, device));
   if (device.is_cuda()) model->set_compute_rules(compute_rules(spec));
   return model;
 }
@@ -170,6 +171,25 @@ std::string describe_batchnorm(const JobSpec& spec, const Device& device) {
     line += "; " + spec.model.batchnorm + " needs 16-bit activations in the channels_last layout";
   else if (is_mixed_precision(spec.precision) && uses_channels_last(spec, device))
     line += "; model.batchnorm: folded runs them inside the convolutions (opt-in until a GPU run has checked it)";
+  return line;
+}
+
+bool fuses_grad_sum(const JobSpec& spec, const Device& device) {
+  return spec.model.grad_sum == "fused" && is_mixed_precision(spec.precision) && uses_channels_last(spec, device);
+}
+
+std::string describe_grad_sum(const JobSpec& spec, const Device& device) {
+  if (!device.is_cuda()) return "separate (oneDNN, CPU)";
+  if (fuses_grad_sum(spec, device))
+    return "fused: each residual block's input gradient adds its shortcut's term in the epilogue of its first "
+           "convolution's input gradient pass (cuDNN graphs); where cuDNN builds none the block sums in a pass of its "
+           "own, and the log says which";
+  const std::string key = spec.model.grad_sum == "auto" ? " (auto)" : "";
+  std::string line = "separate" + key + ": each residual block sums its input gradients in a pass of its own";
+  if (spec.model.grad_sum == "fused")
+    line += "; fused needs 16-bit activations in the channels_last layout";
+  else if (is_mixed_precision(spec.precision) && uses_channels_last(spec, device))
+    line += "; model.grad_sum: fused sums them in the convolution's pass (opt-in until a GPU run has checked it)";
   return line;
 }
 

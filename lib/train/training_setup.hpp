@@ -57,6 +57,11 @@ std::string describe_memory_format(const JobSpec& spec, const Device& device);
 bool folds_batchnorm(const JobSpec& spec, const Device& device);
 bool folds_residual_batchnorm(const JobSpec& spec, const Device& device);
 std::string describe_batchnorm(const JobSpec& spec, const Device& device);
+// Whether a training configure asks each residual block to sum its input gradient in its branch's
+// first convolution's pass (model.grad_sum: fused, on a GPU, in 16 bits, channels_last; auto
+// stays separate until a GPU run has checked it), and the plan's line for it.
+bool fuses_grad_sum(const JobSpec& spec, const Device& device);
+std::string describe_grad_sum(const JobSpec& spec, const Device& device);
 // Whether encoded images are decoded by nvJPEG on `device` (data.decode: gpu; auto where the
 // rank computes on a GPU and nvJPEG loads; checked on an H100, 2026-11-26).
 bool decodes_on_gpu(const JobSpec& spec, const Device& device);

@@ -231,24 +231,36 @@ case_memory_plan_choice() {
     expect_error 2 "bad.yaml:1: key 'model.memory_plan': unknown value 'pooled'" validate --config "$cfg"
 }
 
+# expect_gpu_16bit_choice KEY VALUE: VALUE of KEY runs on a GPU in 16 bits channels_last only;
+# asked for on the CPU, in fp32 or in NCHW, it is an error naming the key (exit 2).
+expect_gpu_16bit_choice() {
+    local key=$1 value=$2 quickstart=(--config "$SRC/configs/quickstart.yaml")
+    expect_error 2 "key '$key': $value is a GPU's" validate "${quickstart[@]}" --set device=cpu --set "$key=$value"
+    expect_error 2 "key '$key': $value needs 16-bit activations .precision amp-fp16 or amp-bf16., not fp32" \
+      validate "${quickstart[@]}" --set device=cuda --set "$key=$value"
+    expect_error 2 "key '$key': $value needs the channels_last layout" validate "${quickstart[@]}" --set device=cuda \
+      --set precision=amp-fp16 --set model.memory_format=nchw --set "$key=$value"
+}
+
 case_batchnorm_choice() {
     # model.batchnorm: the plan says how BatchNorm runs; folded and folded_inner are a GPU's 16-bit
     # channels_last paths, so asking for one where it cannot run, or a bad value, names the key (exit 2).
     expect_ok 0 validate --config "$SRC/configs/quickstart.yaml"
     grep -q "^  batchnorm    : separate (oneDNN, CPU)" "$WORK/out" || fail "the plan does not say how BatchNorm runs"
-    expect_error 2 "key 'model.batchnorm': folded is a GPU's" validate --config "$SRC/configs/quickstart.yaml" \
-      --set device=cpu --set model.batchnorm=folded
-    expect_error 2 "key 'model.batchnorm': folded needs 16-bit activations .precision amp-fp16 or amp-bf16., not fp32" \
-      validate --config "$SRC/configs/quickstart.yaml" --set device=cuda --set model.batchnorm=folded
-    expect_error 2 "key 'model.batchnorm': folded needs the channels_last layout" validate \
-      --config "$SRC/configs/quickstart.yaml" --set device=cuda --set precision=amp-fp16 \
-      --set model.memory_format=nchw --set model.batchnorm=folded
-    expect_error 2 "key 'model.batchnorm': folded_inner is a GPU's" validate --config "$SRC/configs/quickstart.yaml" \
-      --set device=cpu --set model.batchnorm=folded_inner
-    expect_error 2 "key 'model.batchnorm': folded_inner needs 16-bit activations" \
-      validate --config "$SRC/configs/quickstart.yaml" --set device=cuda --set precision=tf32 --set model.batchnorm=folded_inner
+    expect_gpu_16bit_choice model.batchnorm folded
+    expect_gpu_16bit_choice model.batchnorm folded_inner
     cfg=$(yaml bad.yaml 'model: {batchnorm: fused}\n')
     expect_error 2 "bad.yaml:1: key 'model.batchnorm': unknown value 'fused'" validate --config "$cfg"
+}
+
+case_grad_sum_choice() {
+    # model.grad_sum: the plan says where a residual block sums its input gradients; fused is a GPU's
+    # 16-bit channels_last path, so asking for it where it cannot run, or a bad value, names the key (exit 2).
+    expect_ok 0 validate --config "$SRC/configs/quickstart.yaml"
+    grep -q "^  grad sum     : separate (oneDNN, CPU)" "$WORK/out" || fail "the plan does not say where gradients sum"
+    expect_gpu_16bit_choice model.grad_sum fused
+    cfg=$(yaml bad.yaml 'model: {grad_sum: later}\n')
+    expect_error 2 "bad.yaml:1: key 'model.grad_sum': unknown value 'later'" validate --config "$cfg"
 }
 
 case_loss_read_choice() {

@@ -191,6 +191,19 @@ case_gpu_batchnorm_folded_resume_bitwise() {
       "$WORK/out" || fail "not every BatchNorm folded"
 }
 
+case_gpu_grad_sum_fused_resume_bitwise() {
+    # model.grad_sum: fused (each basic block's input gradient summed in conv1's input gradient pass,
+    # cuDNN graphs from deterministic engines), with model.batchnorm: folded, resumes bit for bit:
+    # ResNet-20 in amp-fp16 channels_last, stopped at step 15; the plan and the log say the 9 blocks
+    # fused.
+    need_gpus 1
+    resume_bitwise 0 --set device=cuda --set precision=amp-fp16 --set model.grad_sum=fused \
+      --set model.batchnorm=folded --set model.name=resnet20 --set data.synthetic.channels=3 \
+      --set data.synthetic.height=16 --set data.synthetic.width=16 --set data.batch_size=16
+    grep -q "^  grad sum     : fused:" "$WORK/out" || fail "the plan does not say the sums fuse"
+    grep -q "Gradient sums (model.grad_sum: fused): 9 of 9 " "$WORK/out" || fail "not every block's sum fused"
+}
+
 case_gpu_batchnorm_folded_learns_as_separate() {
     # ResNet-20 in amp-fp16 learns the synthetic job as well with its BatchNorms folded as
     # separate (within two points of test accuracy; folded_inner and folded), and the folded

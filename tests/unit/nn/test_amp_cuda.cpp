@@ -273,6 +273,19 @@ TEST_P(AmpVsCpu, BottleneckResNetWithBatchNormFolded) {
     EXPECT_LT(folded, 1.5 * separate + 0.02) << (with_residual ? "folded" : "folded_inner")
                                              << ": the folded BatchNorms are less accurate than the separate ones";
   }
+  // model.grad_sum: fused on top: each block's input gradient summed in its first convolution's pass.
+  const double summed = compare_amp_model(
+      dt,
+      [](Device d) {
+        auto m = testing::bottleneck_resnet(d);
+        if (d.is_cuda()) {
+          m->set_batchnorm_folding(true, true);
+          m->set_grad_sum_fused(true);
+        }
+        return m;
+      },
+      true, {3, 16, 16}, 6, whole, param);
+  EXPECT_LT(summed, 1.5 * separate + 0.02) << "folded with the sums in the convolutions: less accurate";
 }
 
 // The channels_last path is deterministic: the same step twice gives the same gradient bits

@@ -25,12 +25,14 @@ const char* fold_name(Fold f) {
   return f == Fold::kSeparate ? "separate" : f == Fold::kInner ? "folded_inner" : "folded";
 }
 
-// The bottleneck model in `dtype`, channels_last, its BatchNorms run as `fold` says.
-std::unique_ptr<Model> bottleneck(DType dtype, Fold fold) {
+// The bottleneck model in `dtype`, channels_last, its BatchNorms run as `fold` says, each block's
+// input gradient summed in its first convolution's pass with `grad_sum` (model.grad_sum: fused).
+std::unique_ptr<Model> bottleneck(DType dtype, Fold fold, bool grad_sum = false) {
   auto m = testing::bottleneck_resnet(Device::cuda(0));
   m->set_compute_dtype(dtype);
   m->set_channels_last(true);
   m->set_batchnorm_folding(fold != Fold::kSeparate, fold == Fold::kWithResidual);
+  m->set_grad_sum_fused(grad_sum);
   return m;
 }
 
@@ -180,6 +182,56 @@ TEST(FoldedBatchNormOnGpu, HoldsLessThanTheSeparateBatchNorms) {
   const std::size_t a = all->gradient_plan().peak_live_bytes();
   std::cout << "  with the branches' last BatchNorms folded too: " << a << " bytes\n";
   EXPECT_LE(a, f);
+}
+
+std::string grad_sum_refusals(const Model& m) {
+  std::string all;
+  for (const std::string& r : m.grad_sum_fusion().refused) all += "\n  " + r;
+  return all;
+}
+
+// model.grad_sum: fused: every block whose BatchNorm fuses its sum (all three, channels_last)
+// sums its input gradient in its first convolution's pass, with the BatchNorms separate and
+// folded; the steps give the same bits twice; and the model computes what the separate sums
+// compute, to the rounding the one fewer rounding of the sum changes.
+TEST(GradSumOnGpu, EveryBlockSumsInItsFirstConvolution) {
+  SKIP_WITHOUT_GPU();
+  for (const Fold fold : {Fold::kSeparate, Fold::kWithResidual}) {
+    SCOPED_TRACE(fold_name(fold));
+    auto m = bottleneck(DType::kF16, fold, true);
+    run_steps(*m, 1);
+    Tensor x({8, 3, 16, 16});
+    testing::set_values(x, testing::random_vector(8 * 768, 4));
+    std::vector<int32_t> labels(8, 3);
+    m->forward(x, labels.data(), true);  // the evaluation in run_steps configured for inference
+    m->backward();
+    EXPECT_EQ(m->grad_sum_fusion().fused, 3) << grad_sum_refusals(*m);
+    EXPECT_TRUE(m->grad_sum_fusion().refused.empty()) << grad_sum_refusals(*m);
+  }
+}
+
+TEST(GradSumOnGpu, StepsAreBitwiseRepeatable) {
+  SKIP_WITHOUT_GPU();
+  auto a = bottleneck(DType::kF16, Fold::kWithResidual, true), b = bottleneck(DType::kF16, Fold::kWithResidual, true);
+  const Steps first = run_steps(*a, 3), second = run_steps(*b, 3);
+  EXPECT_EQ(first.losses, second.losses);
+  EXPECT_EQ(first.grads, second.grads);
+  EXPECT_EQ(first.buffers, second.buffers);
+}
+
+TEST(GradSumOnGpu, ComputesWhatTheSeparateSumsCompute) {
+  SKIP_WITHOUT_GPU();
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    const std::string what = dtype_name(dtype);
+    auto separate = bottleneck(dtype, Fold::kSeparate), fused = bottleneck(dtype, Fold::kSeparate, true);
+    const Steps s = run_steps(*separate, 3), f = run_steps(*fused, 3);
+    const double loss_tolerance = dtype == DType::kF16 ? 5e-3 : 2e-2;
+    for (std::size_t i = 0; i < s.losses.size(); ++i)
+      EXPECT_NEAR(f.losses[i], s.losses[i], loss_tolerance * std::fabs(s.losses[i])) << what << " step " << i;
+    const double grads = testing::relative_error(s.grads, f.grads);
+    std::cout << what << ": whole gradient off by " << grads << " with the sums in the convolutions\n";
+    EXPECT_LT(grads, dtype == DType::kF16 ? 0.2 : 0.45) << what << " whole gradient";
+  }
 }
 
 }  // namespace

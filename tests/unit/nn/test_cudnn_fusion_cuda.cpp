@@ -177,7 +177,8 @@ std::vector<double> host_dgrad(const FusedConvShape& s, const std::vector<uint16
 // takes (the frontend's checks before a handle is needed); f32 is refused. With them, the
 // backward of each branch's last BatchNorm folded with its block's sum (bn3 of a bottleneck, bn2
 // of a basic block), through the ReLU's bit mask, and of a projection shortcut's BatchNorm
-// folded into it.
+// folded into it; and the input gradient with the residual block's other term added
+// (model.grad_sum: fused) of each convolution that folds no BatchNorm before it.
 TEST(CudnnFusion, EveryFoldedPassOfTheResNetsValidatesWithoutAGpu) {
   struct Conv {
     int64_t c, h, k, r, stride;
@@ -223,13 +224,26 @@ TEST(CudnnFusion, EveryFoldedPassOfTheResNetsValidatesWithoutAGpu) {
             << what << " forward with the statistics of the BatchNorm with the sum";
         ++checked;
       }
-      if (!c.input_batchnorm) continue;
+      if (!c.input_batchnorm) {  // model.grad_sum: fused: its input gradient plus the block's other term
+        FusedConvOptions sum;
+        sum.add_to_input_grad = true;
+        EXPECT_EQ(FusedConvGraph::validation_error(FusedPass::kInputGradient, s, sum), "")
+            << what << " input gradient with the block's sum";
+        ++checked;
+        continue;
+      }
       o.statistics = false;
       EXPECT_EQ(FusedConvGraph::validation_error(FusedPass::kInputGradient, s, o), "") << what << " input gradient";
       EXPECT_EQ(FusedConvGraph::validation_error(FusedPass::kFilterGradient, s, o), "") << what << " filter gradient";
       checked += 2;
     }
-  EXPECT_EQ(checked, 2 * (16 * (1 + 3 + 4) + 4 + 6 * (1 + 4)));
+  EXPECT_EQ(checked, 2 * (16 * (2 + 3 + 4) + 4 * 2 + 6 * (2 + 4)));
+  FusedConvOptions sum_through_batchnorm;
+  sum_through_batchnorm.add_to_input_grad = sum_through_batchnorm.input_batchnorm = true;
+  EXPECT_NE(FusedConvGraph::validation_error(FusedPass::kInputGradient, shape_of(8, 16, 8, 8, 16, 3),
+                                             sum_through_batchnorm)
+                .find("a plain input gradient only"),
+            std::string::npos);
   struct Activations {
     int64_t c, h;
   };
@@ -388,6 +402,35 @@ TEST_F(CudnnFusionOnGpu, InputGradientThroughReluWithDbnWeightMatchesTheSeparate
                                    << "worst at element " << worst_at << " (channel " << c << "): eq_scale_dy "
                                    << eq_dy[c] << " (scale * inv_std " << scale[c] * inv_std[c] << "), eq_scale_x "
                                    << eq_x[c] << ", eq_bias " << eq_bias[c];
+}
+
+// model.grad_sum: fused: the input gradient pass with the residual block's other term added in its
+// epilogue against the host's input gradient plus that term.
+TEST_F(CudnnFusionOnGpu, InputGradientPlusTheBlocksSumMatchesTheSeparateOperations) {
+  const FusedConvShape s = shape_of(2, 16, 8, 8, 32, 3);
+  FusedConvOptions o;
+  o.add_to_input_grad = true;
+  const auto graph = std::make_unique<FusedConvGraph>(handle, FusedPass::kInputGradient, s, o);
+  if (!graph->built()) GTEST_SKIP() << "cuDNN builds no input gradient with the sum here (" << graph->error() << ")";
+  const FusedConvGraph& g = *graph;
+  const int64_t in_n = s.n * s.h * s.w * s.c, w_n = s.k * s.r * s.r * s.c, out_n = s.n * s.h * s.w * s.k;
+  const std::vector<uint16_t> dy = to_half(testing::random_vector(out_n, 51));
+  const std::vector<uint16_t> w = to_half(testing::random_vector(w_n, 52, -0.2f, 0.2f));
+  const std::vector<uint16_t> dsum = to_half(testing::random_vector(in_n, 53));
+  GraphRun run = prepare_run(g);
+  upload(run, "dy", dy);
+  upload(run, "w", w);
+  upload(run, "dsum", dsum);
+  ASSERT_EQ(execute_and_wait(handle, g, run), "");
+  const std::vector<uint16_t> dx = download<uint16_t>(g, run, "dx");
+  const std::vector<double> want = host_dgrad(s, dy, w);
+  double worst = 0, largest = 0;
+  for (int64_t i = 0; i < in_n; ++i) {
+    const double expected = want[i] + half_to_float(dsum[i]);
+    worst = std::max(worst, std::fabs(half_to_float(dx[i]) - expected));
+    largest = std::max(largest, std::fabs(expected));
+  }
+  EXPECT_LT(worst, 1e-2 * largest) << "dx: the input gradient plus the block's other term";
 }
 
 // The filter gradient's pass against the separate operations: its input, relu(x * scale + bias),

@@ -190,6 +190,27 @@ TEST(Model, BatchNormFoldingAsksTheBatchNormsBetweenTwoConvolutions) {
   EXPECT_TRUE(all->batchnorm_folding().refused_with_residual.empty());
 }
 
+// model.grad_sum: fused on the CPU: no block fuses its sum into a BatchNorm, so none is asked, and
+// the step is the same; the log line's counts.
+TEST(Model, GradSumFusionAsksOnlyBlocksWithTheSumFused) {
+  auto asked = tiny_resnet(), plain = tiny_resnet();
+  asked->set_grad_sum_fused(true);
+  const Batch b = random_batch(4, asked->input_shape(), 5, 91);
+  EXPECT_EQ(asked->forward(b.x, b.labels.data(), true), plain->forward(b.x, b.labels.data(), true));
+  asked->backward();
+  plain->backward();
+  EXPECT_EQ(testing::host_values(asked->store().grad_arena()), testing::host_values(plain->store().grad_arena()));
+  EXPECT_EQ(asked->grad_sum_fusion().fused, 0);
+  EXPECT_TRUE(asked->grad_sum_fusion().refused.empty());
+  Context::GradSumFusion f;
+  f.fused = 15;
+  f.refused = {"layer1.0: Conv2d layer1.0.conv1: cuDNN builds no input gradient with the sum (x)"};
+  EXPECT_EQ(f.summary(),
+            "15 of 16 residual blocks' input gradient sums in their first convolution's pass; the others sum in a pass "
+            "of their own, the first because layer1.0: Conv2d layer1.0.conv1: cuDNN builds no input gradient with the "
+            "sum (x)");
+}
+
 // The trainer's log line for model.batchnorm: folded: both kinds counted, the first refusal of
 // either said.
 TEST(Model, BatchNormFoldingSummaryCountsBothKinds) {
@@ -445,9 +466,9 @@ TEST(StepGraphsOnGpu, ReplaysTheSixteenBitChannelsLastStepBitwise) {
         5);
 }
 
-// model.batchnorm: folded_inner and folded: the folded passes (cuDNN frontend graphs, the
-// finalize, residual output and input gradient kernels) record and replay as the launches run,
-// bit for bit.
+// model.batchnorm: folded_inner and folded (with model.grad_sum: fused): the folded passes (cuDNN
+// frontend graphs, the finalize, residual output and input gradient kernels) record and replay as
+// the launches run, bit for bit.
 TEST(StepGraphsOnGpu, ReplaysTheFoldedBatchNormStepBitwise) {
   if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
   for (const bool with_residual : {false, true}) {
@@ -458,6 +479,7 @@ TEST(StepGraphsOnGpu, ReplaysTheFoldedBatchNormStepBitwise) {
           m.set_compute_dtype(DType::kF16);
           m.set_channels_last(true);
           m.set_batchnorm_folding(true, with_residual);
+          m.set_grad_sum_fused(with_residual);  // and, with folded, model.grad_sum: fused
         },
         5);
   }

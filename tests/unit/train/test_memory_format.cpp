@@ -130,6 +130,32 @@ TEST(BatchNormFolding, OptInOnAGpuIn16BitsChannelsLast) {
   EXPECT_FALSE(folds_batchnorm(spec, gpu));
 }
 
+// model.grad_sum: fused sums each residual block's input gradient in its first convolution's pass
+// on a GPU in 16 bits, channels_last; auto stays separate until a GPU run has checked it.
+TEST(GradSumFusion, OptInOnAGpuIn16BitsChannelsLast) {
+  const Device gpu = Device::cuda(0), cpu = Device::cpu();
+  JobSpec spec = job(Precision::kAmpFp16, "auto");
+  EXPECT_EQ(spec.model.grad_sum, "auto");
+  EXPECT_FALSE(fuses_grad_sum(spec, gpu)) << "opt-in until a GPU run has checked it";
+  EXPECT_EQ(describe_grad_sum(spec, gpu),
+            "separate (auto): each residual block sums its input gradients in a pass of its own; model.grad_sum: fused "
+            "sums them in the convolution's pass (opt-in until a GPU run has checked it)");
+  spec.model.grad_sum = "fused";
+  EXPECT_TRUE(fuses_grad_sum(spec, gpu));
+  EXPECT_EQ(
+      describe_grad_sum(spec, gpu).rfind("fused: each residual block's input gradient adds its shortcut's term", 0), 0u);
+  EXPECT_FALSE(fuses_grad_sum(spec, cpu));
+  EXPECT_EQ(describe_grad_sum(spec, cpu), "separate (oneDNN, CPU)");
+  spec.model.memory_format = "nchw";
+  EXPECT_FALSE(fuses_grad_sum(spec, gpu)) << "the sum in the pass needs NHWC";
+  EXPECT_EQ(describe_grad_sum(spec, gpu),
+            "separate: each residual block sums its input gradients in a pass of its own; fused needs 16-bit "
+            "activations in the channels_last layout");
+  JobSpec tf32 = job(Precision::kTf32, "auto");
+  tf32.model.grad_sum = "fused";
+  EXPECT_FALSE(fuses_grad_sum(tf32, gpu));
+}
+
 // train.loss_read: auto reads the loss at the step's end on both devices (on a GPU since an
 // H100 run checked it, 2026-11-26; on the CPU the same computation, no wait to save).
 TEST(LossRead, StepEndUnderAutoOnBothDevices) {
