@@ -457,7 +457,13 @@ std::string Conv2dCuda::add_to_input_grad() {
   if (!graph->built()) return who + "cuDNN builds no input gradient with the sum (" + graph->error() + ")";
   d.summed_input_grad = std::move(graph);
   adds_to_input_grad_ = true;
-  build_folded_passes();  // sizes the backward workspace with the new graph's
+  // The passes again (cached), the backward workspace now sized for the new graph too.
+  if (std::string why = build_folded_passes(); !why.empty()) {
+    adds_to_input_grad_ = false;
+    d.summed_input_grad = nullptr;
+    build_folded_passes();
+    return why;
+  }
   return "";
 }
 
