@@ -80,8 +80,7 @@ __global__ void batchnorm_fold_input_grad_vector_kernel(const T* drelu, const T*
   }
 }
 
-// One thread per mask byte: 8 elements. Vector: 16 bytes of x, z and y a thread (the channels a
-// multiple of 8, the tensors 16-byte aligned); otherwise element by element.
+// A channel's scale and bias from a BatchNorm's saved statistics.
 __device__ BatchNormFoldChannel saved_channel(const FoldedStatistics& s, int64_t ch) {
   return fold_saved_statistics(s.mean[ch], s.inv_std[ch], s.gamma[ch], s.beta[ch]);
 }
@@ -91,6 +90,8 @@ __device__ float shortcut_term(const FoldedStatistics& shortcut, int64_t ch, flo
   return shortcut.mean == nullptr ? z : fold_shortcut_element(saved_channel(shortcut, ch), z);
 }
 
+// One thread per mask byte: 8 elements. Vector: 16 bytes of x, z and y a thread (the channels a
+// multiple of 8, the tensors 16-byte aligned); otherwise element by element.
 template <class T, bool kVector>
 __global__ void batchnorm_fold_residual_output_kernel(const T* x, const T* z, FoldedStatistics bn,
                                                       FoldedStatistics shortcut, T* y, uint8_t* mask,
