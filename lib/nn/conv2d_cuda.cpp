@@ -16,6 +16,7 @@
 #include "nn/channels_last_cuda.hpp"
 #include "nn/cuda_util_cuda.hpp"
 #include "nn/cudnn_cuda.hpp"
+#include "nn/conv_algorithm_choices.hpp"
 #include "nn/cudnn_fusion_cuda.hpp"
 #include "nn/relu_kernels_cuda.hpp"
 
@@ -98,7 +99,65 @@ ConvAlgorithms choose_algorithms(cudnnHandle_t handle, cudnnTensorDescriptor_t x
   return a;
 }
 
+// The algorithms cuDNN timed on this stream (train.conv_algorithms: measured), by everything a
+// choice depends on (measured_shape_key): shared by the layers (a shape is timed once a job, not
+// once a layer), seeded from rank 0 and from checkpoints (conv_algorithm_choices.hpp).
+struct MeasuredAlgorithms {
+  std::map<std::string, ConvAlgorithms> by_shape;
+};
+
+MeasuredAlgorithms& measured_algorithms(Context& ctx) {
+  std::shared_ptr<void>& slot = cuda::stream_attachment(ctx, "conv_measured_algorithms");
+  if (!slot) slot = std::make_shared<MeasuredAlgorithms>();
+  return *static_cast<MeasuredAlgorithms*>(slot.get());
+}
+
+std::string measured_shape_key(const Shape& src, const Conv2dOptions& o, DType dtype, bool nhwc,
+                               const ComputeRules& rules) {
+  return std::to_string(src[0]) + "," + std::to_string(src[1]) + "," + std::to_string(src[2]) + "," +
+         std::to_string(src[3]) + " k" + std::to_string(o.out_channels) + " r" + std::to_string(o.kernel) + " s" +
+         std::to_string(o.stride) + " p" + std::to_string(o.padding) + " " + dtype_name(dtype) +
+         (nhwc ? " nhwc" : " nchw") + (rules.tf32 ? " tf32" : "") + (rules.deterministic ? " deterministic" : " any") +
+         " ws" + std::to_string(rules.workspace_limit);
+}
+
+// Where measured choices hold: this cuDNN on this GPU.
+std::string measuring_library(Context& ctx) {
+  cudaDeviceProp properties{};
+  cuda::check(cudaGetDeviceProperties(&properties, ctx.device.index), "cudaGetDeviceProperties");
+  return "cuDNN " + std::to_string(cudnnGetVersion()) + " on " + properties.name;
+}
+
 }  // namespace
+
+std::string export_measured_conv_algorithms(Context& ctx) {
+  const MeasuredAlgorithms& measured = measured_algorithms(ctx);
+  if (measured.by_shape.empty()) return "";
+  ConvAlgorithmChoices choices;
+  choices.library = measuring_library(ctx);
+  for (const auto& [shape, a] : measured.by_shape)
+    choices.by_shape[shape] = {static_cast<int>(a.forward), static_cast<int>(a.backward_filter),
+                               static_cast<int>(a.backward_data), a.forward_workspace_bytes,
+                               a.backward_workspace_bytes};
+  return format_conv_algorithm_choices(choices);
+}
+
+std::string import_measured_conv_algorithms(Context& ctx, const std::string& text, const std::string& what) {
+  const ConvAlgorithmChoices choices = parse_conv_algorithm_choices(text, what);
+  const std::string here = measuring_library(ctx);
+  if (choices.library != here) return "they were measured with " + choices.library + ", this is " + here;
+  MeasuredAlgorithms& measured = measured_algorithms(ctx);
+  for (const auto& [shape, c] : choices.by_shape) {
+    ConvAlgorithms a;
+    a.forward = static_cast<cudnnConvolutionFwdAlgo_t>(c.forward);
+    a.backward_filter = static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.backward_filter);
+    a.backward_data = static_cast<cudnnConvolutionBwdDataAlgo_t>(c.backward_data);
+    a.forward_workspace_bytes = static_cast<std::size_t>(c.forward_workspace);
+    a.backward_workspace_bytes = static_cast<std::size_t>(c.backward_workspace);
+    measured.by_shape[shape] = a;
+  }
+  return "";
+}
 
 // What the algorithms depend on: the input's shape, its dtype, NHWC or NCHW, and the rules
 // (TF32, determinism, heuristics or measured, workspace limit).
@@ -177,13 +236,25 @@ TensorDesc Conv2dCuda::configure(const TensorDesc& src, bool training) {
                     native_nhwc_,       rules.tf32,
                     rules.deterministic, rules.measure_algorithms,
                     rules.workspace_limit};
-  auto cached = d.cache.find(key);
-  if (cached == d.cache.end())
-    cached = d.cache
-                 .emplace(key, choose_algorithms(cuda::cudnn_handle(ctx_), d.x.get(), d.w.get(), d.conv.get(),
+  if (rules.measure_algorithms) {  // the job's: timed once a shape, or as rank 0 or a checkpoint had them
+    std::map<std::string, ConvAlgorithms>& measured = measured_algorithms(ctx_).by_shape;
+    const std::string shape = measured_shape_key(src.shape, o, dtype, native_nhwc_, rules);
+    auto at = measured.find(shape);
+    if (at == measured.end())
+      at = measured
+               .emplace(shape, choose_algorithms(cuda::cudnn_handle(ctx_), d.x.get(), d.w.get(), d.conv.get(),
                                                  d.y.get(), dtype, rules, "Conv2d " + name_))
-                 .first;
-  d.algos = cached->second;
+               .first;
+    d.algos = at->second;
+  } else {
+    auto cached = d.cache.find(key);
+    if (cached == d.cache.end())
+      cached = d.cache
+                   .emplace(key, choose_algorithms(cuda::cudnn_handle(ctx_), d.x.get(), d.w.get(), d.conv.get(),
+                                                   d.y.get(), dtype, rules, "Conv2d " + name_))
+                   .first;
+    d.algos = cached->second;
+  }
   const bool plans_workspace = training && ctx_.planned_backward && ctx_.lean_plan;
   d.forward_workspace.configure(ctx_, d.algos.forward_workspace_bytes, plans_workspace);
   if (training)

@@ -73,4 +73,11 @@ class Conv2dCuda final : public Conv2d {
   TensorRef out_, diff_src_, none_;
 };
 
+// train.conv_algorithms: measured: the algorithms the convolutions on ctx's stream timed, as
+// conv_algorithm_choices.hpp's text ("" when none were), and choices to use instead of timing
+// again (rank 0's, a checkpoint's): "" once taken, or why not (measured with another cuDNN or
+// GPU). Malformed text is an InputError naming `what`.
+std::string export_measured_conv_algorithms(Context& ctx);
+std::string import_measured_conv_algorithms(Context& ctx, const std::string& text, const std::string& what);
+
 }  // namespace sdp::nn

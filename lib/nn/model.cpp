@@ -5,7 +5,12 @@
 
 #include "core/device_memory.hpp"
 #include "core/error.hpp"
+#include "nn/conv_algorithm_choices.hpp"
 #include "nn/layer_profile.hpp"
+
+#if defined(SDP_HAVE_CUDNN)
+#include "nn/conv2d_cuda.hpp"
+#endif
 
 namespace sdp::nn {
 
@@ -161,6 +166,25 @@ void Model::forward_deferred(const Tensor& x, const int32_t* labels) {
 }
 
 float Model::take_loss() { return loss_->take_loss(); }
+
+std::string Model::measured_conv_algorithms() {
+#if defined(SDP_HAVE_CUDNN)
+  if (ctx_.device.is_cuda()) return export_measured_conv_algorithms(ctx_);
+#endif
+  return "";
+}
+
+std::string Model::use_measured_conv_algorithms(const std::string& text, const std::string& what) {
+#if defined(SDP_HAVE_CUDNN)
+  if (ctx_.device.is_cuda()) {
+    const std::string why = import_measured_conv_algorithms(ctx_, text, what);
+    if (why.empty()) configured_batch_ = -1;  // the convolutions take them at the next configure
+    return why;
+  }
+#endif
+  parse_conv_algorithm_choices(text, what);  // the CPU computes without them; bad text is still bad
+  return "";
+}
 
 void Model::wait_input_copied() {
   if (input_copied_) input_copied_->synchronize();

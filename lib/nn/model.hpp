@@ -130,6 +130,16 @@ class Model {
   // TF32, determinism and algorithm choice of the GPU layers (Context::rules). Takes effect at
   // the next forward.
   void set_compute_rules(const ComputeRules& rules);
+  // train.conv_algorithms: measured: the algorithms this model's GPU convolutions timed, as text
+  // (nn/conv_algorithm_choices.hpp; "" when none were, or on the CPU), and choices to take instead
+  // of timing (rank 0's, a checkpoint's: every rank and a resumed run then compute with the same
+  // algorithms, the same bits): "" once taken (from the next configure), or why not (measured
+  // with another cuDNN or GPU: this model times its own). Malformed text is an InputError naming `what`.
+  std::string measured_conv_algorithms();
+  // Configures for a training step of `batch` now instead of at the first forward (rank 0, to
+  // time its convolution algorithms before the other ranks take them).
+  void prepare_training(int64_t batch) { configure(batch, /*training=*/true); }
+  std::string use_measured_conv_algorithms(const std::string& text, const std::string& what);
   // Multiplies every gradient backward produces by `scale` (loss scaling: a power of two).
   void set_loss_scale(float scale) { loss_->set_loss_scale(scale); }
   float loss_scale() const { return loss_->loss_scale(); }

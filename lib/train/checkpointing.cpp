@@ -215,6 +215,10 @@ void Checkpointer::save(const TrainPosition& at, const LrSchedule& schedule,
       {"rng", "counter-based: data (seed, epoch, sample), dropout (seed, layer, rank, step)"},
       {"job_spec", job_spec_to_yaml(spec_)},
   };
+  // train.conv_algorithms: measured: the algorithms every rank computes with (rank 0's), which a
+  // resumed run takes instead of timing again (timing can pick others: other bits).
+  if (const std::string measured = model_.measured_conv_algorithms(); !measured.empty())
+    snapshot.metadata["conv_algorithms"] = measured;
   if (scaler_ != nullptr && scaler_->enabled()) {
     snapshot.metadata["loss_scale"] = num(scaler_->scale());
     snapshot.metadata["loss_scale_good_steps"] = std::to_string(scaler_->good_steps());
@@ -302,6 +306,14 @@ std::optional<ResumePoint> Checkpointer::resume(Communicator& comm, int64_t step
   // (Rank 0 checked both keys before the broadcast.)
   if (scaler_ != nullptr && meta.count("loss_scale") > 0)
     scaler_->restore(std::stof(meta.at("loss_scale")), get("loss_scale_good_steps"));
+  // The convolution algorithms the run measured, on every rank, before the first configure.
+  if (spec_.train.conv_algorithms == "measured" && meta.count("conv_algorithms") > 0) {
+    const std::string why =
+        model_.use_measured_conv_algorithms(meta.at("conv_algorithms"), meta.at("path") + ": conv_algorithms");
+    if (!why.empty() && world_.rank() == 0)
+      log_warn("resume: the convolution algorithms are timed again, not taken from the checkpoint (" + why +
+               "): the resumed run may leave the bits of the one it resumes");
+  }
 
   ResumePoint point = resume_point(meta, steps_per_epoch, schedule);
   for (const std::string& change : spec_changes_) log_info(change);  // rank 0's only

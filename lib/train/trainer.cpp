@@ -135,6 +135,7 @@ void Trainer::start_replicas() {
     world_comm_->broadcast(CommBuffer::of(store.buffer_arena()), {0})->wait();
   });
   checkpointer_->restore_rank_buffers(*world_comm_);  // each rank's own BatchNorm statistics
+  share_measured_conv_algorithms();
   if (!spec_.output.timeline.empty()) {
     // Time 0 of every rank's trace right after a barrier: the ranks' traces line up to within
     // the barrier's skew, even across hosts whose clocks are not comparable.
@@ -212,6 +213,29 @@ void Trainer::start_step_graphs() {
 }
 
 // A recording that failed ends the replays on this rank: said once, with the reason.
+// train.conv_algorithms: measured on GPUs, several ranks: every rank computes with the
+// algorithms rank 0 timed (or took from the checkpoint), so the averaged gradient's bits do not
+// depend on each rank's timing, and a resumed run can take the same ones from the checkpoint.
+// Rank 0 configures its model for a training step first (timing what it has not got yet).
+void Trainer::share_measured_conv_algorithms() {
+  nn::Model& model = *parts_.model;
+  if (model.device().is_cpu() || spec_.train.conv_algorithms != "measured" || world_.size() == 1) return;
+  std::string measured;
+  watched("convolution algorithms at start", [&] {
+    run_on_all_ranks(world_.comm(), [&] {
+      if (world_.rank() != 0) return;
+      model.prepare_training(spec_.data.batch_size);
+      measured = model.measured_conv_algorithms();
+    });
+  });
+  watched("convolution algorithms broadcast", [&] { measured = broadcast_string(world_.comm(), measured, 0); });
+  if (world_.rank() == 0 || measured.empty()) return;
+  const std::string why = model.use_measured_conv_algorithms(measured, "rank 0's convolution algorithms");
+  if (!why.empty())
+    log_warn("rank " + std::to_string(world_.rank()) + " times its own convolution algorithms, not rank 0's (" + why +
+             "): its gradients' bits may differ from what rank 0's algorithms give");
+}
+
 void Trainer::note_step_graph_failure() {
   const std::string& failure = parts_.model->step_graph_failure();
   if (failure.empty() || step_graph_failure_noted_) return;

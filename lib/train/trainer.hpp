@@ -120,6 +120,8 @@ class Trainer {
   // model.batchnorm: folded, model.grad_sum: fused: after the first training step (the first
   // configure), what the fusions made of the model.
   void note_fusions();
+  // train.conv_algorithms: measured on several GPU ranks: rank 0's algorithms on every rank.
+  void share_measured_conv_algorithms();
   // A diagnosis from the DivergenceGuard: a warning on rank 0, or with on_divergence: abort
   // the end of the run on every rank (the guard reads agreed values, so all get here).
   void diverged(const std::string& diagnosis);

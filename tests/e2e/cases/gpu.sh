@@ -191,6 +191,26 @@ case_gpu_batchnorm_folded_resume_bitwise() {
       "$WORK/out" || fail "not every BatchNorm folded"
 }
 
+case_gpu_measured_algorithms_resume_bitwise() {
+    # train.conv_algorithms: measured: every rank computes with rank 0's timed algorithms, the
+    # checkpoint holds them (its conv_algorithms metadata) and the resumed run takes them instead
+    # of timing again, so it resumes bit for bit: ResNet-20 in fp32 on 2 ranks sharing the GPU,
+    # stopped at step 15.
+    need_gpus 1
+    resume_bitwise 2 --set device=cuda --set train.conv_algorithms=measured --set model.name=resnet20 \
+      --set data.synthetic.channels=3 --set data.synthetic.height=16 --set data.synthetic.width=16 \
+      --set data.batch_size=16
+    ! grep -q "timed again\|times its own convolution algorithms" "$WORK/out" ||
+      fail "a rank or the resumed run timed its own convolution algorithms"
+    python3 - "$WORK/ckB/ckpt-000000015.safetensors" <<'PY' || fail "the checkpoint holds no convolution algorithms"
+import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+text = header["__metadata__"]["conv_algorithms"]
+assert text.startswith("cuDNN ") and " = " in text, text
+PY
+}
+
 case_gpu_grad_sum_fused_resume_bitwise() {
     # model.grad_sum: fused (each basic block's input gradient summed in conv1's input gradient pass,
     # cuDNN graphs from deterministic engines), with model.batchnorm: folded, resumes bit for bit:
