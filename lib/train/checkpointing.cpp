@@ -306,10 +306,16 @@ std::optional<ResumePoint> Checkpointer::resume(Communicator& comm, int64_t step
   // (Rank 0 checked both keys before the broadcast.)
   if (scaler_ != nullptr && meta.count("loss_scale") > 0)
     scaler_->restore(std::stof(meta.at("loss_scale")), get("loss_scale_good_steps"));
-  // The convolution algorithms the run measured, on every rank, before the first configure.
+  // The convolution algorithms the run measured, on every rank, before the first configure. Text
+  // that does not read is no reason to lose the run: its algorithms are timed again (every rank
+  // reads the same text, so all do the same).
   if (spec_.train.conv_algorithms == "measured" && meta.count("conv_algorithms") > 0) {
-    const std::string why =
-        model_.use_measured_conv_algorithms(meta.at("conv_algorithms"), meta.at("path") + ": conv_algorithms");
+    std::string why;
+    try {
+      why = model_.use_measured_conv_algorithms(meta.at("conv_algorithms"), meta.at("path") + ": conv_algorithms");
+    } catch (const InputError& e) {
+      why = e.what();
+    }
     if (!why.empty() && world_.rank() == 0)
       log_warn("resume: the convolution algorithms are timed again, not taken from the checkpoint (" + why +
                "): the resumed run may leave the bits of the one it resumes");
