@@ -136,10 +136,10 @@ class Model {
   // algorithms, the same bits): "" once taken (from the next configure), or why not (measured
   // with another cuDNN or GPU: this model times its own). Malformed text is an InputError naming `what`.
   std::string measured_conv_algorithms();
+  std::string use_measured_conv_algorithms(const std::string& text, const std::string& what);
   // Configures for a training step of `batch` now instead of at the first forward (rank 0, to
   // time its convolution algorithms before the other ranks take them).
   void prepare_training(int64_t batch) { configure(batch, /*training=*/true); }
-  std::string use_measured_conv_algorithms(const std::string& text, const std::string& what);
   // Multiplies every gradient backward produces by `scale` (loss scaling: a power of two).
   void set_loss_scale(float scale) { loss_->set_loss_scale(scale); }
   float loss_scale() const { return loss_->loss_scale(); }
@@ -152,9 +152,9 @@ class Model {
   // model.batchnorm: folded (Context::batchnorm_folding): each BatchNorm with its ReLU between
   // two convolutions of a residual branch is folded into them at each configure where the
   // layers can (a GPU's NHWC 16-bit convolutions with cuDNN's graphs); `with_residual`: each
-  // branch's last BatchNorm, with its block's sum, after the convolution before it too (in
-  // training). Takes effect at the next forward; batchnorm_folding() says what the last
-  // configure folded and why not the rest.
+  // branch's last BatchNorm, with its block's sum, after the convolution before it too, and a
+  // projection shortcut's BatchNorm into that one (in training). Takes effect at the next
+  // forward; batchnorm_folding() says what the last configure folded and why not the rest.
   void set_batchnorm_folding(bool requested, bool with_residual = false) {
     ctx_.batchnorm_folding.requested = requested;
     ctx_.batchnorm_folding.with_residual = requested && with_residual;

@@ -49,7 +49,8 @@ TEST(ConvAlgorithmChoices, DamagedTextNamesWhereAndWhichLine) {
             where + ": line 2: not '<shape> = <algorithms>' ('256,64,56,56 k64 1 3 1 0 0')");
   EXPECT_EQ(error_of("cuDNN 1 on G\nshape = 1 3\n"),
             where + ": line 2: expected three algorithm numbers and two workspace sizes ('shape = 1 3')");
-  EXPECT_EQ(error_of("cuDNN 1 on G\nshape = 1 3 1 0 0 7\n"), where + ": line 2: unexpected '7' ('shape = 1 3 1 0 0 7')");
+  EXPECT_EQ(error_of("cuDNN 1 on G\nshape = 1 3 1 0 0 7\n"),
+            where + ": line 2: unexpected '7' ('shape = 1 3 1 0 0 7')");
   EXPECT_EQ(error_of("cuDNN 1 on G\nshape = 1 -3 1 0 0\n"),
             where + ": line 2: a negative algorithm number ('shape = 1 -3 1 0 0')");
   EXPECT_EQ(error_of("cuDNN 1 on G\nshape = 1 3 1 0 0\nshape = 2 3 1 0 0\n"),

@@ -53,7 +53,8 @@ TEST(MeasuredAlgorithmsOnGpu, ExportedAndTakenByAnotherModelForTheSameBits) {
   ConvAlgorithmChoices elsewhere = choices;
   elsewhere.library = "cuDNN 80000 on another GPU";
   auto third = measured_resnet();
-  const std::string why = third->use_measured_conv_algorithms(format_conv_algorithm_choices(elsewhere), "a checkpoint's");
+  const std::string why =
+      third->use_measured_conv_algorithms(format_conv_algorithm_choices(elsewhere), "a checkpoint's");
   EXPECT_NE(why.find("they were measured with cuDNN 80000 on another GPU, this is cuDNN "), std::string::npos) << why;
   EXPECT_EQ(third->measured_conv_algorithms(), "") << "nothing taken, nothing timed yet";
 }
