@@ -190,13 +190,8 @@ std::string BatchNorm2dCuda::fold_between(Layer& before, Layer& after) {
   auto* conv_before = dynamic_cast<Conv2dCuda*>(&before);
   auto* conv_after = dynamic_cast<Conv2dCuda*>(&after);
   if (conv_before == nullptr || conv_after == nullptr) return "it does not sit between two convolutions";
-  const Device& device = plain_src_.device;
-  const std::size_t channels = static_cast<std::size_t>(options_.channels);
-  fold_.sum.reserve(device, channels * sizeof(float));
-  fold_.sq_sum.reserve(device, channels * sizeof(float));
-  fold_.scale.reserve(device, channels * dtype_size(dtype));
-  fold_.bias.reserve(device, channels * dtype_size(dtype));
-  fold_.dbn_coefficients.reserve(device, 3 * channels * sizeof(float));
+  reserve_fold_state();
+  fold_.dbn_coefficients.reserve(plain_src_.device, 3 * static_cast<std::size_t>(options_.channels) * sizeof(float));
   // Evaluation normalises with the running statistics: the convolution before sums nothing.
   if (std::string why = training_ ? conv_before->fold_statistics_of(*this) : ""; !why.empty()) return why;
   if (std::string why = conv_after->fold_input_batchnorm(*this); !why.empty()) {
@@ -205,7 +200,7 @@ std::string BatchNorm2dCuda::fold_between(Layer& before, Layer& after) {
   }
   folded_ = true;
   // Its output is its input: nothing of its own to hold (planned: never bound, never allocated).
-  dst_.configure(device, plain_src_.nbytes(), /*planned=*/true);
+  dst_.configure(plain_src_.device, plain_src_.nbytes(), /*planned=*/true);
   return "";
 }
 
@@ -241,12 +236,7 @@ std::string BatchNorm2dCuda::fold_statistics_and_backward(Layer& before, cuda::F
     return std::string("cuDNN builds no batchnorm backward") +
            (pass == cuda::FusedPass::kResidualBatchNormBackward ? " through the ReLU's mask" : "") + " (" +
            graph->error() + ")";
-  const Device& device = plain_src_.device;
-  const std::size_t channels = static_cast<std::size_t>(options_.channels);
-  fold_.sum.reserve(device, channels * sizeof(float));
-  fold_.sq_sum.reserve(device, channels * sizeof(float));
-  fold_.scale.reserve(device, channels * dtype_size(dtype));  // the finalize writes them; unused here
-  fold_.bias.reserve(device, channels * dtype_size(dtype));
+  reserve_fold_state();  // the finalize writes scale and bias too (unused by these folds)
   if (std::string why = dynamic_cast<Conv2dCuda&>(before).fold_statistics_of(*this); !why.empty()) return why;
   impl_->folded_backward = std::move(graph);
   const bool plans_workspace = ctx_.planned_backward && ctx_.lean_plan;
@@ -364,6 +354,15 @@ const TensorRef& BatchNorm2dCuda::forward(const TensorRef& src) {
 
 // The batch statistics from the sums the convolution before wrote, the running statistics, and
 // the scale and bias a convolution after applies (folded_).
+void BatchNorm2dCuda::reserve_fold_state() {
+  const Device& device = plain_src_.device;
+  const std::size_t channels = static_cast<std::size_t>(options_.channels);
+  fold_.sum.reserve(device, channels * sizeof(float));
+  fold_.sq_sum.reserve(device, channels * sizeof(float));
+  fold_.scale.reserve(device, channels * dtype_size(plain_src_.dtype));
+  fold_.bias.reserve(device, channels * dtype_size(plain_src_.dtype));
+}
+
 void BatchNorm2dCuda::finalize_folded_statistics() {
   const Shape& x = plain_src_.shape;
   cuda::batchnorm_fold_finalize(plain_src_.dtype, fold_.sum.as<const float>(), fold_.sq_sum.as<const float>(),

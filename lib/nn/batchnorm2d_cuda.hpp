@@ -90,6 +90,8 @@ class BatchNorm2dCuda final : public BatchNorm2d {
   // Picks the cuDNN mode and operation (see the header comment) and sizes their buffers.
   void choose_fused_operation(bool with_residual);
   void forward_native();
+  // The sums, scale and bias the folds share with the convolutions (FoldState, but its dbn part).
+  void reserve_fold_state();
   void finalize_folded_statistics();
   cuda::FoldedStatistics folded_statistics() const;
   std::string residual_fold_obstacle(Layer& before) const;

@@ -464,11 +464,7 @@ std::string Conv2dCuda::build_folded_passes() {
   if (bias_ || o.fuse_relu) return who + "a convolution with a bias or its own ReLU does not fold";
   if (training_ && input_batchnorm_ != nullptr && !needs_input_grad_)
     return who + "the BatchNorm before it needs this convolution's input gradient pass";
-  const Shape& x = plain_src_.shape;
-  cuda::FusedConvShape shape;
-  shape.n = x[0], shape.c = x[1], shape.h = x[2], shape.w = x[3];
-  shape.k = o.out_channels, shape.r = o.kernel, shape.stride = o.stride, shape.padding = o.padding;
-  shape.dtype = dtype;
+  const cuda::FusedConvShape shape = fused_shape();
   cuda::FusedConvOptions options;
   options.input_batchnorm = input_batchnorm_ != nullptr;
   options.statistics = statistics_of_ != nullptr;
@@ -503,6 +499,17 @@ std::string Conv2dCuda::build_folded_passes() {
   return "";
 }
 
+// This convolution as the cuDNN frontend graphs describe it (plain_src_ is NHWC 16-bit there).
+cuda::FusedConvShape Conv2dCuda::fused_shape() const {
+  const Conv2dOptions& o = options_;
+  const Shape& x = plain_src_.shape;
+  cuda::FusedConvShape shape;
+  shape.n = x[0], shape.c = x[1], shape.h = x[2], shape.w = x[3];
+  shape.k = o.out_channels, shape.r = o.kernel, shape.stride = o.stride, shape.padding = o.padding;
+  shape.dtype = plain_src_.dtype;
+  return shape;
+}
+
 // The graph of the input gradient plus the addend; the workspace grows to it.
 std::string Conv2dCuda::add_to_input_grad() {
   Impl& d = *impl_;
@@ -514,12 +521,7 @@ std::string Conv2dCuda::add_to_input_grad() {
     return who + "the sum in the pass needs NHWC 16-bit activations";
   if (input_batchnorm_ != nullptr) return who + "its input gradient pass goes through a folded BatchNorm";
   if (diff_src_out_.needed()) return who + "its input gradient changes layout after the pass";
-  const Conv2dOptions& o = options_;
-  const Shape& x = plain_src_.shape;
-  cuda::FusedConvShape shape;
-  shape.n = x[0], shape.c = x[1], shape.h = x[2], shape.w = x[3];
-  shape.k = o.out_channels, shape.r = o.kernel, shape.stride = o.stride, shape.padding = o.padding;
-  shape.dtype = plain_src_.dtype;
+  const cuda::FusedConvShape shape = fused_shape();
   cuda::FusedConvOptions options;
   options.add_to_input_grad = true;
   options.deterministic = ctx_.rules.deterministic;

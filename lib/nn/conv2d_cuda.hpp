@@ -29,6 +29,9 @@
 #include "nn/conv2d.hpp"
 
 namespace sdp::nn {
+namespace cuda {
+struct FusedConvShape;
+}  // namespace cuda
 
 class Conv2dCuda final : public Conv2d {
  public:
@@ -56,6 +59,7 @@ class Conv2dCuda final : public Conv2d {
   // Builds the folded passes the current folds need (cached per stream); "" or the first refusal.
   std::string build_folded_passes();
   std::string try_fold(BatchNorm2dCuda*& slot, BatchNorm2dCuda& bn);
+  cuda::FusedConvShape fused_shape() const;
 
   std::unique_ptr<Impl> impl_;
   bool training_ = false;
