@@ -61,8 +61,9 @@
 #                 are the tf32 stage's
 #         graphs  train.cuda_graphs: on: each model's step with forward and backward replayed from
 #                 one CUDA graph against the same step launched kernel by kernel, in one bench
-#                 layers run each: MLP b128, LeNet-5 b256, ResNet-20 b128 fp32 and amp-fp16,
-#                 ResNet-50 b256 amp-fp16
+#                 layers run each: MLP b128, LeNet-5 b256, ResNet-20 b128 fp32 and amp-fp16 (each
+#                 with the update decided on the host, then on the device and recorded with the
+#                 step: optimizer.capturable: on), ResNet-50 b256 amp-fp16
 #         train-resnet20
 #                 ResNet-20 b128 in fp32 and amp-fp16 against PyTorch at its best (channels_last,
 #                 torch.compile), sdp-train with its default CUDA graphs (#35's 1.5x goal)
@@ -315,20 +316,24 @@ stage_fusions() {
 }
 
 stage_graphs() {
-  local bin=$BUNDLE/sdp-train graphs=(--set device=cuda --set train.cuda_graphs=on)
-  step bench-layers-mlp-graphs "$bin" bench layers --config configs/quickstart.yaml --set data.batch_size=128 \
-    "${graphs[@]}" --steps 50
-  step bench-layers-lenet5-graphs "$bin" bench layers --config configs/lenet-mnist.yaml --set data.format=synthetic \
-    --set data.batch_size=256 "${graphs[@]}" --steps 50
-  local p
-  for p in fp32 amp-fp16; do
-    step bench-layers-resnet20-$p-graphs "$bin" bench layers --config configs/resnet20-cifar10.yaml \
-      --set data.format=synthetic --set data.synthetic.channels=3 --set data.synthetic.height=32 \
-      --set data.synthetic.width=32 --set data.batch_size=128 --set precision=$p "${graphs[@]}" --steps 50
+  local bin=$BUNDLE/sdp-train graphs=(--set device=cuda --set train.cuda_graphs=on) c p
+  # Each row twice: the update decided on the host after the replay, then recorded with it
+  # (optimizer.capturable: on).
+  for c in off on; do
+    step bench-layers-mlp-graphs-update-$c "$bin" bench layers --config configs/quickstart.yaml \
+      --set data.batch_size=128 "${graphs[@]}" --set optimizer.capturable=$c --steps 50
+    step bench-layers-lenet5-graphs-update-$c "$bin" bench layers --config configs/lenet-mnist.yaml \
+      --set data.format=synthetic --set data.batch_size=256 "${graphs[@]}" --set optimizer.capturable=$c --steps 50
+    for p in fp32 amp-fp16; do
+      step bench-layers-resnet20-$p-graphs-update-$c "$bin" bench layers --config configs/resnet20-cifar10.yaml \
+        --set data.format=synthetic --set data.synthetic.channels=3 --set data.synthetic.height=32 \
+        --set data.synthetic.width=32 --set data.batch_size=128 --set precision=$p "${graphs[@]}" \
+        --set optimizer.capturable=$c --steps 50
+    done
   done
   step bench-layers-resnet50-amp-fp16-graphs "$bin" bench layers --config configs/resnet50-synthetic-bench.yaml \
     --set data.batch_size=256 --set data.synthetic.train_samples=256 --set precision=amp-fp16 "${graphs[@]}" --steps 10
-  grep -H '^# step' "$OUT"/bench-layers-*-graphs.log | tee -a "$OUT/summary.txt" >&2
+  grep -H '^# step' "$OUT"/bench-layers-*-graphs*.log | tee -a "$OUT/summary.txt" >&2
 }
 
 stage_train_resnet20() {

@@ -139,6 +139,10 @@ struct OptimizerSpec {
   std::vector<int> milestones;  // epochs, for schedule: step
   double gamma = 0.1;
   double min_lr = 0.0;  // cosine floor
+  // A GPU update decided and applied on the device, recordable with the step in one CUDA graph
+  // (optim/capturable_update.hpp; PyTorch's `capturable`): on, off; auto is off until a GPU run
+  // has checked it (training_setup.hpp uses_capturable_update).
+  std::string capturable = "auto";  // auto | off | on
 };
 
 struct DistributedSpec {

@@ -272,6 +272,7 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("optimizer.milestones", optimizer.milestones));
     f.push_back(SDP_FIELD("optimizer.gamma", optimizer.gamma));
     f.push_back(SDP_FIELD("optimizer.min_lr", optimizer.min_lr));
+    f.push_back(SDP_FIELD("optimizer.capturable", optimizer.capturable, {"auto", "off", "on"}));
     f.push_back(SDP_FIELD("distributed.backend", distributed.backend));
     f.push_back(SDP_FIELD("distributed.allreduce", distributed.allreduce));
     {

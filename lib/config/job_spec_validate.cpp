@@ -129,6 +129,9 @@ void check_train_keys(const JobSpec& spec, const RangeChecker& check) {
 void check_optimizer_keys(const JobSpec& spec, const RangeChecker& check) {
   const OptimizerSpec& o = spec.optimizer;
   check.require(o.lr > 0, "optimizer.lr", "must be > 0, got " + std::to_string(o.lr));
+  check.require(o.capturable != "on" || spec.device != DevicePreference::kCpu, "optimizer.capturable",
+                "on decides and applies a GPU's update on the device: with device cpu the update runs on the host "
+                "(use off)");
   check.require(o.reference_batch >= 0, "optimizer.reference_batch",
                 "must be a positive integer (the global batch optimizer.lr is stated for) or 0 "
                 "(unset: data.batch_size), got " +

@@ -321,6 +321,7 @@ void Model::forward_backward_deferred(const Tensor& x, const int32_t* labels) {
   if (scope == StepRecording::kNone) {
     forward_deferred(x, labels);
     backward();
+    if (step_tail_) step_tail_();
     return;
   }
   stage_forward(x, /*training=*/true, /*mark_input_copied=*/true);
@@ -338,10 +339,16 @@ void Model::forward_backward_deferred(const Tensor& x, const int32_t* labels) {
     ++replayed_steps_;
   } else {
     queue_forward();
-    if (whole) queue_backward();
+    if (whole) {
+      queue_backward();
+      if (step_tail_) step_tail_();
+    }
   }
   loss_->queue_loss_read();
-  if (!whole) queue_backward();  // launched: its hook sees each gradient as it is made
+  if (!whole) {
+    queue_backward();  // launched: its hook sees each gradient as it is made
+    if (step_tail_) step_tail_();
+  }
   backward_ready_ = false;
 }
 
@@ -363,7 +370,10 @@ bool Model::record_step_graph(const StepGraphKey& key) {
   try {
     stream.begin_capture();
     queue_forward();
-    if (key.scope == StepRecording::kForwardAndBackward) queue_backward();
+    if (key.scope == StepRecording::kForwardAndBackward) {
+      queue_backward();
+      if (step_tail_) step_tail_();
+    }
     step_graphs_[key] = stream.end_capture();
     return true;
   } catch (const std::exception& e) {
@@ -372,6 +382,11 @@ bool Model::record_step_graph(const StepGraphKey& key) {
     step_graph_failure_ = e.what();
     return false;
   }
+}
+
+void Model::set_step_tail(std::function<void()> tail) {
+  step_tail_ = std::move(tail);
+  drop_step_graphs();
 }
 
 void Model::backward() {

@@ -82,6 +82,17 @@ class Model {
     step_graphs_enabled_ = enabled;
     forward_alone_ = forward_alone;
   }
+  // Device work queued after backward in every forward_backward_deferred, and recorded with a
+  // whole step: the optimizer's update decided on the device (optimizer.capturable), so one
+  // replay is the whole step. Empty (the default): none. Drops the recordings made without it.
+  void set_step_tail(std::function<void()> tail);
+  // The last training forward's loss on the device (SoftmaxCrossEntropy::loss_sum_on_device):
+  // its sum over the rows, and the rows. A null sum on the CPU.
+  struct DeviceLoss {
+    const double* sum = nullptr;
+    int64_t rows = 0;
+  };
+  DeviceLoss loss_on_device() const { return {loss_->loss_sum_on_device(), loss_->rows()}; }
   enum class StepRecording { kNone, kForward, kForwardAndBackward };
   StepRecording step_recording() const;
   // Why this model's steps are not recorded at all (empty when they can be): not a GPU model,
@@ -234,6 +245,7 @@ class Model {
   bool step_graphs_enabled_ = false;
   bool forward_alone_ = false;
   std::map<StepGraphKey, std::unique_ptr<StreamGraph>> step_graphs_;
+  std::function<void()> step_tail_;
   int64_t steps_since_configure_ = 0;
   int64_t replayed_steps_ = 0;
   std::string step_graph_failure_;

@@ -38,6 +38,11 @@ class SoftmaxCrossEntropy {
   virtual void queue_loss(const TensorRef& logits);
   virtual void queue_loss_read();
 
+  // The last forward's sum of the rows' losses in device memory, and the rows: the mean loss is
+  // their quotient. For an update decided on the device (optimizer.capturable); null on the CPU.
+  virtual const double* loss_sum_on_device() const { return nullptr; }
+  virtual int64_t rows() const { return 0; }
+
   // e in [0, 1); 0 (the default) is plain cross-entropy.
   void set_label_smoothing(float e) { label_smoothing_ = e; }
   float label_smoothing() const { return label_smoothing_; }

@@ -27,6 +27,8 @@ class SoftmaxCrossEntropyCuda final : public SoftmaxCrossEntropy {
   void stage_labels(const int32_t* labels) override;
   void queue_loss(const TensorRef& logits) override;
   void queue_loss_read() override;
+  const double* loss_sum_on_device() const override { return totals_.as<const double>(); }
+  int64_t rows() const override { return batch_; }
 
  private:
   Context& ctx_;

@@ -48,6 +48,7 @@ class AdamCuda final : public Adam {
   using Adam::Adam;
   bool update(float lr, int64_t t) override;
   bool checks_gradients_in_update() const override { return false; }
+  cuda_updates::StepScalars step_scalars(float lr, int64_t t) const override;
 };
 
 }  // namespace sdp

@@ -13,6 +13,7 @@
 
 #include "core/cuda_check_cuda.hpp"
 #include "core/error.hpp"
+#include "core/cuda_casts.hpp"
 #include "optim/cuda_updates.hpp"
 #include "optim/update_rules.hpp"
 #include "core/grid_stride_cuda.hpp"
@@ -49,9 +50,22 @@ __device__ double block_sum_squares(int64_t n, Value value, double* shared) {
   return total;
 }
 
+// The launch's scalars (ScalarSource): the same for every thread, so a skipped launch returns
+// before any barrier.
+__device__ StepScalars scalars_of(const ScalarSource& source) {
+  return source.on_device != nullptr ? *source.on_device : source.value;
+}
+__device__ bool skipped(const ScalarSource& source) { return source.skip != nullptr && *source.skip != 0; }
+
+__global__ void check_loss_kernel(const double* loss_sum, double batch, int32_t* skip) {
+  if (!isfinite(static_cast<float>(*loss_sum / batch))) *skip = 1;
+}
+
 // ---- SGD ----
 
-__global__ void sgd_kernel(const Range* ranges, float* p, const float* g, float lr) {
+__global__ void sgd_kernel(const Range* ranges, float* p, const float* g, ScalarSource source) {
+  if (skipped(source)) return;
+  const float lr = scalars_of(source).lr;
   const Range r = ranges[blockIdx.y];
   SDP_GRID_STRIDE(i, r.count) {
     const int64_t k = r.begin + i;
@@ -59,8 +73,12 @@ __global__ void sgd_kernel(const Range* ranges, float* p, const float* g, float 
   }
 }
 
-__global__ void sgd_momentum_kernel(const Range* ranges, float* p, const float* g, float* buf, float lr,
-                                    float mu, float keep, bool first, bool nesterov) {
+__global__ void sgd_momentum_kernel(const Range* ranges, float* p, const float* g, float* buf, ScalarSource source,
+                                    float mu, float keep, bool nesterov) {
+  if (skipped(source)) return;
+  const StepScalars s = scalars_of(source);
+  const float lr = s.lr;
+  const bool first = s.first != 0;
   const Range r = ranges[blockIdx.y];
   SDP_GRID_STRIDE(i, r.count) {
     const int64_t k = r.begin + i;
@@ -74,8 +92,11 @@ __global__ void sgd_momentum_kernel(const Range* ranges, float* p, const float* 
 
 // ---- Adam / AdamW ----
 
-__global__ void adam_kernel(const Range* ranges, float* p, const float* g, float* m, float* v, float lr,
-                            float b1, float b2, float eps, float step_size, float bias2_sqrt, bool decoupled) {
+__global__ void adam_kernel(const Range* ranges, float* p, const float* g, float* m, float* v, ScalarSource source,
+                            float b1, float b2, float eps, bool decoupled) {
+  if (skipped(source)) return;
+  const StepScalars s = scalars_of(source);
+  const float lr = s.lr, step_size = s.step_size, bias2_sqrt = s.bias2_sqrt;
   const Range r = ranges[blockIdx.y];
   const float l2 = decoupled ? 0.0f : r.weight_decay;
   const float shrink = 1.0f - lr * r.weight_decay;
@@ -95,10 +116,11 @@ __global__ void adam_kernel(const Range* ranges, float* p, const float* g, float
 // ---- LARS ----
 
 // norms[2 r] = ||p||, norms[2 r + 1] = ||g|| of range r.
-__global__ void lars_norms_kernel(const Range* ranges, const float* p, const float* g, double* norms) {
+__global__ void lars_norms_kernel(const Range* ranges, const float* p, const float* g, double* norms,
+                                  ScalarSource source) {
   __shared__ double shared[kNormThreads];
   const Range r = ranges[blockIdx.x];
-  if (!r.adapt) return;  // uniform per block: no thread reaches a barrier the others skip
+  if (!r.adapt || skipped(source)) return;  // uniform per block: no thread reaches a barrier the others skip
   const float* pr = p + r.begin;
   const float* gr = g + r.begin;
   const double w = block_sum_squares(r.count, [pr](int64_t i) { return pr[i]; }, shared);
@@ -110,7 +132,9 @@ __global__ void lars_norms_kernel(const Range* ranges, const float* p, const flo
 }
 
 __global__ void lars_step_kernel(const Range* ranges, const double* norms, float* p, const float* g, float* v,
-                                 float lr, float mu, float trust, float eps) {
+                                 ScalarSource source, float mu, float trust, float eps) {
+  if (skipped(source)) return;
+  const float lr = scalars_of(source).lr;
   const Range r = ranges[blockIdx.y];
   float scale = lr;
   if (r.adapt) {
@@ -128,7 +152,9 @@ __global__ void lars_step_kernel(const Range* ranges, const double* norms, float
 
 // ---- LAMB ----
 
-__global__ void lamb_moments_kernel(const Range* ranges, const float* g, float* m, float* v, float b1, float b2) {
+__global__ void lamb_moments_kernel(const Range* ranges, const float* g, float* m, float* v, float b1, float b2,
+                                    ScalarSource source) {
+  if (skipped(source)) return;
   const Range r = ranges[blockIdx.y];
   SDP_GRID_STRIDE(i, r.count) {
     const int64_t k = r.begin + i;
@@ -139,10 +165,12 @@ __global__ void lamb_moments_kernel(const Range* ranges, const float* g, float* 
 
 // norms[2 r] = ||p||, norms[2 r + 1] = ||direction|| of range r.
 __global__ void lamb_norms_kernel(const Range* ranges, const float* p, const float* m, const float* v,
-                                  float bias1, float bias2, float eps, double* norms) {
+                                  ScalarSource source, float eps, double* norms) {
   __shared__ double shared[kNormThreads];
   const Range r = ranges[blockIdx.x];
-  if (!r.adapt) return;
+  if (!r.adapt || skipped(source)) return;
+  const StepScalars s = scalars_of(source);
+  const float bias1 = s.bias1, bias2 = s.bias2;
   const float* pr = p + r.begin;
   const float* mr = m + r.begin;
   const float* vr = v + r.begin;
@@ -158,7 +186,10 @@ __global__ void lamb_norms_kernel(const Range* ranges, const float* p, const flo
 }
 
 __global__ void lamb_step_kernel(const Range* ranges, const double* norms, float* p, const float* m,
-                                 const float* v, float lr, float bias1, float bias2, float eps) {
+                                 const float* v, ScalarSource source, float eps) {
+  if (skipped(source)) return;
+  const StepScalars s = scalars_of(source);
+  const float lr = s.lr, bias1 = s.bias1, bias2 = s.bias2;
   const Range r = ranges[blockIdx.y];
   const float ratio = r.adapt ? update_rules::lamb_ratio(norms[2 * blockIdx.y], norms[2 * blockIdx.y + 1]) : 1.0f;
   const float step = lr * ratio;
@@ -208,40 +239,49 @@ std::shared_ptr<const RangeTable> make_range_table(const std::vector<Range>& ran
   return table;
 }
 
-void sgd(const RangeTable& t, float* p, const float* g, float* buf, float lr, float momentum, float keep, bool first,
-         bool nesterov, Stream* stream) {
+void check_step(const float* g, int64_t count, const double* loss_sum, int64_t batch, int32_t* skip, Stream* stream) {
+  const cudaStream_t s = as_stream(stream);
+  check(cudaMemsetAsync(skip, 0, sizeof(int32_t), s), "cudaMemsetAsync (the update's skip flag)");
+  static_assert(sizeof(int32_t) == sizeof(int), "flag_nonfinite writes an int");
+  cuda_casts::flag_nonfinite(g, count, reinterpret_cast<int*>(skip), stream);
+  check_loss_kernel<<<1, 1, 0, s>>>(loss_sum, static_cast<double>(batch), skip);
+  check(cudaGetLastError(), "the loss check kernel launch");
+}
+
+void sgd(const RangeTable& t, float* p, const float* g, float* buf, const ScalarSource& scalars, float momentum,
+         float keep, bool nesterov, Stream* stream) {
   if (t.count == 0) return;
   if (buf == nullptr)
-    sgd_kernel<<<t.grid(), kThreads, 0, as_stream(stream)>>>(t.ranges, p, g, lr);
+    sgd_kernel<<<t.grid(), kThreads, 0, as_stream(stream)>>>(t.ranges, p, g, scalars);
   else
-    sgd_momentum_kernel<<<t.grid(), kThreads, 0, as_stream(stream)>>>(t.ranges, p, g, buf, lr, momentum, keep, first,
+    sgd_momentum_kernel<<<t.grid(), kThreads, 0, as_stream(stream)>>>(t.ranges, p, g, buf, scalars, momentum, keep,
                                                                       nesterov);
   check(cudaGetLastError(), "the SGD kernel launch");
 }
 
-void adam(const RangeTable& t, float* p, const float* g, float* m, float* v, float lr, float beta1, float beta2,
-          float eps, float step_size, float bias2_sqrt, bool decoupled, Stream* stream) {
+void adam(const RangeTable& t, float* p, const float* g, float* m, float* v, const ScalarSource& scalars, float beta1,
+          float beta2, float eps, bool decoupled, Stream* stream) {
   if (t.count == 0) return;
-  adam_kernel<<<t.grid(), kThreads, 0, as_stream(stream)>>>(t.ranges, p, g, m, v, lr, beta1, beta2, eps, step_size,
-                                                            bias2_sqrt, decoupled);
+  adam_kernel<<<t.grid(), kThreads, 0, as_stream(stream)>>>(t.ranges, p, g, m, v, scalars, beta1, beta2, eps,
+                                                            decoupled);
   check(cudaGetLastError(), "the Adam kernel launch");
 }
 
-void lars(const RangeTable& t, float* p, const float* g, float* v, float lr, float momentum, float trust_coefficient,
-          float eps, Stream* stream) {
+void lars(const RangeTable& t, float* p, const float* g, float* v, const ScalarSource& scalars, float momentum,
+          float trust_coefficient, float eps, Stream* stream) {
   if (t.count == 0) return;
-  lars_norms_kernel<<<t.count, kNormThreads, 0, as_stream(stream)>>>(t.ranges, p, g, t.norms);
-  lars_step_kernel<<<t.grid(), kThreads, 0, as_stream(stream)>>>(t.ranges, t.norms, p, g, v, lr, momentum,
+  lars_norms_kernel<<<t.count, kNormThreads, 0, as_stream(stream)>>>(t.ranges, p, g, t.norms, scalars);
+  lars_step_kernel<<<t.grid(), kThreads, 0, as_stream(stream)>>>(t.ranges, t.norms, p, g, v, scalars, momentum,
                                                                  trust_coefficient, eps);
   check(cudaGetLastError(), "the LARS kernel launches");
 }
 
-void lamb(const RangeTable& t, float* p, const float* g, float* m, float* v, float lr, float beta1, float beta2,
-          float bias1, float bias2, float eps, Stream* stream) {
+void lamb(const RangeTable& t, float* p, const float* g, float* m, float* v, const ScalarSource& scalars, float beta1,
+          float beta2, float eps, Stream* stream) {
   if (t.count == 0) return;
-  lamb_moments_kernel<<<t.grid(), kThreads, 0, as_stream(stream)>>>(t.ranges, g, m, v, beta1, beta2);
-  lamb_norms_kernel<<<t.count, kNormThreads, 0, as_stream(stream)>>>(t.ranges, p, m, v, bias1, bias2, eps, t.norms);
-  lamb_step_kernel<<<t.grid(), kThreads, 0, as_stream(stream)>>>(t.ranges, t.norms, p, m, v, lr, bias1, bias2, eps);
+  lamb_moments_kernel<<<t.grid(), kThreads, 0, as_stream(stream)>>>(t.ranges, g, m, v, beta1, beta2, scalars);
+  lamb_norms_kernel<<<t.count, kNormThreads, 0, as_stream(stream)>>>(t.ranges, p, m, v, scalars, eps, t.norms);
+  lamb_step_kernel<<<t.grid(), kThreads, 0, as_stream(stream)>>>(t.ranges, t.norms, p, m, v, scalars, eps);
   check(cudaGetLastError(), "the LAMB kernel launches");
 }
 

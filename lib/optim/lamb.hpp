@@ -63,6 +63,7 @@ class LambCuda final : public Lamb {
   using Lamb::Lamb;
   bool update(float lr, int64_t t) override;
   bool checks_gradients_in_update() const override { return false; }
+  cuda_updates::StepScalars step_scalars(float lr, int64_t t) const override;
 };
 
 }  // namespace sdp

@@ -6,12 +6,17 @@
 
 namespace sdp {
 
+cuda_updates::StepScalars LambCuda::step_scalars(float lr, int64_t t) const {
+  cuda_updates::StepScalars s = Optimizer::step_scalars(lr, t);
+  s.bias1 = static_cast<float>(update_rules::bias_correction(options_.beta1, t));
+  s.bias2 = static_cast<float>(update_rules::bias_correction(options_.beta2, t));
+  return s;
+}
+
 bool LambCuda::update(float lr, int64_t t) {
-  const float bias1 = static_cast<float>(update_rules::bias_correction(options_.beta1, t));
-  const float bias2 = static_cast<float>(update_rules::bias_correction(options_.beta2, t));
   cuda_updates::lamb(parameter_table(options_.weight_decay), store_.param_arena().data<float>(),
-                     store_.grad_arena().data<float>(), exp_avg_, exp_avg_sq_, lr, options_.beta1, options_.beta2,
-                     bias1, bias2, options_.eps, stream_);
+                     store_.grad_arena().data<float>(), exp_avg_, exp_avg_sq_, scalar_source(lr, t), options_.beta1,
+                     options_.beta2, options_.eps, stream_);
   return true;  // not checked here: step_checking_gradients checks first on GPUs
 }
 

@@ -51,6 +51,20 @@ bool Optimizer::step_checking_gradients(float lr) {
   return finite;
 }
 
+void Optimizer::read_scalars_from_device(const cuda_updates::StepScalars* scalars, const int32_t* skip) {
+  if (checks_gradients_in_update())
+    throw std::logic_error(std::string("optimizer ") + name() + ": only a GPU update reads its scalars from the device");
+  device_scalars_ = scalars;
+  device_skip_ = skip;
+}
+
+cuda_updates::StepScalars Optimizer::step_scalars(float lr, int64_t t) const {
+  cuda_updates::StepScalars s;
+  s.lr = lr;
+  s.first = t == 1 ? 1 : 0;
+  return s;
+}
+
 void throw_no_update(const char* kind, const Device& device) {
   throw InputError(std::string(kind) + " has no update for device " + device.str() + " in this build of sdp-train");
 }

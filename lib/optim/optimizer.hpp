@@ -61,6 +61,16 @@ class Optimizer {
   virtual bool update(float lr, int64_t t) = 0;
   virtual bool checks_gradients_in_update() const = 0;
 
+  // optimizer.capturable (a GPU update recorded in a CUDA graph): update() reads its per-step
+  // scalars from `scalars` in device memory (step_scalars, written there before each step) and
+  // changes nothing while *skip is non-zero (the step's gradients were not finite). The caller
+  // then counts each applied update with count_applied_update(). GPU twins only.
+  void read_scalars_from_device(const cuda_updates::StepScalars* scalars, const int32_t* skip);
+  bool reads_scalars_from_device() const { return device_scalars_ != nullptr; }
+  // The scalars of update number t at learning rate lr, exactly as the CPU computes them.
+  virtual cuda_updates::StepScalars step_scalars(float lr, int64_t t) const;
+  void count_applied_update() { ++step_count_; }
+
  protected:
   Optimizer(ParameterStore& store, float weight_decay, bool decay_all);
 
@@ -84,6 +94,10 @@ class Optimizer {
   const cuda_updates::RangeTable& parameter_table(float weight_decay);
   // A zero-filled state arena with the parameter arena's layout, on the store's device.
   float* add_state(const std::string& kind);
+  // Where the GPU twins' launches take the scalars of update t at lr (read_scalars_from_device).
+  cuda_updates::ScalarSource scalar_source(float lr, int64_t t) const {
+    return {step_scalars(lr, t), device_scalars_, device_skip_};
+  }
 
   ParameterStore& store_;
   std::vector<Segment> segments_;
@@ -96,6 +110,8 @@ class Optimizer {
   std::shared_ptr<const cuda_updates::RangeTable> parameter_table_;
   std::vector<NamedTensor> state_;
   int64_t step_count_ = 0;
+  const cuda_updates::StepScalars* device_scalars_ = nullptr;
+  const int32_t* device_skip_ = nullptr;
 };
 
 // Throws InputError: `kind` has no update for `device` in this build.

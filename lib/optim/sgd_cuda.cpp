@@ -7,7 +7,7 @@ namespace sdp {
 
 bool SgdCuda::update(float lr, int64_t t) {
   cuda_updates::sgd(segment_table(), store_.param_arena().data<float>(), store_.grad_arena().data<float>(), momentum_,
-                    lr, options_.momentum, 1.0f - options_.dampening, t == 1, options_.nesterov, stream_);
+                    scalar_source(lr, t), options_.momentum, 1.0f - options_.dampening, options_.nesterov, stream_);
   return true;  // not checked here: step_checking_gradients checks first on GPUs
 }
 

@@ -292,6 +292,7 @@ std::string describe_plan(const JobSetup& setup) {
   out << "  grad sum     : " << describe_grad_sum(s, setup.device.device) << "\n";
   out << "  loss read    : " << describe_loss_read(s, setup.device.device) << "\n";
   out << "  graphs       : " << describe_cuda_graphs(s, setup.device.device, w.size()) << "\n";
+  out << "  update       : " << describe_update(s, setup.device.device, w.size()) << "\n";
   out << "  data         : " << to_string(s.data.format);
   if (s.data.format != DataFormat::kSynthetic)
     out << " (train " << s.data.train << ", test " << s.data.test << ")";

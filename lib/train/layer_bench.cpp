@@ -17,6 +17,7 @@
 #include "distributed/gradient_reducer.hpp"
 #include "nn/layer_profile.hpp"
 #include "nn/threads.hpp"
+#include "optim/capturable_update.hpp"
 #include "train/training_setup.hpp"
 
 namespace sdp {
@@ -138,11 +139,27 @@ LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, 
     result.graphs_asked = true;
     result.graph_note = loss_at_step_end ? model->step_graph_obstacle() : "train.loss_read: forward";
     model->set_step_graphs(result.graph_note.empty());
+    // The update after the replay as the trainer makes it: on the device, in the recording
+    // (optimizer.capturable: on), or after the host's two waits (the loss, the gradients' check).
+    std::unique_ptr<CapturableUpdate> capturable;
+    if (uses_capturable_update(spec, model->device(), 1)) {
+      capturable = std::make_unique<CapturableUpdate>(*optimizer, stream);
+      model->set_step_tail([&] {
+        const nn::Model::DeviceLoss loss = model->loss_on_device();
+        capturable->queue(model->store().grad_arena(), model->loss_scale(), loss.sum, loss.rows);
+      });
+    }
+    result.update_on_device = capturable != nullptr;
     const auto graphed_step = [&] {
       const auto start = std::chrono::steady_clock::now();
+      if (capturable) capturable->stage(lr);
       model->forward_backward_deferred(input.images, input.labels.data());
-      optimizer->step(lr);
+      if (capturable) capturable->queue_read();
       model->take_loss();
+      if (capturable)
+        capturable->applied();
+      else if (model->store().grad_arena().all_finite(&stream))
+        optimizer->step(lr);
       stream.synchronize();
       return seconds_since(start);
     };
@@ -152,6 +169,8 @@ LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, 
     result.graph_replays = model->replayed_steps() - replayed_before;
     if (result.graph_note.empty()) result.graph_note = model->step_graph_failure();
     model->set_step_graphs(false);
+    model->set_step_tail({});
+    capturable.reset();  // the steps below launch the host's update
   }
   nn::LayerProfile profile(stream);
   model->context().profile = &profile;
@@ -245,10 +264,13 @@ std::string format_layer_bench(const LayerBenchResult& r) {
   out << line;
   if (r.graphs_asked && r.graph_replays > 0) {
     std::snprintf(line, sizeof line,
-                  "# step with CUDA graphs %.3f ms (%.0f images/s, %.2fx the launches): %lld of %lld steps replayed\n",
+                  "# step with CUDA graphs %.3f ms (%.0f images/s, %.2fx the launches): %lld of %lld steps replayed, "
+                  "%s\n",
                   r.graphed_step_seconds * 1e3, r.graphed_step_seconds > 0 ? r.batch / r.graphed_step_seconds : 0.0,
                   r.graphed_step_seconds > 0 ? r.step_seconds / r.graphed_step_seconds : 0.0,
-                  static_cast<long long>(r.graph_replays), static_cast<long long>(r.options.steps));
+                  static_cast<long long>(r.graph_replays), static_cast<long long>(r.options.steps),
+                  r.update_on_device ? "the update recorded with them (optimizer.capturable: on)"
+                                     : "the update decided on the host and launched");
     out << line;
   } else if (r.graphs_asked) {
     out << "# step with CUDA graphs: none replayed (" << (r.graph_note.empty() ? "no recording" : r.graph_note)

@@ -47,6 +47,10 @@ struct LayerBenchResult {
   double graphed_step_seconds = 0;
   int64_t graph_replays = 0;
   std::string graph_note;
+  // optimizer.capturable: on: the replayed step's update was decided and applied on the device
+  // (recorded with it); otherwise the host read the loss, checked the gradients and launched it,
+  // as the trainer does.
+  bool update_on_device = false;
   double optimizer_seconds = 0;     // median update
   // The step as `sdp-train plan` models it, from the steps without the layers' events:
   // forward, each gradient's ready time from the start of backward, the update.

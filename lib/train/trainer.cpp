@@ -183,6 +183,7 @@ void Trainer::start_replicas() {
       std::make_unique<DivergenceGuard>(spec_.model.num_classes, schedule_->options().warmup_steps,
                                         steps_per_epoch_, /*from_start=*/step_ == 0);
   start_step_graphs();
+  start_capturable_update();
 }
 
 // train.cuda_graphs: on (and auto on a GPU): after data parallel's and the timeline's set-up,
@@ -210,6 +211,26 @@ void Trainer::start_step_graphs() {
                    "an evaluation, and replayed from then on");
   else
     log_info(key + "the steps run as launches: " + obstacle);
+}
+
+void Trainer::start_capturable_update() {
+  nn::Model& model = *parts_.model;
+  if (!uses_capturable_update(spec_, model.device(), world_.size())) {
+    if (spec_.optimizer.capturable == "on" && world_.rank() == 0)
+      log_info("Update (optimizer.capturable: on): " + describe_update(spec_, model.device(), world_.size()));
+    return;
+  }
+  capturable_ = std::make_unique<CapturableUpdate>(*parts_.optimizer, *model.context().stream);
+  // In a step graph's recording the update follows backward; launched steps queue it the same.
+  if (step_graphs_) model.set_step_tail([this] { queue_capturable_update(); });
+  log_info("Update (optimizer.capturable: on): decided and applied on the device" +
+           std::string(step_graphs_ ? ", recorded with each step's forward and backward" : ", launched after backward"));
+}
+
+void Trainer::queue_capturable_update() {
+  nn::Model& model = *parts_.model;
+  const nn::Model::DeviceLoss loss = model.loss_on_device();
+  capturable_->queue(model.store().grad_arena(), model.loss_scale(), loss.sum, loss.rows);
 }
 
 // A recording that failed ends the replays on this rank: said once, with the reason.
@@ -381,7 +402,9 @@ const Batch* Trainer::next_batch(Clock::time_point since) {
 double Trainer::train_step(const Batch& first, int64_t epoch, double lr) {
   if (faults_.stalls_at(step_)) FaultPlan::stall(world_.rank(), "at step " + std::to_string(step_));
   parallel_->begin_step(step_);
+  if (capturable_) capturable_->stage(static_cast<float>(lr));
   double loss = forward_backward(first);
+  if (capturable_) capturable_->queue_read();
   {
     // The communication backward did not hide (the comm track shows each bucket).
     TraceScope trace(timeline_.get(), "gradient_wait", step_);
@@ -446,6 +469,7 @@ double Trainer::forward_backward(const Batch& first) {
       }
       TraceScope trace(timeline_.get(), "backward", step_);
       model.backward();
+      if (capturable_) queue_capturable_update();
     }
     if (!model.device().is_cpu()) {
       // Once the batch just used is on the device (its forward waited for its loss, or
@@ -472,7 +496,11 @@ bool Trainer::update(bool finite_loss, int64_t epoch, double lr) {
   Tensor grads = model.store().grad_arena();  // shares the arena's storage
   const bool check_in_update = model.device().is_cpu() && !scaler_.enabled() &&
                                spec_.train.on_nonfinite == OnNonfinite::kAbort;
-  if (!finite_loss || (!check_in_update && !grads.all_finite(stream))) {
+  // optimizer.capturable: the device has checked the gradients and this loss (single rank: the
+  // same value) and updated or not; its decision arrives with the step's end.
+  const bool finite_gradients =
+      capturable_ ? capturable_->applied() : check_in_update || grads.all_finite(stream);
+  if (!finite_loss || !finite_gradients) {
     // fp16 gradients overflowed at this loss scale: every rank skips (the averaged gradients
     // are the same bits everywhere) and backs off; not a fault of the run.
     if (finite_loss && scaler_.back_off()) {
@@ -489,6 +517,10 @@ bool Trainer::update(bool finite_loss, int64_t epoch, double lr) {
       log_warn(nonfinite_what(finite_loss, epoch, lr) + ": the update is skipped on every rank (train.on_nonfinite: skip; " +
                std::to_string(result_.skipped_steps) + " skipped so far)");
     return false;
+  }
+  if (capturable_) {  // applied on the device, and counted by applied()
+    scaler_.step_applied();
+    return true;
   }
   TraceScope trace(timeline_.get(), "optimizer", step_);
   if (model.loss_scale() != 1.0f) grads.scale(1.0f / model.loss_scale(), stream);  // exact: a power of two

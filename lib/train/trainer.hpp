@@ -20,6 +20,7 @@
 #include "distributed/watchdog.hpp"
 #include "nn/layer_profile.hpp"
 #include "obs/timeline.hpp"
+#include "optim/capturable_update.hpp"
 #include "train/checkpointing.hpp"
 #include "train/data_parallel.hpp"
 #include "train/divergence.hpp"
@@ -116,6 +117,10 @@ class Trainer {
   // decoder (what nvJPEG refuses is decoded one by one on the loader's few threads).
   void warn_if_decoding_falls_back();
   void start_step_graphs();
+  // optimizer.capturable: the update decided and applied on the device (made after
+  // start_step_graphs, whose recordings then hold it), and its device work for one step.
+  void start_capturable_update();
+  void queue_capturable_update();
   void note_step_graph_failure();
   // model.batchnorm: folded, model.grad_sum: fused: after the first training step (the first
   // configure), what the fusions made of the model.
@@ -140,6 +145,9 @@ class Trainer {
   std::unique_ptr<nn::LayerProfile> layer_profile_;
   std::chrono::steady_clock::time_point layers_step_start_{};
   std::unique_ptr<DataParallel> parallel_;
+  // optimizer.capturable; null: the host decides the update. After parts_: it refers to the
+  // optimizer and ends before it.
+  std::unique_ptr<CapturableUpdate> capturable_;
   StepLog log_;
   TrainResult result_;
   std::unique_ptr<Checkpointer> checkpointer_;

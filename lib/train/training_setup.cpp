@@ -269,6 +269,26 @@ bool wants_cuda_graphs(const JobSpec& spec, const Device& device) {
   return spec.train.cuda_graphs == "on" || (spec.train.cuda_graphs == "auto" && device.is_cuda());
 }
 
+bool uses_capturable_update(const JobSpec& spec, const Device& device, int ranks) {
+  return spec.optimizer.capturable == "on" && device.is_cuda() && ranks == 1 && spec.train.accumulate_steps == 1;
+}
+
+std::string describe_update(const JobSpec& spec, const Device& device, int ranks) {
+  if (!device.is_cuda()) return "on the host (CPU)";
+  if (uses_capturable_update(spec, device, ranks))
+    return std::string("on the device (optimizer.capturable: on): the gradients and the loss checked there, a step "
+                       "that is not finite skipped there, the learning rate read from device memory; ") +
+           (wants_cuda_graphs(spec, device) ? "recorded with forward and backward where the step is"
+                                            : "launched after backward (train.cuda_graphs: off)");
+  std::string line = "decided on the host: the step's loss read, the gradients checked (a second wait for the GPU), "
+                     "then the update launched";
+  if (spec.optimizer.capturable != "on")
+    return line + " (optimizer.capturable: on decides it on the device, so a step graph holds it; opt-in until a "
+                  "GPU run has checked it)";
+  return line + "; optimizer.capturable: on applies to one rank with train.accumulate_steps 1 (across ranks the loss "
+                "is agreed on the host)";
+}
+
 std::string describe_cuda_graphs(const JobSpec& spec, const Device& device, int ranks) {
   const std::string key = spec.train.cuda_graphs == "auto" ? " (auto)" : "";
   if (!device.is_cuda() && spec.train.cuda_graphs != "on") return "off (CPU)";

@@ -94,6 +94,11 @@ bool wants_cuda_graphs(const JobSpec& spec, const Device& device);
 // The plan's `graphs` line (train.cuda_graphs): whether a step of this job on `ranks` ranks
 // is recorded once and replayed, or why not (the trainer logs the same at start).
 std::string describe_cuda_graphs(const JobSpec& spec, const Device& device, int ranks);
+// Whether the trainer's update is decided and applied on the device (optimizer.capturable: on,
+// a GPU, one rank, one micro-batch a step; auto stays off until a GPU run has checked it), so
+// that a step graph holds it, and the plan's `update` line.
+bool uses_capturable_update(const JobSpec& spec, const Device& device, int ranks);
+std::string describe_update(const JobSpec& spec, const Device& device, int ranks);
 // Why train.loss_read: forward keeps a step from being recorded (the plan's line, the trainer's log).
 extern const char* const kLossReadForwardKeepsStepsLaunched;
 // Whether encoded images are normalised straight into the model's 16-bit channels_last input

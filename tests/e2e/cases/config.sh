@@ -263,6 +263,23 @@ case_grad_sum_choice() {
     expect_error 2 "bad.yaml:1: key 'model.grad_sum': unknown value 'later'" validate --config "$cfg"
 }
 
+case_capturable_choice() {
+    # optimizer.capturable: the plan says where the update is decided; on is a GPU's (the device
+    # decides and applies it), so asking for it with device cpu, or a bad value, names the key
+    # (exit 2), on validate and on a training run.
+    local quickstart=(--config "$SRC/configs/quickstart.yaml")
+    expect_ok 0 validate "${quickstart[@]}"
+    grep -q "^  update       : on the host (CPU)" "$WORK/out" ||
+      fail "the plan does not say where the CPU's update is decided"
+    # (The GPU's lines need a GPU to validate: test_train's CapturableUpdateChoice checks them.)
+    expect_error 2 "key 'optimizer.capturable': on decides and applies a GPU's update on the device" \
+      validate "${quickstart[@]}" --set device=cpu --set optimizer.capturable=on
+    expect_error 2 "key 'optimizer.capturable': on decides and applies a GPU's update on the device" \
+      "${quickstart[@]}" --set device=cpu --set optimizer.capturable=on
+    cfg=$(yaml bad.yaml 'optimizer: {capturable: sometimes}\n')
+    expect_error 2 "bad.yaml:1: key 'optimizer.capturable': unknown value 'sometimes'" validate --config "$cfg"
+}
+
 case_loss_read_choice() {
     # train.loss_read: the plan says when the host reads the loss (the CPU computes it as it
     # goes); a bad value names the key and its choices (exit 2).

@@ -400,6 +400,44 @@ case_gpu_cuda_graphs_same_model() {
     done
 }
 
+case_gpu_capturable_update_same_model() {
+    # optimizer.capturable: on (the update decided and applied on the device, recorded with
+    # each step's forward and backward) trains the very model the host's decision does: in fp32
+    # with SGD's momentum, in amp-fp16 with LAMB (bias corrections read from the device, the
+    # loss scaler); the same logged losses and tensors, the steps still replayed (28 of 32).
+    # Then a loss-scale overflow (step 6) and a NaN input (step 9) are skipped by the device as
+    # the host skips them: logged and counted the same.
+    need_gpus 1
+    local p c args
+    for p in fp32 amp-fp16; do
+      args=(--set precision=$p)
+      [ "$p" = amp-fp16 ] && args+=(--set optimizer.name=lamb --set optimizer.lr=0.002)
+      for c in off on; do
+        train_resnet20_graphs 0 "$p-capturable-$c" on "${args[@]}" --set optimizer.capturable=$c
+      done
+      grep -q "^  update       : on the device (optimizer.capturable: on)" "$WORK/out" ||
+        fail "the plan does not say the update is on the device ($p)"
+      grep -q "Update (optimizer.capturable: on): decided and applied on the device, recorded with" "$WORK/out" ||
+        fail "the log does not say the update is recorded with the step ($p)"
+      grep -q "recording step .* failed" "$WORK/out" && fail "a recording failed ($p): $(grep 'recording step' "$WORK/out")"
+      replayed=$(grep -oE 'graph_replayed_steps=[0-9]+' "$WORK/out" | tail -1 | cut -d= -f2)
+      [ "${replayed:-0}" -ge 28 ] || fail "only ${replayed:-no} steps replayed ($p)"
+      [ -s "$WORK/losses-$p-capturable-off-on" ] || fail "no losses logged ($p)"
+      cmp "$WORK/losses-$p-capturable-off-on" "$WORK/losses-$p-capturable-on-on" ||
+        fail "the device's update logged other losses ($p)"
+      same_tensors "$WORK/m-$p-capturable-off-on/model.safetensors" "$WORK/m-$p-capturable-on-on/model.safetensors" ||
+        fail "the device's update trained another model ($p)"
+    done
+    amp_overflow_run 0 0 6 20 --set optimizer.capturable=on --set train.cuda_graphs=on
+    grep -q "^  update       : on the device" "$WORK/out" || fail "the overflow run's update is not on the device"
+    SDP_TEST_NAN_RANK=0 SDP_TEST_NAN_STEP=9 expect_ok 0 --config "$SRC/configs/quickstart.yaml" --set device=cuda \
+      --set train.max_steps=14 --set train.on_nonfinite=skip --set optimizer.capturable=on --set train.cuda_graphs=on \
+      --set output.model_dir="$WORK/m-nan"
+    grep -qE 'step 9 \(epoch 0\): the training loss (is not finite|is finite but a gradient is not) .*1 skipped so far' \
+      "$WORK/out" || fail "no skip warning naming step 9 with the update on the device"
+    grep -qE '^\[done\] steps=14 .*skipped_steps=1' "$WORK/out" || fail "[done] does not count the device's skip"
+}
+
 case_gpu_cuda_graphs_forward_alone_same_model() {
     # Where backward hands each gradient on as it is made (2 ranks sharing the GPU; 2
     # micro-batches a step on 1 rank), train.cuda_graphs: on records the forward alone and

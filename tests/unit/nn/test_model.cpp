@@ -399,11 +399,14 @@ TEST_P(DeferredLoss, TakesForwardsLossAndGradientsBitwise) {
 // `setup` makes both models the variant under test (16-bit channels_last on a GPU).
 // `hooked`: both report each gradient to a grad-ready hook, as data parallel does, and the
 // replayed one records its forward alone: the hook sees the same gradients in the same order.
+// `tail`: device work after backward (the update with optimizer.capturable): launched after
+// backward on one model, the other's step tail (recorded with its whole step).
 void expect_replays_as_launches(Device device, const std::function<void(Model&)>& setup, int expect_replays,
-                                bool hooked = false) {
+                                bool hooked = false, const std::function<void(Model&)>& tail = {}) {
   auto launched = tiny_resnet(17, device), replayed = tiny_resnet(17, device);
   setup(*launched);
   setup(*replayed);
+  if (tail) replayed->set_step_tail([&] { tail(*replayed); });
   std::vector<std::string> launched_order, replayed_order;
   if (hooked) {
     launched->set_grad_ready_hook([&](const Param& p) { launched_order.push_back(p.name); });
@@ -420,6 +423,7 @@ void expect_replays_as_launches(Device device, const std::function<void(Model&)>
     replayed->set_loss_scale(scale);
     launched->forward_deferred(b.x, b.labels.data());
     launched->backward();
+    if (tail) tail(*launched);
     replayed->forward_backward_deferred(b.x, b.labels.data());
     launched->wait_input_copied();
     replayed->wait_input_copied();
@@ -446,6 +450,17 @@ TEST_P(StepGraphs, ReplaysGiveTheLaunchesLossAndGradientsBitwise) {
   // Steps 0 and 1 launch; 2 records and replays; 3 and 4 replay (the other input buffer's
   // recording is made at 3); 5 records at the new loss scale; 6 replays.
   expect_replays_as_launches(GetParam(), [](Model&) {}, gpu ? 5 : 0);
+}
+
+// The step's tail (the optimizer's update under optimizer.capturable; here the gradients
+// halved on the model's stream) is recorded with forward and backward and replayed with them,
+// and launched after backward wherever the step is launched (the CPU, the first steps).
+TEST_P(StepGraphs, RecordsTheStepsTailWithForwardAndBackward) {
+  const auto halve_gradients = [](Model& m) {
+    Tensor gradients = m.store().grad_arena();  // shares the arena
+    gradients.scale(0.5f, m.context().stream.get());
+  };
+  expect_replays_as_launches(GetParam(), [](Model&) {}, GetParam().is_cuda() ? 5 : 0, false, halve_gradients);
 }
 
 // Data parallel's case: backward hands each gradient to the hook as it is made, so it is

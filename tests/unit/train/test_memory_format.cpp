@@ -301,5 +301,30 @@ TEST(CudaGraphs, AutoRecordsAGpuJobsStepsAndThePlanSaysWhyNot) {
   EXPECT_EQ(describe_cuda_graphs(spec, cpu, 1), "on, but the steps run as launches: this rank computes on the CPU");
 }
 
+// optimizer.capturable: on decides and applies the update on the device for one GPU rank with
+// one micro-batch a step; auto keeps the host's decision until a GPU run has checked it, and
+// the plan says which, and why not where on cannot apply.
+TEST(CapturableUpdateChoice, OnTheDeviceForOneGpuRankWhenAsked) {
+  const Device gpu = Device::cuda(0), cpu = Device::cpu();
+  JobSpec spec;
+  EXPECT_FALSE(uses_capturable_update(spec, gpu, 1)) << "auto stays on the host";
+  EXPECT_NE(describe_update(spec, gpu, 1).find("optimizer.capturable: on decides it on the device"), std::string::npos);
+  EXPECT_EQ(describe_update(spec, cpu, 1), "on the host (CPU)");
+  spec.optimizer.capturable = "on";
+  EXPECT_TRUE(uses_capturable_update(spec, gpu, 1));
+  EXPECT_FALSE(uses_capturable_update(spec, cpu, 1));
+  EXPECT_EQ(describe_update(spec, gpu, 1).rfind("on the device (optimizer.capturable: on)", 0), 0u);
+  EXPECT_NE(describe_update(spec, gpu, 1).find("recorded with forward and backward"), std::string::npos);
+  spec.train.cuda_graphs = "off";
+  EXPECT_NE(describe_update(spec, gpu, 1).find("launched after backward (train.cuda_graphs: off)"), std::string::npos);
+  EXPECT_FALSE(uses_capturable_update(spec, gpu, 2));
+  EXPECT_NE(describe_update(spec, gpu, 2).find("applies to one rank with train.accumulate_steps 1"), std::string::npos);
+  spec.train.accumulate_steps = 2;
+  EXPECT_FALSE(uses_capturable_update(spec, gpu, 1));
+  spec.train.accumulate_steps = 1;
+  spec.optimizer.capturable = "off";
+  EXPECT_FALSE(uses_capturable_update(spec, gpu, 1));
+}
+
 }  // namespace
 }  // namespace sdp
