@@ -64,6 +64,10 @@
 #                 layers run each: MLP b128, LeNet-5 b256, ResNet-20 b128 fp32 and amp-fp16 (each
 #                 with the update decided on the host, then on the device and recorded with the
 #                 step: optimizer.capturable: on), ResNet-50 b256 amp-fp16
+#         stream-ordered
+#                 2 ranks as 2 logical hosts on one GPU (NCCL over loopback): ResNet-20 b128
+#                 amp-fp16 trained with the buckets ordered by the communication thread, then
+#                 stream-ordered and recorded with the step, then with the update too
 #         train-resnet20
 #                 ResNet-20 b128 in fp32 and amp-fp16 against PyTorch at its best (channels_last,
 #                 torch.compile), sdp-train with its default CUDA graphs (#35's 1.5x goal)
@@ -336,6 +340,29 @@ stage_graphs() {
   grep -H '^# step' "$OUT"/bench-layers-*-graphs*.log | tee -a "$OUT/summary.txt" >&2
 }
 
+# 2 ranks as 2 logical hosts on one GPU, NCCL over loopback sockets (each with an NCCL_HOSTID
+# of its own): the buckets ordered by the communication thread, then stream-ordered and recorded
+# with the step, then with the update too. What a step's host waits cost across ranks.
+stage_stream_ordered() {
+  local bin=$BUNDLE/sdp-train wrapper=$OUT/own-host.sh mode
+  cat >"$wrapper" <<SH
+#!/usr/bin/env bash
+NCCL_HOSTID=sdp-logical-host-\$OMPI_COMM_WORLD_RANK NCCL_SOCKET_IFNAME=lo exec "$bin" "\$@"
+SH
+  chmod +x "$wrapper"
+  for mode in off on capturable; do
+    step "train-resnet20-amp-fp16-np2-stream-ordered-$mode" mpirun -np 2 --oversubscribe "$wrapper" \
+      --config configs/resnet20-cifar10.yaml --set data.format=synthetic --set data.synthetic.channels=3 \
+      --set data.synthetic.height=32 --set data.synthetic.width=32 --set data.batch_size=128 --set device=cuda \
+      --set precision=amp-fp16 --set train.max_steps=200 --set train.eval_every_epochs=0 --set output.metrics= \
+      --set output.model_dir="$OUT/m-$mode" --set distributed.share_gpus=true --set distributed.ranks_per_node=1 \
+      --set distributed.backend=nccl --set distributed.inter_node=nccl --set distributed.allreduce=hierarchical \
+      --set train.cuda_graphs=on --set distributed.stream_ordered=${mode/capturable/on} \
+      --set optimizer.capturable=$([ $mode = capturable ] && echo on || echo off)
+  done
+  grep -H '^\[done\]' "$OUT"/train-resnet20-amp-fp16-np2-stream-ordered-*.log | tee -a "$OUT/summary.txt" >&2
+}
+
 stage_train_resnet20() {
   have_torch_cuda || return 0
   local p
@@ -532,6 +559,7 @@ case "${1:-}" in
         folded) stage_folded ;;
         fusions) stage_fusions ;;
         graphs) stage_graphs ;;
+        stream-ordered) stage_stream_ordered ;;
         train-resnet20) stage_train_resnet20 ;;
         train-best) stage_train_best ;;
         train-fp32) stage_train_fp32 ;;

@@ -158,6 +158,11 @@ struct DistributedSpec {
   // GPU gradients across nodes: NCCL, or staged to host memory and summed by the CPUs
   // (set_up_job resolves auto into JobSetup::inter_node: inter_node.hpp).
   InterNode inter_node = InterNode::kAuto;
+  // GPU gradients: each bucket's NCCL calls started by the training thread as backward reports
+  // its gradients, ordered after them on the GPU's streams, with no host wait in the step, so a
+  // step's CUDA graph can hold them (train/data_parallel.hpp); auto is off (the communication
+  // thread orders them) until a GPU run has checked it.
+  std::string stream_ordered = "auto";  // auto | off | on
   // A calibration file of `sdp-train plan --calibrate`: allreduce: auto and bucket_mb: auto
   // then take the plan's choice for this world at start (docs/plan.md, "Chosen at start").
   std::string calibration;

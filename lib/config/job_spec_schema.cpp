@@ -327,6 +327,7 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("distributed.check_every_steps", distributed.check_every_steps));
     f.push_back(SDP_FIELD("distributed.share_gpus", distributed.share_gpus));
     f.push_back(SDP_FIELD("distributed.inter_node", distributed.inter_node));
+    f.push_back(SDP_FIELD("distributed.stream_ordered", distributed.stream_ordered, {"auto", "off", "on"}));
     f.push_back(SDP_FIELD("distributed.calibration", distributed.calibration));
     f.push_back(SDP_FIELD("checkpoint.dir", checkpoint.dir));
     f.push_back(SDP_FIELD("checkpoint.every_steps", checkpoint.every_steps));

@@ -169,6 +169,9 @@ void check_distributed_keys(const JobSpec& spec, const RangeChecker& check) {
   check.require(ds.ranks_per_node >= 0, "distributed.ranks_per_node",
                 "must be 'auto' or a positive integer");
   check.require(ds.timeout_s > 0, "distributed.timeout_s", "must be > 0 seconds");
+  check.require(ds.stream_ordered != "on" || spec.device != DevicePreference::kCpu, "distributed.stream_ordered",
+                "on orders a GPU's gradient buckets on its streams: with device cpu they are reduced in host memory "
+                "(use off)");
   check.require(ds.stall_warning_s > 0, "distributed.stall_warning_s", "must be > 0 seconds");
   check.require(ds.check_every_steps >= 0, "distributed.check_every_steps",
                 "must be >= 0 (0 = off)");

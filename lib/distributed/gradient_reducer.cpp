@@ -1,5 +1,6 @@
 #include "distributed/gradient_reducer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <stdexcept>
 #include <string>
@@ -95,7 +96,59 @@ void GradientReducer::on_grad_ready(int param_index, const Event* ready) {
   param_ready_[param_index] = 1;
   ready_events_[param_index] = ready;
   --pending_[bucket_of_[param_index]];
-  if (options_.overlap) launch_ready_locked();
+  if (compute_ != nullptr)
+    start_ready_on_caller_locked();
+  else if (options_.overlap)
+    launch_ready_locked();
+}
+
+void GradientReducer::order_on_device(Stream& compute) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (next_launch_ != 0 || std::find(param_ready_.begin(), param_ready_.end(), 1) != param_ready_.end())
+    throw std::logic_error("GradientReducer::order_on_device in the middle of a step");
+  compute_ = &compute;
+}
+
+void GradientReducer::start_ready_on_caller_locked() {
+  // Strictly in bucket order, as the communication thread would: every rank the same sequence.
+  while (next_launch_ < static_cast<int>(buckets_.size()) && pending_[next_launch_] == 0) {
+    const GradientBucket& b = buckets_[next_launch_];
+    started_on_device_.push_back(algorithm_->run(arena_.slice(b.begin, b.count), options_.op, *compute_));
+    ++reductions_[next_launch_++];
+  }
+}
+
+void GradientReducer::join_on_device() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (compute_ == nullptr) throw std::logic_error("GradientReducer::join_on_device without order_on_device");
+  std::fill(pending_.begin(), pending_.end(), 0);  // unused parameters: their zeros are reduced too
+  start_ready_on_caller_locked();
+  for (const std::shared_ptr<Work>& work : started_on_device_) work->block_stream(*compute_);
+  started_on_device_.clear();
+  last_.step = step_;
+  last_.buckets = static_cast<int>(buckets_.size());
+  last_.comm_s = 0.0;  // on the device: not timed from the host
+  last_.exposed_s = 0.0;
+  reset_step_locked(/*advance=*/true);
+}
+
+void GradientReducer::abandon_step() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  started_on_device_.clear();
+  reset_step_locked(/*advance=*/false);
+}
+
+void GradientReducer::reset_step_locked(bool advance) {
+  comm_s_ = 0.0;
+  comm_failed_ = false;
+  next_launch_ = 0;
+  if (advance) ++step_;
+  std::fill(param_ready_.begin(), param_ready_.end(), 0);
+  std::fill(ready_events_.begin(), ready_events_.end(), nullptr);
+  for (std::size_t k = 0; k < buckets_.size(); ++k) {
+    pending_[k] = buckets_[k].last_param - buckets_[k].first_param + 1;
+    work_[k]->reset();
+  }
 }
 
 void GradientReducer::launch_ready_locked() {
@@ -185,6 +238,7 @@ void GradientReducer::wait_bucket(int k) {
 }
 
 void GradientReducer::wait_all() {
+  if (compute_ != nullptr) throw std::logic_error("GradientReducer::wait_all after order_on_device: join_on_device");
   const auto t0 = std::chrono::steady_clock::now();
   const int total = static_cast<int>(buckets_.size());
   {
@@ -211,17 +265,7 @@ void GradientReducer::wait_all() {
   last_.buckets = total;
   last_.comm_s = comm_s_;
   last_.exposed_s = seconds_since(t0);
-  // Ready for the next step.
-  comm_s_ = 0.0;
-  comm_failed_ = false;
-  next_launch_ = 0;
-  ++step_;
-  std::fill(param_ready_.begin(), param_ready_.end(), 0);
-  std::fill(ready_events_.begin(), ready_events_.end(), nullptr);
-  for (int k = 0; k < total; ++k) {
-    pending_[k] = buckets_[k].last_param - buckets_[k].first_param + 1;
-    work_[k]->reset();
-  }
+  reset_step_locked(/*advance=*/true);  // ready for the next step
   if (error) std::rethrow_exception(error);
 }
 

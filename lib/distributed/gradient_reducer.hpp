@@ -24,6 +24,10 @@
 // streams: allreduce.hpp), and goes on to the next bucket while the device works, so buckets
 // pipeline; it completes each bucket's Work, in order, when the device's Work is.
 //
+// Stream-ordered (order_on_device, distributed.stream_ordered): no communication thread work
+// and no host wait; the reporting thread starts each bucket, ordered on the device after the
+// gradient, and join_on_device replaces wait_all (see there).
+//
 // Thread level: the communication thread is the only one driving the communicators between
 // the first on_grad_ready and wait_all's return; the training loop must not use them (nor
 // MPI) in that window. Under MPI that is MPI_THREAD_SERIALIZED (MpiCommunicator checks it),
@@ -116,6 +120,25 @@ class GradientReducer {
   // Blocks until every bucket of this step is reduced; rethrows a communication error.
   // Afterwards the reducer is ready for the next step (step + 1).
   void wait_all();
+
+  // Stream-ordered reduction (distributed.stream_ordered; a step's collectives recordable in its
+  // CUDA graph). From here on a bucket whose gradients are all reported starts at once, on the
+  // reporting thread, ordered after the work queued so far on `compute` (the gradient just
+  // enqueued there), not by the communication thread waiting for the gradient's event; the
+  // buckets still start in bucket order. join_on_device() then orders `compute` after every
+  // bucket of the step: the host waits for none of them (the caller waits once, for the step's
+  // end). For algorithms whose phases all run on device streams (NCCL); on a host stream the
+  // same calls run host collectives on the reporting thread. Not with wait_all().
+  void order_on_device(Stream& compute);
+  bool ordered_on_device() const { return compute_ != nullptr; }
+  // Starts the buckets not started yet (parameters unused this step reduce their zeros), orders
+  // `compute` after all of the step's, and readies the next step (step + 1). No host wait: a
+  // recording can hold it.
+  void join_on_device();
+  // Forgets the step's reports and started buckets without joining them, keeping its number: a
+  // recording that failed midway, after which the step is launched again from its start.
+  void abandon_step();
+
   const ReducerStepStats& last_step() const { return last_; }
   // Total number of bucket reductions run since construction, per bucket (for tests).
   const std::vector<int64_t>& reductions_per_bucket() const { return reductions_; }
@@ -136,6 +159,10 @@ class GradientReducer {
   void finish_bucket(const InFlight& bucket);
   void comm_loop();
   void wait_bucket(int k);
+  // order_on_device's: starts the ready buckets in order on the calling thread.
+  void start_ready_on_caller_locked();
+  // Clears the step's reports and bucket states; `advance`: for the next step.
+  void reset_step_locked(bool advance);
 
   CommBuffer arena_;
   std::vector<ParamExtent> params_;
@@ -160,6 +187,8 @@ class GradientReducer {
   int64_t step_ = 0;
   double comm_s_ = 0.0;
   std::vector<int64_t> reductions_;
+  Stream* compute_ = nullptr;                           // order_on_device's stream; null: the thread's way
+  std::vector<std::shared_ptr<Work>> started_on_device_;  // this step's buckets, order_on_device
   ReducerStepStats last_;
   std::thread thread_;
 };

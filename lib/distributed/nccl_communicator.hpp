@@ -44,6 +44,10 @@ class NcclCommunicator : public Communicator {
   // communicator cannot be used again: a job aborts all of them and ends (see below).
   virtual void abort(const std::string& reason) = 0;
   virtual bool aborted() const = 0;
+  // Throws RuntimeError naming `what` when NCCL reports an asynchronous error (a peer gone; the
+  // communicator is aborted first) or the communicator was aborted: what polling a Work checks,
+  // for waits on device work that holds no Work of this communicator (a replayed CUDA graph).
+  virtual void check_health(const char* what) = 0;
 };
 
 // Throws InputError when this process sees no CUDA device, options.device is not one it

@@ -533,6 +533,7 @@ class NcclCommunicatorImpl final : public NcclCommunicator {
   Stream& stream() override { return stream_; }
   void abort(const std::string& reason) override { state_->abort(reason); }
   bool aborted() const override { return state_->aborted(); }
+  void check_health(const char* what) override { state_->check_health(what); }
 
   std::shared_ptr<Work> allreduce(const CommBuffer& buffer, const AllreduceOptions& options) override;
   std::shared_ptr<Work> reduce_scatter(const CommBuffer& buffer, const std::vector<int64_t>& counts,

@@ -65,8 +65,9 @@ void Model::build() {
   }
 }
 
-void Model::set_grad_ready_hook(std::function<void(const Param&)> hook) {
+void Model::set_grad_ready_hook(std::function<void(const Param&)> hook, bool recordable) {
   ctx_.grad_ready_hook = std::move(hook);
+  grad_ready_hook_recordable_ = recordable && ctx_.grad_ready_hook;
 }
 
 void Model::set_compute_dtype(DType dtype) {
@@ -303,7 +304,7 @@ std::string Model::step_graph_obstacle() const {
 }
 
 std::string Model::backward_graph_obstacle() const {
-  if (ctx_.grad_ready_hook)
+  if (ctx_.grad_ready_hook && !grad_ready_hook_recordable_)
     return "each gradient is handed on as backward makes it (buckets reduced across ranks, or summed over "
            "micro-batches)";
   return "";
@@ -312,7 +313,7 @@ std::string Model::backward_graph_obstacle() const {
 Model::StepRecording Model::step_recording() const {
   if (!step_graphs_enabled_ || !step_graph_failure_.empty() || !step_graph_obstacle().empty())
     return StepRecording::kNone;
-  if (!ctx_.grad_ready_hook) return StepRecording::kForwardAndBackward;  // backward_graph_obstacle's case
+  if (backward_graph_obstacle().empty()) return StepRecording::kForwardAndBackward;
   return forward_alone_ ? StepRecording::kForward : StepRecording::kNone;
 }
 
@@ -330,9 +331,16 @@ void Model::forward_backward_deferred(const Tensor& x, const int32_t* labels) {
   auto found = step_graphs_.find(key);
   // The steps before choose algorithms and grow workspaces, which a recording cannot do.
   constexpr int64_t kStepsBeforeRecording = 2;
-  if (found == step_graphs_.end() && ++steps_since_configure_ > kStepsBeforeRecording &&
-      record_step_graph(key))
-    found = step_graphs_.find(key);
+  if (found == step_graphs_.end() && ++steps_since_configure_ > kStepsBeforeRecording) {
+    bool recorded = record_step_graph(key);
+    if (recording_agreement_ && !recording_agreement_(recorded) && recorded) {
+      drop_step_graphs();
+      step_graph_failure_ = "another rank's recording failed (a recording that holds collectives is every rank's or "
+                            "none's)";
+      recorded = false;
+    }
+    if (recorded) found = step_graphs_.find(key);
+  }
   const bool whole = scope == StepRecording::kForwardAndBackward;
   if (found != step_graphs_.end()) {
     found->second->replay();

@@ -103,7 +103,16 @@ class Model {
   std::string backward_graph_obstacle() const;
   const std::string& step_graph_failure() const { return step_graph_failure_; }
   int64_t replayed_steps() const { return replayed_steps_; }
-  void set_grad_ready_hook(std::function<void(const Param&)> hook);
+  // `recordable`: the hook's device work may be recorded with backward (data parallel's
+  // stream-ordered buckets: distributed.stream_ordered), so it is no backward_graph_obstacle;
+  // it runs while a step is recorded or launched, not on a replay.
+  void set_grad_ready_hook(std::function<void(const Param&)> hook, bool recordable = false);
+  // Where recordings hold collectives (a recordable hook on several ranks), recording is
+  // collective: every rank replays or none does. `agree(recorded)` is called after each
+  // recording attempt with this rank's outcome and returns whether every rank recorded; when
+  // not, a rank that did drops its recording, the step is launched, and so are the steps
+  // after (step_graph_failure says why), as after a failed recording.
+  void set_recording_agreement(std::function<bool(bool recorded)> agree) { recording_agreement_ = std::move(agree); }
   // Positions stochastic layers (dropout) in their random stream; see Context::random_step.
   void set_random_position(uint64_t stream, int64_t step) {
     ctx_.random_stream = stream;
@@ -246,6 +255,8 @@ class Model {
   bool forward_alone_ = false;
   std::map<StepGraphKey, std::unique_ptr<StreamGraph>> step_graphs_;
   std::function<void()> step_tail_;
+  bool grad_ready_hook_recordable_ = false;
+  std::function<bool(bool)> recording_agreement_;
   int64_t steps_since_configure_ = 0;
   int64_t replayed_steps_ = 0;
   std::string step_graph_failure_;

@@ -57,7 +57,6 @@ void CapturableUpdate::stage(float lr) {
 }
 
 void CapturableUpdate::queue(const Tensor& grads, float loss_scale, const double* loss_sum, int64_t rows) {
-  if (loss_sum == nullptr) throw std::logic_error("optimizer.capturable: the loss is not on the device");
   Tensor unscaled = grads;  // shares the arena
   if (loss_scale != 1.0f) unscaled.scale(1.0f / loss_scale, &stream_);  // exact: a power of two
 #ifdef SDP_HAVE_CUDA

@@ -38,7 +38,8 @@ class CapturableUpdate {
 
   void stage(float lr);
   // `grads`: the gradient arena (f32); `loss_scale`: the step's (1: none); `loss_sum`, `rows`:
-  // the step's loss on the device (nn::Model::loss_on_device).
+  // the step's loss on the device (nn::Model::loss_on_device), or null: the gradients alone
+  // decide (several ranks, whose averaged gradients are the same bits everywhere).
   void queue(const Tensor& grads, float loss_scale, const double* loss_sum, int64_t rows);
   void queue_read();
   bool applied();

@@ -51,7 +51,7 @@ struct ScalarSource {
 
 // *skip = 1 when a gradient in g[0, count) or the mean loss (float)(*loss_sum / batch), as the
 // host takes it, is NaN or infinite, else 0: the update's decision, made on the device
-// (optimizer.capturable).
+// (optimizer.capturable). A null loss_sum: the gradients alone (several ranks' averaged ones).
 void check_step(const float* g, int64_t count, const double* loss_sum, int64_t batch, int32_t* skip, Stream* stream);
 
 // The ranges copied to device memory once (plus scratch for two norms per range), on the

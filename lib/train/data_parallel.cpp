@@ -1,7 +1,9 @@
 #include "train/data_parallel.hpp"
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -26,10 +28,54 @@ namespace {
 // gradients keep the 64-byte alignment the kernels' vector loads want.
 constexpr int64_t kAgreementElements = 16;
 
+// Stream-ordered: the step's device work, complete with an event after it. A replayed graph's
+// collectives have no Work of their own, so each poll also asks NCCL whether a peer failed: a
+// lost rank ends the job as a bucket's Work would, not at the watchdog's timeout.
+class DeviceStepWork final : public Work {
+ public:
+  DeviceStepWork(std::shared_ptr<Work> done, const std::vector<std::weak_ptr<NcclCommunicator>>& comms)
+      : done_(std::move(done)), comms_(comms) {}
+  void wait() override {
+    while (!wait(std::chrono::milliseconds(100))) {
+    }
+  }
+  bool wait(std::chrono::nanoseconds timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!test()) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    return true;
+  }
+  bool test() override {
+    for (const auto& weak : comms_)
+      if (auto comm = weak.lock()) comm->check_health("the step's gradient buckets (distributed.stream_ordered)");
+    return done_->test();
+  }
+
+ private:
+  std::shared_ptr<Work> done_;
+  const std::vector<std::weak_ptr<NcclCommunicator>>& comms_;
+};
+
 }  // namespace
 
 bool step_agreement_in_last_bucket(const Device& device, Compression compression) {
   return device.is_cpu() && compression == Compression::kNone;  // a 16-bit wire would round the loss
+}
+
+// Why a job's buckets cannot be stream-ordered (distributed.stream_ordered: on), or empty.
+static std::string why_not_stream_ordered(const DistributedSpec& spec, const Device& device, int accumulate_steps,
+                                          const Timeline* timeline,
+                                          const std::vector<std::weak_ptr<Communicator>>& comms) {
+  if (!device.is_cuda()) return "the gradients are reduced in host memory";
+  if (accumulate_steps > 1) return "train.accumulate_steps sums the micro-batches' gradients as backward makes them";
+  if (spec.allreduce == AllreduceKind::kRing) return "distributed.allreduce: ring runs its steps from the host";
+  if (timeline != nullptr) return "output.timeline times each bucket from the host";
+  for (const auto& weak : comms)
+    if (auto comm = weak.lock(); comm && !std::dynamic_pointer_cast<NcclCommunicator>(comm))
+      return "a collective over " + comm->name() + " (host memory), not NCCL";
+  return "";
 }
 
 DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const World& world,
@@ -65,6 +111,12 @@ DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const 
     std::vector<std::weak_ptr<NcclCommunicator>> nccl;
     for (const auto& weak : communicators)
       if (auto comm = std::dynamic_pointer_cast<NcclCommunicator>(weak.lock())) nccl.push_back(comm);
+    if (spec.stream_ordered == "on") {
+      stream_order_obstacle_ = why_not_stream_ordered(spec, device, accumulate_steps, timeline, communicators);
+      stream_ordered_ = stream_order_obstacle_.empty();
+      nccl_ = nccl;
+      compute_ = &stream;
+    }
     Watchdog::Handler on_timeout;  // empty: abort_on_timeout
     if (!nccl.empty())
       on_timeout = abort_nccl_then(std::move(nccl), [timeout_s = spec.timeout_s](const StallReport& report) {
@@ -80,6 +132,7 @@ DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const 
       };
     reduced_bytes_ = reduced.nbytes();
     reducer_ = std::make_unique<GradientReducer>(reduced, std::move(extents), algorithm, options, watchdog_.get());
+    if (stream_ordered_) reducer_->order_on_device(stream);
     grad_events_ = std::make_unique<GradReadyEvents>(stream, static_cast<int>(store.params().size()));
     params_ = store.param_arena();
     shared_ = std::move(shared);
@@ -89,14 +142,17 @@ DataParallel::DataParallel(nn::Model& model, const DistributedSpec& spec, const 
   if (!reducer_ && !accumulator_) return;
   std::unordered_map<const Param*, int> index;
   for (const Param& p : store.params()) index.emplace(&p, static_cast<int>(index.size()));
-  model.set_grad_ready_hook([this, index = std::move(index)](const Param& p) {
-    // Before the last micro-batch a gradient only joins the sum: nothing to communicate yet.
-    if (accumulator_ && !accumulator_->add(p)) return;
-    if (!reducer_) return;
-    const int i = index.at(&p);
-    // On a GPU the gradient is only enqueued: its event orders the bucket's collective after it.
-    reducer_->on_grad_ready(i, grad_events_->record(i));
-  });
+  model.set_grad_ready_hook(
+      [this, index = std::move(index)](const Param& p) {
+        // Before the last micro-batch a gradient only joins the sum: nothing to communicate yet.
+        if (accumulator_ && !accumulator_->add(p)) return;
+        if (!reducer_) return;
+        const int i = index.at(&p);
+        // On a GPU the gradient is only enqueued: its event orders the bucket's collective after
+        // it (stream-ordered: the compute stream's position when the bucket starts does).
+        reducer_->on_grad_ready(i, stream_ordered_ ? nullptr : grad_events_->record(i));
+      },
+      /*recordable=*/stream_ordered_);
 }
 
 DataParallel::~DataParallel() {
@@ -105,7 +161,17 @@ DataParallel::~DataParallel() {
 }
 
 void DataParallel::begin_step(int64_t step) {
+  step_ = step;
   if (reducer_) reducer_->begin_step(step);
+}
+
+void DataParallel::join_on_device() {
+  if (!stream_ordered_) throw std::logic_error("DataParallel::join_on_device: the buckets are not stream-ordered");
+  reducer_->join_on_device();
+}
+
+void DataParallel::abandon_step() {
+  if (stream_ordered_) reducer_->abandon_step();
 }
 
 void DataParallel::begin_micro_batch(int micro) {
@@ -113,6 +179,12 @@ void DataParallel::begin_micro_batch(int micro) {
 }
 
 void DataParallel::finish_step() {
+  if (stream_ordered_) {
+    // The step's one host wait, watched: its end (the buckets, the update after them).
+    DeviceStepWork work(work_after(*compute_), nccl_);
+    watchdog_->wait(work, watchdog_->issue(step_, -1, "the step's gradient buckets (distributed.stream_ordered)"));
+    return;
+  }
   if (reducer_) reducer_->wait_all();
   if (accumulator_) accumulator_->check_complete();
 }

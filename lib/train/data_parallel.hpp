@@ -17,6 +17,14 @@
 // over the micro-batches and the ranks; check_replicas(step) after the update.
 // With one rank and k = 1 it does nothing and costs nothing.
 //
+// Stream-ordered buckets (distributed.stream_ordered: on, GPU gradients over NCCL alone, one
+// micro-batch a step): the training thread starts each bucket as backward reports its last
+// gradient, ordered after it on the GPU's streams (GradientReducer::order_on_device), and
+// join_on_device(), queued after backward (recordable), orders the compute stream after them.
+// No host wait inside the step: a step's CUDA graph holds its collectives, and finish_step()
+// waits once for the step's end, through the watchdog, asking NCCL at each poll whether a peer
+// failed (no bucket is named then: they are one piece of device work).
+//
 // The step's agreement (the mean loss, and whether any rank asked to stop) rides in the last
 // bucket where it can: a host job without wire compression keeps a few floats in front of
 // its gradient arena, inside the last bucket's slice, so the ranks agree on them without a
@@ -40,6 +48,7 @@
 namespace sdp {
 
 class GradReadyEvents;
+class NcclCommunicator;
 class GradientAccumulator;
 class GradientReducer;
 class SharedArena;
@@ -65,6 +74,15 @@ class DataParallel {
   void begin_micro_batch(int micro);
   // Until this returns the communication thread owns MPI (MPI_THREAD_SERIALIZED).
   void finish_step();
+  // distributed.stream_ordered (see the header): whether this job's buckets are, and why not
+  // where asked (empty when they are or were not asked).
+  bool stream_ordered() const { return stream_ordered_; }
+  const std::string& stream_order_obstacle() const { return stream_order_obstacle_; }
+  // Stream-ordered: after the last micro-batch's backward, the compute stream waits for every
+  // bucket (device work only; a recording holds it).
+  void join_on_device();
+  // Stream-ordered: a recording that failed midway; the step is launched again from its start.
+  void abandon_step();
   // Communication not hidden behind backward in the last step.
   double exposed_comm_seconds() const;
   // Gradient buckets reduced per step (0 with one rank).
@@ -102,6 +120,11 @@ class DataParallel {
   std::unique_ptr<GradReadyEvents> grad_events_;  // before reducer_: it waits on them
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<GradientAccumulator> accumulator_;
+  bool stream_ordered_ = false;
+  std::string stream_order_obstacle_;
+  Stream* compute_ = nullptr;  // the model's stream
+  int64_t step_ = 0;
+  std::vector<std::weak_ptr<NcclCommunicator>> nccl_;  // polled for failures at the step's end
 };
 
 }  // namespace sdp

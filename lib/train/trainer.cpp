@@ -183,7 +183,7 @@ void Trainer::start_replicas() {
       std::make_unique<DivergenceGuard>(spec_.model.num_classes, schedule_->options().warmup_steps,
                                         steps_per_epoch_, /*from_start=*/step_ == 0);
   start_step_graphs();
-  start_capturable_update();
+  start_step_tail();
 }
 
 // train.cuda_graphs: on (and auto on a GPU): after data parallel's and the timeline's set-up,
@@ -213,23 +213,55 @@ void Trainer::start_step_graphs() {
     log_info(key + "the steps run as launches: " + obstacle);
 }
 
-void Trainer::start_capturable_update() {
+void Trainer::start_step_tail() {
   nn::Model& model = *parts_.model;
-  if (!uses_capturable_update(spec_, model.device(), world_.size())) {
-    if (spec_.optimizer.capturable == "on" && world_.rank() == 0)
-      log_info("Update (optimizer.capturable: on): " + describe_update(spec_, model.device(), world_.size()));
-    return;
+  const bool rank0 = world_.rank() == 0;
+  if (spec_.distributed.stream_ordered == "on" && world_.size() > 1 && rank0)
+    log_info(parallel_->stream_ordered()
+                 ? "Gradient buckets (distributed.stream_ordered: on): started by the training thread as backward "
+                   "makes them, ordered on the GPU's streams; the host waits once a step, for its end"
+                 : "Gradient buckets (distributed.stream_ordered: on): the communication thread orders them: " +
+                       parallel_->stream_order_obstacle());
+  // Across ranks the device decides on the averaged gradients alone, which the buckets must
+  // have joined on the device first.
+  const bool update_on_device = uses_capturable_update(spec_, model.device(), world_.size()) &&
+                                (world_.size() == 1 || parallel_->stream_ordered());
+  if (update_on_device) capturable_ = std::make_unique<CapturableUpdate>(*parts_.optimizer, *model.context().stream);
+  if (spec_.optimizer.capturable == "on" && rank0) {
+    std::string how;
+    if (update_on_device)
+      how = std::string("decided and applied on the device, ") +
+            (step_graphs_ ? "recorded with each step" : "launched after backward");
+    else if (uses_capturable_update(spec_, model.device(), world_.size()))
+      how = "decided on the host: the buckets are not stream-ordered (" + parallel_->stream_order_obstacle() + ")";
+    else
+      how = describe_update(spec_, model.device(), world_.size());
+    log_info("Update (optimizer.capturable: on): " + how);
   }
-  capturable_ = std::make_unique<CapturableUpdate>(*parts_.optimizer, *model.context().stream);
-  // In a step graph's recording the update follows backward; launched steps queue it the same.
-  if (step_graphs_) model.set_step_tail([this] { queue_capturable_update(); });
-  log_info("Update (optimizer.capturable: on): decided and applied on the device" +
-           std::string(step_graphs_ ? ", recorded with each step's forward and backward" : ", launched after backward"));
+  if (!has_step_tail() || !step_graphs_) return;
+  // In a step graph's recording this follows backward; launched steps queue it the same.
+  model.set_step_tail([this] { queue_step_tail(); });
+  if (world_.size() == 1 || !parallel_->stream_ordered()) return;
+  // A recording that holds collectives is every rank's or none's (NCCL's rule): after each
+  // attempt the ranks agree, and a rank whose recording failed midway forgets its buckets.
+  model.set_recording_agreement([this](bool recorded) {
+    if (!recorded) parallel_->abandon_step();
+    double failed = recorded ? 0.0 : 1.0;
+    watched("step recording agreement", [&] { allreduce_sum(world_.comm(), &failed, 1); });
+    return failed == 0.0;
+  });
 }
 
-void Trainer::queue_capturable_update() {
+bool Trainer::has_step_tail() const { return capturable_ || parallel_->stream_ordered(); }
+
+void Trainer::queue_step_tail() {
+  if (parallel_->stream_ordered()) parallel_->join_on_device();
+  if (!capturable_) return;
   nn::Model& model = *parts_.model;
-  const nn::Model::DeviceLoss loss = model.loss_on_device();
+  // One rank: the device checks the loss too (the host's mean is this loss). Several: the
+  // averaged gradients alone, the same bits on every rank, so all decide alike; the loss is
+  // agreed on the host after the step.
+  const nn::Model::DeviceLoss loss = world_.size() == 1 ? model.loss_on_device() : nn::Model::DeviceLoss{};
   capturable_->queue(model.store().grad_arena(), model.loss_scale(), loss.sum, loss.rows);
 }
 
@@ -469,7 +501,7 @@ double Trainer::forward_backward(const Batch& first) {
       }
       TraceScope trace(timeline_.get(), "backward", step_);
       model.backward();
-      if (capturable_) queue_capturable_update();
+      if (has_step_tail()) queue_step_tail();
     }
     if (!model.device().is_cpu()) {
       // Once the batch just used is on the device (its forward waited for its loss, or
@@ -496,10 +528,20 @@ bool Trainer::update(bool finite_loss, int64_t epoch, double lr) {
   Tensor grads = model.store().grad_arena();  // shares the arena's storage
   const bool check_in_update = model.device().is_cpu() && !scaler_.enabled() &&
                                spec_.train.on_nonfinite == OnNonfinite::kAbort;
-  // optimizer.capturable: the device has checked the gradients and this loss (single rank: the
-  // same value) and updated or not; its decision arrives with the step's end.
+  // optimizer.capturable: the device has checked the gradients (and, on one rank, this loss)
+  // and updated or not; its decision arrives with the step's end.
   const bool finite_gradients =
       capturable_ ? capturable_->applied() : check_in_update || grads.all_finite(stream);
+  if (capturable_ && finite_gradients && !finite_loss) {
+    // Several ranks: the device decided on the averaged gradients alone, which were finite,
+    // and applied the update; a rank's loss was not.
+    if (spec_.train.on_nonfinite != OnNonfinite::kSkip) throw_nonfinite(finite_loss, epoch, lr);
+    if (world_.rank() == 0)
+      log_warn(nonfinite_what(finite_loss, epoch, lr) + " on some rank, while every averaged gradient is: the "
+               "device applied the update (optimizer.capturable decides on the gradients across ranks)");
+    scaler_.step_applied();
+    return true;
+  }
   if (!finite_loss || !finite_gradients) {
     // fp16 gradients overflowed at this loss scale: every rank skips (the averaged gradients
     // are the same bits everywhere) and backs off; not a fault of the run.

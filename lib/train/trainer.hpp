@@ -117,10 +117,14 @@ class Trainer {
   // decoder (what nvJPEG refuses is decoded one by one on the loader's few threads).
   void warn_if_decoding_falls_back();
   void start_step_graphs();
-  // optimizer.capturable: the update decided and applied on the device (made after
-  // start_step_graphs, whose recordings then hold it), and its device work for one step.
-  void start_capturable_update();
-  void queue_capturable_update();
+  // After start_step_graphs: distributed.stream_ordered's buckets and optimizer.capturable's
+  // update, each said in the log; the model's step tail (recorded with a whole step) where
+  // either is on, and on several ranks the agreement every recording then needs.
+  void start_step_tail();
+  // The step's device work after backward: the buckets joined (stream-ordered), the update
+  // decided and applied on the device (capturable).
+  void queue_step_tail();
+  bool has_step_tail() const;
   void note_step_graph_failure();
   // model.batchnorm: folded, model.grad_sum: fused: after the first training step (the first
   // configure), what the fusions made of the model.

@@ -270,14 +270,21 @@ bool wants_cuda_graphs(const JobSpec& spec, const Device& device) {
 }
 
 bool uses_capturable_update(const JobSpec& spec, const Device& device, int ranks) {
-  return spec.optimizer.capturable == "on" && device.is_cuda() && ranks == 1 && spec.train.accumulate_steps == 1;
+  return spec.optimizer.capturable == "on" && device.is_cuda() && spec.train.accumulate_steps == 1 &&
+         (ranks == 1 || orders_buckets_on_streams(spec, device));
+}
+
+bool orders_buckets_on_streams(const JobSpec& spec, const Device& device) {
+  return spec.distributed.stream_ordered == "on" && device.is_cuda() && spec.train.accumulate_steps == 1;
 }
 
 std::string describe_update(const JobSpec& spec, const Device& device, int ranks) {
   if (!device.is_cuda()) return "on the host (CPU)";
   if (uses_capturable_update(spec, device, ranks))
-    return std::string("on the device (optimizer.capturable: on): the gradients and the loss checked there, a step "
-                       "that is not finite skipped there, the learning rate read from device memory; ") +
+    return std::string("on the device (optimizer.capturable: on): ") +
+           (ranks == 1 ? "the gradients and the loss checked there"
+                       : "the averaged gradients checked there (the loss is agreed on the host after the step)") +
+           ", a step that is not finite skipped there, the learning rate read from device memory; " +
            (wants_cuda_graphs(spec, device) ? "recorded with forward and backward where the step is"
                                             : "launched after backward (train.cuda_graphs: off)");
   std::string line = "decided on the host: the step's loss read, the gradients checked (a second wait for the GPU), "
@@ -285,8 +292,8 @@ std::string describe_update(const JobSpec& spec, const Device& device, int ranks
   if (spec.optimizer.capturable != "on")
     return line + " (optimizer.capturable: on decides it on the device, so a step graph holds it; opt-in until a "
                   "GPU run has checked it)";
-  return line + "; optimizer.capturable: on applies to one rank with train.accumulate_steps 1 (across ranks the loss "
-                "is agreed on the host)";
+  return line + "; optimizer.capturable: on applies with train.accumulate_steps 1, on several ranks with "
+                "distributed.stream_ordered: on (the buckets joined on the device first)";
 }
 
 std::string describe_cuda_graphs(const JobSpec& spec, const Device& device, int ranks) {
@@ -302,9 +309,9 @@ std::string describe_cuda_graphs(const JobSpec& spec, const Device& device, int 
     obstacle = "model.dropout draws new masks every step";
   else if (!reads_loss_at_step_end(spec, device))
     obstacle = kLossReadForwardKeepsStepsLaunched;
-  else if (ranks > 1)
-    backward_obstacle = "the gradients are reduced across ranks as backward makes them (recording the collectives "
-                        "is not written yet)";
+  else if (ranks > 1 && !orders_buckets_on_streams(spec, device))
+    backward_obstacle = "the gradients are reduced across ranks as backward makes them, by the communication thread "
+                        "(distributed.stream_ordered: on orders them on the GPU's streams, so a recording holds them)";
   else if (spec.train.accumulate_steps > 1)
     backward_obstacle = "train.accumulate_steps sums the gradients of micro-batches as backward makes them";
   if (!obstacle.empty()) return "on" + key + ", but the steps run as launches: " + obstacle;
@@ -314,6 +321,11 @@ std::string describe_cuda_graphs(const JobSpec& spec, const Device& device, int 
   if (!backward_obstacle.empty())
     return "on: forward recorded once (the third step after a new batch shape or an evaluation) and replayed, "
            "backward launched: " + backward_obstacle;
+  if (ranks > 1)
+    return "on" + key + ": forward, backward and the gradient buckets' NCCL calls (distributed.stream_ordered: on) "
+           "recorded once (the third step after a new batch shape or an evaluation, on every rank or none) and "
+           "replayed as one launch; where a bucket does not run over NCCL alone the log says why and the steps run "
+           "as without it";
   return "on" + key + ": forward and backward recorded once (the third step after a new batch shape or an evaluation) "
          "and replayed as one launch";
 }

@@ -95,9 +95,14 @@ bool wants_cuda_graphs(const JobSpec& spec, const Device& device);
 // is recorded once and replayed, or why not (the trainer logs the same at start).
 std::string describe_cuda_graphs(const JobSpec& spec, const Device& device, int ranks);
 // Whether the trainer's update is decided and applied on the device (optimizer.capturable: on,
-// a GPU, one rank, one micro-batch a step; auto stays off until a GPU run has checked it), so
-// that a step graph holds it, and the plan's `update` line.
+// a GPU, one micro-batch a step, one rank or stream-ordered buckets; auto stays off until a GPU
+// run has checked it), so that a step graph holds it, and the plan's `update` line.
 bool uses_capturable_update(const JobSpec& spec, const Device& device, int ranks);
+// Whether several GPU ranks' gradient buckets are to be started by the training thread and
+// ordered on the GPU's streams (distributed.stream_ordered: on, one micro-batch a step; auto
+// stays off until a GPU run has checked it). Whether they are also depends on the
+// communicators (train/data_parallel.hpp: NCCL alone).
+bool orders_buckets_on_streams(const JobSpec& spec, const Device& device);
 std::string describe_update(const JobSpec& spec, const Device& device, int ranks);
 // Why train.loss_read: forward keeps a step from being recorded (the plan's line, the trainer's log).
 extern const char* const kLossReadForwardKeepsStepsLaunched;

@@ -141,6 +141,9 @@ class FakeNccl final : public NcclCommunicator {
   }
   void abort(const std::string& reason) override { reasons.push_back(reason); }
   bool aborted() const override { return !reasons.empty(); }
+  void check_health(const char* what) override {
+    if (aborted()) throw RuntimeError(std::string(what) + ": aborted");
+  }
   std::vector<std::string> reasons;
 };
 

@@ -77,11 +77,12 @@ void fill_grads(float* arena, const std::vector<ParamExtent>& params, int param,
 
 void run_steps(const World& world, float* arena, int64_t arena_count, const std::vector<ParamExtent>& params,
                GradientReducerOptions options, const std::string& algorithm_name, bool shuffle, bool skip_some,
-               std::shared_ptr<SharedArena> shm) {
+               std::shared_ptr<SharedArena> shm, bool stream_ordered = false) {
   std::shared_ptr<AllreduceAlgorithm> algorithm =
       make_allreduce(world, {parse_choice<AllreduceKind>(algorithm_name), Compression::kNone, shm});
   FlatAllreduce reference(make_communicator(CommBackend::kMpi, world.comm()));
   GradientReducer reducer(CommBuffer::host(arena, arena_count), params, algorithm, options);
+  if (stream_ordered) reducer.order_on_device(host_stream());
   std::vector<float> expected(arena_count);
   std::mt19937 rng(world.rank() + 1);  // a different hook order on every rank
   const int steps = 3;
@@ -98,12 +99,16 @@ void run_steps(const World& world, float* arena, int64_t arena_count, const std:
       std::this_thread::sleep_for(std::chrono::microseconds(50));  // "compute"
     }
     // Reference: the same gradients, one flat AllReduce, after the reducer is done.
-    reducer.wait_all();
+    if (stream_ordered)
+      reducer.join_on_device();
+    else
+      reducer.wait_all();
     std::vector<float> mine(arena_count, 0.0f);
     for (std::size_t i = 0; i < params.size(); ++i) fill_grads(mine.data(), params, static_cast<int>(i), world.rank(), step);
     reference.run(CommBuffer::host(mine.data(), arena_count), options.op);
     for (int64_t j = 0; j < arena_count; ++j) ASSERT_EQ(arena[j], mine[j]) << algorithm_name << " step " << step << " element " << j;
     EXPECT_EQ(reducer.last_step().buckets, static_cast<int>(reducer.buckets().size()));
+    EXPECT_EQ(reducer.last_step().step, step);
     EXPECT_GE(reducer.last_step().exposed_s, 0.0);
   }
   for (int64_t n : reducer.reductions_per_bucket()) EXPECT_EQ(n, steps);  // each bucket once per step
@@ -125,6 +130,13 @@ TEST(GradientReducer, BucketsEqualAFlatAllreduceOnEveryTopology) {
       run_steps(world, static_cast<float*>(shm->data()), arena_count, params, options, name, false, false, shm);
       run_steps(world, heap.data(), arena_count, params, options, name, true, true, shm);
     }
+    // distributed.stream_ordered's order: each bucket starts on the reporting thread as its last
+    // gradient is reported (host collectives here, after the host stream), in bucket order on
+    // every rank whatever order the hooks fire in, unused parameters at the join.
+    for (const char* name : {"flat", "hierarchical", "auto"}) {
+      run_steps(world, heap.data(), arena_count, params, options, name, false, false, shm, /*stream_ordered=*/true);
+      run_steps(world, heap.data(), arena_count, params, options, name, true, true, shm, /*stream_ordered=*/true);
+    }
     options.op = ReduceOp::kSum;
     options.bucket_mb = 0;
     run_steps(world, static_cast<float*>(shm->data()), arena_count, params, options, "auto", true, false, shm);
@@ -132,6 +144,34 @@ TEST(GradientReducer, BucketsEqualAFlatAllreduceOnEveryTopology) {
     options.bucket_mb = 0.01;
     run_steps(world, heap.data(), arena_count, params, options, "hierarchical", false, true, shm);
   }
+}
+
+// A recording that failed midway: the step's reports and started buckets are forgotten, the step
+// keeps its number, and the step launched again reduces as a fresh one. wait_all is refused once
+// the buckets are stream-ordered, and so is a switch in the middle of a step.
+TEST(GradientReducer, StreamOrderedStepsCanBeAbandonedAndLaunchedAgain) {
+  auto algorithm = std::make_shared<FlatAllreduce>(std::make_shared<LocalCommunicator>());
+  std::vector<float> arena(64, 2.0f);
+  GradientReducerOptions options;
+  options.bucket_mb = 1e-6;  // a bucket per parameter: bucket 0 holds parameter 1
+  GradientReducer reducer(CommBuffer::host(arena.data(), 64), {{0, 10}, {16, 10}}, algorithm, options);
+  ASSERT_EQ(reducer.buckets().size(), 2u);
+  reducer.on_grad_ready(1);
+  EXPECT_THROW(reducer.order_on_device(host_stream()), std::logic_error) << "in the middle of a step";
+  reducer.wait_all();
+  reducer.order_on_device(host_stream());
+  EXPECT_TRUE(reducer.ordered_on_device());
+  EXPECT_THROW(reducer.wait_all(), std::logic_error);
+  reducer.begin_step(7);
+  reducer.on_grad_ready(1);  // bucket 0 (the last parameter) starts at once
+  EXPECT_EQ(reducer.reductions_per_bucket()[0], 2);
+  reducer.abandon_step();
+  reducer.on_grad_ready(1);  // not a double report: the step starts over
+  reducer.on_grad_ready(0);
+  EXPECT_EQ(reducer.reductions_per_bucket()[0], 3);
+  reducer.join_on_device();
+  EXPECT_EQ(reducer.last_step().step, 7);
+  EXPECT_EQ(arena[0], 2.0f);
 }
 
 TEST(GradientReducer, RejectsDoubleReports) {

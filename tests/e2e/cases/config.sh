@@ -280,6 +280,22 @@ case_capturable_choice() {
     expect_error 2 "bad.yaml:1: key 'optimizer.capturable': unknown value 'sometimes'" validate --config "$cfg"
 }
 
+case_stream_ordered_choice() {
+    # distributed.stream_ordered: on orders a GPU's gradient buckets on its streams; with device
+    # cpu, or a bad value, the key is named (exit 2); asked of a job that computes on the CPU
+    # (device auto here) it trains as before and the log says why the buckets are not.
+    local quickstart=(--config "$SRC/configs/quickstart.yaml")
+    expect_error 2 "key 'distributed.stream_ordered': on orders a GPU's gradient buckets on its streams" \
+      validate "${quickstart[@]}" --set device=cpu --set distributed.stream_ordered=on
+    cfg=$(yaml bad.yaml 'distributed: {stream_ordered: yes please}\n')
+    expect_error 2 "bad.yaml:1: key 'distributed.stream_ordered': unknown value 'yes please'" validate --config "$cfg"
+    expect_ok 2 "${quickstart[@]}" --set distributed.stream_ordered=on --set train.max_steps=6 \
+      --set output.model_dir="$WORK/m"
+    grep -q "Gradient buckets (distributed.stream_ordered: on): the communication thread orders them: the gradients are reduced in host memory" \
+      "$WORK/out" || fail "the log does not say why the buckets are not stream-ordered"
+    grep -q "^\[done\] steps=6 " "$WORK/out" || fail "the job did not train"
+}
+
 case_loss_read_choice() {
     # train.loss_read: the plan says when the host reads the loss (the CPU computes it as it
     # goes); a bad value names the key and its choices (exit 2).

@@ -668,27 +668,90 @@ case_gpu_shared_dp_matches_single_gpu() {
     same_loss_curves "$WORK/one.txt" "$WORK/host.txt" 40
 }
 
-case_gpu_nccl_between_logical_hosts_on_one_gpu() {
-    # NCCL across nodes, on one GPU: 2 ranks as 2 logical nodes (ranks_per_node 1) sharing the
-    # GPU, each with an NCCL_HOSTID of its own, so that NCCL takes them for two hosts (its
-    # duplicate-GPU check compares host and bus id) and joins them over its network transport
-    # (TCP sockets on loopback here). The inter-node phase over NCCL, the curve of one GPU.
-    need_gpus 1
-    one_gpu_reference
+# nccl_logical_hosts: from here on $BIN runs each rank with an NCCL_HOSTID of its own (and NCCL
+# over loopback sockets), so that 2 ranks sharing one GPU as 2 logical nodes (ranks_per_node 1)
+# pass NCCL's duplicate-GPU check (it compares host and bus id) and join over its network
+# transport; NCCL_ARGS are the job keys of that topology.
+nccl_logical_hosts() {
     cat >"$WORK/own-host.sh" <<SH
 #!/usr/bin/env bash
 NCCL_HOSTID=sdp-logical-host-\$OMPI_COMM_WORLD_RANK NCCL_SOCKET_IFNAME=lo exec "$BIN" "\$@"
 SH
     chmod +x "$WORK/own-host.sh"
-    local real=$BIN
     BIN=$WORK/own-host.sh
-    expect_ok 2 "${base[@]}" --set data.batch_size=32 --set distributed.share_gpus=true --set distributed.ranks_per_node=1 \
-      --set distributed.backend=nccl --set distributed.inter_node=nccl --set distributed.allreduce=hierarchical \
+    NCCL_ARGS=(--set distributed.share_gpus=true --set distributed.ranks_per_node=1 --set distributed.backend=nccl
+               --set distributed.inter_node=nccl --set distributed.allreduce=hierarchical)
+}
+
+case_gpu_nccl_between_logical_hosts_on_one_gpu() {
+    # NCCL across nodes, on one GPU: 2 ranks as 2 logical nodes sharing the GPU
+    # (nccl_logical_hosts). The inter-node phase over NCCL, the curve of one GPU.
+    need_gpus 1
+    one_gpu_reference
+    local real=$BIN
+    nccl_logical_hosts
+    expect_ok 2 "${base[@]}" --set data.batch_size=32 "${NCCL_ARGS[@]}" \
       --set distributed.check_every_steps=1 --set distributed.bucket_mb=0.25
     BIN=$real
     grep -q "across nodes : nccl over TCP sockets$" "$WORK/out" || fail "the plan does not say NCCL crosses the nodes over sockets"
     step_losses >"$WORK/nccl.txt"
     same_loss_curves "$WORK/one.txt" "$WORK/nccl.txt" 40
+}
+
+case_gpu_stream_ordered_same_model() {
+    # distributed.stream_ordered: on (each bucket's NCCL calls started by the training thread as
+    # backward reports it, ordered on the GPU's streams; a step's CUDA graph then holds forward,
+    # backward and the buckets, and with optimizer.capturable the update) trains the very model
+    # the communication thread's buckets do: 2 ranks as 2 logical hosts on one GPU, the same
+    # logged losses and tensors, replicas identical after every step, the steps replayed.
+    need_gpus 1
+    local real=$BIN mode replayed
+    nccl_logical_hosts
+    local args=(--config "$SRC/configs/quickstart.yaml" --set device=cuda --set train.max_steps=30 --set train.log_every=1
+                --set train.eval_every_epochs=0 --set data.batch_size=32 --set output.metrics= "${NCCL_ARGS[@]}"
+                --set distributed.check_every_steps=1 --set distributed.bucket_mb=0.25 --set train.cuda_graphs=on)
+    for mode in off on capturable; do
+      expect_ok 2 "${args[@]}" --set distributed.stream_ordered=${mode/capturable/on} \
+        --set optimizer.capturable=$([ $mode = capturable ] && echo on || echo off) --set output.model_dir="$WORK/m-$mode"
+      step_losses >"$WORK/losses-$mode"
+      replayed=$(grep -oE 'graph_replayed_steps=[0-9]+' "$WORK/out" | tail -1 | cut -d= -f2)
+      [ "${replayed:-0}" -ge 20 ] || fail "only ${replayed:-no} steps replayed ($mode)"
+      grep -q "recording step .* failed" "$WORK/out" && fail "a recording failed ($mode): $(grep 'recording step' "$WORK/out")"
+    done
+    BIN=$real
+    grep -q "Gradient buckets (distributed.stream_ordered: on): started by the training thread" "$WORK/out" ||
+      fail "the log does not say the buckets are stream-ordered"
+    grep -q "Update (optimizer.capturable: on): decided and applied on the device, recorded with each step" "$WORK/out" ||
+      fail "the log does not say the update is recorded with the step"
+    grep -q "^  graphs       : on: forward, backward and the gradient buckets' NCCL calls" "$WORK/out" ||
+      fail "the plan does not say the buckets are recorded"
+    [ -s "$WORK/losses-off" ] || fail "no losses logged"
+    for mode in on capturable; do
+      cmp "$WORK/losses-off" "$WORK/losses-$mode" || fail "stream-ordered buckets ($mode) logged other losses"
+      same_tensors "$WORK/m-off/model.safetensors" "$WORK/m-$mode/model.safetensors" ||
+        fail "stream-ordered buckets ($mode) trained another model"
+    done
+}
+
+case_gpu_stream_ordered_stall_ends_the_job() {
+    # With stream-ordered buckets a replayed step's collectives have no Work of their own: the
+    # host's one wait for the step's end is watched. Rank 1 stops at step 8: rank 0 warns after
+    # 1 s and ends the job with exit status 3 after 4 s, naming the step and rank 1.
+    need_gpus 1
+    local real=$BIN start elapsed
+    nccl_logical_hosts
+    start=$(date +%s)
+    SDP_TEST_STALL_RANK=1 SDP_TEST_STALL_STEP=8 run 2 --config "$SRC/configs/quickstart.yaml" --set device=cuda \
+      --set train.max_steps=30 "${NCCL_ARGS[@]}" --set distributed.stream_ordered=on --set train.cuda_graphs=on \
+      --set distributed.stall_warning_s=1 --set distributed.timeout_s=4 --set output.metrics= \
+      --set output.model_dir="$WORK/model"
+    elapsed=$(( $(date +%s) - start ))
+    BIN=$real
+    [ $STATUS -eq 3 ] || fail "exit status $STATUS, expected 3"
+    [ $elapsed -le 40 ] || fail "took ${elapsed}s to abort (timeout 4 s)"
+    grep -q "^sdp-train: error: .*step 8.*the step's gradient buckets (distributed.stream_ordered)" "$WORK/out" ||
+      fail "the abort message does not name the step and the stream-ordered buckets"
+    grep -qE 'never arrived: .*1' "$WORK/out" || fail "the abort message does not name rank 1"
 }
 
 case_gpu_dp_hierarchical_replicas_identical() {

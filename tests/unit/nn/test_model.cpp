@@ -500,6 +500,50 @@ TEST(StepGraphsOnGpu, ReplaysTheFoldedBatchNormStepBitwise) {
   }
 }
 
+// Data parallel's stream-ordered buckets (distributed.stream_ordered): a recordable hook runs
+// while a step is launched or recorded, never on a replay (its device work is in the
+// recording), and backward is recorded with it. Recording is collective across ranks: when the
+// agreement says another rank's failed, this rank drops its recording and launches, with the
+// same gradients, and says why.
+TEST(StepGraphsOnGpu, RecordsBackwardWithARecordableHookAndDropsItWhenARankDidNot) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device";
+  for (const bool others_recorded : {true, false}) {
+    SCOPED_TRACE(others_recorded ? "every rank recorded" : "another rank's recording failed");
+    auto launched = tiny_resnet(19, Device::cuda(0)), replayed = tiny_resnet(19, Device::cuda(0));
+    int hooked = 0, agreements = 0;
+    replayed->set_grad_ready_hook([&](const Param&) { ++hooked; }, /*recordable=*/true);
+    replayed->set_recording_agreement([&](bool recorded) {
+      EXPECT_TRUE(recorded);
+      ++agreements;
+      return others_recorded;
+    });
+    replayed->set_step_graphs(true);
+    EXPECT_EQ(replayed->backward_graph_obstacle(), "");
+    EXPECT_EQ(replayed->step_recording(), Model::StepRecording::kForwardAndBackward);
+    const int params = static_cast<int>(replayed->store().params().size());
+    for (int step = 0; step < 6; ++step) {
+      const Batch b = random_batch(4, launched->input_shape(), 5, 80 + step);
+      launched->forward_deferred(b.x, b.labels.data());
+      launched->backward();
+      replayed->forward_backward_deferred(b.x, b.labels.data());
+      EXPECT_EQ(replayed->take_loss(), launched->take_loss()) << "step " << step;
+      EXPECT_EQ(testing::host_values(replayed->store().grad_arena()),
+                testing::host_values(launched->store().grad_arena()))
+          << "step " << step;
+    }
+    // The staged input alternates between two buffers: a recording for each (steps 2 and 3).
+    EXPECT_EQ(agreements, others_recorded ? 2 : 1) << "one agreement per recording attempt";
+    if (others_recorded) {
+      EXPECT_EQ(replayed->replayed_steps(), 4);
+      EXPECT_EQ(hooked, 4 * params) << "two launched steps and two recordings; no replay runs the hook";
+    } else {
+      EXPECT_EQ(replayed->replayed_steps(), 0);
+      EXPECT_NE(replayed->step_graph_failure().find("another rank's recording failed"), std::string::npos);
+      EXPECT_EQ(hooked, 7 * params) << "the recording, and the six steps launched";
+    }
+  }
+}
+
 // What stops a recording is said, not met as a wrong replay: a hook that takes each gradient
 // as backward makes it (data parallel), and layers timed one by one.
 TEST(StepGraphsOnGpu, NamesWhatKeepsTheStepFromBeingRecorded) {

@@ -301,10 +301,11 @@ TEST(CudaGraphs, AutoRecordsAGpuJobsStepsAndThePlanSaysWhyNot) {
   EXPECT_EQ(describe_cuda_graphs(spec, cpu, 1), "on, but the steps run as launches: this rank computes on the CPU");
 }
 
-// optimizer.capturable: on decides and applies the update on the device for one GPU rank with
-// one micro-batch a step; auto keeps the host's decision until a GPU run has checked it, and
-// the plan says which, and why not where on cannot apply.
-TEST(CapturableUpdateChoice, OnTheDeviceForOneGpuRankWhenAsked) {
+// optimizer.capturable: on decides and applies the update on the device for one micro-batch a
+// step, on one GPU rank or several whose buckets are stream-ordered; auto keeps the host's
+// decision until a GPU run has checked it, and the plan says which, and why not where on cannot
+// apply.
+TEST(CapturableUpdateChoice, OnTheDeviceWhenAskedForOneGpuRankOrStreamOrderedBuckets) {
   const Device gpu = Device::cuda(0), cpu = Device::cpu();
   JobSpec spec;
   EXPECT_FALSE(uses_capturable_update(spec, gpu, 1)) << "auto stays on the host";
@@ -317,13 +318,40 @@ TEST(CapturableUpdateChoice, OnTheDeviceForOneGpuRankWhenAsked) {
   EXPECT_NE(describe_update(spec, gpu, 1).find("recorded with forward and backward"), std::string::npos);
   spec.train.cuda_graphs = "off";
   EXPECT_NE(describe_update(spec, gpu, 1).find("launched after backward (train.cuda_graphs: off)"), std::string::npos);
-  EXPECT_FALSE(uses_capturable_update(spec, gpu, 2));
-  EXPECT_NE(describe_update(spec, gpu, 2).find("applies to one rank with train.accumulate_steps 1"), std::string::npos);
+  EXPECT_FALSE(uses_capturable_update(spec, gpu, 2)) << "across ranks only after stream-ordered buckets";
+  EXPECT_NE(describe_update(spec, gpu, 2).find("on several ranks with distributed.stream_ordered: on"),
+            std::string::npos);
+  spec.distributed.stream_ordered = "on";
+  EXPECT_TRUE(uses_capturable_update(spec, gpu, 2));
+  EXPECT_NE(describe_update(spec, gpu, 2).find("the averaged gradients checked there"), std::string::npos);
+  spec.distributed.stream_ordered = "auto";
   spec.train.accumulate_steps = 2;
   EXPECT_FALSE(uses_capturable_update(spec, gpu, 1));
   spec.train.accumulate_steps = 1;
   spec.optimizer.capturable = "off";
   EXPECT_FALSE(uses_capturable_update(spec, gpu, 1));
+}
+
+// distributed.stream_ordered: on lets several GPU ranks record backward with its buckets; auto
+// keeps the communication thread (and the steps launched or the forward alone recorded) until a
+// GPU run has checked it; micro-batch sums keep it off.
+TEST(StreamOrderedChoice, SeveralGpuRanksRecordTheirBucketsWhenAsked) {
+  const Device gpu = Device::cuda(0), cpu = Device::cpu();
+  JobSpec spec;
+  EXPECT_FALSE(orders_buckets_on_streams(spec, gpu));
+  EXPECT_NE(describe_cuda_graphs(spec, gpu, 2).find("distributed.stream_ordered: on orders them on the GPU's streams"),
+            std::string::npos);
+  spec.distributed.stream_ordered = "on";
+  EXPECT_TRUE(orders_buckets_on_streams(spec, gpu));
+  EXPECT_FALSE(orders_buckets_on_streams(spec, cpu));
+  EXPECT_EQ(describe_cuda_graphs(spec, gpu, 2).rfind("on (auto): forward, backward and the gradient buckets' NCCL "
+                                                     "calls (distributed.stream_ordered: on) recorded once",
+                                                     0),
+            0u);
+  EXPECT_EQ(describe_cuda_graphs(spec, gpu, 1).rfind("on (auto): forward and backward recorded once", 0), 0u);
+  spec.train.accumulate_steps = 2;
+  EXPECT_FALSE(orders_buckets_on_streams(spec, gpu));
+  EXPECT_NE(describe_cuda_graphs(spec, gpu, 2).find("reduced across ranks"), std::string::npos);
 }
 
 }  // namespace
