@@ -66,7 +66,6 @@ class Optimizer {
   // changes nothing while *skip is non-zero (the step's gradients were not finite). The caller
   // then counts each applied update with count_applied_update(). GPU twins only.
   void read_scalars_from_device(const cuda_updates::StepScalars* scalars, const int32_t* skip);
-  bool reads_scalars_from_device() const { return device_scalars_ != nullptr; }
   // The scalars of update number t at learning rate lr, exactly as the CPU computes them.
   virtual cuda_updates::StepScalars step_scalars(float lr, int64_t t) const;
   void count_applied_update() { ++step_count_; }
