@@ -144,10 +144,7 @@ LayerBenchResult run_layer_benchmark(const JobSpec& spec, const Device& device, 
     std::unique_ptr<CapturableUpdate> capturable;
     if (uses_capturable_update(spec, model->device(), 1)) {
       capturable = std::make_unique<CapturableUpdate>(*optimizer, stream);
-      model->set_step_tail([&] {
-        const nn::Model::DeviceLoss loss = model->loss_on_device();
-        capturable->queue(model->store().grad_arena(), model->loss_scale(), loss.sum, loss.rows);
-      });
+      model->set_step_tail([&] { queue_capturable_update(*capturable, *model, /*with_loss=*/true); });
     }
     result.update_on_device = capturable != nullptr;
     const auto graphed_step = [&] {

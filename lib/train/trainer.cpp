@@ -256,13 +256,8 @@ bool Trainer::has_step_tail() const { return capturable_ || parallel_->stream_or
 
 void Trainer::queue_step_tail() {
   if (parallel_->stream_ordered()) parallel_->join_on_device();
-  if (!capturable_) return;
-  nn::Model& model = *parts_.model;
-  // One rank: the device checks the loss too (the host's mean is this loss). Several: the
-  // averaged gradients alone, the same bits on every rank, so all decide alike; the loss is
-  // agreed on the host after the step.
-  const nn::Model::DeviceLoss loss = world_.size() == 1 ? model.loss_on_device() : nn::Model::DeviceLoss{};
-  capturable_->queue(model.store().grad_arena(), model.loss_scale(), loss.sum, loss.rows);
+  // Several ranks: the loss is agreed on the host after the step.
+  if (capturable_) queue_capturable_update(*capturable_, *parts_.model, /*with_loss=*/world_.size() == 1);
 }
 
 // A recording that failed ends the replays on this rank: said once, with the reason.

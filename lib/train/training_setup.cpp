@@ -274,6 +274,11 @@ bool uses_capturable_update(const JobSpec& spec, const Device& device, int ranks
          (ranks == 1 || orders_buckets_on_streams(spec, device));
 }
 
+void queue_capturable_update(CapturableUpdate& update, nn::Model& model, bool with_loss) {
+  const nn::Model::DeviceLoss loss = with_loss ? model.loss_on_device() : nn::Model::DeviceLoss{};
+  update.queue(model.store().grad_arena(), model.loss_scale(), loss.sum, loss.rows);
+}
+
 bool orders_buckets_on_streams(const JobSpec& spec, const Device& device) {
   return spec.distributed.stream_ordered == "on" && device.is_cuda() && spec.train.accumulate_steps == 1;
 }

@@ -13,6 +13,7 @@
 #include "data/sets/open_data.hpp"
 #include "distributed/world.hpp"
 #include "nn/model.hpp"
+#include "optim/capturable_update.hpp"
 #include "optim/lr_schedule.hpp"
 #include "optim/optimizer.hpp"
 #include "optim/optimizer_factory.hpp"
@@ -103,6 +104,10 @@ bool uses_capturable_update(const JobSpec& spec, const Device& device, int ranks
 // stays off until a GPU run has checked it). Whether they are also depends on the
 // communicators (train/data_parallel.hpp: NCCL alone).
 bool orders_buckets_on_streams(const JobSpec& spec, const Device& device);
+// optimizer.capturable's device work for `model`'s step (recordable): its gradients at its loss
+// scale, and with `with_loss` its loss on the device (one rank: the host's mean is this loss;
+// several decide on the averaged gradients alone, the same bits everywhere).
+void queue_capturable_update(CapturableUpdate& update, nn::Model& model, bool with_loss);
 std::string describe_update(const JobSpec& spec, const Device& device, int ranks);
 // Why train.loss_read: forward keeps a step from being recorded (the plan's line, the trainer's log).
 extern const char* const kLossReadForwardKeepsStepsLaunched;
