@@ -14,6 +14,12 @@
 #     --base-image IMAGE     BASE_IMAGE to build on (default debian:bookworm; the CUDA image
 #                            is the Dockerfile's default)
 #     --build-only           build the image, run nothing
+#     --gpu                  with --build-only: build Dockerfile.gpu's image instead (default
+#                            tag sdp-train:gpu; the CUDA wheels are fetched into .cuda-wheels/
+#                            first, where the build could not reach PyPI)
+#     --source-hash [FILE]   print the hash of what Dockerfile (or FILE) copies from this tree;
+#                            every image built here carries it as the label org.sdp-train.source,
+#                            and the container tests run only an image whose label matches
 #     --hyperparameters JSON hyperparameters.json, e.g. '{"config": "lenet-mnist.yaml"}' (default {})
 #     --channel NAME=DIR     mount DIR at /opt/ml/input/data/NAME, read-only (repeatable)
 #     --input-mode MODE      File (default) or Pipe, for every channel; --input-mode NAME=MODE for
@@ -37,6 +43,9 @@
 #                            the job's output matches REGEX (grep -E, with the [algo-i] prefix),
 #                            e.g. '^\[algo-1\] \[step ': the job is known to be training
 #     --stop-after S         the same, S seconds after the start (a clock, not an event)
+#     --cut-link HOST:REGEX  cut HOST's network link for good (`docker network disconnect`: its
+#                            packets go nowhere, as when an instance's network fails) as soon as
+#                            a line of the job's output matches REGEX
 #     --timeout S            stop everything after S seconds and exit 124 (default 3600)
 #     --job NAME             job name: containers NAME-algo-<i>, network NAME (default sdp-local-$$)
 #     --keep                 keep the containers and the network
@@ -44,8 +53,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-HOSTS_N=2 IMAGE=sdp-train:test BASE_IMAGE=debian:bookworm BUILD=0 HP='{}' OUT="" JOB=sdp-local-$$
-STOP_ON="" STOP_AFTER="" STOP_GRACE=120 TIMEOUT=3600 KEEP=0 CPUS="" INPUT_MODE=File DISTRIBUTION=FullyReplicated
+# source_hash DOCKERFILE: one hash of the files the Dockerfile's COPY lines take from this tree
+# (.dockerignore's build outputs and the fetched .cuda-wheels/ left out: the wheels' versions
+# are pinned in scripts/cuda-from-wheels.sh, which is hashed) and of the Dockerfile itself.
+source_hash() {
+  local dockerfile=$1 sources
+  [ -f "$dockerfile" ] || { echo "sagemaker-local: no $dockerfile" >&2; exit 2; }
+  sources=$(awk '/^COPY / && !/--from/ { for (i = 2; i < NF; i++) if ($i !~ /^--/) print $i }' "$dockerfile")
+  # shellcheck disable=SC2086
+  { echo "$dockerfile"; find $sources -type f 2>/dev/null; } |
+    grep -vE '(^|/)(build[^/]*|__pycache__|\.cuda-wheels)(/|$)|\.pyc$' | LC_ALL=C sort -u |
+    while IFS= read -r f; do printf '%s %s\n' "$(sha256sum <"$f" | cut -c1-64)" "$f"; done |
+    sha256sum | cut -c1-16
+}
+
+HOSTS_N=2 IMAGE="" BASE_IMAGE=debian:bookworm BUILD=0 GPU=0 HP='{}' OUT="" JOB=sdp-local-$$
+STOP_ON="" STOP_AFTER="" CUT_HOST="" CUT_ON="" STOP_GRACE=120 TIMEOUT=3600 KEEP=0 CPUS="" INPUT_MODE=File DISTRIBUTION=FullyReplicated
 CHANNELS=() ABSENT=() ENVS=() HOST_ENVS=() TRAIN_ARGS=() INPUT_MODES=() DISTRIBUTIONS=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -54,6 +77,8 @@ while [ $# -gt 0 ]; do
     --base-image) BASE_IMAGE=$2; shift 2 ;;
     --build) BUILD=1; shift ;;
     --build-only) BUILD=2; shift ;;
+    --gpu) GPU=1; shift ;;
+    --source-hash) source_hash "${2:-Dockerfile}"; exit 0 ;;
     --hyperparameters) HP=$2; shift 2 ;;
     --channel) CHANNELS+=("$2"); shift 2 ;;
     --input-mode) if [[ $2 == *=* ]]; then INPUT_MODES+=("$2"); else INPUT_MODE=$2; fi; shift 2 ;;
@@ -65,6 +90,7 @@ while [ $# -gt 0 ]; do
     --cpus) CPUS=$2; shift 2 ;;
     --stop-on) STOP_ON=$2; shift 2 ;;
     --stop-after) STOP_AFTER=$2; shift 2 ;;
+    --cut-link) CUT_HOST=${2%%:*} CUT_ON=${2#*:}; shift 2 ;;
     --stop-grace) STOP_GRACE=$2; shift 2 ;;
     --timeout) TIMEOUT=$2; shift 2 ;;
     --job) JOB=$2; shift 2 ;;
@@ -95,9 +121,22 @@ check_values() {
 check_values --input-mode 'File|Pipe' "$INPUT_MODE" "${INPUT_MODES[@]}"
 check_values --distribution 'FullyReplicated|ShardedByS3Key' "$DISTRIBUTION" "${DISTRIBUTIONS[@]}"
 docker info >/dev/null 2>&1 || { say "no Docker daemon answers (docker info)"; exit 2; }
+if [ $GPU = 1 ]; then
+  [ $BUILD = 2 ] || { say "--gpu goes with --build-only (the jobs run on either image: --image)"; exit 2; }
+  IMAGE=${IMAGE:-sdp-train:gpu}
+  # The build stage fetches the wheels itself unless the context has them; fetching them here,
+  # where pip is set up for this machine's network, works where the container's pip may not.
+  bash scripts/cuda-from-wheels.sh --download .cuda-wheels
+  say "building $IMAGE from Dockerfile.gpu"
+  docker build -f Dockerfile.gpu -t "$IMAGE" \
+    --label org.sdp-train.dockerfile=Dockerfile.gpu --label org.sdp-train.source="$(source_hash Dockerfile.gpu)" .
+  exit 0
+fi
+IMAGE=${IMAGE:-sdp-train:test}
 if [ $BUILD != 0 ] || ! docker image inspect "$IMAGE" >/dev/null 2>&1; then
   say "building $IMAGE on $BASE_IMAGE"
-  docker build -t "$IMAGE" --build-arg BASE_IMAGE="$BASE_IMAGE" .
+  docker build -t "$IMAGE" --build-arg BASE_IMAGE="$BASE_IMAGE" \
+    --label org.sdp-train.dockerfile=Dockerfile --label org.sdp-train.source="$(source_hash Dockerfile)" .
 fi
 [ $BUILD != 2 ] || exit 0
 python3 -c "import json, sys; json.loads(sys.argv[1])" "$HP" || { say "--hyperparameters is not JSON: $HP"; exit 2; }
@@ -179,8 +218,8 @@ say "job $JOB: ${#STARTED[@]} of ${#HOSTS[@]} host(s) started, /opt/ml of each i
 
 # An event to wait for is polled often; otherwise once a second is enough.
 poll=1
-[ -z "$STOP_ON" ] || poll=0.2
-start=$(date +%s) stopped=0
+[ -z "$STOP_ON$CUT_ON" ] || poll=0.2
+start=$(date +%s) stopped=0 cut=0
 while :; do
   running=$(docker ps -q --filter "network=$JOB" | wc -l)
   [ "$running" -gt 0 ] || break
@@ -192,6 +231,11 @@ while :; do
     elif [ -n "$STOP_AFTER" ] && [ $elapsed -ge "$STOP_AFTER" ]; then
       stop_now="${STOP_AFTER}s after the start"
     fi
+  fi
+  if [ $cut = 0 ] && [ -n "$CUT_ON" ] && grep -qE -- "$CUT_ON" "$JOB_LOG"; then
+    say "cutting $CUT_HOST's link (docker network disconnect) ${elapsed}s after the start: a line matched --cut-link '$CUT_ON'"
+    docker network disconnect --force "$JOB" "$JOB-$CUT_HOST" >/dev/null
+    cut=1
   fi
   if [ -n "$stop_now" ]; then
     say "docker stop (SIGTERM, SIGKILL after ${STOP_GRACE}s) of every container, as a spot reclaim: $stop_now"

@@ -479,6 +479,22 @@ cmd_slurm() {
   echo "  export SLURM_CONF=$conf"
 }
 
+# kill_in_hosts [COMM]: every process in the hosts' namespaces (only those named COMM when
+# given), SIGTERM then SIGKILL after 2 s. A process in a namespace keeps it alive after `ip netns
+# del`, unnamed, where nothing would find it again.
+kill_in_hosts() {
+  local ns pid pids=()
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$PREFIX-(h[0-9]+|sw)$" || true); do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do
+      [ -z "${1:-}" ] || [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = "$1" ] && pids+=("$pid")
+    done
+  done
+  [ ${#pids[@]} -gt 0 ] || return 0
+  kill "${pids[@]}" 2>/dev/null || true
+  for _ in $(seq 1 8); do kill -0 "${pids[@]}" 2>/dev/null || return 0; sleep 0.25; done
+  kill -9 "${pids[@]}" 2>/dev/null || true
+}
+
 cmd_slurm_down() {
   local pids
   pids=$(slurm_pids)
@@ -491,6 +507,8 @@ cmd_slurm_down() {
     done
     kill -9 $pids 2>/dev/null || true
   fi
+  # A job step's slurmstepd outlives a slurmd killed under it (one per test run was left).
+  kill_in_hosts slurmstepd
   [ -f "$STATE/env" ] && sed -i '/SLURM_CONF/d' "$STATE/env"
   rm -rf "$SLURM_DIR"
   echo "simcluster: slurm down"
@@ -635,6 +653,7 @@ cmd_down() {
   done
   cmd_slurm_down >/dev/null
   for pid in "$STATE"/delay-h*.pid; do [ -f "$pid" ] && kill "$(cat "$pid")" 2>/dev/null || true; done
+  kill_in_hosts  # what the hosts still run: ranks, launchers, daemons of a test that died
   # Everything this prefix names, whether or not the state file lists it. Deleting a
   # namespace deletes the veths inside it and their peers.
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^$PREFIX-(h[0-9]+|sw)$" || true); do

@@ -8,12 +8,12 @@ set -u
 SRC=$1
 CASE=$2
 IMAGE=${SDP_IMAGE:-sdp-train:test}
-BUILD_HINT="scripts/sagemaker-local.sh --build-only, or docker build -t $IMAGE --build-arg BASE_IMAGE=debian:bookworm ."
+BUILD_HINT="scripts/sagemaker-local.sh --build-only"
 # gpu_image checks the GPU image of Dockerfile.gpu ($SDP_GPU_IMAGE); the other cases run jobs
 # and pass against either image (SDP_IMAGE=sdp-train:gpu runs them on the GPU one).
 if [ "$CASE" = gpu_image ]; then
   IMAGE=${SDP_GPU_IMAGE:-sdp-train:gpu}
-  BUILD_HINT="docker build -f Dockerfile.gpu -t $IMAGE ., with scripts/cuda-from-wheels.sh --download .cuda-wheels first where the build cannot reach PyPI"
+  BUILD_HINT="scripts/sagemaker-local.sh --build-only --gpu"
 fi
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -23,10 +23,14 @@ fail() { echo "FAIL [$CASE]: $*"; echo "--- output ---"; cat "$WORK/out" 2>/dev/
 docker info >/dev/null 2>&1 || skip "no Docker daemon answers (docker info)"
 docker image inspect "$IMAGE" >/dev/null 2>&1 ||
   skip "no image $IMAGE (build it: $BUILD_HINT)"
-# An image built before the entry point last changed would test old code.
-docker run --rm --entrypoint cat "$IMAGE" /opt/sdp-train/scripts/sagemaker-entrypoint.sh 2>/dev/null |
-  cmp -s - "$SRC/scripts/sagemaker-entrypoint.sh" ||
-  skip "image $IMAGE holds another scripts/sagemaker-entrypoint.sh than this tree: rebuild it ($BUILD_HINT)"
+# Only an image built from this tree: its label is the hash of what its Dockerfile copied
+# (scripts/sagemaker-local.sh --source-hash), so a stale image is never what passes.
+DOCKERFILE=$(docker image inspect -f '{{index .Config.Labels "org.sdp-train.dockerfile"}}' "$IMAGE" 2>/dev/null)
+[ -n "$DOCKERFILE" ] || DOCKERFILE=Dockerfile
+want=$(bash "$SRC/scripts/sagemaker-local.sh" --source-hash "$DOCKERFILE")
+have=$(docker image inspect -f '{{index .Config.Labels "org.sdp-train.source"}}' "$IMAGE" 2>/dev/null)
+[ "$have" = "$want" ] ||
+  skip "image $IMAGE was not built from this tree (label org.sdp-train.source '${have:-none}', this tree's $DOCKERFILE sources $want): rebuild it ($BUILD_HINT)"
 need_mnist() {
   MNIST="${SDP_DATA_DIR:-$SRC/../shared/data}/mnist"
   [ -d "$MNIST" ] || skip "no MNIST at $MNIST (set SDP_DATA_DIR to a directory with mnist/)"
@@ -161,6 +165,32 @@ case "$CASE" in
     [ $STATUS -eq 0 ] || fail "the resumed job: exit status $STATUS"
     grep -q "resuming from .*$(basename "$ckpt")" "$WORK/out" || fail "the second run did not resume from $(basename "$ckpt")"
     [ -s "$WORK/ml/algo-1/model/model.safetensors" ] || fail "no model after the resumed run" ;;
+  link_cut)
+    # The worker's link cut for good mid-run (docker network disconnect): the leader's rank
+    # times out (distributed.timeout_s 5), sdp-launch ends mpirun, which would otherwise wait
+    # for the unreachable host's daemon for minutes; the leader exits 3 within timeout_s + 10 s
+    # naming algo-2 and its rank, and the worker, cut off, ends by itself within its bound.
+    # The newest checkpoint loads. As tests/simcluster/faults_test.sh's sagemaker_link_cut.
+    hp='{"config": "quickstart.yaml", "threads": "1", "train.epochs": "100000", "train.max_steps": "1000000",
+         "distributed.timeout_s": "5", "distributed.stall_warning_s": "2", "checkpoint.every_steps": "10",
+         "train.log_every": "20"}'
+    job -n 2 --env SDP_PROBE_TIMEOUT_S=5 --cut-link 'algo-2:^\[algo-1\] \[step 40\]' --timeout 300 --hyperparameters "$hp"
+    cut_at=$(grep -oE "cutting algo-2's link .* ([0-9]+)s after the start" "$WORK/out" | grep -oE '[0-9]+s after' | grep -oE '[0-9]+')
+    ended_at=$(grep -oE 'job sdp-test-[0-9]+-link_cut: exit status [0-9]+ .* after [0-9]+s' "$WORK/out" | grep -oE '[0-9]+s;' | grep -oE '[0-9]+')
+    [ -n "$cut_at" ] || fail "the link was never cut (no [step 40] line from the leader?)"
+    echo "link cut at ${cut_at}s; the job ended at ${ended_at:-?}s"
+    [ $STATUS -eq 3 ] || fail "the leader's exit status $STATUS, expected 3 (the watchdog's)"
+    [ $(( ended_at - cut_at )) -le 15 ] || fail "the job ended $(( ended_at - cut_at ))s after the cut, more than timeout_s + 10 s"
+    grep -q "(algo-2: rank(s) 1) cannot be inspected from here" "$WORK/out" || fail "the error does not name algo-2 and its rank"
+    grep -q "^\[algo-1\] sdp-launch: rank 0 ended the job (MPI_Abort, exit status 3) and mpirun is still running" "$WORK/out" ||
+      fail "sdp-launch did not end mpirun"
+    grep -qE "algo-2 exited with status [1-9]" "$WORK/out" || fail "the worker did not end with an error"
+    ckpt=$(ls "$WORK/ml/algo-1/checkpoints"/ckpt-*.safetensors 2>/dev/null | tail -1)
+    [ -n "$ckpt" ] || fail "no checkpoint before the cut"
+    docker run --rm --entrypoint sdp-train -v "$WORK/ml/algo-1/checkpoints:/ck:ro" "$IMAGE" evaluate \
+      --config /opt/sdp-train/configs/quickstart.yaml --set threads=1 --model "/ck/$(basename "$ckpt")" >"$WORK/eval" 2>&1 ||
+      fail "the newest checkpoint does not load: $(tail -2 "$WORK/eval")"
+    echo "newest checkpoint $(basename "$ckpt") loads" ;;
   *)
     echo "unknown case $CASE"; exit 1 ;;
 esac
