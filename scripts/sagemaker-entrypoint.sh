@@ -23,7 +23,9 @@
 # them on the network interface SageMaker names, and when it ends tells every worker the
 # job's exit status, which each container then exits with. A worker serves the leader's
 # mpirun through sshd and exits when the leader says the job ended, or with an error when the
-# leader did not contact it within SDP_WORKER_TIMEOUT_S (default 900).
+# leader did not contact it within SDP_WORKER_TIMEOUT_S (default 900), or did not say how the
+# job ended within SDP_PROBE_TIMEOUT_S of its ranks on this host ending (a leader gone, or cut
+# off from this host).
 #
 # Variables for tests and special set-ups:
 #   SDP_DRY_RUN=1          print the plan and the mpirun command instead of running it
@@ -324,7 +326,7 @@ stop_sshd() { [ -z "${SSHD_PID:-}" ] || kill "$SSHD_PID" 2>/dev/null || true; }
 # stop at the next step and rank 0 writes a checkpoint; then the leader says the job ended.
 trap 'pkill -TERM -x -P "$(pgrep -d, -x orted || echo 1)" sdp-train 2>/dev/null || true' TERM INT
 log "worker $CURRENT_HOST: waiting for the leader $LEADER (at most ${WORKER_TIMEOUT_S}s)"
-waiting_since=$(date +%s) contacted=0 job_seen=0 job_gone_since=0
+waiting_since=$(date +%s) contacted=0 job_seen=0 ranks_seen=0 job_gone_since=0
 while :; do
   now=$(date +%s)
   if [ -f "$RUN_DIR/$CURRENT_HOST/done" ]; then
@@ -343,16 +345,21 @@ while :; do
     [ $contacted = 1 ] && fail 1 "worker $CURRENT_HOST: the leader $LEADER contacted this host but started no job here within ${WORKER_TIMEOUT_S}s"
     fail 1 "worker $CURRENT_HOST: the leader $LEADER did not contact this host within ${WORKER_TIMEOUT_S}s (is it up, and does it reach this host over ${RSH[0]}?)"
   fi
+  # The job is here while its daemon runs ranks. Its ranks gone and no word from the leader
+  # within PROBE_TIMEOUT_S: the leader is gone or unreachable. The daemon may outlive its ranks
+  # then (cut off from mpirun, it waits on TCP for many minutes): it is ended with this host.
+  daemons=$(pgrep -d, -x orted || true)
   if [ $contacted = 0 ]; then
     :
-  elif pgrep -x orted >/dev/null; then
+  elif [ -n "$daemons" ] && { [ $ranks_seen = 0 ] || pgrep -P "$daemons" >/dev/null; }; then
     job_seen=1 job_gone_since=0
+    pgrep -P "$daemons" >/dev/null && ranks_seen=1
   elif [ $job_seen = 1 ]; then
-    # The job's daemon left here but the leader sent no status: it may be gone itself.
     [ $job_gone_since -gt 0 ] || job_gone_since=$now
     if [ $(( now - job_gone_since )) -ge "$PROBE_TIMEOUT_S" ]; then
+      [ -z "$daemons" ] || pkill -KILL -x orted || true
       stop_sshd
-      fail 1 "worker $CURRENT_HOST: the job ended here, but the leader $LEADER did not say how within ${PROBE_TIMEOUT_S}s"
+      fail 1 "worker $CURRENT_HOST: the job's ranks here ended, but the leader $LEADER did not say how within ${PROBE_TIMEOUT_S}s (is it down, or cut off from this host?)"
     fi
   fi
   sleep 1 & wait $! || true  # wait, not sleep: the TERM trap runs at once

@@ -206,7 +206,7 @@ for h in "${HOSTS[@]}"; do
       mounts+=(-v "$src:/opt/ml/input/data/$name:ro")
     fi
   done
-  docker run -d --name "$JOB-$h" --hostname "$h" --network "$JOB" --network-alias "$h" \
+  docker run -d --name "$JOB-$h" --hostname "$h" --network "$JOB" --network-alias "$h" --label sdp-local-job="$JOB" \
     ${CPUS:+--cpus "$CPUS"} --stop-timeout "$STOP_GRACE" \
     -e TRAINING_JOB_NAME="$JOB" -e TRAINING_JOB_ARN="arn:aws:sagemaker:local:000000000000:training-job/$JOB" \
     "${ENVS[@]}" "${host_envs[@]}" "${mounts[@]}" "$IMAGE" train "${TRAIN_ARGS[@]}" >/dev/null
@@ -221,7 +221,8 @@ poll=1
 [ -z "$STOP_ON$CUT_ON" ] || poll=0.2
 start=$(date +%s) stopped=0 cut=0
 while :; do
-  running=$(docker ps -q --filter "network=$JOB" | wc -l)
+  # By label, not network: a container whose link --cut-link cut is on none.
+  running=$(docker ps -q --filter "label=sdp-local-job=$JOB" | wc -l)
   [ "$running" -gt 0 ] || break
   elapsed=$(( $(date +%s) - start ))
   stop_now=""
