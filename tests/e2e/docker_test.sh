@@ -176,9 +176,10 @@ case "$CASE" in
          "train.log_every": "20"}'
     job -n 2 --env SDP_PROBE_TIMEOUT_S=5 --cut-link 'algo-2:^\[algo-1\] \[step 40\]' --timeout 300 --hyperparameters "$hp"
     cut_at=$(grep -oE "cutting algo-2's link .* ([0-9]+)s after the start" "$WORK/out" | grep -oE '[0-9]+s after' | grep -oE '[0-9]+')
-    ended_at=$(grep -oE 'job sdp-test-[0-9]+-link_cut: exit status [0-9]+ .* after [0-9]+s' "$WORK/out" | grep -oE '[0-9]+s;' | grep -oE '[0-9]+')
+    ended_at=$(grep -oE 'job sdp-test-[0-9]+-link_cut: exit status [0-9]+ .* after [0-9]+s' "$WORK/out" | grep -oE 'after [0-9]+s' | grep -oE '[0-9]+')
     [ -n "$cut_at" ] || fail "the link was never cut (no [step 40] line from the leader?)"
-    echo "link cut at ${cut_at}s; the job ended at ${ended_at:-?}s"
+    [ -n "$ended_at" ] || fail "sagemaker-local.sh did not say when the job ended"
+    echo "link cut at ${cut_at}s; the job ended at ${ended_at}s"
     [ $STATUS -eq 3 ] || fail "the leader's exit status $STATUS, expected 3 (the watchdog's)"
     [ $(( ended_at - cut_at )) -le 15 ] || fail "the job ended $(( ended_at - cut_at ))s after the cut, more than timeout_s + 10 s"
     grep -q "(algo-2: rank(s) 1) cannot be inspected from here" "$WORK/out" || fail "the error does not name algo-2 and its rank"
