@@ -16,6 +16,7 @@
 
 #include "config/choices.hpp"
 #include "config/job_spec_yaml.hpp"
+#include "core/cpu_dispatch.hpp"
 #include "core/device_info.hpp"
 #include "core/error.hpp"
 #include "core/job_failure.hpp"
@@ -265,6 +266,7 @@ std::string version_text() {
     if (!version.empty()) out << "\n  " << name << " " << version;
   };
   line("oneDNN", sdp::nn::onednn_version());
+  line("CPU kernels", sdp::cpu_kernel_isa_summary());
   if (sdp::cuda_backend_built()) {
     line("CUDA runtime", sdp::cuda_runtime_version());
     const std::string driver = sdp::cuda_driver_version();
@@ -545,6 +547,11 @@ int main(int argc, char** argv) {
   CommandLine cl;
   declare_commands(cl);
   if (const std::optional<int> done = parse_command_line(cl, argc, argv)) return *done;
+  // Every rank checks it before MPI starts, so a bad value ends each one alike.
+  if (const std::string isa_error = sdp::cpu_isa_override_error(); !isa_error.empty()) {
+    std::fprintf(stderr, "sdp-train: error: %s\n", isa_error.c_str());
+    return 2;
+  }
   // validate and env too, so that the plan they print is the one training would run.
   const sdp::JobSources* job = cl.job();
   set_failure_file_for(job ? *job : sdp::JobSources{});

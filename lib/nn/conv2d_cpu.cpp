@@ -56,17 +56,27 @@ memory::desc Conv2dCpu::configure_md(const memory::desc& src_md, bool training) 
     diff_pre_relu_.configure(dst_md);
   }
 
-  auto bww_desc = o.bias ? dnnl::convolution_backward_weights::desc(
-                               algorithm::convolution_direct, src_act, any_md(w_dims), bias_md,
-                               dst_act, strides, pad, pad)
-                         : dnnl::convolution_backward_weights::desc(algorithm::convolution_direct,
-                                                                    src_act, any_md(w_dims),
-                                                                    dst_act, strides, pad, pad);
-  const dnnl::convolution_backward_weights::primitive_desc bww_pd(bww_desc, eng, fwd_pd);
-  bwd_weights_ = dnnl::convolution_backward_weights(bww_pd);
-  src_bwd_weights_.configure(fwd_pd.src_desc(), bww_pd.src_desc(), /*planned=*/true);
-  diff_dst_bwd_weights_.configure(dst_md, bww_pd.diff_dst_desc(), true);
-  weights_.configure_backward_weights(bww_pd.diff_weights_desc());
+  // One input channel, given plain: the direct weight gradient reads it as it is.
+  direct_weight_grad_.reset();
+  const std::optional<ActivationLayout> dst_layout = activation_layout(dst_md);
+  const DirectConvGradShape direct_shape{in[0],  o.out_channels, in[2],    in[3],    out[2],
+                                         out[3], o.kernel,       o.stride, o.padding};
+  if (o.in_channels == 1 && dst_layout && fwd_pd.src_desc() == plain_md(in) &&
+      DirectConvWeightGrad::supports(direct_shape, *dst_layout)) {
+    direct_weight_grad_.emplace(direct_shape, *dst_layout);
+  } else {
+    auto bww_desc = o.bias ? dnnl::convolution_backward_weights::desc(
+                                 algorithm::convolution_direct, src_act, any_md(w_dims), bias_md,
+                                 dst_act, strides, pad, pad)
+                           : dnnl::convolution_backward_weights::desc(
+                                 algorithm::convolution_direct, src_act, any_md(w_dims), dst_act,
+                                 strides, pad, pad);
+    const dnnl::convolution_backward_weights::primitive_desc bww_pd(bww_desc, eng, fwd_pd);
+    bwd_weights_ = dnnl::convolution_backward_weights(bww_pd);
+    src_bwd_weights_.configure(fwd_pd.src_desc(), bww_pd.src_desc(), /*planned=*/true);
+    diff_dst_bwd_weights_.configure(dst_md, bww_pd.diff_dst_desc(), true);
+    weights_.configure_backward_weights(bww_pd.diff_weights_desc());
+  }
 
   if (needs_input_grad_) {
     const dnnl::convolution_backward_data::primitive_desc bwd_pd(
@@ -100,11 +110,17 @@ const memory& Conv2dCpu::backward_md(const memory& diff_dst) {
   }
 
   // Weight gradient first so the hook can start reducing it while the input gradient runs.
-  ArgMap args = {{DNNL_ARG_SRC, src_bwd_weights_.convert(s, src_)},
-                 {DNNL_ARG_DIFF_DST, diff_dst_bwd_weights_.convert(s, *g)}};
-  weights_.add_backward_weights_args(args);
-  bwd_weights_.execute(s, args);
-  weights_.finish_backward_weights(s);
+  if (direct_weight_grad_) {
+    direct_weight_grad_->compute(static_cast<const float*>(src_.get_data_handle()),
+                                 static_cast<const float*>(g->get_data_handle()),
+                                 weight_->grad.data<float>(), bias_ ? bias_->grad.data<float>() : nullptr);
+  } else {
+    ArgMap args = {{DNNL_ARG_SRC, src_bwd_weights_.convert(s, src_)},
+                   {DNNL_ARG_DIFF_DST, diff_dst_bwd_weights_.convert(s, *g)}};
+    weights_.add_backward_weights_args(args);
+    bwd_weights_.execute(s, args);
+    weights_.finish_backward_weights(s);
+  }
   grads_ready();
 
   if (!needs_input_grad_) return empty_;
@@ -117,8 +133,10 @@ const memory& Conv2dCpu::backward_md(const memory& diff_dst) {
 GradientPlan::Buffer* Conv2dCpu::plan_backward_md(GradientPlan& plan,
                                                   GradientPlan::Buffer* diff_dst) {
   GradientPlan::Buffer* g = options_.fuse_relu ? diff_pre_relu_.write(plan) : diff_dst;
-  src_bwd_weights_.plan(plan, nullptr);
-  diff_dst_bwd_weights_.plan(plan, g);
+  if (!direct_weight_grad_) {
+    src_bwd_weights_.plan(plan, nullptr);
+    diff_dst_bwd_weights_.plan(plan, g);
+  }
   weights_.plan_backward(plan);
   if (!needs_input_grad_) return nullptr;
   diff_dst_bwd_data_.plan(plan, g);

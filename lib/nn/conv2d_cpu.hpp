@@ -1,9 +1,13 @@
 // Conv2dCpu: Conv2d on oneDNN. The primitives may pick blocked layouts for weights and
 // activations (channels_last pins NHWC); with fuse_relu the ReLU is a oneDNN post-op and
-// backward applies its derivative from the stored output.
+// backward applies its derivative from the stored output. With one input channel the weight
+// gradient is computed by nn/direct_conv_grad.hpp instead of oneDNN.
 #pragma once
 
+#include <optional>
+
 #include "nn/conv2d.hpp"
+#include "nn/direct_conv_grad.hpp"
 #include "nn/onednn.hpp"
 #include "nn/onednn_weights.hpp"
 
@@ -33,6 +37,7 @@ class Conv2dCpu final : public OneDnnLayer<Conv2d> {
   LayoutAdapter src_fwd_;
   LayoutAdapter diff_dst_bwd_data_, src_bwd_weights_, diff_dst_bwd_weights_, diff_src_out_;
   memory src_;  // input kept for the weight gradient
+  std::optional<DirectConvWeightGrad> direct_weight_grad_;  // instead of bwd_weights_
 };
 
 }  // namespace sdp::nn

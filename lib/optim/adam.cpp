@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "optim/dense_update_kernels.hpp"
+#include "optim/multi_tensor.hpp"
 #include "optim/update_rules.hpp"
 
 namespace sdp {
@@ -35,31 +37,16 @@ bool AdamCpu::update(float lr, int64_t t) {
   const float bias2_sqrt = static_cast<float>(std::sqrt(bias2));
   const std::vector<multi_tensor::Chunk>& chunks = segment_chunks();
   const int64_t n_chunks = static_cast<int64_t>(chunks.size());
+  const DenseUpdateKernels& kernels = dense_update_kernels();
   uint32_t non_finite = 0;
 #pragma omp parallel for schedule(static) reduction(| : non_finite)
   for (int64_t c = 0; c < n_chunks; ++c) {
     const multi_tensor::Chunk& chunk = chunks[c];
-    float* __restrict p = p_all + chunk.begin;
-    const float* __restrict g = g_all + chunk.begin;
-    float* __restrict m = m_all + chunk.begin;
-    float* __restrict v = v_all + chunk.begin;
-    const int64_t n = chunk.count;
     const float wd = segments_[chunk.group].weight_decay;
-    // AdamW decays the weights before the Adam step; Adam folds the decay into g.
-    const float l2 = decoupled ? 0.0f : wd;
-    if (decoupled && wd != 0) {
-      const float shrink = 1.0f - lr * wd;
-      for (int64_t i = 0; i < n; ++i) p[i] = update_rules::decoupled_decay(p[i], shrink);
-    }
-    uint32_t bad = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      bad |= multi_tensor::non_finite_bit(g[i]);
-      const float gi = update_rules::decayed(g[i], p[i], l2);
-      m[i] = update_rules::first_moment(m[i], gi, b1);
-      v[i] = update_rules::second_moment(v[i], gi, b2);
-      p[i] = update_rules::adam_step(p[i], m[i], v[i], step_size, bias2_sqrt, eps);
-    }
-    non_finite |= bad;
+    AdamChunkScalars s{b1, b2, eps, step_size, bias2_sqrt, decoupled ? 0.0f : wd, decoupled && wd != 0,
+                       1.0f - lr * wd};
+    non_finite |= kernels.adam(p_all + chunk.begin, g_all + chunk.begin, m_all + chunk.begin,
+                               v_all + chunk.begin, chunk.count, s);
   }
   return non_finite == 0;
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "optim/dense_update_kernels.hpp"
 #include "optim/norms.hpp"
 #include "optim/update_rules.hpp"
 
@@ -40,6 +41,7 @@ bool LambCpu::update(float lr, int64_t t) {
   double* norms = norms_.data();  // per tensor: ||w||, ||r||
   const std::vector<multi_tensor::Chunk>& chunks = parameter_chunks();
   const int64_t n_chunks = static_cast<int64_t>(chunks.size());
+  const DenseUpdateKernels& kernels = dense_update_kernels();
   uint32_t non_finite = 0;
 #pragma omp parallel
   {
@@ -47,20 +49,13 @@ bool LambCpu::update(float lr, int64_t t) {
 #pragma omp for schedule(static) reduction(| : non_finite)
     for (int64_t c = 0; c < n_chunks; ++c) {
       const multi_tensor::Chunk& chunk = chunks[c];
-      const float* __restrict p = p_all + chunk.begin;
-      const float* __restrict g = g_all + chunk.begin;
-      float* __restrict m = m_all + chunk.begin;
-      float* __restrict v = v_all + chunk.begin;
-      float* __restrict r = r_all + chunk.begin;
+      const float* p = p_all + chunk.begin;
+      const float* g = g_all + chunk.begin;
+      float* m = m_all + chunk.begin;
+      float* v = v_all + chunk.begin;
+      float* r = r_all + chunk.begin;
       const float wd = params[chunk.group].weight_decay ? options_.weight_decay : 0.0f;
-      uint32_t bad = 0;
-      for (int64_t i = 0; i < chunk.count; ++i) {
-        bad |= multi_tensor::non_finite_bit(g[i]);
-        m[i] = update_rules::first_moment(m[i], g[i], b1);
-        v[i] = update_rules::second_moment(v[i], g[i], b2);
-        r[i] = update_rules::lamb_direction(m[i], v[i], p[i], bias1, bias2, eps, wd);
-      }
-      non_finite |= bad;
+      non_finite |= kernels.lamb_direction(p, g, m, v, r, chunk.count, b1, b2, bias1, bias2, eps, wd);
     }
     // ||w|| and ||r|| for the trust ratios; BatchNorm and bias parameters (no weight decay)
     // take plain Adam-like steps of lr.
@@ -68,13 +63,13 @@ bool LambCpu::update(float lr, int64_t t) {
 #pragma omp for schedule(static)
     for (int64_t c = 0; c < n_chunks; ++c) {
       const multi_tensor::Chunk& chunk = chunks[c];
-      float* __restrict p = p_all + chunk.begin;
-      const float* __restrict r = r_all + chunk.begin;
+      float* p = p_all + chunk.begin;
+      const float* r = r_all + chunk.begin;
       const int32_t j = chunk.group;
       const float ratio =
           params[j].weight_decay ? update_rules::lamb_ratio(norms[2 * j], norms[2 * j + 1]) : 1.0f;
       const float s = lr * ratio;
-      for (int64_t i = 0; i < chunk.count; ++i) p[i] = update_rules::lamb_step(p[i], r[i], s);
+      kernels.lamb_step(p, r, chunk.count, s);
     }
   }
   return non_finite == 0;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "optim/dense_update_kernels.hpp"
 #include "optim/norms.hpp"
 #include "optim/update_rules.hpp"
 
@@ -35,6 +36,7 @@ bool LarsCpu::update(float lr, int64_t /*t*/) {
   double* norms = norms_.data();  // per tensor: ||w||, ||g||
   const std::vector<multi_tensor::Chunk>& chunks = parameter_chunks();
   const int64_t n_chunks = static_cast<int64_t>(chunks.size());
+  const DenseUpdateKernels& kernels = dense_update_kernels();
   uint32_t non_finite = 0;
 #pragma omp parallel
   {
@@ -44,9 +46,9 @@ bool LarsCpu::update(float lr, int64_t /*t*/) {
 #pragma omp for schedule(static) reduction(| : non_finite)
     for (int64_t c = 0; c < n_chunks; ++c) {
       const multi_tensor::Chunk& chunk = chunks[c];
-      float* __restrict p = p_all + chunk.begin;
-      const float* __restrict g = g_all + chunk.begin;
-      float* __restrict v = v_all + chunk.begin;
+      float* p = p_all + chunk.begin;
+      const float* g = g_all + chunk.begin;
+      float* v = v_all + chunk.begin;
       const int32_t j = chunk.group;
       float s = lr;  // lr * local_lr
       float wd = 0.0f;
@@ -56,13 +58,7 @@ bool LarsCpu::update(float lr, int64_t /*t*/) {
                                                             options_.trust_coefficient, wd, options_.eps);
         s = static_cast<float>(double{lr} * local_lr);
       }
-      uint32_t bad = 0;
-      for (int64_t i = 0; i < chunk.count; ++i) {
-        bad |= multi_tensor::non_finite_bit(g[i]);
-        v[i] = update_rules::lars_velocity(v[i], g[i], p[i], mu, s, wd);
-        p[i] -= v[i];
-      }
-      non_finite |= bad;
+      non_finite |= kernels.lars(p, g, v, chunk.count, mu, s, wd);
     }
   }
   return non_finite == 0;

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/parameter_store.hpp"
-#include "optim/norms.hpp"
+#include "optim/dense_update_kernels.hpp"
 
 namespace sdp::multi_tensor {
 
@@ -65,7 +65,7 @@ inline void decayed_tensor_norms(const std::deque<Param>& params, const float* a
   for (int64_t k = 0; k < 2 * n_params; ++k) {
     const Param& param = params[k / 2];
     if (!param.weight_decay) continue;
-    norms[k] = l2_norm((k % 2 == 0 ? a : b) + param.offset, shape_numel(param.shape));
+    norms[k] = dense_update_kernels().l2_norm((k % 2 == 0 ? a : b) + param.offset, shape_numel(param.shape));
   }
 }
 

@@ -1,7 +1,8 @@
 #include "optim/sgd.hpp"
 
 #include "core/error.hpp"
-#include "optim/update_rules.hpp"
+#include "optim/dense_update_kernels.hpp"
+#include "optim/multi_tensor.hpp"
 
 namespace sdp {
 
@@ -27,42 +28,17 @@ bool SgdCpu::update(float lr, int64_t t) {
   const bool nesterov = options_.nesterov;
   const std::vector<multi_tensor::Chunk>& chunks = segment_chunks();
   const int64_t n_chunks = static_cast<int64_t>(chunks.size());
+  const DenseUpdateKernels& kernels = dense_update_kernels();
   uint32_t non_finite = 0;
 #pragma omp parallel for schedule(static) reduction(| : non_finite)
   for (int64_t c = 0; c < n_chunks; ++c) {
     const multi_tensor::Chunk& chunk = chunks[c];
-    float* __restrict p = p_all + chunk.begin;
-    const float* __restrict g = g_all + chunk.begin;
+    float* p = p_all + chunk.begin;
+    const float* g = g_all + chunk.begin;
     const float wd = segments_[chunk.group].weight_decay;
-    const int64_t n = chunk.count;
-    uint32_t bad = 0;
-    if (buf_all == nullptr) {
-      for (int64_t i = 0; i < n; ++i) {
-        bad |= multi_tensor::non_finite_bit(g[i]);
-        p[i] = update_rules::sgd(p[i], g[i], lr, wd);
-      }
-      non_finite |= bad;
-      continue;
-    }
-    float* __restrict buf = buf_all + chunk.begin;
-    // Branches hoisted out of the loops so each loop vectorizes.
-    if (t == 1) {
-      for (int64_t i = 0; i < n; ++i) {
-        bad |= multi_tensor::non_finite_bit(g[i]);
-        buf[i] = update_rules::sgd_momentum_first(g[i], p[i], wd);
-      }
-    } else {
-      for (int64_t i = 0; i < n; ++i) {
-        bad |= multi_tensor::non_finite_bit(g[i]);
-        buf[i] = update_rules::sgd_momentum(buf[i], g[i], p[i], mu, keep, wd);
-      }
-    }
-    if (nesterov) {
-      for (int64_t i = 0; i < n; ++i) p[i] = update_rules::sgd_nesterov(p[i], g[i], buf[i], lr, mu, wd);
-    } else {
-      for (int64_t i = 0; i < n; ++i) p[i] = update_rules::sgd_heavy_ball(p[i], buf[i], lr);
-    }
-    non_finite |= bad;
+    non_finite |= buf_all == nullptr ? kernels.sgd(p, g, chunk.count, lr, wd)
+                                     : kernels.sgd_momentum(p, g, buf_all + chunk.begin, chunk.count, lr, wd,
+                                                            mu, keep, t == 1, nesterov);
   }
   return non_finite == 0;
 }

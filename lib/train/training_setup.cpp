@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "core/cpu_dispatch.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "config/sagemaker_env.hpp"
@@ -108,7 +109,8 @@ nn::ComputeRules compute_rules(const JobSpec& spec) {
 }
 
 std::string describe_compute_rules(const JobSpec& spec, const Device& device) {
-  if (!device.is_cuda()) return "f32 on oneDNN (CPU)";
+  // Our own CPU loops (the max pool, the optimizers, the checks) run in the ISA chosen at start.
+  if (!device.is_cuda()) return "f32 on oneDNN (CPU); own kernels " + cpu_kernel_isa_summary();
   const std::string math = spec.precision == Precision::kTf32 ? "f32 storage on TF32 tensor cores (cuDNN, cuBLAS)"
                            : is_mixed_precision(spec.precision) ? to_string(spec.precision) + " on tensor cores"
                                                                 : "f32, no TF32";

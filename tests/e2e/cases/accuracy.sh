@@ -21,16 +21,18 @@ case_mnist_lenet5_two_ranks() {
 case_mnist_lenet5_accumulate_vs_ranks() {
     # 2 ranks x 4 micro-batches and 8 ranks x 1 (oversubscribed): global batch 512, Goyal's
     # rule (lr 0.05 @ 256 -> 0.1, linear, 1 warm-up epoch), 3 epochs of LeNet-5 (no BatchNorm,
-    # no dropout). The same samples and LR at every step; only the gradient sum's order differs,
-    # which the early loss spikes amplify from step ~45 on: a change of the order in a few
-    # hundred of the 61,706 sums moved one 39-step window's mean by 12.6 % (0.1650 vs 0.1858)
-    # and another by 8.9 %. So the curves are compared epoch by epoch (the mean of its three
-    # 39-step windows): within max(0.01, 10%) of each other, measured 5.6 % at most; the final
-    # test accuracies within 0.3% (measured 0.9838 vs 0.9842, and 0.9838 vs 0.9846).
+    # no dropout). The same samples and LR at every step; only the gradient sum's order
+    # differs. Up to the warm-up's loss spike (step 14) that leaves the losses equal to 5
+    # digits; the spike amplifies any rounding into a different trajectory, and the curves
+    # after it are not the same run's: the same 8 ranks with only the AllReduce's order
+    # changed (distributed.allreduce: ring) ended 3 epochs at 0.978 against 0.986, with an
+    # epoch-2 mean loss 80 % higher. So: the first 12 steps' losses within 1e-4 (relative),
+    # both runs learn (epoch 3's mean loss below 0.12), and the final test accuracies within
+    # 1 % (measured 0.9867 vs 0.9808, 0.9860 vs 0.9857).
     need_data mnist; mnist=$DATA
     args=(--config "$SRC/configs/lenet-mnist.yaml" "${LENET_SGD[@]}" --set train.epochs=3 --set threads=1 --set output.metrics=
           --set output.model_dir="$WORK/model" --set data.train="$mnist" --set data.test="$mnist"
-          --set optimizer.reference_batch=256 --set optimizer.warmup_epochs=1 --set train.log_every=39)
+          --set optimizer.reference_batch=256 --set optimizer.warmup_epochs=1 --set train.log_every=1)
     expect_ok 2 "${args[@]}" --set train.accumulate_steps=4
     grep -qF 'global batch 512 (64 x 2 ranks x 4), lr 0.05 @ 256 -> 0.1 (linear)' "$WORK/out" || fail "plan lacks the LR rule"
     step_losses >"$WORK/acc.txt"
@@ -43,15 +45,17 @@ case_mnist_lenet5_accumulate_vs_ranks() {
     python3 - "$WORK/acc.txt" "$WORK/ranks.txt" "$acc" "$ranks" <<'PY' || fail "loss curves or accuracies differ"
 import re, sys
 curves = [[float(x) for x in re.findall(r"train_loss=([0-9.e+-]+)", open(f).read())] for f in sys.argv[1:3]]
-assert len(curves[0]) == len(curves[1]) == 9, [len(c) for c in curves]
-for i, (a, b) in enumerate(zip(*curves)):
-    print(f"steps to {39 * (i + 1)}: {a:.4f} vs {b:.4f}")
+assert len(curves[0]) == len(curves[1]) == 351, [len(c) for c in curves]
+for step, (a, b) in enumerate(zip(*curves), 1):
+    if step <= 12 or step % 39 == 0:
+        print(f"step {step}: {a:.6f} vs {b:.6f}")
+    if step <= 12:
+        assert abs(a - b) <= 1e-4 * a, (step, a, b)
 for epoch in range(3):
-    a, b = (sum(c[3 * epoch:3 * epoch + 3]) / 3 for c in curves)
+    a, b = (sum(c[117 * epoch:117 * epoch + 117]) / 117 for c in curves)
     print(f"epoch {epoch + 1}: {a:.4f} vs {b:.4f}")
-    assert abs(a - b) <= max(0.01, 0.1 * a), (epoch, a, b)
-assert curves[0][-1] < 0.2, "did not learn"
-assert abs(float(sys.argv[3]) - float(sys.argv[4])) <= 0.003
+assert a < 0.12 and b < 0.12, "did not learn"
+assert abs(float(sys.argv[3]) - float(sys.argv[4])) <= 0.01
 PY
 }
 

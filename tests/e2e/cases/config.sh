@@ -27,6 +27,25 @@ case_version() {
     done
 }
 
+case_cpu_isa_override() {
+    # SDP_CPU_ISA picks the ISA of our own CPU loops, at most what the CPU has: --version and
+    # the plan's math line say which ran; a value naming none, or more than the CPU has, is
+    # exit 2 naming the variable. Every rank checks it, before MPI starts.
+    expect_ok 0 --version
+    grep -qE '^  CPU kernels (baseline|avx2|avx512) \(detected (baseline|avx2|avx512)\)$' "$WORK/out" || fail "no CPU kernels line"
+    export SDP_CPU_ISA=baseline
+    expect_ok 0 --version
+    grep -qE '^  CPU kernels baseline \(SDP_CPU_ISA; detected (baseline|avx2|avx512)\)$' "$WORK/out" || fail "--version ignores SDP_CPU_ISA"
+    expect_ok 2 validate --config "$SRC/configs/quickstart.yaml"
+    grep -qE '^  math +: f32 on oneDNN \(CPU\); own kernels baseline \(SDP_CPU_ISA' "$WORK/out" || fail "the plan's math line ignores SDP_CPU_ISA"
+    export SDP_CPU_ISA=avx3
+    expect_error 0 "SDP_CPU_ISA='avx3' names no ISA: baseline, avx2 or avx512" validate --config "$SRC/configs/quickstart.yaml"
+    run 2 validate --config "$SRC/configs/quickstart.yaml"
+    [ $STATUS -eq 2 ] || fail "2 ranks: exit status $STATUS, expected 2"
+    [ "$(grep -c "SDP_CPU_ISA='avx3'" "$WORK/out")" -eq 2 ] || fail "2 ranks: not every rank named the variable"
+    unset SDP_CPU_ISA
+}
+
 case_bad_option() {
     expect_error 2 'unknown|not expected|extra' --config "$SRC/configs/quickstart.yaml" --no-such-flag
 }

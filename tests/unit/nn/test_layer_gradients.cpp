@@ -71,6 +71,17 @@ TEST_P(Conv2dGrad, NoBiasStride1Padding0) {
   h.check_all({});
 }
 
+TEST_P(Conv2dGrad, OneInputChannel) {
+  // A first layer on grayscale images (LeNet-5's conv1: the CPU computes its weight gradient
+  // with nn/direct_conv_grad.hpp); 10 output channels span two blocks of 8. The fused ReLU's
+  // case is in FusedReluMatchesConvThenRelu.
+  LayerHarness h(GetParam());
+  h.make<Conv2d>(Conv2dOptions{1, 10, 5, 1, 2, /*bias=*/true, false});
+  h.configure({3, 1, 9, 8}, true);
+  fill_random(h.input(), 4);
+  h.check_all({});
+}
+
 TEST_P(Conv2dGrad, BlockedLayoutInput) {
   // The layout models pass between layers on AVX-512 machines.
   LayerHarness h(GetParam());
@@ -82,31 +93,34 @@ TEST_P(Conv2dGrad, BlockedLayoutInput) {
 
 TEST_P(Conv2dGrad, FusedReluMatchesConvThenRelu) {
   // Same seed -> same weights; the fused layer must equal conv followed by ReLU exactly,
-  // forward and backward (the ReLU itself is checked with finite differences below).
-  LayerHarness fused(GetParam()), plain(GetParam());
-  fused.make<Conv2d>(Conv2dOptions{3, 5, 3, 1, 1, true, true});
-  plain.make<Conv2d>(Conv2dOptions{3, 5, 3, 1, 1, true, false});
-  fused.configure({2, 3, 5, 5}, true);
-  plain.configure({2, 3, 5, 5}, true);
-  fill_random(fused.input(), 4);
-  plain.input() = fused.input();
-  const auto y_fused = fused.forward();
-  auto y = plain.forward();
-  std::vector<float> relu_mask(y.size());
-  for (std::size_t i = 0; i < y.size(); ++i) {
-    relu_mask[i] = y[i] > 0 ? 1.f : 0.f;
-    y[i] = std::max(y[i], 0.f);
-    EXPECT_NEAR(y_fused[i], y[i], 1e-6);
-  }
-  for (std::size_t i = 0; i < y.size(); ++i)
-    plain.loss_weights()[i] = fused.loss_weights()[i] * relu_mask[i];
-  const auto dx_fused = fused.backward();
-  const auto dx = plain.backward();
-  for (std::size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx_fused[i], dx[i], 1e-5);
-  for (std::size_t p = 0; p < 2; ++p) {
-    const std::vector<float> a = testing::host_values(fused.store().params()[p].grad);
-    const std::vector<float> b = testing::host_values(plain.store().params()[p].grad);
-    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5);
+  // forward and backward (the ReLU itself is checked with finite differences below); with 3
+  // input channels and with one (the CPU's direct weight gradient).
+  for (int in_channels : {3, 1}) {
+    LayerHarness fused(GetParam()), plain(GetParam());
+    fused.make<Conv2d>(Conv2dOptions{in_channels, 5, 3, 1, 1, true, true});
+    plain.make<Conv2d>(Conv2dOptions{in_channels, 5, 3, 1, 1, true, false});
+    fused.configure({2, in_channels, 5, 5}, true);
+    plain.configure({2, in_channels, 5, 5}, true);
+    fill_random(fused.input(), 4);
+    plain.input() = fused.input();
+    const auto y_fused = fused.forward();
+    auto y = plain.forward();
+    std::vector<float> relu_mask(y.size());
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      relu_mask[i] = y[i] > 0 ? 1.f : 0.f;
+      y[i] = std::max(y[i], 0.f);
+      EXPECT_NEAR(y_fused[i], y[i], 1e-6);
+    }
+    for (std::size_t i = 0; i < y.size(); ++i)
+      plain.loss_weights()[i] = fused.loss_weights()[i] * relu_mask[i];
+    const auto dx_fused = fused.backward();
+    const auto dx = plain.backward();
+    for (std::size_t i = 0; i < dx.size(); ++i) EXPECT_NEAR(dx_fused[i], dx[i], 1e-5);
+    for (std::size_t p = 0; p < 2; ++p) {
+      const std::vector<float> a = testing::host_values(fused.store().params()[p].grad);
+      const std::vector<float> b = testing::host_values(plain.store().params()[p].grad);
+      for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5);
+    }
   }
 }
 
@@ -232,9 +246,10 @@ TEST_P(MaxPoolGrad, FusedReluKernel2Stride2) {
 }
 
 TEST_P(MaxPoolGrad, VectorizedPathsAndNhwcOutput) {
-  // Kernel 2 over 20 channels (a full and a padded 16-channel block, or NHWC runs of 16 and
-  // 4), with and without the ReLU, output in the input's layout or NHWC (LeNet's pool1).
-  for (memory::format_tag layout : {tag::nChw16c, tag::acdb})
+  // Kernel 2 over 20 channels (a full and a padded 16-channel block, blocks of 8 as oneDNN
+  // lays them out on AVX2, or NHWC runs of 16 and 4), with and without the ReLU, output in the
+  // input's layout or NHWC (LeNet's pool1).
+  for (memory::format_tag layout : {tag::nChw16c, tag::nChw8c, tag::acdb})
     for (bool relu : {false, true})
       for (bool channels_last : {false, true}) {
         LayerHarness h(GetParam());

@@ -1,0 +1,99 @@
+#include "core/cpu_dispatch.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace sdp {
+
+namespace {
+
+constexpr const char* kOverrideVariable = "SDP_CPU_ISA";
+
+// Whether the variable names an ISA; its value when it does.
+bool parse_isa(const char* text, CpuIsa* isa) {
+  for (CpuIsa candidate : kCpuIsas)
+    if (std::strcmp(text, cpu_isa_name(candidate)) == 0) {
+      *isa = candidate;
+      return true;
+    }
+  return false;
+}
+
+struct Choice {
+  CpuIsa isa;
+  bool overridden;
+};
+
+Choice choose() {
+  const CpuIsa detected = detected_cpu_isa();
+  const char* value = std::getenv(kOverrideVariable);
+  CpuIsa asked;
+  if (value == nullptr || *value == '\0' || !parse_isa(value, &asked) || asked > detected)
+    return {detected, false};
+  return {asked, true};
+}
+
+const Choice& choice() {
+  static const Choice chosen = choose();
+  return chosen;
+}
+
+}  // namespace
+
+const char* cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::avx512:
+      return "avx512";
+    case CpuIsa::avx2:
+      return "avx2";
+    case CpuIsa::baseline:
+      break;
+  }
+  return "baseline";
+}
+
+CpuIsa detected_cpu_isa() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  // libgcc's check includes the operating system's: XCR0 must enable the vector state.
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    return CpuIsa::avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c"))
+    return CpuIsa::avx2;
+#endif
+  return CpuIsa::baseline;
+}
+
+std::vector<CpuIsa> supported_cpu_isas() {
+  std::vector<CpuIsa> isas;
+  for (CpuIsa isa : kCpuIsas)
+    if (isa <= detected_cpu_isa()) isas.push_back(isa);
+  return isas;
+}
+
+CpuIsa cpu_kernel_isa() {
+  return choice().isa;
+}
+
+std::string cpu_isa_override_error() {
+  const char* value = std::getenv(kOverrideVariable);
+  if (value == nullptr || *value == '\0') return "";
+  CpuIsa asked;
+  if (!parse_isa(value, &asked))
+    return std::string(kOverrideVariable) + "='" + value + "' names no ISA: baseline, avx2 or avx512";
+  const CpuIsa detected = detected_cpu_isa();
+  if (asked > detected)
+    return std::string(kOverrideVariable) + "=" + value + ": this CPU supports " +
+           cpu_isa_name(detected) + " at most";
+  return "";
+}
+
+std::string cpu_kernel_isa_summary() {
+  const Choice& c = choice();
+  return std::string(cpu_isa_name(c.isa)) + (c.overridden ? " (SDP_CPU_ISA; detected " : " (detected ") +
+         cpu_isa_name(detected_cpu_isa()) + ")";
+}
+
+}  // namespace sdp
