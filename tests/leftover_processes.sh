@@ -12,7 +12,7 @@ for prefix in "$@"; do
   for environ in /proc/[0-9]*/environ; do
     pid=${environ#/proc/}; pid=${pid%/environ}
     [ "$pid" != $$ ] || continue
-    tr '\0' '\n' <"$environ" 2>/dev/null | grep -qx "SIMCLUSTER_PREFIX=$prefix" || continue
+    { tr '\0' '\n' <"$environ"; } 2>/dev/null | grep -qx "SIMCLUSTER_PREFIX=$prefix" || continue
     left+=("process $pid ($(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null | cut -c1-120)) of cluster $prefix")
     kill -KILL "$pid" 2>/dev/null
   done
