@@ -19,18 +19,27 @@ bool parse_isa(const char* text, CpuIsa* isa) {
   return false;
 }
 
+// What SDP_CPU_ISA asks, one rule for both the choice and the error the program reports: the
+// ISA to run (the detected one unless the variable asks for less) and why a value is refused.
 struct Choice {
   CpuIsa isa;
   bool overridden;
+  std::string error;
 };
 
 Choice choose() {
   const CpuIsa detected = detected_cpu_isa();
   const char* value = std::getenv(kOverrideVariable);
+  if (value == nullptr || *value == '\0') return {detected, false, ""};
   CpuIsa asked;
-  if (value == nullptr || *value == '\0' || !parse_isa(value, &asked) || asked > detected)
-    return {detected, false};
-  return {asked, true};
+  if (!parse_isa(value, &asked))
+    return {detected, false,
+            std::string(kOverrideVariable) + "='" + value + "' names no ISA: baseline, avx2 or avx512"};
+  if (asked > detected)
+    return {detected, false,
+            std::string(kOverrideVariable) + "=" + value + ": this CPU supports " + cpu_isa_name(detected) +
+                " at most"};
+  return {asked, true, ""};
 }
 
 const Choice& choice() {
@@ -78,16 +87,7 @@ CpuIsa cpu_kernel_isa() {
 }
 
 std::string cpu_isa_override_error() {
-  const char* value = std::getenv(kOverrideVariable);
-  if (value == nullptr || *value == '\0') return "";
-  CpuIsa asked;
-  if (!parse_isa(value, &asked))
-    return std::string(kOverrideVariable) + "='" + value + "' names no ISA: baseline, avx2 or avx512";
-  const CpuIsa detected = detected_cpu_isa();
-  if (asked > detected)
-    return std::string(kOverrideVariable) + "=" + value + ": this CPU supports " +
-           cpu_isa_name(detected) + " at most";
-  return "";
+  return choose().error;  // read afresh: the environment may have changed since the choice
 }
 
 std::string cpu_kernel_isa_summary() {

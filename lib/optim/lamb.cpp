@@ -4,7 +4,6 @@
 
 #include "core/error.hpp"
 #include "optim/dense_update_kernels.hpp"
-#include "optim/norms.hpp"
 #include "optim/update_rules.hpp"
 
 namespace sdp {
