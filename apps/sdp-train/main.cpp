@@ -40,6 +40,7 @@
 #include "train/job_setup.hpp"
 #include "train/model_evaluation.hpp"
 #include "train/plan_command.hpp"
+#include "train/interruption.hpp"
 #include "train/trainer.hpp"
 
 namespace {
@@ -547,6 +548,9 @@ int main(int argc, char** argv) {
   CommandLine cl;
   declare_commands(cl);
   if (const std::optional<int> done = parse_command_line(cl, argc, argv)) return *done;
+  // Training takes SIGTERM and SIGINT on a watcher thread (train/interruption.hpp): blocked
+  // here, before MPI and OpenMP start threads, so that every thread inherits the mask.
+  if (cl.train->parsed() || cl.app.get_subcommands().empty()) sdp::block_interruption_signals();
   // Every rank checks it before MPI starts, so a bad value ends each one alike.
   if (const std::string isa_error = sdp::cpu_isa_override_error(); !isa_error.empty()) {
     std::fprintf(stderr, "sdp-train: error: %s\n", isa_error.c_str());
