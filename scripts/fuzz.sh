@@ -3,7 +3,8 @@
 #
 #   scripts/fuzz.sh [--seconds N] [reader...]
 #     --seconds N   fuzzing time per reader (default 600)
-#     reader        safetensors idx cifar10 tfrecord tar image job_spec json plan_files (default: all)
+#     reader        safetensors idx cifar10 tfrecord libsvm tar image job_spec json plan_files
+#                   (default: all)
 #
 # Configures and builds build-fuzz (clang, -DSDP_FUZZ=ON), generates the seed corpora from
 # code and configs/, runs two targets at a time (the machine has two cores) and prints a
@@ -22,11 +23,11 @@ readers=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) readers+=("$1"); shift ;;
   esac
 done
-all=(safetensors idx cifar10 tfrecord tar image job_spec json plan_files)
+all=(safetensors idx cifar10 tfrecord libsvm tar image job_spec json plan_files)
 [ ${#readers[@]} -gt 0 ] || readers=("${all[@]}")
 for r in "${readers[@]}"; do
   [[ " ${all[*]} " == *" $r "* ]] || { echo "fuzz.sh: unknown reader '$r' (one of: ${all[*]})" >&2; exit 2; }

@@ -204,8 +204,8 @@ int run_data_inspect(const std::string& path, const sdp::InspectOptions& options
 
 // What `data convert` reads: a data set this build loads into memory.
 struct ConvertSource {
-  std::string from = "cifar10";  // mnist, cifar10, synthetic
-  std::string input;             // mnist, cifar10: their directory
+  std::string from = "cifar10";  // mnist, cifar10, synthetic, libsvm
+  std::string input;             // mnist, cifar10: their directory; libsvm: the file
   std::string split = "train";
   int64_t synthetic_samples = 2048;
 };
@@ -213,6 +213,15 @@ struct ConvertSource {
 // No MPI: one process writes the files.
 int run_data_convert(const ConvertSource& source, const sdp::ConvertOptions& options) {
   try {
+    if (source.from == "libsvm") {
+      if (source.input.empty()) throw sdp::InputError("data convert: --input must name the LibSVM file");
+      const sdp::ConvertResult result = sdp::convert_libsvm(source.input, options);
+      std::printf("converted %lld LibSVM samples into %d tfrecord files under %s (%d fields, %lld rows padded, "
+                  "%.1f MB of Examples)\n",
+                  static_cast<long long>(result.samples), result.files, options.output.c_str(), result.fields,
+                  static_cast<long long>(result.padded), result.bytes / 1e6);
+      return 0;
+    }
     const sdp::Split split = source.split == "test" ? sdp::Split::kTest : sdp::Split::kTrain;
     if (source.from != "synthetic" && source.input.empty())
       throw sdp::InputError("data convert: --input must name the " + source.from + " directory");
@@ -444,21 +453,27 @@ void declare_commands(CommandLine& cl) {
   data->require_subcommand(1);
   cl.data_inspect = data->add_subcommand(
       "inspect", "read every record of a TFRecord or tar-shard data set: records, labels, the first bad record; "
-                 "list an image folder's classes with their labels and image counts");
+                 "list an image folder's classes with their labels and image counts; sum up CTR samples "
+                 "(LibSVM, TFRecord of label, ids, values): fields, ids, labels");
   CLI::App& inspect = *cl.data_inspect;
   inspect.add_option("path", cl.inspect_path, "a data file, a directory of shards, or an image folder")->required();
-  inspect.add_option("--format", cl.inspect_options.format, "auto, tfrecord, tar-shards or image-folder")
-      ->check(CLI::IsMember({"auto", "tfrecord", "tar-shards", "image-folder"}));
+  inspect.add_option("--format", cl.inspect_options.format,
+                     "auto, tfrecord, tar-shards, image-folder, libsvm or ctr-tfrecord (label, ids, values)")
+      ->check(CLI::IsMember({"auto", "tfrecord", "tar-shards", "image-folder", "libsvm", "ctr-tfrecord"}));
   inspect.add_option("--image-key", cl.inspect_options.image_key, "tfrecord: the Example's encoded image");
-  inspect.add_option("--label-key", cl.inspect_options.label_key, "tfrecord: the Example's int64 label");
+  inspect.add_option("--label-key", cl.inspect_options.label_key,
+                     "tfrecord: the Example's int64 label (ctr-tfrecord: default label)");
+  inspect.add_option("--ids-key", cl.inspect_options.ids_key, "ctr-tfrecord: the Example's int64 ids");
+  inspect.add_option("--values-key", cl.inspect_options.values_key, "ctr-tfrecord: the Example's float values");
   inspect.add_option("--max-records", cl.inspect_options.max_records, "stop after this many (0: all)")
       ->check(kNonNegative);
   cl.data_convert = data->add_subcommand(
-      "convert", "write MNIST, CIFAR-10 or the synthetic set as JPEGs: TFRecord shards, an image folder or tar shards");
+      "convert", "write MNIST, CIFAR-10 or the synthetic set as JPEGs: TFRecord shards, an image folder or tar shards; "
+                 "or a LibSVM file of CTR samples as TFRecord shards of label, ids, values");
   CLI::App& convert = *cl.data_convert;
-  convert.add_option("--from", cl.convert_source.from, "mnist, cifar10 or synthetic (colour 32 x 32)")
-      ->check(CLI::IsMember({"mnist", "cifar10", "synthetic"}));
-  convert.add_option("--input", cl.convert_source.input, "the mnist or cifar10 directory");
+  convert.add_option("--from", cl.convert_source.from, "mnist, cifar10, synthetic (colour 32 x 32) or libsvm")
+      ->check(CLI::IsMember({"mnist", "cifar10", "synthetic", "libsvm"}));
+  convert.add_option("--input", cl.convert_source.input, "the mnist or cifar10 directory, or the LibSVM file");
   convert.add_option("--split", cl.convert_source.split, "train or test")->check(CLI::IsMember({"train", "test"}));
   convert.add_option("--synthetic-samples", cl.convert_source.synthetic_samples, "synthetic: how many")
       ->check(kPositive);
@@ -474,6 +489,9 @@ void declare_commands(CommandLine& cl) {
   convert.add_option("--resize", cl.convert_options.resize, "colour: scale the shorter side to this (0: keep)")
       ->check(kNonNegative);
   convert.add_option("--limit", cl.convert_options.limit, "the first N samples only (0: all)")
+      ->check(kNonNegative);
+  convert.add_option("--fields", cl.convert_options.fields,
+                     "libsvm: ids per Example, short rows padded (0: the longest row of the input)")
       ->check(kNonNegative);
 }
 

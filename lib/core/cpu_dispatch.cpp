@@ -1,5 +1,9 @@
 #include "core/cpu_dispatch.hpp"
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <cstdlib>
 #include <cstring>
 
@@ -68,8 +72,11 @@ CpuIsa detected_cpu_isa() {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
     return CpuIsa::avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c"))
+  // clang 14's __builtin_cpu_supports knows no "f16c": CPUID leaf 1 says it (ECX bit 29), and
+  // the YMM state it needs is the one the "avx2" check has found the OS enabling.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c)
     return CpuIsa::avx2;
 #endif
   return CpuIsa::baseline;

@@ -1,6 +1,6 @@
 // Writes the small binary seed corpora of the fuzz targets (valid tiny files, so the fuzzer
 // starts past the magic numbers and headers): make_fuzz_seeds <corpus dir>. Makes
-// <dir>/{safetensors,idx,cifar10,tfrecord,tar,image}/; scripts/fuzz.sh adds the YAML and JSON seeds
+// <dir>/{safetensors,idx,cifar10,tfrecord,tar,image,libsvm}/; scripts/fuzz.sh adds the YAML and JSON seeds
 // from configs/. Generated rather than committed so the tree holds no binary blobs.
 #include <zlib.h>
 
@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../unit/data/image_samples.hpp"  // the unit tests' JPEG / PNG encoders
+#include "data/formats/ctr_tfrecord.hpp"
 #include "data/formats/tar_shards.hpp"
 #include "data/formats/tf_example.hpp"
 #include "data/formats/tfrecord.hpp"
@@ -134,12 +135,62 @@ void tfrecord_seeds(const fs::path& dir) {
     writer.close();
     write(dir / (gz ? "examples-gz" : "examples"), framed(0, read(tmp)));
   }
+  // CTR samples in the SageMaker DeepFM layout (label, ids, values), as Examples and as a file.
+  sdp::CtrRecords ctr;
+  ctr.fields = 3;
+  ctr.ids = {1, 7, 0, 99, 3, 250};
+  ctr.values = {1, 0.5f, 0, 1, -2, 1};
+  ctr.labels = {1, 0};
+  Bytes ctr_example;
+  for (int64_t row = 0; row < ctr.size(); ++row) {
+    sdp::encode_ctr_example(ctr, row, sdp::CtrReadOptions{}, ctr_example);
+    write(dir / ("ctr-example-" + std::to_string(row)), framed(1, ctr_example));
+  }
+  sdp::write_ctr_tfrecord(ctr, tmp.string());
+  write(dir / "ctr-examples", framed(0, read(tmp)));
   sdp::TfRecordWriter other(tmp.string());
   other.write(Bytes{'a', 'b', 'c'});
   other.write(Bytes{});
   other.close();
   write(dir / "not-examples", framed(0, read(tmp)));
   fs::remove(tmp);
+}
+
+// The libsvm target's framing: a flags byte (bit 0: skip bad lines, bit 1: hash large ids,
+// bits 2-4: fields - 1), a byte of table rows - 1, then the file. a9a-like lines, every label
+// form, CRLF, comments, and lines with each kind of defect; plain and gzip.
+void libsvm_seeds(const fs::path& dir) {
+  const std::string good =
+      "-1 3:1 11:1 14:1 19:1 39:1 42:1 55:1 64:1\n"
+      "+1 5:1 7:0.25 14:1\r\n"
+      "0 1:2.5e-3 2:-4\n"
+      "\n"
+      "1.0 100:1 # a comment\n"
+      "1\n";
+  const std::string bad =
+      "1 3:1 4\n"
+      "1 x:1\n"
+      "1 -2:1\n"
+      "1 2:nan\n"
+      "1 2:1e50\n"
+      "2 1:1\n"
+      "1 1:1 2:1 3:1 4:1 5:1 6:1 7:1 8:1 9:1\n"
+      "0 1:1";
+  auto input = [](uint8_t flags, uint8_t rows_minus_1, const Bytes& file) {
+    Bytes v{flags, rows_minus_1};
+    v.insert(v.end(), file.begin(), file.end());
+    return v;
+  };
+  const Bytes good_bytes(good.begin(), good.end());
+  Bytes mixed = good_bytes;
+  mixed.insert(mixed.end(), bad.begin(), bad.end());
+  const uint8_t eight_fields = 7 << 2;
+  write(dir / "good", input(eight_fields, 127, good_bytes));
+  write(dir / "good-hash", input(eight_fields | 2, 9, good_bytes));
+  write(dir / "mixed-skip", input(eight_fields | 1, 255, mixed));
+  write(dir / "mixed-skip-hash", input(eight_fields | 3, 9, mixed));
+  write(dir / "mixed-abort", input(eight_fields, 255, mixed));
+  write(dir / "good-gz", input(eight_fields | 1, 127, gzip(good_bytes)));
 }
 
 // The tar target's framing: a flags byte (bit 0: gzip), then the shard. Shards with two
@@ -214,7 +265,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path root = argv[1];
-  for (const char* sub : {"safetensors", "idx", "cifar10", "tfrecord", "tar", "image"})
+  for (const char* sub : {"safetensors", "idx", "cifar10", "tfrecord", "tar", "image", "libsvm"})
     fs::create_directories(root / sub);
   safetensors_seeds(root / "safetensors");
   idx_seeds(root / "idx");
@@ -222,5 +273,6 @@ int main(int argc, char** argv) {
   tfrecord_seeds(root / "tfrecord");
   tar_seeds(root / "tar");
   image_seeds(root / "image");
+  libsvm_seeds(root / "libsvm");
   return 0;
 }

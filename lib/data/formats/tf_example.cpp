@@ -1,6 +1,7 @@
 #include "data/formats/tf_example.hpp"
 
 #include <cstring>
+#include <stdexcept>
 #include <string_view>
 
 #include "core/bytes.hpp"
@@ -157,6 +158,14 @@ float float_from_bits(uint32_t bits) {
   return f;
 }
 
+// Empties `feature` (keeping its lists' storage) and makes it of `kind`.
+void reset_feature(Feature& feature, FeatureKind kind) {
+  feature.kind = kind;
+  feature.bytes_values.clear();
+  feature.float_values.clear();
+  feature.int64_values.clear();
+}
+
 // A list message ({repeated value = 1}) merged into `feature`, whose kind is already set.
 void parse_list(const WireField& list, Feature& feature) {
   switch (feature.kind) {
@@ -215,11 +224,25 @@ void merge_feature(const WireField& field, Feature& feature) {
   while (!r.done()) {
     const WireField f = r.next();
     if (f.wire_type != kLengthDelimited || f.number < 1 || f.number > 3) continue;
-    const auto kind = static_cast<FeatureKind>(f.number);  // 1, 2, 3 = bytes, float, int64
-    if (kind != feature.kind)
-      feature = Feature{kind, {}, {}, {}};  // a oneof: the last one set wins
+    const auto kind = static_cast<FeatureKind>(f.number);    // 1, 2, 3 = bytes, float, int64
+    if (kind != feature.kind) reset_feature(feature, kind);  // a oneof: the last one set wins
     parse_list(f, feature);
   }
+}
+
+std::size_t varint_size(uint64_t v) {
+  std::size_t n = 1;
+  for (; v >= 0x80; v >>= 7) ++n;
+  return n;
+}
+
+// A length-delimited field's tag and length (the body follows), and its size with the body.
+void put_length_prefix(std::vector<uint8_t>& out, uint32_t number, std::size_t size) {
+  put_varint(out, uint64_t{number} << 3 | kLengthDelimited);
+  put_varint(out, size);
+}
+std::size_t length_delimited_size(uint32_t number, std::size_t size) {
+  return varint_size(uint64_t{number} << 3 | kLengthDelimited) + varint_size(size) + size;
 }
 
 void put_bytes_field(std::vector<uint8_t>& out, uint32_t number, const uint8_t* data,
@@ -317,6 +340,97 @@ std::map<std::string, Feature> parse_example_features(const uint8_t* data, std::
     }
   }
   return features;
+}
+
+void parse_named_features(const uint8_t* data, std::size_t size,
+                          std::vector<NamedFeature>& wanted) {
+  for (NamedFeature& w : wanted) {
+    w.found = false;
+    reset_feature(w.feature, FeatureKind::kNone);
+  }
+  WireReader example(data, size, "Example");
+  while (!example.done()) {
+    const WireField features_field = example.next();
+    if (features_field.number != 1 || features_field.wire_type != kLengthDelimited) continue;
+    WireReader map(features_field, "Features");
+    while (!map.done()) {
+      const WireField entry_field = map.next();
+      if (entry_field.number != 1 || entry_field.wire_type != kLengthDelimited) continue;
+      // The key may follow the value on the wire (protobuf allows any order): find it first.
+      std::string_view key;
+      WireReader keys(entry_field, "Features.feature entry");
+      while (!keys.done()) {
+        const WireField f = keys.next();
+        if (f.number == 1 && f.wire_type == kLengthDelimited)
+          key = std::string_view(reinterpret_cast<const char*>(f.bytes), f.size);
+      }
+      NamedFeature* target = nullptr;
+      for (NamedFeature& w : wanted)
+        if (w.key == key) target = &w;
+      if (target == nullptr) continue;
+      target->found = true;
+      reset_feature(target->feature,
+                    FeatureKind::kNone);  // a repeated key replaces the earlier entry
+      WireReader entry(entry_field, "Features.feature entry");
+      while (!entry.done()) {
+        const WireField f = entry.next();
+        if (f.number == 2 && f.wire_type == kLengthDelimited) merge_feature(f, target->feature);
+      }
+    }
+  }
+}
+
+void encode_numeric_example(std::initializer_list<NumericFeature> features,
+                            std::vector<uint8_t>& out) {
+  // Protobuf puts each message's length before it, so the sizes are added up first, from the
+  // innermost list out, and the bytes then written front to back into `out` with no temporary.
+  auto packed_size = [](const NumericFeature& f) {
+    if (f.kind == FeatureKind::kFloatList) return 4 * f.count;
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < f.count; ++i) n += varint_size(static_cast<uint64_t>(f.int64s[i]));
+    return n;
+  };
+  // An empty packed list is left out of its list message, as protobuf does.
+  auto list_size = [](std::size_t packed) {
+    return packed == 0 ? 0 : length_delimited_size(1, packed);
+  };
+  auto feature_number = [](const NumericFeature& f) -> uint32_t {
+    if (f.kind != FeatureKind::kFloatList && f.kind != FeatureKind::kInt64List)
+      throw std::logic_error("encode_numeric_example: feature " + std::string(f.key) +
+                             " is not numeric");
+    return static_cast<uint32_t>(f.kind);  // Feature's fields: float_list = 2, int64_list = 3
+  };
+  auto entry_size = [&](const NumericFeature& f, std::size_t packed) {
+    return length_delimited_size(1, f.key.size()) +
+           length_delimited_size(2, length_delimited_size(feature_number(f), list_size(packed)));
+  };
+  std::size_t features_size = 0;
+  for (const NumericFeature& f : features)
+    features_size += length_delimited_size(1, entry_size(f, packed_size(f)));
+
+  out.clear();
+  out.reserve(length_delimited_size(1, features_size));
+  put_length_prefix(out, 1, features_size);  // Example.features
+  for (const NumericFeature& f : features) {
+    const std::size_t packed = packed_size(f);
+    put_length_prefix(out, 1, entry_size(f, packed));  // Features.feature map entry
+    put_bytes_field(out, 1, reinterpret_cast<const uint8_t*>(f.key.data()), f.key.size());
+    put_length_prefix(out, 2,
+                      length_delimited_size(feature_number(f), list_size(packed)));  // the Feature
+    put_length_prefix(out, feature_number(f), list_size(packed));  // float_list or int64_list
+    if (packed == 0) continue;
+    put_length_prefix(out, 1, packed);  // the packed values
+    for (std::size_t i = 0; i < f.count; ++i) {
+      if (f.kind == FeatureKind::kFloatList) {
+        uint32_t bits;
+        std::memcpy(&bits, &f.floats[i], sizeof bits);
+        for (int b = 0; b < 4; ++b) out.push_back(static_cast<uint8_t>(bits >> (8 * b)));
+      } else {
+        put_varint(out,
+                   static_cast<uint64_t>(f.int64s[i]));  // negative: ten bytes, as protobuf writes
+      }
+    }
+  }
 }
 
 ExampleFields parse_example(const uint8_t* data, std::size_t size, const std::string& image_key,

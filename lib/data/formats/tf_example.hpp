@@ -10,8 +10,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sdp {
@@ -36,6 +38,43 @@ struct Feature {
 // Every feature of a serialized Example, by key. The bytes_values views point into
 // data[0, size), which must outlive the result.
 std::map<std::string, Feature> parse_example_features(const uint8_t* data, std::size_t size);
+
+// A feature wanted by key, for readers of many small Examples (CTR samples): only the wanted
+// features are decoded, and their lists' storage is reused from one Example to the next.
+struct NamedFeature {
+  std::string key;
+  bool found = false;  // the Example has the key (its Feature may still have no list: kNone)
+  Feature feature;
+};
+
+// Sets found and feature of each entry of `wanted` from a serialized Example, with the rules
+// of parse_example_features for the features it decodes (packed or unpacked lists, a repeated
+// key replaces the earlier entry). The features not wanted are skipped, not decoded: an Example
+// whose unwanted lists are malformed may pass here and fail parse_example_features. Throws
+// InputError as parse_example_features does.
+void parse_named_features(const uint8_t* data, std::size_t size, std::vector<NamedFeature>& wanted);
+
+// A numeric list for encode_numeric_example, made by float_list or int64_list (a view: the
+// values are read when encoded).
+struct NumericFeature {
+  static NumericFeature float_list(std::string_view key, const float* values, std::size_t count) {
+    return {key, FeatureKind::kFloatList, values, nullptr, count};
+  }
+  static NumericFeature int64_list(std::string_view key, const int64_t* values, std::size_t count) {
+    return {key, FeatureKind::kInt64List, nullptr, values, count};
+  }
+  std::string_view key;
+  FeatureKind kind = FeatureKind::kFloatList;
+  const float* floats = nullptr;
+  const int64_t* int64s = nullptr;
+  std::size_t count = 0;
+};
+
+// A serialized Example of numeric list features, in the order given, each list packed as
+// TensorFlow writes it (an empty list is an empty message, as there). `out` is replaced, its
+// storage reused: a writer of millions of small Examples allocates nothing per Example.
+void encode_numeric_example(std::initializer_list<NumericFeature> features,
+                            std::vector<uint8_t>& out);
 
 // What training reads from an image Example: one encoded image, one integer label.
 struct ExampleFields {

@@ -2,11 +2,14 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/error.hpp"
+#include "data/formats/ctr_tfrecord.hpp"
+#include "data/formats/libsvm.hpp"
 #include "data/images/image_decode.hpp"
 #include "data/images/image_encode.hpp"
 #include "data/images/image_resize.hpp"
@@ -73,6 +76,10 @@ void write_image_folder(const Dataset& d, int64_t count, const ConvertOptions& o
   }
 }
 
+std::string shard_path(const ConvertOptions& options, int shard) {
+  return options.output + "/" + options.prefix + numbered("-%05lld", shard) + numbered("-of-%05lld", options.shards);
+}
+
 // Sample i goes to shard i % shards, as Examples with TensorFlow's ImageNet keys; each shard
 // gets its offset index, so training reads by offset at once.
 void write_tfrecords(const Dataset& d, int64_t count, const ConvertOptions& options, ConvertResult& result) {
@@ -80,7 +87,7 @@ void write_tfrecords(const Dataset& d, int64_t count, const ConvertOptions& opti
   std::vector<std::unique_ptr<TfRecordWriter>> writers;
   std::vector<std::string> paths;
   for (int s = 0; s < shards; ++s) {
-    paths.push_back(options.output + "/" + options.prefix + numbered("-%05lld", s) + numbered("-of-%05lld", shards));
+    paths.push_back(shard_path(options, s));
     writers.push_back(std::make_unique<TfRecordWriter>(paths.back()));
   }
   for (int64_t i = 0; i < count; ++i) {
@@ -126,6 +133,56 @@ ConvertResult convert_dataset(const Dataset& d, const ConvertOptions& options) {
     write_tfrecords(d, result.samples, options, result);
   else
     write_tar_shards(d, result.samples, options, result);
+  return result;
+}
+
+ConvertResult convert_libsvm(const std::string& input, const ConvertOptions& options) {
+  if (options.format != "tfrecord")
+    throw InputError("data convert: --from libsvm writes --format tfrecord (the SageMaker DeepFM sample's layout), not " +
+                     options.format);
+  if (options.shards < 1) throw InputError("data convert: --shards must be >= 1");
+  if (options.fields < 0) throw InputError("data convert: --fields must be >= 0 (0: the longest row of the input)");
+  if (options.output.empty()) throw InputError("data convert: --output must name a directory");
+  if (input.empty()) throw InputError("data convert: --input must name the LibSVM file");
+
+  CtrReadOptions layout;
+  layout.fields = options.fields > 0 ? options.fields : longest_libsvm_row(input);
+  if (layout.fields == 0)
+    throw InputError("data convert: " + input + " has no id:value pair on any line: no feature to write");
+  layout.table_rows = std::numeric_limits<int64_t>::max();  // the table is the training job's choice
+
+  std::filesystem::create_directories(options.output);
+  std::vector<std::unique_ptr<TfRecordWriter>> writers;
+  for (int s = 0; s < options.shards; ++s) writers.push_back(std::make_unique<TfRecordWriter>(shard_path(options, s)));
+  // One sample at a time: a file larger than memory converts all the same.
+  LibsvmReader reader(input);
+  CtrSample sample;
+  CtrRecords row;
+  CtrReadStats stats;
+  std::vector<uint8_t> example;
+  ConvertResult result;
+  while ((options.limit <= 0 || result.samples < options.limit) && reader.next(sample)) {
+    if (sample.ids.size() > static_cast<std::size_t>(layout.fields))
+      throw InputError(reader.where() + ": the line has " + std::to_string(sample.ids.size()) +
+                       " pairs, more than --fields " + std::to_string(layout.fields) + "; raise --fields to at least " +
+                       std::to_string(sample.ids.size()) + ", or leave it out (the longest row of the input)");
+    row.ids.clear();
+    row.values.clear();
+    row.labels.clear();
+    try {
+      append_ctr_sample(sample, layout, CtrSampleSource::kLibsvmLine, row, stats);
+    } catch (const InputError& e) {
+      throw InputError(reader.where() + ": " + e.what());
+    }
+    encode_ctr_example(row, 0, layout, example);
+    writers[static_cast<std::size_t>(result.samples % options.shards)]->write(example);
+    result.bytes += static_cast<int64_t>(example.size());
+    ++result.samples;
+  }
+  for (auto& w : writers) w->close();
+  result.files = options.shards;
+  result.fields = layout.fields;
+  result.padded = stats.padded;
   return result;
 }
 

@@ -126,6 +126,27 @@ case_data_inspect_bad_record() {
     grep -q '^records       2' "$WORK/out" || fail "the good records were not counted"
 }
 
+# LibSVM samples (CTR): inspect sums up the text file, convert writes TFRecord shards of label,
+# ids, values that inspect reads back the same; a bad line is exit 2 naming file, line, field.
+case_data_libsvm_convert_and_inspect() {
+    printf '%s\n' '+1 1:1 5:0.5 9:1' '-1 1:1 7:1' '# a comment' '' '0 2:1 5:1 9:2' '1 1:1' >"$WORK/train.libsvm"
+    expect_ok 0 data inspect "$WORK/train.libsvm"
+    local lines=('^format        libsvm' '^records       4' '^fields        3 ' '^padded rows   2 '
+                 '^ids           1 .. 9, 5 distinct' '^labels        2 of 0, 2 of 1 \(50.0% positive\)'
+                 '^first bad     none')
+    local line
+    for line in "${lines[@]}"; do grep -qE "$line" "$WORK/out" || fail "libsvm: no line /$line/"; done
+    expect_ok 0 data convert --from libsvm --input "$WORK/train.libsvm" --output "$WORK/ctr" --shards 2
+    grep -q "^converted 4 LibSVM samples into 2 tfrecord files under $WORK/ctr (3 fields, 2 rows padded" "$WORK/out" ||
+        fail "no summary line from data convert"
+    expect_ok 0 data inspect "$WORK/ctr"
+    lines[0]='^format        ctr-tfrecord'
+    for line in "${lines[@]}"; do grep -qE "$line" "$WORK/out" || fail "ctr-tfrecord: no line /$line/"; done
+    printf '1 1:1\n0 2:1 3\n' >"$WORK/bad.libsvm"
+    expect_error 0 "bad.libsvm:2: field 1 \(the 2nd pair '3'\): no ':' between id and value" \
+        data convert --from libsvm --input "$WORK/bad.libsvm" --output "$WORK/bad"
+}
+
 case_data_inspect_missing() {
     expect_error 0 'no-such-dir does not exist' data inspect "$WORK/no-such-dir"
 }

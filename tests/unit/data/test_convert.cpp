@@ -4,8 +4,11 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
+#include "data/formats/ctr_tfrecord.hpp"
+#include "data/formats/libsvm.hpp"
 #include "data/tools/convert.hpp"
 #include "data/sets/encoded_images.hpp"
 #include "data/tools/inspect.hpp"
@@ -103,6 +106,73 @@ TEST(Convert, RejectsBadOptions) {
   options.format = "tfrecord";
   options.quality = 0;
   expect_input_error([&] { convert_dataset(d, options); }, {"--quality"});
+}
+
+// A LibSVM file as TFRecord shards of label, ids, values: sample i in shard i % shards, every
+// row `fields` ids (the longest row unless --fields says more).
+TEST(Convert, LibsvmToCtrTfrecordShards) {
+  TempDir dir;
+  const std::string input = dir.file("train.libsvm");
+  std::ofstream(input) << "1 1:0.5 3:2\n-1 2:1\n\n0 5:1 6:1 9000000000:-1.5\n1 4:3\n+1\n";
+  CtrRecords expected;
+  CtrReadOptions read;
+  read.fields = 3;
+  read.table_rows = int64_t{1} << 40;
+  read_libsvm(input, read, expected);
+
+  ConvertOptions options;
+  options.output = dir.file("out");
+  options.shards = 2;
+  const ConvertResult result = convert_libsvm(input, options);
+  EXPECT_EQ(result.samples, 5);
+  EXPECT_EQ(result.files, 2);
+  EXPECT_EQ(result.fields, 3);  // the longest row
+  EXPECT_EQ(result.padded, 4);
+  CtrRecords shard[2];
+  for (int s = 0; s < 2; ++s)
+    read_ctr_tfrecord(dir.file("out/train-0000" + std::to_string(s) + "-of-00002"), read, shard[s]);
+  ASSERT_EQ(shard[0].size(), 3);
+  ASSERT_EQ(shard[1].size(), 2);
+  for (int64_t i = 0; i < expected.size(); ++i) {
+    const CtrRecords& in = shard[i % 2];
+    const auto row = static_cast<std::size_t>(i / 2);
+    EXPECT_EQ(in.labels[row], expected.labels[static_cast<std::size_t>(i)]);
+    for (std::size_t k = 0; k < 3; ++k) {
+      EXPECT_EQ(in.ids[row * 3 + k], expected.ids[static_cast<std::size_t>(i) * 3 + k]);
+      EXPECT_EQ(in.values[row * 3 + k], expected.values[static_cast<std::size_t>(i) * 3 + k]);
+    }
+  }
+
+  options.output = dir.file("wide");
+  options.shards = 1;
+  options.fields = 5;
+  options.limit = 2;
+  const ConvertResult wide = convert_libsvm(input, options);
+  EXPECT_EQ(wide.samples, 2);
+  CtrRecords five;
+  read.fields = 5;
+  read_ctr_tfrecord(dir.file("wide/train-00000-of-00001"), read, five);
+  EXPECT_EQ(five.ids, (std::vector<int64_t>{1, 3, 0, 0, 0, 2, 0, 0, 0, 0}));
+}
+
+TEST(Convert, LibsvmRejectsBadOptionsAndLines) {
+  TempDir dir;
+  const std::string input = dir.file("in.libsvm");
+  std::ofstream(input) << "1 1:1 2:1\n0 1:1 2:x\n";
+  ConvertOptions options;
+  options.output = dir.file("out");
+  expect_input_error([&] { convert_libsvm(input, options); }, {input + ":2: field 1 (the 2nd pair '2:x')"});
+  std::ofstream(input) << "1 1:1 2:1\n0 1:1 2:1 3:1\n";
+  options.fields = 2;
+  expect_input_error([&] { convert_libsvm(input, options); },
+                     {input + ":2: the line has 3 pairs, more than --fields 2", "raise --fields to at least 3"});
+  options.fields = 0;
+  options.format = "tar-shards";
+  expect_input_error([&] { convert_libsvm(input, options); }, {"--from libsvm writes --format tfrecord"});
+  options.format = "tfrecord";
+  std::ofstream(input) << "1\n0\n";
+  expect_input_error([&] { convert_libsvm(input, options); }, {"no id:value pair"});
+  expect_input_error([&] { convert_libsvm(dir.file("absent"), options); }, {"absent"});
 }
 
 }  // namespace

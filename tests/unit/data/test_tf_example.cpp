@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -271,6 +272,68 @@ TEST(TfExample, MalformedInputIsAnInputError) {
   for (int i = 0; i < 64; ++i) tag(ok_groups, 1, 3);
   for (int i = 0; i < 64; ++i) tag(ok_groups, 1, 4);
   EXPECT_TRUE(parse_example_features(ok_groups.data(), ok_groups.size()).empty());
+}
+
+// parse_named_features decodes what parse_example_features decodes, for the keys wanted only:
+// packed and unpacked lists, unknown fields, a key written after its value, a repeated key.
+TEST(TfExample, NamedFeaturesAgreeWithTheFullDecoder) {
+  const Bytes value_first = cat({field(2, int64_packed({5, 6})), field(1, str("late"))});
+  const Bytes ex = example({entry("ids", int64_unpacked({1, -2, 300})),
+                            entry("vals", field(2, cat({fixed32_field(1, float_bits(0.5f)), unknown_fields(),
+                                                        fixed32_field(1, float_bits(-1.0f))}))),
+                            value_first, entry("dup", int64_packed({1})), entry("dup", int64_packed({2, 3})),
+                            entry("skipped", field(2, field(1, Bytes{1, 2, 3})))});  // malformed, not wanted
+  std::vector<NamedFeature> wanted(5);
+  wanted[0].key = "ids";
+  wanted[1].key = "vals";
+  wanted[2].key = "late";
+  wanted[3].key = "dup";
+  wanted[4].key = "absent";
+  wanted[4].found = true;  // from an earlier Example: reset
+  wanted[4].feature.int64_values = {9};
+  parse_named_features(ex.data(), ex.size(), wanted);
+  EXPECT_EQ(wanted[0].feature.int64_values, (std::vector<int64_t>{1, -2, 300}));
+  EXPECT_EQ(wanted[1].feature.kind, FeatureKind::kFloatList);
+  EXPECT_EQ(wanted[1].feature.float_values, (std::vector<float>{0.5f, -1.0f}));
+  EXPECT_TRUE(wanted[2].found);
+  EXPECT_EQ(wanted[2].feature.int64_values, (std::vector<int64_t>{5, 6}));
+  EXPECT_EQ(wanted[3].feature.int64_values, (std::vector<int64_t>{2, 3}));  // the last entry wins
+  EXPECT_FALSE(wanted[4].found);
+  EXPECT_TRUE(wanted[4].feature.int64_values.empty());
+  // The full decoder rejects the malformed list nobody asked for.
+  expect_input_error([&] { parse_example_features(ex.data(), ex.size()); }, {"not a multiple of 4"});
+  // Malformed bytes outside the lists are rejected all the same.
+  const Bytes cut(ex.begin(), ex.begin() + 7);
+  expect_input_error([&] { parse_named_features(cut.data(), cut.size(), wanted); }, {"bad tf.train.Example"});
+}
+
+TEST(TfExample, NumericExampleEncoding) {
+  const std::vector<float> floats{1.5f, -0.0f, 3e38f};
+  const std::vector<int64_t> ints{0, 127, 128, -1, INT64_MIN, INT64_MAX};
+  Bytes out{1, 2, 3};  // replaced
+  encode_numeric_example({NumericFeature::float_list("f", floats.data(), floats.size()),
+                          NumericFeature::int64_list("i", ints.data(), ints.size()),
+                          NumericFeature::float_list("empty", nullptr, 0)},
+                         out);
+  const auto features = parse_example_features(out.data(), out.size());
+  ASSERT_EQ(features.size(), 3u);
+  EXPECT_EQ(features.at("f").float_values, floats);
+  EXPECT_EQ(features.at("i").int64_values, ints);
+  EXPECT_EQ(features.at("empty").kind, FeatureKind::kFloatList);
+  EXPECT_TRUE(features.at("empty").float_values.empty());
+  // The wire format of {"k": int64_list [1, 300]}, worked out by hand.
+  const std::vector<int64_t> two{1, 300};
+  encode_numeric_example({NumericFeature::int64_list("k", two.data(), 2)}, out);
+  // clang-format off
+  const Bytes expected = {
+      0x0a, 0x0e,                    // Example.features (1, LEN), 14 bytes
+      0x0a, 0x0c,                    //  Features.feature entry, 12 bytes
+      0x0a, 0x01, 'k',               //   key "k"
+      0x12, 0x07, 0x1a, 0x05,        //   value (2): Feature{int64_list (3), 5 bytes}
+      0x0a, 0x03, 0x01, 0xac, 0x02,  //    value (1): packed [1, 300]
+  };
+  // clang-format on
+  EXPECT_EQ(out, expected);
 }
 
 }  // namespace
