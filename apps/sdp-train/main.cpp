@@ -16,6 +16,7 @@
 
 #include "config/choices.hpp"
 #include "config/job_spec_yaml.hpp"
+#include "config/model_names.hpp"
 #include "core/cpu_dispatch.hpp"
 #include "core/device_info.hpp"
 #include "core/error.hpp"
@@ -35,6 +36,7 @@
 #include "nn/library_versions.hpp"
 #include "nn/threads.hpp"
 #include "train/checkpoint_bench.hpp"
+#include "train/ctr_trainer.hpp"
 #include "train/data_bench.hpp"
 #include "train/layer_bench.hpp"
 #include "train/job_setup.hpp"
@@ -151,9 +153,17 @@ int run_bench_allreduce(sdp::JobSources sources, sdp::AllreduceBenchOptions opti
   return 0;
 }
 
+// The commands that model or time an image network's layers.
+void require_image_model(const sdp::JobSpec& spec, const std::string& command) {
+  if (sdp::is_ctr_model(spec.model.name))
+    throw sdp::InputError(command + " models the image networks' steps; a " + spec.model.name +
+                          " job's plan is what `sdp-train validate` prints (docs/ctr.md)");
+}
+
 // Every rank profiles its own device; rank 0 prints (run it on one rank for a clean table).
 int run_bench_layers(const sdp::JobSources& sources, const sdp::LayerBenchOptions& options) {
   sdp::JobSetup setup = sdp::set_up_job(sources);
+  require_image_model(setup.spec, "bench layers");
   sdp::LayerBenchResult result;
   sdp::run_on_all_ranks(setup.world->comm(), [&] {
     result = sdp::run_layer_benchmark(setup.spec, setup.device.device, setup.device.threads, options);
@@ -166,6 +176,7 @@ int run_plan(const sdp::JobSources& sources, const sdp::PlanCommandOptions& opti
   // A compute file made on a GPU machine plans that GPU job here, GPU or not.
   sdp::JobSetup setup = sdp::set_up_job(
       sources, options.compute == "measured" ? sdp::DeviceUse::kOpen : sdp::DeviceUse::kNamed);
+  require_image_model(setup.spec, "plan");
   const std::string text = sdp::run_plan_command(setup, options);
   if (setup.world->rank() == 0) std::cout << text << std::flush;
   return 0;
@@ -251,7 +262,20 @@ int run_data_convert(const ConvertSource& source, const sdp::ConvertOptions& opt
 
 int run_evaluate(const sdp::JobSources& sources, const std::string& model_path, bool per_class) {
   sdp::JobSetup setup = sdp::set_up_job(sources);
-  sdp::evaluate_model_file(setup, model_path, per_class);
+  if (sdp::is_ctr_model(setup.spec.model.name))
+    sdp::evaluate_ctr_model(setup, model_path);
+  else
+    sdp::evaluate_model_file(setup, model_path, per_class);
+  return 0;
+}
+
+int run_predict(const sdp::JobSources& sources, const std::string& model_path, const std::string& input,
+                const std::string& output) {
+  sdp::JobSetup setup = sdp::set_up_job(sources);
+  if (!sdp::is_ctr_model(setup.spec.model.name))
+    throw sdp::InputError("predict scores the CTR models (model.name: deepfm, fm or lr), not " +
+                          setup.spec.model.name + ": use `sdp-train evaluate` for an image model");
+  sdp::predict_ctr(setup, model_path, input.empty() ? setup.spec.data.test : input, output);
   return 0;
 }
 
@@ -259,7 +283,10 @@ int run_train(const sdp::JobSources& sources) {
   sdp::JobSetup setup = sdp::set_up_job(sources);
   std::string plan = sdp::describe_plan(setup);
   if (setup.world->rank() == 0) std::cout << plan << std::flush;
-  sdp::train(setup);
+  if (sdp::is_ctr_model(setup.spec.model.name))
+    sdp::train_ctr(setup);
+  else
+    sdp::train(setup);
   return 0;
 }
 
@@ -317,10 +344,11 @@ struct CommandLine {
   CLI::App app{"sdp-train: synchronous data-parallel training of convolutional networks, "
                "launched by MPI (one process per GPU or CPU share)."};
   sdp::JobSources top_sources, train_sources, validate_sources, env_sources, bench_sources, evaluate_sources,
-      plan_sources;
+      plan_sources, predict_sources;
   CLI::App *train = nullptr, *validate = nullptr, *bench_gemm = nullptr, *bench_allreduce = nullptr,
            *evaluate = nullptr, *env = nullptr, *data_inspect = nullptr, *data_convert = nullptr,
-           *bench_data = nullptr, *bench_layers = nullptr, *bench_checkpoint = nullptr, *plan = nullptr;
+           *bench_data = nullptr, *bench_layers = nullptr, *bench_checkpoint = nullptr, *plan = nullptr,
+           *predict = nullptr;
   sdp::PlanCommandOptions plan_options;
   sdp::JobSources bench_data_sources, bench_layers_sources, bench_checkpoint_sources;
   sdp::CheckpointBenchOptions checkpoint_bench_options;
@@ -335,12 +363,14 @@ struct CommandLine {
   sdp::AllreduceBenchOptions allreduce_options;
   std::string algorithms_csv, compression = "none", bench_device = "cpu", evaluate_model;
   bool evaluate_per_class = false;
+  std::string predict_model, predict_input, predict_output = "-";
 
   // The job of the command that runs one (train, evaluate, validate, env, bench layers, or none:
   // train), or null (the other benchmarks).
   const sdp::JobSources* job() const {
     return train->parsed()                 ? &train_sources
            : evaluate->parsed()            ? &evaluate_sources
+           : predict->parsed()             ? &predict_sources
            : validate->parsed()            ? &validate_sources
            : env->parsed()                 ? &env_sources
            : bench_layers->parsed()        ? &bench_layers_sources
@@ -446,6 +476,13 @@ void declare_commands(CommandLine& cl) {
   cl.evaluate->add_option("--model", cl.evaluate_model, "model.safetensors or a checkpoint file")->required();
   cl.evaluate->add_flag("--per-class", cl.evaluate_per_class,
                         "also print each class's samples and accuracy (with the class names an image-folder model carries)");
+  cl.predict = app.add_subcommand(
+      "predict", "a CTR model's click probability for each sample of a file, one a line, in order (docs/ctr.md)");
+  add_job_options(*cl.predict, cl.predict_sources);
+  cl.predict->add_option("--model", cl.predict_model, "model.safetensors or a checkpoint file")->required();
+  cl.predict->add_option("--input", cl.predict_input,
+                         "the samples to score, in the job's data.format (default: the job's data.test)");
+  cl.predict->add_option("--output", cl.predict_output, "where the probabilities go (default -: stdout)");
   declare_plan(cl);
   cl.env = app.add_subcommand("env", "print ranks, topology, devices and the SageMaker cluster as JSON");
   add_job_options(*cl.env, cl.env_sources);
@@ -506,6 +543,7 @@ std::optional<int> parse_command_line(CommandLine& cl, int argc, char** argv) {
     if (cl.train->parsed()) require_job_spec(cl.train_sources, "--config");
     if (cl.validate->parsed()) require_job_spec(cl.validate_sources, "--config");
     if (cl.evaluate->parsed() && cl.evaluate_sources.config_path.empty()) throw CLI::RequiredError("--config");
+    if (cl.predict->parsed() && cl.predict_sources.config_path.empty()) throw CLI::RequiredError("--config");
     if (cl.bench_layers->parsed()) require_job_spec(cl.bench_layers_sources, "--config");
     if (cl.plan->parsed()) require_job_spec(cl.plan_sources, "--config");
   } catch (const CLI::Success& e) {  // --help, --version
@@ -540,6 +578,8 @@ int run_under_mpi(CommandLine& cl, int* argc, char*** argv) {
       exit_code = run_env(cl.env_sources);
     } else if (cl.evaluate->parsed()) {
       exit_code = run_evaluate(cl.evaluate_sources, cl.evaluate_model, cl.evaluate_per_class);
+    } else if (cl.predict->parsed()) {
+      exit_code = run_predict(cl.predict_sources, cl.predict_model, cl.predict_input, cl.predict_output);
     } else {
       exit_code = run_train(cl.train->parsed() ? cl.train_sources : cl.top_sources);
     }

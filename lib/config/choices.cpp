@@ -39,7 +39,8 @@ SDP_SPELLING(DataFormat, {{DataFormat::kMnist, "mnist"},
                           {DataFormat::kSynthetic, "synthetic"},
                           {DataFormat::kTfrecord, "tfrecord"},
                           {DataFormat::kImageFolder, "image-folder"},
-                          {DataFormat::kTarShards, "tar-shards"}});
+                          {DataFormat::kTarShards, "tar-shards"},
+                          {DataFormat::kLibsvm, "libsvm"}});
 SDP_SPELLING(DataShard, {{DataShard::kAuto, "auto"}, {DataShard::kRank, "rank"}, {DataShard::kHost, "host"}});
 SDP_SPELLING(Augmentation, {{Augmentation::kAuto, "auto"},
                             {Augmentation::kNone, "none"},
@@ -49,7 +50,9 @@ SDP_SPELLING(OptimizerKind, {{OptimizerKind::kSgd, "sgd"},
                              {OptimizerKind::kAdam, "adam"},
                              {OptimizerKind::kAdamW, "adamw"},
                              {OptimizerKind::kLars, "lars"},
-                             {OptimizerKind::kLamb, "lamb"}});
+                             {OptimizerKind::kLamb, "lamb"},
+                             {OptimizerKind::kAdagrad, "adagrad"},
+                             {OptimizerKind::kFtrl, "ftrl"}});
 SDP_SPELLING(ScheduleKind, {{ScheduleKind::kConstant, "constant"},
                             {ScheduleKind::kStep, "step"},
                             {ScheduleKind::kCosine, "cosine"},

@@ -14,10 +14,10 @@ namespace sdp {
 
 enum class DevicePreference { kAuto, kCpu, kCuda };               // device
 enum class Precision { kFp32, kAmpFp16, kAmpBf16, kTf32 };        // precision
-enum class DataFormat { kMnist, kCifar10, kSynthetic, kTfrecord, kImageFolder, kTarShards };  // data.format
+enum class DataFormat { kMnist, kCifar10, kSynthetic, kTfrecord, kImageFolder, kTarShards, kLibsvm };  // data.format
 enum class DataShard { kAuto, kRank, kHost };                     // data.shard
 enum class Augmentation { kAuto, kNone, kCropFlip, kFlip };            // data.augment
-enum class OptimizerKind { kSgd, kAdam, kAdamW, kLars, kLamb };   // optimizer.name
+enum class OptimizerKind { kSgd, kAdam, kAdamW, kLars, kLamb, kAdagrad, kFtrl };   // optimizer.name
 enum class ScheduleKind { kConstant, kStep, kCosine, kLinear };          // optimizer.schedule
 enum class CommBackend { kAuto, kMpi, kNccl };                    // distributed.backend
 enum class AllreduceKind { kAuto, kFlat, kRing, kHierarchical };  // distributed.allreduce

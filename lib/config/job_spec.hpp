@@ -19,6 +19,13 @@ struct ModelSpec {
   std::vector<int> hidden = {512, 512};  // mlp layer widths
   double dropout = 0.0;
   bool zero_init_residual = false;  // resnets only
+  // CTR models (deepfm, fm, lr; docs/ctr.md)
+  int fields = 0;             // ids per sample (the sample's field_size)
+  int64_t table_rows = 0;     // rows of the embedding tables (feature_size); ids are below it
+  int embedding_size = 8;     // K
+  double l2 = 0.0;            // L2 on the MLP's weights and on the table rows a step touches
+  bool batch_norm = false;    // deepfm: BatchNorm after each hidden layer's ReLU
+  double batch_norm_decay = 0.9;  // its running statistics' decay
   // Activation layout on a GPU: channels_last (NHWC end to end, BatchNorm fused in cuDNN), nchw
   // (the plain layout, as before), auto (channels_last under 16-bit compute and tf32, nchw in
   // fp32; the CPU computes in oneDNN's layouts; training_setup.hpp: uses_channels_last).
@@ -49,6 +56,7 @@ struct SyntheticDataSpec {
   int height = 28;
   int width = 28;
   double noise = 0.5;  // noise strength relative to the class pattern
+  double zipf = 1.1;   // CTR: the exponent of the ids' Zipf distribution in each field
 };
 
 struct DataSpec {
@@ -89,6 +97,9 @@ struct DataSpec {
   std::string label_key = "image/class/label";  // tfrecord: the Example's int64 label
   int64_t label_offset = 0;                     // tfrecord: subtracted (ImageNet counts from 1)
   std::string on_bad_record = "abort";          // abort, or skip (replace, warn, count)
+  std::string id_overflow = "error";            // CTR: an id >= model.table_rows: error | hash
+  std::string ids_key = "ids";                  // CTR tfrecord: the Example's int64 ids
+  std::string values_key = "values";            // CTR tfrecord: the Example's float values
   int64_t shuffle_buffer = 4096;  // streamed sets (tar-shards, gzip tfrecord): records shuffled at once
   int64_t samples_per_epoch = 0;  // a Pipe-mode channel's size (it cannot be counted before it is read)
 };
@@ -132,6 +143,8 @@ struct OptimizerSpec {
   double beta2 = 0.999;
   double eps = 1e-8;
   double trust_coefficient = 0.001;  // lars
+  double initial_accumulator = 0.1;  // adagrad, ftrl: the squared-gradient sum's start
+  double l1 = 0.0;                   // ftrl: L1 strength (sparsity)
   LrScaling lr_scaling = LrScaling::linear();
   double warmup_epochs = 0.0;
   int64_t warmup_steps = 0;  // an alternative to warmup_epochs (optimizer steps); not both
@@ -207,6 +220,9 @@ struct JobSpec {
   CheckpointSpec checkpoint;
   NumericsSpec numerics;
   OutputSpec output;
+  // How the sources were read, for the log (printed once by rank 0): e.g. the SageMaker DeepFM
+  // sample's hyperparameters and the keys they became. Not a key.
+  std::vector<std::string> source_notes;
 };
 
 }  // namespace sdp

@@ -3,10 +3,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <fstream>
+#include <cstdio>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include "config/env_expand.hpp"
 #include "config/job_spec_schema.hpp"
@@ -143,6 +146,68 @@ void JobSpecLoader::apply_override(const std::string& assignment, const std::str
   sources_[path] = source;
 }
 
+namespace {
+
+// The SageMaker DeepFM sample's hyperparameters (aws-samples deepfm-tensorflow-distributed-
+// training-on-amazon-sagemaker, tf.app.flags) as job keys, so that its estimator's
+// hyperparameters work unchanged. Returns the assignments, or none when `key` is not one.
+std::vector<std::pair<std::string, std::string>> sample_hyperparameter(const std::string& key, const std::string& value,
+                                                                       const std::string& path) {
+  static const std::map<std::string, std::string> direct = {
+      {"feature_size", "model.table_rows"}, {"field_size", "model.fields"},
+      {"embedding_size", "model.embedding_size"}, {"l2_reg", "model.l2"},
+      {"learning_rate", "optimizer.lr"}, {"batch_size", "data.batch_size"},
+      {"num_epochs", "train.epochs"}, {"batch_norm", "model.batch_norm"},
+      {"batch_norm_decay", "model.batch_norm_decay"}};
+  if (auto it = direct.find(key); it != direct.end()) {
+    std::string v = value;
+    if (key == "batch_norm") v = (v == "True" || v == "true" || v == "1") ? "true" : (v == "False" || v == "false" || v == "0") ? "false" : v;
+    return {{it->second, v}};
+  }
+  if (key == "deep_layers") return {{"model.hidden", "[" + value + "]"}};
+  if (key == "dropout") {
+    // The sample passes keep probabilities, one per layer; ours is one drop probability.
+    std::vector<double> keeps;
+    std::size_t start = 0;
+    while (start <= value.size()) {
+      const std::size_t comma = value.find(',', start);
+      const std::string item = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      try {
+        std::size_t used = 0;
+        keeps.push_back(std::stod(item, &used));
+        if (used != item.size()) throw std::invalid_argument(item);
+      } catch (const std::exception&) {
+        throw InputError(path + ": hyperparameter 'dropout': expected keep probabilities such as \"0.5,0.5,0.5\", got '" +
+                         value + "'");
+      }
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    for (double k : keeps)
+      if (k != keeps.front())
+        throw InputError(path + ": hyperparameter 'dropout': '" + value +
+                         "' keeps a different share per layer; sdp-train's model.dropout is one drop probability "
+                         "for every hidden layer");
+    if (keeps.front() <= 0 || keeps.front() > 1)
+      throw InputError(path + ": hyperparameter 'dropout': keep probabilities are in (0, 1], got '" + value + "'");
+    char text[32];
+    std::snprintf(text, sizeof text, "%.12g", 1.0 - keeps.front());
+    return {{"model.dropout", text}};
+  }
+  if (key == "optimizer") {
+    if (value == "Adam") return {{"optimizer.name", "adam"}};
+    if (value == "Adagrad") return {{"optimizer.name", "adagrad"}, {"optimizer.initial_accumulator", "1e-8"}};
+    if (value == "Momentum") return {{"optimizer.name", "sgd"}, {"optimizer.momentum", "0.95"}};
+    if (value == "GD") return {{"optimizer.name", "sgd"}, {"optimizer.momentum", "0"}};
+    if (value == "ftrl") return {{"optimizer.name", "ftrl"}};
+    throw InputError(path + ": hyperparameter 'optimizer': the DeepFM sample's choices are Adam, Adagrad, Momentum, "
+                     "GD and ftrl, got '" + value + "'");
+  }
+  return {};
+}
+
+}  // namespace
+
 void JobSpecLoader::apply_hyperparameters_file(const std::string& path) {
   const nlohmann::json doc = read_json_file(path, "hyperparameters file");
   if (!doc.is_object())
@@ -165,6 +230,20 @@ void JobSpecLoader::apply_hyperparameters_file(const std::string& path) {
         continue;
       }
       std::string text = it->is_string() ? it->get<std::string>() : it->dump();
+      if (prefix.empty() && find_field(key) == nullptr) {
+        // The SageMaker SDK json.dumps each value: "\"Adam\"" is Adam.
+        const std::string plain = strip_json_string_quotes(text);
+        const auto assignments = sample_hyperparameter(key, plain, path);
+        if (!assignments.empty()) {
+          std::string became;
+          for (const auto& [job_key, value] : assignments) {
+            apply_override(job_key + "=" + value, path + " (hyperparameter '" + key + "')");
+            became += (became.empty() ? "" : ", ") + job_key + "=" + value;
+          }
+          spec_.source_notes.push_back("hyperparameter " + key + "=" + plain + " (the DeepFM sample's) -> " + became);
+          continue;
+        }
+      }
       apply_override(key + "=" + text, path);
     }
   };

@@ -17,7 +17,9 @@ namespace {
 // The accepted model names as the schema's choice list (model.name stays a string: models/
 // looks builders up by name).
 std::vector<std::string> model_names() {
-  return std::vector<std::string>(kModelNames.begin(), kModelNames.end());
+  std::vector<std::string> names(kModelNames.begin(), kModelNames.end());
+  names.insert(names.end(), kCtrModelNames.begin(), kCtrModelNames.end());
+  return names;
 }
 
 std::string join(const std::vector<std::string>& items, const std::string& sep) {
@@ -209,6 +211,12 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("model.hidden", model.hidden));
     f.push_back(SDP_FIELD("model.dropout", model.dropout));
     f.push_back(SDP_FIELD("model.zero_init_residual", model.zero_init_residual));
+    f.push_back(SDP_FIELD("model.fields", model.fields));
+    f.push_back(SDP_FIELD("model.table_rows", model.table_rows));
+    f.push_back(SDP_FIELD("model.embedding_size", model.embedding_size));
+    f.push_back(SDP_FIELD("model.l2", model.l2));
+    f.push_back(SDP_FIELD("model.batch_norm", model.batch_norm));
+    f.push_back(SDP_FIELD("model.batch_norm_decay", model.batch_norm_decay));
     f.push_back(SDP_FIELD("model.memory_format", model.memory_format, {"auto", "channels_last", "nchw"}));
     f.push_back(SDP_FIELD("model.memory_plan", model.memory_plan, {"auto", "shared", "lean", "per_layer"}));
     f.push_back(SDP_FIELD("model.batchnorm", model.batchnorm, {"auto", "separate", "folded", "folded_inner"}));
@@ -234,6 +242,9 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("data.label_key", data.label_key));
     f.push_back(SDP_FIELD("data.label_offset", data.label_offset));
     f.push_back(SDP_FIELD("data.on_bad_record", data.on_bad_record, {"abort", "skip"}));
+    f.push_back(SDP_FIELD("data.id_overflow", data.id_overflow, {"error", "hash"}));
+    f.push_back(SDP_FIELD("data.ids_key", data.ids_key));
+    f.push_back(SDP_FIELD("data.values_key", data.values_key));
     f.push_back(SDP_FIELD("data.shuffle_buffer", data.shuffle_buffer));
     f.push_back(SDP_FIELD("data.samples_per_epoch", data.samples_per_epoch));
     f.push_back(SDP_FIELD("data.synthetic.train_samples", data.synthetic.train_samples));
@@ -242,6 +253,7 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("data.synthetic.height", data.synthetic.height));
     f.push_back(SDP_FIELD("data.synthetic.width", data.synthetic.width));
     f.push_back(SDP_FIELD("data.synthetic.noise", data.synthetic.noise));
+    f.push_back(SDP_FIELD("data.synthetic.zipf", data.synthetic.zipf));
     f.push_back(SDP_FIELD("train.epochs", train.epochs));
     f.push_back(SDP_FIELD("train.max_steps", train.max_steps));
     f.push_back(SDP_FIELD("train.accumulate_steps", train.accumulate_steps));
@@ -265,6 +277,8 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("optimizer.beta2", optimizer.beta2));
     f.push_back(SDP_FIELD("optimizer.eps", optimizer.eps));
     f.push_back(SDP_FIELD("optimizer.trust_coefficient", optimizer.trust_coefficient));
+    f.push_back(SDP_FIELD("optimizer.initial_accumulator", optimizer.initial_accumulator));
+    f.push_back(SDP_FIELD("optimizer.l1", optimizer.l1));
     f.push_back(SDP_FIELD("optimizer.lr_scaling", optimizer.lr_scaling));
     f.push_back(SDP_FIELD("optimizer.warmup_epochs", optimizer.warmup_epochs));
     f.push_back(SDP_FIELD("optimizer.warmup_steps", optimizer.warmup_steps));

@@ -1,5 +1,6 @@
 #include "config/job_spec_validate.hpp"
 
+#include "config/model_names.hpp"
 #include "core/error.hpp"
 
 namespace sdp {
@@ -66,6 +67,49 @@ void check_model_keys(const JobSpec& spec, const RangeChecker& check) {
     check.require(m.memory_format != "nchw", "model.grad_sum",
                   "fused needs the channels_last layout, not model.memory_format nchw");
   }
+}
+
+// The CTR models' keys (docs/ctr.md), and the image models' refusal of CTR-only choices.
+void check_ctr_keys(const JobSpec& spec, const RangeChecker& check) {
+  const ModelSpec& m = spec.model;
+  const bool ctr = is_ctr_model(m.name);
+  const OptimizerKind opt = spec.optimizer.name;
+  if (!ctr) {
+    check.require(spec.data.format != DataFormat::kLibsvm, "data.format",
+                  "libsvm holds sparse features, which the CTR models read (model.name: deepfm, fm or lr), not " +
+                      m.name);
+    check.require(opt != OptimizerKind::kAdagrad && opt != OptimizerKind::kFtrl, "optimizer.name",
+                  to_string(opt) + " is a CTR model's optimizer (deepfm, fm, lr); " + m.name +
+                      " takes sgd, adam, adamw, lars or lamb");
+    return;
+  }
+  check.require(m.fields > 0, "model.fields",
+                "must be the number of ids per sample (the sample's field_size), got " + std::to_string(m.fields));
+  check.require(m.table_rows > 0, "model.table_rows",
+                "must be the embedding tables' rows (the sample's feature_size; every id is below it), got " +
+                    std::to_string(m.table_rows));
+  check.require(m.embedding_size > 0 || m.name == "lr", "model.embedding_size",
+                "must be positive, got " + std::to_string(m.embedding_size));
+  check.require(m.l2 >= 0, "model.l2", "must be >= 0");
+  check.require(!m.batch_norm || m.name == "deepfm", "model.batch_norm", "applies to deepfm's MLP only, not " + m.name);
+  check.require(m.batch_norm_decay >= 0 && m.batch_norm_decay < 1, "model.batch_norm_decay", "must be in [0, 1)");
+  const DataFormat f = spec.data.format;
+  check.require(f == DataFormat::kLibsvm || f == DataFormat::kTfrecord || f == DataFormat::kSynthetic, "data.format",
+                m.name + " reads sparse features: libsvm, tfrecord (label, ids, values) or synthetic, not " +
+                    to_string(f));
+  check.require(spec.device != DevicePreference::kCuda, "device",
+                m.name + " trains on the CPU (its GPU path is not built yet): use device cpu or auto");
+  check.require(spec.precision == Precision::kFp32, "precision", m.name + " trains in fp32");
+  check.require(opt != OptimizerKind::kLars && opt != OptimizerKind::kLamb && opt != OptimizerKind::kAdamW,
+                "optimizer.name",
+                to_string(opt) + " is not a sparse optimizer: " + m.name + " takes adam, adagrad, ftrl or sgd");
+  check.require(spec.optimizer.initial_accumulator >= 0, "optimizer.initial_accumulator", "must be >= 0");
+  check.require(spec.optimizer.l1 >= 0, "optimizer.l1", "must be >= 0");
+  check.require(spec.train.accumulate_steps == 1, "train.accumulate_steps",
+                m.name + " takes one batch per step: raise data.batch_size instead");
+  check.require(spec.data.synthetic.zipf > 0, "data.synthetic.zipf", "must be > 0");
+  check.require(!spec.data.ids_key.empty(), "data.ids_key", "must name the Example's int64 ids feature");
+  check.require(!spec.data.values_key.empty(), "data.values_key", "must name the Example's float values feature");
 }
 
 // data.*
@@ -191,6 +235,7 @@ void validate_job_spec(const JobSpec& spec, const std::map<std::string, std::str
   const RangeChecker check(sources);
   check_job_keys(spec, check);
   check_model_keys(spec, check);
+  check_ctr_keys(spec, check);
   check_data_keys(spec, check);
   check_train_keys(spec, check);
   check_optimizer_keys(spec, check);

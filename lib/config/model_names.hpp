@@ -12,4 +12,14 @@ inline constexpr std::array<std::string_view, 9> kModelNames = {"mlp",      "len
                                                                 "resnet32", "resnet44", "resnet56",
                                                                 "resnet18", "resnet34", "resnet50"};
 
+// The CTR models on sparse features (lib/ctr, docs/ctr.md): trained by the CTR trainer, not
+// the image pipeline.
+inline constexpr std::array<std::string_view, 3> kCtrModelNames = {"deepfm", "fm", "lr"};
+
+inline bool is_ctr_model(std::string_view name) {
+  for (std::string_view n : kCtrModelNames)
+    if (n == name) return true;
+  return false;
+}
+
 }  // namespace sdp

@@ -47,6 +47,10 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerOptions& spec, Paramete
       o.weight_decay = spec.weight_decay;
       return Lamb::create(store, o);
     }
+    case OptimizerKind::kAdagrad:
+    case OptimizerKind::kFtrl:
+      // The job spec's validation keeps them to the CTR models (ctr/ctr_optimizer.hpp).
+      throw std::logic_error("make_optimizer: adagrad and ftrl are the CTR models' optimizers");
   }
   throw std::logic_error("make_optimizer: unhandled OptimizerKind");
 }

@@ -1,5 +1,8 @@
 #include "train/job_setup.hpp"
 
+#include "config/model_names.hpp"
+#include "train/ctr_trainer.hpp"
+
 #include <mpi.h>
 #include <sys/stat.h>
 
@@ -284,6 +287,10 @@ std::string describe_plan(const JobSetup& setup) {
         << local_ranks[r] << std::setw(9) << devices[r] << std::setw(9) << threads[r]
         << w.node_names()[nodes[r]] << "\n";
   out << std::right;
+  if (is_ctr_model(s.model.name)) {
+    out << describe_ctr_plan(setup);
+    return out.str();
+  }
   out << "  model        : " << s.model.name << " (" << s.model.num_classes << " classes)\n";
   out << "  layout       : " << describe_memory_format(s, setup.device.device) << "\n";
   out << "  math         : " << describe_compute_rules(s, setup.device.device) << "\n";

@@ -23,10 +23,11 @@ void expect_round_trip(const std::vector<std::string>& words) {
 TEST(Choices, EveryWordRoundTrips) {
   expect_round_trip<DevicePreference>({"auto", "cpu", "cuda"});
   expect_round_trip<Precision>({"fp32", "amp-fp16", "amp-bf16", "tf32"});
-  expect_round_trip<DataFormat>({"mnist", "cifar10", "synthetic", "tfrecord", "image-folder", "tar-shards"});
+  expect_round_trip<DataFormat>(
+      {"mnist", "cifar10", "synthetic", "tfrecord", "image-folder", "tar-shards", "libsvm"});
   expect_round_trip<DataShard>({"auto", "rank", "host"});
   expect_round_trip<Augmentation>({"auto", "none", "crop-flip", "flip"});
-  expect_round_trip<OptimizerKind>({"sgd", "adam", "adamw", "lars", "lamb"});
+  expect_round_trip<OptimizerKind>({"sgd", "adam", "adamw", "lars", "lamb", "adagrad", "ftrl"});
   expect_round_trip<ScheduleKind>({"constant", "step", "cosine", "linear"});
   expect_round_trip<CommBackend>({"auto", "mpi", "nccl"});
   expect_round_trip<AllreduceKind>({"auto", "flat", "ring", "hierarchical"});
@@ -100,7 +101,7 @@ TEST(Choices, ATypoGetsTheClosestWord) {
   // Nothing close: no suggestion. Case matters, as everywhere in the spec.
   EXPECT_EQ(error_of([] { parse_choice<DataFormat>("imagenet"); }),
             "unknown value 'imagenet' (expected one of: mnist, cifar10, synthetic, tfrecord, "
-            "image-folder, tar-shards)");
+            "image-folder, tar-shards, libsvm)");
   EXPECT_THROW(parse_choice<DevicePreference>("CPU"), InputError);
   EXPECT_THROW(parse_choice<DevicePreference>(""), InputError);
 }
@@ -174,7 +175,7 @@ TEST(ChoiceKeys, TheFactorIsKeptInEitherForm) {
 TEST(ChoiceKeys, WrongTypesAndTyposNameFileLineAndKey) {
   EXPECT_EQ(load_error("data:\n  format: mnsit\n"),
             "job.yaml:2: key 'data.format': unknown value 'mnsit' (expected one of: mnist, "
-            "cifar10, synthetic, tfrecord, image-folder, tar-shards); "
+            "cifar10, synthetic, tfrecord, image-folder, tar-shards, libsvm); "
             "did you mean 'mnist'?");
   EXPECT_NE(load_error("distributed: {allreduce: [ring, flat]}")
                 .find("job.yaml:1: key 'distributed.allreduce': expected one of: auto, flat, ring, "

@@ -311,3 +311,49 @@ TEST(ClosestNames, FindsNearMissesOnly) {
 
 }  // namespace
 }  // namespace sdp
+
+namespace sdp {
+namespace {
+
+TEST(JobSpecLoader, TheDeepFmSamplesHyperparametersBecomeKeys) {
+  // As the SageMaker SDK writes them (every value json.dumps'd), with the sample's names.
+  JobSpecLoader loader;
+  loader.apply_yaml_text("model: {name: deepfm}\ndata: {format: synthetic}\n", "job.yaml");
+  loader.apply_hyperparameters_file(write_temp(
+      "hp_deepfm.json",
+      R"({"feature_size": "117581", "field_size": "39", "embedding_size": "32", "deep_layers": "\"256,128,64\"",
+          "dropout": "\"0.5,0.5,0.5\"", "batch_norm": "\"False\"", "l2_reg": "0.0001", "optimizer": "\"Momentum\"",
+          "learning_rate": "0.0005", "batch_size": "1024", "num_epochs": "3"})"));
+  const JobSpec spec = loader.finish();
+  EXPECT_EQ(spec.model.table_rows, 117581);
+  EXPECT_EQ(spec.model.fields, 39);
+  EXPECT_EQ(spec.model.embedding_size, 32);
+  EXPECT_EQ(spec.model.hidden, (std::vector<int>{256, 128, 64}));
+  EXPECT_DOUBLE_EQ(spec.model.dropout, 0.5);
+  EXPECT_FALSE(spec.model.batch_norm);
+  EXPECT_DOUBLE_EQ(spec.model.l2, 0.0001);
+  EXPECT_EQ(spec.optimizer.name, OptimizerKind::kSgd);
+  EXPECT_DOUBLE_EQ(spec.optimizer.momentum, 0.95);
+  EXPECT_DOUBLE_EQ(spec.optimizer.lr, 0.0005);
+  EXPECT_EQ(spec.data.batch_size, 1024);
+  EXPECT_EQ(spec.train.epochs, 3);
+  ASSERT_EQ(spec.source_notes.size(), 11u);
+  const auto said = [&](const std::string& text) {
+    for (const std::string& note : spec.source_notes)
+      if (note.find(text) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(said("feature_size=117581 (the DeepFM sample's) -> model.table_rows=117581"));
+  EXPECT_TRUE(said("optimizer=Momentum (the DeepFM sample's) -> optimizer.name=sgd, optimizer.momentum=0.95"));
+}
+
+TEST(JobSpecLoader, TheSamplesDropoutMustBeOneShare) {
+  JobSpecLoader loader;
+  const std::string message = input_error_of(
+      [&] { loader.apply_hyperparameters_file(write_temp("hp_drop.json", R"({"dropout": "0.5,0.8"})")); });
+  EXPECT_NE(message.find("hyperparameter 'dropout'"), std::string::npos) << message;
+  EXPECT_NE(message.find("different share per layer"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace sdp

@@ -1,0 +1,59 @@
+// The CTR models' optimizers: the same rule on the table's rows a step touched (lazy: an
+// untouched row and its state stay as they are, as TensorFlow's LazyAdam and PyTorch's
+// SparseAdam do) and on the dense parameters (every element, every step).
+//
+//   sgd      p -= lr g; with optimizer.momentum > 0, buf = mu buf + g; p -= lr buf (TensorFlow's
+//            MomentumOptimizer; a row's buffer decays only when the row is touched)
+//   adam     Adam with the step count t of the whole run in its bias correction (LazyAdam)
+//   adagrad  acc += g^2; p -= lr g / (sqrt(acc) + eps), acc from optimizer.initial_accumulator
+//   ftrl     FTRL-Proximal (TensorFlow's FtrlOptimizer, learning_rate_power -0.5, optimizer.l1)
+//
+// model.l2 adds l2 * p to the gradient of the MLP's weights and of the touched rows (the
+// sample's L2 over the whole table, applied lazily); biases get none.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/job_spec.hpp"
+#include "core/tensor.hpp"
+#include "ctr/ctr_model.hpp"
+#include "ctr/sparse_rows.hpp"
+
+namespace sdp {
+
+class CtrOptimizer {
+ public:
+  CtrOptimizer(const OptimizerSpec& spec, double l2, CtrModel& model);
+
+  // One update with learning rate `lr`: the dense gradient (dense().size()) and the table's
+  // sparse gradient, both already averaged over the global batch.
+  void step(float lr, const std::vector<float>& dense_grad, const SparseRows& table_grad);
+
+  int64_t steps() const { return steps_; }
+  // The state for checkpoints ("optimizer.<slot>.table", "optimizer.<slot>.dense", "optimizer.steps").
+  std::vector<NamedTensor> state_tensors() const;
+  // Restores it; InputError naming `what` when a slot is missing or misshapen.
+  void load_state(const std::vector<NamedTensor>& tensors, const std::string& what);
+  // Bytes of optimizer state (both parts).
+  int64_t state_bytes() const;
+
+ private:
+  struct Slot {
+    std::string name;
+    std::vector<float> table, dense;
+  };
+  void update(float* p, const float* g, int64_t n, int64_t state_offset, bool table, float lr, float l2);
+
+  OptimizerKind kind_;
+  OptimizerSpec spec_;
+  float l2_;
+  CtrModel& model_;
+  std::vector<Slot> slots_;
+  int64_t steps_ = 0;
+  // This step's Adam constants.
+  float step_size_ = 0, bias2_sqrt_ = 0;
+};
+
+}  // namespace sdp

@@ -1,0 +1,686 @@
+#include "train/ctr_trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <iomanip>
+#include <memory>
+#include <numeric>
+#include <sstream>
+
+#include "config/model_names.hpp"
+#include "config/sagemaker_env.hpp"
+#include "core/error.hpp"
+#include "core/cpu_dispatch.hpp"
+#include "core/crc32c.hpp"
+#include "core/floating_point.hpp"
+#include "core/log.hpp"
+#include "ctr/ctr_data.hpp"
+#include "ctr/ctr_metrics.hpp"
+#include "ctr/ctr_model.hpp"
+#include "ctr/ctr_optimizer.hpp"
+#include "data/formats/ctr_tfrecord.hpp"
+#include "data/formats/data_files.hpp"
+#include "data/formats/libsvm.hpp"
+#include "distributed/agreement.hpp"
+#include "distributed/collectives.hpp"
+#include "distributed/communicator_factory.hpp"
+#include "io/checkpoint.hpp"
+#include "io/safetensors.hpp"
+#include "nn/threads.hpp"
+#include "obs/metrics.hpp"
+#include "train/interruption.hpp"
+#include "train/output_check.hpp"
+#include "train/global_batch.hpp"
+#include "train/training_setup.hpp"
+
+namespace sdp {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string format_double(double v, int precision = 6) {
+  std::ostringstream out;
+  out << std::setprecision(precision) << v;
+  return out.str();
+}
+
+CtrModelShape model_shape(const ModelSpec& m) {
+  CtrModelShape shape;
+  shape.kind = ctr_model_kind(m.name);
+  shape.fields = m.fields;
+  shape.rows = m.table_rows;
+  shape.embedding_size = m.embedding_size;
+  shape.hidden = m.hidden;
+  shape.dropout = static_cast<float>(m.dropout);
+  shape.batch_norm = m.batch_norm;
+  shape.batch_norm_decay = static_cast<float>(m.batch_norm_decay);
+  return shape;
+}
+
+CtrReadOptions read_options(const JobSpec& spec) {
+  CtrReadOptions o;
+  o.fields = spec.model.fields;
+  o.table_rows = spec.model.table_rows;
+  o.id_overflow = spec.data.id_overflow == "hash" ? IdOverflow::kHash : IdOverflow::kError;
+  o.skip_bad = spec.data.on_bad_record == "skip";
+  // data.label_key's default names an image label; a CTR record's is "label" (the sample's).
+  o.label_key = spec.data.label_key == DataSpec{}.label_key ? "label" : spec.data.label_key;
+  o.ids_key = spec.data.ids_key;
+  o.values_key = spec.data.values_key;
+  return o;
+}
+
+struct LoadedSet {
+  std::unique_ptr<CtrSource> source;
+  std::string summary;  // for the log
+  double planted_auc = -1;
+};
+
+// Reads every file of `path` (a file or a directory) in name order, or makes the planted set.
+LoadedSet load_ctr_set(const JobSpec& spec, const std::string& path, bool test) {
+  LoadedSet set;
+  const DataSpec& d = spec.data;
+  if (d.format == DataFormat::kSynthetic) {
+    PlantedCtrOptions o;
+    o.samples = test ? d.synthetic.test_samples : d.synthetic.train_samples;
+    o.fields = spec.model.fields;
+    o.rows = spec.model.table_rows;
+    o.zipf = d.synthetic.zipf;
+    o.seed = spec.seed;
+    o.split = test ? 1 : 0;
+    auto planted = std::make_unique<PlantedCtrSource>(o);
+    if (test) set.planted_auc = planted->planted_auc();
+    set.summary = std::to_string(o.samples) + " synthetic samples (planted DeepFM, Zipf " + format_double(o.zipf, 3) +
+                  " ids)";
+    set.source = std::move(planted);
+    return set;
+  }
+  const CtrReadOptions options = read_options(spec);
+  CtrRecords records;
+  records.fields = options.fields;
+  CtrReadStats total;
+  const std::vector<std::string> files = list_data_files(path, test ? "data.test" : "data.train");
+  for (const std::string& file : files) {
+    const CtrReadStats s = d.format == DataFormat::kLibsvm ? read_libsvm(file, options, records)
+                                                           : read_ctr_tfrecord(file, options, records);
+    total.samples += s.samples;
+    total.skipped += s.skipped;
+    total.padded += s.padded;
+    total.hashed_ids += s.hashed_ids;
+    total.max_id = std::max(total.max_id, s.max_id);
+    if (total.first_skipped.empty()) total.first_skipped = s.first_skipped;
+  }
+  if (records.size() == 0)
+    throw InputError(path + ": no samples in " + std::to_string(files.size()) + " file(s) (data." +
+                     (test ? "test" : "train") + ")");
+  std::ostringstream out;
+  out << records.size() << " samples from " << files.size() << " file(s) under " << path << " (largest id "
+      << total.max_id << ", " << total.padded << " rows padded to " << options.fields << " fields";
+  if (total.hashed_ids > 0) out << ", " << total.hashed_ids << " ids hashed into model.table_rows";
+  if (total.skipped > 0) out << ", " << total.skipped << " bad records skipped; the first: " << total.first_skipped;
+  out << ")";
+  set.summary = out.str();
+  set.source = std::make_unique<CtrRecordsSource>(std::move(records));
+  return set;
+}
+
+// Loads on every rank and agrees: a bad file is one error, exit 2, on every rank.
+LoadedSet load_agreed(const JobSpec& spec, const World& world, const std::string& path, bool test) {
+  LoadedSet set;
+  run_on_all_ranks(world.comm(), [&] { set = load_ctr_set(spec, path, test); });
+  const int differs = first_rank_differing(world.comm(), static_cast<uint64_t>(set.source->size()));
+  if (differs >= 0)
+    throw CollectiveFailure(ExitCode::kUsage,
+                            "rank " + std::to_string(differs) + " read a different number of " +
+                                (test ? "test" : "training") + " samples from " + path +
+                                " than rank 0: every rank must see the same files",
+                            world.rank() == 0);
+  return set;
+}
+
+// A batch's storage.
+struct BatchBuffers {
+  std::vector<int64_t> ids, samples;
+  std::vector<float> values, labels, prob;
+  void resize(int64_t b, int fields) {
+    ids.resize(static_cast<size_t>(b * fields));
+    values.resize(static_cast<size_t>(b * fields));
+    labels.resize(static_cast<size_t>(b));
+    samples.resize(static_cast<size_t>(b));
+    prob.resize(static_cast<size_t>(b));
+  }
+  CtrBatch batch(int64_t b) const { return {b, ids.data(), values.data(), labels.data(), samples.data()}; }
+};
+
+// Scores samples [begin, end) of `source` in batches; appends probabilities and labels.
+void score_range(CtrModel& model, const CtrSource& source, int64_t begin, int64_t end, std::vector<float>& prob,
+                 std::vector<float>& labels) {
+  const int64_t chunk = 4096;
+  BatchBuffers buffers;
+  buffers.resize(chunk, source.fields());
+  for (int64_t at = begin; at < end; at += chunk) {
+    const int64_t b = std::min(chunk, end - at);
+    std::iota(buffers.samples.begin(), buffers.samples.begin() + b, at);
+    source.fill(buffers.samples.data(), b, buffers.ids.data(), buffers.values.data(), buffers.labels.data());
+    CtrBatch batch = buffers.batch(b);
+    batch.labels = nullptr;
+    model.forward(batch, /*training=*/false, 0, buffers.prob.data());
+    prob.insert(prob.end(), buffers.prob.begin(), buffers.prob.begin() + b);
+    labels.insert(labels.end(), buffers.labels.begin(), buffers.labels.begin() + b);
+  }
+}
+
+std::string pack_floats(const std::vector<float>& a, const std::vector<float>& b) {
+  std::string s(sizeof(float) * (a.size() + b.size()), '\0');
+  std::memcpy(s.data(), a.data(), sizeof(float) * a.size());
+  std::memcpy(s.data() + sizeof(float) * a.size(), b.data(), sizeof(float) * b.size());
+  return s;
+}
+
+struct ScoredSet {
+  std::vector<float> prob, labels;  // rank 0: every sample, in order; others: empty
+};
+
+// Every rank scores its contiguous share; rank 0 gets all of them in order.
+ScoredSet score_all(CtrModel& model, const CtrSource& source, const World& world) {
+  const int64_t n = source.size();
+  const int64_t begin = n * world.rank() / world.size(), end = n * (world.rank() + 1) / world.size();
+  ScoredSet mine;
+  score_range(model, source, begin, end, mine.prob, mine.labels);
+  if (world.size() == 1) return mine;
+  // Probabilities then labels, per rank (control-plane sized: 8 bytes a sample).
+  const std::vector<std::string> parts = gather_strings(world.comm(), pack_floats(mine.prob, mine.labels));
+  ScoredSet all;
+  for (const std::string& part : parts) {
+    const size_t count = part.size() / (2 * sizeof(float));
+    const float* f = reinterpret_cast<const float*>(part.data());
+    all.prob.insert(all.prob.end(), f, f + count);
+    all.labels.insert(all.labels.end(), f + count, f + 2 * count);
+  }
+  return all;
+}
+
+struct TestMetrics {
+  double logloss = std::nan(""), auc = std::nan("");
+  int64_t samples = 0;
+};
+
+TestMetrics test_metrics(CtrModel& model, const CtrSource& source, const World& world) {
+  const ScoredSet scored = score_all(model, source, world);
+  double values[2] = {0, 0};
+  if (world.rank() == 0) {
+    values[0] = binary_log_loss(scored.prob.data(), scored.labels.data(), static_cast<int64_t>(scored.prob.size()));
+    values[1] = binary_auc(scored.prob.data(), scored.labels.data(), static_cast<int64_t>(scored.prob.size()));
+  }
+  // Rank 0's figures on every rank (NaN survives a broadcast, not a sum).
+  const std::string text = broadcast_string(world.comm(), std::string(reinterpret_cast<char*>(values), sizeof values));
+  std::memcpy(values, text.data(), sizeof values);
+  return {values[0], values[1], source.size()};
+}
+
+std::string describe_optimizer(const JobSpec& s) {
+  const OptimizerSpec& o = s.optimizer;
+  std::string text = to_string(o.name) + ", lazy on the table's rows";
+  if (o.name == OptimizerKind::kSgd && o.momentum > 0) text += ", momentum " + format_double(o.momentum);
+  if (o.name == OptimizerKind::kAdagrad || o.name == OptimizerKind::kFtrl)
+    text += ", initial accumulator " + format_double(o.initial_accumulator);
+  if (s.model.l2 > 0) text += "; L2 " + format_double(s.model.l2) + " on the MLP's weights and the touched rows";
+  return text;
+}
+
+// The model file's metadata: enough to rebuild the model (evaluate, predict) and to check it.
+std::map<std::string, std::string> model_metadata(const JobSpec& spec) {
+  std::string hidden;
+  for (int h : spec.model.hidden) hidden += (hidden.empty() ? "" : ",") + std::to_string(h);
+  return {{"model", spec.model.name},
+          {"fields", std::to_string(spec.model.fields)},
+          {"table_rows", std::to_string(spec.model.table_rows)},
+          {"embedding_size", std::to_string(spec.model.embedding_size)},
+          {"hidden", hidden}};
+}
+
+class CtrRun {
+ public:
+  explicit CtrRun(JobSetup& setup)
+      : spec_(setup.spec),
+        world_(*setup.world),
+        metrics_(world_.rank() == 0, spec_.output.metrics, tensorboard_directory(spec_.output)),
+        model_(model_shape(spec_.model), spec_.seed),
+        optimizer_(spec_.optimizer, spec_.model.l2, model_) {
+    if (world_.size() > 1) comm_ = make_communicator(CommBackend::kMpi, world_.comm());
+  }
+
+  void run();
+
+ private:
+  void load_data();
+  void resume();
+  double train_step(int64_t epoch, int64_t step_in_epoch);
+  void exchange(double* loss_sum, bool* stop);
+  void evaluate(int64_t epoch);
+  void save_checkpoint();
+  void save_model();
+  void check_replicas();
+  const std::vector<int64_t>& epoch_order(int64_t epoch);
+
+  const JobSpec& spec_;
+  const World& world_;
+  MetricsLog metrics_;
+  CtrModel model_;
+  CtrOptimizer optimizer_;
+  std::shared_ptr<Communicator> comm_;
+  LoadedSet train_, test_;
+  int64_t batch_ = 0, global_batch_ = 0, steps_per_epoch_ = 0, total_steps_ = 0;
+  std::unique_ptr<LrSchedule> schedule_;
+  int64_t step_ = 0;
+  std::vector<int64_t> order_;
+  int64_t order_epoch_ = -1;
+  BatchBuffers buffers_;
+  std::vector<float> dense_grad_;
+  RowAccumulator local_rows_, merged_rows_;
+  std::vector<float> exchange_buffer_;
+  double train_seconds_ = 0, data_seconds_ = 0;
+  int64_t exchanged_bytes_ = 0;
+  TestMetrics last_test_;
+  bool interrupted_ = false;
+};
+
+void CtrRun::load_data() {
+  const auto t0 = Clock::now();
+  train_ = load_agreed(spec_, world_, spec_.data.train, false);
+  test_ = load_agreed(spec_, world_, spec_.data.test, true);
+  if (world_.rank() == 0) {
+    log_info("training data: " + train_.summary);
+    log_info("test data: " + test_.summary + " (read in " + format_double(seconds_since(t0), 3) + " s)");
+    if (test_.planted_auc >= 0)
+      log_info("the planted model's own test AUC is " + format_double(test_.planted_auc, 5) +
+               ": the best any model can reach on this synthetic set");
+  }
+  batch_ = spec_.data.batch_size;
+  global_batch_ = batch_ * world_.size();
+  steps_per_epoch_ = train_.source->size() / global_batch_;
+  if (steps_per_epoch_ == 0)
+    throw CollectiveFailure(ExitCode::kUsage,
+                            "data.batch_size " + std::to_string(batch_) + " x " + std::to_string(world_.size()) +
+                                " rank(s) = " + std::to_string(global_batch_) + " is more than the " +
+                                std::to_string(train_.source->size()) + " training samples: lower data.batch_size",
+                            world_.rank() == 0);
+  total_steps_ = steps_per_epoch_ * spec_.train.epochs;
+  if (spec_.train.max_steps > 0 && (total_steps_ == 0 || spec_.train.max_steps < total_steps_))
+    total_steps_ = spec_.train.max_steps;
+  schedule_ = std::make_unique<LrSchedule>(make_schedule(spec_, world_.size(), steps_per_epoch_, total_steps_));
+  buffers_.resize(batch_, spec_.model.fields);
+}
+
+const std::vector<int64_t>& CtrRun::epoch_order(int64_t epoch) {
+  if (order_epoch_ == epoch) return order_;
+  // The same permutation on every rank, from (seed, epoch): a resumed run continues it.
+  const int64_t n = train_.source->size();
+  order_.resize(static_cast<size_t>(n));
+  std::iota(order_.begin(), order_.end(), int64_t{0});
+  uint64_t state = spec_.seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(epoch) + 1;
+  for (int64_t i = n - 1; i > 0; --i) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    const int64_t j = static_cast<int64_t>(state % static_cast<uint64_t>(i + 1));
+    std::swap(order_[i], order_[j]);
+  }
+  order_epoch_ = epoch;
+  return order_;
+}
+
+void CtrRun::exchange(double* loss_sum, bool* stop) {
+  const size_t dense = dense_grad_.size();
+  const std::vector<float>& batch_stats = model_.batch_stats();
+  if (world_.size() == 1) {
+    merged_rows_ = local_rows_;
+    if (!batch_stats.empty()) model_.update_running_stats(batch_stats.data());
+    return;
+  }
+  // Dense: the gradients, BatchNorm's batch statistics (averaged, so that every replica keeps
+  // the same running statistics), the loss sum and the stop flag in one allreduce.
+  dense_grad_.insert(dense_grad_.end(), batch_stats.begin(), batch_stats.end());
+  dense_grad_.push_back(static_cast<float>(*loss_sum));
+  dense_grad_.push_back(*stop ? 1.0f : 0.0f);
+  comm_->allreduce(CommBuffer::host(dense_grad_.data(), static_cast<int64_t>(dense_grad_.size())))->wait();
+  *stop = dense_grad_.back() > 0.0f;
+  *loss_sum = dense_grad_[dense_grad_.size() - 2];
+  if (!batch_stats.empty()) {
+    float* stats = dense_grad_.data() + dense;
+    for (size_t i = 0; i < batch_stats.size(); ++i) stats[i] /= static_cast<float>(world_.size());
+    model_.update_running_stats(stats);
+  }
+  dense_grad_.resize(dense);
+  // Sparse: every rank's unique rows, each [id as two floats' bits | row], gathered; then
+  // summed in rank order, so every rank computes the same bits.
+  const SparseRows& mine = local_rows_.rows();
+  const int width = mine.width, record = width + 2;
+  const std::vector<int> counts = allgather_ints(world_.comm(), static_cast<int>(mine.size()));
+  std::vector<int64_t> floats(counts.size());
+  int64_t total = 0, before = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    floats[r] = static_cast<int64_t>(counts[r]) * record;
+    if (static_cast<int>(r) < world_.rank()) before += floats[r];
+    total += floats[r];
+  }
+  exchange_buffer_.resize(static_cast<size_t>(total));
+  float* out = exchange_buffer_.data() + before;
+  for (int64_t i = 0; i < mine.size(); ++i) {
+    std::memcpy(out + i * record, &mine.ids[i], sizeof(int64_t));
+    std::memcpy(out + i * record + 2, mine.row(i), sizeof(float) * width);
+  }
+  comm_->allgather(CommBuffer::host(exchange_buffer_.data(), total), floats)->wait();
+  exchanged_bytes_ += static_cast<int64_t>(sizeof(float)) * (total - floats[world_.rank()]) +
+                      static_cast<int64_t>(sizeof(float) * 2 * dense);
+  merged_rows_.reset(width, total / record);
+  for (int64_t at = 0; at < total; at += record) {
+    int64_t id;
+    std::memcpy(&id, exchange_buffer_.data() + at, sizeof id);
+    merged_rows_.add(id, exchange_buffer_.data() + at + 2);
+  }
+}
+
+double CtrRun::train_step(int64_t epoch, int64_t step_in_epoch) {
+  const auto t_data = Clock::now();
+  const std::vector<int64_t>& order = epoch_order(epoch);
+  const int64_t first = step_in_epoch * global_batch_ + world_.rank() * batch_;
+  std::copy(order.begin() + first, order.begin() + first + batch_, buffers_.samples.begin());
+  train_.source->fill(buffers_.samples.data(), batch_, buffers_.ids.data(), buffers_.values.data(),
+                      buffers_.labels.data());
+  const auto t_step = Clock::now();
+  data_seconds_ += std::chrono::duration<double>(t_step - t_data).count();
+  const CtrBatch batch = buffers_.batch(batch_);
+  double loss_sum = model_.forward(batch, /*training=*/true, step_, buffers_.prob.data());
+  local_rows_.reset(model_.shape().width(), batch_ * spec_.model.fields);
+  // Each rank's gradient is of its losses over the global batch: summed over ranks, the mean.
+  model_.backward(batch, 1.0f / static_cast<float>(global_batch_), dense_grad_, local_rows_);
+  bool stop = interruption_requested();
+  exchange(&loss_sum, &stop);
+  const double mean_loss = loss_sum / static_cast<double>(global_batch_);
+  if (!std::isfinite(mean_loss))
+    throw CollectiveFailure(ExitCode::kRuntime,
+                            "step " + std::to_string(step_) + " (epoch " + std::to_string(epoch) +
+                                "): the training loss is not finite; lower optimizer.lr",
+                            world_.rank() == 0);
+  optimizer_.step(static_cast<float>(schedule_->lr_at(step_)), dense_grad_, merged_rows_.rows());
+  train_seconds_ += seconds_since(t_step);
+  if (stop) interrupted_ = true;
+  return mean_loss;
+}
+
+void CtrRun::resume() {
+  const CheckpointSpec& c = spec_.checkpoint;
+  if (c.resume == "never") return;
+  std::optional<Checkpoint> found;
+  run_on_all_ranks(world_.comm(), [&] {
+    if (c.resume != "auto") {
+      found = read_checkpoint(c.resume);
+      return;
+    }
+    std::vector<std::string> skipped;
+    found = find_newest_checkpoint(c.dir, &skipped);
+    if (world_.rank() == 0)
+      for (const std::string& s : skipped) log_warn("skipped checkpoint " + s);
+  });
+  const int differs = first_rank_differing(world_.comm(), found ? static_cast<uint64_t>(found->step) + 1 : 0);
+  if (differs >= 0)
+    throw CollectiveFailure(ExitCode::kUsage,
+                            "rank " + std::to_string(differs) + " found another newest checkpoint in " + c.dir +
+                                " than rank 0: the ranks must share the checkpoint directory",
+                            world_.rank() == 0);
+  if (!found) return;
+  run_on_all_ranks(world_.comm(), [&] {
+    if (found->meta("model") != spec_.model.name)
+      throw InputError(found->path + ": a checkpoint of model " + found->meta("model") + ", not " + spec_.model.name);
+    model_.load(found->tensors, found->path);
+    optimizer_.load_state(found->tensors, found->path);
+  });
+  // Samples seen, so that a run on another world size (another global batch) goes on from
+  // the same place in the same epoch's order.
+  const int64_t samples = found->meta_int("samples_seen");
+  const int64_t per_epoch_old = found->meta_int("samples_per_epoch");
+  const int64_t epoch = per_epoch_old > 0 ? samples / per_epoch_old : 0;
+  const int64_t in_epoch = per_epoch_old > 0 ? samples % per_epoch_old : 0;
+  step_ = epoch * steps_per_epoch_ + in_epoch / global_batch_;
+  if (world_.rank() == 0) {
+    std::string note = "resuming from " + found->path + " (step " + std::to_string(found->step) + ")";
+    if (in_epoch % global_batch_ != 0 || found->meta_int("global_batch") != global_batch_)
+      note += "; the global batch changed from " + found->meta("global_batch") + " to " +
+              std::to_string(global_batch_) + ": continuing at step " + std::to_string(step_) + " of this run";
+    log_info(note);
+  }
+  metrics_.continue_file();
+}
+
+void CtrRun::save_checkpoint() {
+  CheckpointSnapshot snapshot;
+  snapshot.dir = spec_.checkpoint.dir;
+  snapshot.step = step_;
+  snapshot.keep_last = spec_.checkpoint.keep_last;
+  snapshot.metadata = model_metadata(spec_);
+  snapshot.metadata["format"] = kCheckpointFormat;
+  snapshot.metadata["step"] = std::to_string(step_);
+  const int64_t per_epoch = steps_per_epoch_ * global_batch_;
+  snapshot.metadata["samples_per_epoch"] = std::to_string(per_epoch);
+  snapshot.metadata["samples_seen"] = std::to_string((step_ / steps_per_epoch_) * per_epoch +
+                                                     (step_ % steps_per_epoch_) * global_batch_);
+  snapshot.metadata["global_batch"] = std::to_string(global_batch_);
+  snapshot.tensors = model_.named_tensors();
+  for (NamedTensor& t : optimizer_.state_tensors()) snapshot.tensors.push_back(std::move(t));
+  // Rank 0 writes (every replica holds the same bits); all agree on its success.
+  run_on_all_ranks(world_.comm(), [&] {
+    if (world_.rank() == 0) write_checkpoint(snapshot);
+  });
+}
+
+void CtrRun::save_model() {
+  run_on_all_ranks(world_.comm(), [&] {
+    if (world_.rank() != 0 || spec_.output.model_dir.empty()) return;
+    std::filesystem::create_directories(spec_.output.model_dir);
+    std::map<std::string, std::string> metadata = model_metadata(spec_);
+    metadata["steps"] = std::to_string(step_);
+    if (std::isfinite(last_test_.auc)) metadata["test_auc"] = format_double(last_test_.auc, 6);
+    if (std::isfinite(last_test_.logloss)) metadata["test_logloss"] = format_double(last_test_.logloss, 6);
+    save_safetensors(spec_.output.model_dir + "/model.safetensors", model_.named_tensors(), metadata);
+  });
+}
+
+void CtrRun::evaluate(int64_t epoch) {
+  last_test_ = test_metrics(model_, *test_.source, world_);
+  metrics_.emit("eval", "epoch " + std::to_string(epoch + 1),
+                {{"epoch", static_cast<double>(epoch + 1)},
+                 {"step", static_cast<double>(step_)},
+                 {"test_logloss", last_test_.logloss},
+                 {"test_auc", last_test_.auc},
+                 {"test_samples", static_cast<double>(last_test_.samples)}});
+}
+
+// distributed.check_every_steps: every rank's parameters (table and dense) are the same bits.
+void CtrRun::check_replicas() {
+  uint32_t crc = crc32c(model_.table().data(), model_.table().size() * sizeof(float));
+  crc = crc32c_extend(crc, model_.dense().data(), model_.dense().size() * sizeof(float));
+  const int differs = first_rank_differing(world_.comm(), crc);
+  if (differs >= 0)
+    throw CollectiveFailure(ExitCode::kRuntime,
+                            "step " + std::to_string(step_) + ": the parameters of rank " + std::to_string(differs) +
+                                " differ from rank 0's: the replicas drifted apart",
+                            world_.rank() == 0);
+}
+
+void CtrRun::run() {
+  load_data();
+  resume();
+  if (!spec_.checkpoint.dir.empty() && world_.rank() == 0)
+    for (const std::string& removed : remove_interrupted_checkpoint_writes(spec_.checkpoint.dir))
+      log_warn("removed " + removed + ": the unfinished write of a run that was killed");
+  for (const std::string& note : spec_.source_notes)
+    if (world_.rank() == 0) log_info(note);
+  metrics_.emit("start", "start",
+                {{"world_size", static_cast<double>(world_.size())},
+                 {"batch_per_rank", static_cast<double>(batch_)},
+                 {"global_batch", static_cast<double>(global_batch_)},
+                 {"steps_per_epoch", static_cast<double>(steps_per_epoch_)},
+                 {"total_steps", static_cast<double>(total_steps_)},
+                 {"table_rows", static_cast<double>(spec_.model.table_rows)},
+                 {"dense_parameters", static_cast<double>(model_.dense().size())}},
+                {{"model", spec_.model.name}});
+  const int64_t log_every = std::max(1, spec_.train.log_every);
+  double window_loss = 0, window_seconds = 0;
+  int64_t window_steps = 0;
+  while (step_ < total_steps_ && !interrupted_) {
+    const int64_t epoch = step_ / steps_per_epoch_;
+    const double seconds_before = train_seconds_;
+    const double loss = train_step(epoch, step_ % steps_per_epoch_);
+    const double lr = schedule_->lr_at(step_);
+    ++step_;
+    window_loss += loss;
+    window_seconds += train_seconds_ - seconds_before;
+    ++window_steps;
+    if (step_ % log_every == 0 || step_ == total_steps_) {
+      metrics_.emit("train", "step " + std::to_string(step_),
+                    {{"epoch", static_cast<double>(epoch + 1)},
+                     {"step", static_cast<double>(step_)},
+                     {"train_loss", window_loss / static_cast<double>(window_steps)},
+                     {"lr", lr},
+                     {"samples_per_sec",
+                      window_seconds > 0 ? static_cast<double>(window_steps * global_batch_) / window_seconds : 0.0},
+                     {"exchanged_mb_per_step",
+                      static_cast<double>(exchanged_bytes_) / 1e6 / static_cast<double>(std::max<int64_t>(1, step_))}});
+      window_loss = window_seconds = 0;
+      window_steps = 0;
+    }
+    const int64_t check_every = spec_.distributed.check_every_steps;
+    if (world_.size() > 1 && check_every > 0 && step_ % check_every == 0) check_replicas();
+    if (interrupted_) break;
+    const bool epoch_end = step_ % steps_per_epoch_ == 0;
+    const int64_t every = spec_.checkpoint.every_steps;
+    if (every > 0 && step_ % every == 0 && step_ < total_steps_) save_checkpoint();
+    if (epoch_end && spec_.train.eval_every_epochs > 0 && step_ < total_steps_ &&
+        (step_ / steps_per_epoch_) % spec_.train.eval_every_epochs == 0)
+      evaluate(epoch);
+  }
+  if (interrupted_) {
+    save_checkpoint();
+    if (world_.rank() == 0)
+      log_info("interrupted (SIGTERM or SIGINT on at least one rank): stopped at step " + std::to_string(step_) +
+               " with checkpoint " + checkpoint_path(spec_.checkpoint.dir, step_) +
+               "; every rank exits 0; run the same job again to continue (checkpoint.resume: auto)");
+    return;
+  }
+  evaluate((std::max<int64_t>(step_, 1) - 1) / steps_per_epoch_);
+  if (!spec_.checkpoint.dir.empty()) save_checkpoint();
+  save_model();
+  const double seen = static_cast<double>(step_) * static_cast<double>(global_batch_);
+  metrics_.emit("done", "done",
+                {{"steps", static_cast<double>(step_)},
+                 {"train_seconds", train_seconds_},
+                 {"samples_per_sec", train_seconds_ > 0 ? seen / train_seconds_ : 0.0},
+                 {"data_seconds", data_seconds_},
+                 {"test_auc", last_test_.auc},
+                 {"test_logloss", last_test_.logloss},
+                 {"exchanged_mb_per_step",
+                  static_cast<double>(exchanged_bytes_) / 1e6 / static_cast<double>(std::max<int64_t>(1, step_))}});
+}
+
+// Rebuilds the job's model and loads `path` (a model.safetensors or a checkpoint).
+void load_model_file(CtrModel& model, const JobSpec& spec, const World& world, const std::string& path) {
+  run_on_all_ranks(world.comm(), [&] {
+    const SafetensorsContent content = load_safetensors(path);
+    if (auto it = content.metadata.find("model"); it != content.metadata.end() && it->second != spec.model.name)
+      throw InputError(path + ": a " + it->second + " model, but the job's model.name is " + spec.model.name);
+    model.load(content.tensors, path);
+  });
+}
+
+}  // namespace
+
+std::string describe_ctr_plan(const JobSetup& setup) {
+  const JobSpec& s = setup.spec;
+  const World& w = *setup.world;
+  const CtrModelShape shape = model_shape(s.model);
+  std::ostringstream out;
+  out << "  model        : " << s.model.name << " (" << s.model.fields << " fields, table " << s.model.table_rows
+      << " rows x " << shape.width() << " floats [w";
+  if (shape.k() > 0) out << " | v of " << shape.k();
+  out << "]";
+  if (shape.kind == CtrModelKind::kDeepFm) {
+    out << ", MLP";
+    for (size_t i = 0; i < s.model.hidden.size(); ++i) out << (i ? "-" : " ") << s.model.hidden[i];
+    out << "-1";
+    if (s.model.batch_norm) out << ", BatchNorm (decay " << s.model.batch_norm_decay << ", statistics averaged over the ranks)";
+    if (s.model.dropout > 0) out << ", dropout " << s.model.dropout;
+  }
+  out << ")\n";
+  out << "  math         : f32 on the CPU; MLP on oneDNN's sgemm; own kernels " << cpu_isa_name(cpu_kernel_isa())
+      << " (detected " << cpu_isa_name(detected_cpu_isa()) << ")\n";
+  out << "  data         : " << to_string(s.data.format);
+  if (s.data.format != DataFormat::kSynthetic) out << " (train " << s.data.train << ", test " << s.data.test << ")";
+  out << ", read whole by every rank; ids >= model.table_rows: " << s.data.id_overflow << "\n";
+  out << "  batch        : " << s.data.batch_size << " per rank, " << s.data.batch_size * w.size() << " global\n";
+  out << "  learning rate: " << describe_lr_rule(s, w.size()) << ", schedule " << to_string(s.optimizer.schedule)
+      << "\n";
+  out << "  optimizer    : " << describe_optimizer(s) << "\n";
+  const int64_t floats_per_row = shape.width() + 2;
+  out << "  exchange     : ";
+  if (w.size() == 1)
+    out << "none (one rank)\n";
+  else
+    out << "dense gradients by allreduce over mpi; each rank's unique table rows gathered (id + " << shape.width()
+        << " floats, " << 4 * floats_per_row << " bytes a row; at most " << s.data.batch_size * s.model.fields
+        << " rows a rank a step), summed in rank order\n";
+  out << "  checkpoints  : " << s.checkpoint.dir << " (every " << s.checkpoint.every_steps << " steps, keep "
+      << s.checkpoint.keep_last << ", resume " << s.checkpoint.resume << ")\n";
+  out << "  outputs      : model " << s.output.model_dir << "/model.safetensors\n";
+  return out.str();
+}
+
+void train_ctr(JobSetup& setup) {
+  install_interruption_handlers();
+  check_output_locations(setup.spec, *setup.world);
+  nn::set_num_threads(setup.device.threads);
+  set_flush_denormals(setup.spec.numerics.flush_denormals);
+  CtrRun(setup).run();
+}
+
+void evaluate_ctr_model(JobSetup& setup, const std::string& model_path) {
+  nn::set_num_threads(setup.device.threads);
+  const JobSpec& spec = setup.spec;
+  CtrModel model(model_shape(spec.model), spec.seed);
+  load_model_file(model, spec, *setup.world, model_path);
+  const LoadedSet test = load_agreed(spec, *setup.world, spec.data.test, true);
+  const TestMetrics m = test_metrics(model, *test.source, *setup.world);
+  if (setup.world->rank() == 0)
+    std::printf("[evaluate] model=%s test_samples=%lld test_logloss=%.6f test_auc=%.6f\n", model_path.c_str(),
+                static_cast<long long>(m.samples), m.logloss, m.auc);
+}
+
+void predict_ctr(JobSetup& setup, const std::string& model_path, const std::string& input, const std::string& output) {
+  nn::set_num_threads(setup.device.threads);
+  const JobSpec& spec = setup.spec;
+  const World& world = *setup.world;
+  CtrModel model(model_shape(spec.model), spec.seed);
+  load_model_file(model, spec, world, model_path);
+  const LoadedSet set = load_agreed(spec, world, input, true);
+  const ScoredSet scored = score_all(model, *set.source, world);
+  run_on_all_ranks(world.comm(), [&] {
+    if (world.rank() != 0) return;
+    std::FILE* file = output == "-" ? stdout : std::fopen(output.c_str(), "w");
+    if (file == nullptr) throw InputError(output + ": cannot write the predictions: " + std::strerror(errno));
+    for (float p : scored.prob) std::fprintf(file, "%.7g\n", p);
+    if (file != stdout && std::fclose(file) != 0)
+      throw RuntimeError(output + ": writing the predictions failed: " + std::strerror(errno));
+    if (file == stdout) std::fflush(stdout);
+  });
+  if (world.rank() == 0 && output != "-")
+    log_info("wrote " + std::to_string(scored.prob.size()) + " probabilities to " + output);
+}
+
+}  // namespace sdp

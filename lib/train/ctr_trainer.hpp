@@ -1,0 +1,26 @@
+// Training, evaluating and scoring the CTR models (deepfm, fm, lr; docs/ctr.md) on the CPU,
+// data parallel: every rank holds the whole model; each step every rank takes its share of
+// one global batch, the dense gradients are summed by an allreduce and the tables' sparse
+// gradients (each rank's unique rows) are gathered and summed in rank order, so every replica
+// applies the same update to the same bits.
+#pragma once
+
+#include <string>
+
+#include "train/job_setup.hpp"
+
+namespace sdp {
+
+// The plan's lines that are the CTR model's own (model, tables, exchange), after the ranks.
+std::string describe_ctr_plan(const JobSetup& setup);
+
+void train_ctr(JobSetup& setup);
+
+// `sdp-train evaluate` of a CTR model: test log loss and AUC over the whole test set.
+void evaluate_ctr_model(JobSetup& setup, const std::string& model_path);
+
+// `sdp-train predict`: one click probability per input sample, in order, written to `output`
+// ("-": stdout) by rank 0.
+void predict_ctr(JobSetup& setup, const std::string& model_path, const std::string& input, const std::string& output);
+
+}  // namespace sdp

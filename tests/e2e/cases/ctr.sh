@@ -1,0 +1,207 @@
+# CTR models (deepfm, fm, lr) on sparse features: docs/ctr.md.
+
+# A small planted synthetic job: fast, no files.
+ctr_args() {
+  CTR_ARGS=(--config "$SRC/configs/deepfm-criteo.yaml" --set data.format=synthetic --set model.fields=6
+            --set model.table_rows=600 --set model.embedding_size=4 --set model.hidden=[16,8] --set model.dropout=0
+            --set data.synthetic.train_samples=4096 --set data.synthetic.test_samples=1024 --set data.batch_size=128
+            --set train.epochs=2 --set train.log_every=8 --set threads=1 --set output.metrics=
+            --set checkpoint.dir=ck --set output.model_dir=m)
+}
+# ctr_value KEY: the value of KEY in the [done] line.
+ctr_value() { grep -oE "^\[done\].* $1=[^ ]+" "$WORK/out" | grep -oE "[^=]+$"; }
+# a9a_args: configs/deepfm-a9a.yaml on the real a9a files (skipped without them).
+a9a_args() { A9A_ARGS=(--config "$SRC/configs/deepfm-a9a.yaml" --set threads=1 --set output.metrics=); }
+
+case_ctr_trains_each_model() {
+  ctr_args
+  local model
+  for model in deepfm fm lr; do
+    expect_ok 0 "${CTR_ARGS[@]}" --set model.name=$model --set optimizer.lr=0.01
+    grep -q "model        : $model" "$WORK/out" || fail "$model: no plan line"
+    local auc
+    auc=$(ctr_value test_auc)
+    [ -n "$auc" ] || fail "$model: no test_auc in the [done] line"
+    python3 -c "import sys; sys.exit(0 if float('$auc') > 0.6 else 1)" || fail "$model learned nothing: AUC $auc"
+    [ -f "$WORK/run$RUNS/m/model.safetensors" ] || fail "$model: no model.safetensors"
+    echo "$model test_auc=$auc"
+  done
+}
+
+case_ctr_each_optimizer_learns() {
+  ctr_args
+  local opt lr
+  for opt in adam:0.01 adagrad:0.05 ftrl:0.5 sgd:0.5; do
+    lr=${opt#*:}
+    opt=${opt%:*}
+    expect_ok 0 "${CTR_ARGS[@]}" --set optimizer.name=$opt --set optimizer.lr=$lr
+    auc=$(ctr_value test_auc)
+    python3 -c "import sys; sys.exit(0 if float('$auc') > 0.6 else 1)" || fail "$opt learned nothing: AUC $auc"
+    echo "$opt test_auc=$auc"
+  done
+}
+
+# Two ranks with half the batch each: every replica the same bits at every step (checked), and
+# the model of one rank with the whole batch, within float tolerance (sums in another order).
+case_ctr_ranks_match_one_rank() {
+  ctr_args
+  expect_ok 0 "${CTR_ARGS[@]}" --set optimizer.lr=0.01
+  local one
+  one=$(ctr_value test_logloss)
+  cp "$WORK/run$RUNS/m/model.safetensors" "$WORK/one.safetensors"
+  expect_ok 2 "${CTR_ARGS[@]}" --set optimizer.lr=0.005 --set data.batch_size=64 --set distributed.check_every_steps=1
+  grep -q "exchange     : dense gradients by allreduce" "$WORK/out" || fail "no exchange line in the plan"
+  local two
+  two=$(ctr_value test_logloss)
+  python3 - "$WORK/one.safetensors" "$WORK/run$RUNS/m/model.safetensors" "$one" "$two" <<'PY' || fail "2 ranks differ from 1"
+import json, struct, sys
+def load(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    out = {}
+    for k, v in head.items():
+        if k == "__metadata__": continue
+        a, b = v["data_offsets"]
+        out[k] = struct.unpack(f"<{(b - a) // 4}f", raw[8 + n + a:8 + n + b])
+    return out
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert a.keys() == b.keys()
+worst = max(abs(x - y) for k in a for x, y in zip(a[k], b[k]))
+print(f"largest parameter difference 1 vs 2 ranks: {worst:.2e}; test logloss {sys.argv[3]} vs {sys.argv[4]}")
+assert worst < 1e-3, worst
+assert abs(float(sys.argv[3]) - float(sys.argv[4])) < 1e-4
+PY
+}
+
+# Stopped after one epoch, then resumed: the same model, bit for bit, as the run straight through;
+# and a resume on another number of ranks continues from the same sample.
+case_ctr_resume_bitwise() {
+  ctr_args
+  expect_ok 0 "${CTR_ARGS[@]}" --set optimizer.lr=0.01
+  cp "$WORK/run$RUNS/m/model.safetensors" "$WORK/straight.safetensors"
+  mkdir -p "$WORK/resume"
+  (cd "$WORK/resume" && timeout $HANG_LIMIT "$BIN" "${CTR_ARGS[@]}" --set optimizer.lr=0.01 --set train.max_steps=40 \
+     --set checkpoint.every_steps=0) >"$WORK/out" 2>&1 || fail "first half failed"
+  rm -rf "$WORK/resume/m"
+  (cd "$WORK/resume" && timeout $HANG_LIMIT "$BIN" "${CTR_ARGS[@]}" --set optimizer.lr=0.01) >"$WORK/out" 2>&1 \
+    || fail "second half failed"
+  grep -q "resuming from ck/ckpt-000000040.safetensors" "$WORK/out" || fail "did not resume from step 40"
+  same_tensors "$WORK/straight.safetensors" "$WORK/resume/m/model.safetensors"
+  # On 2 ranks (global batch 256 -> 256 with 128 each): it goes on from step 40 and finishes.
+  rm -rf "$WORK/resume/m" "$WORK/resume/ck/ckpt-000000064.safetensors"
+  (cd "$WORK/resume" && timeout $HANG_LIMIT mpirun -np 2 --oversubscribe "$BIN" "${CTR_ARGS[@]}" --set optimizer.lr=0.01 \
+     --set data.batch_size=64) >"$WORK/out" 2>&1 || fail "resume on 2 ranks failed"
+  grep -q "resuming from ck/ckpt-000000040.safetensors" "$WORK/out" || fail "2 ranks did not resume from step 40"
+  grep -q '^\[done\] steps=64 ' "$WORK/out" || fail "2 ranks did not end at step 64"
+}
+
+case_ctr_sigterm_stops_with_checkpoint() {
+  ctr_args
+  local job=("${CTR_ARGS[@]}" --set train.epochs=1000 --set data.synthetic.train_samples=100000 --set train.log_every=1
+             --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m")
+  signal_run 2 rank "${job[@]}"
+  check_interrupted
+}
+
+# The SageMaker DeepFM sample's hyperparameters work unchanged, each mapped to its key, said once.
+case_ctr_sample_hyperparameters() {
+  ctr_args
+  printf '%s' '{"feature_size": "600", "field_size": "6", "embedding_size": "4", "deep_layers": "16,8",
+    "dropout": "0.8,0.8", "batch_norm": "False", "l2_reg": "0.0001", "optimizer": "Adam",
+    "learning_rate": "0.005", "batch_size": "128", "num_epochs": "1", "sagemaker_program": "x"}' >"$WORK/hp.json"
+  expect_ok 2 --config "$SRC/configs/deepfm-criteo.yaml" --hyperparameters "$WORK/hp.json" --set data.format=synthetic \
+    --set data.synthetic.train_samples=2048 --set data.synthetic.test_samples=512 --set threads=1 --set output.metrics= \
+    --set checkpoint.dir=ck --set output.model_dir=m
+  grep -q "hyperparameter dropout=0.8,0.8 (the DeepFM sample's) -> model.dropout=0.2" "$WORK/out" || fail "dropout not mapped"
+  grep -q "hyperparameter feature_size=600 (the DeepFM sample's) -> model.table_rows=600" "$WORK/out" || fail "feature_size not mapped"
+  [ "$(grep -c 'hyperparameter learning_rate' "$WORK/out")" -eq 1 ] || fail "the mapping is not said exactly once"
+  grep -q "model        : deepfm (6 fields, table 600 rows x 5 floats" "$WORK/out" || fail "the plan does not show the mapped shape"
+  printf '%s' '{"dropout": "0.5,0.8"}' >"$WORK/hp2.json"
+  expect_error 2 "hyperparameter 'dropout'.*different share per layer" validate \
+    --config "$SRC/configs/deepfm-criteo.yaml" --hyperparameters "$WORK/hp2.json"
+}
+
+# predict writes one probability a line, in order; evaluate reports what training reported.
+case_ctr_predict_and_evaluate() {
+  ctr_args
+  expect_ok 0 "${CTR_ARGS[@]}" --set optimizer.lr=0.01
+  local dir="$WORK/run$RUNS" auc
+  auc=$(ctr_value test_auc)
+  expect_ok 2 evaluate "${CTR_ARGS[@]}" --model "$dir/m/model.safetensors"
+  grep -q "test_auc=$(printf '%.6f' "$auc")" "$WORK/out" || fail "evaluate's AUC is not training's $auc"
+  expect_ok 2 predict "${CTR_ARGS[@]}" --model "$dir/m/model.safetensors" --output "$WORK/p.txt"
+  [ "$(wc -l <"$WORK/p.txt")" -eq 1024 ] || fail "expected 1024 probabilities, got $(wc -l <"$WORK/p.txt")"
+  awk '$1 < 0 || $1 > 1 { exit 1 }' "$WORK/p.txt" || fail "a probability outside [0, 1]"
+  expect_ok 0 predict "${CTR_ARGS[@]}" --model "$dir/m/model.safetensors" --output "$WORK/p1.txt"
+  cmp -s "$WORK/p.txt" "$WORK/p1.txt" || fail "1 and 2 ranks predict differently"
+}
+
+# Bad LibSVM input: exit 2 on every rank, naming the file, the line and the field.
+case_ctr_bad_libsvm() {
+  ctr_args
+  printf '1 1:1 2:1\n0 3:1 4:1\n' >"$WORK/test.svm"
+  local cases=(
+    "1 1:1 2:1\n0 3 4:1\n|train.svm:2: .*:"
+    "1 1:1 2:1\n0 3:x 4:1\n|train.svm:2: .*value"
+    "1 1:1 -2:1\n|train.svm:1: .*negative"
+    "1 1:1 9999:1\n|train.svm:1: .*model.table_rows"
+    "1 1:1 2:1 3:1 4:1 5:1 6:1 7:1\n|train.svm:1: .*model.fields"
+    "2 1:1\n|train.svm:1: .*label")
+  local c text pattern
+  for c in "${cases[@]}"; do
+    text=${c%|*}
+    pattern=${c#*|}
+    printf "$text" >"$WORK/train.svm"
+    expect_error 2 "$pattern" "${CTR_ARGS[@]}" --set data.format=libsvm --set data.train="$WORK/train.svm" \
+      --set data.test="$WORK/test.svm" --set data.batch_size=1
+  done
+  # skip: counted and reported, training goes on.
+  printf '1 1:1 2:1\n0 3 4:1\n1 5:1\n0 2:1\n' >"$WORK/train.svm"
+  expect_ok 0 "${CTR_ARGS[@]}" --set data.format=libsvm --set data.train="$WORK/train.svm" --set data.test="$WORK/test.svm" \
+    --set data.batch_size=1 --set data.on_bad_record=skip --set train.epochs=1
+  grep -q "1 bad records skipped; the first: .*train.svm:2" "$WORK/out" || fail "the skipped line is not reported"
+}
+
+case_ctr_hashed_ids() {
+  ctr_args
+  printf '1 1:1 7000:1\n0 3:1 123456789:1\n1 5:1\n0 2:1\n' >"$WORK/train.svm"
+  expect_ok 0 "${CTR_ARGS[@]}" --set data.format=libsvm --set data.train="$WORK/train.svm" --set data.test="$WORK/train.svm" \
+    --set data.batch_size=2 --set data.id_overflow=hash --set train.epochs=1
+  grep -q "2 ids hashed into model.table_rows" "$WORK/out" || fail "hashed ids not reported"
+}
+
+case_ctr_keys_checked() {
+  ctr_args
+  local q=(--config "$SRC/configs/quickstart.yaml")
+  expect_error 0 "model.fields" validate "${q[@]}" --set model.name=deepfm --set model.table_rows=10
+  expect_error 0 "data.format.*libsvm" validate "${q[@]}" --set data.format=libsvm
+  expect_error 0 "optimizer.name.*adagrad" validate "${q[@]}" --set optimizer.name=adagrad
+  expect_error 0 "optimizer.name.*lamb" validate "${CTR_ARGS[@]}" --set optimizer.name=lamb
+}
+
+# A PyTorch DeepFM of the same shape (scripts/deepfm_torch.py) loads model.safetensors and
+# scores the test file to the AUC and log loss sdp-train reported (BatchNorm's statistics too).
+case_ctr_torch_loads_the_model() {
+  local py
+  for py in python3 /usr/bin/python3 ""; do [ -n "$py" ] && "$py" -c "import torch, numpy" 2>/dev/null && break; done
+  [ -n "$py" ] || { echo "SKIP [$CASE]: no python3 with PyTorch (scripts/install-deps.sh --bench)"; exit 77; }
+  "$py" "$SRC/scripts/ctr_data.py" --fields 8 --rows 2000 --train 8000 --test 2000 --seed 3 --out "$WORK/d" --quiet \
+    || fail "ctr_data.py failed"
+  ctr_args
+  expect_ok 0 "${CTR_ARGS[@]}" --set data.format=libsvm --set data.train="$WORK/d/train.libsvm" \
+    --set data.test="$WORK/d/test.libsvm" --set model.fields=8 --set model.table_rows=2000 --set model.batch_norm=true \
+    --set optimizer.lr=0.01
+  local auc loss
+  auc=$(ctr_value test_auc)
+  loss=$(ctr_value test_logloss)
+  "$py" "$SRC/scripts/deepfm_torch.py" score --model-dir "$WORK/run$RUNS/m" --test "$WORK/d/test.libsvm" >"$WORK/torch" 2>&1 \
+    || { cat "$WORK/torch"; fail "deepfm_torch.py could not score the model"; }
+  python3 - "$(cat "$WORK/torch")" "$auc" "$loss" <<'PY' || fail "PyTorch's scores differ from sdp-train's"
+import re, sys
+torch = dict(re.findall(r"(test_auc|test_logloss)=([0-9.]+)", sys.argv[1]))
+print(f"PyTorch: AUC {torch['test_auc']} log loss {torch['test_logloss']}; sdp-train: {sys.argv[2]} {sys.argv[3]}")
+assert abs(float(torch["test_auc"]) - float(sys.argv[2])) < 1e-4
+assert abs(float(torch["test_logloss"]) - float(sys.argv[3])) < 1e-4
+PY
+}
