@@ -172,25 +172,34 @@ void CtrModel::mlp_forward(int64_t batch, bool training, int64_t step, const int
     float* o = out.data();
     float* m = mask.data();
     const uint64_t seed = seed_;
-    const auto dropout_factor = [&](uint64_t sample_key, int64_t j) {
-      return uniform01(splitmix(sample_key + static_cast<uint64_t>(j))) < drop ? 0.0f : keep_scale;
-    };
     const auto sample_key_of = [&](int64_t i) {
       // The mask follows (seed, step, sample, layer, unit): the same on any number of ranks.
-      return drop > 0 ? key(seed ^ 0x64726f70ULL, static_cast<uint64_t>(step),
-                            static_cast<uint64_t>(samples ? samples[i] : i), l)
-                      : 0;
+      return key(seed ^ 0x64726f70ULL, static_cast<uint64_t>(step), static_cast<uint64_t>(samples ? samples[i] : i), l);
+    };
+    // A row's dropout factors, 16 random bits a unit (four units a hash): a unit is dropped
+    // when its bits fall below drop * 2^16.
+    const uint32_t drop_below = static_cast<uint32_t>(static_cast<double>(drop) * 65536.0);
+    const auto dropout_row = [&](uint64_t sample_key, float* factors) {
+      for (int64_t j = 0; j < out_dim; j += 4) {
+        const uint64_t bits = splitmix(sample_key + static_cast<uint64_t>(j));
+        for (int64_t u = 0; u < 4 && j + u < out_dim; ++u)
+          factors[j + u] = static_cast<uint32_t>((bits >> (16 * u)) & 0xffff) < drop_below ? 0.0f : keep_scale;
+      }
     };
     if (!shape_.batch_norm) {
       parallel_chunks(batch, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
-          const uint64_t sample_key = sample_key_of(i);
+          float* mi = m + i * out_dim;
+          float* oi = o + i * out_dim;
+          if (drop > 0)
+            dropout_row(sample_key_of(i), mi);
+          else
+            for (int64_t j = 0; j < out_dim; ++j) mi[j] = 1.0f;
           for (int64_t j = 0; j < out_dim; ++j) {
-            const float z = o[i * out_dim + j] + bias[j];
-            float factor = z > 0.0f ? 1.0f : 0.0f;
-            if (drop > 0 && factor != 0.0f) factor = dropout_factor(sample_key, j);
-            m[i * out_dim + j] = factor;
-            o[i * out_dim + j] = z * factor;
+            const float z = oi[j] + bias[j];
+            const float factor = z > 0.0f ? mi[j] : 0.0f;
+            mi[j] = factor;
+            oi[j] = z * factor;
           }
         }
       });
@@ -199,12 +208,12 @@ void CtrModel::mlp_forward(int64_t batch, bool training, int64_t step, const int
       // Dropout after the BatchNorm; m is the dropout factor alone.
       parallel_chunks(batch, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
-          const uint64_t sample_key = sample_key_of(i);
-          for (int64_t j = 0; j < out_dim; ++j) {
-            const float factor = drop > 0 ? dropout_factor(sample_key, j) : 1.0f;
-            m[i * out_dim + j] = factor;
-            o[i * out_dim + j] *= factor;
-          }
+          float* mi = m + i * out_dim;
+          if (drop > 0)
+            dropout_row(sample_key_of(i), mi);
+          else
+            for (int64_t j = 0; j < out_dim; ++j) mi[j] = 1.0f;
+          for (int64_t j = 0; j < out_dim; ++j) o[i * out_dim + j] *= mi[j];
         }
       });
     }

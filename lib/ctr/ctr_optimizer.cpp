@@ -1,5 +1,6 @@
 #include "ctr/ctr_optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -77,9 +78,19 @@ void CtrOptimizer::step(float lr, const std::vector<float>& dense_grad, const Sp
     step_size_ = static_cast<float>(lr / (1.0 - std::pow(spec_.beta1, t)));
     bias2_sqrt_ = static_cast<float>(std::sqrt(1.0 - std::pow(spec_.beta2, t)));
   }
+  // The dense parameters in chunks over the threads (element-wise rules: any split, same bits).
   std::vector<float>& dense = model_.dense();
+  constexpr int64_t kChunk = 8192;
+  chunks_.clear();
   for (const DenseSegment& s : model_.segments())
-    update(dense.data() + s.offset, dense_grad.data() + s.offset, s.size, s.offset, false, lr, s.decays ? l2_ : 0.0f);
+    for (int64_t at = 0; at < s.size; at += kChunk)
+      chunks_.push_back({s.offset + at, std::min(kChunk, s.size - at), s.decays});
+  const int64_t chunk_count = static_cast<int64_t>(chunks_.size());
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunk_count; ++c) {
+    const Chunk& k = chunks_[c];
+    update(dense.data() + k.offset, dense_grad.data() + k.offset, k.size, k.offset, false, lr, k.decays ? l2_ : 0.0f);
+  }
   const int width = table_grad.width;
   float* table = model_.table().data();
   const int64_t rows = table_grad.size();

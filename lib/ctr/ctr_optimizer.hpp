@@ -52,6 +52,11 @@ class CtrOptimizer {
   CtrModel& model_;
   std::vector<Slot> slots_;
   int64_t steps_ = 0;
+  struct Chunk {
+    int64_t offset, size;
+    bool decays;
+  };
+  std::vector<Chunk> chunks_;  // the dense update's pieces, one per thread task
   // This step's Adam constants.
   float step_size_ = 0, bias2_sqrt_ = 0;
 };
