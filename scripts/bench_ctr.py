@@ -17,7 +17,8 @@ All: Adam, lr 1e-3 (--lr), dropout 0.5 (the sample's; --dropout), L2 0 (--l2), t
 batch of an epoch dropped by the peers (as the sample), 1 epoch on synthetic data (--epochs).
 
 Tools: sdp-train (--sdp-train, default $SDP_TRAIN or build/sdp-train; without it, or when it has
-no CTR models, the peers run alone and the report says why), torch-sparse (nn.Embedding(sparse=
+no CTR models, the peers run alone and the report says why; at N > 1 threads also as N ranks of
+one thread under mpirun, "sdp-train-ranks", the same global batch and LR), torch-sparse (nn.Embedding(sparse=
 True) + SparseAdam for the tables, Adam for the rest), torch-dense (dense tables, Adam), tf (the
 sample's model in TF2, tf.compat.v1 Adam, tf.data; in $SDP_BENCH_VENV, default /opt/sdp-bench-venv).
 
@@ -150,25 +151,30 @@ def warmup_steps(shape, n_train):
     return min(10, shape.epochs * (n_train // shape.batch) // 5)
 
 
-def sdp_job(shape, args, threads, tmp, warm):
+def sdp_job(shape, args, threads, tmp, warm, ranks=1):
+    # N ranks of one thread each split the same global batch; the LR is the global batch's
+    # (lr_scaling none), so every variant trains the same model.
     return f"""name: bench-ctr-{shape.name}
 model: {{name: {args.model}, fields: {shape.fields}, table_rows: {shape.rows}, embedding_size: {shape.k}, hidden: [{', '.join(map(str, shape.hidden))}], dropout: {args.dropout}, l2: {args.l2}}}
 threads: {threads}
-data: {{format: libsvm, train: {shape.train}, test: {shape.test}, batch_size: {shape.batch}}}
+data: {{format: libsvm, train: {shape.train}, test: {shape.test}, batch_size: {shape.batch // ranks}}}
 train: {{epochs: {shape.epochs}, log_every: {max(1, warm)}}}
-optimizer: {{name: adam, lr: {args.lr}}}
+optimizer: {{name: adam, lr: {args.lr}, lr_scaling: none}}
 checkpoint: {{dir: {tmp}/checkpoints}}
 output: {{model_dir: {tmp}/model, metrics: ""}}
 """
 
 
-def sdp_run(binary, shape, args, threads, warm, check_model=False):
-    """One sdp-train run: a result dict, or {'error': why}."""
+def sdp_run(binary, shape, args, threads, warm, check_model=False, ranks=1):
+    """One sdp-train run (one process of `threads` threads, or `ranks` processes of one thread
+    under mpirun): a result dict, or {'error': why}."""
     with tempfile.TemporaryDirectory(dir=args.work) as tmp:
         job = os.path.join(tmp, "job.yaml")
         with open(job, "w") as f:
-            f.write(sdp_job(shape, args, threads, tmp, warm))
+            f.write(sdp_job(shape, args, 1 if ranks > 1 else threads, tmp, warm, ranks))
         cmd = [binary, "--config", job] + [a for s in args.sdp_set for a in ("--set", s)]
+        if ranks > 1:
+            cmd = ["mpirun", "-np", str(ranks), "--oversubscribe"] + cmd
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         rc, out, rss = run_child(cmd, env)
         if rc != 0:
@@ -327,6 +333,9 @@ def main():
     why, binary, versions = probe_tools(args)
     tools = ["sdp-train"] + peers
     runnable = [t for t in tools if why.get(t) is None]
+    # sdp-train as N ranks of one thread (N = the thread count), as it runs on a node's cores.
+    if "sdp-train" in runnable and shutil.which("mpirun"):
+        runnable.insert(1, "sdp-train-ranks")
     print(f"# CTR benchmark {time.strftime('%Y-%m-%d %H:%M')}  CPU: {cpu_model()}  {os.cpu_count()} cores  "
           f"host {os.uname().nodename}")
     print(f"# versions: {'; '.join(f'{k} {v}' for k, v in versions.items())}")
@@ -362,10 +371,12 @@ def main():
                     variants = sorted({0 if b in ("same", str(t)) else int(b) for b in args.torch_blas.split(",")}
                                       ) if tool.startswith("torch") and t > 1 else [0]
                     for blas in variants:
-                        if tool in failed:
+                        if tool in failed or (tool == "sdp-train-ranks" and t < 2):
                             continue
                         t0 = time.time()
-                        if tool == "sdp-train":
+                        if tool == "sdp-train-ranks":
+                            r = sdp_run(binary, shape, args, t, warm, ranks=t)
+                        elif tool == "sdp-train":
                             r = sdp_run(binary, shape, args, t, warm, check_model=not checked)
                             if "check" in r:
                                 checked = True
@@ -397,6 +408,8 @@ def main():
                 runs = configs[blas]
                 med = lambda key: statistics.median(r[key] for r in runs)
                 label = f"{t}, BLAS {blas}" if blas else (f"{t}, BLAS {t}" if len(configs) > 1 else str(t))
+                if tool == "sdp-train-ranks":
+                    label = f"{t} ({t} ranks x 1)"
                 row = dict(shape=name, tool=tool, threads=t, label=label, rate=med("samples_per_sec"),
                            rate_all=med("samples_per_sec_all"), auc=med("test_auc"), logloss=med("test_logloss"),
                            rss=max(r["peak_rss_mb"] for r in runs), n=len(runs))
@@ -405,7 +418,8 @@ def main():
                     best[tool] = row
         peer_best = [best[p] for p in peers if p in best]
         fastest = max(peer_best, key=lambda r: r["rate"]) if peer_best else None
-        summary.append((name, best.get("sdp-train"), fastest))
+        ours = [best[t] for t in ("sdp-train", "sdp-train-ranks") if t in best]
+        summary.append((name, max(ours, key=lambda r: r["rate"]) if ours else None, fastest))
 
     print()
     print("| shape | tool | threads | samples/s | all steps | test AUC | logloss | peak RSS MB |")
