@@ -331,7 +331,7 @@ case_err_unknown_model() {
 
 case_err_unknown_optimizer() {
     cfg=$(yaml bad.yaml 'optimizer: {name: lion}\n')
-    expect_error 2 "key 'optimizer.name': unknown value 'lion' \(expected one of: sgd, adam, adamw, lars, lamb\)" train --config "$cfg"
+    expect_error 2 "key 'optimizer.name': unknown value 'lion' \(expected one of: sgd, adam, adamw, lars, lamb, adagrad, ftrl\)" train --config "$cfg"
 }
 
 case_err_trust_coefficient() {

@@ -10,8 +10,11 @@ ctr_args() {
 }
 # ctr_value KEY: the value of KEY in the [done] line.
 ctr_value() { grep -oE "^\[done\].* $1=[^ ]+" "$WORK/out" | grep -oE "[^=]+$"; }
-# a9a_args: configs/deepfm-a9a.yaml on the real a9a files (skipped without them).
-a9a_args() { A9A_ARGS=(--config "$SRC/configs/deepfm-a9a.yaml" --set threads=1 --set output.metrics=); }
+# a9a_args: configs/deepfm-a9a.yaml on the real a9a files in $DATA (need_data a9a first).
+a9a_args() {
+  A9A_ARGS=(--config "$SRC/configs/deepfm-a9a.yaml" --set threads=1 --set output.metrics= --set data.train="$DATA/a9a"
+            --set data.test="$DATA/a9a.t")
+}
 
 case_ctr_trains_each_model() {
   ctr_args
