@@ -5,20 +5,16 @@
 #include <cstring>
 #include <vector>
 
+#include "ctr/counter_random.hpp"
 #include "ctr/ctr_metrics.hpp"
 
 namespace sdp {
 
 namespace {
 
-uint64_t splitmix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-uint64_t key(uint64_t a, uint64_t b, uint64_t c = 0) { return splitmix(splitmix(splitmix(a) ^ b) ^ c); }
-double uniform01(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+using ctr_random::uniform01;
+
+uint64_t key(uint64_t a, uint64_t b, uint64_t c = 0) { return ctr_random::chain(a, b, c); }
 double normal(uint64_t k) {
   const double u1 = uniform01(key(k, 1)), u2 = uniform01(key(k, 2));
   return std::sqrt(-2.0 * std::log(u1 + 1e-300)) * std::cos(6.283185307179586 * u2);
@@ -27,7 +23,7 @@ double normal(uint64_t k) {
 // Near-normal (the sum of four uniforms, Irwin-Hall, scaled to unit variance) from one key:
 // the planted model evaluates F * 5 of these per sample.
 double cheap_normal(uint64_t k, uint64_t i) {
-  const uint64_t a = splitmix(k + 2 * i), b = splitmix(k + 2 * i + 1);
+  const uint64_t a = mix64(k + 2 * i), b = mix64(k + 2 * i + 1);
   const double sum = static_cast<double>(a & 0xffffffffULL) + static_cast<double>(a >> 32) +
                      static_cast<double>(b & 0xffffffffULL) + static_cast<double>(b >> 32);
   return (sum * 0x1.0p-32 - 2.0) * 1.7320508075688772;
@@ -112,7 +108,7 @@ void PlantedCtrSource::fill(const int64_t* indices, int64_t n, int64_t* ids, flo
       const int64_t begin = options_.rows * j / f, end = options_.rows * (j + 1) / f;
       // Zipf ranks scattered over the field's rows, so popular ids are not all adjacent.
       const int64_t rank = zipf_rank(uniform01(key(stream, sample, j)), end - begin, options_.zipf);
-      row[j] = begin + static_cast<int64_t>(splitmix(rank ^ (static_cast<uint64_t>(j) << 40)) %
+      row[j] = begin + static_cast<int64_t>(mix64(rank ^ (static_cast<uint64_t>(j) << 40)) %
                                             static_cast<uint64_t>(end - begin));
       values[i * f + j] = 1.0f;
     }

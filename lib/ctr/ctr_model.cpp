@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "core/error.hpp"
+#include "ctr/counter_random.hpp"
 #include "ctr/ctr_kernels.hpp"
 #include "nn/cpu_gemm.hpp"
 
@@ -15,18 +16,9 @@ namespace sdp {
 
 namespace {
 
-uint64_t splitmix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+using ctr_random::uniform01;
 
-uint64_t key(uint64_t a, uint64_t b, uint64_t c = 0, uint64_t d = 0) {
-  return splitmix(splitmix(splitmix(splitmix(a) ^ b) ^ c) ^ d);
-}
-
-double uniform01(uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+uint64_t key(uint64_t a, uint64_t b, uint64_t c = 0, uint64_t d = 0) { return ctr_random::chain(a, b, c, d); }
 
 // A standard normal cut at two deviations (TensorFlow's truncated_normal), from a key alone.
 double truncated_normal(uint64_t k) {
@@ -181,7 +173,7 @@ void CtrModel::mlp_forward(int64_t batch, bool training, int64_t step, const int
     const uint32_t drop_below = static_cast<uint32_t>(static_cast<double>(drop) * 65536.0);
     const auto dropout_row = [&](uint64_t sample_key, float* factors) {
       for (int64_t j = 0; j < out_dim; j += 4) {
-        const uint64_t bits = splitmix(sample_key + static_cast<uint64_t>(j));
+        const uint64_t bits = mix64(sample_key + static_cast<uint64_t>(j));
         for (int64_t u = 0; u < 4 && j + u < out_dim; ++u)
           factors[j + u] = static_cast<uint32_t>((bits >> (16 * u)) & 0xffff) < drop_below ? 0.0f : keep_scale;
       }
@@ -236,7 +228,7 @@ void CtrModel::backward(const CtrBatch& batch, float scale, std::vector<float>& 
   const CtrKernels& kernels = ctr_kernels();
   const int64_t b = batch.size;
   const int fields = shape_.fields, k = shape_.k(), width = shape_.width();
-  dense_grad.assign(dense_.size(), 0.0f);
+  dense_grad.resize(dense_.size());  // every element is written below
   dlogit_.resize(static_cast<size_t>(b));
   prob_.resize(static_cast<size_t>(b));
   kernels.sigmoid_log_loss(logit_.data(), batch.labels, 0, b, scale, prob_.data(), dlogit_.data());

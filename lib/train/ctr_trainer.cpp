@@ -341,7 +341,6 @@ void CtrRun::exchange(double* loss_sum, bool* stop) {
   const size_t dense = dense_grad_.size();
   const std::vector<float>& batch_stats = model_.batch_stats();
   if (world_.size() == 1) {
-    merged_rows_ = local_rows_;
     if (!batch_stats.empty()) model_.update_running_stats(batch_stats.data());
     return;
   }
@@ -410,7 +409,9 @@ double CtrRun::train_step(int64_t epoch, int64_t step_in_epoch) {
                             "step " + std::to_string(step_) + " (epoch " + std::to_string(epoch) +
                                 "): the training loss is not finite; lower optimizer.lr",
                             world_.rank() == 0);
-  optimizer_.step(static_cast<float>(schedule_->lr_at(step_)), dense_grad_, merged_rows_.rows());
+  // One rank: its own rows are the step's.
+  const SparseRows& rows = world_.size() == 1 ? local_rows_.rows() : merged_rows_.rows();
+  optimizer_.step(static_cast<float>(schedule_->lr_at(step_)), dense_grad_, rows);
   train_seconds_ += seconds_since(t_step);
   if (stop) interrupted_ = true;
   return mean_loss;

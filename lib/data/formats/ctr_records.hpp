@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "data/loading/random.hpp"
+
 namespace sdp {
 
 struct CtrRecords {
@@ -49,11 +51,7 @@ struct CtrReadStats {
 
 // The row an id at or above `rows` maps to under IdOverflow::kHash.
 inline int64_t hash_id_into(int64_t id, int64_t rows) {
-  uint64_t z = static_cast<uint64_t>(id) + 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  z ^= z >> 31;
-  return static_cast<int64_t>(z % static_cast<uint64_t>(rows));
+  return static_cast<int64_t>(mix64(static_cast<uint64_t>(id)) % static_cast<uint64_t>(rows));
 }
 
 }  // namespace sdp

@@ -17,17 +17,7 @@ enum Wanted : std::size_t { kLabel = 0, kIds = 1, kValues = 2 };
 std::string keys_of(const uint8_t* data, std::size_t size) {
   try {
     const auto features = parse_example_features(data, size);
-    if (features.empty()) return "; it has no features";
-    std::string keys;
-    int shown = 0;
-    for (const auto& entry : features) {
-      if (shown == 20) {
-        keys += ", ... (" + std::to_string(features.size()) + " in all)";
-        break;
-      }
-      keys += (shown++ ? ", " : "") + printable(entry.first, 64);
-    }
-    return "; it has " + keys;
+    return features.empty() ? "; it has no features" : "; it has " + feature_keys_text(features);
   } catch (const InputError&) {
     return "";
   }

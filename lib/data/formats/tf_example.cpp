@@ -265,17 +265,7 @@ std::vector<uint8_t> map_entry(const std::string& key, const std::vector<uint8_t
 }
 
 std::string key_list(const std::map<std::string, Feature>& features) {
-  if (features.empty()) return "no features";
-  std::string keys;
-  int shown = 0;
-  for (const auto& entry : features) {
-    if (shown == 20) {
-      keys += ", ... (" + std::to_string(features.size()) + " in all)";
-      break;
-    }
-    keys += (shown++ ? ", " : "") + printable(entry.first, 64);
-  }
-  return "features " + keys;
+  return features.empty() ? "no features" : "features " + feature_keys_text(features);
 }
 
 std::string kind_with_article(FeatureKind kind) {
@@ -315,6 +305,19 @@ const char* feature_kind_name(FeatureKind kind) {
       break;
   }
   return "no value";
+}
+
+std::string feature_keys_text(const std::map<std::string, Feature>& features) {
+  std::string keys;
+  int shown = 0;
+  for (const auto& entry : features) {
+    if (shown == 20) {
+      keys += ", ... (" + std::to_string(features.size()) + " in all)";
+      break;
+    }
+    keys += (shown++ ? ", " : "") + printable(entry.first, 64);
+  }
+  return keys;
 }
 
 std::map<std::string, Feature> parse_example_features(const uint8_t* data, std::size_t size) {

@@ -38,6 +38,8 @@ struct Feature {
 // Every feature of a serialized Example, by key. The bytes_values views point into
 // data[0, size), which must outlive the result.
 std::map<std::string, Feature> parse_example_features(const uint8_t* data, std::size_t size);
+// The features' keys for a message: "a, b, ..." (printable, the first 20, then the count).
+std::string feature_keys_text(const std::map<std::string, Feature>& features);
 
 // A feature wanted by key, for readers of many small Examples (CTR samples): only the wanted
 // features are decoded, and their lists' storage is reused from one Example to the next.

@@ -52,8 +52,10 @@ double loss_of(CtrModel& model, SmallBatch& b, float scale) {
   return scale * model.forward(b.batch(), /*training=*/true, /*step=*/3, b.prob.data());
 }
 
-void check_gradients(CtrModelKind kind, float dropout) {
-  CtrModel model(shape_of(kind, dropout), 7);
+// Checks every dense parameter and every touched row of a model of shape `s`; returns the model
+// and its batch for further checks.
+CtrModel check_gradients(const CtrModelShape& s, SmallBatch* batch = nullptr) {
+  CtrModel model(s, 7);
   // Larger weights than the initialization, so every term moves the loss measurably.
   for (float& v : model.table()) v *= 40.0f;
   SmallBatch b = make_batch(4, 10);
@@ -91,7 +93,11 @@ void check_gradients(CtrModelKind kind, float dropout) {
   // Rows the batch did not touch have no gradient: the loss must not move with them.
   for (int64_t r = 0; r < 10; ++r)
     if (!touched[r]) EXPECT_EQ(numeric(model.table()[r * width + width - 1]), 0.0) << "row " << r;
+  if (batch != nullptr) *batch = b;
+  return model;
 }
+
+void check_gradients(CtrModelKind kind, float dropout) { check_gradients(shape_of(kind, dropout)); }
 
 TEST(CtrModel, DeepFmBackwardMatchesFiniteDifferences) { check_gradients(CtrModelKind::kDeepFm, 0.0f); }
 TEST(CtrModel, DeepFmWithDropoutBackwardMatchesFiniteDifferences) { check_gradients(CtrModelKind::kDeepFm, 0.3f); }
@@ -178,27 +184,8 @@ TEST(CtrModel, DeepFmWithBatchNormBackwardMatchesFiniteDifferences) {
   // check_gradients with BatchNorm (and dropout) after each hidden layer.
   CtrModelShape s = shape_of(CtrModelKind::kDeepFm, 0.2f);
   s.batch_norm = true;
-  CtrModel model(s, 7);
-  for (float& v : model.table()) v *= 40.0f;
-  SmallBatch b = make_batch(4, 10);
-  const float scale = 1.0f / 5.0f;
-  loss_of(model, b, scale);
-  std::vector<float> dense_grad;
-  RowAccumulator rows;
-  rows.reset(model.shape().width(), 20);
-  model.backward(b.batch(), scale, dense_grad, rows);
-  const double eps = 1e-2;
-  for (size_t i = 0; i < model.dense().size(); ++i) {
-    float& p = model.dense()[i];
-    const float keep = p;
-    p = keep + static_cast<float>(eps);
-    const double up = loss_of(model, b, scale);
-    p = keep - static_cast<float>(eps);
-    const double down = loss_of(model, b, scale);
-    p = keep;
-    const double fd = (up - down) / (2 * eps);
-    EXPECT_NEAR(dense_grad[i], fd, 2e-3 + 3e-2 * std::fabs(fd)) << "dense " << i;
-  }
+  SmallBatch b;
+  CtrModel model = check_gradients(s, &b);
   // Running statistics: the model's names, a round trip, and used at test time.
   std::vector<std::string> names;
   for (const NamedTensor& t : model.named_tensors()) names.push_back(t.name);
