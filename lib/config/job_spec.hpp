@@ -100,6 +100,10 @@ struct DataSpec {
   std::string id_overflow = "error";            // CTR: an id >= model.table_rows: error | hash
   std::string ids_key = "ids";                  // CTR tfrecord: the Example's int64 ids
   std::string values_key = "values";            // CTR tfrecord: the Example's float values
+  // CTR data: memory (every rank reads the set; a global permutation each epoch), stream (each
+  // rank streams its share through data.shuffle_buffer), auto (stream for a Pipe-mode channel
+  // and host shards, memory otherwise).
+  std::string load = "auto";
   int64_t shuffle_buffer = 4096;  // streamed sets (tar-shards, gzip tfrecord): records shuffled at once
   int64_t samples_per_epoch = 0;  // a Pipe-mode channel's size (it cannot be counted before it is read)
 };

@@ -243,6 +243,7 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("data.label_offset", data.label_offset));
     f.push_back(SDP_FIELD("data.on_bad_record", data.on_bad_record, {"abort", "skip"}));
     f.push_back(SDP_FIELD("data.id_overflow", data.id_overflow, {"error", "hash"}));
+    f.push_back(SDP_FIELD("data.load", data.load, {"auto", "memory", "stream"}));
     f.push_back(SDP_FIELD("data.ids_key", data.ids_key));
     f.push_back(SDP_FIELD("data.values_key", data.values_key));
     f.push_back(SDP_FIELD("data.shuffle_buffer", data.shuffle_buffer));

@@ -78,6 +78,9 @@ void check_ctr_keys(const JobSpec& spec, const RangeChecker& check) {
     check.require(spec.data.format != DataFormat::kLibsvm, "data.format",
                   "libsvm holds sparse features, which the CTR models read (model.name: deepfm, fm or lr), not " +
                       m.name);
+    check.require(spec.data.load == "auto", "data.load",
+                  spec.data.load + " chooses how a CTR model's samples are read; " + m.name +
+                      "'s sets are streamed or read by offset as their format says (data.format)");
     check.require(opt != OptimizerKind::kAdagrad && opt != OptimizerKind::kFtrl, "optimizer.name",
                   to_string(opt) + " is a CTR model's optimizer (deepfm, fm, lr); " + m.name +
                       " takes sgd, adam, adamw, lars or lamb");
@@ -97,6 +100,8 @@ void check_ctr_keys(const JobSpec& spec, const RangeChecker& check) {
   check.require(f == DataFormat::kLibsvm || f == DataFormat::kTfrecord || f == DataFormat::kSynthetic, "data.format",
                 m.name + " reads sparse features: libsvm, tfrecord (label, ids, values) or synthetic, not " +
                     to_string(f));
+  check.require(f != DataFormat::kSynthetic || spec.data.load != "stream", "data.load",
+                "stream reads files; the synthetic set is generated per sample (use auto or memory)");
   check.require(spec.device != DevicePreference::kCuda, "device",
                 m.name + " trains on the CPU (its GPU path is not built yet): use device cpu or auto");
   check.require(spec.precision == Precision::kFp32, "precision", m.name + " trains in fp32");

@@ -9,7 +9,11 @@
 #include <iomanip>
 #include <memory>
 #include <numeric>
+#include <optional>
+#include <random>
 #include <sstream>
+
+#include <unistd.h>
 
 #include "config/model_names.hpp"
 #include "config/sagemaker_env.hpp"
@@ -22,9 +26,13 @@
 #include "ctr/ctr_metrics.hpp"
 #include "ctr/ctr_model.hpp"
 #include "ctr/ctr_optimizer.hpp"
+#include "ctr/ctr_stream.hpp"
 #include "data/formats/ctr_tfrecord.hpp"
 #include "data/formats/data_files.hpp"
 #include "data/formats/libsvm.hpp"
+#include "data/sets/open_data.hpp"
+#include "data/sets/pipe_channel.hpp"
+#include "data/sets/stream_source.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/collectives.hpp"
 #include "distributed/communicator_factory.hpp"
@@ -77,16 +85,105 @@ CtrReadOptions read_options(const JobSpec& spec) {
   return o;
 }
 
-struct LoadedSet {
-  std::unique_ptr<CtrSource> source;
-  std::string summary;  // for the log
-  double planted_auc = -1;
+// How a split's samples are read (data.load).
+enum class CtrLoad {
+  kMemory,  // every rank reads the whole set (or it is generated: synthetic)
+  kFiles,   // each rank streams its share of the files
+  kPipe,    // each rank streams what its host's reader of a SageMaker pipe deals it
 };
 
-// Reads every file of `path` (a file or a directory) in name order, or makes the planted set.
-LoadedSet load_ctr_set(const JobSpec& spec, const std::string& path, bool test) {
+CtrLoad ctr_load(const JobSpec& spec, const std::string& path) {
+  if (spec.data.format == DataFormat::kSynthetic) return CtrLoad::kMemory;
+  const auto channel = channel_config(path);
+  if (channel && channel->input_mode == "Pipe") {
+    if (spec.data.load == "memory")
+      throw InputError("key 'data.load': memory reads every file on every rank, but " + path +
+                       " is a channel in Pipe mode, which one reader per host streams: use auto or stream");
+    return CtrLoad::kPipe;
+  }
+  if (spec.data.load == "stream") return CtrLoad::kFiles;
+  const bool host_shards = resolve_data_shard(spec.data.shard, path) == DataShard::kHost;
+  if (spec.data.load == "memory") {
+    if (host_shards)
+      throw InputError("key 'data.load': memory reads the whole set on every rank, but " + path +
+                       " is split by host (data.shard host, or a ShardedByS3Key channel): use auto or stream");
+    return CtrLoad::kMemory;
+  }
+  return host_shards ? CtrLoad::kFiles : CtrLoad::kMemory;
+}
+
+struct LoadedSet {
+  CtrLoad load = CtrLoad::kMemory;
+  std::unique_ptr<CtrSource> source;           // kMemory
+  std::shared_ptr<const StreamSource> files;   // kFiles
+  std::optional<PipeOptions> pipe;             // kPipe
+  int reader = 0, readers = 1;                 // kFiles: who shares `files` (the world, or the host's ranks)
+  // Samples in an epoch of the ranks that share the set: the set's (memory; files split by
+  // rank), this host's (files split by host), data.samples_per_epoch (a training pipe), -1 (a
+  // test pipe: unknown).
+  int64_t samples = 0;
+  std::string summary;  // for the log
+  double planted_auc = -1;
+  mutable int64_t pipe_passes = 0;  // a test pipe: the FIFO the next evaluation reads
+
+  // The rank's records: training (shuffled shards, every pass) or one evaluation's pass.
+  std::shared_ptr<RankRecords> records(uint64_t seed, bool training) const {
+    if (load == CtrLoad::kFiles) return std::make_shared<ShardRecords>(files, seed, reader, readers, training);
+    PipeOptions o = *pipe;
+    if (!training) {
+      o.first_pass = pipe_passes++;
+      o.passes = 1;
+    }
+    return std::make_shared<PipeRecords>(o);
+  }
+};
+
+StreamSourceOptions stream_options(const JobSpec& spec) {
+  StreamSourceOptions o;
+  o.format = spec.data.format == DataFormat::kLibsvm ? StreamFormat::kLibsvm : StreamFormat::kCtrTfRecord;
+  o.ctr = read_options(spec);
+  return o;
+}
+
+// Reads every file of `path` (a file or a directory) in name order, makes the planted set, or
+// opens the files or the pipe to stream.
+LoadedSet load_ctr_set(const JobSpec& spec, const World& world, const std::string& token, const std::string& path,
+                       bool test) {
   LoadedSet set;
   const DataSpec& d = spec.data;
+  set.load = ctr_load(spec, path);
+  if (set.load == CtrLoad::kPipe) {
+    PipeOptions o = channel_pipe(path, *channel_config(path), data_readers(world, token), spec.distributed.timeout_s,
+                                 stream_options(spec));
+    o.role = test ? "test" : "train";
+    set.pipe = o;
+    if (!test && d.samples_per_epoch < 1)
+      throw InputError("key 'data.samples_per_epoch': " + path +
+                       " is a channel in Pipe mode, whose size cannot be counted before it is read: set it to the "
+                       "training samples of an epoch");
+    set.samples = test ? -1 : d.samples_per_epoch;
+    set.summary = std::string(stream_format_name(o.records.format)) + " pipe " + path + " (one reader a host, " +
+                  (o.host_sharded ? "each host its own part" : "every host the whole set, each keeping 1/hosts") +
+                  (test ? ")" : "; " + std::to_string(set.samples) + " samples an epoch (data.samples_per_epoch))");
+    return set;
+  }
+  if (set.load == CtrLoad::kFiles) {
+    set.files = std::make_shared<StreamSource>(path, stream_options(spec));
+    const auto [reader, readers] = data_reader(spec, path, world);
+    set.reader = reader;
+    set.readers = readers;
+    set.samples = set.files->total();
+    std::ostringstream out;
+    out << set.samples << " samples in " << set.files->num_shards() << " file(s) under " << path
+        << (readers < world.size() ? " on this host" : "") << ", streamed";
+    if (!test) out << " through a shuffle buffer of " << d.shuffle_buffer << " records";
+    out << " (" << (set.files->num_shards() >= readers ? "each rank reads its files" : "each rank keeps 1/" +
+                                                                                            std::to_string(readers) +
+                                                                                            " of every file's records")
+        << ")";
+    set.summary = out.str();
+    return set;
+  }
   if (d.format == DataFormat::kSynthetic) {
     PlantedCtrOptions o;
     o.samples = test ? d.synthetic.test_samples : d.synthetic.train_samples;
@@ -99,6 +196,7 @@ LoadedSet load_ctr_set(const JobSpec& spec, const std::string& path, bool test) 
     if (test) set.planted_auc = planted->planted_auc();
     set.summary = std::to_string(o.samples) + " synthetic samples (planted DeepFM, Zipf " + format_double(o.zipf, 3) +
                   " ids)";
+    set.samples = o.samples;
     set.source = std::move(planted);
     return set;
   }
@@ -127,15 +225,20 @@ LoadedSet load_ctr_set(const JobSpec& spec, const std::string& path, bool test) 
   if (total.skipped > 0) out << ", " << total.skipped << " bad records skipped; the first: " << total.first_skipped;
   out << ")";
   set.summary = out.str();
+  set.samples = records.size();
   set.source = std::make_unique<CtrRecordsSource>(std::move(records));
   return set;
 }
 
-// Loads on every rank and agrees: a bad file is one error, exit 2, on every rank.
-LoadedSet load_agreed(const JobSpec& spec, const World& world, const std::string& path, bool test) {
+// Loads on every rank and agrees: a bad file is one error, exit 2, on every rank. `token`
+// names the job's sockets between a host's ranks (a pipe).
+LoadedSet load_agreed(const JobSpec& spec, const World& world, const std::string& token, const std::string& path,
+                      bool test) {
   LoadedSet set;
-  run_on_all_ranks(world.comm(), [&] { set = load_ctr_set(spec, path, test); });
-  const int differs = first_rank_differing(world.comm(), static_cast<uint64_t>(set.source->size()));
+  run_on_all_ranks(world.comm(), [&] { set = load_ctr_set(spec, world, token, path, test); });
+  // Ranks that share a set must count it alike; hosts' own sets (host shards) and pipes differ.
+  const bool shared = set.load == CtrLoad::kMemory || (set.load == CtrLoad::kFiles && set.readers == world.size());
+  const int differs = shared ? first_rank_differing(world.comm(), static_cast<uint64_t>(set.samples)) : -1;
   if (differs >= 0)
     throw CollectiveFailure(ExitCode::kUsage,
                             "rank " + std::to_string(differs) + " read a different number of " +
@@ -143,6 +246,11 @@ LoadedSet load_agreed(const JobSpec& spec, const World& world, const std::string
                                 " than rank 0: every rank must see the same files",
                             world.rank() == 0);
   return set;
+}
+
+// The token that names a job's sockets between a host's ranks (pipe_channel.hpp): rank 0's draw.
+std::string job_token(const World& world) {
+  return broadcast_string(world.comm(), std::to_string(std::random_device{}()) + "-" + std::to_string(::getpid()));
 }
 
 // A batch's storage.
@@ -188,12 +296,8 @@ struct ScoredSet {
   std::vector<float> prob, labels;  // rank 0: every sample, in order; others: empty
 };
 
-// Every rank scores its contiguous share; rank 0 gets all of them in order.
-ScoredSet score_all(CtrModel& model, const CtrSource& source, const World& world) {
-  const int64_t n = source.size();
-  const int64_t begin = n * world.rank() / world.size(), end = n * (world.rank() + 1) / world.size();
-  ScoredSet mine;
-  score_range(model, source, begin, end, mine.prob, mine.labels);
+// Rank 0 gets every rank's scores, in rank order.
+ScoredSet gather_scores(ScoredSet mine, const World& world) {
   if (world.size() == 1) return mine;
   // Probabilities then labels, per rank (control-plane sized: 8 bytes a sample).
   const std::vector<std::string> parts = gather_strings(world.comm(), pack_floats(mine.prob, mine.labels));
@@ -207,22 +311,48 @@ ScoredSet score_all(CtrModel& model, const CtrSource& source, const World& world
   return all;
 }
 
+// Every rank scores its share (in memory: a contiguous range; streamed: what it reads of one
+// pass); rank 0 gets all of them, in order for a set in memory.
+ScoredSet score_all(CtrModel& model, const LoadedSet& set, const JobSpec& spec, const World& world) {
+  ScoredSet mine;
+  if (set.source) {
+    const int64_t n = set.source->size();
+    score_range(model, *set.source, n * world.rank() / world.size(), n * (world.rank() + 1) / world.size(), mine.prob,
+                mine.labels);
+  } else {
+    std::vector<float> prob;
+    run_on_all_ranks(world.comm(), [&] {
+      for_each_ctr_batch(set.records(0, /*training=*/false), 0, spec.model.fields, 4096,
+                         [&](int64_t n, const int64_t* ids, const float* values, const float* labels) {
+                           prob.resize(static_cast<size_t>(n));
+                           const CtrBatch batch{n, ids, values, nullptr, nullptr};
+                           model.forward(batch, /*training=*/false, 0, prob.data());
+                           mine.prob.insert(mine.prob.end(), prob.begin(), prob.end());
+                           mine.labels.insert(mine.labels.end(), labels, labels + n);
+                         });
+    });
+  }
+  return gather_scores(std::move(mine), world);
+}
+
 struct TestMetrics {
   double logloss = std::nan(""), auc = std::nan("");
   int64_t samples = 0;
 };
 
-TestMetrics test_metrics(CtrModel& model, const CtrSource& source, const World& world) {
-  const ScoredSet scored = score_all(model, source, world);
-  double values[2] = {0, 0};
+TestMetrics test_metrics(CtrModel& model, const LoadedSet& set, const JobSpec& spec, const World& world) {
+  const ScoredSet scored = score_all(model, set, spec, world);
+  double values[3] = {0, 0, 0};
   if (world.rank() == 0) {
-    values[0] = binary_log_loss(scored.prob.data(), scored.labels.data(), static_cast<int64_t>(scored.prob.size()));
-    values[1] = binary_auc(scored.prob.data(), scored.labels.data(), static_cast<int64_t>(scored.prob.size()));
+    const auto n = static_cast<int64_t>(scored.prob.size());
+    values[0] = binary_log_loss(scored.prob.data(), scored.labels.data(), n);
+    values[1] = binary_auc(scored.prob.data(), scored.labels.data(), n);
+    values[2] = static_cast<double>(n);
   }
   // Rank 0's figures on every rank (NaN survives a broadcast, not a sum).
   const std::string text = broadcast_string(world.comm(), std::string(reinterpret_cast<char*>(values), sizeof values));
   std::memcpy(values, text.data(), sizeof values);
-  return {values[0], values[1], source.size()};
+  return {values[0], values[1], static_cast<int64_t>(values[2])};
 }
 
 std::string describe_optimizer(const JobSpec& s) {
@@ -277,6 +407,7 @@ class CtrRun {
   CtrOptimizer optimizer_;
   std::shared_ptr<Communicator> comm_;
   LoadedSet train_, test_;
+  std::unique_ptr<CtrTrainStream> stream_;  // a streamed training set
   int64_t batch_ = 0, global_batch_ = 0, steps_per_epoch_ = 0, total_steps_ = 0;
   std::unique_ptr<LrSchedule> schedule_;
   int64_t step_ = 0;
@@ -294,8 +425,9 @@ class CtrRun {
 
 void CtrRun::load_data() {
   const auto t0 = Clock::now();
-  train_ = load_agreed(spec_, world_, spec_.data.train, false);
-  test_ = load_agreed(spec_, world_, spec_.data.test, true);
+  const std::string token = job_token(world_);
+  train_ = load_agreed(spec_, world_, token, spec_.data.train, false);
+  test_ = load_agreed(spec_, world_, token, spec_.data.test, true);
   if (world_.rank() == 0) {
     log_info("training data: " + train_.summary);
     log_info("test data: " + test_.summary + " (read in " + format_double(seconds_since(t0), 3) + " s)");
@@ -305,18 +437,32 @@ void CtrRun::load_data() {
   }
   batch_ = spec_.data.batch_size;
   global_batch_ = batch_ * world_.size();
-  steps_per_epoch_ = train_.source->size() / global_batch_;
+  // The ranks that share the set take a global batch's share of it a step: the world, or a
+  // host's ranks when each host reads its own files.
+  const int sharing = train_.load == CtrLoad::kFiles ? train_.readers : world_.size();
+  steps_per_epoch_ = train_.samples / (batch_ * sharing);
+  if (sharing < world_.size()) {
+    // The hosts' sets differ in size, and every rank must run the same steps: the fewest.
+    const std::vector<int> steps = allgather_ints(world_.comm(), static_cast<int>(steps_per_epoch_));
+    steps_per_epoch_ = *std::min_element(steps.begin(), steps.end());
+  }
   if (steps_per_epoch_ == 0)
     throw CollectiveFailure(ExitCode::kUsage,
-                            "data.batch_size " + std::to_string(batch_) + " x " + std::to_string(world_.size()) +
-                                " rank(s) = " + std::to_string(global_batch_) + " is more than the " +
-                                std::to_string(train_.source->size()) + " training samples: lower data.batch_size",
+                            "data.batch_size " + std::to_string(batch_) + " x " + std::to_string(sharing) +
+                                " rank(s) = " + std::to_string(batch_ * sharing) + " is more than the " +
+                                std::to_string(train_.samples) + " training samples" +
+                                (sharing < world_.size() ? " of a host" : "") + ": lower data.batch_size",
                             world_.rank() == 0);
   total_steps_ = steps_per_epoch_ * spec_.train.epochs;
   if (spec_.train.max_steps > 0 && (total_steps_ == 0 || spec_.train.max_steps < total_steps_))
     total_steps_ = spec_.train.max_steps;
   schedule_ = std::make_unique<LrSchedule>(make_schedule(spec_, world_.size(), steps_per_epoch_, total_steps_));
   buffers_.resize(batch_, spec_.model.fields);
+  if (!train_.source)
+    run_on_all_ranks(world_.comm(), [&] {
+      stream_ = std::make_unique<CtrTrainStream>(train_.records(spec_.seed, /*training=*/true), spec_.model.fields,
+                                                 batch_, spec_.seed, world_.rank(), spec_.data.shuffle_buffer);
+    });
 }
 
 const std::vector<int64_t>& CtrRun::epoch_order(int64_t epoch) {
@@ -389,11 +535,16 @@ void CtrRun::exchange(double* loss_sum, bool* stop) {
 
 double CtrRun::train_step(int64_t epoch, int64_t step_in_epoch) {
   const auto t_data = Clock::now();
-  const std::vector<int64_t>& order = epoch_order(epoch);
-  const int64_t first = step_in_epoch * global_batch_ + world_.rank() * batch_;
-  std::copy(order.begin() + first, order.begin() + first + batch_, buffers_.samples.begin());
-  train_.source->fill(buffers_.samples.data(), batch_, buffers_.ids.data(), buffers_.values.data(),
-                      buffers_.labels.data());
+  if (stream_) {
+    // A bad record met here ends the job from this rank (main's one-rank abort, exit 2).
+    stream_->next(buffers_.ids.data(), buffers_.values.data(), buffers_.labels.data(), buffers_.samples.data());
+  } else {
+    const std::vector<int64_t>& order = epoch_order(epoch);
+    const int64_t first = step_in_epoch * global_batch_ + world_.rank() * batch_;
+    std::copy(order.begin() + first, order.begin() + first + batch_, buffers_.samples.begin());
+    train_.source->fill(buffers_.samples.data(), batch_, buffers_.ids.data(), buffers_.values.data(),
+                        buffers_.labels.data());
+  }
   const auto t_step = Clock::now();
   data_seconds_ += std::chrono::duration<double>(t_step - t_data).count();
   const CtrBatch batch = buffers_.batch(batch_);
@@ -495,7 +646,7 @@ void CtrRun::save_model() {
 }
 
 void CtrRun::evaluate(int64_t epoch) {
-  last_test_ = test_metrics(model_, *test_.source, world_);
+  last_test_ = test_metrics(model_, test_, spec_, world_);
   metrics_.emit("eval", "epoch " + std::to_string(epoch + 1),
                 {{"epoch", static_cast<double>(epoch + 1)},
                  {"step", static_cast<double>(step_)},
@@ -519,6 +670,7 @@ void CtrRun::check_replicas() {
 void CtrRun::run() {
   load_data();
   resume();
+  if (stream_) stream_->start(step_);
   if (!spec_.checkpoint.dir.empty() && world_.rank() == 0)
     for (const std::string& removed : remove_interrupted_checkpoint_writes(spec_.checkpoint.dir))
       log_warn("removed " + removed + ": the unfinished write of a run that was killed");
@@ -601,6 +753,26 @@ void load_model_file(CtrModel& model, const JobSpec& spec, const World& world, c
   });
 }
 
+// How the training split is read, for the plan (data.load).
+std::string describe_load(const JobSpec& s, const World& w, const std::string& path) {
+  if (s.data.format == DataFormat::kSynthetic) return "generated per sample";
+  CtrLoad load;
+  try {
+    load = ctr_load(s, path);
+  } catch (const InputError&) {
+    return "data.load does not fit this set (loading it says why)";  // one agreed error, at loading
+  }
+  switch (load) {
+    case CtrLoad::kMemory: return "read whole by every rank, a global permutation each epoch (data.load)";
+    case CtrLoad::kPipe: return "streamed from SageMaker's pipe, one reader a host, shuffle buffer " +
+                                std::to_string(s.data.shuffle_buffer) + " (data.load)";
+    case CtrLoad::kFiles: break;
+  }
+  const bool host = data_reader(s, path, w).second < w.size();
+  return std::string("streamed, each rank its share of ") + (host ? "its host's" : "the") +
+         " files, shuffle buffer " + std::to_string(s.data.shuffle_buffer) + " (data.load)";
+}
+
 }  // namespace
 
 std::string describe_ctr_plan(const JobSetup& setup) {
@@ -624,7 +796,7 @@ std::string describe_ctr_plan(const JobSetup& setup) {
       << " (detected " << cpu_isa_name(detected_cpu_isa()) << ")\n";
   out << "  data         : " << to_string(s.data.format);
   if (s.data.format != DataFormat::kSynthetic) out << " (train " << s.data.train << ", test " << s.data.test << ")";
-  out << ", read whole by every rank; ids >= model.table_rows: " << s.data.id_overflow << "\n";
+  out << ", " << describe_load(s, w, s.data.train) << "; ids >= model.table_rows: " << s.data.id_overflow << "\n";
   out << "  batch        : " << s.data.batch_size << " per rank, " << s.data.batch_size * w.size() << " global\n";
   out << "  learning rate: " << describe_lr_rule(s, w.size()) << ", schedule " << to_string(s.optimizer.schedule)
       << "\n";
@@ -656,8 +828,8 @@ void evaluate_ctr_model(JobSetup& setup, const std::string& model_path) {
   const JobSpec& spec = setup.spec;
   CtrModel model(model_shape(spec.model), spec.seed);
   load_model_file(model, spec, *setup.world, model_path);
-  const LoadedSet test = load_agreed(spec, *setup.world, spec.data.test, true);
-  const TestMetrics m = test_metrics(model, *test.source, *setup.world);
+  const LoadedSet test = load_agreed(spec, *setup.world, job_token(*setup.world), spec.data.test, true);
+  const TestMetrics m = test_metrics(model, test, spec, *setup.world);
   if (setup.world->rank() == 0)
     std::printf("[evaluate] model=%s test_samples=%lld test_logloss=%.6f test_auc=%.6f\n", model_path.c_str(),
                 static_cast<long long>(m.samples), m.logloss, m.auc);
@@ -669,8 +841,12 @@ void predict_ctr(JobSetup& setup, const std::string& model_path, const std::stri
   const World& world = *setup.world;
   CtrModel model(model_shape(spec.model), spec.seed);
   load_model_file(model, spec, world, model_path);
-  const LoadedSet set = load_agreed(spec, world, input, true);
-  const ScoredSet scored = score_all(model, *set.source, world);
+  // In memory whatever data.load says: the probabilities come out in the file's order.
+  JobSpec in_order = spec;
+  in_order.data.load = "memory";
+  in_order.data.shard = DataShard::kRank;
+  const LoadedSet set = load_agreed(in_order, world, "", input, true);
+  const ScoredSet scored = score_all(model, set, spec, world);
   run_on_all_ranks(world.comm(), [&] {
     if (world.rank() != 0) return;
     std::FILE* file = output == "-" ? stdout : std::fopen(output.c_str(), "w");

@@ -6,17 +6,20 @@
 // Whatever the file holds, a read that succeeds must give records a model can take (every id
 // in [0, table_rows), `fields` finite pairs a sample, labels 0 or 1) and stats that agree with
 // them, and those records must come back identical through write_ctr_tfrecord and
-// read_ctr_tfrecord. A violation traps.
+// read_ctr_tfrecord. The streamed reader (data.load: stream) must agree with the whole-file
+// reader: the same rows when that succeeds, an InputError when it fails. A violation traps.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "data/formats/ctr_records.hpp"
 #include "data/formats/ctr_tfrecord.hpp"
 #include "data/formats/libsvm.hpp"
+#include "data/sets/stream_source.hpp"
 #include "fuzz_input.hpp"
 
 namespace {
@@ -60,14 +63,40 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.table_rows = 1 + int64_t{data[1]};
   const std::string path = sdp::fuzz::write_file("data.libsvm", data + 2, size - 2);
 
+  // The streamed reader's rows (empty with `streamed_ok` false when it threw InputError).
+  sdp::CtrRecords streamed;
+  streamed.fields = options.fields;
+  bool streamed_ok = true;
+  try {
+    sdp::StreamSourceOptions stream;
+    stream.format = sdp::StreamFormat::kLibsvm;
+    stream.ctr = options;
+    sdp::EncodedRecord record;
+    std::vector<int64_t> ids(static_cast<std::size_t>(options.fields));
+    std::vector<float> values(ids.size());
+    for (auto reader = sdp::open_stream_shard(path, 0, stream); reader->next(record);) {
+      sdp::unpack_ctr_row(record.image, options.fields, ids.data(), values.data());
+      streamed.ids.insert(streamed.ids.end(), ids.begin(), ids.end());
+      streamed.values.insert(streamed.values.end(), values.begin(), values.end());
+      streamed.labels.push_back(static_cast<float>(record.label));
+    }
+  } catch (const sdp::InputError&) {
+    streamed_ok = false;
+  }
+
   sdp::CtrRecords records;
   sdp::CtrReadStats stats;
   try {
     stats = sdp::read_libsvm(path, options, records);
   } catch (const sdp::InputError&) {
+    check(!streamed_ok);
     return 0;
   }
   check_records(records, options, stats);
+  check(streamed_ok && streamed.labels == records.labels && streamed.ids == records.ids);
+  for (std::size_t i = 0; i < records.values.size(); ++i)
+    check(std::signbit(streamed.values[i]) == std::signbit(records.values[i]) &&
+          streamed.values[i] == records.values[i]);
 
   // The same records through the TFRecord layout: ids are in the table now, so nothing hashes.
   const std::string tfrecord = sdp::fuzz::scratch_dir() + "/data.tfrecord";

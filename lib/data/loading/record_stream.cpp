@@ -189,4 +189,16 @@ void RecordStream::read(int64_t first_pass, int64_t skip) {
   }
 }
 
+std::optional<std::pair<int64_t, int64_t>> stream_position(const RankRecords& records, int64_t taken, int rank) {
+  int64_t empty_passes = 0;
+  for (int64_t pass = 0;; ++pass) {
+    const int64_t share = records.pass_samples(pass);
+    if (share < 0) return std::nullopt;
+    if (taken < share) return std::make_pair(pass, taken);
+    taken -= share;
+    empty_passes = share == 0 ? empty_passes + 1 : 0;
+    if (empty_passes >= kMaxEmptyPasses) throw no_records(rank);
+  }
+}
+
 }  // namespace sdp

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -77,6 +79,11 @@ class ShardRecords final : public RankRecords {
   int rank_, world_;
   bool shuffle_shards_;
 };
+
+// Where a rank's stream stands after `records` of its records: (pass, records into it), from
+// the passes' shares; nullopt when their sizes are not known (a pipe). Throws no_records(rank)
+// when the passes hold nothing.
+std::optional<std::pair<int64_t, int64_t>> stream_position(const RankRecords& records, int64_t taken, int rank);
 
 // A rank's records, pass after pass, read and shuffled on a thread of their own into a bounded
 // queue. One consumer thread.

@@ -103,15 +103,7 @@ int64_t StreamTrainLoader::steps_left(const SampleCursor& at) const {
 
 std::optional<std::pair<int64_t, int64_t>> StreamTrainLoader::stream_position(
     int64_t records) const {
-  int64_t empty_passes = 0;
-  for (int64_t pass = 0;; ++pass) {
-    const int64_t share = rank_records_->pass_samples(pass);
-    if (share < 0) return std::nullopt;
-    if (records < share) return std::make_pair(pass, records);
-    records -= share;
-    empty_passes = share == 0 ? empty_passes + 1 : 0;
-    if (empty_passes >= kMaxEmptyPasses) throw no_records(options_.rank);
-  }
+  return sdp::stream_position(*rank_records_, records, options_.rank);
 }
 
 void StreamTrainLoader::start(const SampleCursor& from, int64_t max_steps) {

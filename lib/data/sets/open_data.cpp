@@ -76,18 +76,10 @@ DataSplits open_encoded_images(const DataSpec& d, const DataJob& job, const Data
                      "(sdp-train data convert makes them from an image folder)");
   // The channel at `path` read from its FIFOs: one reader per host deals the records.
   auto pipe_of = [&](const std::string& path, const ChannelConfig& channel) {
-    PipeOptions pipe;
-    pipe.path = path;
-    pipe.local_rank = readers.local_rank;
-    pipe.local_size = readers.local_size;
-    pipe.host = readers.host;
-    pipe.hosts = readers.hosts;
-    pipe.host_sharded = channel.distribution == "ShardedByS3Key";
-    pipe.token = readers.token;
-    pipe.timeout_s = job.timeout_s;
-    pipe.records.format = d.format == DataFormat::kTarShards ? StreamFormat::kTarShards : StreamFormat::kTfRecord;
-    static_cast<RecordFields&>(pipe.records) = record_fields(d);
-    return pipe;
+    StreamSourceOptions records;
+    records.format = d.format == DataFormat::kTarShards ? StreamFormat::kTarShards : StreamFormat::kTfRecord;
+    static_cast<RecordFields&>(records) = record_fields(d);
+    return channel_pipe(path, channel, readers, job.timeout_s, records);
   };
   // Each loader its own offload (data.decode: gpu): the training and the evaluation loaders
   // may decode at the same time.
@@ -112,6 +104,21 @@ DataSplits open_encoded_images(const DataSpec& d, const DataJob& job, const Data
 }
 
 }  // namespace
+
+PipeOptions channel_pipe(const std::string& path, const ChannelConfig& channel, const DataReaders& readers,
+                         double timeout_s, const StreamSourceOptions& records) {
+  PipeOptions pipe;
+  pipe.path = path;
+  pipe.local_rank = readers.local_rank;
+  pipe.local_size = readers.local_size;
+  pipe.host = readers.host;
+  pipe.hosts = readers.hosts;
+  pipe.host_sharded = channel.distribution == "ShardedByS3Key";
+  pipe.token = readers.token;
+  pipe.timeout_s = timeout_s;
+  pipe.records = records;
+  return pipe;
+}
 
 DataSplits open_data(const DataSpec& d, const DataJob& job, const DataReaders& readers) {
   if (is_encoded_images(d.format)) return open_encoded_images(d, job, readers);

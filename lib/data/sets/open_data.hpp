@@ -10,8 +10,10 @@
 #include <string>
 
 #include "config/job_spec.hpp"
+#include "config/sagemaker_env.hpp"
 #include "data/images/augment.hpp"
 #include "data/images/jpeg_offload.hpp"
+#include "data/sets/pipe_channel.hpp"
 #include "data/sets/sample_set.hpp"
 
 namespace sdp {
@@ -54,6 +56,11 @@ int loader_workers(const DataSpec& data, int compute_threads, bool gpu_decode);
 // training split is opened first, so that its errors are the ones reported. Throws InputError
 // naming the file and key for a missing or corrupt set.
 DataSplits open_data(const DataSpec& data, const DataJob& job, const DataReaders& readers = {});
+
+// The FIFOs of the channel at `path` (in Pipe mode) as this rank reads them: one reader a host,
+// each host its own part when the channel is ShardedByS3Key; records of `records`' format.
+PipeOptions channel_pipe(const std::string& path, const ChannelConfig& channel, const DataReaders& readers,
+                         double timeout_s, const StreamSourceOptions& records);
 
 // data.augment as the loader applies it: crop-flip (and auto on cifar10) crops from a 4-pixel
 // zero padding and flips; flip only flips (pad 0); none does neither.

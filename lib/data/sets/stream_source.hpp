@@ -1,7 +1,8 @@
 // Streamed shards: encoded samples read in order, shard after shard, never by offset, so that
 // gzip files and SageMaker's pipes (pipe_channel.hpp) serve as well as plain files. Formats: TFRecord files
 // of tf.train.Examples (plain or gzip) and WebDataset tar shards (plain or gzip: an image member,
-// .jpg / .jpeg / .png, and a label member, .cls by default).
+// .jpg / .jpeg / .png, and a label member, .cls by default); for the CTR models, LibSVM text and
+// TFRecords of the DeepFM sample's layout, each sample a packed row (pack_ctr_row).
 //
 // StreamSource lists a data set's shards and how many samples each holds, from a per-shard index
 // (<file>.idx) made by reading the shard once; the loaders (stream_loader.hpp) need the counts to
@@ -14,18 +15,20 @@
 #include <string>
 #include <vector>
 
+#include "data/formats/ctr_records.hpp"
 #include "data/formats/record_fields.hpp"
 
 namespace sdp {
 
-enum class StreamFormat { kTfRecord, kTarShards };
+enum class StreamFormat { kTfRecord, kTarShards, kLibsvm, kCtrTfRecord };
 
 struct StreamSourceOptions : RecordFields {
   StreamFormat format = StreamFormat::kTfRecord;
+  CtrReadOptions ctr;  // kLibsvm, kCtrTfRecord: the row's fields, the table, the keys, skip or not
 };
 
 struct EncodedRecord {
-  std::vector<uint8_t> image;  // the encoded image's bytes
+  std::vector<uint8_t> image;  // the encoded image's bytes; a CTR sample's packed row (pack_ctr_row)
   int64_t label = 0;           // label_offset already subtracted
   int shard = 0;
   int64_t record = 0;  // in its shard, from 0
@@ -46,8 +49,14 @@ class ShardReader {
 // another). Throws InputError when it cannot be opened.
 std::unique_ptr<ShardReader> open_stream_shard(const std::string& path, int shard,
                                                const StreamSourceOptions& options, bool stream = false);
-// "tfrecord" or "tar-shards".
+// "tfrecord", "tar-shards", "libsvm" or "ctr-tfrecord".
 const char* stream_format_name(StreamFormat format);
+
+// A CTR sample's row (`fields` ids, then `fields` values, native byte order) as a record's
+// bytes, and back: what the CTR formats' readers hand the record streams and pipes.
+void pack_ctr_row(const int64_t* ids, const float* values, int fields, std::vector<uint8_t>& out);
+// Throws std::logic_error when `bytes` is not one row of `fields`.
+void unpack_ctr_row(const std::vector<uint8_t>& bytes, int fields, int64_t* ids, float* values);
 
 // The samples of one shard: from its index file when that is fresh, otherwise by reading the
 // shard (every record checked as the training reads it), after which the index is written

@@ -181,6 +181,9 @@ case_ctr_keys_checked() {
   expect_error 0 "data.format.*libsvm" validate "${q[@]}" --set data.format=libsvm
   expect_error 0 "optimizer.name.*adagrad" validate "${q[@]}" --set optimizer.name=adagrad
   expect_error 0 "optimizer.name.*lamb" validate "${CTR_ARGS[@]}" --set optimizer.name=lamb
+  expect_error 0 "data.load" validate "${q[@]}" --set data.load=stream
+  expect_error 0 "data.load.*synthetic" validate "${CTR_ARGS[@]}" --set data.load=stream
+  expect_error 0 "data.load.*auto, memory, stream" validate "${CTR_ARGS[@]}" --set data.load=disk
 }
 
 # A PyTorch DeepFM of the same shape (scripts/deepfm_torch.py) loads model.safetensors and
@@ -207,4 +210,115 @@ print(f"PyTorch: AUC {torch['test_auc']} log loss {torch['test_logloss']}; sdp-t
 assert abs(float(torch["test_auc"]) - float(sys.argv[2])) < 1e-4
 assert abs(float(torch["test_logloss"]) - float(sys.argv[3])) < 1e-4
 PY
+}
+
+# ctr_svm_files DIR TRAIN_FILES SAMPLES_EACH: LibSVM files of 6 fields (ids 0..599, field f
+# owning ids [100f, 100f + 100)) whose labels follow a planted rule, plus DIR/test.svm (2,000).
+ctr_svm_files() {
+  python3 - "$@" <<'PY' || fail "could not write the LibSVM files"
+import os, random, sys
+out, files, each = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+os.makedirs(f"{out}/train", exist_ok=True)
+weight = random.Random(7)
+w = [weight.gauss(0, 1) for _ in range(600)]
+def write(path, n, seed):
+    r = random.Random(seed)
+    with open(path, "w") as f:
+        for _ in range(n):
+            ids = [100 * k + min(99, int(r.paretovariate(1.2)) - 1) for k in range(6)]
+            logit = sum(w[i] for i in ids) - 0.5
+            label = 1 if r.random() < 1 / (1 + 2.718281828 ** -logit) else 0
+            f.write(f"{label} " + " ".join(f"{i}:1" for i in ids) + "\n")
+for k in range(files):
+    write(f"{out}/train/part-{k}.svm", each, k + 1)
+write(f"{out}/test.svm", 2000, 99)
+PY
+}
+ctr_svm_args() {
+  ctr_args
+  CTR_ARGS+=(--set data.format=libsvm --set data.train="$WORK/svm/train" --set data.test="$WORK/svm/test.svm"
+             --set optimizer.lr=0.01 --set checkpoint.dir="$WORK/ck" --set output.model_dir="$WORK/m")
+}
+ctr_auc_above() {
+  local auc
+  auc=$(ctr_value test_auc)
+  python3 -c "import sys; sys.exit(0 if float('$auc') > $1 else 1)" || fail "${2:-}test AUC $auc, expected > $1"
+  echo "${2:-}test_auc=$auc"
+}
+
+# data.load: stream on 2 ranks: each rank streams its files (3 files: one rank 2, the other 1,
+# a new order each pass) through the shuffle buffer; the replicas stay the same bits at every
+# step, and the model learns as the in-memory run does. A bad line met while counting the files
+# is exit 2 naming the file and the line.
+case_ctr_stream_trains() {
+  ctr_svm_files "$WORK/svm" 3 2000
+  ctr_svm_args
+  expect_ok 0 "${CTR_ARGS[@]}" --set data.load=memory
+  ctr_auc_above 0.7 "memory: "
+  rm -rf "$WORK/ck" "$WORK/m"  # or the next run resumes from this one's last checkpoint
+  expect_ok 2 "${CTR_ARGS[@]}" --set data.load=stream --set data.batch_size=64 --set data.shuffle_buffer=512 \
+    --set distributed.check_every_steps=1
+  grep -q "training data: 6000 samples in 3 file(s) under $WORK/svm/train, streamed through a shuffle buffer of 512" \
+    "$WORK/out" || fail "the log does not say the set is streamed"
+  grep -q "data         : libsvm .*streamed, each rank its share of the files" "$WORK/out" || fail "no plan line"
+  grep -q '^\[done\] steps=92 ' "$WORK/out" || fail "not 2 epochs of 6000 / (2 x 64) steps"
+  ctr_auc_above 0.7 "stream, 2 ranks: "
+  printf '1 1:1 2:1\n0 3:x 4:1\n' >"$WORK/svm/train/part-9.svm"
+  expect_error 2 "part-9.svm:2: .*value" "${CTR_ARGS[@]}" --set data.load=stream --set data.batch_size=64
+}
+
+# A streamed run stopped at step 30 and resumed reads on from the same record, shuffled the
+# same way: the same model, bit for bit, as the run straight through (1 and 2 ranks).
+case_ctr_stream_resume_bitwise() {
+  ctr_svm_files "$WORK/svm" 3 1500
+  ctr_svm_args
+  local np
+  for np in 0 2; do
+    rm -rf "$WORK/ck" "$WORK/m"
+    expect_ok $np "${CTR_ARGS[@]}" --set data.load=stream --set data.batch_size=64 --set data.shuffle_buffer=300
+    cp "$WORK/m/model.safetensors" "$WORK/straight.safetensors"
+    rm -rf "$WORK/ck" "$WORK/m"
+    expect_ok $np "${CTR_ARGS[@]}" --set data.load=stream --set data.batch_size=64 --set data.shuffle_buffer=300 \
+      --set train.max_steps=30 --set checkpoint.every_steps=0
+    expect_ok $np "${CTR_ARGS[@]}" --set data.load=stream --set data.batch_size=64 --set data.shuffle_buffer=300 \
+      --set checkpoint.resume=auto
+    grep -q "resuming from $WORK/ck/ckpt-000000030.safetensors" "$WORK/out" || fail "$np ranks: did not resume from step 30"
+    same_tensors "$WORK/straight.safetensors" "$WORK/m/model.safetensors"
+  done
+}
+
+# data.shard: host (SageMaker's ShardedByS3Key): 2 ranks as 2 hosts, each streaming the set it
+# sees; the hosts agree on the smaller set's steps. data.load: memory cannot read host shards.
+case_ctr_host_shards() {
+  ctr_svm_files "$WORK/svm" 2 1500
+  mkdir -p "$WORK/h0" "$WORK/h1"
+  cp "$WORK"/svm/train/part-0.svm "$WORK/h0/"
+  cp "$WORK"/svm/train/part-*.svm "$WORK/h1/"
+  ctr_svm_args
+  expect_ok 2 "${CTR_ARGS[@]}" --set data.shard=host --set distributed.ranks_per_node=1 \
+    --set 'data.train='"$WORK"'/h${OMPI_COMM_WORLD_RANK}' --set data.batch_size=100 --set distributed.check_every_steps=5
+  grep -q "on this host, streamed" "$WORK/out" || fail "the log does not say each host streams its files"
+  grep -q '^\[done\] steps=30 ' "$WORK/out" || fail "not 2 epochs of the smaller host's 1500 / 100 steps"
+  ctr_auc_above 0.65 "host shards: "
+  expect_error 2 "data.load.*memory.*split by host" "${CTR_ARGS[@]}" --set data.shard=host --set data.load=memory \
+    --set distributed.ranks_per_node=1
+}
+
+# The training channel in SageMaker's Pipe mode: the LibSVM files back to back in each FIFO, one
+# reader on the host dealing the lines to its 2 ranks; 2 epochs through 2 FIFOs, and it learns.
+# Without data.samples_per_epoch the run cannot count its steps: exit 2 naming the key.
+case_ctr_pipe_mode() {
+  ctr_svm_files "$WORK/svm" 2 2000
+  ctr_svm_args
+  SM_INPUT_DATA_CONFIG='{"train": {"TrainingInputMode": "Pipe"}}' expect_error 2 "data.samples_per_epoch" \
+    "${CTR_ARGS[@]}" --set data.train="$WORK/pipe/train"
+  mkdir -p "$WORK/pipe"
+  feed_pipe "$WORK/pipe/train" "$WORK"/svm/train/part-0.svm "$WORK"/svm/train/part-1.svm
+  SM_INPUT_DATA_CONFIG='{"train": {"TrainingInputMode": "Pipe"}}' run 2 "${CTR_ARGS[@]}" \
+    --set data.train="$WORK/pipe/train" --set data.samples_per_epoch=4000 --set data.batch_size=64
+  stop_pipes
+  [ $STATUS -eq 0 ] || fail "exit status $STATUS, expected 0"
+  grep -q "training data: libsvm pipe $WORK/pipe/train (one reader a host" "$WORK/out" || fail "not read as a pipe"
+  grep -q '^\[done\] steps=62 ' "$WORK/out" || fail "not 2 epochs of 4000 / (2 x 64) steps"
+  ctr_auc_above 0.7 "pipe: "
 }
