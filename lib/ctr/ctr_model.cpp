@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -144,6 +145,14 @@ double CtrModel::forward(const CtrBatch& batch, bool training, int64_t step, flo
   return kernels.sigmoid_log_loss(logit_.data(), batch.labels, 0, b, 1.0f, prob, nullptr);
 }
 
+void CtrModel::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                    const float* b, int64_t ldb, float* c, int64_t ldc) {
+  const auto start = std::chrono::steady_clock::now();
+  nn::cpu_sgemm(trans_a, trans_b, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+  gemm_tally_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  gemm_tally_.flops += 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+}
+
 void CtrModel::mlp_forward(int64_t batch, bool training, int64_t step, const int64_t* samples) {
   const size_t layers = shape_.hidden.size();
   acts_.resize(layers);
@@ -160,7 +169,7 @@ void CtrModel::mlp_forward(int64_t batch, bool training, int64_t step, const int
     mask.resize(out.size());
     const float* w = dense_.data() + weight_offsets_[l];
     const float* bias = dense_.data() + bias_offsets_[l];
-    nn::cpu_sgemm(false, true, batch, out_dim, in_dim, 1.0f, in, in_dim, w, in_dim, 0.0f, out.data(), out_dim);
+    gemm(false, true, batch, out_dim, in_dim, in, in_dim, w, in_dim, out.data(), out_dim);
     float* o = out.data();
     float* m = mask.data();
     const uint64_t seed = seed_;
@@ -257,7 +266,7 @@ void CtrModel::mlp_backward(int64_t batch, const float* dout, std::vector<float>
   const float* a_last = acts_[layers - 1].data();
   {
     float* gw = dense_grad.data() + weight_offsets_[layers];
-    nn::cpu_sgemm(true, false, 1, in_dim, batch, 1.0f, dout, 1, a_last, in_dim, 0.0f, gw, in_dim);
+    gemm(true, false, 1, in_dim, batch, dout, 1, a_last, in_dim, gw, in_dim);
     double gb = 0.0;
     for (int64_t i = 0; i < batch; ++i) gb += dout[i];
     dense_grad[bias_offsets_[layers]] = static_cast<float>(gb);
@@ -278,15 +287,15 @@ void CtrModel::mlp_backward(int64_t batch, const float* dout, std::vector<float>
     for (int64_t i = 0; i < n; ++i) dz[i] *= m[i];
     if (shape_.batch_norm) batch_norm_backward(l, batch, out_dim, dz, dense_grad);
     float* gw = dense_grad.data() + weight_offsets_[l];
-    nn::cpu_sgemm(true, false, out_dim, layer_in, batch, 1.0f, dz, out_dim, input, layer_in, 0.0f, gw, layer_in);
+    gemm(true, false, out_dim, layer_in, batch, dz, out_dim, input, layer_in, gw, layer_in);
     float* gb = dense_grad.data() + bias_offsets_[l];
     for (int64_t j = 0; j < out_dim; ++j) gb[j] = 0.0f;
     for (int64_t i = 0; i < batch; ++i)
       for (int64_t j = 0; j < out_dim; ++j) gb[j] += dz[i * out_dim + j];
     std::vector<float>& din = l == 0 ? ddeep_ : dacts_b_;
     din.resize(static_cast<size_t>(batch * layer_in));
-    nn::cpu_sgemm(false, false, batch, layer_in, out_dim, 1.0f, dz, out_dim, dense_.data() + weight_offsets_[l],
-                  layer_in, 0.0f, din.data(), layer_in);
+    gemm(false, false, batch, layer_in, out_dim, dz, out_dim, dense_.data() + weight_offsets_[l], layer_in, din.data(),
+         layer_in);
     if (l > 0) std::swap(dacts_a_, dacts_b_);
   }
 }

@@ -86,6 +86,15 @@ class CtrModel {
   // Multiply-adds of one sample's MLP forward (for the plan's math line and the GEMM figures).
   int64_t mlp_flops_per_sample() const;
 
+  // The MLP's matrix products so far (forward and backward, training and evaluation): their
+  // seconds and floating-point operations, so the trainer can say how near the sgemm peak
+  // they run.
+  struct GemmTally {
+    double seconds = 0;
+    double flops = 0;
+  };
+  const GemmTally& gemm_tally() const { return gemm_tally_; }
+
   // BatchNorm (shape().batch_norm): the last training forward's batch means and variances, every
   // layer's in turn; the trainer averages them over the ranks and hands the result to
   // update_running_stats, so that every replica keeps the same running statistics.
@@ -95,6 +104,9 @@ class CtrModel {
  private:
   void mlp_forward(int64_t batch, bool training, int64_t step, const int64_t* samples);
   void mlp_backward(int64_t batch, const float* dout, std::vector<float>& dense_grad);
+  // nn::cpu_sgemm, timed into gemm_tally_.
+  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+            int64_t ldb, float* c, int64_t ldc);
   // o: the Linear's output without its bias, replaced by BatchNorm(ReLU(o + bias)).
   void batch_norm_forward(size_t layer, int64_t batch, int64_t width, bool training, float* o, const float* bias);
   void batch_norm_backward(size_t layer, int64_t batch, int64_t width, float* d, std::vector<float>& dense_grad);
@@ -118,6 +130,7 @@ class CtrModel {
   std::vector<std::vector<float>> running_mean_, running_var_;
   std::vector<std::vector<float>> relu_out_, normalized_, inv_std_;
   std::vector<float> batch_stats_;
+  GemmTally gemm_tally_;
 };
 
 }  // namespace sdp

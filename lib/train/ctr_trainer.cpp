@@ -418,6 +418,9 @@ class CtrRun {
   RowAccumulator local_rows_, merged_rows_;
   std::vector<float> exchange_buffer_;
   double train_seconds_ = 0, data_seconds_ = 0;
+  // Parts of train_seconds_: the MLP's matrix products (and their operations), the exchange
+  // between ranks, the optimizer's update.
+  double gemm_seconds_ = 0, gemm_flops_ = 0, exchange_seconds_ = 0, update_seconds_ = 0;
   int64_t exchanged_bytes_ = 0;
   TestMetrics last_test_;
   bool interrupted_ = false;
@@ -548,12 +551,15 @@ double CtrRun::train_step(int64_t epoch, int64_t step_in_epoch) {
   const auto t_step = Clock::now();
   data_seconds_ += std::chrono::duration<double>(t_step - t_data).count();
   const CtrBatch batch = buffers_.batch(batch_);
+  const CtrModel::GemmTally gemm_before = model_.gemm_tally();
   double loss_sum = model_.forward(batch, /*training=*/true, step_, buffers_.prob.data());
   local_rows_.reset(model_.shape().width(), batch_ * spec_.model.fields);
   // Each rank's gradient is of its losses over the global batch: summed over ranks, the mean.
   model_.backward(batch, 1.0f / static_cast<float>(global_batch_), dense_grad_, local_rows_);
   bool stop = interruption_requested();
+  const auto t_exchange = Clock::now();
   exchange(&loss_sum, &stop);
+  exchange_seconds_ += seconds_since(t_exchange);
   const double mean_loss = loss_sum / static_cast<double>(global_batch_);
   if (!std::isfinite(mean_loss))
     throw CollectiveFailure(ExitCode::kRuntime,
@@ -562,8 +568,12 @@ double CtrRun::train_step(int64_t epoch, int64_t step_in_epoch) {
                             world_.rank() == 0);
   // One rank: its own rows are the step's.
   const SparseRows& rows = world_.size() == 1 ? local_rows_.rows() : merged_rows_.rows();
+  const auto t_update = Clock::now();
   optimizer_.step(static_cast<float>(schedule_->lr_at(step_)), dense_grad_, rows);
+  update_seconds_ += seconds_since(t_update);
   train_seconds_ += seconds_since(t_step);
+  gemm_seconds_ += model_.gemm_tally().seconds - gemm_before.seconds;
+  gemm_flops_ += model_.gemm_tally().flops - gemm_before.flops;
   if (stop) interrupted_ = true;
   return mean_loss;
 }
@@ -737,6 +747,10 @@ void CtrRun::run() {
                  {"train_seconds", train_seconds_},
                  {"samples_per_sec", train_seconds_ > 0 ? seen / train_seconds_ : 0.0},
                  {"data_seconds", data_seconds_},
+                 {"mlp_gemm_seconds", gemm_seconds_},
+                 {"mlp_gemm_gflops", gemm_seconds_ > 0 ? gemm_flops_ / gemm_seconds_ / 1e9 : 0.0},
+                 {"exchange_seconds", exchange_seconds_},
+                 {"update_seconds", update_seconds_},
                  {"test_auc", last_test_.auc},
                  {"test_logloss", last_test_.logloss},
                  {"exchanged_mb_per_step",

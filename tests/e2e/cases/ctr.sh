@@ -27,6 +27,17 @@ case_ctr_trains_each_model() {
     [ -n "$auc" ] || fail "$model: no test_auc in the [done] line"
     python3 -c "import sys; sys.exit(0 if float('$auc') > 0.6 else 1)" || fail "$model learned nothing: AUC $auc"
     [ -f "$WORK/run$RUNS/m/model.safetensors" ] || fail "$model: no model.safetensors"
+    # The step's parts: deepfm's MLP products measured, none for the others.
+    local gflops
+    gflops=$(ctr_value mlp_gemm_gflops)
+    if [ $model = deepfm ]; then
+      python3 -c "import sys; sys.exit(0 if float('$gflops') > 0.1 else 1)" || fail "deepfm: mlp_gemm_gflops '$gflops'"
+    else
+      [ "$gflops" = 0 ] || fail "$model has no MLP, but mlp_gemm_gflops=$gflops"
+    fi
+    for key in exchange_seconds update_seconds mlp_gemm_seconds; do
+      [ -n "$(ctr_value $key)" ] || fail "$model: no $key in the [done] line"
+    done
     echo "$model test_auc=$auc"
   done
 }
