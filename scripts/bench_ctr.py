@@ -202,10 +202,20 @@ def sdp_run(binary, shape, args, threads, warm, check_model=False, ranks=1):
                   "test_auc": values.get("test_auc", float("nan")),
                   "test_logloss": values.get("test_logloss", float("nan")),
                   "steps": int(values.get("steps", 0)), "train_seconds": values.get("train_seconds", 0.0),
+                  "mlp_gemm_gflops": values.get("mlp_gemm_gflops", 0.0),
                   "peak_rss_mb": rss}
         if check_model:
             result["check"] = score_model(os.path.join(tmp, "model"), shape, result["test_auc"], result["test_logloss"])
         return result
+
+
+def sgemm_peak(binary, threads, peaks):
+    """oneDNN's sgemm rate at `threads` threads (sdp-train bench gemm), measured once."""
+    if threads not in peaks:
+        rc, out, _ = run_child([binary, "bench", "gemm", "--size", "1024", "--threads", str(threads)], timeout=300)
+        m = re.search(r"gflops=([0-9.]+)", out)
+        peaks[threads] = float(m.group(1)) if rc == 0 and m else None
+    return peaks[threads]
 
 
 def score_model(model_dir, shape, auc, logloss):
@@ -349,6 +359,7 @@ def main():
     sys.stdout.flush()
     jsonf = open(args.json, "w") if args.json else None
     rows, summary, notes = [], [], []
+    peaks = {}  # threads -> sgemm GFLOP/s
     for name in shapes:
         shape, skip = prepare(name, args)
         if shape is None:
@@ -410,6 +421,15 @@ def main():
                 label = f"{t}, BLAS {blas}" if blas else (f"{t}, BLAS {t}" if len(configs) > 1 else str(t))
                 if tool == "sdp-train-ranks":
                     label = f"{t} ({t} ranks x 1)"
+                if tool.startswith("sdp-train") and med("mlp_gemm_gflops") > 0:
+                    # A rank's products against the sgemm peak of its own threads.
+                    per_process = 1 if tool == "sdp-train-ranks" else t
+                    peak = sgemm_peak(binary, per_process, peaks)
+                    if peak:
+                        notes.append(f"{name}: {tool} {label}: the MLP's products ran at {med('mlp_gemm_gflops'):.1f}"
+                                     f" GFLOP/s a process, {100 * med('mlp_gemm_gflops') / peak:.0f} % of oneDNN's "
+                                     f"sgemm peak at {per_process} thread(s) ({peak:.1f} GFLOP/s, "
+                                     f"sdp-train bench gemm --size 1024)")
                 row = dict(shape=name, tool=tool, threads=t, label=label, rate=med("samples_per_sec"),
                            rate_all=med("samples_per_sec_all"), auc=med("test_auc"), logloss=med("test_logloss"),
                            rss=max(r["peak_rss_mb"] for r in runs), n=len(runs))

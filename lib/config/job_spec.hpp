@@ -171,6 +171,10 @@ struct DistributedSpec {
   double timeout_s = 600.0;
   double stall_warning_s = 60.0;
   int64_t check_every_steps = 0;  // replica checksum comparison; 0 = off
+  // CTR models: how the embedding table's row gradients travel (ctr/row_exchange.hpp): sparse
+  // (deduplicated per node), dense (an AllReduce of the whole table), auto (per step, the
+  // fewer bytes).
+  std::string embedding_exchange = "auto";
   bool share_gpus = false;  // more ranks than GPUs on a node: gradients over MPI through the host
   // GPU gradients across nodes: NCCL, or staged to host memory and summed by the CPUs
   // (set_up_job resolves auto into JobSetup::inter_node: inter_node.hpp).

@@ -340,6 +340,7 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("distributed.timeout_s", distributed.timeout_s));
     f.push_back(SDP_FIELD("distributed.stall_warning_s", distributed.stall_warning_s));
     f.push_back(SDP_FIELD("distributed.check_every_steps", distributed.check_every_steps));
+    f.push_back(SDP_FIELD("distributed.embedding_exchange", distributed.embedding_exchange, {"auto", "sparse", "dense"}));
     f.push_back(SDP_FIELD("distributed.share_gpus", distributed.share_gpus));
     f.push_back(SDP_FIELD("distributed.inter_node", distributed.inter_node));
     f.push_back(SDP_FIELD("distributed.stream_ordered", distributed.stream_ordered, {"auto", "off", "on"}));

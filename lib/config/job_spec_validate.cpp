@@ -78,6 +78,9 @@ void check_ctr_keys(const JobSpec& spec, const RangeChecker& check) {
     check.require(spec.data.format != DataFormat::kLibsvm, "data.format",
                   "libsvm holds sparse features, which the CTR models read (model.name: deepfm, fm or lr), not " +
                       m.name);
+    check.require(spec.distributed.embedding_exchange == "auto", "distributed.embedding_exchange",
+                  spec.distributed.embedding_exchange + " chooses how a CTR model's table rows travel; " + m.name +
+                      " has no embedding table");
     check.require(spec.data.load == "auto", "data.load",
                   spec.data.load + " chooses how a CTR model's samples are read; " + m.name +
                       "'s sets are streamed or read by offset as their format says (data.format)");

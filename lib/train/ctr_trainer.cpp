@@ -27,6 +27,7 @@
 #include "ctr/ctr_model.hpp"
 #include "ctr/ctr_optimizer.hpp"
 #include "ctr/ctr_stream.hpp"
+#include "ctr/row_exchange.hpp"
 #include "data/formats/ctr_tfrecord.hpp"
 #include "data/formats/data_files.hpp"
 #include "data/formats/libsvm.hpp"
@@ -34,12 +35,15 @@
 #include "data/sets/pipe_channel.hpp"
 #include "data/sets/stream_source.hpp"
 #include "distributed/agreement.hpp"
+#include "distributed/allreduce.hpp"
 #include "distributed/collectives.hpp"
 #include "distributed/communicator_factory.hpp"
+#include "distributed/watchdog.hpp"
 #include "io/checkpoint.hpp"
 #include "io/safetensors.hpp"
 #include "nn/threads.hpp"
 #include "obs/metrics.hpp"
+#include "train/fault_plan.hpp"
 #include "train/interruption.hpp"
 #include "train/output_check.hpp"
 #include "train/global_batch.hpp"
@@ -383,8 +387,22 @@ class CtrRun {
         world_(*setup.world),
         metrics_(world_.rank() == 0, spec_.output.metrics, tensorboard_directory(spec_.output)),
         model_(model_shape(spec_.model), spec_.seed),
-        optimizer_(spec_.optimizer, spec_.model.l2, model_) {
-    if (world_.size() > 1) comm_ = make_communicator(CommBackend::kMpi, world_.comm());
+        optimizer_(spec_.optimizer, spec_.model.l2, model_),
+        faults_(FaultPlan::from_environment(world_.rank())) {
+    if (world_.size() > 1) {
+      comm_ = make_communicator(CommBackend::kMpi, world_.comm());
+      // The dense way of the rows' exchange: the job's AllReduce over host memory.
+      std::shared_ptr<AllreduceAlgorithm> allreduce = make_allreduce(
+          world_, {spec_.distributed.allreduce, resolve_compression(spec_.distributed.compression, spec_.precision)});
+      // Every collective of the step is watched: a rank that stops taking part ends the job
+      // (exit 3) naming the collective and the ranks that never arrived.
+      watchdog_ = std::make_unique<Watchdog>(
+          WatchdogOptions{spec_.distributed.stall_warning_s, spec_.distributed.timeout_s}, world_.rank(),
+          ProgressBoard::create(world_));
+      rows_exchange_ = std::make_unique<RowExchange>(world_, spec_.model.table_rows, model_.shape().width(),
+                                                     parse_row_exchange(spec_.distributed.embedding_exchange),
+                                                     std::move(allreduce));
+    }
   }
 
   void run();
@@ -406,6 +424,10 @@ class CtrRun {
   CtrModel model_;
   CtrOptimizer optimizer_;
   std::shared_ptr<Communicator> comm_;
+  std::unique_ptr<RowExchange> rows_exchange_;  // more than one rank
+  std::unique_ptr<Watchdog> watchdog_;          // more than one rank
+  FaultPlan faults_;                            // the e2e tests' SDP_TEST_* faults
+  int64_t dense_exchanges_ = 0;                 // steps whose rows went the dense way
   LoadedSet train_, test_;
   std::unique_ptr<CtrTrainStream> stream_;  // a streamed training set
   int64_t batch_ = 0, global_batch_ = 0, steps_per_epoch_ = 0, total_steps_ = 0;
@@ -416,7 +438,6 @@ class CtrRun {
   BatchBuffers buffers_;
   std::vector<float> dense_grad_;
   RowAccumulator local_rows_, merged_rows_;
-  std::vector<float> exchange_buffer_;
   double train_seconds_ = 0, data_seconds_ = 0;
   // Parts of train_seconds_: the MLP's matrix products (and their operations), the exchange
   // between ranks, the optimizer's update.
@@ -498,7 +519,10 @@ void CtrRun::exchange(double* loss_sum, bool* stop) {
   dense_grad_.insert(dense_grad_.end(), batch_stats.begin(), batch_stats.end());
   dense_grad_.push_back(static_cast<float>(*loss_sum));
   dense_grad_.push_back(*stop ? 1.0f : 0.0f);
-  comm_->allreduce(CommBuffer::host(dense_grad_.data(), static_cast<int64_t>(dense_grad_.size())))->wait();
+  if (faults_.stalls_at(step_)) FaultPlan::stall(world_.rank(), "at step " + std::to_string(step_));
+  watchdog_->watch(step_, "dense gradient allreduce", [&] {
+    comm_->allreduce(CommBuffer::host(dense_grad_.data(), static_cast<int64_t>(dense_grad_.size())))->wait();
+  });
   *stop = dense_grad_.back() > 0.0f;
   *loss_sum = dense_grad_[dense_grad_.size() - 2];
   if (!batch_stats.empty()) {
@@ -507,33 +531,13 @@ void CtrRun::exchange(double* loss_sum, bool* stop) {
     model_.update_running_stats(stats);
   }
   dense_grad_.resize(dense);
-  // Sparse: every rank's unique rows, each [id as two floats' bits | row], gathered; then
-  // summed in rank order, so every rank computes the same bits.
-  const SparseRows& mine = local_rows_.rows();
-  const int width = mine.width, record = width + 2;
-  const std::vector<int> counts = allgather_ints(world_.comm(), static_cast<int>(mine.size()));
-  std::vector<int64_t> floats(counts.size());
-  int64_t total = 0, before = 0;
-  for (size_t r = 0; r < counts.size(); ++r) {
-    floats[r] = static_cast<int64_t>(counts[r]) * record;
-    if (static_cast<int>(r) < world_.rank()) before += floats[r];
-    total += floats[r];
-  }
-  exchange_buffer_.resize(static_cast<size_t>(total));
-  float* out = exchange_buffer_.data() + before;
-  for (int64_t i = 0; i < mine.size(); ++i) {
-    std::memcpy(out + i * record, &mine.ids[i], sizeof(int64_t));
-    std::memcpy(out + i * record + 2, mine.row(i), sizeof(float) * width);
-  }
-  comm_->allgather(CommBuffer::host(exchange_buffer_.data(), total), floats)->wait();
-  exchanged_bytes_ += static_cast<int64_t>(sizeof(float)) * (total - floats[world_.rank()]) +
-                      static_cast<int64_t>(sizeof(float) * 2 * dense);
-  merged_rows_.reset(width, total / record);
-  for (int64_t at = 0; at < total; at += record) {
-    int64_t id;
-    std::memcpy(&id, exchange_buffer_.data() + at, sizeof id);
-    merged_rows_.add(id, exchange_buffer_.data() + at + 2);
-  }
+  exchanged_bytes_ += static_cast<int64_t>(sizeof(float) * 2 * dense);
+  // The table's rows: every rank's unique rows, summed the same way on every rank.
+  if (faults_.stalls_in("rows_exchange")) FaultPlan::stall(world_.rank(), "before the table rows' exchange");
+  watchdog_->watch(step_, "table rows exchange", [&] { rows_exchange_->run(local_rows_.rows(), merged_rows_); });
+  const RowExchangeStep& step = rows_exchange_->last();
+  exchanged_bytes_ += step.bytes_received;
+  if (step.dense) ++dense_exchanges_;
 }
 
 double CtrRun::train_step(int64_t epoch, int64_t step_in_epoch) {
@@ -716,7 +720,9 @@ void CtrRun::run() {
                      {"samples_per_sec",
                       window_seconds > 0 ? static_cast<double>(window_steps * global_batch_) / window_seconds : 0.0},
                      {"exchanged_mb_per_step",
-                      static_cast<double>(exchanged_bytes_) / 1e6 / static_cast<double>(std::max<int64_t>(1, step_))}});
+                      static_cast<double>(exchanged_bytes_) / 1e6 / static_cast<double>(std::max<int64_t>(1, step_))},
+                     {"exchanged_rows", static_cast<double>(rows_exchange_ ? rows_exchange_->last().rows : 0)},
+                     {"dense_exchange_steps", static_cast<double>(dense_exchanges_)}});
       window_loss = window_seconds = 0;
       window_steps = 0;
     }
@@ -754,7 +760,8 @@ void CtrRun::run() {
                  {"test_auc", last_test_.auc},
                  {"test_logloss", last_test_.logloss},
                  {"exchanged_mb_per_step",
-                  static_cast<double>(exchanged_bytes_) / 1e6 / static_cast<double>(std::max<int64_t>(1, step_))}});
+                  static_cast<double>(exchanged_bytes_) / 1e6 / static_cast<double>(std::max<int64_t>(1, step_))},
+                 {"dense_exchange_steps", static_cast<double>(dense_exchanges_)}});
 }
 
 // Rebuilds the job's model and loads `path` (a model.safetensors or a checkpoint).
@@ -815,14 +822,23 @@ std::string describe_ctr_plan(const JobSetup& setup) {
   out << "  learning rate: " << describe_lr_rule(s, w.size()) << ", schedule " << to_string(s.optimizer.schedule)
       << "\n";
   out << "  optimizer    : " << describe_optimizer(s) << "\n";
-  const int64_t floats_per_row = shape.width() + 2;
   out << "  exchange     : ";
-  if (w.size() == 1)
+  if (w.size() == 1) {
     out << "none (one rank)\n";
-  else
-    out << "dense gradients by allreduce over mpi; each rank's unique table rows gathered (id + " << shape.width()
-        << " floats, " << 4 * floats_per_row << " bytes a row; at most " << s.data.batch_size * s.model.fields
-        << " rows a rank a step), summed in rank order\n";
+  } else {
+    // The upper bound of a step's unique rows: every id of the batch distinct.
+    const int unique = static_cast<int>(std::min<int64_t>(s.data.batch_size * s.model.fields, s.model.table_rows));
+    const ExchangeBytes bytes = estimate_bytes(std::vector<int>(static_cast<size_t>(w.size()), unique), w.nodes(),
+                                               w.local_size(), shape.width(), s.model.table_rows);
+    out << "dense gradients by allreduce over mpi; table rows " << s.distributed.embedding_exchange
+        << " (distributed.embedding_exchange): sparse (each node's rows summed once, then across " << w.nodes()
+        << " node(s); at most " << format_double(bytes.sparse / 1e6, 3) << " MB a rank a step) or dense (an allreduce of "
+        << "the table, " << format_double(bytes.dense / 1e6, 3) << " MB a rank a step)";
+    if (s.distributed.embedding_exchange == "auto")
+      out << "; auto takes the fewer bytes each step, from the step's unique rows (here at most " << unique
+          << " a rank: " << (bytes.dense < bytes.sparse ? "dense" : "sparse") << ")";
+    out << "\n";
+  }
   out << "  checkpoints  : " << s.checkpoint.dir << " (every " << s.checkpoint.every_steps << " steps, keep "
       << s.checkpoint.keep_last << ", resume " << s.checkpoint.resume << ")\n";
   out << "  outputs      : model " << s.output.model_dir << "/model.safetensors\n";

@@ -8,6 +8,7 @@
 //   SDP_TEST_STALL_RANK=r SDP_TEST_STALL_IN=place   rank r stops taking part right before a
 //                                                    collective outside the step instead:
 //                                                    place = evaluation | checkpoint_broadcast
+//                                                    | rows_exchange (a CTR model's step)
 //   SDP_TEST_NAN_RANK=r SDP_TEST_NAN_STEP=s          rank r's input is NaN at step s: its loss
 //                                                    and gradients are not finite there
 //   SDP_TEST_OVERFLOW_RANK=r SDP_TEST_OVERFLOW_STEP=s  rank r scales its loss by 1e30 at step

@@ -333,3 +333,60 @@ case_ctr_pipe_mode() {
   grep -q '^\[done\] steps=62 ' "$WORK/out" || fail "not 2 epochs of 4000 / (2 x 64) steps"
   ctr_auc_above 0.7 "pipe: "
 }
+
+# distributed.embedding_exchange: sparse (node-deduplicated) and dense (an allreduce of the
+# table) train the same model, every replica the same bits at every step, on one node and on 2
+# nodes of 2 ranks; auto takes dense for a table no larger than a step's rows and sparse for a
+# large one, and says so in the plan and the [done] line.
+case_ctr_exchange_ways() {
+  ctr_args
+  local way np
+  for np in 2 4; do
+    for way in sparse dense; do
+      expect_ok $np "${CTR_ARGS[@]}" --set optimizer.lr=0.01 --set data.batch_size=$((256 / np)) \
+        --set distributed.embedding_exchange=$way --set distributed.ranks_per_node=2 --set distributed.check_every_steps=1
+      grep -q "table rows $way (distributed.embedding_exchange)" "$WORK/out" || fail "$way: no plan line"
+      local dense_steps
+      dense_steps=$(ctr_value dense_exchange_steps)
+      if [ $way = dense ]; then [ "$dense_steps" = 32 ] || fail "dense: $dense_steps dense steps of 32"
+      else [ "$dense_steps" = 0 ] || fail "sparse: $dense_steps dense steps"; fi
+      cp "$WORK/run$RUNS/m/model.safetensors" "$WORK/$way-$np.safetensors"
+      ctr_auc_above 0.6 "$np ranks, $way: "
+    done
+    python3 - "$WORK/sparse-$np.safetensors" "$WORK/dense-$np.safetensors" <<'PY' || fail "$np ranks: sparse and dense differ"
+import json, struct, sys
+def load(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    return {k: struct.unpack(f"<{(v['data_offsets'][1] - v['data_offsets'][0]) // 4}f",
+                             raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in head.items() if k != "__metadata__"}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+worst = max(abs(x - y) for k in a for x, y in zip(a[k], b[k]))
+print(f"largest parameter difference, sparse vs dense: {worst:.2e}")
+assert worst < 1e-3, worst
+PY
+  done
+  expect_ok 2 "${CTR_ARGS[@]}" --set optimizer.lr=0.01 --set data.batch_size=128 --set model.table_rows=120
+  grep -q "auto takes the fewer bytes each step.*: dense)" "$WORK/out" || fail "auto: the plan does not say dense"
+  [ "$(ctr_value dense_exchange_steps)" = 32 ] || fail "auto did not take dense for a 120-row table"
+  expect_ok 2 "${CTR_ARGS[@]}" --set optimizer.lr=0.01 --set data.batch_size=128 --set model.table_rows=100000
+  [ "$(ctr_value dense_exchange_steps)" = 0 ] || fail "auto took dense for a 100,000-row table"
+}
+
+# A rank that stops taking part before the table rows' exchange: the other's watchdog ends the
+# job with exit 3 naming the exchange and the rank that never arrived (it waited for ever).
+case_ctr_exchange_stall() {
+  ctr_args
+  local start elapsed
+  start=$(date +%s)
+  SDP_TEST_STALL_RANK=1 SDP_TEST_STALL_IN=rows_exchange run 2 "${CTR_ARGS[@]}" \
+    --set distributed.stall_warning_s=1 --set distributed.timeout_s=4
+  elapsed=$(( $(date +%s) - start ))
+  [ $STATUS -eq 3 ] || fail "exit status $STATUS, expected 3"
+  [ $elapsed -le 25 ] || fail "took ${elapsed}s to abort (timeout 4 s)"
+  grep -qE '^sdp-train: error: rank 0 step 0: table rows exchange .*has waited' "$WORK/out" ||
+    fail "the error does not name the exchange"
+  grep -qE 'never arrived: .*1' "$WORK/out" || fail "the error does not name rank 1"
+}
