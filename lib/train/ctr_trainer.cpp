@@ -10,10 +10,7 @@
 #include <memory>
 #include <numeric>
 #include <optional>
-#include <random>
 #include <sstream>
-
-#include <unistd.h>
 
 #include "config/model_names.hpp"
 #include "config/sagemaker_env.hpp"
@@ -250,11 +247,6 @@ LoadedSet load_agreed(const JobSpec& spec, const World& world, const std::string
                                 " than rank 0: every rank must see the same files",
                             world.rank() == 0);
   return set;
-}
-
-// The token that names a job's sockets between a host's ranks (pipe_channel.hpp): rank 0's draw.
-std::string job_token(const World& world) {
-  return broadcast_string(world.comm(), std::to_string(std::random_device{}()) + "-" + std::to_string(::getpid()));
 }
 
 // A batch's storage.

@@ -386,11 +386,13 @@ LoaderOptions train_loader_options(const JobSpec& spec, int rank, int world, con
   return options;
 }
 
+std::string job_token(const World& world) {
+  return broadcast_string(world.comm(), std::to_string(std::random_device{}()) + "-" + std::to_string(::getpid()));
+}
+
 TrainingParts build_training_parts(const JobSpec& spec, const World& world, const Device& device) {
   TrainingParts parts;
-  // Names this job's sockets between the ranks of a host (Pipe mode): rank 0's random draw.
-  const std::string token = broadcast_string(world.comm(), std::to_string(std::random_device{}()) + "-" +
-                                                               std::to_string(::getpid()));
+  const std::string token = job_token(world);
   run_on_all_ranks(world.comm(), [&] {
     parts.data = std::make_unique<DataSplits>(load_data(spec, data_readers(world, token), device));
     const DataSplits& data = *parts.data;

@@ -29,6 +29,9 @@ struct TrainingParts {
 
 // This rank's place among the job's readers of data (open_data.hpp).
 DataReaders data_readers(const World& world, const std::string& token);
+// Names this job's sockets between the ranks of a host (a Pipe-mode channel's reader): rank 0's
+// random draw, the same on every rank. Collective.
+std::string job_token(const World& world);
 // The train and test splits data.format names (data/sets/open_data.hpp; not collective: wrap in
 // run_on_all_ranks).
 // With data.decode: gpu, each loader decodes its JPEGs with nvJPEG on `device` (an InputError
