@@ -22,46 +22,99 @@ void gather_scaled(const float* __restrict table, int width, const int64_t* __re
 
 void fm_forward(const float* __restrict first, const float* __restrict deep, int fields, int k, int64_t begin,
                 int64_t end, float* __restrict sums, float* __restrict out) {
+  constexpr int kLanes = 64;  // q_k of up to 64 k at a time, on the stack
   for (int64_t b = begin; b < end; ++b) {
     float linear = 0.0f;
     for (int f = 0; f < fields; ++f) linear += first[b * fields + f];
-    if (k == 0) {
-      out[b] = linear;
-      continue;
-    }
     float* s = sums + b * k;
-    for (int j = 0; j < k; ++j) s[j] = 0.0f;
-    float squares = 0.0f;
     const float* e = deep + b * fields * k;
-    for (int f = 0; f < fields; ++f) {
+    float second = 0.0f;
+    for (int j0 = 0; j0 < k; j0 += kLanes) {
+      const int lanes = k - j0 < kLanes ? k - j0 : kLanes;
+      float q[kLanes];
+      for (int j = 0; j < lanes; ++j) {
+        s[j0 + j] = 0.0f;
+        q[j] = 0.0f;
+      }
       // Fields in order, lanes across k: the same sums whatever the vector width.
-      for (int j = 0; j < k; ++j) s[j] += e[f * k + j];
+      for (int f = 0; f < fields; ++f) {
+        const float* ef = e + f * k + j0;
+        for (int j = 0; j < lanes; ++j) {
+          s[j0 + j] += ef[j];
+          q[j] += ef[j] * ef[j];
+        }
+      }
+      for (int j = 0; j < lanes; ++j) second += s[j0 + j] * s[j0 + j] - q[j];
     }
-    float square_of_sums = 0.0f;
-    for (int j = 0; j < k; ++j) square_of_sums += s[j] * s[j];
-    for (int i = 0; i < fields * k; ++i) squares += e[i] * e[i];
-    out[b] = linear + 0.5f * (square_of_sums - squares);
+    out[b] = k == 0 ? linear : linear + 0.5f * second;
   }
 }
 
-void pair_gradients(const float* __restrict deep, const float* __restrict sums, const float* __restrict dlogit,
-                    const float* __restrict ddeep, const float* __restrict values, int fields, int k, int64_t begin,
-                    int64_t end, float* __restrict grad) {
+void bias_relu_dropout(float* __restrict out, const float* __restrict bias, const uint64_t* __restrict row_keys,
+                       int64_t width, int64_t begin, int64_t end, uint32_t drop_below, float keep_scale,
+                       float* __restrict mask) {
+  for (int64_t i = begin; i < end; ++i) {
+    float* o = out + i * width;
+    float* m = mask + i * width;
+    if (drop_below == 0) {
+      for (int64_t j = 0; j < width; ++j) m[j] = keep_scale;
+    } else {
+      const uint64_t key = row_keys[i];
+      for (int64_t j = 0; j < width; ++j) m[j] = dropout_bits(key, j) < drop_below ? 0.0f : keep_scale;
+    }
+    if (bias != nullptr) {
+      for (int64_t j = 0; j < width; ++j) {
+        const float z = o[j] + bias[j];
+        const float factor = z > 0.0f ? m[j] : 0.0f;
+        m[j] = factor;
+        o[j] = z * factor;
+      }
+    } else {
+      for (int64_t j = 0; j < width; ++j) o[j] *= m[j];
+    }
+  }
+}
+
+void mask_column_sums(float* __restrict dz, const float* __restrict mask, int64_t rows, int64_t width,
+                      int64_t col_begin, int64_t col_end, float* __restrict column_sums) {
+  if (column_sums != nullptr)
+    for (int64_t j = col_begin; j < col_end; ++j) column_sums[j] = 0.0f;
+  for (int64_t i = 0; i < rows; ++i) {
+    float* d = dz + i * width;
+    if (mask != nullptr) {
+      const float* m = mask + i * width;
+      for (int64_t j = col_begin; j < col_end; ++j) d[j] *= m[j];
+    }
+    if (column_sums != nullptr)
+      for (int64_t j = col_begin; j < col_end; ++j) column_sums[j] += d[j];
+  }
+}
+
+void sum_pair_gradients(const float* __restrict deep, const float* __restrict sums, const float* __restrict dlogit,
+                        const float* __restrict ddeep, const float* __restrict values, int fields, int k,
+                        const int32_t* __restrict start, const int32_t* __restrict order, int64_t fresh, int64_t begin,
+                        int64_t end, float* __restrict rows) {
   const int width = k + 1;
-  for (int64_t b = begin; b < end; ++b) {
-    const float dl = dlogit[b];
-    const float* s = sums + b * k;
-    for (int f = 0; f < fields; ++f) {
-      const int64_t p = b * fields + f;
-      const float x = values[p];
-      float* g = grad + p * width;
-      g[0] = dl * x;
+  for (int64_t slot = begin; slot < end; ++slot) {
+    float* r = rows + slot * width;
+    for (int32_t at = start[slot]; at < start[slot + 1]; ++at) {
+      const int64_t p = order[at], b = p / fields;
+      const float dl = dlogit[b], x = values[p];
+      const float* s = sums + b * k;
       const float* e = deep + p * k;
-      if (ddeep != nullptr) {
-        const float* dd = ddeep + p * k;
-        for (int j = 0; j < k; ++j) g[1 + j] = (dl * (s[j] - e[j]) + dd[j]) * x;
+      const float* dd = ddeep != nullptr ? ddeep + p * k : nullptr;
+      if (at == start[slot] && slot >= fresh) {
+        r[0] = dl * x;
+        if (dd != nullptr)
+          for (int j = 0; j < k; ++j) r[1 + j] = (dl * (s[j] - e[j]) + dd[j]) * x;
+        else
+          for (int j = 0; j < k; ++j) r[1 + j] = dl * (s[j] - e[j]) * x;
       } else {
-        for (int j = 0; j < k; ++j) g[1 + j] = dl * (s[j] - e[j]) * x;
+        r[0] += dl * x;
+        if (dd != nullptr)
+          for (int j = 0; j < k; ++j) r[1 + j] += (dl * (s[j] - e[j]) + dd[j]) * x;
+        else
+          for (int j = 0; j < k; ++j) r[1 + j] += dl * (s[j] - e[j]) * x;
       }
     }
   }
@@ -107,6 +160,7 @@ void ftrl(float* __restrict p, const float* __restrict g, float* __restrict z, f
 
 }  // namespace
 
-extern const CtrKernels ctr_kernels = {gather_scaled, fm_forward, pair_gradients, sigmoid_log_loss, adagrad, ftrl};
+extern const CtrKernels ctr_kernels = {gather_scaled,    fm_forward,       sum_pair_gradients, bias_relu_dropout,
+                                       mask_column_sums, sigmoid_log_loss, adagrad,            ftrl};
 
 }  // namespace sdp::SDP_ISA_NAMESPACE

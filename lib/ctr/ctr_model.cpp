@@ -46,6 +46,23 @@ void parallel_chunks(int64_t n, Body&& body) {
   }
 }
 
+// Columns [0, n) in blocks of 16, one range per thread (column sums keep their row order).
+template <typename Body>
+void parallel_columns(int64_t n, Body&& body) {
+  const int64_t blocks = (n + 15) / 16;
+  const int threads = std::max(1, std::min<int>(omp_get_max_threads(), static_cast<int>(blocks)));
+  if (threads == 1) {
+    body(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int64_t begin = std::min(n, blocks * t / nt * 16), end = std::min(n, blocks * (t + 1) / nt * 16);
+    body(begin, end);
+  }
+}
+
 }  // namespace
 
 CtrModelKind ctr_model_kind(const std::string& name) {
@@ -154,6 +171,7 @@ void CtrModel::gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 }
 
 void CtrModel::mlp_forward(int64_t batch, bool training, int64_t step, const int64_t* samples) {
+  const CtrKernels& kernels = ctr_kernels();
   const size_t layers = shape_.hidden.size();
   acts_.resize(layers);
   masks_.resize(layers);
@@ -170,73 +188,43 @@ void CtrModel::mlp_forward(int64_t batch, bool training, int64_t step, const int
     const float* w = dense_.data() + weight_offsets_[l];
     const float* bias = dense_.data() + bias_offsets_[l];
     gemm(false, true, batch, out_dim, in_dim, in, in_dim, w, in_dim, out.data(), out_dim);
-    float* o = out.data();
-    float* m = mask.data();
-    const uint64_t seed = seed_;
-    const auto sample_key_of = [&](int64_t i) {
-      // The mask follows (seed, step, sample, layer, unit): the same on any number of ranks.
-      return key(seed ^ 0x64726f70ULL, static_cast<uint64_t>(step), static_cast<uint64_t>(samples ? samples[i] : i), l);
-    };
-    // A row's dropout factors, 16 random bits a unit (four units a hash): a unit is dropped
-    // when its bits fall below drop * 2^16.
-    const uint32_t drop_below = static_cast<uint32_t>(static_cast<double>(drop) * 65536.0);
-    const auto dropout_row = [&](uint64_t sample_key, float* factors) {
-      for (int64_t j = 0; j < out_dim; j += 4) {
-        const uint64_t bits = mix64(sample_key + static_cast<uint64_t>(j));
-        for (int64_t u = 0; u < 4 && j + u < out_dim; ++u)
-          factors[j + u] = static_cast<uint32_t>((bits >> (16 * u)) & 0xffff) < drop_below ? 0.0f : keep_scale;
-      }
-    };
-    if (!shape_.batch_norm) {
-      parallel_chunks(batch, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-          float* mi = m + i * out_dim;
-          float* oi = o + i * out_dim;
-          if (drop > 0)
-            dropout_row(sample_key_of(i), mi);
-          else
-            for (int64_t j = 0; j < out_dim; ++j) mi[j] = 1.0f;
-          for (int64_t j = 0; j < out_dim; ++j) {
-            const float z = oi[j] + bias[j];
-            const float factor = z > 0.0f ? mi[j] : 0.0f;
-            mi[j] = factor;
-            oi[j] = z * factor;
-          }
-        }
-      });
-    } else {
-      batch_norm_forward(l, batch, out_dim, training, o, bias);
-      // Dropout after the BatchNorm; m is the dropout factor alone.
-      parallel_chunks(batch, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-          float* mi = m + i * out_dim;
-          if (drop > 0)
-            dropout_row(sample_key_of(i), mi);
-          else
-            for (int64_t j = 0; j < out_dim; ++j) mi[j] = 1.0f;
-          for (int64_t j = 0; j < out_dim; ++j) o[i * out_dim + j] *= mi[j];
-        }
-      });
-    }
+    // A unit is dropped when its 32 random bits fall below drop * 2^32. The bits follow (seed,
+    // step, sample, layer, unit): the same masks on any number of ranks.
+    const uint32_t drop_below =
+        static_cast<uint32_t>(std::min(static_cast<double>(drop) * 4294967296.0, 4294967295.0));
+    row_keys_.resize(static_cast<size_t>(batch));
+    if (drop_below > 0)
+      for (int64_t i = 0; i < batch; ++i)
+        row_keys_[i] = key(seed_ ^ 0x64726f70ULL, static_cast<uint64_t>(step),
+                           static_cast<uint64_t>(samples ? samples[i] : i), l);
+    if (shape_.batch_norm) batch_norm_forward(l, batch, out_dim, training, out.data(), bias);
+    // Dropout after the BatchNorm (no bias or ReLU there); m is then the dropout factor alone.
+    const float* epilogue_bias = shape_.batch_norm ? nullptr : bias;
+    parallel_chunks(batch, [&](int64_t begin, int64_t end) {
+      kernels.bias_relu_dropout(out.data(), epilogue_bias, row_keys_.data(), out_dim, begin, end, drop_below,
+                                keep_scale, mask.data());
+    });
     in = out.data();
     in_dim = out_dim;
   }
   // The output unit: y_d = a . w_out + b_out, added to the logit.
   const float* w = dense_.data() + weight_offsets_[layers];
   const float bias = dense_[bias_offsets_[layers]];
-  for (int64_t i = 0; i < batch; ++i) {
-    float y = 0.0f;
-    const float* a = in + i * in_dim;
-    for (int64_t j = 0; j < in_dim; ++j) y += a[j] * w[j];
-    logit_[i] += y + bias;
-  }
+  parallel_chunks(batch, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float y = 0.0f;
+      const float* a = in + i * in_dim;
+      for (int64_t j = 0; j < in_dim; ++j) y += a[j] * w[j];
+      logit_[i] += y + bias;
+    }
+  });
 }
 
 void CtrModel::backward(const CtrBatch& batch, float scale, std::vector<float>& dense_grad,
                         RowAccumulator& table_grad) {
   const CtrKernels& kernels = ctr_kernels();
   const int64_t b = batch.size;
-  const int fields = shape_.fields, k = shape_.k(), width = shape_.width();
+  const int fields = shape_.fields, k = shape_.k();
   dense_grad.resize(dense_.size());  // every element is written below
   dlogit_.resize(static_cast<size_t>(b));
   prob_.resize(static_cast<size_t>(b));
@@ -249,16 +237,21 @@ void CtrModel::backward(const CtrBatch& batch, float scale, std::vector<float>& 
     mlp_backward(b, dlogit_.data(), dense_grad);
     ddeep = ddeep_.data();
   }
-  const int64_t pairs = b * fields;
-  pair_grad_.resize(static_cast<size_t>(pairs * width));
-  parallel_chunks(b, [&](int64_t begin, int64_t end) {
-    kernels.pair_gradients(deep_.data(), sums_.data(), dlogit_.data(), ddeep, batch.values, fields,
-                           shape_.kind == CtrModelKind::kLr ? 0 : k, begin, end, pair_grad_.data());
-  });
-  for (int64_t p = 0; p < pairs; ++p) table_grad.add(batch.ids[p], pair_grad_.data() + p * width);
+  // Each pair's table gradient is made where its id's row is summed (no per-pair buffer); slots
+  // in blocks, taken by the threads as they come (ids repeat unevenly).
+  const RowAccumulator::Grouping g = table_grad.group(batch.ids, b * fields);
+  float* rows = table_grad.row(0);
+  constexpr int64_t kBlock = 256;
+  const int64_t blocks = (g.slots + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(dynamic, 1) if (blocks > 1)
+  for (int64_t block = 0; block < blocks; ++block)
+    kernels.sum_pair_gradients(deep_.data(), sums_.data(), dlogit_.data(), ddeep, batch.values, fields,
+                               shape_.kind == CtrModelKind::kLr ? 0 : k, g.start, g.order, g.fresh, block * kBlock,
+                               std::min(g.slots, (block + 1) * kBlock), rows);
 }
 
 void CtrModel::mlp_backward(int64_t batch, const float* dout, std::vector<float>& dense_grad) {
+  const CtrKernels& kernels = ctr_kernels();
   const size_t layers = shape_.hidden.size();
   const int64_t deep_dim = static_cast<int64_t>(shape_.fields) * shape_.k();
   // The output unit.
@@ -272,8 +265,11 @@ void CtrModel::mlp_backward(int64_t batch, const float* dout, std::vector<float>
     dense_grad[bias_offsets_[layers]] = static_cast<float>(gb);
     const float* w = dense_.data() + weight_offsets_[layers];
     dacts_a_.resize(static_cast<size_t>(batch * in_dim));
-    for (int64_t i = 0; i < batch; ++i)
-      for (int64_t j = 0; j < in_dim; ++j) dacts_a_[i * in_dim + j] = dout[i] * w[j];
+    float* da = dacts_a_.data();
+    parallel_chunks(batch, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        for (int64_t j = 0; j < in_dim; ++j) da[i * in_dim + j] = dout[i] * w[j];
+    });
   }
   for (size_t l = layers; l-- > 0;) {
     const int64_t out_dim = shape_.hidden[l];
@@ -281,17 +277,24 @@ void CtrModel::mlp_backward(int64_t batch, const float* dout, std::vector<float>
     const float* input = l == 0 ? deep_.data() : acts_[l - 1].data();
     // dZ = dA * (ReLU and dropout's factor), in place (with BatchNorm between them: dropout,
     // BatchNorm's backward, then ReLU).
+    // The bias's gradient is dZ's column sums; columns split over the threads.
     float* dz = dacts_a_.data();
     const float* m = masks_[l].data();
-    const int64_t n = batch * out_dim;
-    for (int64_t i = 0; i < n; ++i) dz[i] *= m[i];
-    if (shape_.batch_norm) batch_norm_backward(l, batch, out_dim, dz, dense_grad);
+    float* gb = dense_grad.data() + bias_offsets_[l];
+    const auto by_columns = [&](const float* mask, float* sums) {
+      parallel_columns(out_dim, [&](int64_t begin, int64_t end) {
+        kernels.mask_column_sums(dz, mask, batch, out_dim, begin, end, sums);
+      });
+    };
+    if (shape_.batch_norm) {
+      by_columns(m, nullptr);
+      batch_norm_backward(l, batch, out_dim, dz, dense_grad);
+      by_columns(nullptr, gb);
+    } else {
+      by_columns(m, gb);
+    }
     float* gw = dense_grad.data() + weight_offsets_[l];
     gemm(true, false, out_dim, layer_in, batch, dz, out_dim, input, layer_in, gw, layer_in);
-    float* gb = dense_grad.data() + bias_offsets_[l];
-    for (int64_t j = 0; j < out_dim; ++j) gb[j] = 0.0f;
-    for (int64_t i = 0; i < batch; ++i)
-      for (int64_t j = 0; j < out_dim; ++j) gb[j] += dz[i * out_dim + j];
     std::vector<float>& din = l == 0 ? ddeep_ : dacts_b_;
     din.resize(static_cast<size_t>(batch * layer_in));
     gemm(false, false, batch, layer_in, out_dim, dz, out_dim, dense_.data() + weight_offsets_[l], layer_in, din.data(),

@@ -62,9 +62,62 @@ void RowAccumulator::add(int64_t id, const float* row) {
   if (static_cast<uint64_t>(rows_.size()) * 2 > keys_.size()) grow();
 }
 
-void RowAccumulator::add_all(const SparseRows& other) {
-  for (int64_t i = 0; i < other.size(); ++i) add(other.ids[i], other.row(i));
+int32_t RowAccumulator::slot_of(int64_t id) {
+  uint64_t h = mix(id) & mask_;
+  while (true) {
+    if (keys_[h] == id) return slots_[h];
+    if (keys_[h] == -1) break;
+    h = (h + 1) & mask_;
+  }
+  const int32_t slot = static_cast<int32_t>(rows_.size());
+  keys_[h] = id;
+  slots_[h] = slot;
+  rows_.ids.push_back(id);
+  if (static_cast<uint64_t>(rows_.size()) * 2 > keys_.size()) grow();
+  return slot;
 }
+
+RowAccumulator::Grouping RowAccumulator::group(const int64_t* ids, int64_t count) {
+  Grouping g;
+  g.fresh = rows_.size();
+  // The slots, sequentially (new ids in first-seen order), then each slot's p in order (a
+  // counting sort).
+  pair_slot_.resize(static_cast<size_t>(count));
+  for (int64_t p = 0; p < count; ++p) pair_slot_[p] = slot_of(ids[p]);
+  g.slots = rows_.size();
+  rows_.rows.resize(static_cast<size_t>(g.slots) * rows_.width);
+  slot_start_.assign(static_cast<size_t>(g.slots) + 1, 0);
+  for (int64_t p = 0; p < count; ++p) ++slot_start_[pair_slot_[p] + 1];
+  for (int64_t s = 0; s < g.slots; ++s) slot_start_[s + 1] += slot_start_[s];
+  by_slot_.resize(static_cast<size_t>(count));
+  fill_at_.assign(slot_start_.begin(), slot_start_.end() - 1);
+  for (int64_t p = 0; p < count; ++p) by_slot_[fill_at_[pair_slot_[p]]++] = static_cast<int32_t>(p);
+  g.start = slot_start_.data();
+  g.order = by_slot_.data();
+  return g;
+}
+
+void RowAccumulator::add_rows(const int64_t* ids, const float* rows, int64_t count) {
+  const Grouping g = group(ids, count);
+  const int width = rows_.width;
+#pragma omp parallel for schedule(dynamic, 256)
+  for (int64_t s = 0; s < g.slots; ++s) {
+    int32_t at = g.start[s];
+    const int32_t last = g.start[s + 1];
+    if (at == last) continue;  // an earlier id that these rows do not touch
+    float* sum = row(s);
+    if (s >= g.fresh) {
+      std::memcpy(sum, rows + static_cast<int64_t>(g.order[at]) * width, sizeof(float) * width);
+      ++at;
+    }
+    for (; at < last; ++at) {
+      const float* r = rows + static_cast<int64_t>(g.order[at]) * width;
+      for (int j = 0; j < width; ++j) sum[j] += r[j];
+    }
+  }
+}
+
+void RowAccumulator::add_all(const SparseRows& other) { add_rows(other.ids.data(), other.rows.data(), other.size()); }
 
 void RowAccumulator::scale(float factor) {
   for (float& v : rows_.rows) v *= factor;

@@ -18,13 +18,28 @@ struct SparseRows {
 };
 
 // Sums rows by id: an open-addressing hash from id to its slot, cleared (not freed) between
-// steps. Sequential by design: the summation order is the order of add() calls.
+// steps. The summation order is the order of add() calls (add_rows: the order of its rows).
 class RowAccumulator {
  public:
   // Starts a new set of `width`-float rows; `expected_ids` sizes the hash (no rehash below it).
   void reset(int width, int64_t expected_ids);
   // rows[id] += row (the first add of an id copies it).
   void add(int64_t id, const float* row);
+  // add(ids[p], rows + p * width) for p = 0 .. count-1: the same ids in the same order and the
+  // same sums (each id's rows added in p order), with the additions spread over the threads.
+  void add_rows(const int64_t* ids, const float* rows, int64_t count);
+
+  // add_rows in two halves, for rows made while they are summed (the CTR backward's pair
+  // gradients). group() gives each of ids[0 .. count) its slot (a new id: a slot at the end, in
+  // first-seen order) and lists each slot's p in order; the caller then sums slot s's rows into
+  // row(s), which a slot from before the call (s < fresh) already holds and a new one does not.
+  struct Grouping {
+    int64_t slots = 0, fresh = 0;
+    const int32_t* start = nullptr;  // slot s's p: order[start[s] .. start[s + 1])
+    const int32_t* order = nullptr;
+  };
+  Grouping group(const int64_t* ids, int64_t count);
+  float* row(int64_t slot) { return rows_.rows.data() + slot * rows_.width; }
   // Adds every row of `other`, in its order.
   void add_all(const SparseRows& other);
   const SparseRows& rows() const { return rows_; }
@@ -33,10 +48,13 @@ class RowAccumulator {
 
  private:
   void grow();
+  // The slot of id, inserted (its row not yet written) when new.
+  int32_t slot_of(int64_t id);
   SparseRows rows_;
   std::vector<int64_t> keys_;   // -1: empty
   std::vector<int32_t> slots_;  // index into rows_.ids
   uint64_t mask_ = 0;
+  std::vector<int32_t> pair_slot_, slot_start_, by_slot_, fill_at_;  // group()'s
 };
 
 }  // namespace sdp

@@ -384,8 +384,10 @@ class CtrRun {
     if (world_.size() > 1) {
       comm_ = make_communicator(CommBackend::kMpi, world_.comm());
       // The dense way of the rows' exchange: the job's AllReduce over host memory.
-      std::shared_ptr<AllreduceAlgorithm> allreduce = make_allreduce(
-          world_, {spec_.distributed.allreduce, resolve_compression(spec_.distributed.compression, spec_.precision)});
+      AllreduceSetup setup;
+      setup.algorithm = spec_.distributed.allreduce;
+      setup.compression = resolve_compression(spec_.distributed.compression, spec_.precision);
+      std::shared_ptr<AllreduceAlgorithm> allreduce = make_allreduce(world_, setup);
       // Every collective of the step is watched: a rank that stops taking part ends the job
       // (exit 3) naming the collective and the ranks that never arrived.
       watchdog_ = std::make_unique<Watchdog>(

@@ -1,6 +1,7 @@
 // The CTR kernels of every ISA this CPU runs give the baseline's bits; the row accumulator
 // sums duplicates in the order they come; AUC and log loss against hand-made cases.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <random>
@@ -31,7 +32,7 @@ TEST(CtrKernels, EveryIsaGivesTheBaselinesBits) {
   const std::vector<float> values = random_floats(pairs, 2), dlogit = random_floats(batch, 3),
                            ddeep = random_floats(pairs * k, 4), labels(batch, 1.0f);
   struct Out {
-    std::vector<float> first, deep, sums, logit, grad, prob, dl, p, acc, z, n;
+    std::vector<float> first, deep, sums, logit, grad, act, mask, dact, colsums, prob, dl, p, acc, z, n;
     double loss = 0;
   };
   const auto run = [&](const CtrKernels& kern) {
@@ -40,13 +41,26 @@ TEST(CtrKernels, EveryIsaGivesTheBaselinesBits) {
     o.deep.resize(pairs * k);
     o.sums.resize(batch * k);
     o.logit.resize(batch);
-    o.grad.resize(pairs * width);
     o.prob.resize(batch);
     o.dl.resize(batch);
     kern.gather_scaled(table.data(), width, ids.data(), values.data(), 0, pairs, o.first.data(), o.deep.data());
     kern.fm_forward(o.first.data(), o.deep.data(), fields, k, 0, batch, o.sums.data(), o.logit.data());
-    kern.pair_gradients(o.deep.data(), o.sums.data(), dlogit.data(), ddeep.data(), values.data(), fields, k, 0, batch,
-                        o.grad.data());
+    RowAccumulator acc;
+    acc.reset(width, pairs);
+    const RowAccumulator::Grouping g = acc.group(ids.data(), pairs);
+    kern.sum_pair_gradients(o.deep.data(), o.sums.data(), dlogit.data(), ddeep.data(), values.data(), fields, k,
+                            g.start, g.order, g.fresh, 0, g.slots, acc.row(0));
+    o.grad = acc.rows().rows;
+    // A hidden layer's epilogue and its backward's column sums, on the product [batch, fields * k].
+    o.act = o.deep;
+    o.mask.resize(o.act.size());
+    std::vector<uint64_t> keys(batch);
+    for (int64_t i = 0; i < batch; ++i) keys[i] = 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(i + 1);
+    kern.bias_relu_dropout(o.act.data(), values.data(), keys.data(), fields * k, 0, batch, 1u << 31, 2.0f,
+                           o.mask.data());
+    o.dact = ddeep;
+    o.colsums.resize(fields * k);
+    kern.mask_column_sums(o.dact.data(), o.mask.data(), batch, fields * k, 0, fields * k, o.colsums.data());
     o.loss = kern.sigmoid_log_loss(o.logit.data(), labels.data(), 0, batch, 0.5f, o.prob.data(), o.dl.data());
     o.p = table;
     o.acc.assign(table.size(), 0.1f);
@@ -66,6 +80,10 @@ TEST(CtrKernels, EveryIsaGivesTheBaselinesBits) {
     EXPECT_EQ(o.sums, base.sums);
     EXPECT_EQ(o.logit, base.logit);
     EXPECT_EQ(o.grad, base.grad);
+    EXPECT_EQ(o.act, base.act);
+    EXPECT_EQ(o.mask, base.mask);
+    EXPECT_EQ(o.dact, base.dact);
+    EXPECT_EQ(o.colsums, base.colsums);
     EXPECT_EQ(o.prob, base.prob);
     EXPECT_EQ(o.dl, base.dl);
     EXPECT_EQ(o.loss, base.loss);
@@ -91,6 +109,104 @@ TEST(RowAccumulator, SumsDuplicatesInFirstSeenOrderAndGrows) {
   EXPECT_EQ(r.row(50)[1], 22.0f);
   acc.reset(2, 4);
   EXPECT_EQ(acc.rows().size(), 0);
+}
+
+// The pairs' gradient rows of a batch of `pairs` pairs over `rows` ids, hot ids repeating.
+struct PairBatch {
+  int fields = 6, k = 5;
+  int64_t batch = 0, pairs = 0;
+  std::vector<int64_t> ids;
+  std::vector<float> deep, sums, dlogit, ddeep, values;
+  PairBatch(int64_t samples, int64_t rows) : batch(samples), pairs(samples * fields) {
+    std::mt19937 rng(7);
+    for (int64_t p = 0; p < pairs; ++p)
+      ids.push_back(static_cast<int64_t>(p % 3 == 0 ? rng() % 8 : rng() % static_cast<uint32_t>(rows)));
+    deep = random_floats(pairs * k, 11);
+    sums = random_floats(batch * k, 12);
+    dlogit = random_floats(batch, 13);
+    ddeep = random_floats(pairs * k, 14);
+    values = random_floats(pairs, 15);
+  }
+  // pair_gradients as the header states it, pair p's row.
+  std::vector<float> gradient(int64_t p) const {
+    const int64_t b = p / fields;
+    std::vector<float> g(k + 1);
+    g[0] = dlogit[b] * values[p];
+    for (int j = 0; j < k; ++j)
+      g[1 + j] = (dlogit[b] * (sums[b * k + j] - deep[p * k + j]) + ddeep[p * k + j]) * values[p];
+    return g;
+  }
+};
+
+TEST(CtrKernels, PairGradientsSummedPerSlotAreAddInPairOrder) {
+  const PairBatch pb(200, 3000);  // 1,200 pairs: more than one block of slots, hot ids 0..7
+  RowAccumulator expected;
+  expected.reset(pb.k + 1, 16);
+  const float earlier[] = {1, 2, 3, 4, 5, 6};
+  expected.add(5, earlier);  // a slot from before: its sum continues
+  for (int64_t p = 0; p < pb.pairs; ++p) expected.add(pb.ids[p], pb.gradient(p).data());
+  for (CpuIsa isa : supported_cpu_isas()) {
+    SCOPED_TRACE(cpu_isa_name(isa));
+    RowAccumulator acc;
+    acc.reset(pb.k + 1, 16);
+    acc.add(5, earlier);
+    const RowAccumulator::Grouping g = acc.group(pb.ids.data(), pb.pairs);
+    EXPECT_EQ(g.fresh, 1);
+    // Slots in two uneven ranges, the later first: any split, any order of ranges, same bits.
+    const int64_t split = g.slots / 3;
+    const CtrKernels& kern = ctr_kernels(isa);
+    for (const auto& range : {std::pair<int64_t, int64_t>{split, g.slots}, {0, split}})
+      kern.sum_pair_gradients(pb.deep.data(), pb.sums.data(), pb.dlogit.data(), pb.ddeep.data(), pb.values.data(),
+                              pb.fields, pb.k, g.start, g.order, g.fresh, range.first, range.second, acc.row(0));
+    EXPECT_EQ(acc.rows().ids, expected.rows().ids);
+    EXPECT_EQ(acc.rows().rows, expected.rows().rows);
+  }
+}
+
+TEST(RowAccumulator, AddRowsIsAddInOrderOnAnyThreads) {
+  const PairBatch pb(400, 5000);
+  std::vector<float> rows;
+  for (int64_t p = 0; p < pb.pairs; ++p) {
+    const std::vector<float> g = pb.gradient(p);
+    rows.insert(rows.end(), g.begin(), g.end());
+  }
+  RowAccumulator expected;
+  expected.reset(pb.k + 1, 4);
+  for (int64_t p = 0; p < 100; ++p) expected.add(pb.ids[p], rows.data() + p * (pb.k + 1));
+  for (int64_t p = 100; p < pb.pairs; ++p) expected.add(pb.ids[p], rows.data() + p * (pb.k + 1));
+  for (int threads : {1, 2, 3}) {
+    SCOPED_TRACE(threads);
+    omp_set_num_threads(threads);
+    RowAccumulator acc;
+    acc.reset(pb.k + 1, 4);  // grows
+    acc.add_rows(pb.ids.data(), rows.data(), 100);
+    acc.add_rows(pb.ids.data() + 100, rows.data() + 100 * (pb.k + 1), pb.pairs - 100);  // slots from before continue
+    EXPECT_EQ(acc.rows().ids, expected.rows().ids);
+    EXPECT_EQ(acc.rows().rows, expected.rows().rows);
+  }
+  omp_set_num_threads(omp_get_num_procs());
+}
+
+TEST(CtrKernels, DropoutDropsItsShareAndKeepsTheRest) {
+  const int64_t batch = 64, width = 100;
+  std::vector<float> out(batch * width, 1.0f), mask(out.size()), bias(width, 0.0f);
+  std::vector<uint64_t> keys(batch);
+  for (int64_t i = 0; i < batch; ++i) keys[i] = 0xabcdef12345ULL * static_cast<uint64_t>(i + 3);
+  const uint32_t quarter = 1u << 30;  // drop 0.25
+  ctr_kernels().bias_relu_dropout(out.data(), bias.data(), keys.data(), width, 0, batch, quarter, 4.0f / 3.0f,
+                                  mask.data());
+  int64_t dropped = 0;
+  for (int64_t i = 0; i < batch * width; ++i) {
+    dropped += mask[i] == 0.0f;
+    EXPECT_EQ(out[i], mask[i]);
+    EXPECT_EQ(mask[i] == 0.0f, dropout_bits(keys[i / width], i % width) < quarter);
+  }
+  EXPECT_NEAR(static_cast<double>(dropped) / (batch * width), 0.25, 0.02);
+  // Negative pre-activations are cut by the ReLU whatever the dropout said.
+  std::fill(out.begin(), out.end(), -1.0f);
+  ctr_kernels().bias_relu_dropout(out.data(), bias.data(), keys.data(), width, 0, batch, quarter, 4.0f / 3.0f,
+                                  mask.data());
+  for (float m : mask) EXPECT_EQ(m, 0.0f);
 }
 
 TEST(CtrMetrics, AucCountsPairsWithTiesAsHalf) {
