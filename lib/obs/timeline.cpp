@@ -89,6 +89,7 @@ std::string Timeline::events_json() const {
       if (e.step >= 0) arg("step", e.step);
       if (e.bucket >= 0) arg("bucket", e.bucket);
       if (e.bytes >= 0) arg("bytes", e.bytes);
+      if (e.rows >= 0) arg("rows", e.rows);
       std::snprintf(buffer + n, sizeof buffer - n, "}}");
       out += buffer;
     }

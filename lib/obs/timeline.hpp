@@ -3,10 +3,12 @@
 // timeline.cc is the model: "X" (complete) events, pid = rank, tid = a track: `main` (the
 // training loop: data wait, forward, backward, gradient wait, optimizer, evaluation,
 // checkpoint, inside one `step` event per step) and `comm` (the communication thread: one
-// `allreduce` per gradient bucket, its bytes in args).
+// `allreduce` per gradient bucket, its bytes in args). A CTR job (train/ctr_trainer.cpp) has
+// the main track alone: its step's `allreduce` and `table_rows` (cat sparse or dense, args
+// bytes and rows) run on the loop's thread.
 //
 // Cost. Off, the training loop holds a null Timeline* and tests it: no clock read, no
-// allocation. On, each event is a clock read and a 48-byte store into a buffer allocated
+// allocation. On, each event is a clock read and a 56-byte store into a buffer allocated
 // once, up front (reserve): nothing is formatted or allocated on the step path. A full
 // buffer drops further events and counts them (dropped()), it never grows mid-run.
 //
@@ -38,6 +40,7 @@ struct TraceEvent {
   int64_t bytes = -1;   // args.bytes; -1: none
   int32_t bucket = -1;  // args.bucket; -1: none
   const char* category = nullptr;  // "cat"; null: none. Like name, must outlive the timeline
+  int64_t rows = -1;                // args.rows (a CTR table's rows exchanged); -1: none
 };
 
 class Timeline {
@@ -55,7 +58,8 @@ class Timeline {
   bool reserved(TraceTrack track) const { return !tracks_[static_cast<int>(track)].events.empty(); }
   // Appends an event; after reserve's capacity is used up, counts it as dropped instead.
   void record(TraceTrack track, const char* name, Clock::time_point start, Clock::time_point end,
-              int64_t step = -1, int64_t bytes = -1, int bucket = -1, const char* category = nullptr) noexcept {
+              int64_t step = -1, int64_t bytes = -1, int bucket = -1, const char* category = nullptr,
+              int64_t rows = -1) noexcept {
     Buffer& b = tracks_[static_cast<int>(track)];
     if (b.size == b.events.size()) {
       ++b.dropped;
@@ -69,6 +73,7 @@ class Timeline {
     e.bytes = bytes;
     e.bucket = bucket;
     e.category = category;
+    e.rows = rows;
   }
 
   int rank() const { return rank_; }

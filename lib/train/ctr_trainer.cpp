@@ -35,11 +35,13 @@
 #include "distributed/allreduce.hpp"
 #include "distributed/collectives.hpp"
 #include "distributed/communicator_factory.hpp"
+#include "distributed/mpi_check.hpp"
 #include "distributed/watchdog.hpp"
 #include "io/checkpoint.hpp"
 #include "io/safetensors.hpp"
 #include "nn/threads.hpp"
 #include "obs/metrics.hpp"
+#include "obs/timeline.hpp"
 #include "train/fault_plan.hpp"
 #include "train/interruption.hpp"
 #include "train/output_check.hpp"
@@ -406,6 +408,8 @@ class CtrRun {
   void resume();
   double train_step(int64_t epoch, int64_t step_in_epoch);
   void exchange(double* loss_sum, bool* stop);
+  void start_timeline();
+  void write_timeline();
   void evaluate(int64_t epoch);
   void save_checkpoint();
   void save_model();
@@ -420,6 +424,7 @@ class CtrRun {
   std::shared_ptr<Communicator> comm_;
   std::unique_ptr<RowExchange> rows_exchange_;  // more than one rank
   std::unique_ptr<Watchdog> watchdog_;          // more than one rank
+  std::unique_ptr<Timeline> timeline_;          // output.timeline
   FaultPlan faults_;                            // the e2e tests' SDP_TEST_* faults
   int64_t dense_exchanges_ = 0;                 // steps whose rows went the dense way
   LoadedSet train_, test_;
@@ -483,6 +488,35 @@ void CtrRun::load_data() {
     });
 }
 
+void CtrRun::start_timeline() {
+  if (spec_.output.timeline.empty()) return;
+  // Time 0 of every rank's trace right after a barrier: the ranks' traces line up to within
+  // the barrier's skew, even across hosts whose clocks are not comparable.
+  if (world_.size() > 1)
+    watchdog_->watch(step_, "timeline barrier", [&] { SDP_MPI_CHECK(MPI_Barrier(world_.comm())); });
+  timeline_ = std::make_unique<Timeline>(world_.rank(), Clock::now());
+  // Room for every event of the run, allocated now: the step path never allocates. Per step on
+  // the main track: step, data wait, forward, backward, allreduce, table rows, optimizer; the
+  // checkpoints and evaluations.
+  const auto steps = static_cast<std::size_t>(std::max<int64_t>(total_steps_ - step_, 0));
+  const std::size_t checkpoints =
+      spec_.checkpoint.every_steps > 0 ? steps / static_cast<std::size_t>(spec_.checkpoint.every_steps) : 0;
+  const auto capped = [](std::size_t n) { return std::min<std::size_t>(n, kMaxTraceEvents); };
+  timeline_->reserve(TraceTrack::kMain,
+                     capped(steps * 7 + checkpoints + 4 * static_cast<std::size_t>(spec_.train.epochs + 4)));
+}
+
+void CtrRun::write_timeline() {
+  if (!timeline_) return;
+  const std::string other = "{\"world_size\":" + std::to_string(world_.size()) +
+                            ",\"steps\":" + std::to_string(step_) + ",\"model\":\"" + spec_.model.name + "\"}";
+  const auto write = [&] { write_job_timeline(*timeline_, spec_.output.timeline, world_, other); };
+  if (watchdog_)
+    watchdog_->watch(step_, "timeline gather", write);
+  else
+    write();
+}
+
 const std::vector<int64_t>& CtrRun::epoch_order(int64_t epoch) {
   if (order_epoch_ == epoch) return order_;
   // The same permutation on every rank, from (seed, epoch): a resumed run continues it.
@@ -514,9 +548,12 @@ void CtrRun::exchange(double* loss_sum, bool* stop) {
   dense_grad_.push_back(static_cast<float>(*loss_sum));
   dense_grad_.push_back(*stop ? 1.0f : 0.0f);
   if (faults_.stalls_at(step_)) FaultPlan::stall(world_.rank(), "at step " + std::to_string(step_));
+  const auto t_dense = Clock::now();
   watchdog_->watch(step_, "dense gradient allreduce", [&] {
     comm_->allreduce(CommBuffer::host(dense_grad_.data(), static_cast<int64_t>(dense_grad_.size())))->wait();
   });
+  const auto t_rows = Clock::now();
+  const int64_t dense_bytes = static_cast<int64_t>(sizeof(float) * dense_grad_.size());
   *stop = dense_grad_.back() > 0.0f;
   *loss_sum = dense_grad_[dense_grad_.size() - 2];
   if (!batch_stats.empty()) {
@@ -532,6 +569,11 @@ void CtrRun::exchange(double* loss_sum, bool* stop) {
   const RowExchangeStep& step = rows_exchange_->last();
   exchanged_bytes_ += step.bytes_received;
   if (step.dense) ++dense_exchanges_;
+  if (timeline_) {
+    timeline_->record(TraceTrack::kMain, "allreduce", t_dense, t_rows, step_, dense_bytes);
+    timeline_->record(TraceTrack::kMain, "table_rows", t_rows, Clock::now(), step_, step.bytes_received, -1,
+                      step.dense ? "dense" : "sparse", step.rows);
+  }
 }
 
 double CtrRun::train_step(int64_t epoch, int64_t step_in_epoch) {
@@ -548,12 +590,20 @@ double CtrRun::train_step(int64_t epoch, int64_t step_in_epoch) {
   }
   const auto t_step = Clock::now();
   data_seconds_ += std::chrono::duration<double>(t_step - t_data).count();
+  if (timeline_) timeline_->record(TraceTrack::kMain, "data_wait", t_data, t_step, step_);
   const CtrBatch batch = buffers_.batch(batch_);
   const CtrModel::GemmTally gemm_before = model_.gemm_tally();
-  double loss_sum = model_.forward(batch, /*training=*/true, step_, buffers_.prob.data());
+  double loss_sum;
+  {
+    TraceScope forward(timeline_.get(), "forward", step_);
+    loss_sum = model_.forward(batch, /*training=*/true, step_, buffers_.prob.data());
+  }
   local_rows_.reset(model_.shape().width(), batch_ * spec_.model.fields);
-  // Each rank's gradient is of its losses over the global batch: summed over ranks, the mean.
-  model_.backward(batch, 1.0f / static_cast<float>(global_batch_), dense_grad_, local_rows_);
+  {
+    // Each rank's gradient is of its losses over the global batch: summed over ranks, the mean.
+    TraceScope backward(timeline_.get(), "backward", step_);
+    model_.backward(batch, 1.0f / static_cast<float>(global_batch_), dense_grad_, local_rows_);
+  }
   bool stop = interruption_requested();
   const auto t_exchange = Clock::now();
   exchange(&loss_sum, &stop);
@@ -568,8 +618,13 @@ double CtrRun::train_step(int64_t epoch, int64_t step_in_epoch) {
   const SparseRows& rows = world_.size() == 1 ? local_rows_.rows() : merged_rows_.rows();
   const auto t_update = Clock::now();
   optimizer_.step(static_cast<float>(schedule_->lr_at(step_)), dense_grad_, rows);
-  update_seconds_ += seconds_since(t_update);
-  train_seconds_ += seconds_since(t_step);
+  const auto t_end = Clock::now();
+  update_seconds_ += std::chrono::duration<double>(t_end - t_update).count();
+  train_seconds_ += std::chrono::duration<double>(t_end - t_step).count();
+  if (timeline_) {
+    timeline_->record(TraceTrack::kMain, "optimizer", t_update, t_end, step_);
+    timeline_->record(TraceTrack::kMain, "step", t_data, t_end, step_);
+  }
   gemm_seconds_ += model_.gemm_tally().seconds - gemm_before.seconds;
   gemm_flops_ += model_.gemm_tally().flops - gemm_before.flops;
   if (stop) interrupted_ = true;
@@ -621,6 +676,7 @@ void CtrRun::resume() {
 }
 
 void CtrRun::save_checkpoint() {
+  TraceScope trace(timeline_.get(), "checkpoint", step_);
   CheckpointSnapshot snapshot;
   snapshot.dir = spec_.checkpoint.dir;
   snapshot.step = step_;
@@ -654,6 +710,7 @@ void CtrRun::save_model() {
 }
 
 void CtrRun::evaluate(int64_t epoch) {
+  TraceScope trace(timeline_.get(), "evaluation", step_);
   last_test_ = test_metrics(model_, test_, spec_, world_);
   metrics_.emit("eval", "epoch " + std::to_string(epoch + 1),
                 {{"epoch", static_cast<double>(epoch + 1)},
@@ -678,6 +735,7 @@ void CtrRun::check_replicas() {
 void CtrRun::run() {
   load_data();
   resume();
+  start_timeline();
   if (stream_) stream_->start(step_);
   if (!spec_.checkpoint.dir.empty() && world_.rank() == 0)
     for (const std::string& removed : remove_interrupted_checkpoint_writes(spec_.checkpoint.dir))
@@ -732,6 +790,7 @@ void CtrRun::run() {
   }
   if (interrupted_) {
     save_checkpoint();
+    write_timeline();
     if (world_.rank() == 0)
       log_info("interrupted (SIGTERM or SIGINT on at least one rank): stopped at step " + std::to_string(step_) +
                " with checkpoint " + checkpoint_path(spec_.checkpoint.dir, step_) +
@@ -741,6 +800,7 @@ void CtrRun::run() {
   evaluate((std::max<int64_t>(step_, 1) - 1) / steps_per_epoch_);
   if (!spec_.checkpoint.dir.empty()) save_checkpoint();
   save_model();
+  write_timeline();
   const double seen = static_cast<double>(step_) * static_cast<double>(global_batch_);
   metrics_.emit("done", "done",
                 {{"steps", static_cast<double>(step_)},

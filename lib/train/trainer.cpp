@@ -32,9 +32,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A track's timeline buffer holds at most this many events (48 MB); a longer run keeps its
-// first ones and reports how many it dropped.
-constexpr std::size_t kMaxTraceEvents = std::size_t{1} << 20;
 
 // The loss scale of the SDP_TEST_OVERFLOW_* fault (train/fault_plan.hpp): what a too-large
 // loss scale does, on one rank only (its f16 gradients overflow; the loss stays finite).
@@ -720,35 +717,13 @@ void Trainer::record_layer_passes() {
 void Trainer::write_timeline() {
   if (!timeline_) return;
   const std::string& path = spec_.output.timeline;
-  const std::string events = timeline_->events_json();
   // Facts a reader needs to check the trace (the tests do): bytes reduced per step (the
   // gradients, and the step's agreement where the last bucket carries it).
   const std::string other =
       "{\"world_size\":" + std::to_string(world_.size()) + ",\"steps\":" + std::to_string(step_) +
       ",\"gradient_bytes\":" + std::to_string(parallel_->reduced_bytes()) +
       ",\"buckets\":" + std::to_string(parallel_->bucket_count()) + "}";
-  // Each rank's own file first (useful alone, and there even if the merge fails), then the
-  // merged one from rank 0, over MPI rather than through the files: ranks on other hosts
-  // need not share a file system.
-  double dropped_sum = static_cast<double>(timeline_->dropped());
-  watched("timeline gather", [&] {
-    run_on_all_ranks(world_.comm(), [&] {
-      write_trace_file(rank_trace_path(path, world_.rank()), {events}, other);
-    });
-    const std::vector<std::string> all = gather_strings(world_.comm(), events, 0);
-    run_on_all_ranks(world_.comm(), [&] {
-      if (world_.rank() == 0) write_trace_file(path, all, other);
-    });
-    if (world_.size() > 1) allreduce_sum(world_.comm(), &dropped_sum, 1);
-  });
-  if (world_.rank() != 0) return;
-  log_info("timeline: " + path + " (all " + std::to_string(world_.size()) +
-           " ranks; each rank's alone in " + rank_trace_path(path, 0) +
-           " and the like); open it in https://ui.perfetto.dev or chrome://tracing");
-  if (dropped_sum > 0)
-    log_warn("timeline: " + std::to_string(static_cast<int64_t>(dropped_sum)) +
-             " events left out: the buffer holds " + std::to_string(kMaxTraceEvents) +
-             " per track and rank; trace fewer steps (train.max_steps)");
+  watched("timeline gather", [&] { write_job_timeline(*timeline_, path, world_, other); });
 }
 
 }  // namespace sdp

@@ -386,6 +386,27 @@ LoaderOptions train_loader_options(const JobSpec& spec, int rank, int world, con
   return options;
 }
 
+void write_job_timeline(const Timeline& timeline, const std::string& path, const World& world,
+                        const std::string& other_data) {
+  const std::string events = timeline.events_json();
+  double dropped_sum = static_cast<double>(timeline.dropped());
+  run_on_all_ranks(world.comm(), [&] {
+    write_trace_file(rank_trace_path(path, world.rank()), {events}, other_data);
+  });
+  const std::vector<std::string> all = gather_strings(world.comm(), events, 0);
+  run_on_all_ranks(world.comm(), [&] {
+    if (world.rank() == 0) write_trace_file(path, all, other_data);
+  });
+  if (world.size() > 1) allreduce_sum(world.comm(), &dropped_sum, 1);
+  if (world.rank() != 0) return;
+  log_info("timeline: " + path + " (all " + std::to_string(world.size()) + " ranks; each rank's alone in " +
+           rank_trace_path(path, 0) + " and the like); open it in https://ui.perfetto.dev or chrome://tracing");
+  if (dropped_sum > 0)
+    log_warn("timeline: " + std::to_string(static_cast<int64_t>(dropped_sum)) +
+             " events left out: the buffer holds " + std::to_string(kMaxTraceEvents) +
+             " per track and rank; trace fewer steps (train.max_steps)");
+}
+
 std::string job_token(const World& world) {
   return broadcast_string(world.comm(), std::to_string(std::random_device{}()) + "-" + std::to_string(::getpid()));
 }

@@ -13,6 +13,7 @@
 #include "data/sets/open_data.hpp"
 #include "distributed/world.hpp"
 #include "nn/model.hpp"
+#include "obs/timeline.hpp"
 #include "optim/capturable_update.hpp"
 #include "optim/lr_schedule.hpp"
 #include "optim/optimizer.hpp"
@@ -32,6 +33,16 @@ DataReaders data_readers(const World& world, const std::string& token);
 // Names this job's sockets between the ranks of a host (a Pipe-mode channel's reader): rank 0's
 // random draw, the same on every rank. Collective.
 std::string job_token(const World& world);
+// A track's timeline buffer holds at most this many events (56 MB); a longer run keeps its
+// first ones and reports how many it dropped.
+constexpr std::size_t kMaxTraceEvents = std::size_t{1} << 20;
+// output.timeline at the end of a run. Collective, with raw MPI calls: the caller watches it.
+// Each rank writes its own trace (rank_trace_path: useful alone, and there even if the merge
+// fails), then rank 0 the merged one, gathered over MPI (hosts need not share a file system);
+// rank 0 logs where they are and how many events the ranks left out. `other_data`: the JSON
+// object of the trace's "otherData" (run facts).
+void write_job_timeline(const Timeline& timeline, const std::string& path, const World& world,
+                        const std::string& other_data);
 // The train and test splits data.format names (data/sets/open_data.hpp; not collective: wrap in
 // run_on_all_ranks).
 // With data.decode: gpu, each loader decodes its JPEGs with nvJPEG on `device` (an InputError

@@ -390,3 +390,36 @@ case_ctr_exchange_stall() {
     fail "the error does not name the exchange"
   grep -qE 'never arrived: .*1' "$WORK/out" || fail "the error does not name rank 1"
 }
+
+# output.timeline on a CTR job: every rank's steps with the dense allreduce and the table rows'
+# exchange, which says its way (sparse, dense) and the rows and bytes it moved, the same rows
+# on every rank; both ways, on 2 ranks.
+case_ctr_timeline() {
+  ctr_args
+  local way
+  for way in sparse dense; do
+    expect_ok 2 "${CTR_ARGS[@]}" --set train.max_steps=6 --set distributed.embedding_exchange=$way \
+      --set checkpoint.every_steps=3 --set output.timeline=tl/trace.json
+    grep -q 'info: timeline: tl/trace.json' "$WORK/out" || fail "$way: the run did not say where the timeline is"
+    python3 - "$WORK/run$RUNS/tl/trace.json" $way <<'PY' || fail "$way: timeline not as expected"
+import collections, json, sys
+trace, way = json.load(open(sys.argv[1])), sys.argv[2]
+ev = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+assert {e["pid"] for e in ev} == {0, 1}
+names = {e["name"] for e in ev}
+want = {"step", "data_wait", "forward", "backward", "allreduce", "table_rows", "optimizer", "evaluation", "checkpoint"}
+assert want <= names, want - names
+rows = [e for e in ev if e["name"] == "table_rows"]
+assert len(rows) == 12, len(rows)
+assert {e["cat"] for e in rows} == {way}, {e["cat"] for e in rows}
+assert all(e["args"]["rows"] > 0 and e["args"]["bytes"] > 0 for e in rows)
+by_step = collections.defaultdict(set)
+for e in rows:
+    by_step[e["args"]["step"]].add(e["args"]["rows"])
+assert sorted(by_step) == list(range(6)) and all(len(v) == 1 for v in by_step.values()), by_step
+dense = {e["args"]["bytes"] for e in ev if e["name"] == "allreduce"}
+assert len(dense) == 1, dense
+print(f"{way}: {len(ev)} events; rows a step {[next(iter(by_step[s])) for s in range(6)]}, dense allreduce {dense.pop()} bytes")
+PY
+  done
+}
