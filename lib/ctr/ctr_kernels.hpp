@@ -43,6 +43,12 @@ struct CtrKernels {
   void (*sum_pair_gradients)(const float* deep, const float* sums, const float* dlogit, const float* ddeep,
                              const float* values, int fields, int k, const int32_t* start, const int32_t* order,
                              int64_t fresh, int64_t begin, int64_t end, float* rows);
+  // The same sums in one pass over pairs [begin, end) in order, for one thread: pair p's
+  // gradient is added to rows[slot] (slot = pair_slots[p] without RowAccumulator::kNewSlot), or
+  // written there when pair_slots[p] has kNewSlot (RowAccumulator::assign_slots).
+  void (*add_pair_gradients)(const float* deep, const float* sums, const float* dlogit, const float* ddeep,
+                             const float* values, int fields, int k, const uint32_t* pair_slots, int64_t begin,
+                             int64_t end, float* rows);
   // A hidden layer's epilogue on rows [begin, end) of out [rows, width], the product before its
   // bias: z = out + bias; mask = z > 0 ? the unit's dropout factor : 0; out = z * mask. With bias
   // null (dropout after BatchNorm) there is no bias and no ReLU: mask = the factor, out *= mask.

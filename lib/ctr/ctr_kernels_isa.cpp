@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "ctr/ctr_kernels.hpp"
+#include "ctr/sparse_rows.hpp"
 
 namespace sdp::SDP_ISA_NAMESPACE {
 
@@ -47,6 +48,34 @@ void fm_forward(const float* __restrict first, const float* __restrict deep, int
       for (int j = 0; j < lanes; ++j) second += s[j0 + j] * s[j0 + j] - q[j];
     }
     out[b] = k == 0 ? linear : linear + 0.5f * second;
+  }
+}
+
+void add_pair_gradients(const float* __restrict deep, const float* __restrict sums, const float* __restrict dlogit,
+                        const float* __restrict ddeep, const float* __restrict values, int fields, int k,
+                        const uint32_t* __restrict pair_slots, int64_t begin, int64_t end, float* __restrict rows) {
+  const int width = k + 1;
+  for (int64_t p = begin; p < end; ++p) {
+    const uint32_t flagged = pair_slots[p];
+    float* r = rows + static_cast<int64_t>(flagged & ~RowAccumulator::kNewSlot) * width;
+    const int64_t b = p / fields;
+    const float dl = dlogit[b], x = values[p];
+    const float* s = sums + b * k;
+    const float* e = deep + p * k;
+    const float* dd = ddeep != nullptr ? ddeep + p * k : nullptr;
+    if ((flagged & RowAccumulator::kNewSlot) != 0) {
+      r[0] = dl * x;
+      if (dd != nullptr)
+        for (int j = 0; j < k; ++j) r[1 + j] = (dl * (s[j] - e[j]) + dd[j]) * x;
+      else
+        for (int j = 0; j < k; ++j) r[1 + j] = dl * (s[j] - e[j]) * x;
+    } else {
+      r[0] += dl * x;
+      if (dd != nullptr)
+        for (int j = 0; j < k; ++j) r[1 + j] += (dl * (s[j] - e[j]) + dd[j]) * x;
+      else
+        for (int j = 0; j < k; ++j) r[1 + j] += dl * (s[j] - e[j]) * x;
+    }
   }
 }
 
@@ -160,7 +189,8 @@ void ftrl(float* __restrict p, const float* __restrict g, float* __restrict z, f
 
 }  // namespace
 
-extern const CtrKernels ctr_kernels = {gather_scaled,    fm_forward,       sum_pair_gradients, bias_relu_dropout,
-                                       mask_column_sums, sigmoid_log_loss, adagrad,            ftrl};
+extern const CtrKernels ctr_kernels = {gather_scaled,      fm_forward,       sum_pair_gradients, add_pair_gradients,
+                                       bias_relu_dropout,  mask_column_sums, sigmoid_log_loss,   adagrad,
+                                       ftrl};
 
 }  // namespace sdp::SDP_ISA_NAMESPACE

@@ -237,17 +237,24 @@ void CtrModel::backward(const CtrBatch& batch, float scale, std::vector<float>& 
     mlp_backward(b, dlogit_.data(), dense_grad);
     ddeep = ddeep_.data();
   }
-  // Each pair's table gradient is made where its id's row is summed (no per-pair buffer); slots
-  // in blocks, taken by the threads as they come (ids repeat unevenly).
+  // Each pair's table gradient is made where its id's row is summed (no per-pair buffer). One
+  // thread: in pair order (the reads stream). More: the pairs grouped by id, and the slots in
+  // blocks taken by the threads as they come (ids repeat unevenly). Same sums, same bits.
+  const int kk = shape_.kind == CtrModelKind::kLr ? 0 : k;
+  if (omp_get_max_threads() == 1) {
+    const uint32_t* slots = table_grad.assign_slots(batch.ids, b * fields);
+    kernels.add_pair_gradients(deep_.data(), sums_.data(), dlogit_.data(), ddeep, batch.values, fields, kk, slots, 0,
+                               b * fields, table_grad.row(0));
+    return;
+  }
   const RowAccumulator::Grouping g = table_grad.group(batch.ids, b * fields);
   float* rows = table_grad.row(0);
   constexpr int64_t kBlock = 256;
   const int64_t blocks = (g.slots + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(dynamic, 1) if (blocks > 1)
   for (int64_t block = 0; block < blocks; ++block)
-    kernels.sum_pair_gradients(deep_.data(), sums_.data(), dlogit_.data(), ddeep, batch.values, fields,
-                               shape_.kind == CtrModelKind::kLr ? 0 : k, g.start, g.order, g.fresh, block * kBlock,
-                               std::min(g.slots, (block + 1) * kBlock), rows);
+    kernels.sum_pair_gradients(deep_.data(), sums_.data(), dlogit_.data(), ddeep, batch.values, fields, kk, g.start,
+                               g.order, g.fresh, block * kBlock, std::min(g.slots, (block + 1) * kBlock), rows);
 }
 
 void CtrModel::mlp_backward(int64_t batch, const float* dout, std::vector<float>& dense_grad) {

@@ -77,21 +77,30 @@ int32_t RowAccumulator::slot_of(int64_t id) {
   return slot;
 }
 
+const uint32_t* RowAccumulator::assign_slots(const int64_t* ids, int64_t count) {
+  pair_slot_.resize(static_cast<size_t>(count));
+  for (int64_t p = 0; p < count; ++p) {
+    const int64_t before = rows_.size();
+    const auto slot = static_cast<uint32_t>(slot_of(ids[p]));
+    pair_slot_[p] = rows_.size() > before ? slot | kNewSlot : slot;
+  }
+  rows_.rows.resize(static_cast<size_t>(rows_.size()) * rows_.width);
+  return pair_slot_.data();
+}
+
 RowAccumulator::Grouping RowAccumulator::group(const int64_t* ids, int64_t count) {
   Grouping g;
   g.fresh = rows_.size();
   // The slots, sequentially (new ids in first-seen order), then each slot's p in order (a
   // counting sort).
-  pair_slot_.resize(static_cast<size_t>(count));
-  for (int64_t p = 0; p < count; ++p) pair_slot_[p] = slot_of(ids[p]);
+  const uint32_t* flagged = assign_slots(ids, count);
   g.slots = rows_.size();
-  rows_.rows.resize(static_cast<size_t>(g.slots) * rows_.width);
   slot_start_.assign(static_cast<size_t>(g.slots) + 1, 0);
-  for (int64_t p = 0; p < count; ++p) ++slot_start_[pair_slot_[p] + 1];
+  for (int64_t p = 0; p < count; ++p) ++slot_start_[(flagged[p] & ~kNewSlot) + 1];
   for (int64_t s = 0; s < g.slots; ++s) slot_start_[s + 1] += slot_start_[s];
   by_slot_.resize(static_cast<size_t>(count));
   fill_at_.assign(slot_start_.begin(), slot_start_.end() - 1);
-  for (int64_t p = 0; p < count; ++p) by_slot_[fill_at_[pair_slot_[p]]++] = static_cast<int32_t>(p);
+  for (int64_t p = 0; p < count; ++p) by_slot_[fill_at_[flagged[p] & ~kNewSlot]++] = static_cast<int32_t>(p);
   g.start = slot_start_.data();
   g.order = by_slot_.data();
   return g;

@@ -39,6 +39,11 @@ class RowAccumulator {
     const int32_t* order = nullptr;
   };
   Grouping group(const int64_t* ids, int64_t count);
+  // group()'s first half alone, for one thread summing in p order: the slot of each of
+  // ids[0 .. count), with kNewSlot set on the p that made its slot (whose row is to be written,
+  // not added to).
+  static constexpr uint32_t kNewSlot = 0x80000000u;
+  const uint32_t* assign_slots(const int64_t* ids, int64_t count);
   float* row(int64_t slot) { return rows_.rows.data() + slot * rows_.width; }
   // Adds every row of `other`, in its order.
   void add_all(const SparseRows& other);
@@ -54,7 +59,8 @@ class RowAccumulator {
   std::vector<int64_t> keys_;   // -1: empty
   std::vector<int32_t> slots_;  // index into rows_.ids
   uint64_t mask_ = 0;
-  std::vector<int32_t> pair_slot_, slot_start_, by_slot_, fill_at_;  // group()'s
+  std::vector<uint32_t> pair_slot_;  // assign_slots()'
+  std::vector<int32_t> slot_start_, by_slot_, fill_at_;  // group()'s
 };
 
 }  // namespace sdp

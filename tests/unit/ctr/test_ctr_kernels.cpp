@@ -160,6 +160,15 @@ TEST(CtrKernels, PairGradientsSummedPerSlotAreAddInPairOrder) {
                               pb.fields, pb.k, g.start, g.order, g.fresh, range.first, range.second, acc.row(0));
     EXPECT_EQ(acc.rows().ids, expected.rows().ids);
     EXPECT_EQ(acc.rows().rows, expected.rows().rows);
+    // One pass in pair order: the same.
+    RowAccumulator in_order;
+    in_order.reset(pb.k + 1, 16);
+    in_order.add(5, earlier);
+    const uint32_t* slots = in_order.assign_slots(pb.ids.data(), pb.pairs);
+    kern.add_pair_gradients(pb.deep.data(), pb.sums.data(), pb.dlogit.data(), pb.ddeep.data(), pb.values.data(),
+                            pb.fields, pb.k, slots, 0, pb.pairs, in_order.row(0));
+    EXPECT_EQ(in_order.rows().ids, expected.rows().ids);
+    EXPECT_EQ(in_order.rows().rows, expected.rows().rows);
   }
 }
 

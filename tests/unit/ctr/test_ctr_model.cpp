@@ -1,9 +1,11 @@
 // The CTR models' backward against finite differences, for every kind and every parameter
 // (the table rows a batch touches, the bias, the MLP), with and without dropout.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "core/error.hpp"
@@ -103,6 +105,47 @@ TEST(CtrModel, DeepFmBackwardMatchesFiniteDifferences) { check_gradients(CtrMode
 TEST(CtrModel, DeepFmWithDropoutBackwardMatchesFiniteDifferences) { check_gradients(CtrModelKind::kDeepFm, 0.3f); }
 TEST(CtrModel, FmBackwardMatchesFiniteDifferences) { check_gradients(CtrModelKind::kFm, 0.0f); }
 TEST(CtrModel, LogisticRegressionBackwardMatchesFiniteDifferences) { check_gradients(CtrModelKind::kLr, 0.0f); }
+
+// Our backward's threads split the table rows' sums and the MLP's columns, never an order of
+// summation: one thread and three give the same bits (hundreds of ids, so several blocks).
+TEST(CtrModel, BackwardGivesTheSameBitsOnAnyThreads) {
+  CtrModelShape s = shape_of(CtrModelKind::kDeepFm, 0.3f);
+  s.rows = 5000;
+  s.hidden = {40, 24};
+  const int64_t n = 300;
+  std::vector<int64_t> ids, samples;
+  std::vector<float> values, labels, prob(n);
+  for (int64_t i = 0; i < n * s.fields; ++i) {
+    ids.push_back(i % 5 == 0 ? i % 7 : (i * 7919) % s.rows);
+    values.push_back(0.25f + 0.125f * static_cast<float>(i % 5));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    labels.push_back(static_cast<float>(i % 3 == 0));
+    samples.push_back(i);
+  }
+  const CtrBatch batch{n, ids.data(), values.data(), labels.data(), samples.data()};
+  const auto run = [&](int threads) {
+    omp_set_num_threads(threads);
+    CtrModel model(s, 11);
+    model.forward(batch, /*training=*/true, /*step=*/5, prob.data());
+    std::vector<float> dense_grad;
+    RowAccumulator rows;
+    rows.reset(model.shape().width(), n * s.fields);
+    model.backward(batch, 1.0f / static_cast<float>(n), dense_grad, rows);
+    // oneDNN's products may split their sums by the threads: the weights' gradients are left out.
+    std::vector<float> ours;
+    for (const DenseSegment& seg : model.segments())
+      if (seg.shape.size() == 1)
+        ours.insert(ours.end(), dense_grad.begin() + seg.offset, dense_grad.begin() + seg.offset + seg.size);
+    return std::make_tuple(ours, rows.rows().ids, rows.rows().rows);
+  };
+  const auto one = run(1), three = run(3);
+  omp_set_num_threads(omp_get_num_procs());
+  EXPECT_GT(std::get<1>(one).size(), 600u);
+  EXPECT_EQ(std::get<0>(one), std::get<0>(three));
+  EXPECT_EQ(std::get<1>(one), std::get<1>(three));
+  EXPECT_EQ(std::get<2>(one), std::get<2>(three));
+}
 
 TEST(CtrModel, FmTermIsTheSampleFormula) {
   // fm: logit = bias + sum_f w x + 0.5 sum_k ((sum_f v x)^2 - sum_f (v x)^2), checked by hand.
