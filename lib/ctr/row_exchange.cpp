@@ -11,6 +11,7 @@
 #include "distributed/collectives.hpp"
 #include "distributed/communicator_factory.hpp"
 #include "distributed/mpi_check.hpp"
+#include "distributed/reduce_kernels.hpp"
 #include "distributed/world.hpp"
 
 namespace sdp {
@@ -48,29 +49,34 @@ RowExchangeKind parse_row_exchange(const std::string& value) {
   throw InputError("key 'distributed.embedding_exchange': '" + value + "' is not auto, sparse or dense");
 }
 
-ExchangeBytes estimate_bytes(const std::vector<int>& unique, int nodes, int local, int width, int64_t rows) {
+ExchangeBytes estimate_bytes(const std::vector<int>& unique, int nodes, int local, int width, int64_t rows,
+                             int wire_bytes) {
   ExchangeBytes b;
   const double ranks = static_cast<double>(unique.size());
   if (ranks <= 1) return b;
   double total = 0;
   for (int u : unique) total += u;
   const double record = 4.0 * (width + 2), l = local, per_node = total / nodes;
+  const double wire_record = 8.0 + static_cast<double>(wire_bytes) * width;  // crossing nodes
   // 1. a rank receives 1/L of each other local rank's rows; 2. an owner, its part of every
   // other node's rows; 3. every other owner's part of the summed rows (at most the table).
-  b.sparse = record * ((l - 1) / l * per_node / l + (total - per_node) / l +
-                       (l - 1) / l * std::min(total, static_cast<double>(rows)));
-  const double table_bytes = 4.0 * static_cast<double>(width) * static_cast<double>(rows) +
+  b.sparse = record * ((l - 1) / l * per_node / l + (l - 1) / l * std::min(total, static_cast<double>(rows))) +
+             wire_record * (total - per_node) / l;
+  const double table_bytes = static_cast<double>(wire_bytes) * static_cast<double>(width) * static_cast<double>(rows) +
                              8.0 * static_cast<double>((rows + 63) / 64);
   b.dense = 2.0 * (ranks - 1) / ranks * table_bytes;
   return b;
 }
 
 RowExchange::RowExchange(const World& world, int64_t table_rows, int width, RowExchangeKind kind,
-                         std::shared_ptr<AllreduceAlgorithm> dense_allreduce)
+                         std::shared_ptr<AllreduceAlgorithm> dense_allreduce, Compression compression)
     : world_(world),
       table_rows_(table_rows),
       width_(width),
       kind_(kind),
+      wire_(compression == Compression::kFp16   ? DType::kF16
+            : compression == Compression::kBf16 ? DType::kBF16
+                                                : DType::kF32),
       dense_allreduce_(std::move(dense_allreduce)) {
   intra_ = make_communicator(CommBackend::kMpi, world.intra());
   if (world.nodes() > 1) inter_ = make_communicator(CommBackend::kMpi, world.inter());
@@ -82,7 +88,8 @@ const RowExchangeStep& RowExchange::run(const SparseRows& mine, RowAccumulator& 
   bool dense = kind_ == RowExchangeKind::kDense;
   if (kind_ == RowExchangeKind::kAuto && world_.size() > 1) {
     const std::vector<int> unique = allgather_ints(world_.comm(), static_cast<int>(mine.size()));
-    const ExchangeBytes bytes = estimate_bytes(unique, world_.nodes(), world_.local_size(), width_, table_rows_);
+    const ExchangeBytes bytes = estimate_bytes(unique, world_.nodes(), world_.local_size(), width_, table_rows_,
+                                               static_cast<int>(dtype_size(wire_)));
     dense = bytes.dense < bytes.sparse;
   }
   last_ = RowExchangeStep{};
@@ -158,9 +165,13 @@ void RowExchange::run_sparse(const SparseRows& mine, RowAccumulator& out) {
     return total;
   };
   if (inter_) {
-    const int64_t total = gather(inter_, world_.inter(), node_part_.rows());
-    global_part_.reset(width_, total / record);
-    add_records(gathered_.data(), total, width_, global_part_);
+    if (wire_ == DType::kF32) {
+      const int64_t total = gather(inter_, world_.inter(), node_part_.rows());
+      global_part_.reset(width_, total / record);
+      add_records(gathered_.data(), total, width_, global_part_);
+    } else {
+      gather_nodes_in_16_bits();
+    }
     owned = &global_part_.rows();
   }
   // 3. Every rank gathers the owners' summed parts (disjoint ids).
@@ -172,6 +183,37 @@ void RowExchange::run_sparse(const SparseRows& mine, RowAccumulator& out) {
   const int64_t total = gather(intra_, world_.intra(), *owned);
   out.reset(width_, total / record);
   add_records(gathered_.data(), total, width_, out);
+}
+
+void RowExchange::gather_nodes_in_16_bits() {
+  // A record: the id's 8 bytes as four 16-bit words, then the row cast to wire_.
+  const SparseRows& part = node_part_.rows();
+  const int64_t record = 4 + width_;
+  const int n = static_cast<int>(part.size() * record);
+  const std::vector<int> counts = allgather_ints(world_.inter(), n);
+  std::vector<int64_t> words(counts.begin(), counts.end());
+  int64_t total = 0, before = 0;
+  for (size_t r = 0; r < words.size(); ++r) {
+    if (static_cast<int>(r) < inter_->rank()) before += words[r];
+    total += words[r];
+  }
+  wire16_.resize(static_cast<size_t>(total));
+  for (int64_t i = 0; i < part.size(); ++i) {
+    uint16_t* at = wire16_.data() + before + i * record;
+    std::memcpy(at, &part.ids[static_cast<size_t>(i)], sizeof(int64_t));
+    convert_from_f32(wire_, at + 4, part.row(i), width_, 1.0f);
+  }
+  inter_->allgather(CommBuffer{wire16_.data(), total, wire_, Device::cpu()}, words)->wait();
+  last_.bytes_received += 2 * (total - n);
+  // Every node's part decoded, this node's too, and summed in node order.
+  global_part_.reset(width_, total / record);
+  decoded_.resize(static_cast<size_t>(width_));
+  for (int64_t at = 0; at < total; at += record) {
+    int64_t id;
+    std::memcpy(&id, wire16_.data() + at, sizeof id);
+    convert_to_f32(wire_, decoded_.data(), wire16_.data() + at + 4, width_, 1.0f);
+    global_part_.add(id, decoded_.data());
+  }
 }
 
 void RowExchange::run_dense(const SparseRows& mine, RowAccumulator& out) {

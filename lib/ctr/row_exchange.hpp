@@ -15,6 +15,10 @@
 //   rows (a touched row whose sum is 0 still moves Adam's moments).
 // auto: per step, the one that moves fewer bytes (estimate_bytes), from the unique-row counts
 //   the ranks report at the start of the exchange; every rank computes the same choice.
+// Compression (distributed.compression fp16 or bf16), as the dense buckets have it: the rows
+//   that cross nodes travel in 16 bits (the sparse way's step 2; the dense way's AllReduce casts
+//   its own); every owner decodes every node's part, its own included, and sums them in f32 in
+//   node order, so every rank still holds the same bits.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "config/choices.hpp"
+#include "core/dtype.hpp"
 #include "ctr/sparse_rows.hpp"
 
 namespace sdp {
@@ -41,7 +47,9 @@ RowExchangeKind parse_row_exchange(const std::string& value);
 struct ExchangeBytes {
   double sparse = 0, dense = 0;
 };
-ExchangeBytes estimate_bytes(const std::vector<int>& unique, int nodes, int local, int width, int64_t rows);
+// `wire_bytes`: the bytes of a value that crosses nodes (4, or 2 compressed).
+ExchangeBytes estimate_bytes(const std::vector<int>& unique, int nodes, int local, int width, int64_t rows,
+                             int wire_bytes = 4);
 
 struct RowExchangeStep {
   bool dense = false;
@@ -54,7 +62,7 @@ class RowExchange {
   // Collective over the world: makes the intra- and inter-node communicators (MPI).
   // `dense_allreduce` sums the dense buffer (the job's AllReduce).
   RowExchange(const World& world, int64_t table_rows, int width, RowExchangeKind kind,
-              std::shared_ptr<AllreduceAlgorithm> dense_allreduce);
+              std::shared_ptr<AllreduceAlgorithm> dense_allreduce, Compression compression = Compression::kNone);
   ~RowExchange();
 
   // Collective: every rank's `mine` summed into `out` (reset here), the same rows and bits on
@@ -65,17 +73,21 @@ class RowExchange {
  private:
   void run_sparse(const SparseRows& mine, RowAccumulator& out);
   void run_dense(const SparseRows& mine, RowAccumulator& out);
+  // Step 2 of the sparse way in 16 bits: every node's part of the owner's ids into global_part_.
+  void gather_nodes_in_16_bits();
 
   const World& world_;
   int64_t table_rows_;
   int width_;
   RowExchangeKind kind_;
+  DType wire_;  // of the rows crossing nodes: kF32, or kF16 / kBF16 compressed
   std::shared_ptr<AllreduceAlgorithm> dense_allreduce_;
   std::shared_ptr<Communicator> intra_, inter_;
   RowExchangeStep last_;
   // Scratch, kept between steps.
   std::vector<std::vector<float>> to_owner_;
-  std::vector<float> received_, gathered_, dense_;
+  std::vector<float> received_, gathered_, dense_, decoded_;
+  std::vector<uint16_t> wire16_;
   std::vector<uint64_t> touched_;
   RowAccumulator node_part_, global_part_;
 };

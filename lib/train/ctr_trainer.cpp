@@ -386,10 +386,10 @@ class CtrRun {
     if (world_.size() > 1) {
       comm_ = make_communicator(CommBackend::kMpi, world_.comm());
       // The dense way of the rows' exchange: the job's AllReduce over host memory.
-      AllreduceSetup setup;
-      setup.algorithm = spec_.distributed.allreduce;
-      setup.compression = resolve_compression(spec_.distributed.compression, spec_.precision);
-      std::shared_ptr<AllreduceAlgorithm> allreduce = make_allreduce(world_, setup);
+      AllreduceSetup dense_way;
+      dense_way.algorithm = spec_.distributed.allreduce;
+      dense_way.compression = resolve_compression(spec_.distributed.compression, spec_.precision);
+      std::shared_ptr<AllreduceAlgorithm> allreduce = make_allreduce(world_, dense_way);
       // Every collective of the step is watched: a rank that stops taking part ends the job
       // (exit 3) naming the collective and the ranks that never arrived.
       watchdog_ = std::make_unique<Watchdog>(
@@ -397,7 +397,7 @@ class CtrRun {
           ProgressBoard::create(world_));
       rows_exchange_ = std::make_unique<RowExchange>(world_, spec_.model.table_rows, model_.shape().width(),
                                                      parse_row_exchange(spec_.distributed.embedding_exchange),
-                                                     std::move(allreduce));
+                                                     std::move(allreduce), dense_way.compression);
     }
   }
 
@@ -882,8 +882,10 @@ std::string describe_ctr_plan(const JobSetup& setup) {
   } else {
     // The upper bound of a step's unique rows: every id of the batch distinct.
     const int unique = static_cast<int>(std::min<int64_t>(s.data.batch_size * s.model.fields, s.model.table_rows));
-    const ExchangeBytes bytes = estimate_bytes(std::vector<int>(static_cast<size_t>(w.size()), unique), w.nodes(),
-                                               w.local_size(), shape.width(), s.model.table_rows);
+    const Compression compression = resolve_compression(s.distributed.compression, s.precision);
+    const ExchangeBytes bytes =
+        estimate_bytes(std::vector<int>(static_cast<size_t>(w.size()), unique), w.nodes(), w.local_size(),
+                       shape.width(), s.model.table_rows, compression == Compression::kNone ? 4 : 2);
     out << "dense gradients by allreduce over mpi; table rows " << s.distributed.embedding_exchange
         << " (distributed.embedding_exchange): sparse (each node's rows summed once, then across " << w.nodes()
         << " node(s); at most " << format_double(bytes.sparse / 1e6, 3) << " MB a rank a step) or dense (an allreduce of "
@@ -891,6 +893,8 @@ std::string describe_ctr_plan(const JobSetup& setup) {
     if (s.distributed.embedding_exchange == "auto")
       out << "; auto takes the fewer bytes each step, from the step's unique rows (here at most " << unique
           << " a rank: " << (bytes.dense < bytes.sparse ? "dense" : "sparse") << ")";
+    if (compression != Compression::kNone)
+      out << "; across nodes in " << to_string(compression) << " (distributed.compression)";
     out << "\n";
   }
   out << "  checkpoints  : " << s.checkpoint.dir << " (every " << s.checkpoint.every_steps << " steps, keep "

@@ -423,3 +423,17 @@ print(f"{way}: {len(ev)} events; rows a step {[next(iter(by_step[s])) for s in r
 PY
   done
 }
+
+# distributed.compression on a CTR job: the rows that cross nodes travel in 16 bits; 4 ranks on
+# 2 nodes keep the same bits at every step (check_every_steps: 1), learn, and say so in the plan.
+case_ctr_exchange_compressed() {
+  ctr_args
+  local wire
+  for wire in fp16 bf16; do
+    expect_ok 4 "${CTR_ARGS[@]}" --set optimizer.lr=0.01 --set data.batch_size=64 --set distributed.ranks_per_node=2 \
+      --set distributed.embedding_exchange=sparse --set distributed.compression=$wire --set distributed.check_every_steps=1
+    grep -q "table rows sparse (distributed.embedding_exchange).*across nodes in $wire (distributed.compression)" \
+      "$WORK/out" || fail "$wire: the plan does not say the rows cross nodes in $wire"
+    ctr_auc_above 0.6 "$wire: "
+  done
+}
