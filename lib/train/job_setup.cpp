@@ -295,11 +295,18 @@ std::string describe_plan(const JobSetup& setup) {
   out << "  layout       : " << describe_memory_format(s, setup.device.device) << "\n";
   out << "  math         : " << describe_compute_rules(s, setup.device.device) << "\n";
   out << "  memory       : " << describe_memory_plan(s, setup.device.device) << "\n";
-  out << "  batchnorm    : " << describe_batchnorm(s, setup.device.device) << "\n";
-  out << "  grad sum     : " << describe_grad_sum(s, setup.device.device) << "\n";
-  out << "  loss read    : " << describe_loss_read(s, setup.device.device) << "\n";
-  out << "  graphs       : " << describe_cuda_graphs(s, setup.device.device, w.size()) << "\n";
-  out << "  update       : " << describe_update(s, setup.device.device, w.size()) << "\n";
+  // The GPU's choices: on a CPU only those the job sets, to say they do not apply there.
+  const bool gpu = setup.device.device.is_cuda();
+  if (gpu || s.model.batchnorm != "auto")
+    out << "  batchnorm    : " << describe_batchnorm(s, setup.device.device) << "\n";
+  if (gpu || s.model.grad_sum != "auto")
+    out << "  grad sum     : " << describe_grad_sum(s, setup.device.device) << "\n";
+  if (gpu || s.train.loss_read != "auto")
+    out << "  loss read    : " << describe_loss_read(s, setup.device.device) << "\n";
+  if (gpu || s.train.cuda_graphs != "auto")
+    out << "  graphs       : " << describe_cuda_graphs(s, setup.device.device, w.size()) << "\n";
+  if (gpu || s.optimizer.capturable != "auto")
+    out << "  update       : " << describe_update(s, setup.device.device, w.size()) << "\n";
   out << "  data         : " << to_string(s.data.format);
   if (s.data.format != DataFormat::kSynthetic)
     out << " (train " << s.data.train << ", test " << s.data.test << ")";

@@ -232,6 +232,8 @@ case_err_cuda_graphs_needs_a_gpu() {
     cfg=$(yaml bad2.yaml 'train: {cuda_graphs: yes}\n')
     expect_error 2 "bad2.yaml:1: key 'train.cuda_graphs': unknown value 'yes' \(expected one of: auto, off, on\)" validate --config "$cfg"
     expect_ok 0 validate --config "$SRC/configs/quickstart.yaml"
+    grep -q "^  graphs       :" "$WORK/out" && fail "a CPU job that leaves train.cuda_graphs alone is told about graphs"
+    expect_ok 0 validate --config "$SRC/configs/quickstart.yaml" --set train.cuda_graphs=off
     grep -q "^  graphs       : off (CPU)" "$WORK/out" || fail "the plan does not say a CPU job's steps are launched"
     expect_ok 0 validate --config "$SRC/configs/quickstart.yaml" --set device=auto --set train.cuda_graphs=on
     grep -qE "^  graphs       : on(:|, but the steps run as launches: this rank computes on the CPU)" "$WORK/out" ||
@@ -262,9 +264,11 @@ expect_gpu_16bit_choice() {
 }
 
 case_batchnorm_choice() {
-    # model.batchnorm: the plan says how BatchNorm runs; folded and folded_inner are a GPU's 16-bit
+    # model.batchnorm: the plan says how BatchNorm runs (a CPU job only when it sets the key); folded and folded_inner are a GPU's 16-bit
     # channels_last paths, so asking for one where it cannot run, or a bad value, names the key (exit 2).
     expect_ok 0 validate --config "$SRC/configs/quickstart.yaml"
+    grep -q "^  batchnorm    :" "$WORK/out" && fail "a CPU job that leaves model.batchnorm alone is told about it"
+    expect_ok 0 validate --config "$SRC/configs/quickstart.yaml" --set model.batchnorm=separate
     grep -q "^  batchnorm    : separate (oneDNN, CPU)" "$WORK/out" || fail "the plan does not say how BatchNorm runs"
     expect_gpu_16bit_choice model.batchnorm folded
     expect_gpu_16bit_choice model.batchnorm folded_inner
@@ -276,6 +280,8 @@ case_grad_sum_choice() {
     # model.grad_sum: the plan says where a residual block sums its input gradients; fused is a GPU's
     # 16-bit channels_last path, so asking for it where it cannot run, or a bad value, names the key (exit 2).
     expect_ok 0 validate --config "$SRC/configs/quickstart.yaml"
+    grep -q "^  grad sum     :" "$WORK/out" && fail "a CPU job that leaves model.grad_sum alone is told about it"
+    expect_ok 0 validate --config "$SRC/configs/quickstart.yaml" --set model.grad_sum=separate
     grep -q "^  grad sum     : separate (oneDNN, CPU)" "$WORK/out" || fail "the plan does not say where gradients sum"
     expect_gpu_16bit_choice model.grad_sum fused
     cfg=$(yaml bad.yaml 'model: {grad_sum: later}\n')
@@ -288,6 +294,8 @@ case_capturable_choice() {
     # (exit 2), on validate and on a training run.
     local quickstart=(--config "$SRC/configs/quickstart.yaml")
     expect_ok 0 validate "${quickstart[@]}"
+    grep -q "^  update       :" "$WORK/out" && fail "a CPU job that leaves optimizer.capturable alone is told about it"
+    expect_ok 0 validate "${quickstart[@]}" --set optimizer.capturable=off
     grep -q "^  update       : on the host (CPU)" "$WORK/out" ||
       fail "the plan does not say where the CPU's update is decided"
     # (The GPU's lines need a GPU to validate: test_train's CapturableUpdateChoice checks them.)
