@@ -9,13 +9,14 @@
 #
 #   scripts/bench-ctr-exchange.sh [--rows 1000000,10000000] [--topologies 1x1,2x1,2x2]
 #                                 [--ways sparse,dense,auto] [--batch 4096] [--steps 12]
-#                                 [--rate 1gbit] [--keep-cluster]
+#                                 [--rate 1gbit] [--compression none|fp16|bf16] [--keep-cluster]
 # Root (network namespaces). Hosts sharing this machine's cores compute slower than hosts of
 # their own would: compare the ways within one topology.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${SDP_TRAIN:-$ROOT/build/sdp-train}
 ROWS=1000000,10000000 TOPOLOGIES=1x1,2x1,2x2 WAYS=sparse,dense,auto BATCH=4096 STEPS=12 RATE=1gbit KEEP=0
+COMPRESSION=none
 while [ $# -gt 0 ]; do
   case "$1" in
     --rows) ROWS=$2; shift 2 ;;
@@ -24,6 +25,7 @@ while [ $# -gt 0 ]; do
     --batch) BATCH=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
     --rate) RATE=$2; shift 2 ;;
+    --compression) COMPRESSION=$2; shift 2 ;;
     --keep-cluster) KEEP=1; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -36,7 +38,7 @@ trap cleanup EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 
 echo "# CTR row exchange $(date '+%Y-%m-%d %H:%M')  CPU: $(lscpu | sed -n 's/^Model name: *//p')  $(nproc) cores"
-echo "# command: $0 --rows $ROWS --topologies $TOPOLOGIES --ways $WAYS --batch $BATCH --steps $STEPS --rate $RATE"
+echo "# command: $0 --rows $ROWS --topologies $TOPOLOGIES --ways $WAYS --batch $BATCH --steps $STEPS --rate $RATE --compression $COMPRESSION"
 echo
 echo "| table rows | hosts x ranks | way | samples/s | step ms | rank received MB/step | host sent MB/step | Horovod allgather MB/step | dense steps |"
 echo "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
@@ -60,7 +62,7 @@ for topology in ${TOPOLOGIES//,/ }; do
         --set data.batch_size="$BATCH" --set data.synthetic.train_samples=$((BATCH * ranks * STEPS)) \
         --set data.synthetic.test_samples=2000 --set train.epochs=1 --set train.log_every=$((STEPS / 2)) \
         --set train.eval_every_epochs=0 --set threads=1 --set distributed.ranks_per_node="$per_host" \
-        --set distributed.embedding_exchange="${way/none/auto}" --set checkpoint.dir="$WORK/ck" --set checkpoint.every_steps=0 \
+        --set distributed.embedding_exchange="${way/none/auto}" --set distributed.compression="$COMPRESSION" --set checkpoint.dir="$WORK/ck" --set checkpoint.every_steps=0 \
         --set output.model_dir="$WORK/m" --set output.metrics= >"$out" 2>&1 || { tail -20 "$out" >&2; exit 1; }
       rm -rf "$WORK/ck" "$WORK/m"
       after=$("$SIM" counters | awk '{tx += $2} END {printf "%.0f\n", tx}')
