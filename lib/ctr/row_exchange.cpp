@@ -71,6 +71,7 @@ ExchangeBytes estimate_bytes(const std::vector<int>& unique, int nodes, int loca
 RowExchange::RowExchange(const World& world, int64_t table_rows, int width, RowExchangeKind kind,
                          std::shared_ptr<AllreduceAlgorithm> dense_allreduce, Compression compression)
     : world_(world),
+      world_size_(world.size()),
       table_rows_(table_rows),
       width_(width),
       kind_(kind),
@@ -84,10 +85,11 @@ RowExchange::RowExchange(const World& world, int64_t table_rows, int width, RowE
 
 RowExchange::~RowExchange() = default;
 
-const RowExchangeStep& RowExchange::run(const SparseRows& mine, RowAccumulator& out) {
+const RowExchangeStep& RowExchange::run(const SparseRows& mine, RowAccumulator& out, const std::vector<int>& unique) {
   bool dense = kind_ == RowExchangeKind::kDense;
-  if (kind_ == RowExchangeKind::kAuto && world_.size() > 1) {
-    const std::vector<int> unique = allgather_ints(world_.comm(), static_cast<int>(mine.size()));
+  if (needs_counts()) {
+    if (unique.size() != static_cast<size_t>(world_.size()) || unique[static_cast<size_t>(world_.rank())] != mine.size())
+      throw std::logic_error("RowExchange::run: auto needs every rank's count of unique rows");
     const ExchangeBytes bytes = estimate_bytes(unique, world_.nodes(), world_.local_size(), width_, table_rows_,
                                                static_cast<int>(dtype_size(wire_)));
     dense = bytes.dense < bytes.sparse;

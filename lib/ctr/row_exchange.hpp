@@ -13,8 +13,9 @@
 //   (allreduce.hpp: flat, hierarchical, compressed as configured) sums; a bitmap of the touched
 //   ids (OR over the ranks) says which rows the optimizer updates, so both ways update the same
 //   rows (a touched row whose sum is 0 still moves Adam's moments).
-// auto: per step, the one that moves fewer bytes (estimate_bytes), from the unique-row counts
-//   the ranks report at the start of the exchange; every rank computes the same choice.
+// auto: per step, the one that moves fewer bytes (estimate_bytes), from every rank's count of
+//   unique rows, which the caller brings (the trainer sums them in the step's dense allreduce:
+//   no collective of their own); every rank computes the same choice.
 // Compression (distributed.compression fp16 or bf16), as the dense buckets have it: the rows
 //   that cross nodes travel in 16 bits (the sparse way's step 2; the dense way's AllReduce casts
 //   its own); every owner decodes every node's part, its own included, and sums them in f32 in
@@ -66,8 +67,11 @@ class RowExchange {
   ~RowExchange();
 
   // Collective: every rank's `mine` summed into `out` (reset here), the same rows and bits on
-  // every rank. Returns what ran.
-  const RowExchangeStep& run(const SparseRows& mine, RowAccumulator& out);
+  // every rank. `unique` (auto only; the same on every rank): each world rank's mine.size().
+  // Returns what ran.
+  const RowExchangeStep& run(const SparseRows& mine, RowAccumulator& out, const std::vector<int>& unique = {});
+  // Whether run() chooses its way each step (auto), and so needs the ranks' counts.
+  bool needs_counts() const { return kind_ == RowExchangeKind::kAuto && world_size_ > 1; }
   const RowExchangeStep& last() const { return last_; }
 
  private:
@@ -77,6 +81,7 @@ class RowExchange {
   void gather_nodes_in_16_bits();
 
   const World& world_;
+  int world_size_;
   int64_t table_rows_;
   int width_;
   RowExchangeKind kind_;

@@ -437,6 +437,7 @@ class CtrRun {
   BatchBuffers buffers_;
   std::vector<float> dense_grad_;
   RowAccumulator local_rows_, merged_rows_;
+  std::vector<int> unique_counts_;  // every rank's unique rows this step (auto's choice)
   double train_seconds_ = 0, data_seconds_ = 0;
   // Parts of train_seconds_: the MLP's matrix products (and their operations), the exchange
   // between ranks, the optimizer's update.
@@ -543,8 +544,14 @@ void CtrRun::exchange(double* loss_sum, bool* stop) {
     return;
   }
   // Dense: the gradients, BatchNorm's batch statistics (averaged, so that every replica keeps
-  // the same running statistics), the loss sum and the stop flag in one allreduce.
+  // the same running statistics), the loss sum, the stop flag and (auto's choice of the rows'
+  // way) each rank's count of unique rows, in its own slot, in one allreduce.
   dense_grad_.insert(dense_grad_.end(), batch_stats.begin(), batch_stats.end());
+  const size_t counts_at = dense_grad_.size();
+  if (rows_exchange_->needs_counts()) {
+    dense_grad_.resize(counts_at + static_cast<size_t>(world_.size()), 0.0f);
+    dense_grad_[counts_at + static_cast<size_t>(world_.rank())] = static_cast<float>(local_rows_.rows().size());
+  }
   dense_grad_.push_back(static_cast<float>(*loss_sum));
   dense_grad_.push_back(*stop ? 1.0f : 0.0f);
   if (faults_.stalls_at(step_)) FaultPlan::stall(world_.rank(), "at step " + std::to_string(step_));
@@ -556,6 +563,10 @@ void CtrRun::exchange(double* loss_sum, bool* stop) {
   const int64_t dense_bytes = static_cast<int64_t>(sizeof(float) * dense_grad_.size());
   *stop = dense_grad_.back() > 0.0f;
   *loss_sum = dense_grad_[dense_grad_.size() - 2];
+  unique_counts_.clear();
+  if (rows_exchange_->needs_counts())
+    for (int r = 0; r < world_.size(); ++r)  // sums of one count and zeros: exact below 2^24
+      unique_counts_.push_back(static_cast<int>(dense_grad_[counts_at + static_cast<size_t>(r)]));
   if (!batch_stats.empty()) {
     float* stats = dense_grad_.data() + dense;
     for (size_t i = 0; i < batch_stats.size(); ++i) stats[i] /= static_cast<float>(world_.size());
@@ -565,7 +576,8 @@ void CtrRun::exchange(double* loss_sum, bool* stop) {
   exchanged_bytes_ += static_cast<int64_t>(sizeof(float) * 2 * dense);
   // The table's rows: every rank's unique rows, summed the same way on every rank.
   if (faults_.stalls_in("rows_exchange")) FaultPlan::stall(world_.rank(), "before the table rows' exchange");
-  watchdog_->watch(step_, "table rows exchange", [&] { rows_exchange_->run(local_rows_.rows(), merged_rows_); });
+  watchdog_->watch(step_, "table rows exchange",
+                   [&] { rows_exchange_->run(local_rows_.rows(), merged_rows_, unique_counts_); });
   const RowExchangeStep& step = rows_exchange_->last();
   exchanged_bytes_ += step.bytes_received;
   if (step.dense) ++dense_exchanges_;

@@ -74,12 +74,14 @@ void check_every_topology(RowExchangeKind kind, const char* algorithm,
           sum.resize(kWidth, 0.0f);
           for (int k = 0; k < kWidth; ++k) sum[static_cast<size_t>(k)] += row[static_cast<size_t>(k)];
         }
-      exchange.run(rank_rows(world.rank(), step, true), out);
+      const SparseRows exact = rank_rows(world.rank(), step, true);
+      exchange.run(exact, out, allgather_ints(MPI_COMM_WORLD, static_cast<int>(exact.size())));
       EXPECT_EQ(as_map(out.rows()), expected) << "ranks per node " << rpn << ", step " << step;
       EXPECT_EQ(exchange.last().rows, static_cast<int64_t>(expected.size()));
       EXPECT_EQ(expected.count(299), 0u);
       // Fractions: every rank the same bits.
-      exchange.run(rank_rows(world.rank(), step, false), out);
+      const SparseRows fractions = rank_rows(world.rank(), step, false);
+      exchange.run(fractions, out, allgather_ints(MPI_COMM_WORLD, static_cast<int>(fractions.size())));
       const std::map<int64_t, std::vector<float>> mine = as_map(out.rows());
       uint32_t crc = 0;
       for (const auto& [id, row] : mine) {
