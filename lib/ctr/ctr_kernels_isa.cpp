@@ -51,31 +51,50 @@ void fm_forward(const float* __restrict first, const float* __restrict deep, int
   }
 }
 
+// Pair p's table gradient (ctr_kernels.hpp) written into row r, or added to it.
+inline void pair_gradient_into(float* __restrict r, bool write, const float* __restrict deep,
+                               const float* __restrict sums, const float* __restrict dlogit,
+                               const float* __restrict ddeep, const float* __restrict values, int fields, int k,
+                               int64_t p) {
+  const int64_t b = p / fields;
+  const float dl = dlogit[b], x = values[p];
+  const float* s = sums + b * k;
+  const float* e = deep + p * k;
+  const float* dd = ddeep != nullptr ? ddeep + p * k : nullptr;
+  if (write) {
+    r[0] = dl * x;
+    if (dd != nullptr)
+      for (int j = 0; j < k; ++j) r[1 + j] = (dl * (s[j] - e[j]) + dd[j]) * x;
+    else
+      for (int j = 0; j < k; ++j) r[1 + j] = dl * (s[j] - e[j]) * x;
+  } else {
+    r[0] += dl * x;
+    if (dd != nullptr)
+      for (int j = 0; j < k; ++j) r[1 + j] += (dl * (s[j] - e[j]) + dd[j]) * x;
+    else
+      for (int j = 0; j < k; ++j) r[1 + j] += dl * (s[j] - e[j]) * x;
+  }
+}
+
+void sum_pair_gradients(const float* __restrict deep, const float* __restrict sums, const float* __restrict dlogit,
+                        const float* __restrict ddeep, const float* __restrict values, int fields, int k,
+                        const int32_t* __restrict start, const int32_t* __restrict order, int64_t fresh, int64_t begin,
+                        int64_t end, float* __restrict rows) {
+  const int width = k + 1;
+  for (int64_t slot = begin; slot < end; ++slot)
+    for (int32_t at = start[slot]; at < start[slot + 1]; ++at)
+      pair_gradient_into(rows + slot * width, at == start[slot] && slot >= fresh, deep, sums, dlogit, ddeep, values,
+                         fields, k, order[at]);
+}
+
 void add_pair_gradients(const float* __restrict deep, const float* __restrict sums, const float* __restrict dlogit,
                         const float* __restrict ddeep, const float* __restrict values, int fields, int k,
                         const uint32_t* __restrict pair_slots, int64_t begin, int64_t end, float* __restrict rows) {
   const int width = k + 1;
   for (int64_t p = begin; p < end; ++p) {
     const uint32_t flagged = pair_slots[p];
-    float* r = rows + static_cast<int64_t>(flagged & ~RowAccumulator::kNewSlot) * width;
-    const int64_t b = p / fields;
-    const float dl = dlogit[b], x = values[p];
-    const float* s = sums + b * k;
-    const float* e = deep + p * k;
-    const float* dd = ddeep != nullptr ? ddeep + p * k : nullptr;
-    if ((flagged & RowAccumulator::kNewSlot) != 0) {
-      r[0] = dl * x;
-      if (dd != nullptr)
-        for (int j = 0; j < k; ++j) r[1 + j] = (dl * (s[j] - e[j]) + dd[j]) * x;
-      else
-        for (int j = 0; j < k; ++j) r[1 + j] = dl * (s[j] - e[j]) * x;
-    } else {
-      r[0] += dl * x;
-      if (dd != nullptr)
-        for (int j = 0; j < k; ++j) r[1 + j] += (dl * (s[j] - e[j]) + dd[j]) * x;
-      else
-        for (int j = 0; j < k; ++j) r[1 + j] += dl * (s[j] - e[j]) * x;
-    }
+    pair_gradient_into(rows + static_cast<int64_t>(flagged & ~RowAccumulator::kNewSlot) * width,
+                       (flagged & RowAccumulator::kNewSlot) != 0, deep, sums, dlogit, ddeep, values, fields, k, p);
   }
 }
 
@@ -116,36 +135,6 @@ void mask_column_sums(float* __restrict dz, const float* __restrict mask, int64_
     }
     if (column_sums != nullptr)
       for (int64_t j = col_begin; j < col_end; ++j) column_sums[j] += d[j];
-  }
-}
-
-void sum_pair_gradients(const float* __restrict deep, const float* __restrict sums, const float* __restrict dlogit,
-                        const float* __restrict ddeep, const float* __restrict values, int fields, int k,
-                        const int32_t* __restrict start, const int32_t* __restrict order, int64_t fresh, int64_t begin,
-                        int64_t end, float* __restrict rows) {
-  const int width = k + 1;
-  for (int64_t slot = begin; slot < end; ++slot) {
-    float* r = rows + slot * width;
-    for (int32_t at = start[slot]; at < start[slot + 1]; ++at) {
-      const int64_t p = order[at], b = p / fields;
-      const float dl = dlogit[b], x = values[p];
-      const float* s = sums + b * k;
-      const float* e = deep + p * k;
-      const float* dd = ddeep != nullptr ? ddeep + p * k : nullptr;
-      if (at == start[slot] && slot >= fresh) {
-        r[0] = dl * x;
-        if (dd != nullptr)
-          for (int j = 0; j < k; ++j) r[1 + j] = (dl * (s[j] - e[j]) + dd[j]) * x;
-        else
-          for (int j = 0; j < k; ++j) r[1 + j] = dl * (s[j] - e[j]) * x;
-      } else {
-        r[0] += dl * x;
-        if (dd != nullptr)
-          for (int j = 0; j < k; ++j) r[1 + j] += (dl * (s[j] - e[j]) + dd[j]) * x;
-        else
-          for (int j = 0; j < k; ++j) r[1 + j] += dl * (s[j] - e[j]) * x;
-      }
-    }
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "core/error.hpp"
 #include "data/loading/random.hpp"
@@ -34,6 +35,16 @@ void add_records(const float* data, int64_t floats, int width, RowAccumulator& o
     std::memcpy(&id, data + at, sizeof id);
     out.add(id, data + at + 2);
   }
+}
+
+// Where this rank's part starts in an allgather of every member's `counts`, and their total.
+std::pair<int64_t, int64_t> my_offset_and_total(const std::vector<int>& counts, int me) {
+  int64_t total = 0, before = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    if (static_cast<int>(r) < me) before += counts[r];
+    total += counts[r];
+  }
+  return {before, total};
 }
 
 int owner_of(int64_t id, int local) {
@@ -151,12 +162,8 @@ void RowExchange::run_sparse(const SparseRows& mine, RowAccumulator& out) {
   auto gather = [&](const std::shared_ptr<Communicator>& comm, MPI_Comm group, const SparseRows& part) {
     const int n = static_cast<int>(part.size() * record);
     const std::vector<int> counts = allgather_ints(group, n);
-    std::vector<int64_t> floats(counts.begin(), counts.end());
-    int64_t total = 0, before = 0;
-    for (size_t r = 0; r < floats.size(); ++r) {
-      if (static_cast<int>(r) < comm->rank()) before += floats[r];
-      total += floats[r];
-    }
+    const std::vector<int64_t> floats(counts.begin(), counts.end());
+    const auto [before, total] = my_offset_and_total(counts, comm->rank());
     gathered_.resize(static_cast<size_t>(total));
     for (int64_t i = 0; i < part.size(); ++i) {
       std::memcpy(gathered_.data() + before + i * record, &part.ids[static_cast<size_t>(i)], sizeof(int64_t));
@@ -193,12 +200,8 @@ void RowExchange::gather_nodes_in_16_bits() {
   const int64_t record = 4 + width_;
   const int n = static_cast<int>(part.size() * record);
   const std::vector<int> counts = allgather_ints(world_.inter(), n);
-  std::vector<int64_t> words(counts.begin(), counts.end());
-  int64_t total = 0, before = 0;
-  for (size_t r = 0; r < words.size(); ++r) {
-    if (static_cast<int>(r) < inter_->rank()) before += words[r];
-    total += words[r];
-  }
+  const std::vector<int64_t> words(counts.begin(), counts.end());
+  const auto [before, total] = my_offset_and_total(counts, inter_->rank());
   wire16_.resize(static_cast<size_t>(total));
   for (int64_t i = 0; i < part.size(); ++i) {
     uint16_t* at = wire16_.data() + before + i * record;
