@@ -82,7 +82,6 @@ ExchangeBytes estimate_bytes(const std::vector<int>& unique, int nodes, int loca
 RowExchange::RowExchange(const World& world, int64_t table_rows, int width, RowExchangeKind kind,
                          std::shared_ptr<AllreduceAlgorithm> dense_allreduce, Compression compression)
     : world_(world),
-      world_size_(world.size()),
       table_rows_(table_rows),
       width_(width),
       kind_(kind),
@@ -95,6 +94,8 @@ RowExchange::RowExchange(const World& world, int64_t table_rows, int width, RowE
 }
 
 RowExchange::~RowExchange() = default;
+
+bool RowExchange::needs_counts() const { return kind_ == RowExchangeKind::kAuto && world_.size() > 1; }
 
 const RowExchangeStep& RowExchange::run(const SparseRows& mine, RowAccumulator& out, const std::vector<int>& unique) {
   bool dense = kind_ == RowExchangeKind::kDense;

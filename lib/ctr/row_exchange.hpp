@@ -71,7 +71,7 @@ class RowExchange {
   // Returns what ran.
   const RowExchangeStep& run(const SparseRows& mine, RowAccumulator& out, const std::vector<int>& unique = {});
   // Whether run() chooses its way each step (auto), and so needs the ranks' counts.
-  bool needs_counts() const { return kind_ == RowExchangeKind::kAuto && world_size_ > 1; }
+  bool needs_counts() const;
   const RowExchangeStep& last() const { return last_; }
 
  private:
@@ -81,7 +81,6 @@ class RowExchange {
   void gather_nodes_in_16_bits();
 
   const World& world_;
-  int world_size_;
   int64_t table_rows_;
   int width_;
   RowExchangeKind kind_;

@@ -45,21 +45,14 @@ void RowAccumulator::grow() {
 }
 
 void RowAccumulator::add(int64_t id, const float* row) {
-  uint64_t h = mix(id) & mask_;
-  while (true) {
-    if (keys_[h] == id) {
-      float* sum = rows_.rows.data() + static_cast<int64_t>(slots_[h]) * rows_.width;
-      for (int j = 0; j < rows_.width; ++j) sum[j] += row[j];
-      return;
-    }
-    if (keys_[h] == -1) break;
-    h = (h + 1) & mask_;
+  const int64_t before = rows_.size();
+  const int32_t slot = slot_of(id);
+  if (rows_.size() > before) {
+    rows_.rows.insert(rows_.rows.end(), row, row + rows_.width);
+    return;
   }
-  keys_[h] = id;
-  slots_[h] = static_cast<int32_t>(rows_.size());
-  rows_.ids.push_back(id);
-  rows_.rows.insert(rows_.rows.end(), row, row + rows_.width);
-  if (static_cast<uint64_t>(rows_.size()) * 2 > keys_.size()) grow();
+  float* sum = rows_.rows.data() + static_cast<int64_t>(slot) * rows_.width;
+  for (int j = 0; j < rows_.width; ++j) sum[j] += row[j];
 }
 
 int32_t RowAccumulator::slot_of(int64_t id) {
