@@ -11,6 +11,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "config/experimental.hpp"
 #include "config/job_spec_loader.hpp"
 #include "core/device_info.hpp"
 #include "core/error.hpp"
@@ -287,6 +288,8 @@ std::string describe_plan(const JobSetup& setup) {
         << local_ranks[r] << std::setw(9) << devices[r] << std::setw(9) << threads[r]
         << w.node_names()[nodes[r]] << "\n";
   out << std::right;
+  if (const std::string experimental = describe_experimental_values(s); !experimental.empty())
+    out << "  experimental : " << experimental << "\n";
   if (is_ctr_model(s.model.name)) {
     out << describe_ctr_plan(setup);
     return out.str();

@@ -150,8 +150,10 @@ def same(doc, shown):
         return float(doc) == float(shown)
     except ValueError:
         return doc == shown
-bad = [f"{k}: printed {v!r}, documented {documented.get(k)!r}" for k, v in printed.items()
-       if k not in documented or not same(documented[k], v)]
+bad = [f"{k}: a key with no entry in docs/job-spec.md (its default: {v!r})" for k, v in printed.items()
+       if k not in documented]
+bad += [f"{k}: printed {v!r}, documented {documented[k]!r}" for k, v in printed.items()
+        if k in documented and not same(documented[k], v)]
 bad += [f"{k}: documented but not a key sdp-train prints" for k in documented
         if k not in printed and "." in k]
 print("\n".join(bad) if bad else f"{len(printed)} keys in sync")
