@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `sdp-train plan` against measured training steps (docs/plan.md, "Checked against runs"):
+# `sdp-train plan` against measured training steps (docs/records/plan-record.md, "Checked against runs"):
 # for each topology, one calibration (`plan --calibrate` under the same launch), then per
 # model and algorithm, alternating, `plan` (compute measured by every rank of the launch at
 # once) and a short training run (median step from its metric lines, the first interval left

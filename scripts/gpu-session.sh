@@ -413,7 +413,7 @@ stage_tf32() {
     --rows resnet50:256
 }
 
-# `sdp-train plan` from this GPU's measured step (docs/plan.md): the compute file comes back
+# `sdp-train plan` from this GPU's measured step (docs/guides/plan.md): the compute file comes back
 # in $OUT, so plans for other node counts and instances can be made on any machine.
 stage_plan() {
   local bin=$BUNDLE/sdp-train

@@ -4,7 +4,7 @@ on log axes, with the line of perfect prediction and the +-10 % band, one marker
 and one colour per topology.
 
     scripts/bench-plan.sh | python3 scripts/plot_plan.py -o plan.png
-    python3 scripts/plot_plan.py docs/plan.md -o docs/img/plan-accuracy.png
+    python3 scripts/plot_plan.py docs/records/plan-record.md -o docs/img/plan-accuracy.png
 
 Reads the markdown rows `| 2x1 (1gbit) | lenet5 | flat | 17.53 ms | 2.09 ms | 14.19 ms | +23.5 % |`
 and ignores every other line (so a whole docs page can be the input). Needs matplotlib

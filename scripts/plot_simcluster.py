@@ -5,7 +5,7 @@ bytes any algorithm can send (2(H-1)/H S per host) as a line, and each bar label
 share of the link and the bytes it sent out of a host.
 
     sudo scripts/bench-simcluster.sh --topologies 2x2 | python3 scripts/plot_simcluster.py -o sim.png
-    python3 scripts/plot_simcluster.py docs/benchmarks.md -o docs/img/simcluster.png
+    python3 scripts/plot_simcluster.py docs/records/benchmarks-history.md -o docs/img/simcluster.png
 
 Reads the markdown rows `| 2x2 | hierarchical | 16 MiB | 16.8 MB = 1.00 S | 0.135 s | 0.150 s |
 89 % | 0 |` and ignores every other line (so a whole docs page can be the input).

@@ -380,7 +380,7 @@ struct CommandLine {
   }
 };
 
-// `sdp-train plan` (docs/plan.md).
+// `sdp-train plan` (docs/guides/plan.md).
 void declare_plan(CommandLine& cl) {
   cl.plan = cl.app.add_subcommand(
       "plan", "predict the job's step time, images/s, scaling, best AllReduce and bucket size, and cost on N nodes");

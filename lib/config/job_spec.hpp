@@ -185,7 +185,7 @@ struct DistributedSpec {
   // thread orders them) until a GPU run has checked it.
   std::string stream_ordered = "auto";  // auto | off | on
   // A calibration file of `sdp-train plan --calibrate`: allreduce: auto and bucket_mb: auto
-  // then take the plan's choice for this world at start (docs/plan.md, "Chosen at start").
+  // then take the plan's choice for this world at start (docs/guides/plan.md, "Let the job choose at start").
   std::string calibration;
 };
 // distributed.bucket_mb: auto.

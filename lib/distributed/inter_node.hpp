@@ -11,8 +11,9 @@
 // not EFA, unless NCCL_IB_DISABLE=1), then TCP sockets; NCCL_NET names one outright. With RDMA,
 // NCCL moves GPU memory with no host copy, and auto takes nccl. On TCP, auto takes host:
 // NCCL's sockets move bytes through host bounce buffers anyway, and the socket ring reached
-// 91-100 % of a 1 Gbit/s link where Open MPI's TCP reached 55-90 % (docs/benchmarks.md,
-// "Simulated cluster"). docs/multi-host.md has the rule and its measurements.
+// 91-100 % of a 1 Gbit/s link where Open MPI's TCP reached 55-90 %
+// (docs/records/benchmarks-history.md, "Simulated cluster"). docs/multi-host.md has the rule
+// and its measurements.
 #pragma once
 
 #include <functional>

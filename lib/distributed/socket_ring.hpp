@@ -4,9 +4,9 @@
 // its left one, running reduce-scatter then allgather.
 //
 // Why not MPI (measured on scripts/simcluster.sh, 2 hosts x 2 ranks, 1 Gbit/s links, a
-// loaded 2-core machine; docs/benchmarks.md "Simulated cluster"): Open MPI's TCP transport
-// moves bytes only while the process is inside an MPI call polling its sockets, a few
-// 128 KiB fragments at a time (ob1 pipeline depth 3-4). With more ranks than cores a rank
+// loaded 2-core machine; docs/records/benchmarks-history.md "Simulated cluster"): Open MPI's
+// TCP transport moves bytes only while the process is inside an MPI call polling its sockets,
+// a few 128 KiB fragments at a time (ob1 pipeline depth 3-4). With more ranks than cores a rank
 // waits for a core for milliseconds at a time, and the link idles meanwhile: the same
 // exchange of 32 MiB per pair took 0.6-1.3 s through MPI (55-90 % of the link, varying from
 // run to run) and 0.52-0.59 s (91-100 %) over blocking sockets. A blocking socket is

@@ -1,6 +1,6 @@
-// The cost model of `sdp-train plan` (docs/plan.md): what one AllReduce costs under each
-// algorithm of distributed/allreduce.hpp, and what a training step costs once its buckets
-// overlap the backward pass the way distributed/gradient_reducer.hpp runs them.
+// The cost model of `sdp-train plan` (docs/records/plan-record.md, "The model"): what one
+// AllReduce costs under each algorithm of distributed/allreduce.hpp, and what a training step
+// costs once its buckets overlap the backward pass as distributed/gradient_reducer.hpp runs them.
 //
 // AllReduce of S bytes on N nodes of r ranks (n = N r), link bandwidth B (bytes/s, each way,
 // per node) and latency a (one message, one way, software included), intra-node curve I(S)

@@ -1,4 +1,4 @@
-// What `sdp-train plan` reads besides the job (docs/plan.md, "Files"):
+// What `sdp-train plan` reads besides the job (docs/records/plan-record.md, "Inputs"):
 //   compute file   one rank's measured step (ComputeProfile) as JSON: `plan --save-compute`
 //                  writes it where the step runs (a GPU machine), `plan --compute FILE` reads it
 //                  anywhere;

@@ -1,5 +1,5 @@
 // `sdp-train plan`: the predicted step, throughput, scaling, best AllReduce algorithm and
-// bucket size, and time and cost of a job, for each node count (docs/plan.md). Pure: the
+// bucket size, and time and cost of a job, for each node count (docs/guides/plan.md). Pure: the
 // compute profile and the network come in measured or assumed; this file only combines them
 // with the cost model (cost_model.hpp).
 #pragma once
@@ -13,7 +13,7 @@
 namespace sdp::plan {
 
 // A setting other than the job's is recommended only when predicted this much faster (2 %:
-// docs/plan.md measured a 0.1 % predicted gain as a 5 % loss).
+// docs/records/plan-record.md measured a 0.1 % predicted gain as a 5 % loss).
 constexpr double kMinimumGain = 0.02;
 
 struct PlanSetup {

@@ -450,7 +450,7 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
             "nodes on machines of their own, though " + options.calibration + " was measured with " + shared +
             ": its figures hold what those nodes share there (" +
             (c.machines.ranks > c.machines.cpus ? "CPUs, fewer than their ranks" : "memory, the kernel's network stack") +
-            "), which the model does not price (docs/plan.md, \"Where it stands\")");
+            "), which the model does not price (docs/records/plan-record.md, \"Where it stands\")");
     }
     if (options.link_gbps > 0 || options.link_latency_us >= 0) {
       if (options.link_gbps <= 0) throw InputError("--link-latency-us needs --link-gbps too");

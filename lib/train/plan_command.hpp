@@ -1,5 +1,5 @@
 // `sdp-train plan --config JOB --nodes 1,2,4,... [...]`: the job's speed, scaling and cost on
-// N nodes before they are rented (docs/plan.md). Gathers the inputs of plan/scaling_plan.hpp:
+// N nodes before they are rented (docs/guides/plan.md). Gathers the inputs of plan/scaling_plan.hpp:
 //   compute   measured here (`bench layers`' step, on every rank of this launch at once, the
 //             slowest rank's timeline) or read from a file `--save-compute` wrote elsewhere;
 //   network   a calibration file (`plan --calibrate FILE` under the cluster's launcher), an
@@ -35,7 +35,7 @@ struct PlanCommandOptions {
 };
 
 // What a job with distributed.calibration takes at start for allreduce: auto and
-// bucket_mb: auto (docs/plan.md, "Chosen at start").
+// bucket_mb: auto (docs/guides/plan.md, "Let the job choose at start").
 struct StartupAllreduce {
   AllreduceKind algorithm = AllreduceKind::kAuto;
   double bucket_mb = 25;

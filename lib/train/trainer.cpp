@@ -145,7 +145,7 @@ void Trainer::start_replicas() {
     }
   }
   // allreduce: auto and bucket_mb: auto with distributed.calibration: the plan's choice,
-  // from a few measured steps (docs/plan.md, "Chosen at start").
+  // from a few measured steps (docs/guides/plan.md, "Let the job choose at start").
   StartupAllreduce chosen;
   watched("allreduce plan at start", [&] {
     chosen = choose_allreduce_at_start(spec_, world_, setup_.device, parts_.model->input_shape());

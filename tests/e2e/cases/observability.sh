@@ -78,9 +78,10 @@ case_plot_metrics_png() {
 
 case_plot_simcluster_png() {
     # scripts/plot_simcluster.py draws the measured simulated-cluster tables of
-    # docs/benchmarks.md (one panel per topology and size); input without such rows: exit 2.
+    # docs/records/benchmarks-history.md (one panel per topology and size); input without such
+    # rows: exit 2.
     need_matplotlib
-    "$PLOT_PY" "$SRC/scripts/plot_simcluster.py" "$SRC/docs/benchmarks.md" -o "$WORK/sim.png" >"$WORK/out" 2>&1 ||
+    "$PLOT_PY" "$SRC/scripts/plot_simcluster.py" "$SRC/docs/records/benchmarks-history.md" -o "$WORK/sim.png" >"$WORK/out" 2>&1 ||
       fail "plot_simcluster.py failed"
     grep -qE 'plot_simcluster: [0-9]+ rows, [0-9]+ panels' "$WORK/out" || fail "no summary line"
     is_png "$WORK/sim.png"

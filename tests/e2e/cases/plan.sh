@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# `sdp-train plan` (docs/plan.md): its errors, its figures, and its prediction against a short
+# `sdp-train plan` (docs/guides/plan.md): its errors, its figures, and its prediction against a short
 # measured run on 2 local ranks. Sourced by cli_test.sh (see config.sh).
 
 plan_job() {  # a LeNet-5 job on synthetic data: $1 training steps on 2 ranks
@@ -66,7 +66,7 @@ case_plan_instance_costs_json() {
 # The prediction against a short measured run, both on 2 ranks of this machine, alternated 3
 # times, the median ratio checked: the host's speed drifts (one run here saw 0.35 and 1.66 in
 # one test), so the bound is loose; scripts/bench-plan.sh measures the model's error with
-# more runs (docs/plan.md).
+# more runs (docs/records/plan-record.md).
 case_plan_predicts_two_local_ranks() {
     # shellcheck disable=SC2046
     expect_ok 2 plan $(plan_job 16) --calibrate "$WORK/cal.json"
