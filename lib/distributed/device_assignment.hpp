@@ -1,4 +1,4 @@
-// Which device a rank computes on and with how many CPU threads (README, "Topology"):
+// Which device a rank computes on and with how many CPU threads (docs/guides/many-ranks.md):
 // GPU = the local_rank-th GPU when the CUDA backend is built and the node has a GPU per rank
 // (or, when a launcher gives each rank its own GPUs, as Slurm's --gpus-per-task does, the
 // first of its own), else CPU; CPU threads = `threads`, else OMP_NUM_THREADS, else Slurm's

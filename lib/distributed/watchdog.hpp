@@ -1,5 +1,5 @@
-// Watchdog: turns a hung collective into a clear message and a prompt abort (README,
-// "Data parallelism"; Horovod's stall inspector). It watches Work, not calls: a collective is issue()d when it
+// Watchdog: turns a hung collective into a clear message and a prompt abort
+// (docs/guides/failures.md; Horovod's stall inspector). It watches Work, not calls: a collective is issue()d when it
 // starts (a host backend) or is enqueued (a device backend, where the call returns at once
 // and timing it would say nothing), and the thread that needs its result waits through
 // wait(work, ticket), which polls the Work (Work::wait with a short timeout, so a completion

@@ -1,4 +1,4 @@
-// Checkpoint files (README, "Checkpoints and interruptions"): one safetensors file per checkpoint,
+// Checkpoint files (docs/guides/failures.md): one safetensors file per checkpoint,
 // <dir>/ckpt-<step, 9 digits>.safetensors, holding named tensors (the model's parameters and
 // buffers under their layer names, optimizer state under "optimizer.") and string metadata
 // with "format" = kCheckpointFormat. This module knows files, not training: train/ decides

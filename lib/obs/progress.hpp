@@ -1,4 +1,4 @@
-// Rank 0's live progress bar on a terminal (README, "Progress and timeline"):
+// Rank 0's live progress bar on a terminal (docs/guides/first-job.md, "Progress bar and timeline"):
 //
 //   epoch 2/3 [##########------] 180/384 loss 0.4321  5123 img/s  ETA 0:42
 //

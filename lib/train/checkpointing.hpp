@@ -1,4 +1,4 @@
-// Checkpoints of a training run (README, "Checkpoints and interruptions"): what one holds and how a run resumes.
+// Checkpoints of a training run (docs/guides/failures.md): what one holds and how a run resumes.
 //
 // A checkpoint (io/checkpoint.hpp) holds the model's parameters and buffers under their layer
 // names (as the final model: PyTorch-loadable), the optimizer state under "optimizer."

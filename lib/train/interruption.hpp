@@ -1,6 +1,6 @@
-// Interruptions (README, "Checkpoints and interruptions"): SIGTERM (a spot reclaim, `docker stop`, Slurm, mpirun passing
-// on its own SIGTERM) or SIGINT (Ctrl-C) asks the run to stop at the next step boundary, where
-// every rank agrees on it (the flag rides on the per-step loss allreduce), rank 0 writes a
+// Interruptions (docs/guides/failures.md): SIGTERM (a spot reclaim, `docker stop`, Slurm,
+// mpirun passing on its own SIGTERM) or SIGINT (Ctrl-C) asks the run to stop at the next
+// step boundary, where every rank agrees on it (the flag rides on the per-step loss allreduce), rank 0 writes a
 // checkpoint and every rank exits 0. A second signal ends the process at once with the
 // shell's status for it: 128 + signal number (143 for SIGTERM, 130 for SIGINT).
 //

@@ -1,4 +1,4 @@
-// Pre-flight check of the job's output locations (README, "Checkpoints and interruptions"): before the data is read
+// Pre-flight check of the job's output locations (docs/guides/failures.md): before the data is read
 // and long before the first step, rank 0 (the only rank that writes) creates output.model_dir,
 // checkpoint.dir, output.tensorboard and the parents of output.metrics and output.timeline, and
 // proves each writable by writing a probe file. A location that fails is an InputError naming

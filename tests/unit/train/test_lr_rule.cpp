@@ -42,7 +42,7 @@ JobSpec spec_of(const Rule& r) {
   return spec;
 }
 
-// The rule, written out from the documentation (docs/job-spec.md, README "Learning rate").
+// The rule, written out from the documentation (docs/job-spec.md, docs/guides/first-job.md).
 double expected_peak(const Rule& r) {
   const double global = 64.0 * r.ranks * r.accumulate;
   const double reference = r.reference > 0 ? static_cast<double>(r.reference) : 64.0;
