@@ -176,7 +176,6 @@ int run_plan(const sdp::JobSources& sources, const sdp::PlanCommandOptions& opti
   // A compute file made on a GPU machine plans that GPU job here, GPU or not.
   sdp::JobSetup setup = sdp::set_up_job(
       sources, options.compute == "measured" ? sdp::DeviceUse::kOpen : sdp::DeviceUse::kNamed);
-  require_image_model(setup.spec, "plan");
   const std::string text = sdp::run_plan_command(setup, options);
   if (setup.world->rank() == 0) std::cout << text << std::flush;
   return 0;

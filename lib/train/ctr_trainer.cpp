@@ -1,5 +1,7 @@
 #include "train/ctr_trainer.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -249,6 +251,21 @@ LoadedSet load_agreed(const JobSpec& spec, const World& world, const std::string
                                 " than rank 0: every rank must see the same files",
                             world.rank() == 0);
   return set;
+}
+
+// Epoch `epoch`'s order of the set's `n` samples: the same permutation on every rank, from
+// (seed, epoch), so that a resumed run continues it.
+void epoch_permutation(uint64_t seed, int64_t epoch, int64_t n, std::vector<int64_t>& order) {
+  order.resize(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  uint64_t state = seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(epoch) + 1;
+  for (int64_t i = n - 1; i > 0; --i) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    const int64_t j = static_cast<int64_t>(state % static_cast<uint64_t>(i + 1));
+    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
+  }
 }
 
 // A batch's storage.
@@ -520,18 +537,7 @@ void CtrRun::write_timeline() {
 
 const std::vector<int64_t>& CtrRun::epoch_order(int64_t epoch) {
   if (order_epoch_ == epoch) return order_;
-  // The same permutation on every rank, from (seed, epoch): a resumed run continues it.
-  const int64_t n = train_.source->size();
-  order_.resize(static_cast<size_t>(n));
-  std::iota(order_.begin(), order_.end(), int64_t{0});
-  uint64_t state = spec_.seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(epoch) + 1;
-  for (int64_t i = n - 1; i > 0; --i) {
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    const int64_t j = static_cast<int64_t>(state % static_cast<uint64_t>(i + 1));
-    std::swap(order_[i], order_[j]);
-  }
+  epoch_permutation(spec_.seed, epoch, train_.source->size(), order_);
   order_epoch_ = epoch;
   return order_;
 }
@@ -913,6 +919,99 @@ std::string describe_ctr_plan(const JobSetup& setup) {
       << s.checkpoint.keep_last << ", resume " << s.checkpoint.resume << ")\n";
   out << "  outputs      : model " << s.output.model_dir << "/model.safetensors\n";
   return out.str();
+}
+
+CtrProfile measure_ctr_step(const JobSetup& setup, int64_t steps, int64_t warmup) {
+  const JobSpec& spec = setup.spec;
+  const World& world = *setup.world;
+  nn::set_num_threads(setup.device.threads);
+  set_flush_denormals(spec.numerics.flush_denormals);
+  const LoadedSet train = load_agreed(spec, world, job_token(world), spec.data.train, false);
+  if (!train.source)
+    throw CollectiveFailure(ExitCode::kUsage,
+                            "plan: a CTR job's step and unique ids are measured from its training set in memory, but " +
+                                spec.data.train + " is " + (train.load == CtrLoad::kPipe ? "a Pipe-mode channel" : "streamed") +
+                                ": plan it on a copy of part of it with --set data.load=memory (and data.train)",
+                            world.rank() == 0);
+  const CtrSource& source = *train.source;
+  const int64_t batch = spec.data.batch_size, samples = source.size();
+  if (samples < batch)
+    throw CollectiveFailure(ExitCode::kUsage,
+                            "plan: " + spec.data.train + " holds " + std::to_string(samples) +
+                                " samples, fewer than one batch (data.batch_size " + std::to_string(batch) + ")",
+                            world.rank() == 0);
+  CtrModel model(model_shape(spec.model), spec.seed);
+  CtrOptimizer optimizer(spec.optimizer, spec.model.l2, model);
+  const int fields = spec.model.fields, width = model.shape().width();
+  BatchBuffers buffers;
+  buffers.resize(batch, fields);
+  std::vector<float> dense_grad;
+  RowAccumulator rows, received;
+  // The job's shuffled order (epoch 0), as the trainer deals it: rank r's batches at r.
+  std::vector<int64_t> order;
+  epoch_permutation(spec.seed, 0, samples, order);
+  const int64_t batches = samples / batch;
+  double data_s = 0, compute_s = 0, update_s = 0, update_rows = 0, record_s = 0, records = 0;
+  for (int64_t step = 0; step < warmup + steps; ++step) {
+    const int64_t first = ((step * world.size() + world.rank()) % batches) * batch;
+    const auto t_data = Clock::now();
+    std::copy(order.begin() + first, order.begin() + first + batch, buffers.samples.begin());
+    source.fill(buffers.samples.data(), batch, buffers.ids.data(), buffers.values.data(), buffers.labels.data());
+    const CtrBatch b = buffers.batch(batch);
+    const auto t0 = Clock::now();
+    model.forward(b, /*training=*/true, step, buffers.prob.data());
+    rows.reset(width, batch * fields);
+    model.backward(b, 1.0f / static_cast<float>(batch), dense_grad, rows);
+    const auto t1 = Clock::now();
+    optimizer.step(static_cast<float>(spec.optimizer.lr), dense_grad, rows.rows());
+    const auto t2 = Clock::now();
+    // What the exchange pays a record it receives: its id found or placed, its row added.
+    const SparseRows& mine = rows.rows();
+    received.reset(width, mine.size());
+    for (int64_t i = 0; i < mine.size(); ++i) received.add(mine.ids[static_cast<size_t>(i)], mine.row(i));
+    const auto t3 = Clock::now();
+    if (step < warmup) continue;
+    data_s += std::chrono::duration<double>(t0 - t_data).count();
+    compute_s += std::chrono::duration<double>(t1 - t0).count();
+    update_s += std::chrono::duration<double>(t2 - t1).count();
+    update_rows += static_cast<double>(mine.size());
+    record_s += std::chrono::duration<double>(t3 - t2).count();
+    records += static_cast<double>(mine.size());
+  }
+  const double n = static_cast<double>(steps);
+  std::vector<double> figures = {data_s / n, compute_s / n, update_s / n, record_s / std::max(1.0, records)};
+  MPI_Allreduce(MPI_IN_PLACE, figures.data(), static_cast<int>(figures.size()), MPI_DOUBLE, MPI_MAX, world.comm());
+
+  CtrProfile p;
+  p.model = spec.model.name;
+  p.batch_per_rank = batch;
+  p.samples = samples;
+  p.table_rows = spec.model.table_rows;
+  p.width = width;
+  p.dense_floats = static_cast<int64_t>(dense_grad.size() + model.batch_stats().size());
+  p.data_s = figures[0];
+  p.compute_s = figures[1];
+  p.update_s = figures[2];
+  p.update_rows = update_rows / n;
+  p.record_s = figures[3];
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  p.measured_on = std::string(host) + ", cpu, " + std::to_string(setup.device.threads) + " thread(s), " +
+                  std::to_string(steps) + " steps" +
+                  (world.size() > 1 ? ", slowest of " + std::to_string(world.size()) + " ranks running at once" : "");
+  // Unique ids among the first 1, 2, 4, ... batches of the order, up to the set.
+  std::vector<int64_t> ids;
+  for (int64_t m = batch; m <= samples; m *= 2) {
+    buffers.resize(m, fields);
+    std::copy(order.begin(), order.begin() + m, buffers.samples.begin());
+    source.fill(buffers.samples.data(), m, buffers.ids.data(), buffers.values.data(), buffers.labels.data());
+    ids.assign(buffers.ids.begin(), buffers.ids.begin() + m * fields);
+    std::sort(ids.begin(), ids.end());
+    const double unique = static_cast<double>(std::unique(ids.begin(), ids.end()) - ids.begin());
+    p.unique.emplace_back(static_cast<double>(m), unique);
+    if (m > samples / 2) break;
+  }
+  return p;
 }
 
 void train_ctr(JobSetup& setup) {

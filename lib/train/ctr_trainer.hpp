@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "train/ctr_plan.hpp"
 #include "train/job_setup.hpp"
 
 namespace sdp {
@@ -15,6 +16,14 @@ namespace sdp {
 std::string describe_ctr_plan(const JobSetup& setup);
 
 void train_ctr(JobSetup& setup);
+
+// `sdp-train plan`'s measure of a CTR job: every rank of the launch runs `steps` training
+// steps of the job's model on its own batches of the training set (after `warmup` more),
+// none exchanged, all at once (ranks sharing a machine share it as in the job); the slowest
+// rank's times. The unique ids among 1, 2, 4, ... batches are counted from the set in the
+// job's shuffled order. The set is read into memory: a streamed or Pipe-mode set is exit 2.
+// Collective over the world.
+CtrProfile measure_ctr_step(const JobSetup& setup, int64_t steps, int64_t warmup);
 
 // `sdp-train evaluate` of a CTR model: test log loss and AUC over the whole test set.
 void evaluate_ctr_model(JobSetup& setup, const std::string& model_path);

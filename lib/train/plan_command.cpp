@@ -9,12 +9,14 @@
 #include <map>
 #include <sstream>
 
+#include "config/model_names.hpp"
 #include "core/error.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/world.hpp"
 #include "io/atomic_file.hpp"
 #include "plan/calibration.hpp"
 #include "plan/scaling_plan.hpp"
+#include "train/ctr_trainer.hpp"
 #include "train/layer_bench.hpp"
 #include "train/training_setup.hpp"
 
@@ -278,6 +280,28 @@ std::string bucket_words(double mb) {
   return text;
 }
 
+// A CTR job's plan (ctr_plan.hpp) on the network and nodes the options gave: its step and
+// unique ids measured here on every rank of the launch. Collective; rank 0's table.
+std::string plan_ctr_job(const JobSetup& setup, const PlanCommandOptions& options, const plan::PlanSetup& plan_setup,
+                         const plan::Network& network) {
+  const JobSpec& spec = setup.spec;
+  const CtrProfile profile = measure_ctr_step(setup, options.steps, options.warmup);
+  if (setup.world->rank() != 0) return "";
+  CtrPlanSetup ctr;
+  ctr.nodes = plan_setup.nodes;
+  ctr.ranks_per_node = plan_setup.ranks_per_node;
+  ctr.fields = spec.model.fields;
+  ctr.exchange = spec.distributed.embedding_exchange;
+  ctr.table_algorithm = spec.distributed.allreduce;
+  ctr.compression = plan_setup.compression;
+  ctr.assumed = plan_setup.assumed;
+  ctr.measured = plan_setup.measured;
+  ctr.samples_per_epoch = plan_setup.samples_per_epoch > 0 ? plan_setup.samples_per_epoch : profile.samples;
+  ctr.epochs = spec.train.epochs;
+  ctr.usd_per_node_hour = plan_setup.usd_per_node_hour;
+  return format_ctr_plan(profile, ctr, make_ctr_plan(profile, network, ctr));
+}
+
 }  // namespace
 
 StartupAllreduce choose_allreduce_at_start(const JobSpec& spec, const World& world, const DeviceAssignment& device,
@@ -374,6 +398,7 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
 
   // Every input is checked on every rank before the measured step, so a bad option ends the
   // launch at once with exit 2.
+  const bool ctr = is_ctr_model(setup.spec.model.name);
   plan::PlanSetup plan_setup;
   std::string computed_text;
   plan::Network network;
@@ -466,8 +491,9 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
     apply_transport(network, setup.device.device);
     std::string overlap_note;
     plan_setup.overlap = overlap_of(setup.device, network, &overlap_note);
-    (plan_setup.overlap == plan::Overlap::kSharedCore ? plan_setup.measured : plan_setup.assumed)
-        .push_back(overlap_note);
+    if (!ctr)  // a CTR step overlaps nothing (ctr_plan.hpp)
+      (plan_setup.overlap == plan::Overlap::kSharedCore ? plan_setup.measured : plan_setup.assumed)
+          .push_back(overlap_note);
     if (setup.device.device.is_cuda() &&
         (plan_setup.compression == Compression::kFp16 || plan_setup.compression == Compression::kBf16))
       plan_setup.assumed.push_back("f32<->16-bit casts on the GPU at " + gbit(kGpuCastBytesPerS) +
@@ -484,14 +510,19 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
       plan_setup.assumed.push_back("node AllReduce at " + std::to_string(static_cast<int>(network.intra_bytes_per_s / 1e9)) +
                                    " GB/s bus bandwidth for " + std::to_string(ranks_per_node) +
                                    " ranks per node (no calibration for that many)");
+    if (ctr && (options.compute != "measured" || !options.save_compute.empty() || options.json))
+      throw InputError(std::string(options.json ? "--json" : options.compute != "measured" ? "--compute" : "--save-compute") +
+                       ": a CTR job's plan measures its step and its unique ids here, from the job's data, and prints "
+                       "a table");
     if (options.compute != "measured") compute = read_compute(setup, options.compute);
-    if (options.samples_per_epoch > 0) {
-      plan_setup.samples_per_epoch = options.samples_per_epoch;
+    if (options.samples_per_epoch > 0 || ctr) {
+      plan_setup.samples_per_epoch = options.samples_per_epoch;  // CTR: 0 here, the set's below
     } else {
       const DataSplits data = load_data(spec);
       plan_setup.samples_per_epoch = std::max<int64_t>(0, data.train->count());
     }
   });
+  if (ctr) return plan_ctr_job(setup, options, plan_setup, network);
   if (options.compute == "measured") compute = measure_compute(setup.spec, setup.device, world, options);
   if (world.rank() != 0) return "";
   if (!options.save_compute.empty()) {

@@ -437,3 +437,39 @@ case_ctr_exchange_compressed() {
     ctr_auc_above 0.6 "$wire: "
   done
 }
+
+# `sdp-train plan` of a CTR job: its step and unique ids measured from the job's data, a row per
+# node count with the step each way and auto's choice; what it cannot plan is exit 2 naming
+# the option; and on 2 ranks of this machine its step against the job's measured one.
+case_ctr_plan() {
+  ctr_args
+  expect_ok 0 plan "${CTR_ARGS[@]}" --set model.table_rows=60 --nodes 1,2,4 --link-gbps 1 --steps 4 --warmup 1
+  [ "$(grep -cE '^ +(1|2|4) +(1|2|4) ' "$WORK/out")" -eq 3 ] || fail "expected a row for 1, 2 and 4 nodes"
+  grep -q '^nodes ranks   step_ms   samples/s .* sparse_ms   dense_ms auto' "$WORK/out" || fail "no header"
+  grep -qE '^# unique ids among samples \(measured from the training set\): 128: [0-9]+;' "$WORK/out" ||
+    fail "no unique ids measured"
+  # 60 rows of 5 floats: on 4 nodes fewer bytes than each node's unique rows, so auto sends
+  # the table; on 1 node nothing crosses
+  grep -qE '^ +4 +4 .* dense ' "$WORK/out" || fail "auto does not take the dense way for a tiny table on 4 nodes"
+  expect_error 2 "--json: a CTR job's plan" plan "${CTR_ARGS[@]}" --nodes 1 --json
+  expect_error 2 "--compute: a CTR job's plan" plan "${CTR_ARGS[@]}" --nodes 1 --compute x.json
+
+  # 2 ranks of one node: predicted against measured, the median of 3 alternated pairs.
+  local ratios=() attempt
+  for attempt in 1 2 3; do
+    expect_ok 2 plan "${CTR_ARGS[@]}" --set model.table_rows=200000 --nodes 1 --steps 8 --warmup 2
+    local predicted
+    predicted=$(awk '$1 == 1 && $2 == 2 {print $3}' "$WORK/out")
+    [ -n "$predicted" ] || fail "no row for 1 node of 2 ranks"
+    expect_ok 2 "${CTR_ARGS[@]}" --set model.table_rows=200000 --set train.epochs=1 --set train.eval_every_epochs=0 \
+      --set checkpoint.dir=ck$attempt
+    ratios+=("$(python3 - "$WORK/out" "$predicted" <<'PY'
+import re, statistics, sys
+rates = [float(r) for r in re.findall(r"^\[step \d+\].*samples_per_sec=([0-9.e+]+)", open(sys.argv[1]).read(), re.M)]
+print(float(sys.argv[2]) / (2 * 128 / statistics.median(rates[1:] or rates) * 1000))
+PY
+)")
+  done
+  python3 -c 'import statistics,sys; r=[float(x) for x in sys.argv[1:]]; print("predicted/measured", r); sys.exit(0 if 0.6 <= statistics.median(r) <= 1.6 else 1)' "${ratios[@]}" ||
+    fail "predicted/measured step ${ratios[*]}: off by more than 60 %"
+}

@@ -270,3 +270,17 @@ assert {e["pid"] for e in trace if e["ph"] == "X" and e["tid"] == 2 and e["name"
 PY
     expect_error 0 "output.timeline_layers" --config "$SRC/configs/quickstart.yaml" --set output.timeline_layers=true
 }
+
+case_plot_ctr_exchange_png() {
+    # scripts/plot_ctr_exchange.py draws docs/benchmarks.md's first CTR exchange table (a panel
+    # per table size; the plan's lines where the table has them); input without rows: exit 2.
+    need_matplotlib
+    "$PLOT_PY" "$SRC/scripts/plot_ctr_exchange.py" "$SRC/docs/benchmarks.md" -o "$WORK/ctr.png" >"$WORK/out" 2>&1 ||
+      fail "plot_ctr_exchange.py failed"
+    grep -qE 'plot_ctr_exchange: [0-9]+ rows, 2 panels' "$WORK/out" || fail "no summary line with 2 panels"
+    is_png "$WORK/ctr.png"
+    echo "no table here" >"$WORK/none.md"
+    "$PLOT_PY" "$SRC/scripts/plot_ctr_exchange.py" "$WORK/none.md" -o "$WORK/none.png" >"$WORK/out" 2>&1
+    [ $? -eq 2 ] || fail "a file without rows did not exit 2"
+    grep -q "no rows of scripts/bench-ctr-exchange.sh's table" "$WORK/out" || fail "no message for a file without rows"
+}

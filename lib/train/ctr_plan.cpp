@@ -1,0 +1,168 @@
+#include "train/ctr_plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "ctr/row_exchange.hpp"
+
+namespace sdp {
+
+double CtrProfile::unique_among(double samples, int fields) const {
+  const double most = std::min(static_cast<double>(table_rows), samples * std::max(1, fields));
+  if (unique.empty() || samples <= 0) return std::max(0.0, std::min(most, samples));
+  double u;
+  if (samples <= unique.front().first) {
+    u = unique.front().second * samples / unique.front().first;
+  } else {
+    size_t i = 1;
+    while (i + 1 < unique.size() && unique[i].first < samples) ++i;
+    if (unique.size() == 1) {
+      u = unique.front().second * samples / unique.front().first;
+    } else {
+      // log-log between points i-1 and i (beyond the last: along the last two's slope)
+      const auto [m0, u0] = unique[i - 1];
+      const auto [m1, u1] = unique[i];
+      const double slope = std::log(u1 / u0) / std::log(m1 / m0);
+      u = u0 * std::pow(samples / m0, slope);
+    }
+  }
+  return std::min(most, u);
+}
+
+const char* to_string(RowWay way) { return way == RowWay::kSparse ? "sparse" : "dense"; }
+
+namespace {
+
+bool compressed(Compression c) { return c == Compression::kFp16 || c == Compression::kBf16; }
+
+double unique_of(const CtrProfile& p, int fields, double samples) { return std::max(1.0, p.unique_among(samples, fields)); }
+
+}  // namespace
+
+CtrStep predict_ctr_step(const CtrProfile& profile, const plan::Network& network, const plan::Topology& topology,
+                         int fields, Compression compression, AllreduceKind table_algorithm, RowWay way) {
+  CtrStep s;
+  const double b = static_cast<double>(profile.batch_per_rank), r = topology.ranks_per_node, n = topology.nodes;
+  const double u_rank = unique_of(profile, fields, b), u_node = unique_of(profile, fields, r * b),
+               u_world = unique_of(profile, fields, n * r * b);
+  s.compute_s = profile.compute_s;
+  s.update_s = profile.update_rows > 0 ? profile.update_s * u_world / profile.update_rows : profile.update_s;
+  if (topology.ranks() <= 1) {
+    s.step_s = s.compute_s + s.update_s;
+    return s;
+  }
+  // The dense gradients, the loss and the counts: one MPI_Allreduce (flat).
+  s.dense_s = plan::allreduce_seconds(AllreduceKind::kFlat, Compression::kNone,
+                                      4.0 * static_cast<double>(profile.dense_floats + topology.ranks() + 2), topology,
+                                      network);
+  const double w = profile.width;
+  if (way == RowWay::kSparse) {
+    const double record = 4 * (w + 2), wire_record = compressed(compression) ? 8 + 2 * w : record;
+    double rows = 0;
+    if (r > 1) {
+      rows += (r - 1) / r * u_rank * record / network.intra_bytes_per_s + u_rank * profile.record_s;  // (1)
+      rows += (r - 1) / r * u_world * record / network.intra_bytes_per_s + u_world * profile.record_s;  // (3)
+    } else {
+      rows += u_rank * profile.record_s;  // (1): the owner is the rank
+    }
+    if (n > 1) {  // (2)
+      s.link_bytes = (n - 1) * u_node * wire_record;
+      rows += (n - 1) * network.crossing_seconds(u_node * wire_record) + n * u_node / r * profile.record_s;
+    }
+    s.rows_s = rows;
+  } else {
+    const double table = 4.0 * w * static_cast<double>(profile.table_rows),
+                 bitmap = 8.0 * static_cast<double>((profile.table_rows + 63) / 64);
+    s.rows_s = plan::allreduce_seconds(table_algorithm, compression, table, topology, network) +
+               plan::allreduce_seconds(AllreduceKind::kFlat, Compression::kNone, bitmap, topology, network) +
+               u_world * profile.record_s;
+    if (n > 1) s.link_bytes = 2 * (n - 1) / n * (table * (compressed(compression) ? 0.5 : 1.0) + bitmap);
+  }
+  s.step_s = s.compute_s + s.dense_s + s.rows_s + s.update_s;
+  return s;
+}
+
+std::vector<CtrPlanRow> make_ctr_plan(const CtrProfile& profile, const plan::Network& network,
+                                      const CtrPlanSetup& setup) {
+  std::vector<CtrPlanRow> rows;
+  double base = 0;  // samples/s a rank on one node
+  const int wire_bytes = compressed(setup.compression) ? 2 : 4;
+  for (int nodes : setup.nodes) {
+    CtrPlanRow row;
+    row.nodes = nodes;
+    row.ranks = nodes * setup.ranks_per_node;
+    const plan::Topology topology{nodes, setup.ranks_per_node};
+    const double b = static_cast<double>(profile.batch_per_rank);
+    row.unique_rank = unique_of(profile, setup.fields, b);
+    row.unique_node = unique_of(profile, setup.fields, setup.ranks_per_node * b);
+    row.unique_world = unique_of(profile, setup.fields, row.ranks * b);
+    row.sparse = predict_ctr_step(profile, network, topology, setup.fields, setup.compression,
+                                  setup.table_algorithm, RowWay::kSparse);
+    row.dense = predict_ctr_step(profile, network, topology, setup.fields, setup.compression, setup.table_algorithm,
+                                 RowWay::kDense);
+    const ExchangeBytes bytes =
+        estimate_bytes(std::vector<int>(static_cast<size_t>(row.ranks), static_cast<int>(row.unique_rank)), nodes,
+                       setup.ranks_per_node, profile.width, profile.table_rows, wire_bytes);
+    row.auto_way = bytes.dense < bytes.sparse ? RowWay::kDense : RowWay::kSparse;
+    row.job_way = setup.exchange == "dense"    ? RowWay::kDense
+                  : setup.exchange == "sparse" ? RowWay::kSparse
+                                               : row.auto_way;
+    row.samples_per_s = row.ranks * b / row.job().step_s;
+    if (rows.empty()) base = row.samples_per_s / row.ranks;
+    row.scale = base > 0 ? row.samples_per_s / (row.ranks * base) : 0;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::string format_ctr_plan(const CtrProfile& p, const CtrPlanSetup& setup, const std::vector<CtrPlanRow>& rows) {
+  std::ostringstream out;
+  char line[512];
+  out << "# plan: " << p.model << ", batch " << p.batch_per_rank << " per rank, " << setup.ranks_per_node
+      << " rank(s) per node, table " << p.table_rows << " rows x " << p.width << " floats, rows exchanged "
+      << setup.exchange << " (distributed.embedding_exchange)\n";
+  std::snprintf(line, sizeof line,
+                "# compute per rank: the batch read %.3f ms, forward and backward %.3f ms, update %.3f ms for %.0f rows, "
+                "%.3f us a received row summed (measured: %s)\n",
+                p.data_s * 1e3, p.compute_s * 1e3, p.update_s * 1e3, p.update_rows, p.record_s * 1e6, p.measured_on.c_str());
+  out << line;
+  out << "# unique ids among samples (measured from the training set):";
+  for (const auto& [m, u] : p.unique) {
+    std::snprintf(line, sizeof line, " %.0f: %.0f;", m, u);
+    out << line;
+  }
+  out << "\n";
+  for (const std::string& m : setup.measured) out << "# measured: " << m << "\n";
+  for (const std::string& a : setup.assumed) out << "# assumed: " << a << "\n";
+  out << "# a step: compute, the dense gradients' MPI_Allreduce, the rows' exchange, the update on every row the "
+         "world touched (none of it overlapped)\n";
+  out << "nodes ranks   step_ms   samples/s  scale  uniq/rank uniq/world  sparse_ms   dense_ms auto    "
+         "link_MB  rows_ms  update_ms      epoch  usd/epoch\n";
+  for (const CtrPlanRow& r : rows) {
+    const CtrStep& job = r.job();
+    char epoch[32] = "-", usd[32] = "-";
+    if (setup.samples_per_epoch > 0 && r.samples_per_s > 0) {
+      const double seconds = static_cast<double>(setup.samples_per_epoch) / r.samples_per_s;
+      std::snprintf(epoch, sizeof epoch, "%.1f s", seconds);
+      if (setup.usd_per_node_hour > 0)
+        std::snprintf(usd, sizeof usd, "%.2f", seconds / 3600 * r.nodes * setup.usd_per_node_hour);
+    }
+    std::snprintf(line, sizeof line,
+                  "%5d %5d %9.3f %11.1f %5.1f%% %10.0f %10.0f %10.3f %10.3f %-6s %8.2f %8.3f %10.3f %10s %10s\n",
+                  r.nodes, r.ranks, job.step_s * 1e3, r.samples_per_s, 100 * r.scale, r.unique_rank, r.unique_world,
+                  r.sparse.step_s * 1e3, r.dense.step_s * 1e3, to_string(r.auto_way), job.link_bytes / 1e6,
+                  job.rows_s * 1e3, job.update_s * 1e3, epoch, usd);
+    out << line;
+  }
+  out << "# step_ms, samples/s, link_MB (the rows' bytes through a node's link each way), rows_ms, update_ms: the "
+         "job's way ("
+      << setup.exchange << (setup.exchange == "auto" ? ": auto's choice" : "")
+      << "); sparse_ms, dense_ms: the step each way; auto: the way with fewer bytes, as the runner chooses\n";
+  out << "# not in step_ms: the batch read (measured above; the trainer's samples/s leave it out too), "
+         "evaluation, checkpoints; not modelled: contention in a shared fabric, stragglers\n";
+  return out.str();
+}
+
+}  // namespace sdp

@@ -1,0 +1,90 @@
+// `sdp-train plan` for CTR models: a DeepFM (FM, LR) step on N nodes from one rank's step as
+// measured here and the unique ids a step's batches hold, measured from the job's data.
+//
+// A rank's step runs in order (ctr_trainer.cpp): the batch read from the set (data: left out of
+// the step, as the trainer's samples/s leave it out), forward and backward with the rank's own
+// row sums (compute), the dense gradients' MPI_Allreduce, the table rows' exchange
+// (ctr/row_exchange.hpp), then the optimizer on the rows the world touched. With U(m) the
+// unique ids among m samples, B samples a rank, r ranks a node, N nodes, W floats a row:
+//   update      the measured update, times U(N r B) / U(B): the rows every rank updates
+//   sparse      (1) each rank sends (r-1)/r of its U(B) rows to their owners in the node and
+//               each owner sums U(B) rows; (2) the owners of every node allgather their U(r B)/r
+//               node sums: (N-1) U(r B) records through each node's link, N U(r B)/r summed by
+//               each owner; (3) the owners' U(N r B) summed rows are allgathered in the node
+//   dense       the job's AllReduce of the whole table, an MPI_Allreduce of the bitmap of
+//               touched rows, and the U(N r B) touched rows summed out of it
+//   auto        the way estimate_bytes (row_exchange.hpp) gives fewer bytes, as the runner
+//               takes it each step
+// A record is 8 bytes of id and the row: 4 (W + 2) bytes inside a node, 8 + 2W across nodes
+// under fp16 / bf16 compression.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/choices.hpp"
+#include "plan/cost_model.hpp"
+
+namespace sdp {
+
+// One rank's CTR step as measured on one machine (measure_ctr_step).
+struct CtrProfile {
+  std::string model, measured_on;
+  int64_t batch_per_rank = 0, table_rows = 0, dense_floats = 0;
+  int64_t samples = 0;       // the training set's
+  int width = 0;             // floats of a table row
+  double data_s = 0;         // the batch read from the set (shown; not in the step)
+  double compute_s = 0;      // forward, backward and the rank's own row sums
+  double update_s = 0;       // the optimizer on the step's rows and the dense weights
+  double update_rows = 0;    // the rows update_s covered: the step's unique ids
+  double record_s = 0;       // summing one received (id, row) record
+  // (samples, unique ids among them), samples ascending: measured from the job's data.
+  std::vector<std::pair<double, double>> unique;
+  // U(samples): interpolated in log-log between measured points, extended beyond the last
+  // along the last two's slope, never above the table's rows or the samples' ids.
+  double unique_among(double samples, int fields) const;
+};
+
+enum class RowWay { kSparse, kDense };
+const char* to_string(RowWay way);
+
+struct CtrStep {
+  double step_s = 0;
+  double compute_s = 0, update_s = 0, dense_s = 0, rows_s = 0;  // its parts
+  double link_bytes = 0;  // the rows' bytes through each node's link, each way
+};
+
+struct CtrPlanRow {
+  int nodes = 1, ranks = 1;
+  double unique_rank = 0, unique_node = 0, unique_world = 0;
+  CtrStep sparse, dense;
+  RowWay auto_way = RowWay::kSparse;  // what auto takes at this shape
+  RowWay job_way = RowWay::kSparse;   // what the job's key runs (auto: auto_way)
+  double samples_per_s = 0, scale = 0;
+  const CtrStep& job() const { return job_way == RowWay::kSparse ? sparse : dense; }
+};
+
+struct CtrPlanSetup {
+  std::vector<int> nodes;
+  int ranks_per_node = 1, fields = 1;
+  std::string exchange = "auto";               // distributed.embedding_exchange
+  AllreduceKind table_algorithm = AllreduceKind::kAuto;  // distributed.allreduce: the dense way's
+  Compression compression = Compression::kNone;
+  std::vector<std::string> assumed, measured;  // header lines
+  int64_t samples_per_epoch = 0, epochs = 1;
+  double usd_per_node_hour = 0;  // 0: no cost column
+};
+
+// The rows' exchange one way on `topology`, and the step around it.
+CtrStep predict_ctr_step(const CtrProfile& profile, const plan::Network& network, const plan::Topology& topology,
+                         int fields, Compression compression, AllreduceKind table_algorithm, RowWay way);
+
+std::vector<CtrPlanRow> make_ctr_plan(const CtrProfile& profile, const plan::Network& network,
+                                      const CtrPlanSetup& setup);
+
+// The plan as a table, with its header of what was measured and assumed.
+std::string format_ctr_plan(const CtrProfile& profile, const CtrPlanSetup& setup, const std::vector<CtrPlanRow>& rows);
+
+}  // namespace sdp
