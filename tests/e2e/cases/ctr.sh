@@ -440,7 +440,7 @@ case_ctr_exchange_compressed() {
 
 # `sdp-train plan` of a CTR job: its step and unique ids measured from the job's data, a row per
 # node count with the step each way and auto's choice; what it cannot plan is exit 2 naming
-# the option; and on 2 ranks of this machine its step against the job's measured one.
+# the option.
 case_ctr_plan() {
   ctr_args
   expect_ok 0 plan "${CTR_ARGS[@]}" --set model.table_rows=60 --nodes 1,2,4 --link-gbps 1 --steps 4 --warmup 1
@@ -453,20 +453,26 @@ case_ctr_plan() {
   grep -qE '^ +4 +4 .* dense ' "$WORK/out" || fail "auto does not take the dense way for a tiny table on 4 nodes"
   expect_error 2 "--json: a CTR job's plan" plan "${CTR_ARGS[@]}" --nodes 1 --json
   expect_error 2 "--compute: a CTR job's plan" plan "${CTR_ARGS[@]}" --nodes 1 --compute x.json
+}
 
-  # 2 ranks of one node: predicted against measured, the median of 3 alternated pairs.
-  local ratios=() attempt
+# The CTR plan's step on 2 ranks of one node against the job's measured step, the median of 3
+# alternated pairs (RUN_SERIAL, as every plan_predicts case: a test beside it would be what it
+# measures). The bound is loose: the host's speed drifts, and scripts/bench-ctr-exchange.sh
+# --plan measures the model's error with hosts and more steps.
+case_plan_predicts_ctr_two_local_ranks() {
+  ctr_args
+  local job=("${CTR_ARGS[@]}" --set model.table_rows=200000 --set model.hidden=[64,32] --set data.batch_size=512
+             --set data.synthetic.train_samples=24576)
+  local ratios=() attempt predicted
   for attempt in 1 2 3; do
-    expect_ok 2 plan "${CTR_ARGS[@]}" --set model.table_rows=200000 --nodes 1 --steps 8 --warmup 2
-    local predicted
+    expect_ok 2 plan "${job[@]}" --nodes 1 --steps 8 --warmup 2
     predicted=$(awk '$1 == 1 && $2 == 2 {print $3}' "$WORK/out")
     [ -n "$predicted" ] || fail "no row for 1 node of 2 ranks"
-    expect_ok 2 "${CTR_ARGS[@]}" --set model.table_rows=200000 --set train.epochs=1 --set train.eval_every_epochs=0 \
-      --set checkpoint.dir=ck$attempt
+    expect_ok 2 "${job[@]}" --set train.epochs=1 --set train.eval_every_epochs=0 --set checkpoint.dir=ck$attempt
     ratios+=("$(python3 - "$WORK/out" "$predicted" <<'PY'
 import re, statistics, sys
 rates = [float(r) for r in re.findall(r"^\[step \d+\].*samples_per_sec=([0-9.e+]+)", open(sys.argv[1]).read(), re.M)]
-print(float(sys.argv[2]) / (2 * 128 / statistics.median(rates[1:] or rates) * 1000))
+print(float(sys.argv[2]) / (2 * 512 / statistics.median(rates[1:] or rates) * 1000))
 PY
 )")
   done
