@@ -12,23 +12,15 @@ namespace sdp {
 double CtrProfile::unique_among(double samples, int fields) const {
   const double most = std::min(static_cast<double>(table_rows), samples * std::max(1, fields));
   if (unique.empty() || samples <= 0) return std::max(0.0, std::min(most, samples));
-  double u;
-  if (samples <= unique.front().first) {
-    u = unique.front().second * samples / unique.front().first;
-  } else {
-    size_t i = 1;
-    while (i + 1 < unique.size() && unique[i].first < samples) ++i;
-    if (unique.size() == 1) {
-      u = unique.front().second * samples / unique.front().first;
-    } else {
-      // log-log between points i-1 and i (beyond the last: along the last two's slope)
-      const auto [m0, u0] = unique[i - 1];
-      const auto [m1, u1] = unique[i];
-      const double slope = std::log(u1 / u0) / std::log(m1 / m0);
-      u = u0 * std::pow(samples / m0, slope);
-    }
-  }
-  return std::min(most, u);
+  if (unique.size() == 1 || samples <= unique.front().first)
+    return std::min(most, unique.front().second * samples / unique.front().first);
+  // log-log between the points around `samples` (beyond the last: along the last two's slope)
+  size_t i = 1;
+  while (i + 1 < unique.size() && unique[i].first < samples) ++i;
+  const auto [m0, u0] = unique[i - 1];
+  const auto [m1, u1] = unique[i];
+  const double slope = std::log(u1 / u0) / std::log(m1 / m0);
+  return std::min(most, u0 * std::pow(samples / m0, slope));
 }
 
 const char* to_string(RowWay way) { return way == RowWay::kSparse ? "sparse" : "dense"; }
@@ -96,7 +88,6 @@ std::vector<CtrPlanRow> make_ctr_plan(const CtrProfile& profile, const plan::Net
     const plan::Topology topology{nodes, setup.ranks_per_node};
     const double b = static_cast<double>(profile.batch_per_rank);
     row.unique_rank = unique_of(profile, setup.fields, b);
-    row.unique_node = unique_of(profile, setup.fields, setup.ranks_per_node * b);
     row.unique_world = unique_of(profile, setup.fields, row.ranks * b);
     row.sparse = predict_ctr_step(profile, network, topology, setup.fields, setup.compression,
                                   setup.table_algorithm, RowWay::kSparse);

@@ -58,7 +58,7 @@ struct CtrStep {
 
 struct CtrPlanRow {
   int nodes = 1, ranks = 1;
-  double unique_rank = 0, unique_node = 0, unique_world = 0;
+  double unique_rank = 0, unique_world = 0;
   CtrStep sparse, dense;
   RowWay auto_way = RowWay::kSparse;  // what auto takes at this shape
   RowWay job_way = RowWay::kSparse;   // what the job's key runs (auto: auto_way)
@@ -73,7 +73,7 @@ struct CtrPlanSetup {
   AllreduceKind table_algorithm = AllreduceKind::kAuto;  // distributed.allreduce: the dense way's
   Compression compression = Compression::kNone;
   std::vector<std::string> assumed, measured;  // header lines
-  int64_t samples_per_epoch = 0, epochs = 1;
+  int64_t samples_per_epoch = 0;
   double usd_per_node_hour = 0;  // 0: no cost column
 };
 

@@ -297,7 +297,6 @@ std::string plan_ctr_job(const JobSetup& setup, const PlanCommandOptions& option
   ctr.assumed = plan_setup.assumed;
   ctr.measured = plan_setup.measured;
   ctr.samples_per_epoch = plan_setup.samples_per_epoch > 0 ? plan_setup.samples_per_epoch : profile.samples;
-  ctr.epochs = spec.train.epochs;
   ctr.usd_per_node_hour = plan_setup.usd_per_node_hour;
   return format_ctr_plan(profile, ctr, make_ctr_plan(profile, network, ctr));
 }
