@@ -54,13 +54,16 @@ cp configs/*.yaml "$seeds/job_spec/"
 printf '\x00{"current_host":"algo-1","hosts":["algo-1"]}' >"$seeds/json/resourceconfig-min"
 printf '\x01{"optimizer.lr": "0.05", "training.epochs": "2", "model": {"name": "\\"mlp\\""}, "sagemaker_program": "x"}' \
   >"$seeds/json/hyperparameters"
-# sdp-train plan's files: a compute profile (\x00), a calibration (\x01), the instance table (\x02).
+# sdp-train plan's files: a compute profile (\x00), a calibration (\x01), the instance table (\x02),
+# a CTR job's step profile (\x03).
 mkdir -p "$seeds/plan_files"
 printf '\x00{"version":1,"kind":"sdp-train compute profile","model":"lenet5","precision":"fp32","device":"cpu","measured_on":"x","batch_per_rank":64,"forward_s":0.002,"backward_s":0.003,"optimizer_s":0.0002,"arena_elements":3000,"element_size":4,"params":[{"offset":0,"count":1000,"ready_s":0.003},{"offset":1024,"count":1000,"ready_s":0.002},{"offset":2048,"count":900,"ready_s":0.001}]}' \
   >"$seeds/plan_files/compute"
 printf '\x01{"version":1,"kind":"sdp-train plan calibration","date":"2026-11-26","hosts":"a,b","nodes":2,"ranks_per_node":2,"link":{"measured":true,"bytes_per_s":1.2e8,"latency_s":2e-5},"intra":{"measured":true,"ranks":2,"points":[[4096,3e-6],[65536,7e-6],[67108864,0.012]]},"convert":{"measured":true,"bytes_per_s":1.6e9}}' \
   >"$seeds/plan_files/calibration"
 { printf '\x02'; cat configs/plan/instances.yaml; } >"$seeds/plan_files/instances"
+printf '\x03{"version":1,"kind":"sdp-train CTR step profile","model":"deepfm","measured_on":"x","batch_per_rank":1024,"table_rows":117581,"fields":39,"width":33,"dense_floats":400000,"samples":200000,"data_s":0.002,"compute_s":0.02,"update_s":0.004,"update_rows":9000,"record_s":5e-8,"unique":[[1024,9000],[2048,14000],[4096,21000]]}' \
+  >"$seeds/plan_files/ctr"
 
 run_one() {
   local r="$1"

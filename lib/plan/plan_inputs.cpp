@@ -10,30 +10,18 @@
 
 namespace sdp::plan {
 
-namespace {
-
 using nlohmann::json;
 
-// json.at(key) with the file and key in the message, and the type checked.
-template <class T>
-T field(const json& object, const std::string& key, const std::string& path, const std::string& prefix = "") {
-  const std::string where = path + ": key '" + prefix + key + "'";
-  if (!object.is_object() || !object.contains(key)) throw InputError(where + " is missing");
-  try {
-    return object.at(key).get<T>();
-  } catch (const json::exception&) {
-    throw InputError(where + " has the wrong type (" + std::string(object.at(key).type_name()) + ")");
-  }
-}
-
-void check_version(const json& doc, const std::string& path) {
-  const int version = field<int>(doc, "version", path);
+json read_plan_file(const std::string& path, const std::string& what, const std::string& kind) {
+  json doc = read_json_file(path, what);
+  const int version = file_field<int>(doc, "version", path);
   if (version != kPlanFileVersion)
     throw InputError(path + ": key 'version': " + std::to_string(version) + " is not a version this build reads (" +
                      std::to_string(kPlanFileVersion) + ")");
+  const std::string found = file_field<std::string>(doc, "kind", path);
+  if (found != kind) throw InputError(path + ": key 'kind': a " + found + ", not a " + kind);
+  return doc;
 }
-
-}  // namespace
 
 json compute_profile_to_json(const ComputeProfile& p) {
   json params = json::array();
@@ -55,19 +43,18 @@ json compute_profile_to_json(const ComputeProfile& p) {
 }
 
 ComputeProfile read_compute_profile(const std::string& path) {
-  const json doc = read_json_file(path, "compute file");
-  check_version(doc, path);
+  const json doc = read_plan_file(path, "compute file", "sdp-train compute profile");
   ComputeProfile p;
-  p.model = field<std::string>(doc, "model", path);
-  p.precision = field<std::string>(doc, "precision", path);
-  p.device = field<std::string>(doc, "device", path);
-  p.measured_on = field<std::string>(doc, "measured_on", path);
-  p.batch_per_rank = field<int64_t>(doc, "batch_per_rank", path);
-  p.forward_s = field<double>(doc, "forward_s", path);
-  p.backward_s = field<double>(doc, "backward_s", path);
-  p.optimizer_s = field<double>(doc, "optimizer_s", path);
-  p.arena_elements = field<int64_t>(doc, "arena_elements", path);
-  p.element_size = field<int64_t>(doc, "element_size", path);
+  p.model = file_field<std::string>(doc, "model", path);
+  p.precision = file_field<std::string>(doc, "precision", path);
+  p.device = file_field<std::string>(doc, "device", path);
+  p.measured_on = file_field<std::string>(doc, "measured_on", path);
+  p.batch_per_rank = file_field<int64_t>(doc, "batch_per_rank", path);
+  p.forward_s = file_field<double>(doc, "forward_s", path);
+  p.backward_s = file_field<double>(doc, "backward_s", path);
+  p.optimizer_s = file_field<double>(doc, "optimizer_s", path);
+  p.arena_elements = file_field<int64_t>(doc, "arena_elements", path);
+  p.element_size = file_field<int64_t>(doc, "element_size", path);
   // Sizes a model could have (2^40 elements: 4 TiB of f32 gradients), times a step could take.
   constexpr int64_t kMaxElements = int64_t{1} << 40;
   const auto time_ok = [](double s) { return std::isfinite(s) && s >= 0 && s < 1e6; };
@@ -76,19 +63,19 @@ ComputeProfile read_compute_profile(const std::string& path) {
       p.arena_elements > kMaxElements)
     throw InputError(path + ": a batch below 1, a time that is negative or not finite, an element size other than 2 or "
                      "4, or an arena of no or more than 2^40 elements: not a compute profile sdp-train wrote");
-  const json params = field<json>(doc, "params", path);
+  const json params = file_field<json>(doc, "params", path);
   if (!params.is_array() || params.empty()) throw InputError(path + ": key 'params' must be a non-empty list");
   int64_t end = 0;
   for (std::size_t i = 0; i < params.size(); ++i) {
     const std::string prefix = "params[" + std::to_string(i) + "].";
-    ParamExtent extent{field<int64_t>(params[i], "offset", path, prefix), field<int64_t>(params[i], "count", path, prefix)};
+    ParamExtent extent{file_field<int64_t>(params[i], "offset", path, prefix), file_field<int64_t>(params[i], "count", path, prefix)};
     // Bounded first, so that offset + count cannot overflow.
     if (extent.offset < end || extent.count < 1 || extent.offset > p.arena_elements ||
         extent.count > p.arena_elements - extent.offset)
       throw InputError(path + ": key '" + prefix + "offset' lies outside the arena or before the previous parameter");
     end = extent.offset + extent.count;
     p.params.push_back(extent);
-    const double ready = field<double>(params[i], "ready_s", path, prefix);
+    const double ready = file_field<double>(params[i], "ready_s", path, prefix);
     if (!time_ok(ready)) throw InputError(path + ": key '" + prefix + "ready_s' must be a time >= 0");
     p.ready_s.push_back(ready);
   }
@@ -129,27 +116,26 @@ json calibration_to_json(const Calibration& c) {
 }
 
 Calibration read_calibration(const std::string& path) {
-  const json doc = read_json_file(path, "calibration file");
-  check_version(doc, path);
+  const json doc = read_plan_file(path, "calibration file", "sdp-train plan calibration");
   Calibration c;
-  c.date = field<std::string>(doc, "date", path);
-  c.hosts = field<std::string>(doc, "hosts", path);
-  c.nodes = field<int>(doc, "nodes", path);
-  c.ranks_per_node = field<int>(doc, "ranks_per_node", path);
+  c.date = file_field<std::string>(doc, "date", path);
+  c.hosts = file_field<std::string>(doc, "hosts", path);
+  c.nodes = file_field<int>(doc, "nodes", path);
+  c.ranks_per_node = file_field<int>(doc, "ranks_per_node", path);
   // Calibrations made before the machines were recorded lack them: count 0, not known.
   if (doc.contains("machines")) {
-    const json machines = field<json>(doc, "machines", path);
-    c.machines.count = field<int>(machines, "count", path, "machines.");
-    c.machines.ranks = field<int>(machines, "ranks", path, "machines.");
-    c.machines.cpus = field<int>(machines, "cpus", path, "machines.");
+    const json machines = file_field<json>(doc, "machines", path);
+    c.machines.count = file_field<int>(machines, "count", path, "machines.");
+    c.machines.ranks = file_field<int>(machines, "ranks", path, "machines.");
+    c.machines.cpus = file_field<int>(machines, "cpus", path, "machines.");
     if (c.machines.count < 1 || c.machines.ranks < 1 || c.machines.cpus < 1)
       throw InputError(path + ": key 'machines' must hold counts >= 1");
   }
-  const json link = field<json>(doc, "link", path), intra = field<json>(doc, "intra", path),
-             convert = field<json>(doc, "convert", path);
-  c.link_measured = field<bool>(link, "measured", path, "link.");
-  c.network.link_bytes_per_s = field<double>(link, "bytes_per_s", path, "link.");
-  c.network.latency_s = field<double>(link, "latency_s", path, "link.");
+  const json link = file_field<json>(doc, "link", path), intra = file_field<json>(doc, "intra", path),
+             convert = file_field<json>(doc, "convert", path);
+  c.link_measured = file_field<bool>(link, "measured", path, "link.");
+  c.network.link_bytes_per_s = file_field<double>(link, "bytes_per_s", path, "link.");
+  c.network.latency_s = file_field<double>(link, "latency_s", path, "link.");
   // A curve of [bytes > 0, seconds >= 0] pairs.
   const auto read_curve = [&](const json& points_doc, const std::string& key) {
     std::vector<std::pair<double, double>> points;
@@ -167,29 +153,29 @@ Calibration read_calibration(const std::string& path) {
   for (const auto& [key, times] : kMeasuredLinkTimes)
     if (link.contains(key))
       c.network.*times =
-          c.network.measured_here(read_curve(field<json>(link, key, path, "link."), std::string("link.") + key));
-  c.intra_measured = field<bool>(intra, "measured", path, "intra.");
-  c.network.intra_ranks = field<int>(intra, "ranks", path, "intra.");
-  c.network.intra = read_curve(field<json>(intra, "points", path, "intra."), "intra.points");
-  c.convert_measured = field<bool>(convert, "measured", path, "convert.");
-  c.network.convert_bytes_per_s = field<double>(convert, "bytes_per_s", path, "convert.");
+          c.network.measured_here(read_curve(file_field<json>(link, key, path, "link."), std::string("link.") + key));
+  c.intra_measured = file_field<bool>(intra, "measured", path, "intra.");
+  c.network.intra_ranks = file_field<int>(intra, "ranks", path, "intra.");
+  c.network.intra = read_curve(file_field<json>(intra, "points", path, "intra."), "intra.points");
+  c.convert_measured = file_field<bool>(convert, "measured", path, "convert.");
+  c.network.convert_bytes_per_s = file_field<double>(convert, "bytes_per_s", path, "convert.");
   // Calibrations made before the shared-core figures existed lack them: not measured.
   if (doc.contains("shared_core")) {
-    const json shared = field<json>(doc, "shared_core", path);
-    c.network.shared_core.measured = field<bool>(shared, "measured", path, "shared_core.");
-    c.network.shared_core.latency_s = field<double>(shared, "latency_s", path, "shared_core.");
+    const json shared = file_field<json>(doc, "shared_core", path);
+    c.network.shared_core.measured = file_field<bool>(shared, "measured", path, "shared_core.");
+    c.network.shared_core.latency_s = file_field<double>(shared, "latency_s", path, "shared_core.");
     const auto time_ok = [](double v) { return std::isfinite(v) && v >= 0 && v < 1e3; };
     if (!time_ok(c.network.shared_core.latency_s))
       throw InputError(path + ": key 'shared_core.latency_s' must be a time >= 0");
-    const json per_byte = field<json>(shared, "s_per_byte", path, "shared_core."),
-               link_share = field<json>(shared, "link_share", path, "shared_core.");
+    const json per_byte = file_field<json>(shared, "s_per_byte", path, "shared_core."),
+               link_share = file_field<json>(shared, "link_share", path, "shared_core.");
     for (AllreduceKind kind : {AllreduceKind::kFlat, AllreduceKind::kRing, AllreduceKind::kHierarchical}) {
       if (!c.network.shared_core.measured) break;  // one rank: nothing was measured
-      const double seconds = field<double>(per_byte, to_string(kind), path, "shared_core.s_per_byte.");
+      const double seconds = file_field<double>(per_byte, to_string(kind), path, "shared_core.s_per_byte.");
       if (!time_ok(seconds))
         throw InputError(path + ": key 'shared_core.s_per_byte." + to_string(kind) + "' must be a time >= 0");
       c.network.shared_core.s_per_byte[kind] = seconds;
-      const double share = field<double>(link_share, to_string(kind), path, "shared_core.link_share.");
+      const double share = file_field<double>(link_share, to_string(kind), path, "shared_core.link_share.");
       if (!std::isfinite(share) || share <= 0 || share > 1)
         throw InputError(path + ": key 'shared_core.link_share." + to_string(kind) + "' must be in (0, 1]");
       c.network.shared_core.link_share[kind] = share;

@@ -9,16 +9,49 @@
 // Every reader throws InputError naming the file and the key at fault (exit status 2).
 #pragma once
 
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <type_traits>
 
+#include "core/error.hpp"
 #include "plan/cost_model.hpp"
 
 namespace sdp::plan {
 
 // Schema version of the compute and calibration files.
 constexpr int kPlanFileVersion = 1;
+
+// The JSON file `path` as a plan file of this `kind` ("sdp-train compute profile", ...): its
+// "version" is this build's and its "kind" the one asked for, else InputError naming the key.
+nlohmann::json read_plan_file(const std::string& path, const std::string& what, const std::string& kind);
+
+// object[key] as a T, or InputError "<path>: key '<prefix><key>' is missing / has the wrong type".
+template <class T>
+T file_field(const nlohmann::json& object, const std::string& key, const std::string& path,
+             const std::string& prefix = "") {
+  const std::string where = path + ": key '" + prefix + key + "'";
+  if (!object.is_object() || !object.contains(key)) throw InputError(where + " is missing");
+  const nlohmann::json& value = object.at(key);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    static_assert(std::is_signed_v<T>, "plan files hold signed integers");
+    // json's own conversion of 1e50 or 2^63 to an integer is undefined: checked here.
+    if (!value.is_number_integer())
+      throw InputError(where + " has the wrong type (" + std::string(value.type_name()) + ", not an integer)");
+    if (value.is_number_unsigned() ? value.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())
+                                   : value.get<int64_t>() < std::numeric_limits<T>::min() ||
+                                         value.get<int64_t>() > std::numeric_limits<T>::max())
+      throw InputError(where + " is out of range");
+    return static_cast<T>(value.get<int64_t>());
+  } else {
+    try {
+      return value.get<T>();
+    } catch (const nlohmann::json::exception&) {
+      throw InputError(where + " has the wrong type (" + std::string(value.type_name()) + ")");
+    }
+  }
+}
 
 nlohmann::json compute_profile_to_json(const ComputeProfile& profile);
 ComputeProfile read_compute_profile(const std::string& path);

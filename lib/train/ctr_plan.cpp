@@ -9,36 +9,22 @@
 
 namespace sdp {
 
-double CtrProfile::unique_among(double samples, int fields) const {
-  const double most = std::min(static_cast<double>(table_rows), samples * std::max(1, fields));
-  if (unique.empty() || samples <= 0) return std::max(0.0, std::min(most, samples));
-  if (unique.size() == 1 || samples <= unique.front().first)
-    return std::min(most, unique.front().second * samples / unique.front().first);
-  // log-log between the points around `samples` (beyond the last: along the last two's slope)
-  size_t i = 1;
-  while (i + 1 < unique.size() && unique[i].first < samples) ++i;
-  const auto [m0, u0] = unique[i - 1];
-  const auto [m1, u1] = unique[i];
-  const double slope = std::log(u1 / u0) / std::log(m1 / m0);
-  return std::min(most, u0 * std::pow(samples / m0, slope));
-}
-
 const char* to_string(RowWay way) { return way == RowWay::kSparse ? "sparse" : "dense"; }
 
 namespace {
 
 bool compressed(Compression c) { return c == Compression::kFp16 || c == Compression::kBf16; }
 
-double unique_of(const CtrProfile& p, int fields, double samples) { return std::max(1.0, p.unique_among(samples, fields)); }
+double unique_of(const CtrProfile& p, double samples) { return std::max(1.0, p.unique_among(samples)); }
 
 }  // namespace
 
 CtrStep predict_ctr_step(const CtrProfile& profile, const plan::Network& network, const plan::Topology& topology,
-                         int fields, Compression compression, AllreduceKind table_algorithm, RowWay way) {
+                         Compression compression, AllreduceKind table_algorithm, RowWay way) {
   CtrStep s;
   const double b = static_cast<double>(profile.batch_per_rank), r = topology.ranks_per_node, n = topology.nodes;
-  const double u_rank = unique_of(profile, fields, b), u_node = unique_of(profile, fields, r * b),
-               u_world = unique_of(profile, fields, n * r * b);
+  const double u_rank = unique_of(profile, b), u_node = unique_of(profile, r * b),
+               u_world = unique_of(profile, n * r * b);
   s.compute_s = profile.compute_s;
   s.update_s = profile.update_rows > 0 ? profile.update_s * u_world / profile.update_rows : profile.update_s;
   if (topology.ranks() <= 1) {
@@ -87,11 +73,11 @@ std::vector<CtrPlanRow> make_ctr_plan(const CtrProfile& profile, const plan::Net
     row.ranks = nodes * setup.ranks_per_node;
     const plan::Topology topology{nodes, setup.ranks_per_node};
     const double b = static_cast<double>(profile.batch_per_rank);
-    row.unique_rank = unique_of(profile, setup.fields, b);
-    row.unique_world = unique_of(profile, setup.fields, row.ranks * b);
-    row.sparse = predict_ctr_step(profile, network, topology, setup.fields, setup.compression,
+    row.unique_rank = unique_of(profile, b);
+    row.unique_world = unique_of(profile, row.ranks * b);
+    row.sparse = predict_ctr_step(profile, network, topology, setup.compression,
                                   setup.table_algorithm, RowWay::kSparse);
-    row.dense = predict_ctr_step(profile, network, topology, setup.fields, setup.compression, setup.table_algorithm,
+    row.dense = predict_ctr_step(profile, network, topology, setup.compression, setup.table_algorithm,
                                  RowWay::kDense);
     const ExchangeBytes bytes =
         estimate_bytes(std::vector<int>(static_cast<size_t>(row.ranks), static_cast<int>(row.unique_rank)), nodes,
@@ -119,12 +105,14 @@ std::string format_ctr_plan(const CtrProfile& p, const CtrPlanSetup& setup, cons
                 "%.3f us a received row summed (measured: %s)\n",
                 p.data_s * 1e3, p.compute_s * 1e3, p.update_s * 1e3, p.update_rows, p.record_s * 1e6, p.measured_on.c_str());
   out << line;
-  out << "# unique ids among samples (measured from the training set):";
+  out << "# unique ids among samples (" << setup.unique_source << "):";
   for (const auto& [m, u] : p.unique) {
     std::snprintf(line, sizeof line, " %.0f: %.0f;", m, u);
     out << line;
   }
   out << "\n";
+  if (setup.samples_per_epoch > 0)
+    out << "# epoch: " << setup.samples_per_epoch << " samples (" << setup.epoch_source << ")\n";
   for (const std::string& m : setup.measured) out << "# measured: " << m << "\n";
   for (const std::string& a : setup.assumed) out << "# assumed: " << a << "\n";
   out << "# a step: compute, the dense gradients' MPI_Allreduce, the rows' exchange, the update on every row the "

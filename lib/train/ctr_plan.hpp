@@ -19,33 +19,16 @@
 // under fp16 / bf16 compression.
 #pragma once
 
-#include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "config/choices.hpp"
 #include "plan/cost_model.hpp"
+#include "plan/ctr_profile.hpp"
 
 namespace sdp {
 
-// One rank's CTR step as measured on one machine (measure_ctr_step).
-struct CtrProfile {
-  std::string model, measured_on;
-  int64_t batch_per_rank = 0, table_rows = 0, dense_floats = 0;
-  int64_t samples = 0;       // the training set's
-  int width = 0;             // floats of a table row
-  double data_s = 0;         // the batch read from the set (shown; not in the step)
-  double compute_s = 0;      // forward, backward and the rank's own row sums
-  double update_s = 0;       // the optimizer on the step's rows and the dense weights
-  double update_rows = 0;    // the rows update_s covered: the step's unique ids
-  double record_s = 0;       // summing one received (id, row) record
-  // (samples, unique ids among them), samples ascending: measured from the job's data.
-  std::vector<std::pair<double, double>> unique;
-  // U(samples): interpolated in log-log between measured points, extended beyond the last
-  // along the last two's slope, never above the table's rows or the samples' ids.
-  double unique_among(double samples, int fields) const;
-};
+using plan::CtrProfile;
 
 enum class RowWay { kSparse, kDense };
 const char* to_string(RowWay way);
@@ -68,18 +51,20 @@ struct CtrPlanRow {
 
 struct CtrPlanSetup {
   std::vector<int> nodes;
-  int ranks_per_node = 1, fields = 1;
+  int ranks_per_node = 1;
   std::string exchange = "auto";               // distributed.embedding_exchange
   AllreduceKind table_algorithm = AllreduceKind::kAuto;  // distributed.allreduce: the dense way's
   Compression compression = Compression::kNone;
   std::vector<std::string> assumed, measured;  // header lines
   int64_t samples_per_epoch = 0;
+  std::string epoch_source = "the training set";               // where samples_per_epoch came from
+  std::string unique_source = "measured from the training set";  // where the profile's unique ids came from
   double usd_per_node_hour = 0;  // 0: no cost column
 };
 
 // The rows' exchange one way on `topology`, and the step around it.
 CtrStep predict_ctr_step(const CtrProfile& profile, const plan::Network& network, const plan::Topology& topology,
-                         int fields, Compression compression, AllreduceKind table_algorithm, RowWay way);
+                         Compression compression, AllreduceKind table_algorithm, RowWay way);
 
 std::vector<CtrPlanRow> make_ctr_plan(const CtrProfile& profile, const plan::Network& network,
                                       const CtrPlanSetup& setup);

@@ -931,7 +931,8 @@ CtrProfile measure_ctr_step(const JobSetup& setup, int64_t steps, int64_t warmup
     throw CollectiveFailure(ExitCode::kUsage,
                             "plan: a CTR job's step and unique ids are measured from its training set in memory, but " +
                                 spec.data.train + " is " + (train.load == CtrLoad::kPipe ? "a Pipe-mode channel" : "streamed") +
-                                ": plan it on a copy of part of it with --set data.load=memory (and data.train)",
+                                ": measure them on a part of it with --set data.load=memory --set data.train=PART "
+                                "--save-compute FILE, then plan this job with --compute FILE",
                             world.rank() == 0);
   const CtrSource& source = *train.source;
   const int64_t batch = spec.data.batch_size, samples = source.size();
@@ -987,6 +988,7 @@ CtrProfile measure_ctr_step(const JobSetup& setup, int64_t steps, int64_t warmup
   p.batch_per_rank = batch;
   p.samples = samples;
   p.table_rows = spec.model.table_rows;
+  p.fields = fields;
   p.width = width;
   p.dense_floats = static_cast<int64_t>(dense_grad.size() + model.batch_stats().size());
   p.data_s = figures[0];
@@ -1011,6 +1013,26 @@ CtrProfile measure_ctr_step(const JobSetup& setup, int64_t steps, int64_t warmup
     p.unique.emplace_back(static_cast<double>(m), unique);
     if (m > samples / 2) break;
   }
+  return p;
+}
+
+CtrProfile read_ctr_profile_for(const JobSpec& spec, const std::string& path) {
+  CtrProfile p = plan::read_ctr_profile(path);
+  const auto differs = [&](const std::string& what, const std::string& file, const std::string& job) {
+    return InputError("--compute: " + path + " was measured for " + what + " " + file + ", the job's is " + job);
+  };
+  if (p.model != spec.model.name) throw differs("model", p.model, spec.model.name);
+  if (p.batch_per_rank != spec.data.batch_size)
+    throw differs("batch", std::to_string(p.batch_per_rank), std::to_string(spec.data.batch_size) + " (data.batch_size)");
+  if (p.table_rows != spec.model.table_rows)
+    throw differs("a table of", std::to_string(p.table_rows) + " rows",
+                  std::to_string(spec.model.table_rows) + " (model.table_rows)");
+  if (p.fields != spec.model.fields)
+    throw differs("fields", std::to_string(p.fields), std::to_string(spec.model.fields) + " (model.fields)");
+  const int width = model_shape(spec.model).width();
+  if (p.width != width)
+    throw differs("rows of", std::to_string(p.width) + " floats", std::to_string(width) + " (model.embedding_size + 1)");
+  p.measured_on = "from " + path + ": " + p.measured_on;
   return p;
 }
 

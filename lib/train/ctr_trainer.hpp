@@ -24,6 +24,9 @@ void train_ctr(JobSetup& setup);
 // job's shuffled order. The set is read into memory: a streamed or Pipe-mode set is exit 2.
 // Collective over the world.
 CtrProfile measure_ctr_step(const JobSetup& setup, int64_t steps, int64_t warmup);
+// A profile from `path` (`plan --compute`), or InputError when it was measured for another
+// model, batch, table or field count than the job's.
+CtrProfile read_ctr_profile_for(const JobSpec& spec, const std::string& path);
 
 // `sdp-train evaluate` of a CTR model: test log loss and AUC over the whole test set.
 void evaluate_ctr_model(JobSetup& setup, const std::string& model_path);

@@ -281,22 +281,30 @@ std::string bucket_words(double mb) {
 }
 
 // A CTR job's plan (ctr_plan.hpp) on the network and nodes the options gave: its step and
-// unique ids measured here on every rank of the launch. Collective; rank 0's table.
+// unique ids read from --compute FILE, or measured here on every rank of the launch.
+// Collective; rank 0's table.
 std::string plan_ctr_job(const JobSetup& setup, const PlanCommandOptions& options, const plan::PlanSetup& plan_setup,
-                         const plan::Network& network) {
+                         const plan::Network& network, const CtrProfile* from_file) {
   const JobSpec& spec = setup.spec;
-  const CtrProfile profile = measure_ctr_step(setup, options.steps, options.warmup);
+  const CtrProfile profile = from_file ? *from_file : measure_ctr_step(setup, options.steps, options.warmup);
   if (setup.world->rank() != 0) return "";
+  if (!options.save_compute.empty()) {
+    const std::string text = plan::ctr_profile_to_json(profile).dump(2) + "\n";
+    write_file_atomically(options.save_compute, [&](std::FILE* f) { std::fputs(text.c_str(), f); });
+  }
   CtrPlanSetup ctr;
+  ctr.unique_source = from_file ? "from " + options.compute : "measured from the training set";
   ctr.nodes = plan_setup.nodes;
   ctr.ranks_per_node = plan_setup.ranks_per_node;
-  ctr.fields = spec.model.fields;
   ctr.exchange = spec.distributed.embedding_exchange;
   ctr.table_algorithm = spec.distributed.allreduce;
   ctr.compression = plan_setup.compression;
   ctr.assumed = plan_setup.assumed;
   ctr.measured = plan_setup.measured;
   ctr.samples_per_epoch = plan_setup.samples_per_epoch > 0 ? plan_setup.samples_per_epoch : profile.samples;
+  ctr.epoch_source = plan_setup.samples_per_epoch > 0 ? "--samples-per-epoch"
+                     : from_file ? "the set " + options.compute + " was measured on; --samples-per-epoch for the job's"
+                                 : "the training set";
   ctr.usd_per_node_hour = plan_setup.usd_per_node_hour;
   return format_ctr_plan(profile, ctr, make_ctr_plan(profile, network, ctr));
 }
@@ -402,6 +410,7 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
   std::string computed_text;
   plan::Network network;
   ComputeProfile compute;
+  CtrProfile ctr_profile;  // --compute FILE of a CTR job
   std::string instance_accelerator;  // the instance's GPU, "" for a CPU instance or none
   run_on_all_ranks(world.comm(), [&] {
     plan_setup.nodes = parse_nodes(options.nodes);
@@ -509,11 +518,11 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
       plan_setup.assumed.push_back("node AllReduce at " + std::to_string(static_cast<int>(network.intra_bytes_per_s / 1e9)) +
                                    " GB/s bus bandwidth for " + std::to_string(ranks_per_node) +
                                    " ranks per node (no calibration for that many)");
-    if (ctr && (options.compute != "measured" || !options.save_compute.empty() || options.json))
-      throw InputError(std::string(options.json ? "--json" : options.compute != "measured" ? "--compute" : "--save-compute") +
-                       ": a CTR job's plan measures its step and its unique ids here, from the job's data, and prints "
-                       "a table");
-    if (options.compute != "measured") compute = read_compute(setup, options.compute);
+    if (ctr && options.json) throw InputError("--json: a CTR job's plan prints a table");
+    if (ctr && options.compute != "measured")
+      ctr_profile = read_ctr_profile_for(spec, options.compute);
+    else if (options.compute != "measured")
+      compute = read_compute(setup, options.compute);
     if (options.samples_per_epoch > 0 || ctr) {
       plan_setup.samples_per_epoch = options.samples_per_epoch;  // CTR: 0 here, the set's below
     } else {
@@ -521,7 +530,7 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
       plan_setup.samples_per_epoch = std::max<int64_t>(0, data.train->count());
     }
   });
-  if (ctr) return plan_ctr_job(setup, options, plan_setup, network);
+  if (ctr) return plan_ctr_job(setup, options, plan_setup, network, options.compute != "measured" ? &ctr_profile : nullptr);
   if (options.compute == "measured") compute = measure_compute(setup.spec, setup.device, world, options);
   if (world.rank() != 0) return "";
   if (!options.save_compute.empty()) {

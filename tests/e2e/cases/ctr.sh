@@ -452,7 +452,26 @@ case_ctr_plan() {
   # the table; on 1 node nothing crosses
   grep -qE '^ +4 +4 .* dense ' "$WORK/out" || fail "auto does not take the dense way for a tiny table on 4 nodes"
   expect_error 2 "--json: a CTR job's plan" plan "${CTR_ARGS[@]}" --nodes 1 --json
-  expect_error 2 "--compute: a CTR job's plan" plan "${CTR_ARGS[@]}" --nodes 1 --compute x.json
+  # The step and the unique ids carried in a file, measured on a part of a set that streams:
+  # the same rows from the file as measured, for the streamed job (which plan cannot measure),
+  # and for no other job's shape
+  ctr_svm_files "$WORK/svm" 3 2000
+  ctr_svm_args
+  local part=(--set data.load=memory --set data.train="$WORK/svm/train/part-0.svm")
+  expect_ok 0 plan "${CTR_ARGS[@]}" "${part[@]}" --nodes 1,2,4 --link-gbps 1 --steps 4 --warmup 1 \
+    --save-compute "$WORK/ctr-step.json"
+  grep -E '^ +[124] ' "$WORK/out" >"$WORK/measured-rows"
+  expect_error 2 "streamed: measure them on a part of it .*--save-compute FILE, then plan this job with --compute FILE" \
+    plan "${CTR_ARGS[@]}" --set data.load=stream --nodes 1
+  expect_ok 0 plan "${CTR_ARGS[@]}" --set data.load=stream --nodes 1,2,4 --link-gbps 1 --compute "$WORK/ctr-step.json"
+  grep -q "^# unique ids among samples (from $WORK/ctr-step.json): 128: " "$WORK/out" || fail "the ids are not from the file"
+  grep -q "^# epoch: 2000 samples (the set $WORK/ctr-step.json was measured on; --samples-per-epoch" "$WORK/out" ||
+    fail "the epoch's samples are not said to be the part's"
+  grep -E '^ +[124] ' "$WORK/out" | cmp -s - "$WORK/measured-rows" || fail "the rows from the file differ from the measured ones"
+  expect_error 2 "--compute: .*ctr-step.json was measured for batch 128, the job's is 16 \(data.batch_size\)" \
+    plan "${CTR_ARGS[@]}" --set data.batch_size=16 --nodes 1 --compute "$WORK/ctr-step.json"
+  expect_error 2 "--compute: .*ctr-step.json was measured for a table of 600 rows, the job's is 120 \(model.table_rows\)" \
+    plan "${CTR_ARGS[@]}" --set model.table_rows=120 --nodes 1 --compute "$WORK/ctr-step.json"
 }
 
 # The CTR plan's step on 2 ranks of one node against the job's measured step, the median of 3

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <fstream>
+
+#include "core/error.hpp"
 #include "ctr/row_exchange.hpp"
 #include "train/ctr_plan.hpp"
 
@@ -12,7 +15,9 @@ CtrProfile profile() {
   p.model = "deepfm";
   p.batch_per_rank = 4096;
   p.table_rows = 1000000;
+  p.fields = 39;
   p.width = 17;
+  p.samples = 100000;
   p.dense_floats = 300000;
   p.compute_s = 0.040;
   p.update_s = 0.010;
@@ -33,22 +38,22 @@ plan::Network network(double gbps) {
 
 TEST(CtrPlan, UniqueIdsFollowTheMeasuredPointsAndStopAtTheTable) {
   const CtrProfile p = profile();
-  EXPECT_DOUBLE_EQ(p.unique_among(4096, 39), 30000);
-  EXPECT_NEAR(p.unique_among(16384, 39), 80000, 1e-6);
-  const double between = p.unique_among(12000, 39);
+  EXPECT_DOUBLE_EQ(p.unique_among(4096), 30000);
+  EXPECT_NEAR(p.unique_among(16384), 80000, 1e-6);
+  const double between = p.unique_among(12000);
   EXPECT_GT(between, 50000);
   EXPECT_LT(between, 80000);
   // Beyond the last point: along the last two's slope, growing, never above the table.
-  EXPECT_GT(p.unique_among(65536, 39), 120000);
-  EXPECT_LE(p.unique_among(1e9, 39), 1000000);
+  EXPECT_GT(p.unique_among(65536), 120000);
+  EXPECT_LE(p.unique_among(1e9), 1000000);
   // Fewer samples than the first point: no more ids than the samples hold.
-  EXPECT_LE(p.unique_among(10, 39), 390);
+  EXPECT_LE(p.unique_among(10), 390);
 }
 
 TEST(CtrPlan, OneRankIsComputeAndUpdate) {
   CtrProfile p = profile();
   p.data_s = 0.003;
-  const CtrStep s = predict_ctr_step(p, network(10), {1, 1}, 39, Compression::kNone, AllreduceKind::kAuto,
+  const CtrStep s = predict_ctr_step(p, network(10), {1, 1}, Compression::kNone, AllreduceKind::kAuto,
                                      RowWay::kSparse);
   EXPECT_DOUBLE_EQ(s.step_s, p.compute_s + p.update_s);  // the batch read is left out
   EXPECT_EQ(s.link_bytes, 0);
@@ -56,7 +61,7 @@ TEST(CtrPlan, OneRankIsComputeAndUpdate) {
 
 TEST(CtrPlan, TheUpdateGrowsWithTheRowsTheWorldTouches) {
   const CtrProfile p = profile();
-  const CtrStep two = predict_ctr_step(p, network(10), {2, 1}, 39, Compression::kNone, AllreduceKind::kAuto,
+  const CtrStep two = predict_ctr_step(p, network(10), {2, 1}, Compression::kNone, AllreduceKind::kAuto,
                                        RowWay::kSparse);
   EXPECT_NEAR(two.update_s, p.update_s * 50000.0 / 30000.0, 1e-12);
 }
@@ -65,27 +70,27 @@ TEST(CtrPlan, SparseRowsCrossTheLinkOncePerNodeAndHalfAsManyBytesCompressed) {
   const CtrProfile p = profile();
   const plan::Network net = network(1);
   // 2 nodes of 2 ranks: each node's link carries (N-1) U(2B) records of 8 + 4W bytes.
-  const CtrStep f32 = predict_ctr_step(p, net, {2, 2}, 39, Compression::kNone, AllreduceKind::kAuto, RowWay::kSparse);
+  const CtrStep f32 = predict_ctr_step(p, net, {2, 2}, Compression::kNone, AllreduceKind::kAuto, RowWay::kSparse);
   EXPECT_NEAR(f32.link_bytes, 50000.0 * (8 + 4 * 17), 1e-6);
-  const CtrStep bf16 = predict_ctr_step(p, net, {2, 2}, 39, Compression::kBf16, AllreduceKind::kAuto, RowWay::kSparse);
+  const CtrStep bf16 = predict_ctr_step(p, net, {2, 2}, Compression::kBf16, AllreduceKind::kAuto, RowWay::kSparse);
   EXPECT_NEAR(bf16.link_bytes, 50000.0 * (8 + 2 * 17), 1e-6);
   EXPECT_LT(bf16.rows_s, f32.rows_s);
   // More nodes: more rows cross each link, the exchange takes longer.
-  const CtrStep four = predict_ctr_step(p, net, {4, 2}, 39, Compression::kNone, AllreduceKind::kAuto, RowWay::kSparse);
+  const CtrStep four = predict_ctr_step(p, net, {4, 2}, Compression::kNone, AllreduceKind::kAuto, RowWay::kSparse);
   EXPECT_GT(four.rows_s, f32.rows_s);
 }
 
 TEST(CtrPlan, TheDenseWayMovesTheTableWhateverTheBatch) {
   CtrProfile p = profile();
   const plan::Network net = network(1);
-  const CtrStep a = predict_ctr_step(p, net, {2, 1}, 39, Compression::kNone, AllreduceKind::kAuto, RowWay::kDense);
+  const CtrStep a = predict_ctr_step(p, net, {2, 1}, Compression::kNone, AllreduceKind::kAuto, RowWay::kDense);
   p.unique = {{4096, 300}};
-  const CtrStep b = predict_ctr_step(p, net, {2, 1}, 39, Compression::kNone, AllreduceKind::kAuto, RowWay::kDense);
+  const CtrStep b = predict_ctr_step(p, net, {2, 1}, Compression::kNone, AllreduceKind::kAuto, RowWay::kDense);
   EXPECT_NEAR(a.link_bytes, b.link_bytes, 1e-6);
   EXPECT_GT(a.link_bytes, 4.0 * 17 * 1e6 * 0.99);  // 2 (N-1)/N of the table's 68 MB
   // At 1 Gbit/s a 68 MB table costs more than a second a step; the sparse rows far less.
   EXPECT_GT(a.rows_s, 0.5);
-  const CtrStep sparse = predict_ctr_step(profile(), net, {2, 1}, 39, Compression::kNone, AllreduceKind::kAuto,
+  const CtrStep sparse = predict_ctr_step(profile(), net, {2, 1}, Compression::kNone, AllreduceKind::kAuto,
                                           RowWay::kSparse);
   EXPECT_LT(sparse.rows_s * 5, a.rows_s);
 }
@@ -94,7 +99,6 @@ TEST(CtrPlan, AutoTakesTheWayTheRunnerWouldAndTheJobsKeyIsObeyed) {
   CtrPlanSetup setup;
   setup.nodes = {1, 2, 4};
   setup.ranks_per_node = 1;
-  setup.fields = 39;
   const auto rows = make_ctr_plan(profile(), network(10), setup);
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].scale, 1.0);
@@ -117,12 +121,84 @@ TEST(CtrPlan, AutoTakesTheWayTheRunnerWouldAndTheJobsKeyIsObeyed) {
 TEST(CtrPlan, TheTableNamesItsColumnsAndEveryRow) {
   CtrPlanSetup setup;
   setup.nodes = {1, 2};
-  setup.fields = 39;
   setup.samples_per_epoch = 409600;
   const std::string text = format_ctr_plan(profile(), setup, make_ctr_plan(profile(), network(10), setup));
   EXPECT_NE(text.find("nodes ranks   step_ms   samples/s"), std::string::npos) << text;
   EXPECT_NE(text.find("# unique ids among samples"), std::string::npos) << text;
   EXPECT_NE(text.find("\n    2     2 "), std::string::npos) << text;
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(CtrPlan, TheProfileFileGivesBackWhatWasWritten) {
+  CtrProfile p = profile();
+  p.measured_on = "host, cpu, 2 thread(s)";
+  p.data_s = 0.002;
+  const CtrProfile back = plan::read_ctr_profile(write_temp("ctr.json", plan::ctr_profile_to_json(p).dump()));
+  EXPECT_EQ(back.model, p.model);
+  EXPECT_EQ(back.measured_on, p.measured_on);
+  EXPECT_EQ(back.batch_per_rank, p.batch_per_rank);
+  EXPECT_EQ(back.table_rows, p.table_rows);
+  EXPECT_EQ(back.fields, p.fields);
+  EXPECT_EQ(back.width, p.width);
+  EXPECT_EQ(back.dense_floats, p.dense_floats);
+  EXPECT_EQ(back.samples, p.samples);
+  EXPECT_EQ(back.data_s, p.data_s);
+  EXPECT_EQ(back.compute_s, p.compute_s);
+  EXPECT_EQ(back.update_s, p.update_s);
+  EXPECT_EQ(back.update_rows, p.update_rows);
+  EXPECT_EQ(back.record_s, p.record_s);
+  EXPECT_EQ(back.unique, p.unique);
+  // The same plan from the file as from the measured profile.
+  CtrPlanSetup setup;
+  setup.nodes = {1, 2, 4};
+  EXPECT_EQ(format_ctr_plan(back, setup, make_ctr_plan(back, network(1), setup)),
+            format_ctr_plan(p, setup, make_ctr_plan(p, network(1), setup)));
+}
+
+TEST(CtrPlan, AProfileFileNotWrittenBySdpTrainNamesTheKey) {
+  const auto expect_error = [](nlohmann::json doc, const std::string& key) {
+    const std::string path = write_temp("bad-ctr.json", doc.dump());
+    try {
+      plan::read_ctr_profile(path);
+      ADD_FAILURE() << "no error for " << key;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  };
+  const nlohmann::json good = plan::ctr_profile_to_json(profile());
+  nlohmann::json doc = good;
+  doc.erase("table_rows");
+  expect_error(doc, "key 'table_rows' is missing");
+  doc = good;
+  doc["kind"] = "sdp-train compute profile";  // an image job's step
+  expect_error(doc, "key 'kind'");
+  doc = good;
+  doc["fields"] = "39";
+  expect_error(doc, "key 'fields' has the wrong type");
+  doc = good;
+  doc["compute_s"] = -1.0;
+  expect_error(doc, "key 'compute_s'");
+  doc = good;
+  doc["unique"] = nlohmann::json::array({{8192, 50000}, {4096, 30000}});  // not ascending
+  expect_error(doc, "key 'unique[1]'");
+  doc = good;
+  doc["unique"] = nlohmann::json::array({{4096, 4096.0 * 39 + 1}});  // more ids than the samples hold
+  expect_error(doc, "key 'unique[0]'");
+  doc = good;
+  doc["unique"] = nlohmann::json::array();
+  expect_error(doc, "key 'unique'");
+  doc = good;
+  doc["samples"] = 100;  // below one batch
+  expect_error(doc, "key 'samples'");
+  // And an image job's file is not a CTR profile.
+  doc = good;
+  doc["kind"] = "sdp-train plan calibration";
+  expect_error(doc, "not a sdp-train CTR step profile");
 }
 
 }  // namespace
