@@ -181,6 +181,12 @@ TEST(CtrPlan, AProfileFileNotWrittenBySdpTrainNamesTheKey) {
   doc["fields"] = "39";
   expect_error(doc, "key 'fields' has the wrong type");
   doc = good;
+  doc["table_rows"] = 1e50;  // json's own cast to an integer would be undefined
+  expect_error(doc, "key 'table_rows' has the wrong type (number, not an integer)");
+  doc = good;
+  doc["fields"] = int64_t{1} << 40;  // beyond an int
+  expect_error(doc, "key 'fields' is out of range");
+  doc = good;
   doc["compute_s"] = -1.0;
   expect_error(doc, "key 'compute_s'");
   doc = good;
