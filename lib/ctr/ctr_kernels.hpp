@@ -36,19 +36,15 @@ struct CtrKernels {
   // fields in order, then k in order (K = 0: the first order only).
   void (*fm_forward)(const float* first, const float* deep, int fields, int k, int64_t begin, int64_t end,
                      float* sums, float* out);
-  // The table rows' gradient, summed per slot of a grouping (RowAccumulator::group): for slots
-  // [begin, end), rows[s] (width K + 1) gets, for each of its pairs p in order (b = p / fields),
-  // [dl_b * x_p | (dl_b * (s_bk - e_pk) + ddeep_pk) * x_p]; a slot s >= fresh starts as its first
-  // pair's. ddeep (the MLP's input gradient) may be null (fm, lr; K = 0: the first order only).
-  void (*sum_pair_gradients)(const float* deep, const float* sums, const float* dlogit, const float* ddeep,
-                             const float* values, int fields, int k, const int32_t* start, const int32_t* order,
-                             int64_t fresh, int64_t begin, int64_t end, float* rows);
-  // The same sums in one pass over pairs [begin, end) in order, for one thread: pair p's
-  // gradient is added to rows[slot] (slot = pair_slots[p] without RowAccumulator::kNewSlot), or
-  // written there when pair_slots[p] has kNewSlot (RowAccumulator::assign_slots).
+  // The table rows' gradient, summed per slot in pair order: for pairs [begin, end) whose slot
+  // (pair_slots[p] without RowAccumulator::kNewSlot, from assign_slots) lies in [slot_begin,
+  // slot_end), rows[slot] (width K + 1) gets [dl_b * x_p | (dl_b * (s_bk - e_pk) + ddeep_pk) * x_p]
+  // (b = p / fields), written when pair_slots[p] has kNewSlot, else added. Threads taking
+  // disjoint slot ranges over the same pairs make the sums of one thread's pass. ddeep (the
+  // MLP's input gradient) may be null (fm, lr; K = 0: the first order only).
   void (*add_pair_gradients)(const float* deep, const float* sums, const float* dlogit, const float* ddeep,
                              const float* values, int fields, int k, const uint32_t* pair_slots, int64_t begin,
-                             int64_t end, float* rows);
+                             int64_t end, uint32_t slot_begin, uint32_t slot_end, float* rows);
   // A hidden layer's epilogue on rows [begin, end) of out [rows, width], the product before its
   // bias: z = out + bias; mask = z > 0 ? the unit's dropout factor : 0; out = z * mask. With bias
   // null (dropout after BatchNorm) there is no bias and no ReLU: mask = the factor, out *= mask.

@@ -12,7 +12,15 @@ void gather_scaled(const float* __restrict table, int width, const int64_t* __re
                    const float* __restrict values, int64_t begin, int64_t end, float* __restrict first,
                    float* __restrict deep) {
   const int k = width - 1;
+  // The rows lie scattered over a table larger than the caches: ask for them a few pairs ahead.
+  constexpr int64_t kAhead = 8;
+  const int64_t row_bytes = static_cast<int64_t>(sizeof(float)) * width;
   for (int64_t p = begin; p < end; ++p) {
+    if (p + kAhead < end) {
+      const char* ahead = reinterpret_cast<const char*>(table + ids[p + kAhead] * width);
+      for (int64_t byte = 0; byte < row_bytes; byte += 64) __builtin_prefetch(ahead + byte);
+      __builtin_prefetch(ahead + row_bytes - 1);
+    }
     const float* row = table + ids[p] * width;
     const float x = values[p];
     first[p] = row[0] * x;
@@ -76,25 +84,16 @@ inline void pair_gradient_into(float* __restrict r, bool write, const float* __r
   }
 }
 
-void sum_pair_gradients(const float* __restrict deep, const float* __restrict sums, const float* __restrict dlogit,
-                        const float* __restrict ddeep, const float* __restrict values, int fields, int k,
-                        const int32_t* __restrict start, const int32_t* __restrict order, int64_t fresh, int64_t begin,
-                        int64_t end, float* __restrict rows) {
-  const int width = k + 1;
-  for (int64_t slot = begin; slot < end; ++slot)
-    for (int32_t at = start[slot]; at < start[slot + 1]; ++at)
-      pair_gradient_into(rows + slot * width, at == start[slot] && slot >= fresh, deep, sums, dlogit, ddeep, values,
-                         fields, k, order[at]);
-}
-
 void add_pair_gradients(const float* __restrict deep, const float* __restrict sums, const float* __restrict dlogit,
                         const float* __restrict ddeep, const float* __restrict values, int fields, int k,
-                        const uint32_t* __restrict pair_slots, int64_t begin, int64_t end, float* __restrict rows) {
+                        const uint32_t* __restrict pair_slots, int64_t begin, int64_t end, uint32_t slot_begin,
+                        uint32_t slot_end, float* __restrict rows) {
   const int width = k + 1;
   for (int64_t p = begin; p < end; ++p) {
-    const uint32_t flagged = pair_slots[p];
-    pair_gradient_into(rows + static_cast<int64_t>(flagged & ~RowAccumulator::kNewSlot) * width,
-                       (flagged & RowAccumulator::kNewSlot) != 0, deep, sums, dlogit, ddeep, values, fields, k, p);
+    const uint32_t flagged = pair_slots[p], slot = flagged & ~RowAccumulator::kNewSlot;
+    if (slot < slot_begin || slot >= slot_end) continue;
+    pair_gradient_into(rows + static_cast<int64_t>(slot) * width, (flagged & RowAccumulator::kNewSlot) != 0, deep,
+                       sums, dlogit, ddeep, values, fields, k, p);
   }
 }
 
@@ -178,8 +177,7 @@ void ftrl(float* __restrict p, const float* __restrict g, float* __restrict z, f
 
 }  // namespace
 
-extern const CtrKernels ctr_kernels = {gather_scaled,      fm_forward,       sum_pair_gradients, add_pair_gradients,
-                                       bias_relu_dropout,  mask_column_sums, sigmoid_log_loss,   adagrad,
-                                       ftrl};
+extern const CtrKernels ctr_kernels = {gather_scaled,    fm_forward,       add_pair_gradients, bias_relu_dropout,
+                                       mask_column_sums, sigmoid_log_loss, adagrad,            ftrl};
 
 }  // namespace sdp::SDP_ISA_NAMESPACE

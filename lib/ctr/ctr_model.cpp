@@ -30,10 +30,11 @@ double truncated_normal(uint64_t k) {
   }
 }
 
-// Samples [0, n) in chunks, one per thread: the loops below are per-sample or per-pair.
+// [0, n) in chunks, one per thread, of at least `grain` items each: the loops below are
+// per-sample or per-pair.
 template <typename Body>
-void parallel_chunks(int64_t n, Body&& body) {
-  const int threads = std::max(1, std::min<int>(omp_get_max_threads(), static_cast<int>((n + 255) / 256)));
+void parallel_chunks(int64_t n, Body&& body, int64_t grain = 256) {
+  const int threads = std::max(1, std::min<int>(omp_get_max_threads(), static_cast<int>((n + grain - 1) / grain)));
   if (threads == 1) {
     body(int64_t{0}, n);
     return;
@@ -142,13 +143,16 @@ double CtrModel::forward(const CtrBatch& batch, bool training, int64_t step, flo
   deep_.resize(static_cast<size_t>(pairs * k));
   sums_.resize(static_cast<size_t>(b * k));
   logit_.resize(static_cast<size_t>(b));
-  parallel_chunks(pairs, [&](int64_t begin, int64_t end) {
-    kernels.gather_scaled(table_.data(), width, batch.ids, batch.values, begin, end, first_.data(), deep_.data());
-  });
-  parallel_chunks(b, [&](int64_t begin, int64_t end) {
-    kernels.fm_forward(first_.data(), deep_.data(), fields, shape_.kind == CtrModelKind::kLr ? 0 : k, begin, end,
-                       sums_.data(), logit_.data());
-  });
+  // A sample's rows gathered, then its FM term while they are in the cache.
+  parallel_chunks(
+      b,
+      [&](int64_t begin, int64_t end) {
+        kernels.gather_scaled(table_.data(), width, batch.ids, batch.values, begin * fields, end * fields,
+                              first_.data(), deep_.data());
+        kernels.fm_forward(first_.data(), deep_.data(), fields, shape_.kind == CtrModelKind::kLr ? 0 : k, begin, end,
+                           sums_.data(), logit_.data());
+      },
+      std::max<int64_t>(1, 256 / fields));
   const float bias = dense_[bias_offset_];
   for (int64_t i = 0; i < b; ++i) logit_[i] += bias;
   if (shape_.kind == CtrModelKind::kDeepFm) mlp_forward(b, training, step, batch.samples);
@@ -237,24 +241,36 @@ void CtrModel::backward(const CtrBatch& batch, float scale, std::vector<float>& 
     mlp_backward(b, dlogit_.data(), dense_grad);
     ddeep = ddeep_.data();
   }
-  // Each pair's table gradient is made where its id's row is summed (no per-pair buffer). One
-  // thread: in pair order (the reads stream). More: the pairs grouped by id, and the slots in
-  // blocks taken by the threads as they come (ids repeat unevenly). Same sums, same bits.
+  // Each pair's table gradient is made where its id's row is summed (no per-pair buffer), in
+  // pair order. More threads: each takes a range of the slots holding about as many pairs, and
+  // passes over all pairs for its own. Same sums, same bits, on any number of threads.
   const int kk = shape_.kind == CtrModelKind::kLr ? 0 : k;
-  if (omp_get_max_threads() == 1) {
-    const uint32_t* slots = table_grad.assign_slots(batch.ids, b * fields);
+  const int64_t pairs = b * fields;
+  const uint32_t* slots = table_grad.assign_slots(batch.ids, pairs);
+  const int64_t slot_count = table_grad.rows().size();
+  const int threads = std::max(1, std::min<int>(omp_get_max_threads(), static_cast<int>((pairs + 1023) / 1024)));
+  slot_bounds_.assign(1, 0);
+  if (threads > 1) {
+    pairs_per_slot_.assign(static_cast<size_t>(slot_count), 0);
+    for (int64_t p = 0; p < pairs; ++p) ++pairs_per_slot_[slots[p] & ~RowAccumulator::kNewSlot];
+    int64_t seen = 0;
+    for (int64_t s = 0; s < slot_count && static_cast<int>(slot_bounds_.size()) < threads; ++s) {
+      seen += pairs_per_slot_[s];
+      if (seen * threads >= pairs * static_cast<int64_t>(slot_bounds_.size())) slot_bounds_.push_back(static_cast<uint32_t>(s + 1));
+    }
+  }
+  slot_bounds_.resize(static_cast<size_t>(threads) + 1, static_cast<uint32_t>(slot_count));
+  float* rows = table_grad.row(0);
+  const auto slot_range = [&](int r) {
     kernels.add_pair_gradients(deep_.data(), sums_.data(), dlogit_.data(), ddeep, batch.values, fields, kk, slots, 0,
-                               b * fields, table_grad.row(0));
+                               pairs, slot_bounds_[r], slot_bounds_[r + 1], rows);
+  };
+  if (threads == 1) {
+    slot_range(0);
     return;
   }
-  const RowAccumulator::Grouping g = table_grad.group(batch.ids, b * fields);
-  float* rows = table_grad.row(0);
-  constexpr int64_t kBlock = 256;
-  const int64_t blocks = (g.slots + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(dynamic, 1) if (blocks > 1)
-  for (int64_t block = 0; block < blocks; ++block)
-    kernels.sum_pair_gradients(deep_.data(), sums_.data(), dlogit_.data(), ddeep, batch.values, fields, kk, g.start,
-                               g.order, g.fresh, block * kBlock, std::min(g.slots, (block + 1) * kBlock), rows);
+#pragma omp parallel num_threads(threads)
+  for (int r = omp_get_thread_num(); r < threads; r += omp_get_num_threads()) slot_range(r);
 }
 
 void CtrModel::mlp_backward(int64_t batch, const float* dout, std::vector<float>& dense_grad) {

@@ -124,6 +124,8 @@ class CtrModel {
   std::vector<std::vector<float>> acts_;   // acts_[l]: hidden layer l's output (its input: deep_ or acts_[l-1])
   std::vector<std::vector<float>> masks_;  // each hidden layer's ReLU and dropout factor
   std::vector<uint64_t> row_keys_;         // a layer's dropout key per sample
+  std::vector<int32_t> pairs_per_slot_;    // backward: the batch's pairs of each table-gradient slot
+  std::vector<uint32_t> slot_bounds_;      // backward: each thread's slots
   std::vector<float> dacts_a_, dacts_b_, ddeep_;
   // BatchNorm: gamma/beta offsets in dense_, running mean/var per layer, and from the last
   // training forward the ReLU outputs, normalized values, 1/sqrt(var + eps) and batch stats.

@@ -29,19 +29,10 @@ class RowAccumulator {
   // same sums (each id's rows added in p order), with the additions spread over the threads.
   void add_rows(const int64_t* ids, const float* rows, int64_t count);
 
-  // add_rows in two halves, for rows made while they are summed (the CTR backward's pair
-  // gradients). group() gives each of ids[0 .. count) its slot (a new id: a slot at the end, in
-  // first-seen order) and lists each slot's p in order; the caller then sums slot s's rows into
-  // row(s), which a slot from before the call (s < fresh) already holds and a new one does not.
-  struct Grouping {
-    int64_t slots = 0, fresh = 0;
-    const int32_t* start = nullptr;  // slot s's p: order[start[s] .. start[s + 1])
-    const int32_t* order = nullptr;
-  };
-  Grouping group(const int64_t* ids, int64_t count);
-  // group()'s first half alone, for one thread summing in p order: the slot of each of
-  // ids[0 .. count), with kNewSlot set on the p that made its slot (whose row is to be written,
-  // not added to).
+  // For rows made while they are summed (the CTR backward's pair gradients): the slot of each
+  // of ids[0 .. count) (a new id: a slot at the end, in first-seen order), with kNewSlot set on
+  // the p that made its slot (whose row is to be written, not added to). The caller then sums
+  // each slot's rows in p order into row(slot); a slot from before the call already holds one.
   static constexpr uint32_t kNewSlot = 0x80000000u;
   const uint32_t* assign_slots(const int64_t* ids, int64_t count);
   float* row(int64_t slot) { return rows_.rows.data() + slot * rows_.width; }
@@ -53,6 +44,14 @@ class RowAccumulator {
 
  private:
   void grow();
+  // add_rows' grouping: each of ids[0 .. count) its slot (assign_slots), and each slot's p in
+  // order; a slot s < fresh holds a row from before the call.
+  struct Grouping {
+    int64_t slots = 0, fresh = 0;
+    const int32_t* start = nullptr;  // slot s's p: order[start[s] .. start[s + 1])
+    const int32_t* order = nullptr;
+  };
+  Grouping group(const int64_t* ids, int64_t count);
   // The slot of id, inserted (its row not yet written) when new.
   int32_t slot_of(int64_t id);
   SparseRows rows_;

@@ -47,9 +47,10 @@ TEST(CtrKernels, EveryIsaGivesTheBaselinesBits) {
     kern.fm_forward(o.first.data(), o.deep.data(), fields, k, 0, batch, o.sums.data(), o.logit.data());
     RowAccumulator acc;
     acc.reset(width, pairs);
-    const RowAccumulator::Grouping g = acc.group(ids.data(), pairs);
-    kern.sum_pair_gradients(o.deep.data(), o.sums.data(), dlogit.data(), ddeep.data(), values.data(), fields, k,
-                            g.start, g.order, g.fresh, 0, g.slots, acc.row(0));
+    const uint32_t* slots = acc.assign_slots(ids.data(), pairs);
+    const auto slot_count = static_cast<uint32_t>(acc.rows().size());
+    kern.add_pair_gradients(o.deep.data(), o.sums.data(), dlogit.data(), ddeep.data(), values.data(), fields, k,
+                            slots, 0, pairs, 0, slot_count, acc.row(0));
     o.grad = acc.rows().rows;
     // A hidden layer's epilogue and its backward's column sums, on the product [batch, fields * k].
     o.act = o.deep;
@@ -139,7 +140,7 @@ struct PairBatch {
 };
 
 TEST(CtrKernels, PairGradientsSummedPerSlotAreAddInPairOrder) {
-  const PairBatch pb(200, 3000);  // 1,200 pairs: more than one block of slots, hot ids 0..7
+  const PairBatch pb(200, 3000);  // 1,200 pairs, hot ids 0..7
   RowAccumulator expected;
   expected.reset(pb.k + 1, 16);
   const float earlier[] = {1, 2, 3, 4, 5, 6};
@@ -147,28 +148,29 @@ TEST(CtrKernels, PairGradientsSummedPerSlotAreAddInPairOrder) {
   for (int64_t p = 0; p < pb.pairs; ++p) expected.add(pb.ids[p], pb.gradient(p).data());
   for (CpuIsa isa : supported_cpu_isas()) {
     SCOPED_TRACE(cpu_isa_name(isa));
-    RowAccumulator acc;
-    acc.reset(pb.k + 1, 16);
-    acc.add(5, earlier);
-    const RowAccumulator::Grouping g = acc.group(pb.ids.data(), pb.pairs);
-    EXPECT_EQ(g.fresh, 1);
-    // Slots in two uneven ranges, the later first: any split, any order of ranges, same bits.
-    const int64_t split = g.slots / 3;
     const CtrKernels& kern = ctr_kernels(isa);
-    for (const auto& range : {std::pair<int64_t, int64_t>{split, g.slots}, {0, split}})
-      kern.sum_pair_gradients(pb.deep.data(), pb.sums.data(), pb.dlogit.data(), pb.ddeep.data(), pb.values.data(),
-                              pb.fields, pb.k, g.start, g.order, g.fresh, range.first, range.second, acc.row(0));
-    EXPECT_EQ(acc.rows().ids, expected.rows().ids);
-    EXPECT_EQ(acc.rows().rows, expected.rows().rows);
-    // One pass in pair order: the same.
     RowAccumulator in_order;
     in_order.reset(pb.k + 1, 16);
     in_order.add(5, earlier);
     const uint32_t* slots = in_order.assign_slots(pb.ids.data(), pb.pairs);
+    const auto slot_count = static_cast<uint32_t>(in_order.rows().size());
+    // One pass over the pairs in order.
     kern.add_pair_gradients(pb.deep.data(), pb.sums.data(), pb.dlogit.data(), pb.ddeep.data(), pb.values.data(),
-                            pb.fields, pb.k, slots, 0, pb.pairs, in_order.row(0));
+                            pb.fields, pb.k, slots, 0, pb.pairs, 0, slot_count, in_order.row(0));
     EXPECT_EQ(in_order.rows().ids, expected.rows().ids);
     EXPECT_EQ(in_order.rows().rows, expected.rows().rows);
+    // Slots in uneven ranges, the later first, each a pass over every pair (as threads take
+    // them): any split, any order of ranges, the same bits.
+    RowAccumulator ranged;
+    ranged.reset(pb.k + 1, 16);
+    ranged.add(5, earlier);
+    const uint32_t* ranged_slots = ranged.assign_slots(pb.ids.data(), pb.pairs);
+    const uint32_t split = slot_count / 3;
+    for (const auto& range : {std::pair<uint32_t, uint32_t>{split + 1, slot_count}, {0, 1}, {1, split + 1}})
+      kern.add_pair_gradients(pb.deep.data(), pb.sums.data(), pb.dlogit.data(), pb.ddeep.data(), pb.values.data(),
+                              pb.fields, pb.k, ranged_slots, 0, pb.pairs, range.first, range.second, ranged.row(0));
+    EXPECT_EQ(ranged.rows().ids, expected.rows().ids);
+    EXPECT_EQ(ranged.rows().rows, expected.rows().rows);
   }
 }
 
