@@ -197,14 +197,14 @@ void CtrModel::mlp_forward(int64_t batch, bool training, int64_t step, const int
     const uint32_t drop_below =
         static_cast<uint32_t>(std::min(static_cast<double>(drop) * 4294967296.0, 4294967295.0));
     row_keys_.resize(static_cast<size_t>(batch));
-    if (drop_below > 0)
-      for (int64_t i = 0; i < batch; ++i)
-        row_keys_[i] = key(seed_ ^ 0x64726f70ULL, static_cast<uint64_t>(step),
-                           static_cast<uint64_t>(samples ? samples[i] : i), l);
     if (shape_.batch_norm) batch_norm_forward(l, batch, out_dim, training, out.data(), bias);
     // Dropout after the BatchNorm (no bias or ReLU there); m is then the dropout factor alone.
     const float* epilogue_bias = shape_.batch_norm ? nullptr : bias;
     parallel_chunks(batch, [&](int64_t begin, int64_t end) {
+      if (drop_below > 0)
+        for (int64_t i = begin; i < end; ++i)
+          row_keys_[i] = key(seed_ ^ 0x64726f70ULL, static_cast<uint64_t>(step),
+                             static_cast<uint64_t>(samples ? samples[i] : i), l);
       kernels.bias_relu_dropout(out.data(), epilogue_bias, row_keys_.data(), out_dim, begin, end, drop_below,
                                 keep_scale, mask.data());
     });

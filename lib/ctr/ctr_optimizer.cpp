@@ -86,29 +86,34 @@ void CtrOptimizer::step(float lr, const std::vector<float>& dense_grad, const Sp
     for (int64_t at = 0; at < s.size; at += kChunk)
       chunks_.push_back({s.offset + at, std::min(kChunk, s.size - at), s.decays});
   const int64_t chunk_count = static_cast<int64_t>(chunks_.size());
-#pragma omp parallel for schedule(static)
-  for (int64_t c = 0; c < chunk_count; ++c) {
-    const Chunk& k = chunks_[c];
-    update(dense.data() + k.offset, dense_grad.data() + k.offset, k.size, k.offset, false, lr, k.decays ? l2_ : 0.0f);
-  }
   const int width = table_grad.width;
   float* table = model_.table().data();
   const int64_t rows = table_grad.size();
   // The rows lie scattered over tables larger than the caches: fetch a few rows ahead.
   constexpr int64_t kAhead = 4;
   const int64_t row_bytes = static_cast<int64_t>(sizeof(float)) * width;
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < rows; ++i) {
-    if (i + kAhead < rows) {
-      const int64_t ahead = table_grad.ids[i + kAhead] * width;
-      for (int64_t byte = 0; byte < row_bytes; byte += 64) {
-        __builtin_prefetch(reinterpret_cast<const char*>(table + ahead) + byte, 1);
-        for (const Slot& slot : slots_)
-          __builtin_prefetch(reinterpret_cast<const char*>(slot.table.data() + ahead) + byte, 1);
-      }
+  // The dense parameters and the table's rows are apart: no barrier between the two loops.
+#pragma omp parallel
+  {
+#pragma omp for schedule(static) nowait
+    for (int64_t c = 0; c < chunk_count; ++c) {
+      const Chunk& k = chunks_[c];
+      update(dense.data() + k.offset, dense_grad.data() + k.offset, k.size, k.offset, false, lr,
+             k.decays ? l2_ : 0.0f);
     }
-    const int64_t offset = table_grad.ids[i] * width;
-    update(table + offset, table_grad.row(i), width, offset, true, lr, l2_);
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < rows; ++i) {
+      if (i + kAhead < rows) {
+        const int64_t ahead = table_grad.ids[i + kAhead] * width;
+        for (int64_t byte = 0; byte < row_bytes; byte += 64) {
+          __builtin_prefetch(reinterpret_cast<const char*>(table + ahead) + byte, 1);
+          for (const Slot& slot : slots_)
+            __builtin_prefetch(reinterpret_cast<const char*>(slot.table.data() + ahead) + byte, 1);
+        }
+      }
+      const int64_t offset = table_grad.ids[i] * width;
+      update(table + offset, table_grad.row(i), width, offset, true, lr, l2_);
+    }
   }
 }
 
