@@ -29,9 +29,13 @@ void append_record(std::vector<float>& out, int64_t id, const float* row, int wi
 
 // Adds the records of `data[0..floats)` to `out`, in order.
 void add_records(const float* data, int64_t floats, int width, RowAccumulator& out) {
-  const int64_t record = width + 2;
+  const int64_t record = width + 2, ahead = 8 * record;
   for (int64_t at = 0; at < floats; at += record) {
     int64_t id;
+    if (at + ahead < floats) {
+      std::memcpy(&id, data + at + ahead, sizeof id);
+      out.prefetch(id);
+    }
     std::memcpy(&id, data + at, sizeof id);
     out.add(id, data + at + 2);
   }
@@ -119,15 +123,14 @@ const RowExchangeStep& RowExchange::run(const SparseRows& mine, RowAccumulator& 
 void RowExchange::run_sparse(const SparseRows& mine, RowAccumulator& out) {
   const int local = world_.local_size(), me = world_.local_rank();
   const int64_t record = width_ + 2;
-  // 1. Each owner receives the node's rows of its ids and sums them in local-rank order.
-  to_owner_.resize(static_cast<size_t>(local));
-  for (std::vector<float>& part : to_owner_) part.clear();
-  for (int64_t i = 0; i < mine.size(); ++i)
-    append_record(to_owner_[static_cast<size_t>(owner_of(mine.ids[i], local))], mine.ids[i], mine.row(i), width_);
-  node_part_.reset(width_, mine.size());
-  if (local == 1) {
-    add_records(to_owner_[0].data(), static_cast<int64_t>(to_owner_[0].size()), width_, node_part_);
-  } else {
+  // 1. Each owner receives the node's rows of its ids and sums them in local-rank order. The
+  // only rank of its node owns every id: its rows (unique already) are the node's.
+  if (local > 1) {
+    to_owner_.resize(static_cast<size_t>(local));
+    for (std::vector<float>& part : to_owner_) part.clear();
+    for (int64_t i = 0; i < mine.size(); ++i)
+      append_record(to_owner_[static_cast<size_t>(owner_of(mine.ids[i], local))], mine.ids[i], mine.row(i), width_);
+    node_part_.reset(width_, mine.size());
     // Floats each rank sends each owner: row r of the matrix is rank r's.
     std::vector<int> sends(static_cast<size_t>(local));
     for (int j = 0; j < local; ++j) sends[static_cast<size_t>(j)] = static_cast<int>(to_owner_[static_cast<size_t>(j)].size());
@@ -159,7 +162,8 @@ void RowExchange::run_sparse(const SparseRows& mine, RowAccumulator& out) {
   }
   // 2. The owners of the same ids on every node gather their node sums and add them in node
   // order: only a node's unique rows cross.
-  const SparseRows* owned = &node_part_.rows();
+  const SparseRows& node = local == 1 ? mine : node_part_.rows();
+  const SparseRows* owned = &node;
   auto gather = [&](const std::shared_ptr<Communicator>& comm, MPI_Comm group, const SparseRows& part) {
     const int n = static_cast<int>(part.size() * record);
     const std::vector<int> counts = allgather_ints(group, n);
@@ -176,18 +180,23 @@ void RowExchange::run_sparse(const SparseRows& mine, RowAccumulator& out) {
   };
   if (inter_) {
     if (wire_ == DType::kF32) {
-      const int64_t total = gather(inter_, world_.inter(), node_part_.rows());
+      const int64_t total = gather(inter_, world_.inter(), node);
       global_part_.reset(width_, total / record);
       add_records(gathered_.data(), total, width_, global_part_);
     } else {
-      gather_nodes_in_16_bits();
+      gather_nodes_in_16_bits(node);
     }
     owned = &global_part_.rows();
   }
-  // 3. Every rank gathers the owners' summed parts (disjoint ids).
+  // 3. Every rank gathers the owners' summed parts (disjoint ids). The only rank of its node
+  // holds them all: the sums are handed over as they are.
   if (local == 1) {
-    out.reset(width_, owned->size());
-    out.add_all(*owned);
+    if (inter_) {
+      std::swap(out, global_part_);
+    } else {
+      out.reset(width_, owned->size());
+      out.add_all(*owned);
+    }
     return;
   }
   const int64_t total = gather(intra_, world_.intra(), *owned);
@@ -195,9 +204,8 @@ void RowExchange::run_sparse(const SparseRows& mine, RowAccumulator& out) {
   add_records(gathered_.data(), total, width_, out);
 }
 
-void RowExchange::gather_nodes_in_16_bits() {
+void RowExchange::gather_nodes_in_16_bits(const SparseRows& part) {
   // A record: the id's 8 bytes as four 16-bit words, then the row cast to wire_.
-  const SparseRows& part = node_part_.rows();
   const int64_t record = 4 + width_;
   const int n = static_cast<int>(part.size() * record);
   const std::vector<int> counts = allgather_ints(world_.inter(), n);

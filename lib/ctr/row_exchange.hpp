@@ -78,7 +78,7 @@ class RowExchange {
   void run_sparse(const SparseRows& mine, RowAccumulator& out);
   void run_dense(const SparseRows& mine, RowAccumulator& out);
   // Step 2 of the sparse way in 16 bits: every node's part of the owner's ids into global_part_.
-  void gather_nodes_in_16_bits();
+  void gather_nodes_in_16_bits(const SparseRows& node_part);
 
   const World& world_;
   int64_t table_rows_;

@@ -55,6 +55,12 @@ void RowAccumulator::add(int64_t id, const float* row) {
   for (int j = 0; j < rows_.width; ++j) sum[j] += row[j];
 }
 
+void RowAccumulator::prefetch(int64_t id) const {
+  const uint64_t h = mix(id) & mask_;
+  __builtin_prefetch(keys_.data() + h);
+  __builtin_prefetch(slots_.data() + h);
+}
+
 int32_t RowAccumulator::slot_of(int64_t id) {
   uint64_t h = mix(id) & mask_;
   while (true) {
@@ -75,11 +81,7 @@ const uint32_t* RowAccumulator::assign_slots(const int64_t* ids, int64_t count) 
   // The hash is larger than the caches and the ids random: ask for their buckets ahead.
   constexpr int64_t kAhead = 16;
   for (int64_t p = 0; p < count; ++p) {
-    if (p + kAhead < count) {
-      const uint64_t ahead = mix(ids[p + kAhead]) & mask_;
-      __builtin_prefetch(keys_.data() + ahead);
-      __builtin_prefetch(slots_.data() + ahead);
-    }
+    if (p + kAhead < count) prefetch(ids[p + kAhead]);
     const int64_t before = rows_.size();
     const auto slot = static_cast<uint32_t>(slot_of(ids[p]));
     pair_slot_[p] = rows_.size() > before ? slot | kNewSlot : slot;

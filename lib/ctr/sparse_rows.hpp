@@ -25,6 +25,8 @@ class RowAccumulator {
   void reset(int width, int64_t expected_ids);
   // rows[id] += row (the first add of an id copies it).
   void add(int64_t id, const float* row);
+  // Asks for id's hash bucket ahead of its add() (a hint: the hash is larger than the caches).
+  void prefetch(int64_t id) const;
   // add(ids[p], rows + p * width) for p = 0 .. count-1: the same ids in the same order and the
   // same sums (each id's rows added in p order), with the additions spread over the threads.
   void add_rows(const int64_t* ids, const float* rows, int64_t count);
