@@ -39,11 +39,9 @@ CtrStep predict_ctr_step(const CtrProfile& profile, const plan::Network& network
   if (way == RowWay::kSparse) {
     const double record = 4 * (w + 2), wire_record = compressed(compression) ? 8 + 2 * w : record;
     double rows = 0;
-    if (r > 1) {
+    if (r > 1) {  // the only rank of its node owns its rows as they are: no (1) or (3)
       rows += (r - 1) / r * u_rank * record / network.intra_bytes_per_s + u_rank * profile.record_s;  // (1)
       rows += (r - 1) / r * u_world * record / network.intra_bytes_per_s + u_world * profile.record_s;  // (3)
-    } else {
-      rows += u_rank * profile.record_s;  // (1): the owner is the rank
     }
     if (n > 1) {  // (2)
       s.link_bytes = (n - 1) * u_node * wire_record;

@@ -10,7 +10,8 @@
 //   sparse      (1) each rank sends (r-1)/r of its U(B) rows to their owners in the node and
 //               each owner sums U(B) rows; (2) the owners of every node allgather their U(r B)/r
 //               node sums: (N-1) U(r B) records through each node's link, N U(r B)/r summed by
-//               each owner; (3) the owners' U(N r B) summed rows are allgathered in the node
+//               each owner; (3) the owners' U(N r B) summed rows are allgathered in the node.
+//               With one rank a node, (1) and (3) are nothing: its rows are the node's
 //   dense       the job's AllReduce of the whole table, an MPI_Allreduce of the bitmap of
 //               touched rows, and the U(N r B) touched rows summed out of it
 //   auto        the way estimate_bytes (row_exchange.hpp) gives fewer bytes, as the runner
