@@ -280,6 +280,12 @@ std::string bucket_words(double mb) {
   return text;
 }
 
+// A plan file (compute profile, calibration) as `plan` writes it: indented JSON, replaced whole.
+void write_plan_file(const std::string& path, const nlohmann::json& doc) {
+  const std::string text = doc.dump(2) + "\n";
+  write_file_atomically(path, [&](std::FILE* f) { std::fputs(text.c_str(), f); });
+}
+
 // A CTR job's plan (ctr_plan.hpp) on the network and nodes the options gave: its step and
 // unique ids read from --compute FILE, or measured here on every rank of the launch.
 // Collective; rank 0's table.
@@ -288,10 +294,7 @@ std::string plan_ctr_job(const JobSetup& setup, const PlanCommandOptions& option
   const JobSpec& spec = setup.spec;
   const CtrProfile profile = from_file ? *from_file : measure_ctr_step(setup, options.steps, options.warmup);
   if (setup.world->rank() != 0) return "";
-  if (!options.save_compute.empty()) {
-    const std::string text = plan::ctr_profile_to_json(profile).dump(2) + "\n";
-    write_file_atomically(options.save_compute, [&](std::FILE* f) { std::fputs(text.c_str(), f); });
-  }
+  if (!options.save_compute.empty()) write_plan_file(options.save_compute, plan::ctr_profile_to_json(profile));
   CtrPlanSetup ctr;
   ctr.unique_source = from_file ? "from " + options.compute : "measured from the training set";
   ctr.nodes = plan_setup.nodes;
@@ -398,8 +401,7 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
     plan::Calibration calibration;
     run_on_all_ranks(world.comm(), [&] { calibration = plan::calibrate(world, setup.device.threads); });
     if (world.rank() != 0) return "";
-    const std::string text = plan::calibration_to_json(calibration).dump(2) + "\n";
-    write_file_atomically(options.calibrate, [&](std::FILE* f) { std::fputs(text.c_str(), f); });
+    write_plan_file(options.calibrate, plan::calibration_to_json(calibration));
     return describe_calibration(calibration) + "# written to " + options.calibrate + "\n";
   }
 
@@ -533,10 +535,7 @@ std::string run_plan_command(const JobSetup& setup, const PlanCommandOptions& op
   if (ctr) return plan_ctr_job(setup, options, plan_setup, network, options.compute != "measured" ? &ctr_profile : nullptr);
   if (options.compute == "measured") compute = measure_compute(setup.spec, setup.device, world, options);
   if (world.rank() != 0) return "";
-  if (!options.save_compute.empty()) {
-    const std::string text = plan::compute_profile_to_json(compute).dump(2) + "\n";
-    write_file_atomically(options.save_compute, [&](std::FILE* f) { std::fputs(text.c_str(), f); });
-  }
+  if (!options.save_compute.empty()) write_plan_file(options.save_compute, plan::compute_profile_to_json(compute));
   if (const std::string note = compute_against_instance(compute, instance_accelerator); !note.empty())
     plan_setup.assumed.push_back(note);
   const plan::Plan plan = plan::make_plan(compute, network, plan_setup);
