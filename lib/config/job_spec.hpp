@@ -26,6 +26,8 @@ struct ModelSpec {
   double l2 = 0.0;            // L2 on the MLP's weights and on the table rows a step touches
   bool batch_norm = false;    // deepfm: BatchNorm after each hidden layer's ReLU
   double batch_norm_decay = 0.9;  // its running statistics' decay
+  // replicated (every rank the whole table) | rows (rank r owns the rows id % world == r)
+  std::string embedding_sharding = "replicated";
   // Activation layout on a GPU: channels_last (NHWC end to end, BatchNorm fused in cuDNN), nchw
   // (the plain layout, as before), auto (channels_last under 16-bit compute and tf32, nchw in
   // fp32; the CPU computes in oneDNN's layouts; training_setup.hpp: uses_channels_last).

@@ -217,6 +217,7 @@ const std::vector<JobSpecField>& job_spec_schema() {
     f.push_back(SDP_FIELD("model.l2", model.l2));
     f.push_back(SDP_FIELD("model.batch_norm", model.batch_norm));
     f.push_back(SDP_FIELD("model.batch_norm_decay", model.batch_norm_decay));
+    f.push_back(SDP_FIELD("model.embedding_sharding", model.embedding_sharding, {"replicated", "rows"}));
     f.push_back(SDP_FIELD("model.memory_format", model.memory_format, {"auto", "channels_last", "nchw"}));
     f.push_back(SDP_FIELD("model.memory_plan", model.memory_plan, {"auto", "shared", "lean", "per_layer"}));
     f.push_back(SDP_FIELD("model.batchnorm", model.batchnorm, {"auto", "separate", "folded", "folded_inner"}));

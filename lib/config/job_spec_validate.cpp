@@ -81,6 +81,9 @@ void check_ctr_keys(const JobSpec& spec, const RangeChecker& check) {
     check.require(spec.distributed.embedding_exchange == "auto", "distributed.embedding_exchange",
                   spec.distributed.embedding_exchange + " chooses how a CTR model's table rows travel; " + m.name +
                       " has no embedding table");
+    check.require(m.embedding_sharding == "replicated", "model.embedding_sharding",
+                  m.embedding_sharding + " shares a CTR model's table between the ranks; " + m.name +
+                      " has no embedding table");
     check.require(spec.data.load == "auto", "data.load",
                   spec.data.load + " chooses how a CTR model's samples are read; " + m.name +
                       "'s sets are streamed or read by offset as their format says (data.format)");

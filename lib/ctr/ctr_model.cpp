@@ -73,21 +73,23 @@ CtrModelKind ctr_model_kind(const std::string& name) {
   throw std::invalid_argument("not a CTR model: " + name);
 }
 
-CtrModel::CtrModel(const CtrModelShape& shape, uint64_t seed) : shape_(shape), seed_(seed) {
+CtrModel::CtrModel(const CtrModelShape& shape, uint64_t seed, TableShard shard)
+    : shape_(shape), seed_(seed), shard_(shard) {
   if (shape_.kind != CtrModelKind::kDeepFm) shape_.hidden.clear();
   const int width = shape_.width(), k = shape_.k();
-  table_.resize(static_cast<size_t>(shape_.rows) * width);
+  const int64_t rows = shard_.rows(shape_.rows);
+  table_.resize(static_cast<size_t>(rows) * width);
   // Glorot normal as the sample's tf.glorot_normal_initializer: w is [rows] (fans rows, rows),
   // v is [rows, K]; TensorFlow's truncated normal has its deviation divided by 0.8796.
   const double w_std = std::sqrt(1.0 / static_cast<double>(shape_.rows)) / 0.87962566103423978;
   const double v_std = std::sqrt(2.0 / static_cast<double>(shape_.rows + k)) / 0.87962566103423978;
   float* table = table_.data();
-  const int64_t rows = shape_.rows;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
-    table[r * width] = static_cast<float>(w_std * truncated_normal(key(seed, 1, r, 0)));
+    const auto id = static_cast<uint64_t>(shard_.global_id(r));
+    table[r * width] = static_cast<float>(w_std * truncated_normal(key(seed, 1, id, 0)));
     for (int j = 1; j < width; ++j)
-      table[r * width + j] = static_cast<float>(v_std * truncated_normal(key(seed, 2, r, j)));
+      table[r * width + j] = static_cast<float>(v_std * truncated_normal(key(seed, 2, id, j)));
   }
 
   auto add_segment = [&](const std::string& name, std::vector<int64_t> dims, bool decays) {
@@ -147,7 +149,7 @@ double CtrModel::forward(const CtrBatch& batch, bool training, int64_t step, flo
   parallel_chunks(
       b,
       [&](int64_t begin, int64_t end) {
-        kernels.gather_scaled(table_.data(), width, batch.ids, batch.values, begin * fields, end * fields,
+        kernels.gather_scaled(lookup_ != nullptr ? lookup_ : table_.data(), width, batch.ids, batch.values, begin * fields, end * fields,
                               first_.data(), deep_.data());
         kernels.fm_forward(first_.data(), deep_.data(), fields, shape_.kind == CtrModelKind::kLr ? 0 : k, begin, end,
                            sums_.data(), logit_.data());
@@ -410,7 +412,7 @@ std::vector<NamedTensor> CtrModel::named_tensors() const {
   std::vector<NamedTensor> out;
   const auto host = [](std::vector<int64_t> dims) { return Tensor(Shape(std::move(dims)), DType::kF32, Device::cpu()); };
   const int width = shape_.width(), k = shape_.k();
-  const int64_t rows = shape_.rows;
+  const int64_t rows = shard_.rows(shape_.rows);
   Tensor bias = host({1});
   bias.data<float>()[0] = dense_[bias_offset_];
   out.push_back({"bias", bias});
@@ -456,7 +458,7 @@ void CtrModel::load(const std::vector<NamedTensor>& tensors, const std::string& 
                      " model of this shape?)");
   };
   const int width = shape_.width(), k = shape_.k();
-  const int64_t rows = shape_.rows;
+  const int64_t rows = shard_.rows(shape_.rows);
   dense_[bias_offset_] = find("bias", {1})[0];
   const float* first = find("first_order.weight", {rows, 1});
   for (int64_t r = 0; r < rows; ++r) table_[r * width] = first[r];

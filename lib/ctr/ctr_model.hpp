@@ -14,6 +14,7 @@
 
 #include "core/tensor.hpp"
 #include "ctr/sparse_rows.hpp"
+#include "ctr/table_shard.hpp"
 
 namespace sdp {
 
@@ -57,15 +58,21 @@ struct CtrBatch {
 class CtrModel {
  public:
   // Initialized as the sample does: the table Glorot-normal, the MLP's weights Glorot-uniform,
-  // biases 0; from `seed` alone, so every rank builds the same model.
-  CtrModel(const CtrModelShape& shape, uint64_t seed);
+  // biases 0; from `seed` alone, so every rank builds the same model. The table holds the rows
+  // of `shard`, each initialized as the whole table's row of the same id.
+  CtrModel(const CtrModelShape& shape, uint64_t seed, TableShard shard = {});
 
   const CtrModelShape& shape() const { return shape_; }
+  const TableShard& shard() const { return shard_; }
   std::vector<float>& table() { return table_; }
   const std::vector<float>& table() const { return table_; }
   std::vector<float>& dense() { return dense_; }
   const std::vector<float>& dense() const { return dense_; }
   const std::vector<DenseSegment>& segments() const { return segments_; }
+
+  // Where forward and backward read the batch's rows: the table (nullptr, the default; ids are
+  // table rows) or `rows` (a sharded table's rows fetched for the step; ids index them).
+  void read_rows_from(const float* rows) { lookup_ = rows; }
 
   // Forward over `batch`: prob[b] for each sample; returns the sum of the log losses (labels
   // given) or 0. Training applies dropout, keyed by (seed, step, sample, unit), the same on any
@@ -78,7 +85,7 @@ class CtrModel {
 
   // The tensors of model.safetensors, under the names a PyTorch DeepFM of the same shape uses:
   // bias, first_order.weight [rows, 1], embedding.weight [rows, K], mlp.{i}.weight/bias,
-  // output.weight/bias (copies).
+  // output.weight/bias (copies). A shard's table tensors hold its rows (shard().rows()).
   std::vector<NamedTensor> named_tensors() const;
   // Loads what named_tensors() wrote; InputError naming `what` on a missing or misshapen tensor.
   void load(const std::vector<NamedTensor>& tensors, const std::string& what);
@@ -113,6 +120,8 @@ class CtrModel {
 
   CtrModelShape shape_;
   uint64_t seed_;
+  TableShard shard_;
+  const float* lookup_ = nullptr;  // read_rows_from()
   std::vector<float> table_;
   std::vector<float> dense_;
   std::vector<DenseSegment> segments_;

@@ -121,7 +121,7 @@ std::vector<NamedTensor> CtrOptimizer::state_tensors() const {
   std::vector<NamedTensor> out;
   const int width = model_.shape().width();
   for (const Slot& slot : slots_) {
-    Tensor t(Shape{model_.shape().rows, width});
+    Tensor t(Shape{model_.shard().rows(model_.shape().rows), width});
     std::memcpy(t.data<float>(), slot.table.data(), sizeof(float) * slot.table.size());
     out.push_back({"optimizer." + slot.name + ".table", t});
     Tensor d(Shape{static_cast<int64_t>(slot.dense.size())});

@@ -36,6 +36,30 @@ std::string checkpoint_path(const std::string& dir, int64_t step) {
   return (fs::path(dir) / name).string();
 }
 
+std::string checkpoint_part_path(const std::string& dir, int64_t step, int index, int count) {
+  char name[96];
+  std::snprintf(name, sizeof name, "ckpt-%09lld.shard-%05d-of-%05d.safetensors", static_cast<long long>(step),
+                index + 1, count);
+  return (fs::path(dir) / name).string();
+}
+
+namespace {
+
+// The parts (checkpoint_part_path) in `dir`: (step, path).
+std::vector<std::pair<int64_t, std::string>> list_parts(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  static const std::regex name(R"(ckpt-([0-9]{1,18})\.shard-[0-9]{5}-of-[0-9]{5}\.safetensors)");
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string file = entry.path().filename().string();
+    if (std::regex_match(file, m, name)) found.emplace_back(std::stoll(m[1].str()), entry.path().string());
+  }
+  return found;
+}
+
+}  // namespace
+
 std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir) {
   std::vector<std::pair<int64_t, std::string>> found;
   std::error_code ec;
@@ -57,12 +81,18 @@ std::vector<std::string> remove_interrupted_checkpoint_writes(const std::string&
   std::vector<std::string> removed;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return removed;
-  static const std::regex name(R"(ckpt-[0-9]{1,18}\.safetensors\.tmp\.[0-9]+)");
+  static const std::regex name(R"(ckpt-[0-9]{1,18}(\.shard-[0-9]{5}-of-[0-9]{5})?\.safetensors\.tmp\.[0-9]+)");
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string file = entry.path().filename().string();
     if (!std::regex_match(file, name)) continue;
     std::error_code removing;
     if (fs::remove(entry.path(), removing)) removed.push_back(entry.path().string());
+  }
+  for (const auto& [step, part] : list_parts(dir)) {
+    std::error_code exists;
+    if (fs::exists(checkpoint_path(dir, step), exists)) continue;
+    std::error_code removing;
+    if (fs::remove(part, removing)) removed.push_back(part);
   }
   std::sort(removed.begin(), removed.end());
   return removed;
@@ -131,6 +161,14 @@ std::string write_checkpoint(const CheckpointSnapshot& snapshot) {
     for (std::size_t i = static_cast<std::size_t>(snapshot.keep_last); i < all.size(); ++i) {
       std::error_code ec;
       fs::remove(all[i].second, ec);  // best effort: a leftover old file harms nothing
+    }
+    if (all.size() > static_cast<std::size_t>(snapshot.keep_last)) {
+      const int64_t oldest_kept = all[static_cast<std::size_t>(snapshot.keep_last) - 1].first;
+      for (const auto& [step, part] : list_parts(snapshot.dir))
+        if (step < oldest_kept) {
+          std::error_code ec;
+          fs::remove(part, ec);
+        }
     }
   }
   return path;

@@ -49,6 +49,13 @@ struct Checkpoint {
 // <dir>/ckpt-000000123.safetensors
 std::string checkpoint_path(const std::string& dir, int64_t step);
 
+// A checkpoint whose parts are written by several ranks (a row-sharded CTR table): part
+// `index` of `count` is <dir>/ckpt-000000123.shard-00002-of-00004.safetensors (numbered from 1,
+// as sharded safetensors files are). The parts are written first; ckpt-N.safetensors, written
+// last, makes the set a checkpoint: without it the parts are an unfinished write. Removing a
+// checkpoint removes its parts.
+std::string checkpoint_part_path(const std::string& dir, int64_t step, int index, int count);
+
 // Checkpoint files of `dir` by the step in their name, newest first ([] if none or no dir).
 std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir);
 
@@ -56,7 +63,8 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
 Checkpoint read_checkpoint(const std::string& path);
 
 // Removes the temporary files ("ckpt-N.safetensors.tmp.<pid>") that a write cut short by a
-// crash or kill -9 left in `dir`, and returns their paths. Call only while no write into
+// crash or kill -9 left in `dir`, and the parts of a set whose ckpt-N.safetensors was never
+// written, and returns their paths. Call only while no write into
 // `dir` is in progress (before the job's first checkpoint): the directory is the job's own.
 std::vector<std::string> remove_interrupted_checkpoint_writes(const std::string& dir);
 

@@ -16,6 +16,11 @@
 //               touched rows, and the U(N r B) touched rows summed out of it
 //   auto        the way estimate_bytes (row_exchange.hpp) gives fewer bytes, as the runner
 //               takes it each step
+//   sharded     (model.embedding_sharding: rows; ctr/sharded_rows.hpp) each rank's U(B) ids
+//               deduplicated (its B F pairs hashed), sent to their owners, their rows sent back,
+//               then their gradients: (N-1)/N of each rank's ids cross nodes, 8 + 8W bytes an
+//               id each way; each owner serves and sums about U(B) rows and updates U(N r B) /
+//               (N r) of them
 // A record is 8 bytes of id and the row: 4 (W + 2) bytes inside a node, 8 + 2W across nodes
 // under fp16 / bf16 compression.
 #pragma once
@@ -31,7 +36,7 @@ namespace sdp {
 
 using plan::CtrProfile;
 
-enum class RowWay { kSparse, kDense };
+enum class RowWay { kSparse, kDense, kSharded };
 const char* to_string(RowWay way);
 
 struct CtrStep {
@@ -43,17 +48,27 @@ struct CtrStep {
 struct CtrPlanRow {
   int nodes = 1, ranks = 1;
   double unique_rank = 0, unique_world = 0;
-  CtrStep sparse, dense;
+  CtrStep sparse, dense, sharded;
   RowWay auto_way = RowWay::kSparse;  // what auto takes at this shape
-  RowWay job_way = RowWay::kSparse;   // what the job's key runs (auto: auto_way)
+  RowWay job_way = RowWay::kSparse;   // what the job's keys run (auto: auto_way; sharded tables: kSharded)
   double samples_per_s = 0, scale = 0;
-  const CtrStep& job() const { return job_way == RowWay::kSparse ? sparse : dense; }
+  double replicated_bytes = 0, sharded_bytes = 0;  // a rank's table and its optimizer state
+  // The faster of replicated (auto's way) and sharded among those that fit a rank's memory;
+  // nullptr when neither fits.
+  const char* best = nullptr;
+  const CtrStep& job() const { return step(job_way); }
+  const CtrStep& step(RowWay way) const {
+    return way == RowWay::kSparse ? sparse : way == RowWay::kDense ? dense : sharded;
+  }
 };
 
 struct CtrPlanSetup {
   std::vector<int> nodes;
   int ranks_per_node = 1;
   std::string exchange = "auto";               // distributed.embedding_exchange
+  std::string sharding = "replicated";         // model.embedding_sharding
+  int state_floats = 0;                        // the optimizer's floats per table float
+  double rank_memory_bytes = 0;                // a rank's share of a node's memory; 0: unknown
   AllreduceKind table_algorithm = AllreduceKind::kAuto;  // distributed.allreduce: the dense way's
   Compression compression = Compression::kNone;
   std::vector<std::string> assumed, measured;  // header lines

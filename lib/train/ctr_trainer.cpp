@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <memory>
 #include <numeric>
@@ -16,6 +17,7 @@
 
 #include "config/model_names.hpp"
 #include "config/sagemaker_env.hpp"
+#include "core/bytes.hpp"
 #include "core/error.hpp"
 #include "core/cpu_dispatch.hpp"
 #include "core/crc32c.hpp"
@@ -27,6 +29,8 @@
 #include "ctr/ctr_optimizer.hpp"
 #include "ctr/ctr_stream.hpp"
 #include "ctr/row_exchange.hpp"
+#include "ctr/sharded_rows.hpp"
+#include "ctr/table_shard.hpp"
 #include "data/formats/ctr_tfrecord.hpp"
 #include "data/formats/data_files.hpp"
 #include "data/formats/libsvm.hpp"
@@ -326,9 +330,65 @@ ScoredSet gather_scores(ScoredSet mine, const World& world) {
   return all;
 }
 
+// A row-sharded table's scoring: every fetch is a collective, so each rank reads its share first
+// (a range of a set in memory, or what it reads of one streamed pass), the ranks agree on the
+// most chunks any of them has, and a rank with fewer fetches nothing for the rest.
+ScoredSet score_sharded(CtrModel& model, ShardedRows& rows, const LoadedSet& set, const JobSpec& spec,
+                        const World& world) {
+  const int fields = spec.model.fields;
+  const int64_t chunk = 4096;
+  BatchBuffers buffers;
+  std::vector<int64_t> ids;
+  std::vector<float> values, labels;
+  int64_t begin = 0, count = 0;
+  if (set.source) {
+    const int64_t n = set.source->size();
+    begin = n * world.rank() / world.size();
+    count = n * (world.rank() + 1) / world.size() - begin;
+    buffers.resize(chunk, fields);
+  } else {
+    run_on_all_ranks(world.comm(), [&] {
+      for_each_ctr_batch(set.records(0, /*training=*/false), 0, fields, chunk,
+                         [&](int64_t n, const int64_t* i, const float* v, const float* l) {
+                           ids.insert(ids.end(), i, i + n * fields);
+                           values.insert(values.end(), v, v + n * fields);
+                           labels.insert(labels.end(), l, l + n);
+                         });
+    });
+    count = static_cast<int64_t>(labels.size());
+  }
+  int64_t chunks = (count + chunk - 1) / chunk;
+  SDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &chunks, 1, MPI_INT64_T, MPI_MAX, world.comm()));
+  ScoredSet mine;
+  std::vector<float> prob(static_cast<size_t>(chunk));
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t at = c * chunk, b = std::max<int64_t>(0, std::min(chunk, count - at));
+    const int64_t* batch_ids = ids.data() + at * fields;
+    const float* batch_values = values.data() + at * fields;
+    const float* batch_labels = labels.data() + at;
+    if (set.source && b > 0) {
+      std::iota(buffers.samples.begin(), buffers.samples.begin() + b, begin + at);
+      set.source->fill(buffers.samples.data(), b, buffers.ids.data(), buffers.values.data(), buffers.labels.data());
+      batch_ids = buffers.ids.data();
+      batch_values = buffers.values.data();
+      batch_labels = buffers.labels.data();
+    }
+    rows.fetch(batch_ids, b * fields, model.table().data());
+    if (b == 0) continue;
+    model.read_rows_from(rows.rows());
+    model.forward(CtrBatch{b, rows.slots(), batch_values, nullptr, nullptr}, /*training=*/false, 0, prob.data());
+    mine.prob.insert(mine.prob.end(), prob.begin(), prob.begin() + b);
+    mine.labels.insert(mine.labels.end(), batch_labels, batch_labels + b);
+  }
+  return gather_scores(std::move(mine), world);
+}
+
 // Every rank scores its share (in memory: a contiguous range; streamed: what it reads of one
-// pass); rank 0 gets all of them, in order for a set in memory.
-ScoredSet score_all(CtrModel& model, const LoadedSet& set, const JobSpec& spec, const World& world) {
+// pass); rank 0 gets all of them, in order for a set in memory. `sharded`: the job's sharded
+// table's traffic (nullptr: the table is whole on every rank).
+ScoredSet score_all(CtrModel& model, const LoadedSet& set, const JobSpec& spec, const World& world,
+                    ShardedRows* sharded = nullptr) {
+  if (sharded != nullptr) return score_sharded(model, *sharded, set, spec, world);
   ScoredSet mine;
   if (set.source) {
     const int64_t n = set.source->size();
@@ -355,8 +415,9 @@ struct TestMetrics {
   int64_t samples = 0;
 };
 
-TestMetrics test_metrics(CtrModel& model, const LoadedSet& set, const JobSpec& spec, const World& world) {
-  const ScoredSet scored = score_all(model, set, spec, world);
+TestMetrics test_metrics(CtrModel& model, const LoadedSet& set, const JobSpec& spec, const World& world,
+                         ShardedRows* sharded = nullptr) {
+  const ScoredSet scored = score_all(model, set, spec, world, sharded);
   double values[3] = {0, 0, 0};
   if (world.rank() == 0) {
     const auto n = static_cast<int64_t>(scored.prob.size());
@@ -391,13 +452,86 @@ std::map<std::string, std::string> model_metadata(const JobSpec& spec) {
           {"hidden", hidden}};
 }
 
+
+// The rows of the table this rank holds (model.embedding_sharding).
+TableShard table_shard(const JobSpec& spec, const World& world) {
+  if (spec.model.embedding_sharding != "rows") return {};
+  return {world.rank(), world.size()};
+}
+
+// Bytes of this rank's table and its optimizer state.
+int64_t table_bytes_per_rank(const JobSpec& spec, const World& world) {
+  const int64_t rows = table_shard(spec, world).rows(spec.model.table_rows);
+  return rows * model_shape(spec.model).width() * static_cast<int64_t>(sizeof(float)) *
+         (1 + ctr_table_state_floats(spec.optimizer));
+}
+
+// The memory a rank of this node may use: its share of the node's.
+int64_t rank_memory_bytes(const World& world) { return node_memory_bytes() / std::max(1, world.local_size()); }
+
+std::string gigabytes(double bytes) { return format_double(bytes / 1e9, 3) + " GB"; }
+
+// A table that cannot fit is exit 2 on every rank before any memory is taken.
+void check_table_fits(const JobSpec& spec, const World& world) {
+  run_on_all_ranks(world.comm(), [&] {
+    const int64_t needs = table_bytes_per_rank(spec, world), has = rank_memory_bytes(world);
+    if (has <= 0 || needs < has) return;
+    const bool sharded = spec.model.embedding_sharding == "rows";
+    throw InputError("key 'model.table_rows': " + std::to_string(spec.model.table_rows) +
+                     " rows with the optimizer's state need " + gigabytes(static_cast<double>(needs)) +
+                     " a rank (" +
+                     (sharded ? "sharded over " + std::to_string(world.size()) + " ranks" : "replicated") +
+                     ", model.embedding_sharding), more than the " + gigabytes(static_cast<double>(has)) +
+                     " a rank has on " + world.node_name() + " (its memory or cgroup limit over " +
+                     std::to_string(world.local_size()) + " rank(s)): " +
+                     (sharded ? "add hosts" : "shard the table over the ranks (model.embedding_sharding: rows)") +
+                     " or lower model.table_rows");
+  });
+}
+
+// A part of a checkpoint that does not read (missing, damaged): the set is not whole.
+struct DamagedCheckpointPart : InputError {
+  using InputError::InputError;
+};
+
+// The tensors that hold table rows: the model's tables and the optimizer's state of them.
+bool is_table_tensor(const std::string& name) {
+  return name == "first_order.weight" || name == "embedding.weight" ||
+         (name.rfind("optimizer.", 0) == 0 && ends_with(name, ".table"));
+}
+
+// Copies the rows of `source` (the table tensors of shard `from`) that shard `to` holds into
+// `out` (table tensors of `to`'s rows, by name); each tensor's rows are `row` floats wide.
+void take_rows(const std::vector<NamedTensor>& source, TableShard from, TableShard to, int64_t table_rows,
+               std::vector<NamedTensor>& out, const std::string& what) {
+  const int64_t from_rows = from.rows(table_rows), to_rows = to.rows(table_rows);
+  for (NamedTensor& dst : out) {
+    const NamedTensor* src = nullptr;
+    for (const NamedTensor& t : source)
+      if (t.name == dst.name) src = &t;
+    if (src == nullptr) throw InputError(what + ": no tensor '" + dst.name + "'");
+    const int64_t row = to_rows > 0 ? dst.tensor.numel() / to_rows : 0;
+    if (src->tensor.dtype() != DType::kF32 || src->tensor.numel() != from_rows * row)
+      throw InputError(what + ": tensor '" + dst.name + "' has " + std::to_string(src->tensor.numel()) +
+                       " values; shard " + std::to_string(from.index + 1) + " of " + std::to_string(from.count) +
+                       " of this job's table holds " + std::to_string(from_rows * row) +
+                       " (model.table_rows, model.embedding_size, optimizer.name)");
+    const float* in = src->tensor.data<float>();
+    float* o = dst.tensor.data<float>();
+    for (int64_t i = 0; i < from_rows; ++i) {
+      const int64_t id = from.global_id(i);
+      if (to.owner(id) == to.index) std::memcpy(o + to.local_row(id) * row, in + i * row, sizeof(float) * row);
+    }
+  }
+}
+
 class CtrRun {
  public:
   explicit CtrRun(JobSetup& setup)
       : spec_(setup.spec),
         world_(*setup.world),
         metrics_(world_.rank() == 0, spec_.output.metrics, tensorboard_directory(spec_.output)),
-        model_(model_shape(spec_.model), spec_.seed),
+        model_(model_shape(spec_.model), spec_.seed, table_shard(spec_, world_)),
         optimizer_(spec_.optimizer, spec_.model.l2, model_),
         faults_(FaultPlan::from_environment(world_.rank())) {
     if (world_.size() > 1) {
@@ -412,9 +546,12 @@ class CtrRun {
       watchdog_ = std::make_unique<Watchdog>(
           WatchdogOptions{spec_.distributed.stall_warning_s, spec_.distributed.timeout_s}, world_.rank(),
           ProgressBoard::create(world_));
-      rows_exchange_ = std::make_unique<RowExchange>(world_, spec_.model.table_rows, model_.shape().width(),
-                                                     parse_row_exchange(spec_.distributed.embedding_exchange),
-                                                     std::move(allreduce), dense_way.compression);
+      if (model_.shard().whole())
+        rows_exchange_ = std::make_unique<RowExchange>(world_, spec_.model.table_rows, model_.shape().width(),
+                                                       parse_row_exchange(spec_.distributed.embedding_exchange),
+                                                       std::move(allreduce), dense_way.compression);
+      else
+        sharded_rows_ = std::make_unique<ShardedRows>(world_, model_.shape().width());
     }
   }
 
@@ -432,6 +569,11 @@ class CtrRun {
   void save_model();
   void check_replicas();
   const std::vector<int64_t>& epoch_order(int64_t epoch);
+  // The checkpoint's tensors with its table rows re-dealt to this rank's shard: from its own
+  // tensors (a replicated table) or from its parts (a sharded one, of any world size).
+  std::vector<NamedTensor> tensors_for_this_shard(const Checkpoint& c);
+  // Rank 0: the model's tensors with the whole table (each rank's shard gathered); others: {}.
+  std::vector<NamedTensor> gather_model_tensors();
 
   const JobSpec& spec_;
   const World& world_;
@@ -439,7 +581,8 @@ class CtrRun {
   CtrModel model_;
   CtrOptimizer optimizer_;
   std::shared_ptr<Communicator> comm_;
-  std::unique_ptr<RowExchange> rows_exchange_;  // more than one rank
+  std::unique_ptr<RowExchange> rows_exchange_;  // more than one rank, the table replicated
+  std::unique_ptr<ShardedRows> sharded_rows_;   // more than one rank, the table sharded
   std::unique_ptr<Watchdog> watchdog_;          // more than one rank
   std::unique_ptr<Timeline> timeline_;          // output.timeline
   FaultPlan faults_;                            // the e2e tests' SDP_TEST_* faults
@@ -514,14 +657,15 @@ void CtrRun::start_timeline() {
     watchdog_->watch(step_, "timeline barrier", [&] { SDP_MPI_CHECK(MPI_Barrier(world_.comm())); });
   timeline_ = std::make_unique<Timeline>(world_.rank(), Clock::now());
   // Room for every event of the run, allocated now: the step path never allocates. Per step on
-  // the main track: step, data wait, forward, backward, allreduce, table rows, optimizer; the
+  // the main track: step, data wait, table fetch, forward, backward, allreduce, table rows,
+  // optimizer; the
   // checkpoints and evaluations.
   const auto steps = static_cast<std::size_t>(std::max<int64_t>(total_steps_ - step_, 0));
   const std::size_t checkpoints =
       spec_.checkpoint.every_steps > 0 ? steps / static_cast<std::size_t>(spec_.checkpoint.every_steps) : 0;
   const auto capped = [](std::size_t n) { return std::min<std::size_t>(n, kMaxTraceEvents); };
   timeline_->reserve(TraceTrack::kMain,
-                     capped(steps * 7 + checkpoints + 4 * static_cast<std::size_t>(spec_.train.epochs + 4)));
+                     capped(steps * 8 + checkpoints + 4 * static_cast<std::size_t>(spec_.train.epochs + 4)));
 }
 
 void CtrRun::write_timeline() {
@@ -554,7 +698,8 @@ void CtrRun::exchange(double* loss_sum, bool* stop) {
   // way) each rank's count of unique rows, in its own slot, in one allreduce.
   dense_grad_.insert(dense_grad_.end(), batch_stats.begin(), batch_stats.end());
   const size_t counts_at = dense_grad_.size();
-  if (rows_exchange_->needs_counts()) {
+  const bool counts = rows_exchange_ && rows_exchange_->needs_counts();
+  if (counts) {
     dense_grad_.resize(counts_at + static_cast<size_t>(world_.size()), 0.0f);
     dense_grad_[counts_at + static_cast<size_t>(world_.rank())] = static_cast<float>(local_rows_.rows().size());
   }
@@ -570,7 +715,7 @@ void CtrRun::exchange(double* loss_sum, bool* stop) {
   *stop = dense_grad_.back() > 0.0f;
   *loss_sum = dense_grad_[dense_grad_.size() - 2];
   unique_counts_.clear();
-  if (rows_exchange_->needs_counts())
+  if (counts)
     for (int r = 0; r < world_.size(); ++r)  // sums of one count and zeros: exact below 2^24
       unique_counts_.push_back(static_cast<int>(dense_grad_[counts_at + static_cast<size_t>(r)]));
   if (!batch_stats.empty()) {
@@ -580,8 +725,20 @@ void CtrRun::exchange(double* loss_sum, bool* stop) {
   }
   dense_grad_.resize(dense);
   exchanged_bytes_ += static_cast<int64_t>(sizeof(float) * 2 * dense);
-  // The table's rows: every rank's unique rows, summed the same way on every rank.
   if (faults_.stalls_in("rows_exchange")) FaultPlan::stall(world_.rank(), "before the table rows' exchange");
+  if (sharded_rows_) {
+    // The fetched rows' gradients to their owners, summed there.
+    watchdog_->watch(step_, "table rows gradients to their owners",
+                     [&] { sharded_rows_->reduce(local_rows_.rows(), merged_rows_); });
+    exchanged_bytes_ += sharded_rows_->bytes_received();
+    if (timeline_) {
+      timeline_->record(TraceTrack::kMain, "allreduce", t_dense, t_rows, step_, dense_bytes);
+      timeline_->record(TraceTrack::kMain, "table_rows", t_rows, Clock::now(), step_, sharded_rows_->bytes_received(),
+                        -1, "sharded", merged_rows_.rows().size());
+    }
+    return;
+  }
+  // The table's rows: every rank's unique rows, summed the same way on every rank.
   watchdog_->watch(step_, "table rows exchange",
                    [&] { rows_exchange_->run(local_rows_.rows(), merged_rows_, unique_counts_); });
   const RowExchangeStep& step = rows_exchange_->last();
@@ -609,14 +766,26 @@ double CtrRun::train_step(int64_t epoch, int64_t step_in_epoch) {
   const auto t_step = Clock::now();
   data_seconds_ += std::chrono::duration<double>(t_step - t_data).count();
   if (timeline_) timeline_->record(TraceTrack::kMain, "data_wait", t_data, t_step, step_);
-  const CtrBatch batch = buffers_.batch(batch_);
+  CtrBatch batch = buffers_.batch(batch_);
+  if (sharded_rows_) {
+    // The rows this batch reads, from their owners; the batch's ids become their slots.
+    const auto t_fetch = Clock::now();
+    watchdog_->watch(step_, "table rows fetch", [&] {
+      sharded_rows_->fetch(batch.ids, batch_ * spec_.model.fields, model_.table().data());
+    });
+    model_.read_rows_from(sharded_rows_->rows());
+    batch.ids = sharded_rows_->slots();
+    exchange_seconds_ += seconds_since(t_fetch);
+    if (timeline_) timeline_->record(TraceTrack::kMain, "table_fetch", t_fetch, Clock::now(), step_);
+  }
   const CtrModel::GemmTally gemm_before = model_.gemm_tally();
   double loss_sum;
   {
     TraceScope forward(timeline_.get(), "forward", step_);
     loss_sum = model_.forward(batch, /*training=*/true, step_, buffers_.prob.data());
   }
-  local_rows_.reset(model_.shape().width(), batch_ * spec_.model.fields);
+  local_rows_.reset(model_.shape().width(),
+                    sharded_rows_ ? sharded_rows_->unique() : batch_ * spec_.model.fields);
   {
     // Each rank's gradient is of its losses over the global batch: summed over ranks, the mean.
     TraceScope backward(timeline_.get(), "backward", step_);
@@ -670,11 +839,45 @@ void CtrRun::resume() {
                                 " than rank 0: the ranks must share the checkpoint directory",
                             world_.rank() == 0);
   if (!found) return;
+  // A checkpoint is whole or skipped: one whose part some rank cannot read (lost, damaged) is
+  // passed over for the next older one under auto, and is exit 2 when named.
+  std::vector<NamedTensor> tensors;
+  while (true) {
+    std::string damaged;
+    run_on_all_ranks(world_.comm(), [&] {
+      if (found->meta("model") != spec_.model.name)
+        throw InputError(found->path + ": a checkpoint of model " + found->meta("model") + ", not " + spec_.model.name);
+      try {
+        tensors = tensors_for_this_shard(*found);
+      } catch (const DamagedCheckpointPart& e) {
+        damaged = e.what();
+      }
+    });
+    const std::vector<std::string> reports = allgather_strings(world_.comm(), damaged);
+    const auto bad = std::find_if(reports.begin(), reports.end(), [](const std::string& r) { return !r.empty(); });
+    if (bad == reports.end()) break;
+    const std::string why = "rank " + std::to_string(bad - reports.begin()) + ": " + *bad;
+    if (c.resume != "auto")
+      throw CollectiveFailure(ExitCode::kUsage, found->path + " is not whole: " + why, world_.rank() == 0);
+    if (world_.rank() == 0) log_warn("skipped checkpoint " + found->path + ": " + why);
+    const int64_t newer = found->step;
+    found.reset();
+    run_on_all_ranks(world_.comm(), [&] {
+      for (const auto& [step, path] : list_checkpoints(c.dir)) {
+        if (step >= newer) continue;
+        try {
+          found = read_checkpoint(path);
+          return;
+        } catch (const Error& e) {
+          if (world_.rank() == 0) log_warn(std::string("skipped checkpoint ") + e.what());
+        }
+      }
+    });
+    if (!found) return;
+  }
   run_on_all_ranks(world_.comm(), [&] {
-    if (found->meta("model") != spec_.model.name)
-      throw InputError(found->path + ": a checkpoint of model " + found->meta("model") + ", not " + spec_.model.name);
-    model_.load(found->tensors, found->path);
-    optimizer_.load_state(found->tensors, found->path);
+    model_.load(tensors, found->path);
+    optimizer_.load_state(tensors, found->path);
   });
   // Samples seen, so that a run on another world size (another global batch) goes on from
   // the same place in the same epoch's order.
@@ -709,27 +912,129 @@ void CtrRun::save_checkpoint() {
   snapshot.metadata["global_batch"] = std::to_string(global_batch_);
   snapshot.tensors = model_.named_tensors();
   for (NamedTensor& t : optimizer_.state_tensors()) snapshot.tensors.push_back(std::move(t));
+  if (sharded_rows_) {
+    // Each rank writes its rows and their state; rank 0 then writes the rest, which makes the
+    // set a checkpoint (io/checkpoint.hpp), only once every part is on disk.
+    std::vector<NamedTensor> part, rest;
+    for (NamedTensor& t : snapshot.tensors) (is_table_tensor(t.name) ? part : rest).push_back(std::move(t));
+    snapshot.tensors = std::move(rest);
+    snapshot.metadata["table_shards"] = std::to_string(world_.size());
+    std::map<std::string, std::string> part_metadata = model_metadata(spec_);
+    part_metadata["format"] = kCheckpointFormat;
+    part_metadata["step"] = std::to_string(step_);
+    part_metadata["table_shard"] = std::to_string(world_.rank());
+    part_metadata["table_shards"] = std::to_string(world_.size());
+    run_on_all_ranks(world_.comm(), [&] {
+      std::filesystem::create_directories(snapshot.dir);
+      save_safetensors(checkpoint_part_path(snapshot.dir, step_, world_.rank(), world_.size()), part, part_metadata);
+    });
+  }
   // Rank 0 writes (every replica holds the same bits); all agree on its success.
   run_on_all_ranks(world_.comm(), [&] {
     if (world_.rank() == 0) write_checkpoint(snapshot);
   });
 }
 
+std::vector<NamedTensor> CtrRun::tensors_for_this_shard(const Checkpoint& c) {
+  const int64_t parts = c.metadata.count("table_shards") ? c.meta_int("table_shards") : 1;
+  if (parts < 1 || parts > (int64_t{1} << 20))
+    throw InputError(c.path + ": checkpoint metadata 'table_shards' is " + std::to_string(parts) +
+                     ": a table is held by 1 or more ranks");
+  const TableShard mine = model_.shard();
+  if (parts == 1 && mine.whole()) return c.tensors;
+  std::vector<NamedTensor> out, table;
+  for (const NamedTensor& t : c.tensors)
+    if (!is_table_tensor(t.name)) out.push_back(t);
+  // This shard's table tensors (their names and shapes), filled below.
+  for (NamedTensor& t : model_.named_tensors())
+    if (is_table_tensor(t.name)) table.push_back(std::move(t));
+  for (NamedTensor& t : optimizer_.state_tensors())
+    if (is_table_tensor(t.name)) table.push_back(std::move(t));
+  const int64_t rows = spec_.model.table_rows;
+  if (parts == 1) {
+    take_rows(c.tensors, TableShard{}, mine, rows, table, c.path);
+  } else {
+    const auto count = static_cast<int>(parts);
+    const int common = std::gcd(count, mine.count);
+    const std::string dir = std::filesystem::path(c.path).parent_path().string();
+    for (int p = 0; p < count; ++p) {
+      if (((p - mine.index) % common + common) % common != 0) continue;  // no id of part p is this rank's
+      Checkpoint part;
+      try {
+        part = read_checkpoint(checkpoint_part_path(dir, c.step, p, count));
+      } catch (const InputError& e) {
+        throw DamagedCheckpointPart(e.what());
+      }
+      if (part.meta_int("table_shard") != p || part.meta_int("table_shards") != parts)
+        throw InputError(part.path + ": holds table shard " + part.meta("table_shard") + " of " +
+                         part.meta("table_shards") + ", its name says " + std::to_string(p) + " of " +
+                         std::to_string(parts));
+      take_rows(part.tensors, TableShard{p, count}, mine, rows, table, part.path);
+    }
+  }
+  for (NamedTensor& t : table) out.push_back(std::move(t));
+  return out;
+}
+
+std::vector<NamedTensor> CtrRun::gather_model_tensors() {
+  std::vector<NamedTensor> tensors = world_.rank() == 0 ? model_.named_tensors() : std::vector<NamedTensor>{};
+  if (!sharded_rows_) return tensors;
+  // Rank 0 receives every other rank's rows in turn, in pieces MPI's int counts can carry.
+  const int width = model_.shape().width(), k = model_.shape().k();
+  const int64_t table_rows = spec_.model.table_rows;
+  constexpr int64_t kPiece = int64_t{1} << 26;
+  if (world_.rank() != 0) {
+    const std::vector<float>& mine = model_.table();
+    for (int64_t at = 0; at < static_cast<int64_t>(mine.size()); at += kPiece)
+      SDP_MPI_CHECK(MPI_Send(mine.data() + at, static_cast<int>(std::min<int64_t>(kPiece, mine.size() - at)),
+                             MPI_FLOAT, 0, 0, world_.comm()));
+    return tensors;
+  }
+  Tensor first(Shape{table_rows, 1}, DType::kF32, Device::cpu());
+  Tensor v(Shape{table_rows, std::max(k, 1)}, DType::kF32, Device::cpu());
+  std::vector<float> shard_rows;
+  for (int r = 0; r < world_.size(); ++r) {
+    const TableShard from{r, world_.size()};
+    const int64_t n = from.rows(table_rows) * width;
+    if (r == 0) {
+      shard_rows = model_.table();
+    } else {
+      shard_rows.resize(static_cast<size_t>(n));
+      for (int64_t at = 0; at < n; at += kPiece)
+        SDP_MPI_CHECK(MPI_Recv(shard_rows.data() + at, static_cast<int>(std::min(kPiece, n - at)), MPI_FLOAT, r, 0,
+                               world_.comm(), MPI_STATUS_IGNORE));
+    }
+    for (int64_t i = 0; i < from.rows(table_rows); ++i) {
+      const int64_t id = from.global_id(i);
+      first.data<float>()[id] = shard_rows[i * width];
+      if (k > 0) std::memcpy(v.data<float>() + id * k, shard_rows.data() + i * width + 1, sizeof(float) * k);
+    }
+  }
+  for (NamedTensor& t : tensors) {
+    if (t.name == "first_order.weight") t.tensor = first;
+    if (t.name == "embedding.weight") t.tensor = v;
+  }
+  return tensors;
+}
+
 void CtrRun::save_model() {
+  if (spec_.output.model_dir.empty()) return;
+  std::vector<NamedTensor> tensors;
+  run_on_all_ranks(world_.comm(), [&] { tensors = gather_model_tensors(); });
   run_on_all_ranks(world_.comm(), [&] {
-    if (world_.rank() != 0 || spec_.output.model_dir.empty()) return;
+    if (world_.rank() != 0) return;
     std::filesystem::create_directories(spec_.output.model_dir);
     std::map<std::string, std::string> metadata = model_metadata(spec_);
     metadata["steps"] = std::to_string(step_);
     if (std::isfinite(last_test_.auc)) metadata["test_auc"] = format_double(last_test_.auc, 6);
     if (std::isfinite(last_test_.logloss)) metadata["test_logloss"] = format_double(last_test_.logloss, 6);
-    save_safetensors(spec_.output.model_dir + "/model.safetensors", model_.named_tensors(), metadata);
+    save_safetensors(spec_.output.model_dir + "/model.safetensors", tensors, metadata);
   });
 }
 
 void CtrRun::evaluate(int64_t epoch) {
   TraceScope trace(timeline_.get(), "evaluation", step_);
-  last_test_ = test_metrics(model_, test_, spec_, world_);
+  last_test_ = test_metrics(model_, test_, spec_, world_, sharded_rows_.get());
   metrics_.emit("eval", "epoch " + std::to_string(epoch + 1),
                 {{"epoch", static_cast<double>(epoch + 1)},
                  {"step", static_cast<double>(step_)},
@@ -739,8 +1044,9 @@ void CtrRun::evaluate(int64_t epoch) {
 }
 
 // distributed.check_every_steps: every rank's parameters (table and dense) are the same bits.
+// A sharded table is each rank's own: only the dense parameters are compared.
 void CtrRun::check_replicas() {
-  uint32_t crc = crc32c(model_.table().data(), model_.table().size() * sizeof(float));
+  uint32_t crc = sharded_rows_ ? 0 : crc32c(model_.table().data(), model_.table().size() * sizeof(float));
   crc = crc32c_extend(crc, model_.dense().data(), model_.dense().size() * sizeof(float));
   const int differs = first_rank_differing(world_.comm(), crc);
   if (differs >= 0)
@@ -791,7 +1097,9 @@ void CtrRun::run() {
                       window_seconds > 0 ? static_cast<double>(window_steps * global_batch_) / window_seconds : 0.0},
                      {"exchanged_mb_per_step",
                       static_cast<double>(exchanged_bytes_) / 1e6 / static_cast<double>(std::max<int64_t>(1, step_))},
-                     {"exchanged_rows", static_cast<double>(rows_exchange_ ? rows_exchange_->last().rows : 0)},
+                     {"exchanged_rows", static_cast<double>(rows_exchange_  ? rows_exchange_->last().rows
+                                                            : sharded_rows_ ? merged_rows_.rows().size()
+                                                                            : 0)},
                      {"dense_exchange_steps", static_cast<double>(dense_exchanges_)}});
       window_loss = window_seconds = 0;
       window_steps = 0;
@@ -894,9 +1202,27 @@ std::string describe_ctr_plan(const JobSetup& setup) {
   out << "  learning rate: " << describe_lr_rule(s, w.size()) << ", schedule " << to_string(s.optimizer.schedule)
       << "\n";
   out << "  optimizer    : " << describe_optimizer(s) << "\n";
+  out << "  table        : ";
+  {
+    const int64_t bytes = table_bytes_per_rank(s, w), has = rank_memory_bytes(w);
+    if (s.model.embedding_sharding == "rows" && w.size() > 1)
+      out << "rows sharded over the " << w.size() << " ranks (model.embedding_sharding: rows; rank r holds id % "
+          << w.size() << " == r)";
+    else
+      out << "whole on every rank (model.embedding_sharding: " << s.model.embedding_sharding << ")";
+    out << "; with the optimizer's state " << gigabytes(static_cast<double>(bytes)) << " a rank";
+    if (has > 0) out << " of " << gigabytes(static_cast<double>(has));
+    out << "\n";
+  }
   out << "  exchange     : ";
   if (w.size() == 1) {
     out << "none (one rank)\n";
+  } else if (s.model.embedding_sharding == "rows") {
+    const double unique = static_cast<double>(std::min<int64_t>(s.data.batch_size * s.model.fields, s.model.table_rows));
+    out << "dense gradients by allreduce over mpi; table rows fetched from their owners and their gradients sent "
+           "back (MPI_Alltoallv, at most "
+        << format_double(unique * (8 + 8 * shape.width()) * (w.size() - 1) / w.size() / 1e6, 3)
+        << " MB a rank a step each way)\n";
   } else {
     // The upper bound of a step's unique rows: every id of the batch distinct.
     const int unique = static_cast<int>(std::min<int64_t>(s.data.batch_size * s.model.fields, s.model.table_rows));
@@ -1036,9 +1362,39 @@ CtrProfile read_ctr_profile_for(const JobSpec& spec, const std::string& path) {
   return p;
 }
 
+int ctr_table_state_floats(const OptimizerSpec& o) {
+  switch (o.name) {
+    case OptimizerKind::kAdam:
+    case OptimizerKind::kFtrl: return 2;
+    case OptimizerKind::kAdagrad: return 1;
+    default: return o.momentum > 0 ? 1 : 0;
+  }
+}
+
+int64_t node_memory_bytes() {
+  int64_t limit = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    int64_t kb = 0;
+    meminfo >> kb;
+    if (key == "MemTotal:") {
+      limit = kb * 1024;
+      break;
+    }
+    meminfo.ignore(256, '\n');
+  }
+  for (const char* file : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(file);
+    int64_t bytes = 0;
+    if (in >> bytes && bytes > 0 && (limit == 0 || bytes < limit)) limit = bytes;  // "max" reads as no number
+  }
+  return limit;
+}
+
 void train_ctr(JobSetup& setup) {
   install_interruption_handlers();
   check_output_locations(setup.spec, *setup.world);
+  check_table_fits(setup.spec, *setup.world);
   nn::set_num_threads(setup.device.threads);
   set_flush_denormals(setup.spec.numerics.flush_denormals);
   CtrRun(setup).run();

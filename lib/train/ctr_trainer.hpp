@@ -1,8 +1,10 @@
 // Training, evaluating and scoring the CTR models (deepfm, fm, lr; docs/ctr.md) on the CPU,
-// data parallel: every rank holds the whole model; each step every rank takes its share of
+// data parallel: every rank holds the dense model; each step every rank takes its share of
 // one global batch, the dense gradients are summed by an allreduce and the tables' sparse
 // gradients (each rank's unique rows) are gathered and summed in rank order, so every replica
-// applies the same update to the same bits.
+// applies the same update to the same bits. The table is whole on every rank, or its rows are
+// sharded over the ranks (model.embedding_sharding: rows; ctr/sharded_rows.hpp), each rank
+// updating its own.
 #pragma once
 
 #include <string>
@@ -16,6 +18,11 @@ namespace sdp {
 std::string describe_ctr_plan(const JobSetup& setup);
 
 void train_ctr(JobSetup& setup);
+
+// The optimizer's floats of state per table float (Adam's m and v: 2).
+int ctr_table_state_floats(const OptimizerSpec& optimizer);
+// This machine's memory, or its cgroup's limit if lower (0: unknown).
+int64_t node_memory_bytes();
 
 // `sdp-train plan`'s measure of a CTR job: every rank of the launch runs `steps` training
 // steps of the job's model on its own batches of the training set (after `warmup` more),

@@ -300,6 +300,9 @@ std::string plan_ctr_job(const JobSetup& setup, const PlanCommandOptions& option
   ctr.nodes = plan_setup.nodes;
   ctr.ranks_per_node = plan_setup.ranks_per_node;
   ctr.exchange = spec.distributed.embedding_exchange;
+  ctr.sharding = spec.model.embedding_sharding;
+  ctr.state_floats = ctr_table_state_floats(spec.optimizer);
+  ctr.rank_memory_bytes = static_cast<double>(node_memory_bytes()) / std::max(1, plan_setup.ranks_per_node);
   ctr.table_algorithm = spec.distributed.allreduce;
   ctr.compression = plan_setup.compression;
   ctr.assumed = plan_setup.assumed;

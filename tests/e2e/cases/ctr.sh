@@ -498,3 +498,108 @@ PY
   python3 -c 'import statistics,sys; r=[float(x) for x in sys.argv[1:]]; print("predicted/measured", r); sys.exit(0 if 0.6 <= statistics.median(r) <= 1.6 else 1)' "${ratios[@]}" ||
     fail "predicted/measured step ${ratios[*]}: off by more than 60 %"
 }
+
+# model.embedding_sharding: rows trains the same bits as the replicated table (its sparse way:
+# the same sums in the same order) on 1 to 4 ranks, one node and 2 nodes of 2, and with a
+# streamed LibSVM set (the test pass read per rank, the fetches agreed); the plan says so.
+case_ctr_sharded_matches_replicated() {
+  ctr_args
+  local np mode
+  for np in 1 2 3 4 4x2; do
+    local ranks=${np%x*} extra=()
+    [ "$np" = 4x2 ] && extra=(--set distributed.ranks_per_node=2)
+    for mode in replicated rows; do
+      expect_ok "$ranks" "${CTR_ARGS[@]}" --set optimizer.lr=0.01 --set data.batch_size=$((192 / ranks)) \
+        --set distributed.embedding_exchange=sparse --set model.embedding_sharding=$mode "${extra[@]}" \
+        --set distributed.check_every_steps=4
+      cp "$WORK/run$RUNS/m/model.safetensors" "$WORK/$mode-$np.safetensors"
+    done
+    if [ "$ranks" -gt 1 ]; then
+      grep -q "table        : rows sharded over the $ranks ranks" "$WORK/out" || fail "$np: no sharded table line"
+      grep -q "table rows fetched from their owners" "$WORK/out" || fail "$np: no sharded exchange line"
+      [ "$(ctr_value exchanged_mb_per_step)" != 0 ] || fail "$np: nothing exchanged"
+    fi
+    ls "$WORK/run$RUNS/ck/"ckpt-000000042.shard-0000?-of-0000"$ranks".safetensors >/dev/null 2>&1 ||
+      [ "$ranks" = 1 ] || fail "$np: no checkpoint parts"
+    cmp "$WORK/replicated-$np.safetensors" "$WORK/rows-$np.safetensors" || fail "$np ranks: sharded differs from replicated"
+    echo "$np ranks: sharded = replicated, bit for bit"
+  done
+  ctr_svm_files "$WORK/svm" 3 1500
+  ctr_svm_args
+  for mode in replicated rows; do
+    expect_ok 2 "${CTR_ARGS[@]}" --set data.load=stream --set distributed.embedding_exchange=sparse \
+      --set model.embedding_sharding=$mode --set checkpoint.dir="$WORK/ck-$mode" --set output.model_dir="$WORK/m-$mode"
+  done
+  cmp "$WORK/m-replicated/model.safetensors" "$WORK/m-rows/model.safetensors" || fail "streamed: sharded differs"
+  ctr_auc_above 0.65 "streamed, sharded: "
+}
+
+# A sharded checkpoint resumes on another world size, its rows dealt again: from 4 ranks on 2,
+# 3 and 1 (no step left: the model is the same bits), and training on from step 20 on 2 ranks
+# gives the bits the replicated table gives from its own checkpoint.
+case_ctr_sharded_resume_other_world() {
+  ctr_args
+  local mode
+  for mode in replicated rows; do
+    expect_ok 4 "${CTR_ARGS[@]}" --set optimizer.lr=0.01 --set data.batch_size=48 --set train.max_steps=20 \
+      --set distributed.embedding_exchange=sparse --set model.embedding_sharding=$mode \
+      --set checkpoint.dir="$WORK/ck-$mode" --set output.model_dir="$WORK/m4-$mode"
+  done
+  [ -f "$WORK/ck-rows/ckpt-000000020.shard-00004-of-00004.safetensors" ] || fail "no part 4 of 4"
+  local np
+  for np in 2 3 1; do
+    rm -rf "$WORK/ck-copy" && cp -r "$WORK/ck-rows" "$WORK/ck-copy"
+    expect_ok $np "${CTR_ARGS[@]}" --set optimizer.lr=0.01 --set data.batch_size=$((192 / np)) --set train.max_steps=20 \
+      --set model.embedding_sharding=rows --set checkpoint.dir="$WORK/ck-copy" --set output.model_dir="$WORK/m-$np"
+    grep -q "resuming from $WORK/ck-copy/ckpt-000000020.safetensors" "$WORK/out" || fail "$np ranks did not resume"
+    cmp "$WORK/m4-rows/model.safetensors" "$WORK/m-$np/model.safetensors" || fail "4 -> $np ranks: the rows changed"
+  done
+  # A replicated job resumes from the sharded checkpoint too (the whole table from its parts).
+  rm -rf "$WORK/ck-copy" && cp -r "$WORK/ck-rows" "$WORK/ck-copy"
+  expect_ok 2 "${CTR_ARGS[@]}" --set optimizer.lr=0.01 --set data.batch_size=96 --set train.max_steps=20 \
+    --set checkpoint.dir="$WORK/ck-copy" --set output.model_dir="$WORK/m-whole"
+  cmp "$WORK/m4-rows/model.safetensors" "$WORK/m-whole/model.safetensors" || fail "sharded -> replicated changed it"
+  for mode in replicated rows; do
+    expect_ok 2 "${CTR_ARGS[@]}" --set optimizer.lr=0.01 --set data.batch_size=96 \
+      --set distributed.embedding_exchange=sparse --set model.embedding_sharding=$mode \
+      --set checkpoint.dir="$WORK/ck-$mode" --set output.model_dir="$WORK/m2-$mode"
+    grep -q "resuming from $WORK/ck-$mode/ckpt-000000020.safetensors" "$WORK/out" || fail "$mode: no resume"
+    grep -q '^\[done\] steps=42 ' "$WORK/out" || fail "$mode: did not train on to step 42"
+  done
+  cmp "$WORK/m2-replicated/model.safetensors" "$WORK/m2-rows/model.safetensors" || fail "resumed: sharded differs"
+}
+
+# Bad cases: a table too large for a rank's memory even sharded is exit 2 on every rank naming
+# model.table_rows, before any memory is taken; a checkpoint whose part is lost is skipped for
+# the older one under auto and is exit 2 when named; old and orphaned parts are removed.
+case_ctr_sharded_bad_cases() {
+  ctr_args
+  local start
+  start=$(date +%s)
+  expect_error 2 "model.table_rows.*need .* GB a rank \(sharded over 2 ranks.*add hosts" "${CTR_ARGS[@]}" \
+    --set model.embedding_sharding=rows --set model.table_rows=100000000000
+  [ $(( $(date +%s) - start )) -le 20 ] || fail "took too long to refuse the table"
+  expect_error 0 "model.table_rows.*replicated.*model.embedding_sharding: rows" "${CTR_ARGS[@]}" \
+    --set model.table_rows=100000000000
+  expect_error 0 "model.embedding_sharding.*has no embedding table" --config "$SRC/configs/lenet-mnist.yaml" \
+    --set model.embedding_sharding=rows
+  local job=("${CTR_ARGS[@]}" --set optimizer.lr=0.01 --set data.batch_size=96 --set model.embedding_sharding=rows
+             --set checkpoint.dir="$WORK/ck" --set checkpoint.every_steps=10 --set checkpoint.keep_last=3)
+  expect_ok 2 "${job[@]}" --set train.max_steps=20
+  rm "$WORK/ck/ckpt-000000020.shard-00002-of-00002.safetensors"
+  expect_ok 2 "${job[@]}" --set train.max_steps=20 --set output.model_dir="$WORK/m"
+  grep -q "skipped checkpoint $WORK/ck/ckpt-000000020.safetensors: rank 1: .*shard-00002-of-00002" "$WORK/out" ||
+    fail "the lost part did not skip its checkpoint"
+  grep -q "resuming from $WORK/ck/ckpt-000000010.safetensors" "$WORK/out" || fail "did not fall back to step 10"
+  rm "$WORK/ck/ckpt-000000020.shard-00001-of-00002.safetensors"
+  expect_error 2 "ckpt-000000020.safetensors is not whole: rank 0: .*shard-00001-of-00002" "${job[@]}" \
+    --set checkpoint.resume="$WORK/ck/ckpt-000000020.safetensors"
+  # keep_last removes an old checkpoint's parts with it, and a killed write's parts go at the next start.
+  expect_ok 2 "${job[@]}" --set train.max_steps=30 --set checkpoint.dir="$WORK/ck1" --set checkpoint.keep_last=1
+  [ "$(ls "$WORK/ck1")" = "ckpt-000000030.safetensors
+ckpt-000000030.shard-00001-of-00002.safetensors
+ckpt-000000030.shard-00002-of-00002.safetensors" ] || fail "keep_last 1 left: $(ls "$WORK/ck1")"
+  touch "$WORK/ck1/ckpt-000000040.shard-00001-of-00002.safetensors"
+  expect_ok 2 "${job[@]}" --set train.max_steps=30 --set checkpoint.dir="$WORK/ck1"
+  grep -q "removed $WORK/ck1/ckpt-000000040.shard-00001-of-00002.safetensors" "$WORK/out" || fail "an orphan part stayed"
+}
