@@ -21,6 +21,11 @@
 #                                            C CPUs (cgroup cpu quota, a 2.5 ms period; e.g. 0.45):
 #                                            hosts sharing this machine's cores then compute as on
 #                                            cores of their own, whether the others compute or wait
+#   scripts/simcluster.sh memory SIZE | off  each host's processes launched from now on share a
+#                                            memory limit of SIZE bytes (cgroup v1 memory, e.g.
+#                                            2G): a host with less memory than this machine; the
+#                                            ranks see it as a container's limit, and a host that
+#                                            passes it is killed by the kernel's OOM killer
 #   scripts/simcluster.sh status             hosts, addresses, shaping, byte counters
 #   scripts/simcluster.sh counters           "host tx_bytes rx_bytes" of each host's link
 #   scripts/simcluster.sh mpirun-args        the mpirun options that launch on the hosts
@@ -117,13 +122,20 @@ write_launch_files() {
 # simcluster rsh agent for Open MPI (plm_rsh_agent): `agent HOST COMMAND...` runs COMMAND in
 # network namespace HOST under host name HOST, as `ssh HOST COMMAND...` would.
 host=$1; shift
-# The host's CPU share (simcluster.sh cpus), inherited by everything launched from here, and
-# visible there as a container's is: `ip netns exec` mounts a /sys of its own, without the
-# cgroup file systems, so the cpu controller is mounted again inside.
-if [ -d "/sys/fs/cgroup/cpu/$host" ]; then
-  echo $$ >"/sys/fs/cgroup/cpu/$host/cgroup.procs"
+# The host's CPU share and memory limit (simcluster.sh cpus, memory), inherited by everything
+# launched from here, and visible there as a container's are: `ip netns exec` mounts a /sys of
+# its own, without the cgroup file systems, so the controllers are mounted again inside.
+controllers=""
+for c in cpu memory; do
+  if [ -d "/sys/fs/cgroup/$c/$host" ]; then
+    echo $$ >"/sys/fs/cgroup/$c/$host/cgroup.procs"
+    controllers="$controllers $c"
+  fi
+done
+if [ -n "$controllers" ]; then
   exec ip netns exec "$host" unshare --uts sh -c 'hostname "$0" &&
-    { mount -t tmpfs cgroup /sys/fs/cgroup && mkdir /sys/fs/cgroup/cpu && mount -t cgroup -o cpu cgroup /sys/fs/cgroup/cpu; } 2>/dev/null;
+    { mount -t tmpfs cgroup /sys/fs/cgroup && for c in '"$controllers"'; do
+        mkdir /sys/fs/cgroup/$c && mount -t cgroup -o $c cgroup /sys/fs/cgroup/$c; done; } 2>/dev/null;
     exec sh -c "$*"' "$host" "$*"
 fi
 exec ip netns exec "$host" unshare --uts sh -c 'hostname "$0" && exec sh -c "$*"' "$host" "$*"
@@ -589,7 +601,7 @@ cmd_impair() {
 remove_cgroup() {
   local cg=$1 pid
   for _ in 1 2 3 4 5 6 7 8 9 10; do
-    while read -r pid; do echo "$pid" >/sys/fs/cgroup/cpu/cgroup.procs 2>/dev/null || true; done <"$cg/cgroup.procs"
+    while read -r pid; do echo "$pid" >"$(dirname "$cg")/cgroup.procs" 2>/dev/null || true; done <"$cg/cgroup.procs"
     rmdir "$cg" 2>/dev/null && return 0
     sleep 0.1
   done
@@ -645,8 +657,33 @@ cmd_cpus() {
   if [ "$cpus" = off ]; then echo "simcluster: hosts at the machine's full speed"; else echo "simcluster: each host's new processes get at most $cpus CPUs"; fi
 }
 
+cmd_memory() {
+  local size=${1:-}
+  need_root
+  [ -d /sys/fs/cgroup/memory ] || skip "memory: no cgroup v1 memory controller at /sys/fs/cgroup/memory"
+  local ns cg bytes
+  if [ "$size" != off ]; then
+    bytes=$(numfmt --from=iec "$size" 2>/dev/null) || die "memory: need a size (e.g. 2G, 1500M) or 'off'"
+  fi
+  for ns in $(hosts); do
+    cg=/sys/fs/cgroup/memory/$ns
+    if [ "$size" = off ]; then
+      [ -d "$cg" ] && remove_cgroup "$cg"
+      continue
+    fi
+    mkdir -p "$cg"
+    echo "$bytes" >"$cg/memory.limit_in_bytes"
+    echo 0 >"$cg/memory.max_usage_in_bytes"  # the peak from now on
+  done
+  if [ "$size" = off ]; then echo "simcluster: hosts without a memory limit"; else echo "simcluster: each host's new processes share at most $size of memory"; fi
+}
+
 cmd_down() {
   need_root
+  for cg in /sys/fs/cgroup/memory/$PREFIX-h*; do  # `memory` limits
+    [ -d "$cg" ] || continue
+    remove_cgroup "$cg" 2>/dev/null || true
+  done
   for cg in /sys/fs/cgroup/cpu/$PREFIX-h*; do  # `slow` caps
     [ -d "$cg" ] || continue
     remove_cgroup "$cg" 2>/dev/null || true
@@ -669,6 +706,7 @@ case "${1:-}" in
   shape) shift; cmd_shape "$@" ;;
   delay) shift; cmd_delay "$@" ;;
   cpus) shift; cmd_cpus "$@" ;;
+  memory) shift; cmd_memory "$@" ;;
   slurm) shift; cmd_slurm "$@" ;;
   slurm-down) need_root; cmd_slurm_down ;;
   down) cmd_down ;;

@@ -408,7 +408,7 @@ void CtrModel::update_running_stats(const float* averaged) {
   }
 }
 
-std::vector<NamedTensor> CtrModel::named_tensors() const {
+std::vector<NamedTensor> CtrModel::named_tensors(bool table) const {
   std::vector<NamedTensor> out;
   const auto host = [](std::vector<int64_t> dims) { return Tensor(Shape(std::move(dims)), DType::kF32, Device::cpu()); };
   const int width = shape_.width(), k = shape_.k();
@@ -416,10 +416,12 @@ std::vector<NamedTensor> CtrModel::named_tensors() const {
   Tensor bias = host({1});
   bias.data<float>()[0] = dense_[bias_offset_];
   out.push_back({"bias", bias});
-  Tensor first = host({rows, 1});
-  for (int64_t r = 0; r < rows; ++r) first.data<float>()[r] = table_[r * width];
-  out.push_back({"first_order.weight", first});
-  if (k > 0) {
+  if (table) {
+    Tensor first = host({rows, 1});
+    for (int64_t r = 0; r < rows; ++r) first.data<float>()[r] = table_[r * width];
+    out.push_back({"first_order.weight", first});
+  }
+  if (table && k > 0) {
     Tensor v = host({rows, k});
     float* dst = v.data<float>();
     for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * k, table_.data() + r * width + 1, sizeof(float) * k);
@@ -443,7 +445,12 @@ std::vector<NamedTensor> CtrModel::named_tensors() const {
   return out;
 }
 
-void CtrModel::load(const std::vector<NamedTensor>& tensors, const std::string& what) {
+NamedTensor CtrModel::table_view() {
+  return {"table", Tensor::view_of(std::shared_ptr<void>(table_.data(), [](void*) {}), table_.data(),
+                                   Shape{shard_.rows(shape_.rows), shape_.width()})};
+}
+
+void CtrModel::load(const std::vector<NamedTensor>& tensors, const std::string& what, bool table) {
   const auto find = [&](const std::string& name, std::vector<int64_t> dims) -> const float* {
     for (const NamedTensor& t : tensors) {
       if (t.name != name) continue;
@@ -460,9 +467,11 @@ void CtrModel::load(const std::vector<NamedTensor>& tensors, const std::string& 
   const int width = shape_.width(), k = shape_.k();
   const int64_t rows = shard_.rows(shape_.rows);
   dense_[bias_offset_] = find("bias", {1})[0];
-  const float* first = find("first_order.weight", {rows, 1});
-  for (int64_t r = 0; r < rows; ++r) table_[r * width] = first[r];
-  if (k > 0) {
+  if (table) {
+    const float* first = find("first_order.weight", {rows, 1});
+    for (int64_t r = 0; r < rows; ++r) table_[r * width] = first[r];
+  }
+  if (table && k > 0) {
     const float* v = find("embedding.weight", {rows, k});
     for (int64_t r = 0; r < rows; ++r) std::memcpy(table_.data() + r * width + 1, v + r * k, sizeof(float) * k);
   }

@@ -86,9 +86,15 @@ class CtrModel {
   // The tensors of model.safetensors, under the names a PyTorch DeepFM of the same shape uses:
   // bias, first_order.weight [rows, 1], embedding.weight [rows, K], mlp.{i}.weight/bias,
   // output.weight/bias (copies). A shard's table tensors hold its rows (shard().rows()).
-  std::vector<NamedTensor> named_tensors() const;
+  // Without `table`: the dense parameters and buffers alone.
+  std::vector<NamedTensor> named_tensors(bool table = true) const;
+  // The table as it is held, "table" [rows of the shard, 1 + K] (each row w then v), a view of
+  // the live array (not a copy), valid until the next step: a checkpoint part's rows.
+  NamedTensor table_view();
   // Loads what named_tensors() wrote; InputError naming `what` on a missing or misshapen tensor.
-  void load(const std::vector<NamedTensor>& tensors, const std::string& what);
+  // Without `table`: the dense parameters and buffers alone (the table's rows loaded through
+  // table_view()).
+  void load(const std::vector<NamedTensor>& tensors, const std::string& what, bool table = true);
 
   // Multiply-adds of one sample's MLP forward (for the plan's math line and the GEMM figures).
   int64_t mlp_flops_per_sample() const;

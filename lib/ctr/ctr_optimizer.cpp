@@ -117,13 +117,15 @@ void CtrOptimizer::step(float lr, const std::vector<float>& dense_grad, const Sp
   }
 }
 
-std::vector<NamedTensor> CtrOptimizer::state_tensors() const {
+std::vector<NamedTensor> CtrOptimizer::state_tensors(bool table) const {
   std::vector<NamedTensor> out;
   const int width = model_.shape().width();
   for (const Slot& slot : slots_) {
-    Tensor t(Shape{model_.shard().rows(model_.shape().rows), width});
-    std::memcpy(t.data<float>(), slot.table.data(), sizeof(float) * slot.table.size());
-    out.push_back({"optimizer." + slot.name + ".table", t});
+    if (table) {
+      Tensor t(Shape{model_.shard().rows(model_.shape().rows), width});
+      std::memcpy(t.data<float>(), slot.table.data(), sizeof(float) * slot.table.size());
+      out.push_back({"optimizer." + slot.name + ".table", t});
+    }
     Tensor d(Shape{static_cast<int64_t>(slot.dense.size())});
     std::memcpy(d.data<float>(), slot.dense.data(), sizeof(float) * slot.dense.size());
     out.push_back({"optimizer." + slot.name + ".dense", d});
@@ -136,7 +138,17 @@ std::vector<NamedTensor> CtrOptimizer::state_tensors() const {
   return out;
 }
 
-void CtrOptimizer::load_state(const std::vector<NamedTensor>& tensors, const std::string& what) {
+std::vector<NamedTensor> CtrOptimizer::table_state_views() {
+  std::vector<NamedTensor> out;
+  const int64_t rows = model_.shard().rows(model_.shape().rows);
+  for (Slot& slot : slots_)
+    out.push_back({"optimizer." + slot.name + ".table",
+                   Tensor::view_of(std::shared_ptr<void>(slot.table.data(), [](void*) {}), slot.table.data(),
+                                   Shape{rows, model_.shape().width()})});
+  return out;
+}
+
+void CtrOptimizer::load_state(const std::vector<NamedTensor>& tensors, const std::string& what, bool table) {
   const auto find = [&](const std::string& name, size_t count) -> const float* {
     for (const NamedTensor& t : tensors)
       if (t.name == name) {
@@ -149,8 +161,9 @@ void CtrOptimizer::load_state(const std::vector<NamedTensor>& tensors, const std
                      to_string(kind_) + "?");
   };
   for (Slot& slot : slots_) {
-    std::memcpy(slot.table.data(), find("optimizer." + slot.name + ".table", slot.table.size()),
-                sizeof(float) * slot.table.size());
+    if (table)
+      std::memcpy(slot.table.data(), find("optimizer." + slot.name + ".table", slot.table.size()),
+                  sizeof(float) * slot.table.size());
     std::memcpy(slot.dense.data(), find("optimizer." + slot.name + ".dense", slot.dense.size()),
                 sizeof(float) * slot.dense.size());
   }

@@ -33,9 +33,15 @@ class CtrOptimizer {
 
   int64_t steps() const { return steps_; }
   // The state for checkpoints ("optimizer.<slot>.table", "optimizer.<slot>.dense", "optimizer.steps").
-  std::vector<NamedTensor> state_tensors() const;
+  // Without `table`: the dense part and the step count alone.
+  std::vector<NamedTensor> state_tensors(bool table = true) const;
+  // The table's state alone ("optimizer.<slot>.table", [rows, width]) as views of the live
+  // arrays, not copies: a sharded table's checkpoint part is written from them without a
+  // second copy of its rows in memory. Valid until the next step.
+  std::vector<NamedTensor> table_state_views();
   // Restores it; InputError naming `what` when a slot is missing or misshapen.
-  void load_state(const std::vector<NamedTensor>& tensors, const std::string& what);
+  // Without `table`: the dense part and the step count alone.
+  void load_state(const std::vector<NamedTensor>& tensors, const std::string& what, bool table = true);
   // Bytes of optimizer state (both parts).
   int64_t state_bytes() const;
 

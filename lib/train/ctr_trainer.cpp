@@ -8,12 +8,15 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <sys/resource.h>
 #include <fstream>
 #include <iomanip>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "config/model_names.hpp"
 #include "config/sagemaker_env.hpp"
@@ -43,6 +46,7 @@
 #include "distributed/communicator_factory.hpp"
 #include "distributed/mpi_check.hpp"
 #include "distributed/watchdog.hpp"
+#include "io/atomic_file.hpp"
 #include "io/checkpoint.hpp"
 #include "io/safetensors.hpp"
 #include "nn/threads.hpp"
@@ -500,27 +504,66 @@ bool is_table_tensor(const std::string& name) {
          (name.rfind("optimizer.", 0) == 0 && ends_with(name, ".table"));
 }
 
-// Copies the rows of `source` (the table tensors of shard `from`) that shard `to` holds into
-// `out` (table tensors of `to`'s rows, by name); each tensor's rows are `row` floats wide.
+// A part's name for its rows of a table tensor in a model written in parts (save_model):
+// "embedding.weight.shard-00002-of-00004", each name once in the index's weight_map.
+std::string part_tensor_name(const std::string& name, int index, int count) {
+  char suffix[48];
+  std::snprintf(suffix, sizeof suffix, ".shard-%05d-of-%05d", index + 1, count);
+  return name + suffix;
+}
+
+std::string model_part_file(int index, int count) {
+  char name[64];
+  std::snprintf(name, sizeof name, "model-%05d-of-%05d.safetensors", index + 1, count);
+  return name;
+}
+
+// Copies into `views` (this shard's rows as held: the model's "table" [rows, width], each row w
+// then v, and the optimizer's "optimizer.<slot>.table" [rows, width]) the rows of shard `from`
+// that shard `to` holds, from `source`: a tensor of the same name, or for "table" the pair
+// first_order.weight [rows, 1] and embedding.weight [rows, K] (a whole model or a replicated
+// checkpoint). Straight into the live arrays: no second copy of a shard in memory.
 void take_rows(const std::vector<NamedTensor>& source, TableShard from, TableShard to, int64_t table_rows,
-               std::vector<NamedTensor>& out, const std::string& what) {
-  const int64_t from_rows = from.rows(table_rows), to_rows = to.rows(table_rows);
-  for (NamedTensor& dst : out) {
-    const NamedTensor* src = nullptr;
+               const std::vector<NamedTensor>& views, const std::string& what) {
+  const int64_t from_rows = from.rows(table_rows);
+  const auto find = [&](const std::string& name) -> const NamedTensor* {
     for (const NamedTensor& t : source)
-      if (t.name == dst.name) src = &t;
-    if (src == nullptr) throw InputError(what + ": no tensor '" + dst.name + "'");
-    const int64_t row = to_rows > 0 ? dst.tensor.numel() / to_rows : 0;
-    if (src->tensor.dtype() != DType::kF32 || src->tensor.numel() != from_rows * row)
-      throw InputError(what + ": tensor '" + dst.name + "' has " + std::to_string(src->tensor.numel()) +
-                       " values; shard " + std::to_string(from.index + 1) + " of " + std::to_string(from.count) +
-                       " of this job's table holds " + std::to_string(from_rows * row) +
-                       " (model.table_rows, model.embedding_size, optimizer.name)");
-    const float* in = src->tensor.data<float>();
+      if (t.name == name) return &t;
+    return nullptr;
+  };
+  struct Piece {
+    const NamedTensor* src;
+    int64_t stride, column;
+  };
+  for (const NamedTensor& dst : views) {
+    const int64_t width = dst.tensor.dim(1);
+    std::vector<Piece> pieces;
+    if (const NamedTensor* same = find(dst.name)) {
+      pieces.push_back({same, width, 0});
+    } else if (dst.name == "table") {
+      if (const NamedTensor* first = find("first_order.weight")) pieces.push_back({first, 1, 0});
+      if (width > 1)
+        if (const NamedTensor* v = find("embedding.weight")) pieces.push_back({v, width - 1, 1});
+      if (static_cast<int64_t>(pieces.size()) != (width > 1 ? 2 : 1))
+        throw InputError(what + ": no tensor 'first_order.weight'" + std::string(width > 1 ? " or 'embedding.weight'" : "") +
+                         " (nor 'table')");
+    } else {
+      throw InputError(what + ": no tensor '" + dst.name + "'");
+    }
+    for (const Piece& piece : pieces)
+      if (piece.src->tensor.dtype() != DType::kF32 || piece.src->tensor.numel() != from_rows * piece.stride)
+        throw InputError(what + ": tensor '" + piece.src->name + "' has " + std::to_string(piece.src->tensor.numel()) +
+                         " values; shard " + std::to_string(from.index + 1) + " of " + std::to_string(from.count) +
+                         " of this job's table holds " + std::to_string(from_rows * piece.stride) +
+                         " (model.table_rows, model.embedding_size, optimizer.name)");
     float* o = dst.tensor.data<float>();
-    for (int64_t i = 0; i < from_rows; ++i) {
-      const int64_t id = from.global_id(i);
-      if (to.owner(id) == to.index) std::memcpy(o + to.local_row(id) * row, in + i * row, sizeof(float) * row);
+    for (const Piece& piece : pieces) {
+      const float* in = piece.src->tensor.data<float>();
+      const size_t bytes = sizeof(float) * static_cast<size_t>(piece.stride);
+      for (int64_t i = 0; i < from_rows; ++i) {
+        const int64_t id = from.global_id(i);
+        if (to.owner(id) == to.index) std::memcpy(o + to.local_row(id) * width + piece.column, in + i * piece.stride, bytes);
+      }
     }
   }
 }
@@ -568,10 +611,11 @@ class CtrRun {
   void save_checkpoint();
   void save_model();
   void check_replicas();
+  double largest_rss_mb() const;
   const std::vector<int64_t>& epoch_order(int64_t epoch);
-  // The checkpoint's tensors with its table rows re-dealt to this rank's shard: from its own
-  // tensors (a replicated table) or from its parts (a sharded one, of any world size).
-  std::vector<NamedTensor> tensors_for_this_shard(const Checkpoint& c);
+  // Loads the checkpoint, its table rows dealt to this rank's shard: from its own tensors (a
+  // replicated table) or from its parts (a sharded one, of any world size).
+  void load_checkpoint(const Checkpoint& c);
   // Rank 0: the model's tensors with the whole table (each rank's shard gathered); others: {}.
   std::vector<NamedTensor> gather_model_tensors();
 
@@ -841,14 +885,14 @@ void CtrRun::resume() {
   if (!found) return;
   // A checkpoint is whole or skipped: one whose part some rank cannot read (lost, damaged) is
   // passed over for the next older one under auto, and is exit 2 when named.
-  std::vector<NamedTensor> tensors;
+  bool partly_loaded = false;
   while (true) {
     std::string damaged;
     run_on_all_ranks(world_.comm(), [&] {
       if (found->meta("model") != spec_.model.name)
         throw InputError(found->path + ": a checkpoint of model " + found->meta("model") + ", not " + spec_.model.name);
       try {
-        tensors = tensors_for_this_shard(*found);
+        load_checkpoint(*found);
       } catch (const DamagedCheckpointPart& e) {
         damaged = e.what();
       }
@@ -860,6 +904,7 @@ void CtrRun::resume() {
     if (c.resume != "auto")
       throw CollectiveFailure(ExitCode::kUsage, found->path + " is not whole: " + why, world_.rank() == 0);
     if (world_.rank() == 0) log_warn("skipped checkpoint " + found->path + ": " + why);
+    partly_loaded = true;
     const int64_t newer = found->step;
     found.reset();
     run_on_all_ranks(world_.comm(), [&] {
@@ -873,12 +918,13 @@ void CtrRun::resume() {
         }
       }
     });
+    if (!found && partly_loaded)  // the model holds some of a damaged checkpoint's rows: no fresh start
+      throw CollectiveFailure(ExitCode::kUsage,
+                              "no checkpoint in " + c.dir + " is whole: remove them to start afresh, or set "
+                              "checkpoint.resume: never",
+                              world_.rank() == 0);
     if (!found) return;
   }
-  run_on_all_ranks(world_.comm(), [&] {
-    model_.load(tensors, found->path);
-    optimizer_.load_state(tensors, found->path);
-  });
   // Samples seen, so that a run on another world size (another global batch) goes on from
   // the same place in the same epoch's order.
   const int64_t samples = found->meta_int("samples_seen");
@@ -910,14 +956,14 @@ void CtrRun::save_checkpoint() {
   snapshot.metadata["samples_seen"] = std::to_string((step_ / steps_per_epoch_) * per_epoch +
                                                      (step_ % steps_per_epoch_) * global_batch_);
   snapshot.metadata["global_batch"] = std::to_string(global_batch_);
-  snapshot.tensors = model_.named_tensors();
-  for (NamedTensor& t : optimizer_.state_tensors()) snapshot.tensors.push_back(std::move(t));
+  snapshot.tensors = model_.named_tensors(/*table=*/!sharded_rows_);
+  for (NamedTensor& t : optimizer_.state_tensors(/*table=*/!sharded_rows_)) snapshot.tensors.push_back(std::move(t));
   if (sharded_rows_) {
-    // Each rank writes its rows and their state; rank 0 then writes the rest, which makes the
-    // set a checkpoint (io/checkpoint.hpp), only once every part is on disk.
-    std::vector<NamedTensor> part, rest;
-    for (NamedTensor& t : snapshot.tensors) (is_table_tensor(t.name) ? part : rest).push_back(std::move(t));
-    snapshot.tensors = std::move(rest);
+    // Each rank writes its rows and their state, from the live arrays (a table too large for
+    // one rank has no room for a copy; the write ends before the next step); rank 0 then writes
+    // the rest, which makes the set a checkpoint (io/checkpoint.hpp), once every part is on disk.
+    std::vector<NamedTensor> part = optimizer_.table_state_views();
+    part.insert(part.begin(), model_.table_view());
     snapshot.metadata["table_shards"] = std::to_string(world_.size());
     std::map<std::string, std::string> part_metadata = model_metadata(spec_);
     part_metadata["format"] = kCheckpointFormat;
@@ -935,50 +981,43 @@ void CtrRun::save_checkpoint() {
   });
 }
 
-std::vector<NamedTensor> CtrRun::tensors_for_this_shard(const Checkpoint& c) {
+void CtrRun::load_checkpoint(const Checkpoint& c) {
   const int64_t parts = c.metadata.count("table_shards") ? c.meta_int("table_shards") : 1;
   if (parts < 1 || parts > (int64_t{1} << 20))
     throw InputError(c.path + ": checkpoint metadata 'table_shards' is " + std::to_string(parts) +
                      ": a table is held by 1 or more ranks");
+  model_.load(c.tensors, c.path, /*table=*/false);
+  optimizer_.load_state(c.tensors, c.path, /*table=*/false);
+  std::vector<NamedTensor> views = optimizer_.table_state_views();
+  views.insert(views.begin(), model_.table_view());
   const TableShard mine = model_.shard();
-  if (parts == 1 && mine.whole()) return c.tensors;
-  std::vector<NamedTensor> out, table;
-  for (const NamedTensor& t : c.tensors)
-    if (!is_table_tensor(t.name)) out.push_back(t);
-  // This shard's table tensors (their names and shapes), filled below.
-  for (NamedTensor& t : model_.named_tensors())
-    if (is_table_tensor(t.name)) table.push_back(std::move(t));
-  for (NamedTensor& t : optimizer_.state_tensors())
-    if (is_table_tensor(t.name)) table.push_back(std::move(t));
   const int64_t rows = spec_.model.table_rows;
   if (parts == 1) {
-    take_rows(c.tensors, TableShard{}, mine, rows, table, c.path);
-  } else {
-    const auto count = static_cast<int>(parts);
-    const int common = std::gcd(count, mine.count);
-    const std::string dir = std::filesystem::path(c.path).parent_path().string();
-    for (int p = 0; p < count; ++p) {
-      if (((p - mine.index) % common + common) % common != 0) continue;  // no id of part p is this rank's
-      Checkpoint part;
-      try {
-        part = read_checkpoint(checkpoint_part_path(dir, c.step, p, count));
-      } catch (const InputError& e) {
-        throw DamagedCheckpointPart(e.what());
-      }
-      if (part.meta_int("table_shard") != p || part.meta_int("table_shards") != parts)
-        throw InputError(part.path + ": holds table shard " + part.meta("table_shard") + " of " +
-                         part.meta("table_shards") + ", its name says " + std::to_string(p) + " of " +
-                         std::to_string(parts));
-      take_rows(part.tensors, TableShard{p, count}, mine, rows, table, part.path);
-    }
+    take_rows(c.tensors, TableShard{}, mine, rows, views, c.path);
+    return;
   }
-  for (NamedTensor& t : table) out.push_back(std::move(t));
-  return out;
+  const auto count = static_cast<int>(parts);
+  const int common = std::gcd(count, mine.count);
+  const std::string dir = std::filesystem::path(c.path).parent_path().string();
+  for (int p = 0; p < count; ++p) {
+    if (((p - mine.index) % common + common) % common != 0) continue;  // no id of part p is this rank's
+    Checkpoint part;
+    try {
+      part = read_checkpoint(checkpoint_part_path(dir, c.step, p, count));
+    } catch (const InputError& e) {
+      throw DamagedCheckpointPart(e.what());
+    }
+    if (part.meta_int("table_shard") != p || part.meta_int("table_shards") != parts)
+      throw InputError(part.path + ": holds table shard " + part.meta("table_shard") + " of " +
+                       part.meta("table_shards") + ", its name says " + std::to_string(p) + " of " +
+                       std::to_string(parts));
+    take_rows(part.tensors, TableShard{p, count}, mine, rows, views, part.path);
+  }
 }
 
 std::vector<NamedTensor> CtrRun::gather_model_tensors() {
-  std::vector<NamedTensor> tensors = world_.rank() == 0 ? model_.named_tensors() : std::vector<NamedTensor>{};
-  if (!sharded_rows_) return tensors;
+  if (!sharded_rows_) return world_.rank() == 0 ? model_.named_tensors() : std::vector<NamedTensor>{};
+  std::vector<NamedTensor> tensors = world_.rank() == 0 ? model_.named_tensors(/*table=*/false) : std::vector<NamedTensor>{};
   // Rank 0 receives every other rank's rows in turn, in pieces MPI's int counts can carry.
   const int width = model_.shape().width(), k = model_.shape().k();
   const int64_t table_rows = spec_.model.table_rows;
@@ -991,45 +1030,95 @@ std::vector<NamedTensor> CtrRun::gather_model_tensors() {
     return tensors;
   }
   Tensor first(Shape{table_rows, 1}, DType::kF32, Device::cpu());
-  Tensor v(Shape{table_rows, std::max(k, 1)}, DType::kF32, Device::cpu());
+  Tensor v(Shape{table_rows, k}, DType::kF32, Device::cpu());
   std::vector<float> shard_rows;
   for (int r = 0; r < world_.size(); ++r) {
     const TableShard from{r, world_.size()};
     const int64_t n = from.rows(table_rows) * width;
-    if (r == 0) {
-      shard_rows = model_.table();
-    } else {
+    const float* rows = model_.table().data();
+    if (r > 0) {
       shard_rows.resize(static_cast<size_t>(n));
       for (int64_t at = 0; at < n; at += kPiece)
         SDP_MPI_CHECK(MPI_Recv(shard_rows.data() + at, static_cast<int>(std::min(kPiece, n - at)), MPI_FLOAT, r, 0,
                                world_.comm(), MPI_STATUS_IGNORE));
+      rows = shard_rows.data();
     }
     for (int64_t i = 0; i < from.rows(table_rows); ++i) {
       const int64_t id = from.global_id(i);
-      first.data<float>()[id] = shard_rows[i * width];
-      if (k > 0) std::memcpy(v.data<float>() + id * k, shard_rows.data() + i * width + 1, sizeof(float) * k);
+      first.data<float>()[id] = rows[i * width];
+      if (k > 0) std::memcpy(v.data<float>() + id * k, rows + i * width + 1, sizeof(float) * k);
     }
   }
-  for (NamedTensor& t : tensors) {
-    if (t.name == "first_order.weight") t.tensor = first;
-    if (t.name == "embedding.weight") t.tensor = v;
-  }
+  // In named_tensors()'s order: bias, the table, the rest.
+  std::vector<NamedTensor> table = {{"first_order.weight", first}};
+  if (k > 0) table.push_back({"embedding.weight", v});
+  tensors.insert(tensors.begin() + 1, table.begin(), table.end());
   return tensors;
 }
 
 void CtrRun::save_model() {
   if (spec_.output.model_dir.empty()) return;
-  std::vector<NamedTensor> tensors;
-  run_on_all_ranks(world_.comm(), [&] { tensors = gather_model_tensors(); });
+  std::map<std::string, std::string> metadata = model_metadata(spec_);
+  metadata["steps"] = std::to_string(step_);
+  if (std::isfinite(last_test_.auc)) metadata["test_auc"] = format_double(last_test_.auc, 6);
+  if (std::isfinite(last_test_.logloss)) metadata["test_logloss"] = format_double(last_test_.logloss, 6);
+  // One file when rank 0 can hold the whole table beside what it holds already (its peak so
+  // far); else each rank writes its part and rank 0 an index, as sharded safetensors models are.
+  int whole = 1;
+  if (sharded_rows_) {
+    const double table = 4.0 * model_.shape().width() * static_cast<double>(spec_.model.table_rows);
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    whole = 1024.0 * static_cast<double>(usage.ru_maxrss) + 1.25 * table < static_cast<double>(rank_memory_bytes(world_));
+    SDP_MPI_CHECK(MPI_Bcast(&whole, 1, MPI_INT, 0, world_.comm()));
+  }
+  if (whole) {
+    std::vector<NamedTensor> tensors;
+    run_on_all_ranks(world_.comm(), [&] { tensors = gather_model_tensors(); });
+    run_on_all_ranks(world_.comm(), [&] {
+      if (world_.rank() != 0) return;
+      std::filesystem::create_directories(spec_.output.model_dir);
+      save_safetensors(spec_.output.model_dir + "/model.safetensors", tensors, metadata);
+    });
+    return;
+  }
+  const int rank = world_.rank(), count = world_.size();
+  // The rows as they are held (no copy: rank 0 has no room for one), [rows, 1 + K]: each row
+  // the first-order weight then the embedding.
+  NamedTensor rows = model_.table_view();
+  std::vector<NamedTensor> part = {{part_tensor_name(rows.name, rank, count), rows.tensor}};
+  if (rank == 0)
+    for (NamedTensor& t : model_.named_tensors(/*table=*/false)) part.push_back(std::move(t));
+  std::map<std::string, std::string> part_metadata = metadata;
+  part_metadata["table_shard"] = std::to_string(rank);
+  part_metadata["table_shards"] = std::to_string(count);
+  const std::vector<std::string> names = [&] {
+    std::string mine;
+    for (const NamedTensor& t : part) mine += t.name + "\n";
+    return gather_strings(world_.comm(), mine);
+  }();
   run_on_all_ranks(world_.comm(), [&] {
-    if (world_.rank() != 0) return;
     std::filesystem::create_directories(spec_.output.model_dir);
-    std::map<std::string, std::string> metadata = model_metadata(spec_);
-    metadata["steps"] = std::to_string(step_);
-    if (std::isfinite(last_test_.auc)) metadata["test_auc"] = format_double(last_test_.auc, 6);
-    if (std::isfinite(last_test_.logloss)) metadata["test_logloss"] = format_double(last_test_.logloss, 6);
-    save_safetensors(spec_.output.model_dir + "/model.safetensors", tensors, metadata);
+    save_safetensors(spec_.output.model_dir + "/" + model_part_file(rank, count), part, part_metadata);
   });
+  run_on_all_ranks(world_.comm(), [&] {
+    if (rank != 0) return;
+    nlohmann::json index;
+    index["metadata"] = metadata;
+    index["metadata"]["table_shards"] = std::to_string(count);
+    index["metadata"]["total_size"] = 4.0 * static_cast<double>(model_.dense().size()) +
+                                      4.0 * model_.shape().width() * static_cast<double>(spec_.model.table_rows);
+    for (int r = 0; r < count; ++r) {
+      std::istringstream lines(names[static_cast<size_t>(r)]);
+      for (std::string name; std::getline(lines, name);) index["weight_map"][name] = model_part_file(r, count);
+    }
+    const std::string text = index.dump(2) + "\n";
+    write_file_atomically(spec_.output.model_dir + "/model.safetensors.index.json",
+                          [&](std::FILE* f) { std::fputs(text.c_str(), f); });
+  });
+  if (rank == 0)
+    log_info("the table does not fit rank 0's memory whole: the model is in " + std::to_string(count) +
+             " parts, " + spec_.output.model_dir + "/model.safetensors.index.json");
 }
 
 void CtrRun::evaluate(int64_t epoch) {
@@ -1054,6 +1143,15 @@ void CtrRun::check_replicas() {
                             "step " + std::to_string(step_) + ": the parameters of rank " + std::to_string(differs) +
                                 " differ from rank 0's: the replicas drifted apart",
                             world_.rank() == 0);
+}
+
+// The largest peak resident set of any rank so far, in MB. Collective.
+double CtrRun::largest_rss_mb() const {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  double mb = static_cast<double>(usage.ru_maxrss) / 1024.0;
+  SDP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &mb, 1, MPI_DOUBLE, MPI_MAX, world_.comm()));
+  return mb;
 }
 
 void CtrRun::run() {
@@ -1125,9 +1223,12 @@ void CtrRun::run() {
   }
   evaluate((std::max<int64_t>(step_, 1) - 1) / steps_per_epoch_);
   if (!spec_.checkpoint.dir.empty()) save_checkpoint();
+  // Before the model is written: rank 0 may gather a sharded table whole for model.safetensors.
+  const double train_peak_rss_mb = largest_rss_mb();
   save_model();
   write_timeline();
   const double seen = static_cast<double>(step_) * static_cast<double>(global_batch_);
+  const double peak_rss_mb = largest_rss_mb();
   metrics_.emit("done", "done",
                 {{"steps", static_cast<double>(step_)},
                  {"train_seconds", train_seconds_},
@@ -1141,16 +1242,54 @@ void CtrRun::run() {
                  {"test_logloss", last_test_.logloss},
                  {"exchanged_mb_per_step",
                   static_cast<double>(exchanged_bytes_) / 1e6 / static_cast<double>(std::max<int64_t>(1, step_))},
-                 {"dense_exchange_steps", static_cast<double>(dense_exchanges_)}});
+                 {"dense_exchange_steps", static_cast<double>(dense_exchanges_)},
+                 {"train_peak_rss_mb", train_peak_rss_mb},
+                 {"peak_rss_mb", peak_rss_mb}});
 }
 
-// Rebuilds the job's model and loads `path` (a model.safetensors or a checkpoint).
+// Rebuilds the job's model and loads `path`: a model.safetensors, a checkpoint, or the index of
+// a model written in parts (model.safetensors.index.json); each rank takes its shard's rows.
 void load_model_file(CtrModel& model, const JobSpec& spec, const World& world, const std::string& path) {
-  run_on_all_ranks(world.comm(), [&] {
-    const SafetensorsContent content = load_safetensors(path);
+  const auto check_model = [&](const SafetensorsContent& content, const std::string& file) {
     if (auto it = content.metadata.find("model"); it != content.metadata.end() && it->second != spec.model.name)
-      throw InputError(path + ": a " + it->second + " model, but the job's model.name is " + spec.model.name);
-    model.load(content.tensors, path);
+      throw InputError(file + ": a " + it->second + " model, but the job's model.name is " + spec.model.name);
+  };
+  run_on_all_ranks(world.comm(), [&] {
+    const std::vector<NamedTensor> views = {model.table_view()};
+    const TableShard mine = model.shard();
+    if (!ends_with(path, ".index.json")) {
+      const SafetensorsContent content = load_safetensors(path);
+      check_model(content, path);
+      model.load(content.tensors, path, /*table=*/false);
+      take_rows(content.tensors, TableShard{}, mine, spec.model.table_rows, views, path);
+      return;
+    }
+    try {
+      std::ifstream in(path);
+      if (!in) throw InputError(path + ": cannot read the model's index: " + std::strerror(errno));
+      const nlohmann::json index = nlohmann::json::parse(in);
+      const int count = std::stoi(index.at("metadata").at("table_shards").get<std::string>());
+      if (count < 1) throw InputError(path + ": metadata 'table_shards' must be 1 or more");
+      const std::string dir = std::filesystem::path(path).parent_path().string();
+      const int common = std::gcd(count, mine.count);
+      for (int p = 0; p < count; ++p) {
+        if (p != 0 && ((p - mine.index) % common + common) % common != 0) continue;  // part 0 has the dense tensors
+        const std::string rows_name = part_tensor_name("table", p, count);
+        const std::string file =
+            (dir.empty() ? "" : dir + "/") + index.at("weight_map").at(rows_name).get<std::string>();
+        SafetensorsContent content = load_safetensors(file);
+        check_model(content, file);
+        for (NamedTensor& t : content.tensors)
+          if (t.name == rows_name) t.name = "table";
+        if (p == 0) model.load(content.tensors, file, /*table=*/false);
+        if (((p - mine.index) % common + common) % common == 0)
+          take_rows(content.tensors, TableShard{p, count}, mine, spec.model.table_rows, views, file);
+      }
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(path + ": not a model index (model.safetensors.index.json) of sdp-train: " + e.what());
+    } catch (const std::logic_error& e) {  // std::stoi
+      throw InputError(path + ": metadata 'table_shards' is not a number: " + e.what());
+    }
   });
 }
 
@@ -1372,6 +1511,8 @@ int ctr_table_state_floats(const OptimizerSpec& o) {
 }
 
 int64_t node_memory_bytes() {
+  // The e2e tests' stand-in for a smaller machine (train/fault_plan.hpp's SDP_TEST_* kin).
+  if (const char* test = std::getenv("SDP_TEST_NODE_MEMORY_BYTES")) return std::atoll(test);
   int64_t limit = 0;
   std::ifstream meminfo("/proc/meminfo");
   for (std::string key; meminfo >> key;) {
@@ -1383,7 +1524,22 @@ int64_t node_memory_bytes() {
     }
     meminfo.ignore(256, '\n');
   }
-  for (const char* file : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+  // This process's memory cgroup (a container's, a Slurm job's): v1 "N:memory:/path", v2
+  // "0::/path"; its limit file, read where the hierarchy is mounted.
+  std::vector<std::string> limit_files;
+  std::ifstream groups("/proc/self/cgroup");
+  for (std::string line; std::getline(groups, line);) {
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (controllers.empty()) limit_files.push_back("/sys/fs/cgroup" + path + "/memory.max");
+    std::istringstream names(controllers);
+    for (std::string c; std::getline(names, c, ',');)
+      if (c == "memory") limit_files.push_back("/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes");
+  }
+  limit_files.push_back("/sys/fs/cgroup/memory.max");
+  limit_files.push_back("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+  for (const std::string& file : limit_files) {
     std::ifstream in(file);
     int64_t bytes = 0;
     if (in >> bytes && bytes > 0 && (limit == 0 || bytes < limit)) limit = bytes;  // "max" reads as no number
@@ -1403,10 +1559,13 @@ void train_ctr(JobSetup& setup) {
 void evaluate_ctr_model(JobSetup& setup, const std::string& model_path) {
   nn::set_num_threads(setup.device.threads);
   const JobSpec& spec = setup.spec;
-  CtrModel model(model_shape(spec.model), spec.seed);
+  check_table_fits(spec, *setup.world);
+  CtrModel model(model_shape(spec.model), spec.seed, table_shard(spec, *setup.world));
   load_model_file(model, spec, *setup.world, model_path);
   const LoadedSet test = load_agreed(spec, *setup.world, job_token(*setup.world), spec.data.test, true);
-  const TestMetrics m = test_metrics(model, test, spec, *setup.world);
+  std::unique_ptr<ShardedRows> sharded;
+  if (!model.shard().whole()) sharded = std::make_unique<ShardedRows>(*setup.world, model.shape().width());
+  const TestMetrics m = test_metrics(model, test, spec, *setup.world, sharded.get());
   if (setup.world->rank() == 0)
     std::printf("[evaluate] model=%s test_samples=%lld test_logloss=%.6f test_auc=%.6f\n", model_path.c_str(),
                 static_cast<long long>(m.samples), m.logloss, m.auc);
@@ -1416,14 +1575,17 @@ void predict_ctr(JobSetup& setup, const std::string& model_path, const std::stri
   nn::set_num_threads(setup.device.threads);
   const JobSpec& spec = setup.spec;
   const World& world = *setup.world;
-  CtrModel model(model_shape(spec.model), spec.seed);
+  check_table_fits(spec, world);
+  CtrModel model(model_shape(spec.model), spec.seed, table_shard(spec, world));
   load_model_file(model, spec, world, model_path);
+  std::unique_ptr<ShardedRows> sharded;
+  if (!model.shard().whole()) sharded = std::make_unique<ShardedRows>(world, model.shape().width());
   // In memory whatever data.load says: the probabilities come out in the file's order.
   JobSpec in_order = spec;
   in_order.data.load = "memory";
   in_order.data.shard = DataShard::kRank;
   const LoadedSet set = load_agreed(in_order, world, "", input, true);
-  const ScoredSet scored = score_all(model, set, spec, world);
+  const ScoredSet scored = score_all(model, set, spec, world, sharded.get());
   run_on_all_ranks(world.comm(), [&] {
     if (world.rank() != 0) return;
     std::FILE* file = output == "-" ? stdout : std::fopen(output.c_str(), "w");

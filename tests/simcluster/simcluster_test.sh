@@ -24,6 +24,9 @@
 #                    (cgroup cpu quota), the quota throttles a busy host, sdp-train reads it as
 #                    the CPUs it may use (its thread warning names the quota), `cpus off`
 #                    removes it
+#   sharded_memory   simcluster.sh memory: hosts of 300 MB; a CTR table too large for one
+#                    is refused replicated and trains sharded over the 2 hosts, each rank's
+#                    peak resident set within 20 % of its share of the table plus a step
 # Exits 77 (skipped) without root or network namespaces. Uses its own cluster (prefix sdpt,
 # subnet 10.214.0) and removes it at exit; CTest runs the cases one at a time (RESOURCE_LOCK).
 set -u
@@ -177,6 +180,37 @@ PY
     fi
     "$SIM" cpus off >"$WORK/out" 2>&1 || fail "simcluster.sh cpus off failed"
     [ ! -d $cg ] || fail "cpus off left $cg" ;;
+  sharded_memory)
+    # 1 rank a host, each host 300 MB: a 3M-row DeepFM table with Adam (324 MB) is refused
+    # replicated (exit 2 naming model.table_rows) and trains sharded, each rank's peak within
+    # 20 % of its share of the table plus the same job's peak with a 1,000-row table.
+    "$SIM" memory 300M >"$WORK/out" 2>&1
+    status=$?
+    if [ $status -eq 77 ]; then cat "$WORK/out"; exit 77; fi
+    [ $status -eq 0 ] || fail "simcluster.sh memory 300M failed"
+    [ "$(cat /sys/fs/cgroup/memory/sdpt-h1/memory.limit_in_bytes)" -eq $((300 * 1024 * 1024)) ] || fail "no limit on host 1"
+    NP=$HOSTS
+    job=(--config "$SRC/configs/deepfm-criteo.yaml" --set data.format=synthetic --set model.table_rows=3000000
+         --set model.embedding_size=8 --set model.hidden=[32] --set model.dropout=0 --set data.batch_size=128
+         --set data.synthetic.train_samples=12800 --set data.synthetic.test_samples=2048 --set train.epochs=1
+         --set threads=1 --set output.metrics= --set checkpoint.dir="$WORK/ck" --set checkpoint.every_steps=50
+         --set output.model_dir="$WORK/m" --set distributed.ranks_per_node=1)
+    mpirun_hosts --map-by node --bind-to none "$BUILD/sdp-train" "${job[@]}"
+    [ $STATUS -eq 2 ] || fail "the replicated table: exit $STATUS, expected 2"
+    grep -q "error: key 'model.table_rows'.*0.324 GB a rank (replicated" "$WORK/out" || fail "the error does not name the key"
+    peak() { grep -oE "train_peak_rss_mb=[0-9.]+" "$WORK/out" | cut -d= -f2; }
+    mpirun_hosts --map-by node --bind-to none "$BUILD/sdp-train" "${job[@]}" --set model.embedding_sharding=rows --set model.table_rows=1000 \
+      --set checkpoint.dir="$WORK/ck-small"
+    [ $STATUS -eq 0 ] || fail "the small table: exit $STATUS"
+    base=$(peak)
+    mpirun_hosts --map-by node --bind-to none "$BUILD/sdp-train" "${job[@]}" --set model.embedding_sharding=rows
+    [ $STATUS -eq 0 ] || fail "the sharded table: exit $STATUS"
+    grep -q "the model is in 2 parts" "$WORK/out" || fail "rank 0 gathered a table it has no room for"
+    python3 -c "import sys; p, b = float('$(peak)'), float('$base'); e = 324e6 / 2 / 2**20 + b
+print(f'peak {p:.0f} MB a rank, expected table/world + step = {e:.0f} MB ({p / e:.2f}x)'); sys.exit(0 if p <= 1.2 * e else 1)" ||
+      fail "a rank's peak is more than 20 % over its share of the table"
+    "$SIM" memory off >"$WORK/out" 2>&1 || fail "simcluster.sh memory off failed"
+    [ ! -d /sys/fs/cgroup/memory/sdpt-h1 ] || fail "memory off left the cgroup" ;;
   *) echo "unknown case $CASE"; exit 2 ;;
 esac
 echo "PASS [$CASE]"

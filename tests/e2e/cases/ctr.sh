@@ -603,3 +603,63 @@ ckpt-000000030.shard-00002-of-00002.safetensors" ] || fail "keep_last 1 left: $(
   expect_ok 2 "${job[@]}" --set train.max_steps=30 --set checkpoint.dir="$WORK/ck1"
   grep -q "removed $WORK/ck1/ckpt-000000040.shard-00001-of-00002.safetensors" "$WORK/out" || fail "an orphan part stayed"
 }
+
+# A sharded table too large for rank 0 to hold whole (SDP_TEST_NODE_MEMORY_BYTES stands in for
+# a smaller machine; a replicated table is refused there) is written as a model in parts with
+# an index, as sharded safetensors models are: its rows reassemble into the replicated run's
+# table, and evaluate and predict read it on any number of ranks, sharded or whole.
+case_ctr_sharded_model_in_parts() {
+  ctr_args
+  local job=("${CTR_ARGS[@]}" --set optimizer.lr=0.01 --set data.batch_size=96 --set distributed.embedding_exchange=sparse
+             --set checkpoint.every_steps=0)
+  expect_ok 2 "${job[@]}" --set output.model_dir="$WORK/whole"
+  SDP_TEST_NODE_MEMORY_BYTES=60000 expect_error 2 "model.table_rows.*replicated" "${job[@]}"
+  SDP_TEST_NODE_MEMORY_BYTES=60000 expect_ok 2 "${job[@]}" --set model.embedding_sharding=rows \
+    --set output.model_dir="$WORK/parts"
+  grep -q "the model is in 2 parts, $WORK/parts/model.safetensors.index.json" "$WORK/out" || fail "no parts line"
+  local auc
+  auc=$(ctr_value test_auc)
+  [ ! -e "$WORK/parts/model.safetensors" ] || fail "a whole model.safetensors beside the parts"
+  python3 - "$WORK/parts" "$WORK/whole/model.safetensors" <<'PY' || fail "the parts do not hold the replicated table"
+import json, struct, sys
+def load(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    return {k: (v["shape"], struct.unpack(f"<{(v['data_offsets'][1] - v['data_offsets'][0]) // 4}f",
+                raw[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]]))
+            for k, v in head.items() if k != "__metadata__"}
+index = json.load(open(sys.argv[1] + "/model.safetensors.index.json"))
+parts = int(index["metadata"]["table_shards"])
+whole = load(sys.argv[2])
+rows, k = whole["embedding.weight"][0]
+for p in range(parts):
+    name = f"table.shard-{p + 1:05d}-of-{parts:05d}"
+    shape, values = load(sys.argv[1] + "/" + index["weight_map"][name])[name]
+    assert shape[1] == k + 1, shape
+    for i in range(shape[0]):
+        row = values[i * (k + 1):(i + 1) * (k + 1)]
+        id_ = p + i * parts
+        assert row[0] == whole["first_order.weight"][1][id_], id_
+        assert list(row[1:]) == list(whole["embedding.weight"][1][id_ * k:(id_ + 1) * k]), id_
+dense = load(sys.argv[1] + "/" + index["weight_map"]["bias"])
+for name, (shape, values) in whole.items():
+    if name not in ("first_order.weight", "embedding.weight"):
+        assert dense[name][1] == values, name
+print(f"{parts} parts hold the replicated run's {rows} rows and dense tensors, bit for bit")
+PY
+  local np mode
+  for np in 1 2 3; do
+    mode=rows
+    [ $np = 1 ] && mode=replicated
+    expect_ok $np evaluate "${job[@]}" --set model.embedding_sharding=$mode --model "$WORK/parts/model.safetensors.index.json"
+    grep -q "test_auc=$auc" "$WORK/out" || fail "evaluate on $np ranks: not the AUC the run reported ($auc)"
+    expect_ok $np predict "${job[@]}" --set model.embedding_sharding=$mode \
+      --model "$WORK/parts/model.safetensors.index.json" --output "$WORK/p$np.txt"
+  done
+  [ "$(wc -l <"$WORK/p1.txt")" = 1024 ] || fail "predict: not a probability for each of the 1024 test samples"
+  cmp "$WORK/p1.txt" "$WORK/p2.txt" || fail "predict: 1 rank whole and 2 sharded differ"
+  # (3 ranks score 341-sample batches, whose products oneDNN may sum in another order.)
+  expect_ok 3 predict "${job[@]}" --model "$WORK/whole/model.safetensors" --output "$WORK/p3-whole.txt"
+  cmp "$WORK/p3.txt" "$WORK/p3-whole.txt" || fail "predict on 3 ranks: the parts sharded and the whole model differ"
+}
