@@ -7,10 +7,11 @@
 # IndexedSlices (no deduplication: every (id, row) pair of every rank) would send, computed
 # from the same batch. With --plan, `sdp-train plan` predicts each row's step first, under the
 # same launch, from a calibration of the cluster's link (`plan --calibrate`) and its own
-# measured step; the table adds the prediction and its ratio to the measured step.
+# measured step; the table adds the prediction and its ratio to the measured step. The way
+# `sharded` is the table's rows sharded over the ranks (model.embedding_sharding: rows).
 #
 #   scripts/bench-ctr-exchange.sh [--rows 1000000,10000000] [--topologies 1x1,2x1,2x2]
-#                                 [--ways sparse,dense,auto] [--batch 4096] [--steps 12]
+#                                 [--ways sparse,dense,auto,sharded] [--batch 4096] [--steps 12]
 #                                 [--rate 1gbit] [--compression none|fp16|bf16] [--plan] [--keep-cluster]
 # Root (network namespaces). Hosts sharing this machine's cores compute slower than hosts of
 # their own would: compare the ways within one topology.
@@ -84,8 +85,10 @@ for topology in ${TOPOLOGIES//,/ }; do
       out="$WORK/out"
       # --bind-to none: every simulated host's launcher would bind its first rank to core 0,
       # the same core of this machine for every host.
+      placement=(--set distributed.embedding_exchange="${way/none/auto}")
+      [ "$way" = sharded ] && placement=(--set model.embedding_sharding=rows)
       mpirun -np "$ranks" --bind-to none "${launch[@]}" "$BIN" "${job[@]}" --set train.log_every=$((STEPS / 2)) \
-        --set train.eval_every_epochs=0 --set distributed.embedding_exchange="${way/none/auto}" \
+        --set train.eval_every_epochs=0 "${placement[@]}" \
         --set checkpoint.dir="$WORK/ck" --set checkpoint.every_steps=0 \
         --set output.model_dir="$WORK/m" --set output.metrics= >"$out" 2>&1 || { tail -20 "$out" >&2; exit 1; }
       rm -rf "$WORK/ck" "$WORK/m"
@@ -108,12 +111,14 @@ horovod = (int(ranks) - 1) * int(ranks) / int(hosts) * int(batch) * fields * (4 
 planned = ""
 plan = open(plan_out).read()
 if plan:
-    # The plan's row: nodes ranks step_ms samples/s scale uniq/rank uniq/world sparse_ms dense_ms auto ...
-    row = re.search(r"^\s*" + hosts + r"\s+" + ranks + r"\s+(\S+)\s+\S+\s+\S+\s+\S+\s+\S+\s+(\S+)\s+(\S+)\s+(\w+)", plan, re.M)
+    # The plan's row: nodes ranks step_ms samples/s scale uniq/rank uniq/world sparse_ms dense_ms auto sharded_ms ...
+    row = re.search(r"^\s*" + hosts + r"\s+" + ranks + r"\s+(\S+)\s+\S+\s+\S+\s+\S+\s+\S+\s+(\S+)\s+(\S+)\s+(\w+)\s+(\S+)",
+                    plan, re.M)
     if not row:
         sys.exit("no plan row for " + topology + " in:\n" + plan)
     job_ms, sparse_ms, dense_ms, auto_way = float(row.group(1)), float(row.group(2)), float(row.group(3)), row.group(4)
-    predicted = {"sparse": sparse_ms, "dense": dense_ms, "auto": job_ms, "none": job_ms}[way]
+    sharded_ms = float(row.group(5))
+    predicted = {"sparse": sparse_ms, "dense": dense_ms, "auto": job_ms, "none": job_ms, "sharded": sharded_ms}[way]
     planned = f" {predicted:,.0f} | {predicted / step_ms:.2f} |"
 print(f"| {int(rows):,} | {topology} | {way} | {rate:,.0f} | {step_ms:,.0f} |{planned} {float(values['exchanged_mb_per_step']):.2f} | "
       f"{sent:.2f} | {horovod:.1f} | {values['dense_exchange_steps']} |")

@@ -4,6 +4,7 @@
 #   scripts/fuzz.sh [--seconds N] [reader...]
 #     --seconds N   fuzzing time per reader (default 600)
 #     reader        safetensors idx cifar10 tfrecord libsvm tar image job_spec json plan_files
+#                   model_index
 #                   (default: all)
 #
 # Configures and builds build-fuzz (clang, -DSDP_FUZZ=ON), generates the seed corpora from
@@ -23,11 +24,11 @@ readers=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) readers+=("$1"); shift ;;
   esac
 done
-all=(safetensors idx cifar10 tfrecord libsvm tar image job_spec json plan_files)
+all=(safetensors idx cifar10 tfrecord libsvm tar image job_spec json plan_files model_index)
 [ ${#readers[@]} -gt 0 ] || readers=("${all[@]}")
 for r in "${readers[@]}"; do
   [[ " ${all[*]} " == *" $r "* ]] || { echo "fuzz.sh: unknown reader '$r' (one of: ${all[*]})" >&2; exit 2; }
@@ -64,6 +65,10 @@ printf '\x01{"version":1,"kind":"sdp-train plan calibration","date":"2026-11-26"
 { printf '\x02'; cat configs/plan/instances.yaml; } >"$seeds/plan_files/instances"
 printf '\x03{"version":1,"kind":"sdp-train CTR step profile","model":"deepfm","measured_on":"x","batch_per_rank":1024,"table_rows":117581,"fields":39,"width":33,"dense_floats":400000,"samples":200000,"data_s":0.002,"compute_s":0.02,"update_s":0.004,"update_rows":9000,"record_s":5e-8,"unique":[[1024,9000],[2048,14000],[4096,21000]]}' \
   >"$seeds/plan_files/ctr"
+# A model's index (model.safetensors.index.json), as a sharded table's run writes it.
+mkdir -p "$seeds/model_index"
+printf '{"metadata":{"model":"deepfm","table_shards":"2","total_size":"4096"},"weight_map":{"bias":"model-00001-of-00002.safetensors","table.shard-00001-of-00002":"model-00001-of-00002.safetensors","table.shard-00002-of-00002":"model-00002-of-00002.safetensors"}}' \
+  >"$seeds/model_index/index"
 
 run_one() {
   local r="$1"

@@ -16,7 +16,6 @@
 #include <optional>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
 
 #include "config/model_names.hpp"
 #include "config/sagemaker_env.hpp"
@@ -48,6 +47,7 @@
 #include "distributed/watchdog.hpp"
 #include "io/atomic_file.hpp"
 #include "io/checkpoint.hpp"
+#include "io/model_index.hpp"
 #include "io/safetensors.hpp"
 #include "nn/threads.hpp"
 #include "obs/metrics.hpp"
@@ -1103,16 +1103,16 @@ void CtrRun::save_model() {
   });
   run_on_all_ranks(world_.comm(), [&] {
     if (rank != 0) return;
-    nlohmann::json index;
-    index["metadata"] = metadata;
-    index["metadata"]["table_shards"] = std::to_string(count);
-    index["metadata"]["total_size"] = 4.0 * static_cast<double>(model_.dense().size()) +
-                                      4.0 * model_.shape().width() * static_cast<double>(spec_.model.table_rows);
+    ModelIndex index;
+    index.metadata = metadata;
+    index.metadata["table_shards"] = std::to_string(count);
+    index.metadata["total_size"] = std::to_string(
+        4 * (static_cast<int64_t>(model_.dense().size()) + model_.shape().width() * spec_.model.table_rows));
     for (int r = 0; r < count; ++r) {
       std::istringstream lines(names[static_cast<size_t>(r)]);
-      for (std::string name; std::getline(lines, name);) index["weight_map"][name] = model_part_file(r, count);
+      for (std::string name; std::getline(lines, name);) index.weight_map[name] = model_part_file(r, count);
     }
-    const std::string text = index.dump(2) + "\n";
+    const std::string text = model_index_json(index);
     write_file_atomically(spec_.output.model_dir + "/model.safetensors.index.json",
                           [&](std::FILE* f) { std::fputs(text.c_str(), f); });
   });
@@ -1264,31 +1264,30 @@ void load_model_file(CtrModel& model, const JobSpec& spec, const World& world, c
       take_rows(content.tensors, TableShard{}, mine, spec.model.table_rows, views, path);
       return;
     }
-    try {
-      std::ifstream in(path);
-      if (!in) throw InputError(path + ": cannot read the model's index: " + std::strerror(errno));
-      const nlohmann::json index = nlohmann::json::parse(in);
-      const int count = std::stoi(index.at("metadata").at("table_shards").get<std::string>());
-      if (count < 1) throw InputError(path + ": metadata 'table_shards' must be 1 or more");
-      const std::string dir = std::filesystem::path(path).parent_path().string();
-      const int common = std::gcd(count, mine.count);
-      for (int p = 0; p < count; ++p) {
-        if (p != 0 && ((p - mine.index) % common + common) % common != 0) continue;  // part 0 has the dense tensors
-        const std::string rows_name = part_tensor_name("table", p, count);
-        const std::string file =
-            (dir.empty() ? "" : dir + "/") + index.at("weight_map").at(rows_name).get<std::string>();
-        SafetensorsContent content = load_safetensors(file);
-        check_model(content, file);
-        for (NamedTensor& t : content.tensors)
-          if (t.name == rows_name) t.name = "table";
-        if (p == 0) model.load(content.tensors, file, /*table=*/false);
-        if (((p - mine.index) % common + common) % common == 0)
-          take_rows(content.tensors, TableShard{p, count}, mine, spec.model.table_rows, views, file);
+    const ModelIndex index = read_model_index(path);
+    const auto shards = index.metadata.find("table_shards");
+    int count = 0;
+    if (shards != index.metadata.end()) try {
+        count = std::stoi(shards->second);
+      } catch (const std::logic_error&) {
       }
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(path + ": not a model index (model.safetensors.index.json) of sdp-train: " + e.what());
-    } catch (const std::logic_error& e) {  // std::stoi
-      throw InputError(path + ": metadata 'table_shards' is not a number: " + e.what());
+    if (count < 1 || count > (1 << 20))
+      throw InputError(path + ": metadata 'table_shards' must be the number of parts (1 or more)");
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    const int common = std::gcd(count, mine.count);
+    for (int p = 0; p < count; ++p) {
+      const bool mine_in_it = ((p - mine.index) % common + common) % common == 0;
+      if (p != 0 && !mine_in_it) continue;  // part 0 has the dense tensors
+      const std::string rows_name = part_tensor_name("table", p, count);
+      const auto file = index.weight_map.find(rows_name);
+      if (file == index.weight_map.end()) throw InputError(path + ": no 'weight_map." + rows_name + "'");
+      const std::string part = (dir.empty() ? "" : dir + "/") + file->second;
+      SafetensorsContent content = load_safetensors(part);
+      check_model(content, part);
+      for (NamedTensor& t : content.tensors)
+        if (t.name == rows_name) t.name = "table";
+      if (p == 0) model.load(content.tensors, part, /*table=*/false);
+      if (mine_in_it) take_rows(content.tensors, TableShard{p, count}, mine, spec.model.table_rows, views, part);
     }
   });
 }

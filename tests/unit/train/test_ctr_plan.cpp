@@ -128,6 +128,51 @@ TEST(CtrPlan, TheTableNamesItsColumnsAndEveryRow) {
   EXPECT_NE(text.find("\n    2     2 "), std::string::npos) << text;
 }
 
+// Sharded: each rank's unique ids cross to the other nodes' owners, 8 + 8W bytes an id (id
+// out, row back, gradient out); each owner updates its share of the world's rows.
+TEST(CtrPlan, ShardedRowsCrossOnceEachWayAndTheOwnersShareTheUpdate) {
+  const CtrProfile p = profile();
+  const plan::Network net = network(1);
+  const CtrStep two = predict_ctr_step(p, net, {2, 1}, Compression::kNone, AllreduceKind::kAuto, RowWay::kSharded);
+  EXPECT_NEAR(two.link_bytes, 0.5 * 30000 * (8 + 8 * 17), 1e-6);
+  EXPECT_NEAR(two.update_s, p.update_s * (50000.0 / 2) / 30000.0, 1e-12);
+  const CtrStep replicated = predict_ctr_step(p, net, {2, 1}, Compression::kNone, AllreduceKind::kAuto,
+                                              RowWay::kSparse);
+  EXPECT_LT(two.update_s, replicated.update_s);
+  // One node: nothing crosses a link; 2 nodes of 2 ranks: each node's 2 ranks send half theirs.
+  EXPECT_EQ(predict_ctr_step(p, net, {1, 2}, Compression::kNone, AllreduceKind::kAuto, RowWay::kSharded).link_bytes, 0);
+  EXPECT_NEAR(predict_ctr_step(p, net, {2, 2}, Compression::kNone, AllreduceKind::kAuto, RowWay::kSharded).link_bytes,
+              2 * 0.5 * 30000 * (8 + 8 * 17), 1e-6);
+}
+
+// The plan says each placement's memory a rank and takes the faster that fits.
+TEST(CtrPlan, BestIsTheFasterPlacementThatFits) {
+  CtrPlanSetup setup;
+  setup.nodes = {1, 2, 4};
+  setup.state_floats = 2;  // Adam
+  const double table = 4.0 * 17 * 1e6 * 3;
+  setup.rank_memory_bytes = 1e12;
+  auto rows = make_ctr_plan(profile(), network(10), setup);
+  for (const CtrPlanRow& r : rows) {
+    EXPECT_NEAR(r.replicated_bytes, table, 1);
+    EXPECT_NEAR(r.sharded_bytes, table / r.ranks, table * 1e-6);
+    const bool sharded_faster = r.sharded.step_s < r.step(r.auto_way).step_s;
+    EXPECT_STREQ(r.best, sharded_faster ? "sharded" : "replicated") << r.nodes;
+  }
+  // A rank with room for a third of the table: replicated never fits, sharded from 4 ranks on.
+  setup.rank_memory_bytes = table / 3;
+  rows = make_ctr_plan(profile(), network(10), setup);
+  EXPECT_EQ(rows[0].best, nullptr);
+  EXPECT_EQ(rows[1].best, nullptr);
+  EXPECT_STREQ(rows[2].best, "sharded");
+  setup.sharding = "rows";
+  rows = make_ctr_plan(profile(), network(10), setup);
+  EXPECT_EQ(rows[1].job_way, RowWay::kSharded);
+  const std::string text = format_ctr_plan(profile(), setup, rows);
+  EXPECT_NE(text.find("neither-fits"), std::string::npos) << text;
+  EXPECT_NE(text.find("table rows (model.embedding_sharding)"), std::string::npos) << text;
+}
+
 std::string write_temp(const std::string& name, const std::string& text) {
   const std::string path = ::testing::TempDir() + name;
   std::ofstream(path) << text;
