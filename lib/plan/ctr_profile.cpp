@@ -44,6 +44,7 @@ nlohmann::json ctr_profile_to_json(const CtrProfile& p) {
           {"update_s", p.update_s},
           {"update_rows", p.update_rows},
           {"record_s", p.record_s},
+          {"fetched_compute_s", p.fetched_compute_s},
           {"unique", unique}};
 }
 
@@ -77,6 +78,7 @@ CtrProfile read_ctr_profile(const std::string& path) {
   time("compute_s", &p.compute_s);
   time("update_s", &p.update_s);
   time("record_s", &p.record_s);
+  if (doc.contains("fetched_compute_s")) time("fetched_compute_s", &p.fetched_compute_s);
   if (p.compute_s <= 0) throw bad("compute_s", "is 0");
   p.update_rows = file_field<double>(doc, "update_rows", path);
   if (!std::isfinite(p.update_rows) || p.update_rows < 0 || p.update_rows > static_cast<double>(p.table_rows))

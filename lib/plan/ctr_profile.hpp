@@ -23,6 +23,10 @@ struct CtrProfile {
   double update_s = 0;       // the optimizer on the step's rows and the dense weights
   double update_rows = 0;    // the rows update_s covered: the step's unique ids
   double record_s = 0;       // summing one received (id, row) record
+  // A sharded table's compute (model.embedding_sharding: rows): the batch's ids deduplicated,
+  // their rows gathered into one block as a fetch leaves them, forward and backward reading
+  // that block. 0 (a file written before it was measured): compute_s and a hash of each id.
+  double fetched_compute_s = 0;
   // (samples, unique ids among them), samples ascending: measured from the job's data.
   std::vector<std::pair<double, double>> unique;
   // U(samples): interpolated in log-log between measured points, extended beyond the last

@@ -16,8 +16,10 @@
 //               touched rows, and the U(N r B) touched rows summed out of it
 //   auto        the way estimate_bytes (row_exchange.hpp) gives fewer bytes, as the runner
 //               takes it each step
-//   sharded     (model.embedding_sharding: rows; ctr/sharded_rows.hpp) each rank's U(B) ids
-//               deduplicated (its B F pairs hashed), sent to their owners, their rows sent back,
+//   sharded     (model.embedding_sharding: rows; ctr/sharded_rows.hpp) the compute measured on
+//               fetched rows (fetched_compute_s: the B F pairs hashed, the rows gathered into a
+//               block, forward and backward from it); each rank's U(B) unique ids sent to their
+//               owners, their rows sent back,
 //               then their gradients: (N-1)/N of each rank's ids cross nodes, 8 + 8W bytes an
 //               id each way; each owner serves and sums about U(B) rows and updates U(N r B) /
 //               (N r) of them

@@ -1416,7 +1416,12 @@ CtrProfile measure_ctr_step(const JobSetup& setup, int64_t steps, int64_t warmup
   std::vector<int64_t> order;
   epoch_permutation(spec.seed, 0, samples, order);
   const int64_t batches = samples / batch;
-  double data_s = 0, compute_s = 0, update_s = 0, update_rows = 0, record_s = 0, records = 0;
+  double data_s = 0, compute_s = 0, update_s = 0, update_rows = 0, record_s = 0, records = 0, fetched_s = 0;
+  // A sharded table's step (ShardedRows::fetch without its traffic): the batch's unique ids,
+  // their rows in one block, forward and backward reading it.
+  RowAccumulator dedupe, fetched_grad;
+  std::vector<float> fetched;
+  std::vector<int64_t> slots;
   for (int64_t step = 0; step < warmup + steps; ++step) {
     const int64_t first = ((step * world.size() + world.rank()) % batches) * batch;
     const auto t_data = Clock::now();
@@ -1435,7 +1440,27 @@ CtrProfile measure_ctr_step(const JobSetup& setup, int64_t steps, int64_t warmup
     received.reset(width, mine.size());
     for (int64_t i = 0; i < mine.size(); ++i) received.add(mine.ids[static_cast<size_t>(i)], mine.row(i));
     const auto t3 = Clock::now();
+    {
+      const int64_t pairs = batch * fields;
+      dedupe.reset(0, pairs);
+      const uint32_t* first_seen = dedupe.assign_slots(b.ids, pairs);
+      const std::vector<int64_t>& unique = dedupe.rows().ids;
+      fetched.resize(unique.size() * static_cast<size_t>(width));
+      for (size_t u = 0; u < unique.size(); ++u)
+        std::memcpy(fetched.data() + u * width, model.table().data() + unique[u] * width, sizeof(float) * width);
+      slots.resize(static_cast<size_t>(pairs));
+      for (int64_t p = 0; p < pairs; ++p) slots[p] = first_seen[p] & ~RowAccumulator::kNewSlot;
+      CtrBatch compact = b;
+      compact.ids = slots.data();
+      model.read_rows_from(fetched.data());
+      model.forward(compact, /*training=*/true, step, buffers.prob.data());
+      fetched_grad.reset(width, static_cast<int64_t>(unique.size()));
+      model.backward(compact, 1.0f / static_cast<float>(batch), dense_grad, fetched_grad);
+      model.read_rows_from(nullptr);
+    }
+    const auto t4 = Clock::now();
     if (step < warmup) continue;
+    fetched_s += std::chrono::duration<double>(t4 - t3).count();
     data_s += std::chrono::duration<double>(t0 - t_data).count();
     compute_s += std::chrono::duration<double>(t1 - t0).count();
     update_s += std::chrono::duration<double>(t2 - t1).count();
@@ -1444,7 +1469,8 @@ CtrProfile measure_ctr_step(const JobSetup& setup, int64_t steps, int64_t warmup
     records += static_cast<double>(mine.size());
   }
   const double n = static_cast<double>(steps);
-  std::vector<double> figures = {data_s / n, compute_s / n, update_s / n, record_s / std::max(1.0, records)};
+  std::vector<double> figures = {data_s / n, compute_s / n, update_s / n, record_s / std::max(1.0, records),
+                                 fetched_s / n};
   MPI_Allreduce(MPI_IN_PLACE, figures.data(), static_cast<int>(figures.size()), MPI_DOUBLE, MPI_MAX, world.comm());
 
   CtrProfile p;
@@ -1460,6 +1486,7 @@ CtrProfile measure_ctr_step(const JobSetup& setup, int64_t steps, int64_t warmup
   p.update_s = figures[2];
   p.update_rows = update_rows / n;
   p.record_s = figures[3];
+  p.fetched_compute_s = figures[4];
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   p.measured_on = std::string(host) + ", cpu, " + std::to_string(setup.device.threads) + " thread(s), " +
