@@ -42,16 +42,20 @@ CtrStep predict_ctr_step(const CtrProfile& profile, const plan::Network& network
   const double w = profile.width;
   if (way == RowWay::kSharded) {
     const double ranks = n * r, pairs = b * profile.fields;
-    const double cross = (n - 1) / n * u_rank, inside = (r - 1) / ranks * u_rank;  // ids a rank sends each way
-    s.link_bytes = r * cross * (8 + 8 * w);
-    // The counts' MPI_Alltoall, then the ids, the rows back and the gradients (MPI_Alltoallv):
-    // over the node's link at once, every rank's share of each.
-    // The batch's ids hashed once more: in fetched_compute_s where it was measured.
-    double rows = (profile.fetched_compute_s > 0 ? 0 : pairs * profile.record_s) + 2 * u_rank * profile.record_s;
+    // Ids a node sends its owners elsewhere (its unique ids, deduplicated by the forwarders),
+    // and the ids a rank hands its forwarders on the node; 8 + 8W bytes an id: the id, its row
+    // back, its gradient.
+    const double cross = (n - 1) / n * u_node, inside = (r - 1) / r * u_rank;
+    s.link_bytes = cross * (8 + 8 * w);
+    // The batch's ids hashed once more (in fetched_compute_s where it was measured); a
+    // forwarder's hash and sums of its node's requests; an owner's rows served and summed.
+    double rows = (profile.fetched_compute_s > 0 ? 0 : pairs * profile.record_s) +
+                  (r > 1 ? 2 * u_rank * profile.record_s : 0) + 2 * u_node / r * profile.record_s;
     rows += inside * (8 + 8 * w) / network.intra_bytes_per_s;
+    // The counts' MPI_Alltoall, then the ids, the rows back and the gradients (MPI_Alltoallv).
     if (n > 1)
-      rows += network.crossing_seconds(4 * ranks * r) + network.crossing_seconds(r * cross * 8) +
-              2 * network.crossing_seconds(r * cross * 4 * w);
+      rows += network.crossing_seconds(4 * ranks * r) + network.crossing_seconds(cross * 8) +
+              2 * network.crossing_seconds(cross * 4 * w);
     s.rows_s = rows;
   } else if (way == RowWay::kSparse) {
     const double record = 4 * (w + 2), wire_record = compressed(compression) ? 8 + 2 * w : record;

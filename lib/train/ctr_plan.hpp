@@ -18,11 +18,11 @@
 //               takes it each step
 //   sharded     (model.embedding_sharding: rows; ctr/sharded_rows.hpp) the compute measured on
 //               fetched rows (fetched_compute_s: the B F pairs hashed, the rows gathered into a
-//               block, forward and backward from it); each rank's U(B) unique ids sent to their
-//               owners, their rows sent back,
-//               then their gradients: (N-1)/N of each rank's ids cross nodes, 8 + 8W bytes an
-//               id each way; each owner serves and sums about U(B) rows and updates U(N r B) /
-//               (N r) of them
+//               block, forward and backward from it); each rank's U(B) unique ids to its node's
+//               forwarders, each node's U(r B) to their owners, their rows sent back, then
+//               their gradients: (N-1)/N of a node's U(r B) cross nodes, 8 + 8W bytes an id;
+//               each forwarder hashes and sums about U(B), each owner serves and sums about
+//               U(r B) / r rows and updates U(N r B) / (N r) of them
 // A record is 8 bytes of id and the row: 4 (W + 2) bytes inside a node, 8 + 2W across nodes
 // under fp16 / bf16 compression.
 #pragma once

@@ -1,7 +1,8 @@
 // A row-sharded table's traffic (ctr/sharded_rows.hpp) on every topology of 1 to 4 ranks: fetch
-// gives each id of a batch its row from the rank that owns it, and reduce leaves each owner its
-// rows' gradients summed to the same bits as the replicated table's sparse exchange
-// (ctr/row_exchange.hpp) sums them, for ids no rank, one rank or every rank touched.
+// gives each id of a batch its row from the rank that owns it, asking for each id once a node,
+// and reduce leaves each owner its rows' gradients summed to the same bits as the replicated
+// table's sparse exchange (ctr/row_exchange.hpp) sums them, for ids no rank, one rank or every
+// rank touched.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -59,6 +60,17 @@ TEST(ShardedRows, FetchesOwnersRowsAndSumsGradientsAsTheSparseExchange) {
       sharded.fetch(ids.data(), count, mine.data());
       std::set<int64_t> distinct(ids.begin(), ids.end());
       ASSERT_EQ(sharded.unique(), static_cast<int64_t>(distinct.size()));
+      // Deduplicated per node: the owners serve each node's unique ids once.
+      int64_t served = sharded.served(), node_unique = 0;
+      MPI_Allreduce(MPI_IN_PLACE, &served, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+      for (int n = 0; n < world.nodes(); ++n) {
+        std::set<int64_t> node;
+        for (int r = 0; r < size; ++r)
+          if (world.rank_nodes()[static_cast<size_t>(r)] == n)
+            for (int64_t id : rank_ids(r, step)) node.insert(id);
+        node_unique += static_cast<int64_t>(node.size());
+      }
+      EXPECT_EQ(served, node_unique) << "ranks per node " << rpn << ", step " << step;
       for (int64_t p = 0; p < count; ++p) {
         const int64_t slot = sharded.slots()[p];
         ASSERT_GE(slot, 0);

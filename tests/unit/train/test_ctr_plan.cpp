@@ -128,7 +128,7 @@ TEST(CtrPlan, TheTableNamesItsColumnsAndEveryRow) {
   EXPECT_NE(text.find("\n    2     2 "), std::string::npos) << text;
 }
 
-// Sharded: each rank's unique ids cross to the other nodes' owners, 8 + 8W bytes an id (id
+// Sharded: each node's unique ids cross to the other nodes' owners, 8 + 8W bytes an id (id
 // out, row back, gradient out); each owner updates its share of the world's rows.
 TEST(CtrPlan, ShardedRowsCrossOnceEachWayAndTheOwnersShareTheUpdate) {
   const CtrProfile p = profile();
@@ -139,10 +139,11 @@ TEST(CtrPlan, ShardedRowsCrossOnceEachWayAndTheOwnersShareTheUpdate) {
   const CtrStep replicated = predict_ctr_step(p, net, {2, 1}, Compression::kNone, AllreduceKind::kAuto,
                                               RowWay::kSparse);
   EXPECT_LT(two.update_s, replicated.update_s);
-  // One node: nothing crosses a link; 2 nodes of 2 ranks: each node's 2 ranks send half theirs.
+  // One node: nothing crosses a link; 2 nodes of 2 ranks: half the node's unique ids U(2B),
+  // deduplicated by its forwarders.
   EXPECT_EQ(predict_ctr_step(p, net, {1, 2}, Compression::kNone, AllreduceKind::kAuto, RowWay::kSharded).link_bytes, 0);
   EXPECT_NEAR(predict_ctr_step(p, net, {2, 2}, Compression::kNone, AllreduceKind::kAuto, RowWay::kSharded).link_bytes,
-              2 * 0.5 * 30000 * (8 + 8 * 17), 1e-6);
+              0.5 * 50000 * (8 + 8 * 17), 1e-6);
 }
 
 // The plan says each placement's memory a rank and takes the faster that fits.
