@@ -659,7 +659,29 @@ PY
   done
   [ "$(wc -l <"$WORK/p1.txt")" = 1024 ] || fail "predict: not a probability for each of the 1024 test samples"
   cmp "$WORK/p1.txt" "$WORK/p2.txt" || fail "predict: 1 rank whole and 2 sharded differ"
+  # An index that says the model has 0 parts, or names a part outside its directory: exit 2.
+  sed 's/"table_shards": "2"/"table_shards": "0"/' "$WORK/parts/model.safetensors.index.json" >"$WORK/parts/zero.index.json"
+  expect_error 2 "zero.index.json: metadata 'table_shards'" evaluate "${job[@]}" --model "$WORK/parts/zero.index.json"
+  sed 's|"model-00002-of-00002.safetensors"|"../whole/model.safetensors"|' "$WORK/parts/model.safetensors.index.json" \
+    >"$WORK/parts/out.index.json"
+  expect_error 2 "out.index.json: 'weight_map.*without a directory" evaluate "${job[@]}" --model "$WORK/parts/out.index.json"
   # (3 ranks score 341-sample batches, whose products oneDNN may sum in another order.)
   expect_ok 3 predict "${job[@]}" --model "$WORK/whole/model.safetensors" --output "$WORK/p3-whole.txt"
   cmp "$WORK/p3.txt" "$WORK/p3-whole.txt" || fail "predict on 3 ranks: the parts sharded and the whole model differ"
+}
+
+# A rank that stops before sending its gradients to the rows' owners: the other's watchdog ends
+# the sharded job with exit 3 naming that exchange and the rank that never arrived.
+case_ctr_sharded_stall() {
+  ctr_args
+  local start elapsed
+  start=$(date +%s)
+  SDP_TEST_STALL_RANK=1 SDP_TEST_STALL_IN=rows_exchange run 2 "${CTR_ARGS[@]}" --set model.embedding_sharding=rows \
+    --set distributed.stall_warning_s=1 --set distributed.timeout_s=4
+  elapsed=$(( $(date +%s) - start ))
+  [ $STATUS -eq 3 ] || fail "exit status $STATUS, expected 3"
+  [ $elapsed -le 25 ] || fail "took ${elapsed}s to abort (timeout 4 s)"
+  grep -qE '^sdp-train: error: rank 0 step 0: table rows gradients to their owners .*has waited' "$WORK/out" ||
+    fail "the error does not name the exchange"
+  grep -qE 'never arrived: .*1' "$WORK/out" || fail "the error does not name rank 1"
 }
