@@ -504,8 +504,8 @@ bool is_table_tensor(const std::string& name) {
          (name.rfind("optimizer.", 0) == 0 && ends_with(name, ".table"));
 }
 
-// A part's name for its rows of a table tensor in a model written in parts (save_model):
-// "embedding.weight.shard-00002-of-00004", each name once in the index's weight_map.
+// A part's name for its rows in a model written in parts (save_model): "table.shard-00002-of-00004",
+// each name once in the index's weight_map.
 std::string part_tensor_name(const std::string& name, int index, int count) {
   char suffix[48];
   std::snprintf(suffix, sizeof suffix, ".shard-%05d-of-%05d", index + 1, count);
