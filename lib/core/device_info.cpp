@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -173,14 +174,16 @@ double directory_quota(const std::string& dir) {
   return 0;
 }
 
-// The binding one of two quotas (0: none).
-double tighter_quota(double a, double b) { return a == 0 ? b : b == 0 ? a : std::min(a, b); }
+// The binding one of two limits (0: none).
+double tighter(double a, double b) { return a == 0 ? b : b == 0 ? a : std::min(a, b); }
 
-// The smallest positive quota from `path` up to `mount` (the hierarchy's root).
-double smallest_quota_along(const std::string& mount, std::string path) {
+// The smallest positive limit from `path` up to `mount` (the hierarchy's root), `level` giving
+// one directory's (0: none).
+template <typename Level>
+double smallest_along(const std::string& mount, std::string path, Level level) {
   double smallest = 0;
   while (true) {
-    smallest = tighter_quota(smallest, directory_quota(mount + path));
+    smallest = tighter(smallest, level(mount + path));
     if (path.empty() || path == "/") break;
     const std::size_t slash = path.find_last_of('/');
     path = slash == std::string::npos || slash == 0 ? "/" : path.substr(0, slash);
@@ -188,10 +191,12 @@ double smallest_quota_along(const std::string& mount, std::string path) {
   return smallest;
 }
 
-}  // namespace
-
-double cgroup_cpu_quota_in(const std::string& proc_self_cgroup, const std::string& root) {
-  // Lines "ID:CONTROLLERS:PATH": v2's is "0::PATH"; v1's cpu controller's lists "cpu".
+// The smallest limit `level` gives along the process's cgroups: v2's unified path under
+// `root`, and v1's path of `controller` under each of `mounts` (root + mount).
+template <typename Level>
+double smallest_cgroup_limit(const std::string& proc_self_cgroup, const std::string& root, const char* controller,
+                             std::initializer_list<const char*> mounts, Level level) {
+  // Lines "ID:CONTROLLERS:PATH": v2's is "0::PATH"; a v1 controller's lists its name.
   std::istringstream lines(proc_self_cgroup);
   std::string line;
   double smallest = 0;
@@ -200,18 +205,42 @@ double cgroup_cpu_quota_in(const std::string& proc_self_cgroup, const std::strin
     if (second == std::string::npos) continue;
     const std::string controllers = line.substr(first + 1, second - first - 1), path = line.substr(second + 1);
     if (controllers.empty()) {
-      smallest = tighter_quota(smallest, smallest_quota_along(root, path));
+      smallest = tighter(smallest, smallest_along(root, path, level));
       continue;
     }
     std::istringstream names(controllers);
     std::string name;
-    bool cpu = false;
-    while (std::getline(names, name, ',')) cpu = cpu || name == "cpu";
-    if (!cpu) continue;
-    for (const char* mount : {"/cpu", "/cpu,cpuacct", "/cpuacct,cpu"})
-      smallest = tighter_quota(smallest, smallest_quota_along(root + mount, path));
+    bool listed = false;
+    while (std::getline(names, name, ',')) listed = listed || name == controller;
+    if (!listed) continue;
+    for (const char* mount : mounts) smallest = tighter(smallest, smallest_along(root + mount, path, level));
   }
   return smallest;
+}
+
+// One cgroup directory's memory limit in bytes: v2's memory.max, else v1's
+// memory.limit_in_bytes (unlimited reads as about 2^63); 0 for none.
+double directory_memory_limit(const std::string& dir) {
+  std::string text;
+  if (std::ifstream v2(dir + "/memory.max"); v2 >> text) {
+    char* end = nullptr;
+    const double bytes = std::strtod(text.c_str(), &end);
+    return end != text.c_str() && bytes > 0 ? bytes : 0;  // "max": none
+  }
+  double bytes = 0;
+  if (std::ifstream v1(dir + "/memory.limit_in_bytes"); v1 >> bytes && bytes > 0 && bytes < 0x1p62) return bytes;
+  return 0;
+}
+
+}  // namespace
+
+double cgroup_cpu_quota_in(const std::string& proc_self_cgroup, const std::string& root) {
+  return smallest_cgroup_limit(proc_self_cgroup, root, "cpu", {"/cpu", "/cpu,cpuacct", "/cpuacct,cpu"},
+                               directory_quota);
+}
+
+double cgroup_memory_limit_in(const std::string& proc_self_cgroup, const std::string& root) {
+  return smallest_cgroup_limit(proc_self_cgroup, root, "memory", {"/memory"}, directory_memory_limit);
 }
 
 int cgroup_cpu_quota() {
@@ -220,6 +249,27 @@ int cgroup_cpu_quota() {
   text << in.rdbuf();
   const double cpus = cgroup_cpu_quota_in(text.str(), "/sys/fs/cgroup");
   return cpus > 0 ? static_cast<int>(std::ceil(cpus - 1e-9)) : 0;
+}
+
+int64_t usable_memory_bytes() {
+  // The e2e tests' stand-in for a smaller machine (train/fault_plan.hpp's SDP_TEST_* kin).
+  if (const char* test = std::getenv("SDP_TEST_NODE_MEMORY_BYTES")) return std::atoll(test);
+  double bytes = 0;
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string key; meminfo >> key;) {
+    double kb = 0;
+    meminfo >> kb;
+    if (key == "MemTotal:") {
+      bytes = kb * 1024;
+      break;
+    }
+    meminfo.ignore(256, '\n');
+  }
+  std::ifstream in("/proc/self/cgroup");
+  std::ostringstream text;
+  text << in.rdbuf();
+  bytes = tighter(bytes, cgroup_memory_limit_in(text.str(), "/sys/fs/cgroup"));
+  return static_cast<int64_t>(bytes);
 }
 
 int usable_cpu_count() {

@@ -58,6 +58,12 @@ int cgroup_cpu_quota();
 // controller's hierarchy (mounted as cpu, cpu,cpuacct or cpuacct,cpu). In CPUs, unrounded; 0
 // when no level sets one.
 double cgroup_cpu_quota_in(const std::string& proc_self_cgroup, const std::string& root);
+// The same walk for the memory limit in bytes: v2's memory.max or v1's memory.limit_in_bytes
+// (under root/memory); 0 when no level sets one.
+double cgroup_memory_limit_in(const std::string& proc_self_cgroup, const std::string& root);
+// Bytes of memory this process's machine has (MemTotal), capped by its cgroup's limit; 0 when
+// unknown.
+int64_t usable_memory_bytes();
 // CPUs this process can keep busy: its affinity mask, capped by the cgroup quota.
 int usable_cpu_count();
 // Identifies the physical machine (the running kernel's boot id, which every process,

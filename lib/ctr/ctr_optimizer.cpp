@@ -36,6 +36,15 @@ CtrOptimizer::CtrOptimizer(const OptimizerSpec& spec, double l2, CtrModel& model
   }
 }
 
+int CtrOptimizer::table_state_floats(const OptimizerSpec& spec) {
+  switch (spec.name) {
+    case OptimizerKind::kAdam:
+    case OptimizerKind::kFtrl: return 2;
+    case OptimizerKind::kAdagrad: return 1;
+    default: return spec.momentum > 0 ? 1 : 0;
+  }
+}
+
 void CtrOptimizer::update(float* p, const float* g, int64_t n, int64_t offset, bool table, float lr, float l2) {
   const auto state = [&](size_t i) { return (table ? slots_[i].table.data() : slots_[i].dense.data()) + offset; };
   switch (kind_) {

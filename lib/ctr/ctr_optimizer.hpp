@@ -31,6 +31,10 @@ class CtrOptimizer {
   // sparse gradient, both already averaged over the global batch.
   void step(float lr, const std::vector<float>& dense_grad, const SparseRows& table_grad);
 
+  // Floats of state per table float `spec`'s rule keeps (Adam's m and v: 2): the memory a
+  // table needs before one is made.
+  static int table_state_floats(const OptimizerSpec& spec);
+
   int64_t steps() const { return steps_; }
   // The state for checkpoints ("optimizer.<slot>.table", "optimizer.<slot>.dense", "optimizer.steps").
   // Without `table`: the dense part and the step count alone.

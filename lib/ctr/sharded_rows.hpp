@@ -79,7 +79,6 @@ class ShardedRows {
   std::vector<int64_t> asked_ids_;  // owner: the ids the forwarders asked for, by rank
   std::vector<int64_t> asked_rows_; // owner: their local rows
   std::vector<int64_t> slots_;      // each pair's row in rows_
-  std::vector<int32_t> slot_of_first_seen_;
   std::vector<int> fill_;
   std::vector<int64_t> place_;
   std::vector<float> rows_;         // fetched rows, by slot

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <numeric>
 
 namespace sdp {
 
@@ -21,6 +22,12 @@ struct TableShard {
   int64_t local_row(int64_t id) const { return id / count; }
   int64_t global_id(int64_t local_row) const { return index + local_row * count; }
   bool whole() const { return count == 1; }
+  // Whether some id is in both shards (of any counts): reading another world size's parts,
+  // a rank skips those that hold none of its ids.
+  bool shares_ids_with(TableShard other) const {
+    const int common = std::gcd(count, other.count);
+    return ((other.index - index) % common + common) % common == 0;
+  }
 };
 
 }  // namespace sdp

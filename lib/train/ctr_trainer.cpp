@@ -23,6 +23,7 @@
 #include "core/error.hpp"
 #include "core/cpu_dispatch.hpp"
 #include "core/crc32c.hpp"
+#include "core/device_info.hpp"
 #include "core/floating_point.hpp"
 #include "core/log.hpp"
 #include "ctr/ctr_data.hpp"
@@ -467,11 +468,11 @@ TableShard table_shard(const JobSpec& spec, const World& world) {
 int64_t table_bytes_per_rank(const JobSpec& spec, const World& world) {
   const int64_t rows = table_shard(spec, world).rows(spec.model.table_rows);
   return rows * model_shape(spec.model).width() * static_cast<int64_t>(sizeof(float)) *
-         (1 + ctr_table_state_floats(spec.optimizer));
+         (1 + CtrOptimizer::table_state_floats(spec.optimizer));
 }
 
 // The memory a rank of this node may use: its share of the node's.
-int64_t rank_memory_bytes(const World& world) { return node_memory_bytes() / std::max(1, world.local_size()); }
+int64_t rank_memory_bytes(const World& world) { return usable_memory_bytes() / std::max(1, world.local_size()); }
 
 std::string gigabytes(double bytes) { return format_double(bytes / 1e9, 3) + " GB"; }
 
@@ -497,12 +498,6 @@ void check_table_fits(const JobSpec& spec, const World& world) {
 struct DamagedCheckpointPart : InputError {
   using InputError::InputError;
 };
-
-// The tensors that hold table rows: the model's tables and the optimizer's state of them.
-bool is_table_tensor(const std::string& name) {
-  return name == "first_order.weight" || name == "embedding.weight" ||
-         (name.rfind("optimizer.", 0) == 0 && ends_with(name, ".table"));
-}
 
 // A part's name for its rows in a model written in parts (save_model): "table.shard-00002-of-00004",
 // each name once in the index's weight_map.
@@ -997,10 +992,9 @@ void CtrRun::load_checkpoint(const Checkpoint& c) {
     return;
   }
   const auto count = static_cast<int>(parts);
-  const int common = std::gcd(count, mine.count);
   const std::string dir = std::filesystem::path(c.path).parent_path().string();
   for (int p = 0; p < count; ++p) {
-    if (((p - mine.index) % common + common) % common != 0) continue;  // no id of part p is this rank's
+    if (!mine.shares_ids_with(TableShard{p, count})) continue;
     Checkpoint part;
     try {
       part = read_checkpoint(checkpoint_part_path(dir, c.step, p, count));
@@ -1274,9 +1268,8 @@ void load_model_file(CtrModel& model, const JobSpec& spec, const World& world, c
     if (count < 1 || count > (1 << 20))
       throw InputError(path + ": metadata 'table_shards' must be the number of parts (1 or more)");
     const std::string dir = std::filesystem::path(path).parent_path().string();
-    const int common = std::gcd(count, mine.count);
     for (int p = 0; p < count; ++p) {
-      const bool mine_in_it = ((p - mine.index) % common + common) % common == 0;
+      const bool mine_in_it = mine.shares_ids_with(TableShard{p, count});
       if (p != 0 && !mine_in_it) continue;  // part 0 has the dense tensors
       const std::string rows_name = part_tensor_name("table", p, count);
       const auto file = index.weight_map.find(rows_name);
@@ -1525,52 +1518,6 @@ CtrProfile read_ctr_profile_for(const JobSpec& spec, const std::string& path) {
     throw differs("rows of", std::to_string(p.width) + " floats", std::to_string(width) + " (model.embedding_size + 1)");
   p.measured_on = "from " + path + ": " + p.measured_on;
   return p;
-}
-
-int ctr_table_state_floats(const OptimizerSpec& o) {
-  switch (o.name) {
-    case OptimizerKind::kAdam:
-    case OptimizerKind::kFtrl: return 2;
-    case OptimizerKind::kAdagrad: return 1;
-    default: return o.momentum > 0 ? 1 : 0;
-  }
-}
-
-int64_t node_memory_bytes() {
-  // The e2e tests' stand-in for a smaller machine (train/fault_plan.hpp's SDP_TEST_* kin).
-  if (const char* test = std::getenv("SDP_TEST_NODE_MEMORY_BYTES")) return std::atoll(test);
-  int64_t limit = 0;
-  std::ifstream meminfo("/proc/meminfo");
-  for (std::string key; meminfo >> key;) {
-    int64_t kb = 0;
-    meminfo >> kb;
-    if (key == "MemTotal:") {
-      limit = kb * 1024;
-      break;
-    }
-    meminfo.ignore(256, '\n');
-  }
-  // This process's memory cgroup (a container's, a Slurm job's): v1 "N:memory:/path", v2
-  // "0::/path"; its limit file, read where the hierarchy is mounted.
-  std::vector<std::string> limit_files;
-  std::ifstream groups("/proc/self/cgroup");
-  for (std::string line; std::getline(groups, line);) {
-    const size_t a = line.find(':'), b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    if (controllers.empty()) limit_files.push_back("/sys/fs/cgroup" + path + "/memory.max");
-    std::istringstream names(controllers);
-    for (std::string c; std::getline(names, c, ',');)
-      if (c == "memory") limit_files.push_back("/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes");
-  }
-  limit_files.push_back("/sys/fs/cgroup/memory.max");
-  limit_files.push_back("/sys/fs/cgroup/memory/memory.limit_in_bytes");
-  for (const std::string& file : limit_files) {
-    std::ifstream in(file);
-    int64_t bytes = 0;
-    if (in >> bytes && bytes > 0 && (limit == 0 || bytes < limit)) limit = bytes;  // "max" reads as no number
-  }
-  return limit;
 }
 
 void train_ctr(JobSetup& setup) {

@@ -19,11 +19,6 @@ std::string describe_ctr_plan(const JobSetup& setup);
 
 void train_ctr(JobSetup& setup);
 
-// The optimizer's floats of state per table float (Adam's m and v: 2).
-int ctr_table_state_floats(const OptimizerSpec& optimizer);
-// This machine's memory, or its cgroup's limit if lower (0: unknown).
-int64_t node_memory_bytes();
-
 // `sdp-train plan`'s measure of a CTR job: every rank of the launch runs `steps` training
 // steps of the job's model on its own batches of the training set (after `warmup` more),
 // none exchanged, all at once (ranks sharing a machine share it as in the job); the slowest

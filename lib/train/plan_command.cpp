@@ -10,7 +10,9 @@
 #include <sstream>
 
 #include "config/model_names.hpp"
+#include "core/device_info.hpp"
 #include "core/error.hpp"
+#include "ctr/ctr_optimizer.hpp"
 #include "distributed/agreement.hpp"
 #include "distributed/world.hpp"
 #include "io/atomic_file.hpp"
@@ -301,8 +303,8 @@ std::string plan_ctr_job(const JobSetup& setup, const PlanCommandOptions& option
   ctr.ranks_per_node = plan_setup.ranks_per_node;
   ctr.exchange = spec.distributed.embedding_exchange;
   ctr.sharding = spec.model.embedding_sharding;
-  ctr.state_floats = ctr_table_state_floats(spec.optimizer);
-  ctr.rank_memory_bytes = static_cast<double>(node_memory_bytes()) / std::max(1, plan_setup.ranks_per_node);
+  ctr.state_floats = CtrOptimizer::table_state_floats(spec.optimizer);
+  ctr.rank_memory_bytes = static_cast<double>(usable_memory_bytes()) / std::max(1, plan_setup.ranks_per_node);
   ctr.table_algorithm = spec.distributed.allreduce;
   ctr.compression = plan_setup.compression;
   ctr.assumed = plan_setup.assumed;

@@ -379,15 +379,21 @@ PY
 # job with exit 3 naming the exchange and the rank that never arrived (it waited for ever).
 case_ctr_exchange_stall() {
   ctr_args
-  local start elapsed
+  expect_rows_stall "table rows exchange"
+}
+
+# expect_rows_stall WHAT [ARGS...]: rank 1 of 2 stalls before the table rows travel; rank 0's
+# watchdog ends the job with exit 3 within the timeout, naming WHAT and rank 1.
+expect_rows_stall() {
+  local what=$1 start elapsed
+  shift
   start=$(date +%s)
-  SDP_TEST_STALL_RANK=1 SDP_TEST_STALL_IN=rows_exchange run 2 "${CTR_ARGS[@]}" \
+  SDP_TEST_STALL_RANK=1 SDP_TEST_STALL_IN=rows_exchange run 2 "${CTR_ARGS[@]}" "$@" \
     --set distributed.stall_warning_s=1 --set distributed.timeout_s=4
   elapsed=$(( $(date +%s) - start ))
   [ $STATUS -eq 3 ] || fail "exit status $STATUS, expected 3"
   [ $elapsed -le 25 ] || fail "took ${elapsed}s to abort (timeout 4 s)"
-  grep -qE '^sdp-train: error: rank 0 step 0: table rows exchange .*has waited' "$WORK/out" ||
-    fail "the error does not name the exchange"
+  grep -qE "^sdp-train: error: rank 0 step 0: $what .*has waited" "$WORK/out" || fail "the error does not name $what"
   grep -qE 'never arrived: .*1' "$WORK/out" || fail "the error does not name rank 1"
 }
 
@@ -674,14 +680,5 @@ PY
 # the sharded job with exit 3 naming that exchange and the rank that never arrived.
 case_ctr_sharded_stall() {
   ctr_args
-  local start elapsed
-  start=$(date +%s)
-  SDP_TEST_STALL_RANK=1 SDP_TEST_STALL_IN=rows_exchange run 2 "${CTR_ARGS[@]}" --set model.embedding_sharding=rows \
-    --set distributed.stall_warning_s=1 --set distributed.timeout_s=4
-  elapsed=$(( $(date +%s) - start ))
-  [ $STATUS -eq 3 ] || fail "exit status $STATUS, expected 3"
-  [ $elapsed -le 25 ] || fail "took ${elapsed}s to abort (timeout 4 s)"
-  grep -qE '^sdp-train: error: rank 0 step 0: table rows gradients to their owners .*has waited' "$WORK/out" ||
-    fail "the error does not name the exchange"
-  grep -qE 'never arrived: .*1' "$WORK/out" || fail "the error does not name rank 1"
+  expect_rows_stall "table rows gradients to their owners" --set model.embedding_sharding=rows
 }

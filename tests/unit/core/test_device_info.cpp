@@ -74,6 +74,22 @@ TEST_F(FakeCgroups, NothingToReadIsNoQuota) {
   EXPECT_EQ(quota("0::/\n"), 0.0);
 }
 
+// The memory limit the CTR trainer checks a table against: the same walk, v2's memory.max or
+// v1's memory.limit_in_bytes (a simulated host's: scripts/simcluster.sh memory).
+TEST_F(FakeCgroups, MemoryLimitAlongThePath) {
+  const auto limit = [&](const std::string& self) { return cgroup_memory_limit_in(self, root_.string()); };
+  write("memory.max", "max\n");
+  EXPECT_EQ(limit("0::/job\n"), 0.0) << "no limit anywhere";
+  write("job/memory.max", "1073741824\n");
+  EXPECT_EQ(limit("0::/job/step\n"), 1073741824.0);
+  write("memory/sdp-h1/memory.limit_in_bytes", "314572800\n");
+  write("memory/memory.limit_in_bytes", "9223372036854771712\n");
+  EXPECT_EQ(limit("9:memory:/sdp-h1\n4:cpu:/sdp-h1\n"), 314572800.0);
+  EXPECT_EQ(limit("9:memory:/other\n"), 0.0) << "v1's unlimited root is no limit";
+  EXPECT_EQ(limit("4:cpu:/sdp-h1\n"), 0.0) << "the cpu controller sets no memory limit";
+  EXPECT_GT(usable_memory_bytes(), 0);
+}
+
 TEST(DeviceInfo, UsableCpusAreTheAffinityCappedByTheQuota) {
   const int affinity = cpu_affinity_count(), quota = cgroup_cpu_quota();
   EXPECT_GE(affinity, 1);

@@ -80,6 +80,18 @@ TEST_P(EveryOptimizer, StateRoundTripsThroughTensors) {
   EXPECT_EQ(oa.steps(), ob.steps());
 }
 
+// The memory check before a model exists counts the state the optimizer then keeps.
+TEST_P(EveryOptimizer, TableStateFloatsAreWhatItKeeps) {
+  CtrModel model(tiny_fm(), 5);
+  for (double momentum : {0.0, 0.9}) {
+    OptimizerSpec spec = spec_of(GetParam());
+    spec.momentum = momentum;
+    const CtrOptimizer opt(spec, 0.0, model);
+    const auto floats = static_cast<int64_t>(model.table().size() + model.dense().size());
+    EXPECT_EQ(opt.state_bytes(), floats * 4 * CtrOptimizer::table_state_floats(spec)) << "momentum " << momentum;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Ctr, EveryOptimizer,
                          ::testing::Values(OptimizerKind::kSgd, OptimizerKind::kAdam, OptimizerKind::kAdagrad,
                                            OptimizerKind::kFtrl),
